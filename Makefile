@@ -1,0 +1,43 @@
+# stormwatch: the two commands a new user needs are `make run` and `make test`.
+GO       ?= go
+BIN      ?= bin/stormwatch
+VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
+LDFLAGS  := -X main.version=$(VERSION)
+ARGS     ?=
+
+.PHONY: run build test test-race lint bench fixtures fuzz clean
+
+## run: the main job - the collector on 127.0.0.1:4317/4318 and the live dashboard
+run:
+	$(GO) run -ldflags "$(LDFLAGS)" ./cmd/stormwatch $(ARGS)
+
+## build: the binary in ./bin
+build:
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/stormwatch
+
+## test: every test, the fuzz seed corpora, and the race detector on the concurrent packages
+test:
+	$(GO) test -count=1 ./...
+	$(GO) test -count=1 -race ./collector/...
+
+## lint: go vet, and gofmt must have nothing to say
+lint:
+	$(GO) vet ./...
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+
+## bench: every benchmark, several counts so medians can be read (see docs/performance.md)
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem -count 5 ./...
+
+## fixtures: regenerate fixtures/ from the generators (review the diff like code)
+fixtures:
+	$(GO) run ./fixtures/gen
+
+## fuzz: run each fuzz target for FUZZTIME (default 30s)
+FUZZTIME ?= 30s
+fuzz:
+	@echo "see docs/development.md for the fuzz targets"
+
+clean:
+	rm -rf bin

@@ -1,0 +1,248 @@
+package spans
+
+import (
+	"encoding/hex"
+	"math"
+	"strconv"
+)
+
+// TraceID is the 16-byte OpenTelemetry trace id.
+type TraceID [16]byte
+
+// SpanID is the 8-byte OpenTelemetry span id.
+type SpanID [8]byte
+
+// IsZero reports whether the id is all zeroes, which OTLP defines as invalid.
+func (t TraceID) IsZero() bool { return t == TraceID{} }
+
+// String is the lowercase hex form used by OTLP/JSON and every report.
+func (t TraceID) String() string { return hex.EncodeToString(t[:]) }
+
+// IsZero reports whether the id is all zeroes: for a parent id, "no parent".
+func (s SpanID) IsZero() bool { return s == SpanID{} }
+
+// String is the lowercase hex form used by OTLP/JSON and every report.
+func (s SpanID) String() string { return hex.EncodeToString(s[:]) }
+
+// Kind is the OTLP span kind; the numbers are the wire enum's.
+type Kind uint8
+
+// Span kinds, numbered as in opentelemetry.proto.trace.v1.Span.SpanKind.
+const (
+	KindUnspecified Kind = 0
+	KindInternal    Kind = 1
+	KindServer      Kind = 2
+	KindClient      Kind = 3
+	KindProducer    Kind = 4
+	KindConsumer    Kind = 5
+)
+
+var kindNames = [...]string{"UNSPECIFIED", "INTERNAL", "SERVER", "CLIENT", "PRODUCER", "CONSUMER"}
+
+func (k Kind) String() string {
+	if int(k) < len(kindNames) {
+		return kindNames[k]
+	}
+	return "KIND(" + strconv.Itoa(int(k)) + ")"
+}
+
+// StatusCode is the OTLP span status code; the numbers are the wire enum's.
+type StatusCode uint8
+
+// Status codes, numbered as in opentelemetry.proto.trace.v1.Status.StatusCode.
+const (
+	StatusUnset StatusCode = 0
+	StatusOK    StatusCode = 1
+	StatusError StatusCode = 2
+)
+
+func (c StatusCode) String() string {
+	switch c {
+	case StatusUnset:
+		return "UNSET"
+	case StatusOK:
+		return "OK"
+	case StatusError:
+		return "ERROR"
+	}
+	return "STATUS(" + strconv.Itoa(int(c)) + ")"
+}
+
+// ValueType says which field of an [Attr] holds its value.
+type ValueType uint8
+
+// Attribute value types. Arrays, maps and bytes are kept as a display string ([ValueOther]): the
+// analyzer never reads them, the span detail only shows them.
+const (
+	ValueEmpty ValueType = iota
+	ValueString
+	ValueInt
+	ValueDouble
+	ValueBool
+	ValueOther
+)
+
+// Attr is one attribute. It is flat on purpose: one allocation per span holds all of them.
+type Attr struct {
+	Key string
+	// Str holds ValueString and the display form of ValueOther.
+	Str string
+	// Num holds ValueInt, ValueBool (0 or 1) and ValueDouble (math.Float64bits).
+	Num  int64
+	Type ValueType
+}
+
+// StringAttr, IntAttr, DoubleAttr and BoolAttr build attributes; tests and encoders use them.
+func StringAttr(k, v string) Attr    { return Attr{Key: k, Str: v, Type: ValueString} }
+func IntAttr(k string, v int64) Attr { return Attr{Key: k, Num: v, Type: ValueInt} }
+func DoubleAttr(k string, v float64) Attr {
+	return Attr{Key: k, Num: int64(math.Float64bits(v)), Type: ValueDouble}
+}
+func BoolAttr(k string, v bool) Attr {
+	a := Attr{Key: k, Type: ValueBool}
+	if v {
+		a.Num = 1
+	}
+	return a
+}
+
+// Float returns a ValueDouble's number.
+func (a Attr) Float() float64 { return math.Float64frombits(uint64(a.Num)) }
+
+// AsInt returns the value as an integer when it is one, or a string or double that holds one
+// (OTLP/JSON and some SDKs send numbers as strings).
+func (a Attr) AsInt() (int64, bool) {
+	switch a.Type {
+	case ValueInt:
+		return a.Num, true
+	case ValueDouble:
+		f := a.Float()
+		if f == math.Trunc(f) && !math.IsInf(f, 0) {
+			return int64(f), true
+		}
+	case ValueString:
+		n, err := strconv.ParseInt(a.Str, 10, 64)
+		return n, err == nil
+	}
+	return 0, false
+}
+
+// AsString renders the value for display and for string comparisons.
+func (a Attr) AsString() string {
+	switch a.Type {
+	case ValueString, ValueOther:
+		return a.Str
+	case ValueInt:
+		return strconv.FormatInt(a.Num, 10)
+	case ValueDouble:
+		return strconv.FormatFloat(a.Float(), 'g', -1, 64)
+	case ValueBool:
+		return strconv.FormatBool(a.Num != 0)
+	}
+	return ""
+}
+
+// Resource is the part of an OTLP resource stormwatch keeps. Spans of one ResourceSpans share one.
+type Resource struct {
+	ServiceName     string // service.name
+	ServiceInstance string // service.instance.id
+	// Attrs are the other resource attributes in the well-known set.
+	Attrs []Attr
+}
+
+// Link points at another span, typically the previous attempt of one logical operation.
+type Link struct {
+	TraceID TraceID
+	SpanID  SpanID
+	Attrs   []Attr
+}
+
+// Event is a span event; only its time, name and well-known attributes are kept.
+type Event struct {
+	TimeUnixNano int64
+	Name         string
+	Attrs        []Attr
+}
+
+// Span is one span in compact form.
+type Span struct {
+	TraceID  TraceID
+	SpanID   SpanID
+	ParentID SpanID
+	// StartUnixNano and EndUnixNano are as sent; EndUnixNano may precede StartUnixNano in bad data.
+	StartUnixNano int64
+	EndUnixNano   int64
+	Kind          Kind
+	Status        StatusCode
+	Name          string
+	StatusMessage string
+	Resource      *Resource
+	// Scope is the instrumentation scope name (e.g. "go.opentelemetry.io/contrib/.../otelhttp").
+	Scope  string
+	Attrs  []Attr
+	Links  []Link
+	Events []Event
+}
+
+// Service is the span's service.name, or "" when the resource has none.
+func (s *Span) Service() string {
+	if s.Resource == nil {
+		return ""
+	}
+	return s.Resource.ServiceName
+}
+
+// Instance is the span's service.instance.id, or "".
+func (s *Span) Instance() string {
+	if s.Resource == nil {
+		return ""
+	}
+	return s.Resource.ServiceInstance
+}
+
+// DurationNanos is the span's duration; negative when the end precedes the start.
+func (s *Span) DurationNanos() int64 { return s.EndUnixNano - s.StartUnixNano }
+
+// Attr finds an attribute by key. Spans carry few attributes, so a linear scan beats a map.
+func (s *Span) Attr(key string) (Attr, bool) {
+	for i := range s.Attrs {
+		if s.Attrs[i].Key == key {
+			return s.Attrs[i], true
+		}
+	}
+	return Attr{}, false
+}
+
+// Str returns the attribute's display string, or "" when absent.
+func (s *Span) Str(key string) string {
+	a, ok := s.Attr(key)
+	if !ok {
+		return ""
+	}
+	return a.AsString()
+}
+
+// Int returns the attribute as an integer (see [Attr.AsInt]).
+func (s *Span) Int(key string) (int64, bool) {
+	a, ok := s.Attr(key)
+	if !ok {
+		return 0, false
+	}
+	return a.AsInt()
+}
+
+// Batch is what one OTLP export request (or one line of a trace file) decodes to.
+type Batch struct {
+	Spans []Span
+	// Rejected counts spans dropped for cause while decoding (invalid ids); RejectReason says why,
+	// for OTLP partial success.
+	Rejected     int
+	RejectReason string
+}
+
+// DecodeOptions tunes the decoders. The zero value keeps only the well-known attributes.
+type DecodeOptions struct {
+	// AllAttributes keeps attributes outside [WellKnown] too (the TUI's span detail shows them), at a
+	// memory cost on every held span.
+	AllAttributes bool
+}
