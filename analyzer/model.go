@@ -1,0 +1,188 @@
+package analyzer
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/stormwatch/stormwatch/spans"
+)
+
+// ReportVersion is the version of the --format json contract. Bump it when a field or an evidence key
+// is renamed or removed; adding is compatible.
+const ReportVersion = 1
+
+// Severity ranks findings. The driver (policy, --fail-on) decides it; detectors suggest a default.
+type Severity int8
+
+// Severities, ordered: a comparison with >= is "at or above".
+const (
+	SeverityInfo Severity = iota
+	SeverityWarning
+	SeverityCritical
+)
+
+var severityNames = [...]string{"info", "warning", "critical"}
+
+func (s Severity) String() string {
+	if s >= 0 && int(s) < len(severityNames) {
+		return severityNames[s]
+	}
+	return fmt.Sprintf("severity(%d)", int8(s))
+}
+
+// ParseSeverity reads "info", "warning" or "critical".
+func ParseSeverity(text string) (Severity, error) {
+	for i, n := range severityNames {
+		if n == text {
+			return Severity(i), nil
+		}
+	}
+	return 0, fmt.Errorf("unknown severity %q (want info, warning or critical)", text)
+}
+
+// MarshalText makes severities appear by name in JSON.
+func (s Severity) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
+
+// UnmarshalText reads a severity by name.
+func (s *Severity) UnmarshalText(b []byte) error {
+	v, err := ParseSeverity(string(b))
+	if err != nil {
+		return err
+	}
+	*s = v
+	return nil
+}
+
+// Finding is one defect with its proof. Field names are the JSON report contract (DESIGN.md).
+type Finding struct {
+	Detector   string   `json:"detector"`
+	Severity   Severity `json:"severity"`
+	TraceID    string   `json:"trace_id,omitempty"`
+	SpanIDs    []string `json:"span_ids,omitempty"`
+	Service    string   `json:"service,omitempty"`
+	Dependency string   `json:"dependency,omitempty"`
+	// Summary says in one sentence what happened, with the numbers.
+	Summary string `json:"summary"`
+	// Action says in one sentence what to change.
+	Action string `json:"action,omitempty"`
+	// Evidence keys per detector are documented in docs/detectors.md and never renamed without
+	// bumping ReportVersion.
+	Evidence map[string]any `json:"evidence,omitempty"`
+}
+
+// DependencyStats is the seed's "origin saw 120 (3.00x)" for one dependency.
+type DependencyStats struct {
+	// Dependency is scheme://host:port of the callee (or host:port / the RPC service when that is
+	// all the spans say).
+	Dependency string `json:"dependency"`
+	// Service is the callee's service.name when its SERVER spans are in the data.
+	Service string `json:"service,omitempty"`
+	// PhysicalCalls counts CLIENT spans that reached the dependency.
+	PhysicalCalls int `json:"physical_calls"`
+	// LogicalOperations counts what the top layer asked for (see Amplification in DESIGN.md).
+	LogicalOperations int `json:"logical_operations"`
+	// Amplification is PhysicalCalls / LogicalOperations.
+	Amplification float64 `json:"amplification"`
+	// Outcomes counts physical calls by outcome: the HTTP status ("503"), the gRPC code
+	// ("UNAVAILABLE"), or a class ("timeout", "connect error", "refused", "ok").
+	Outcomes map[string]int `json:"outcomes"`
+	// Callers are the services that called the dependency.
+	Callers []string `json:"callers,omitempty"`
+}
+
+// InputStats says what was analysed.
+type InputStats struct {
+	Spans      int `json:"spans"`
+	Traces     int `json:"traces"`
+	Operations int `json:"operations"`
+}
+
+// Report is the outcome of an analysis: the --format json contract.
+type Report struct {
+	Version      int               `json:"version"`
+	Input        InputStats        `json:"input"`
+	Dependencies []DependencyStats `json:"dependencies"`
+	Findings     []Finding         `json:"findings"`
+	// Notes say what the analysis could not do or had to guess around: orphan spans, parent cycles,
+	// truncated traces, attempts that landed in separate traces with nothing to join them.
+	Notes []string `json:"notes,omitempty"`
+}
+
+// AttemptKind says why an attempt was made (resilience.attempt.kind, or inferred).
+type AttemptKind string
+
+// Attempt kinds.
+const (
+	KindInitial  AttemptKind = "initial"
+	KindRetry    AttemptKind = "retry"
+	KindHedge    AttemptKind = "hedge"
+	KindFanout   AttemptKind = "fanout"
+	KindFallback AttemptKind = "fallback"
+)
+
+// Attempt is one try of a logical operation: usually one CLIENT span, several with fan-out.
+type Attempt struct {
+	// Number starts at 1.
+	Number int
+	Kind   AttemptKind
+	// SpanID is the attempt's CLIENT span (the first one when it fanned out).
+	SpanID spans.SpanID
+	// Calls are all the physical calls (CLIENT spans) this attempt made; len > 1 is fan-out.
+	Calls []spans.SpanID
+	// Origins are the distinct scheme://host:port the calls went to.
+	Origins       []string
+	StartUnixNano int64
+	EndUnixNano   int64
+	// Outcome is the class: ok, retryable, permanent, timeout, cancelled, refused.
+	Outcome string
+	// Status is the HTTP status or gRPC code as text, "" when the call got no answer.
+	Status string
+	// BackoffNanos is the pause before this attempt (recorded, or the gap since the previous one).
+	BackoffNanos int64
+}
+
+// Operation is one logical operation: one intent of one caller toward one dependency.
+type Operation struct {
+	// ID is resilience.operation.id, or a stable id stormwatch made up when inferring.
+	ID      string
+	Name    string
+	TraceID spans.TraceID
+	// SpanID is the operation's own INTERNAL span, or the caller span its attempts hang from.
+	SpanID spans.SpanID
+	// Caller is the calling service; Owner the service that decided to retry (usually the caller).
+	Caller     string
+	Owner      string
+	Dependency string
+	// DependencyService is the callee's service.name when known.
+	DependencyService string
+	Attempts          []Attempt
+	// Inferred is true when the attempts were grouped from stock instrumentation, false when the
+	// reference client's resilience.* attributes said so.
+	Inferred bool
+	// Terminal is complete, fallback:<name>, fail-fast or shed; StopReason as in DESIGN.md.
+	Terminal   string
+	StopReason string
+	// DeadlineUnixNano is 0 when unknown.
+	DeadlineUnixNano int64
+	StartUnixNano    int64
+	EndUnixNano      int64
+	// Parent is the operation this one runs inside (the caller's own logical operation), or nil at
+	// the root. Walking Parent gives the chain of layers from a leaf call to the root request.
+	Parent *Operation
+	// Findings counts the findings that name this operation's spans.
+	Findings int
+}
+
+// Latency is the operation's wall time.
+func (o *Operation) Latency() time.Duration {
+	return time.Duration(o.EndUnixNano - o.StartUnixNano)
+}
+
+// PhysicalCalls counts the CLIENT spans of all attempts.
+func (o *Operation) PhysicalCalls() int {
+	n := 0
+	for i := range o.Attempts {
+		n += len(o.Attempts[i].Calls)
+	}
+	return n
+}
