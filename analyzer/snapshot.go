@@ -20,8 +20,9 @@ type Snapshot struct {
 	// Stats describes the store behind the snapshot.
 	Stats StoreStats
 
-	// trace looks up one trace's analysis; set by the analyzer.
-	trace func(spans.TraceID) (*TraceView, bool)
+	// TraceLookup finds one trace's analysis. The analyzer sets it; tests may set their own. It must
+	// be safe to call from any goroutine and return immutable views.
+	TraceLookup func(spans.TraceID) (*TraceView, bool)
 }
 
 // StoreStats describes what the analyzer holds and what it had to drop.
@@ -41,10 +42,10 @@ type StoreStats struct {
 
 // Trace returns the analysis of one held trace, or false when it is not (or no longer) held.
 func (s *Snapshot) Trace(id spans.TraceID) (*TraceView, bool) {
-	if s == nil || s.trace == nil {
+	if s == nil || s.TraceLookup == nil {
 		return nil, false
 	}
-	return s.trace(id)
+	return s.TraceLookup(id)
 }
 
 // TraceView is one trace as the TUI's waterfall and the span detail need it. Immutable.
