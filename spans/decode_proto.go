@@ -1,0 +1,935 @@
+package spans
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"unsafe"
+
+	"github.com/VictoriaMetrics/easyproto"
+	"google.golang.org/protobuf/encoding/protowire"
+)
+
+// RejectInvalidID is the Batch.RejectReason for spans dropped because a trace or span id is
+// missing, of the wrong length or all zeroes.
+const RejectInvalidID = "invalid trace or span id"
+
+// ErrMalformed is wrapped by every error the decoders return for input that is not a valid OTLP
+// request. The errors are also marked with [NewPermanent]: sending the same bytes again cannot help.
+var ErrMalformed = errors.New("malformed OTLP request")
+
+// ErrTooDeep is wrapped (with [ErrMalformed]) when AnyValue arrays and key-value lists nest deeper
+// than [MaxValueDepth]. It bounds the decoder's recursion on hostile input.
+var ErrTooDeep = errors.New("attribute value nested too deeply")
+
+// MaxValueDepth is how deep arrays and key-value lists may nest inside one attribute value. Real
+// telemetry nests one or two levels; the bound only stops hostile input from recursing.
+const MaxValueDepth = 64
+
+// Field numbers of the OTLP trace protobuf (opentelemetry/proto/trace/v1/trace.proto and friends).
+const (
+	fReqResourceSpans = 1
+
+	fRSResource   = 1
+	fRSScopeSpans = 2
+
+	fResAttributes = 1
+
+	fSSScope = 1
+	fSSSpans = 2
+
+	fScopeName = 1
+
+	fSpanTraceID    = 1
+	fSpanSpanID     = 2
+	fSpanParentID   = 4
+	fSpanName       = 5
+	fSpanKind       = 6
+	fSpanStart      = 7
+	fSpanEnd        = 8
+	fSpanAttributes = 9
+	fSpanEvents     = 11
+	fSpanLinks      = 13
+	fSpanStatus     = 15
+
+	fStatusMessage = 2
+	fStatusCode    = 3
+
+	fEventTime       = 1
+	fEventName       = 2
+	fEventAttributes = 3
+
+	fLinkTraceID    = 1
+	fLinkSpanID     = 2
+	fLinkAttributes = 4
+
+	fKVKey   = 1
+	fKVValue = 2
+
+	fAnyString = 1
+	fAnyBool   = 2
+	fAnyInt    = 3
+	fAnyDouble = 4
+	fAnyArray  = 5
+	fAnyKVList = 6
+	fAnyBytes  = 7
+
+	fListValues = 1 // ArrayValue.values and KeyValueList.values
+)
+
+// DecodeProto decodes one OTLP ExportTraceServiceRequest protobuf body into a batch without building a
+// protobuf object tree.
+//
+// Ownership: the caller hands buf over. The batch's strings (names, attribute values, keys outside
+// the well-known set) alias buf, so buf must not be modified or reused for as long as any span of
+// the batch is held; holding a span keeps the whole of buf alive. Well-known attribute keys are
+// interned and do not alias buf.
+//
+// The rules are those of spanstest.FromProto, the reference: a span whose trace or span id is
+// missing, of the wrong length or all zeroes is dropped and counted in Batch.Rejected while the rest
+// of the request is kept; a parent id of the wrong length means no parent; links with ids of the
+// wrong length are dropped; attributes outside [WellKnown] are dropped unless opt.AllAttributes.
+// Repeated occurrences of a field follow protobuf's rules (the last scalar wins, messages merge)
+// and fields with an unexpected wire type are skipped as unknown, so the result matches what the
+// generated code would give.
+//
+// Malformed input returns an error that wraps [ErrMalformed] and says where in the request it was
+// found. Memory is allocated per request, not per span or attribute: the spans, attributes, links,
+// events and resources of a request each live in one slice sized by a counting pass.
+func DecodeProto(buf []byte, opt DecodeOptions) (*Batch, error) {
+	var c protoCounts
+	if err := c.request(buf); err != nil {
+		return nil, malformed("decode OTLP protobuf request", err)
+	}
+	d := protoDecoder{opt: opt, b: &Batch{}}
+	if c.spans > 0 {
+		d.b.Spans = make([]Span, 0, c.spans)
+	}
+	if c.attrs > 0 {
+		d.attrs = make([]Attr, 0, c.attrs)
+	}
+	if c.xattrs > 0 {
+		d.xattrs = make([]Attr, 0, c.xattrs)
+	}
+	if c.links > 0 {
+		d.links = make([]Link, 0, c.links)
+	}
+	if c.events > 0 {
+		d.events = make([]Event, 0, c.events)
+	}
+	if c.resources > 0 {
+		d.resources = make([]Resource, 0, c.resources)
+	}
+	if err := d.request(buf); err != nil {
+		return nil, malformed("decode OTLP protobuf request", err)
+	}
+	if len(d.b.Spans) == 0 {
+		d.b.Spans = nil
+	}
+	d.b.Spans = d.b.Spans[:len(d.b.Spans):len(d.b.Spans)]
+	return d.b, nil
+}
+
+func malformed(what string, err error) error {
+	return NewPermanent(fmt.Errorf("%s: %w: %w", what, ErrMalformed, err))
+}
+
+// nextField reads the next field like easyproto's NextField and also skips deprecated protobuf
+// groups, which the generated code accepts as unknown fields. A skipped group reports field
+// number 0, which no OTLP message uses.
+func nextField(fc *easyproto.FieldContext, src []byte) ([]byte, error) {
+	rest, err := fc.NextField(src)
+	if err == nil {
+		return rest, nil
+	}
+	num, typ, n := protowire.ConsumeTag(src)
+	if n < 0 || typ != protowire.StartGroupType {
+		return rest, err
+	}
+	m := protowire.ConsumeFieldValue(num, typ, src[n:])
+	if m < 0 {
+		return src, fmt.Errorf("group field #%d: %w", num, protowire.ParseError(m))
+	}
+	fc.FieldNum = 0
+	return src[n+m:], nil
+}
+
+// protoCounts is the first pass: it walks the request down to span fields, counting what the second
+// pass will allocate, so that each kind of object gets exactly one allocation per request.
+type protoCounts struct {
+	resources, spans, attrs, xattrs, links, events int
+}
+
+func (c *protoCounts) request(src []byte) error {
+	var fc easyproto.FieldContext
+	var err error
+	for i := 0; len(src) > 0; {
+		if src, err = nextField(&fc, src); err != nil {
+			return err
+		}
+		if fc.FieldNum != fReqResourceSpans {
+			continue
+		}
+		data, ok := fc.MessageData()
+		if !ok {
+			continue
+		}
+		c.resources++
+		if err := c.resourceSpans(data); err != nil {
+			return fmt.Errorf("resource_spans[%d]: %w", i, err)
+		}
+		i++
+	}
+	return nil
+}
+
+func (c *protoCounts) resourceSpans(src []byte) error {
+	var fc easyproto.FieldContext
+	var err error
+	for i := 0; len(src) > 0; {
+		if src, err = nextField(&fc, src); err != nil {
+			return err
+		}
+		data, ok := fc.MessageData()
+		if !ok {
+			continue
+		}
+		switch fc.FieldNum {
+		case fRSResource:
+			n, err := countFields(data, fResAttributes)
+			if err != nil {
+				return fmt.Errorf("resource: %w", err)
+			}
+			c.attrs += n
+		case fRSScopeSpans:
+			if err := c.scopeSpans(data); err != nil {
+				return fmt.Errorf("scope_spans[%d]: %w", i, err)
+			}
+			i++
+		}
+	}
+	return nil
+}
+
+func (c *protoCounts) scopeSpans(src []byte) error {
+	var fc easyproto.FieldContext
+	var err error
+	for i := 0; len(src) > 0; {
+		if src, err = nextField(&fc, src); err != nil {
+			return err
+		}
+		if fc.FieldNum != fSSSpans {
+			continue
+		}
+		data, ok := fc.MessageData()
+		if !ok {
+			continue
+		}
+		c.spans++
+		if err := c.span(data); err != nil {
+			return fmt.Errorf("spans[%d]: %w", i, err)
+		}
+		i++
+	}
+	return nil
+}
+
+func (c *protoCounts) span(src []byte) error {
+	var fc easyproto.FieldContext
+	var err error
+	nEvent, nLink := 0, 0
+	for len(src) > 0 {
+		if src, err = nextField(&fc, src); err != nil {
+			return err
+		}
+		switch fc.FieldNum {
+		case fSpanAttributes:
+			if _, ok := fc.MessageData(); ok {
+				c.attrs++
+			}
+		case fSpanEvents:
+			if data, ok := fc.MessageData(); ok {
+				n, err := countFields(data, fEventAttributes)
+				if err != nil {
+					return fmt.Errorf("events[%d]: %w", nEvent, err)
+				}
+				nEvent++
+				c.events++
+				c.xattrs += n
+			}
+		case fSpanLinks:
+			if data, ok := fc.MessageData(); ok {
+				n, err := countFields(data, fLinkAttributes)
+				if err != nil {
+					return fmt.Errorf("links[%d]: %w", nLink, err)
+				}
+				nLink++
+				c.links++
+				c.xattrs += n
+			}
+		}
+	}
+	return nil
+}
+
+// countFields counts the length-delimited occurrences of field num in src.
+func countFields(src []byte, num uint32) (int, error) {
+	var fc easyproto.FieldContext
+	var err error
+	n := 0
+	for len(src) > 0 {
+		if src, err = nextField(&fc, src); err != nil {
+			return 0, err
+		}
+		if fc.FieldNum == num {
+			if _, ok := fc.MessageData(); ok {
+				n++
+			}
+		}
+	}
+	return n, nil
+}
+
+// protoDecoder is the second pass. attrs holds resource and span attributes, xattrs those of links
+// and events, so that each span's attributes stay contiguous whatever order its fields come in.
+type protoDecoder struct {
+	opt       DecodeOptions
+	b         *Batch
+	attrs     []Attr
+	xattrs    []Attr
+	links     []Link
+	events    []Event
+	resources []Resource
+	// other holds the rendered form of array, map and bytes values. Strings alias it; when append
+	// moves it to a bigger array the old one stays alive and is never written again.
+	other []byte
+}
+
+// bstr aliases b as a string; the caller of DecodeProto promised not to modify the buffer.
+func bstr(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
+
+func (d *protoDecoder) request(src []byte) error {
+	var fc easyproto.FieldContext
+	var err error
+	for i := 0; len(src) > 0; {
+		if src, err = nextField(&fc, src); err != nil {
+			return err
+		}
+		if fc.FieldNum != fReqResourceSpans {
+			continue
+		}
+		data, ok := fc.MessageData()
+		if !ok {
+			continue
+		}
+		if err := d.resourceSpans(data); err != nil {
+			return fmt.Errorf("resource_spans[%d]: %w", i, err)
+		}
+		i++
+	}
+	return nil
+}
+
+func (d *protoDecoder) resourceSpans(src []byte) error {
+	// The resource may follow the scope spans on the wire and may occur more than once (protobuf
+	// merges the occurrences), so it is read in a pass of its own before the spans that share it.
+	d.resources = append(d.resources, Resource{})
+	res := &d.resources[len(d.resources)-1]
+	start := len(d.attrs)
+	var fc easyproto.FieldContext
+	var err error
+	for rest := src; len(rest) > 0; {
+		if rest, err = nextField(&fc, rest); err != nil {
+			return err
+		}
+		if fc.FieldNum != fRSResource {
+			continue
+		}
+		data, ok := fc.MessageData()
+		if !ok {
+			continue
+		}
+		if err := d.resource(res, data); err != nil {
+			return fmt.Errorf("resource: %w", err)
+		}
+	}
+	res.Attrs = d.sub(d.attrs, start)
+	for i := 0; len(src) > 0; {
+		if src, err = nextField(&fc, src); err != nil {
+			return err
+		}
+		if fc.FieldNum != fRSScopeSpans {
+			continue
+		}
+		data, ok := fc.MessageData()
+		if !ok {
+			continue
+		}
+		if err := d.scopeSpans(res, data); err != nil {
+			return fmt.Errorf("scope_spans[%d]: %w", i, err)
+		}
+		i++
+	}
+	return nil
+}
+
+// sub returns the attributes appended to slab since start, capped so that an append by a consumer
+// cannot overwrite a neighbour's, or nil when there are none.
+func (d *protoDecoder) sub(slab []Attr, start int) []Attr {
+	if len(slab) == start {
+		return nil
+	}
+	return slab[start:len(slab):len(slab)]
+}
+
+func (d *protoDecoder) resource(res *Resource, src []byte) error {
+	var fc easyproto.FieldContext
+	var err error
+	for i := 0; len(src) > 0; {
+		if src, err = nextField(&fc, src); err != nil {
+			return err
+		}
+		if fc.FieldNum != fResAttributes {
+			continue
+		}
+		data, ok := fc.MessageData()
+		if !ok {
+			continue
+		}
+		key, val, err := keyValue(data)
+		if err != nil {
+			return fmt.Errorf("attributes[%d]: %w", i, err)
+		}
+		switch bstr(key) {
+		case AttrServiceName:
+			a, err := d.value(Attr{}, val)
+			if err != nil {
+				return fmt.Errorf("attributes[%d] %q: %w", i, key, err)
+			}
+			res.ServiceName = d.display(a)
+		case AttrServiceInstance:
+			a, err := d.value(Attr{}, val)
+			if err != nil {
+				return fmt.Errorf("attributes[%d] %q: %w", i, key, err)
+			}
+			res.ServiceInstance = d.display(a)
+		default:
+			if d.attrs, err = d.keep(d.attrs, key, val); err != nil {
+				return fmt.Errorf("attributes[%d] %q: %w", i, key, err)
+			}
+		}
+		i++
+	}
+	return nil
+}
+
+// display renders a resource's service name or instance as the reference does: strings as they
+// are, anything else in the display form of [ValueOther] (an absent value is "null").
+func (d *protoDecoder) display(a Attr) string {
+	switch a.Type {
+	case ValueString, ValueOther:
+		return a.Str
+	case ValueEmpty:
+		return "null"
+	}
+	start := len(d.other)
+	d.other = appendScalar(d.other, a)
+	return bstr(d.other[start:])
+}
+
+// appendScalar writes an int, double or bool the way OtherString does (%d, %g, %t).
+func appendScalar(dst []byte, a Attr) []byte {
+	switch a.Type {
+	case ValueInt:
+		return strconv.AppendInt(dst, a.Num, 10)
+	case ValueDouble:
+		return strconv.AppendFloat(dst, a.Float(), 'g', -1, 64)
+	case ValueBool:
+		return strconv.AppendBool(dst, a.Num != 0)
+	}
+	return dst
+}
+
+func (d *protoDecoder) scopeSpans(res *Resource, src []byte) error {
+	var fc easyproto.FieldContext
+	var err error
+	scope := ""
+	for rest := src; len(rest) > 0; {
+		if rest, err = nextField(&fc, rest); err != nil {
+			return err
+		}
+		if fc.FieldNum != fSSScope {
+			continue
+		}
+		data, ok := fc.MessageData()
+		if !ok {
+			continue
+		}
+		if name, ok, err := lastString(data, fScopeName); err != nil {
+			return fmt.Errorf("scope: %w", err)
+		} else if ok {
+			scope = name
+		}
+	}
+	for i := 0; len(src) > 0; {
+		if src, err = nextField(&fc, src); err != nil {
+			return err
+		}
+		if fc.FieldNum != fSSSpans {
+			continue
+		}
+		data, ok := fc.MessageData()
+		if !ok {
+			continue
+		}
+		if err := d.span(res, scope, data); err != nil {
+			return fmt.Errorf("spans[%d]: %w", i, err)
+		}
+		i++
+	}
+	return nil
+}
+
+// lastString returns the last occurrence of string field num in src.
+func lastString(src []byte, num uint32) (string, bool, error) {
+	var fc easyproto.FieldContext
+	var err error
+	s, found := "", false
+	for len(src) > 0 {
+		if src, err = nextField(&fc, src); err != nil {
+			return "", false, err
+		}
+		if fc.FieldNum == num {
+			if v, ok := fc.String(); ok {
+				s, found = v, true
+			}
+		}
+	}
+	return s, found, nil
+}
+
+func (d *protoDecoder) span(res *Resource, scope string, src []byte) error {
+	sp := Span{Resource: res, Scope: scope}
+	var traceID, spanID []byte
+	attrStart, xStart := len(d.attrs), len(d.xattrs)
+	linkStart, eventStart := len(d.links), len(d.events)
+	var fc easyproto.FieldContext
+	var err error
+	nAttr, nEvent, nLink := 0, 0, 0
+	for len(src) > 0 {
+		if src, err = nextField(&fc, src); err != nil {
+			return err
+		}
+		switch fc.FieldNum {
+		case fSpanTraceID:
+			if v, ok := fc.Bytes(); ok {
+				traceID = v
+			}
+		case fSpanSpanID:
+			if v, ok := fc.Bytes(); ok {
+				spanID = v
+			}
+		case fSpanParentID:
+			if v, ok := fc.Bytes(); ok {
+				if len(v) == len(sp.ParentID) {
+					copy(sp.ParentID[:], v)
+				} else {
+					sp.ParentID = SpanID{}
+				}
+			}
+		case fSpanName:
+			if v, ok := fc.String(); ok {
+				sp.Name = v
+			}
+		case fSpanKind:
+			if v, ok := fc.Uint64(); ok {
+				sp.Kind = Kind(v)
+			}
+		case fSpanStart:
+			if v, ok := fc.Fixed64(); ok {
+				sp.StartUnixNano = int64(v)
+			}
+		case fSpanEnd:
+			if v, ok := fc.Fixed64(); ok {
+				sp.EndUnixNano = int64(v)
+			}
+		case fSpanAttributes:
+			data, ok := fc.MessageData()
+			if !ok {
+				continue
+			}
+			key, val, err := keyValue(data)
+			if err != nil {
+				return fmt.Errorf("attributes[%d]: %w", nAttr, err)
+			}
+			if d.attrs, err = d.keep(d.attrs, key, val); err != nil {
+				return fmt.Errorf("attributes[%d] %q: %w", nAttr, key, err)
+			}
+			nAttr++
+		case fSpanEvents:
+			data, ok := fc.MessageData()
+			if !ok {
+				continue
+			}
+			if err := d.event(data); err != nil {
+				return fmt.Errorf("events[%d]: %w", nEvent, err)
+			}
+			nEvent++
+		case fSpanLinks:
+			data, ok := fc.MessageData()
+			if !ok {
+				continue
+			}
+			if err := d.link(data); err != nil {
+				return fmt.Errorf("links[%d]: %w", nLink, err)
+			}
+			nLink++
+		case fSpanStatus:
+			data, ok := fc.MessageData()
+			if !ok {
+				continue
+			}
+			if err := status(&sp, data); err != nil {
+				return fmt.Errorf("status: %w", err)
+			}
+		}
+	}
+	if len(traceID) != len(sp.TraceID) || len(spanID) != len(sp.SpanID) {
+		d.reject(attrStart, xStart, linkStart, eventStart)
+		return nil
+	}
+	copy(sp.TraceID[:], traceID)
+	copy(sp.SpanID[:], spanID)
+	if sp.TraceID.IsZero() || sp.SpanID.IsZero() {
+		d.reject(attrStart, xStart, linkStart, eventStart)
+		return nil
+	}
+	sp.Attrs = d.sub(d.attrs, attrStart)
+	if len(d.links) > linkStart {
+		sp.Links = d.links[linkStart:len(d.links):len(d.links)]
+	}
+	if len(d.events) > eventStart {
+		sp.Events = d.events[eventStart:len(d.events):len(d.events)]
+	}
+	d.b.Spans = append(d.b.Spans, sp)
+	return nil
+}
+
+// reject drops a span that failed the id checks and gives back the slab space it used.
+func (d *protoDecoder) reject(attrStart, xStart, linkStart, eventStart int) {
+	d.attrs = d.attrs[:attrStart]
+	d.xattrs = d.xattrs[:xStart]
+	d.links = d.links[:linkStart]
+	d.events = d.events[:eventStart]
+	d.b.Rejected++
+	d.b.RejectReason = RejectInvalidID
+}
+
+func status(sp *Span, src []byte) error {
+	var fc easyproto.FieldContext
+	var err error
+	for len(src) > 0 {
+		if src, err = nextField(&fc, src); err != nil {
+			return err
+		}
+		switch fc.FieldNum {
+		case fStatusMessage:
+			if v, ok := fc.String(); ok {
+				sp.StatusMessage = v
+			}
+		case fStatusCode:
+			if v, ok := fc.Uint64(); ok {
+				sp.Status = StatusCode(v)
+			}
+		}
+	}
+	return nil
+}
+
+func (d *protoDecoder) event(src []byte) error {
+	var e Event
+	start := len(d.xattrs)
+	var fc easyproto.FieldContext
+	var err error
+	for i := 0; len(src) > 0; {
+		if src, err = nextField(&fc, src); err != nil {
+			return err
+		}
+		switch fc.FieldNum {
+		case fEventTime:
+			if v, ok := fc.Fixed64(); ok {
+				e.TimeUnixNano = int64(v)
+			}
+		case fEventName:
+			if v, ok := fc.String(); ok {
+				e.Name = v
+			}
+		case fEventAttributes:
+			data, ok := fc.MessageData()
+			if !ok {
+				continue
+			}
+			key, val, err := keyValue(data)
+			if err != nil {
+				return fmt.Errorf("attributes[%d]: %w", i, err)
+			}
+			if d.xattrs, err = d.keep(d.xattrs, key, val); err != nil {
+				return fmt.Errorf("attributes[%d] %q: %w", i, key, err)
+			}
+			i++
+		}
+	}
+	e.Attrs = d.sub(d.xattrs, start)
+	d.events = append(d.events, e)
+	return nil
+}
+
+func (d *protoDecoder) link(src []byte) error {
+	var l Link
+	var traceID, spanID []byte
+	start := len(d.xattrs)
+	var fc easyproto.FieldContext
+	var err error
+	for i := 0; len(src) > 0; {
+		if src, err = nextField(&fc, src); err != nil {
+			return err
+		}
+		switch fc.FieldNum {
+		case fLinkTraceID:
+			if v, ok := fc.Bytes(); ok {
+				traceID = v
+			}
+		case fLinkSpanID:
+			if v, ok := fc.Bytes(); ok {
+				spanID = v
+			}
+		case fLinkAttributes:
+			data, ok := fc.MessageData()
+			if !ok {
+				continue
+			}
+			key, val, err := keyValue(data)
+			if err != nil {
+				return fmt.Errorf("attributes[%d]: %w", i, err)
+			}
+			if d.xattrs, err = d.keep(d.xattrs, key, val); err != nil {
+				return fmt.Errorf("attributes[%d] %q: %w", i, key, err)
+			}
+			i++
+		}
+	}
+	if len(traceID) != len(l.TraceID) || len(spanID) != len(l.SpanID) {
+		// The reference drops such a link; its attributes go with it.
+		d.xattrs = d.xattrs[:start]
+		return nil
+	}
+	copy(l.TraceID[:], traceID)
+	copy(l.SpanID[:], spanID)
+	l.Attrs = d.sub(d.xattrs, start)
+	d.links = append(d.links, l)
+	return nil
+}
+
+// keyValue splits a KeyValue message. The last key wins; several value occurrences merge, which
+// for protobuf is the same as decoding their concatenation (only hostile input does this, so the
+// copy it costs does not matter).
+func keyValue(src []byte) (key, val []byte, err error) {
+	var fc easyproto.FieldContext
+	merged := false
+	for len(src) > 0 {
+		if src, err = nextField(&fc, src); err != nil {
+			return nil, nil, err
+		}
+		switch fc.FieldNum {
+		case fKVKey:
+			if v, ok := fc.Bytes(); ok {
+				key = v
+			}
+		case fKVValue:
+			v, ok := fc.MessageData()
+			if !ok {
+				continue
+			}
+			switch {
+			case val == nil:
+				val = v
+			case !merged:
+				val = append(append([]byte{}, val...), v...)
+				merged = true
+			default:
+				val = append(val, v...)
+			}
+		}
+	}
+	return key, val, nil
+}
+
+// keep appends the attribute to slab when its key is kept. val is the AnyValue message, nil when
+// the KeyValue had none.
+func (d *protoDecoder) keep(slab []Attr, key, val []byte) ([]Attr, error) {
+	var a Attr
+	if k, ok := Intern(key); ok {
+		a.Key = k
+	} else if d.opt.AllAttributes {
+		a.Key = bstr(key)
+	} else {
+		return slab, nil
+	}
+	a, err := d.value(a, val)
+	if err != nil {
+		return slab, err
+	}
+	return append(slab, a), nil
+}
+
+// value decodes an AnyValue into a. The oneof follows protobuf: the last member on the wire wins,
+// and repeated occurrences of the same array or map member merge.
+func (d *protoDecoder) value(a Attr, src []byte) (Attr, error) {
+	if src == nil {
+		return a, nil
+	}
+	member, data, num, err := anyValue(src)
+	if err != nil {
+		return a, err
+	}
+	switch member {
+	case 0:
+		a.Type = ValueEmpty
+	case fAnyString:
+		a.Type, a.Str = ValueString, bstr(data)
+	case fAnyInt:
+		a.Type, a.Num = ValueInt, int64(num)
+	case fAnyDouble:
+		a.Type, a.Num = ValueDouble, int64(num)
+	case fAnyBool:
+		a.Type, a.Num = ValueBool, 0
+		if num != 0 {
+			a.Num = 1
+		}
+	default:
+		start := len(d.other)
+		d.other, err = appendOther(d.other, member, data, num, 1)
+		if err != nil {
+			return a, err
+		}
+		a.Type, a.Str = ValueOther, bstr(d.other[start:])
+	}
+	return a, nil
+}
+
+// anyValue finds which member of an AnyValue is set (0 for none) and its payload: data for the
+// length-delimited members, num for the others (the raw varint or the double's bits).
+func anyValue(src []byte) (member uint32, data []byte, num uint64, err error) {
+	var fc easyproto.FieldContext
+	merged := false
+	for len(src) > 0 {
+		if src, err = nextField(&fc, src); err != nil {
+			return 0, nil, 0, err
+		}
+		switch f := fc.FieldNum; f {
+		case fAnyString, fAnyBytes:
+			if v, ok := fc.Bytes(); ok {
+				member, data, merged = f, v, false
+			}
+		case fAnyArray, fAnyKVList:
+			v, ok := fc.MessageData()
+			if !ok {
+				continue
+			}
+			switch {
+			case member != f:
+				member, data, merged = f, v, false
+			case !merged:
+				data = append(append([]byte{}, data...), v...)
+				merged = true
+			default:
+				data = append(data, v...)
+			}
+		case fAnyBool, fAnyInt:
+			if v, ok := fc.Uint64(); ok {
+				member, num, data, merged = f, v, nil, false
+			}
+		case fAnyDouble:
+			if v, ok := fc.Fixed64(); ok {
+				member, num, data, merged = f, v, nil, false
+			}
+		}
+	}
+	return member, data, num, nil
+}
+
+// appendOther renders a value the way spanstest.OtherString does: strings quoted, bytes in hex,
+// arrays as [a,b], maps as {"k":v}, an absent value as null.
+func appendOther(dst []byte, member uint32, data []byte, num uint64, depth int) ([]byte, error) {
+	switch member {
+	case 0:
+		return append(dst, "null"...), nil
+	case fAnyString:
+		return strconv.AppendQuote(dst, bstr(data)), nil
+	case fAnyInt:
+		return strconv.AppendInt(dst, int64(num), 10), nil
+	case fAnyDouble:
+		return strconv.AppendFloat(dst, math.Float64frombits(num), 'g', -1, 64), nil
+	case fAnyBool:
+		return strconv.AppendBool(dst, num != 0), nil
+	case fAnyBytes:
+		return appendHex(dst, data), nil
+	}
+	if depth > MaxValueDepth {
+		return dst, ErrTooDeep
+	}
+	open, close := byte('['), byte(']')
+	if member == fAnyKVList {
+		open, close = '{', '}'
+	}
+	dst = append(dst, open)
+	var fc easyproto.FieldContext
+	var err error
+	for i := 0; len(data) > 0; {
+		if data, err = nextField(&fc, data); err != nil {
+			return dst, err
+		}
+		if fc.FieldNum != fListValues {
+			continue
+		}
+		elem, ok := fc.MessageData()
+		if !ok {
+			continue
+		}
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		i++
+		if member == fAnyKVList {
+			key, val, err := keyValue(elem)
+			if err != nil {
+				return dst, err
+			}
+			dst = strconv.AppendQuote(dst, bstr(key))
+			dst = append(dst, ':')
+			if val == nil {
+				dst = append(dst, "null"...)
+				continue
+			}
+			elem = val
+		}
+		m, d, n, err := anyValue(elem)
+		if err != nil {
+			return dst, err
+		}
+		if dst, err = appendOther(dst, m, d, n, depth+1); err != nil {
+			return dst, err
+		}
+	}
+	return append(dst, close), nil
+}
+
+const hexDigits = "0123456789abcdef"
+
+func appendHex(dst, b []byte) []byte {
+	for _, c := range b {
+		dst = append(dst, hexDigits[c>>4], hexDigits[c&0xf])
+	}
+	return dst
+}
