@@ -1,0 +1,14 @@
+// Package policy is stormwatch's retry policy as code: a YAML file that says, per class of logical
+// operation, who owns the retry loop, which outcomes may be retried, how many attempts fit in which
+// deadline, how the pauses grow, how wide an attempt may fan out, what share of the traffic retries
+// may add, and what happens when the attempts run out (seed 004's checklist).
+//
+// A class is matched by resilience.operation.name, by caller service and dependency, or by route;
+// fields a class leaves out come from the file's defaults. Every value keeps the file:line:col it
+// came from, so a finding can name the rule a trace broke and where that rule is written.
+//
+// Load rejects an unknown key, a value of the wrong type and an impossible value (maxAttempts 0, a
+// negative deadline, a backoff cap below its base, a ratio outside [0,1]) with file:line:col and
+// what is wrong, all errors at once. The package is a leaf: it reads bytes and knows nothing of
+// spans or of the analyzer, so the analyzer, the detectors and the commands can all import it.
+package policy
