@@ -1,0 +1,485 @@
+package tracefile
+
+import (
+	"encoding/base64"
+	"encoding/hex"
+	"fmt"
+	"math"
+	"strconv"
+	"unicode/utf8"
+
+	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
+	resourcepb "go.opentelemetry.io/proto/otlp/resource/v1"
+	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+)
+
+// OTLP/JSON is protobuf's JSON mapping with three differences: trace and span ids are hex (not
+// base64), enums are integers, and field names are lowerCamelCase. protojson gets the last two
+// right with options but not the ids, and its output is deliberately unstable (it inserts random
+// spaces), so the encoder below is written out by hand from the generated types: it is
+// deterministic, writes ids as hex natively and avoids protojson's reflection, which matters when the
+// collector records a .jsonl file under load. Decoding goes through protojson (lenient, complete:
+// int64 as strings or numbers, enums as numbers or names, unknown fields ignored) after rewriting the
+// ids - see hexIDsToBase64.
+
+// ProtoToJSON transcodes one ExportTraceServiceRequest from protobuf to one line of OTLP/JSON
+// (without the trailing newline).
+func ProtoToJSON(body []byte) ([]byte, error) {
+	req := &coltracepb.ExportTraceServiceRequest{}
+	if err := proto.Unmarshal(body, req); err != nil {
+		return nil, fmt.Errorf("decode OTLP/protobuf: %w", err)
+	}
+	return AppendRequestJSON(nil, req), nil
+}
+
+// JSONToProto transcodes one OTLP/JSON ExportTraceServiceRequest to protobuf.
+func JSONToProto(body []byte) ([]byte, error) {
+	req, err := UnmarshalJSON(body)
+	if err != nil {
+		return nil, err
+	}
+	out, err := proto.Marshal(req)
+	if err != nil {
+		return nil, fmt.Errorf("encode OTLP/protobuf: %w", err)
+	}
+	return out, nil
+}
+
+var jsonUnmarshal = protojson.UnmarshalOptions{DiscardUnknown: true}
+
+// UnmarshalJSON decodes one OTLP/JSON request into the generated type.
+func UnmarshalJSON(body []byte) (*coltracepb.ExportTraceServiceRequest, error) {
+	req := &coltracepb.ExportTraceServiceRequest{}
+	if err := jsonUnmarshal.Unmarshal(hexIDsToBase64(body), req); err != nil {
+		return nil, fmt.Errorf("decode OTLP/JSON: %w", err)
+	}
+	return req, nil
+}
+
+// hexIDsToBase64 rewrites the values of "traceId", "spanId" and "parentSpanId" from OTLP/JSON's hex
+// to the base64 protojson expects. A value that is not hex becomes "": an invalid id, as the fast
+// JSON decoder treats it (the span is rejected; a parent id that is not one means no parent), instead
+// of failing the whole request. It scans the text once, tracking strings, and copies only when it
+// finds an id.
+func hexIDsToBase64(body []byte) []byte {
+	var out []byte // nil until the first rewrite
+	last := 0      // body[last:] has not been copied to out yet
+	for i := 0; i < len(body); i++ {
+		if body[i] != '"' {
+			continue
+		}
+		end := stringEnd(body, i)
+		if end < 0 {
+			break // unterminated string: let protojson report it
+		}
+		key := body[i+1 : end]
+		i = end
+		if !isIDKey(key) {
+			continue
+		}
+		// A key is followed by a colon; a string value that happens to read "spanId" is not.
+		j := skipSpace(body, end+1)
+		if j >= len(body) || body[j] != ':' {
+			continue
+		}
+		j = skipSpace(body, j+1)
+		if j >= len(body) || body[j] != '"' {
+			continue
+		}
+		vend := stringEnd(body, j)
+		if vend < 0 {
+			break
+		}
+		val := body[j+1 : vend]
+		out = append(out, body[last:j+1]...)
+		if raw, err := hex.DecodeString(string(val)); err == nil {
+			out = base64.StdEncoding.AppendEncode(out, raw)
+		}
+		out = append(out, '"')
+		last = vend + 1
+		i = vend
+	}
+	if out == nil {
+		return body
+	}
+	return append(out, body[last:]...)
+}
+
+func isIDKey(k []byte) bool {
+	switch string(k) {
+	case "traceId", "spanId", "parentSpanId", "trace_id", "span_id", "parent_span_id":
+		return true
+	}
+	return false
+}
+
+// stringEnd returns the index of the quote closing the JSON string that opens at body[start], or -1.
+func stringEnd(body []byte, start int) int {
+	for i := start + 1; i < len(body); i++ {
+		switch body[i] {
+		case '\\':
+			i++
+		case '"':
+			return i
+		}
+	}
+	return -1
+}
+
+func skipSpace(body []byte, i int) int {
+	for i < len(body) && (body[i] == ' ' || body[i] == '\t' || body[i] == '\n' || body[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// AppendRequestJSON appends req as one line of OTLP/JSON (no newline) to dst.
+func AppendRequestJSON(dst []byte, req *coltracepb.ExportTraceServiceRequest) []byte {
+	dst = append(dst, `{"resourceSpans":[`...)
+	dst = appendResourceSpansList(dst, req.GetResourceSpans())
+	return append(dst, "]}"...)
+}
+
+// appendResourceSpansList writes the elements of the resourceSpans array, comma-separated; the
+// single-request writer uses it to merge several requests into one document.
+func appendResourceSpansList(dst []byte, list []*tracepb.ResourceSpans) []byte {
+	for i, rs := range list {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = appendResourceSpans(dst, rs)
+	}
+	return dst
+}
+
+// jsonObj writes the commas of one JSON object whose fields are all optional.
+type jsonObj struct {
+	dst  []byte
+	more bool
+}
+
+func (o *jsonObj) key(k string) {
+	if o.more {
+		o.dst = append(o.dst, ',')
+	}
+	o.more = true
+	o.dst = append(o.dst, '"')
+	o.dst = append(o.dst, k...)
+	o.dst = append(o.dst, '"', ':')
+}
+
+func (o *jsonObj) str(k, v string) {
+	if v != "" {
+		o.key(k)
+		o.dst = appendJSONString(o.dst, v)
+	}
+}
+
+func (o *jsonObj) u32(k string, v uint32) {
+	if v != 0 {
+		o.key(k)
+		o.dst = strconv.AppendUint(o.dst, uint64(v), 10)
+	}
+}
+
+// u64 writes a 64-bit integer as a string, as protobuf's JSON mapping (and the file exporter) do:
+// JSON numbers lose precision beyond 2^53 in many readers.
+func (o *jsonObj) u64(k string, v uint64) {
+	if v != 0 {
+		o.key(k)
+		o.dst = append(o.dst, '"')
+		o.dst = strconv.AppendUint(o.dst, v, 10)
+		o.dst = append(o.dst, '"')
+	}
+}
+
+func (o *jsonObj) id(k string, v []byte) {
+	if len(v) != 0 {
+		o.key(k)
+		o.dst = append(o.dst, '"')
+		o.dst = hex.AppendEncode(o.dst, v)
+		o.dst = append(o.dst, '"')
+	}
+}
+
+func (o *jsonObj) attrs(k string, kvs []*commonpb.KeyValue) {
+	if len(kvs) != 0 {
+		o.key(k)
+		o.dst = appendKeyValues(o.dst, kvs)
+	}
+}
+
+func appendResourceSpans(dst []byte, rs *tracepb.ResourceSpans) []byte {
+	o := jsonObj{dst: append(dst, '{')}
+	if r := rs.GetResource(); r != nil {
+		o.key("resource")
+		o.dst = appendResource(o.dst, r)
+	}
+	if ss := rs.GetScopeSpans(); len(ss) != 0 {
+		o.key("scopeSpans")
+		o.dst = append(o.dst, '[')
+		for i, s := range ss {
+			if i > 0 {
+				o.dst = append(o.dst, ',')
+			}
+			o.dst = appendScopeSpans(o.dst, s)
+		}
+		o.dst = append(o.dst, ']')
+	}
+	o.str("schemaUrl", rs.GetSchemaUrl())
+	return append(o.dst, '}')
+}
+
+func appendResource(dst []byte, r *resourcepb.Resource) []byte {
+	o := jsonObj{dst: append(dst, '{')}
+	o.attrs("attributes", r.GetAttributes())
+	o.u32("droppedAttributesCount", r.GetDroppedAttributesCount())
+	if refs := r.GetEntityRefs(); len(refs) != 0 {
+		o.key("entityRefs")
+		o.dst = append(o.dst, '[')
+		for i, ref := range refs {
+			if i > 0 {
+				o.dst = append(o.dst, ',')
+			}
+			e := jsonObj{dst: append(o.dst, '{')}
+			e.str("schemaUrl", ref.GetSchemaUrl())
+			e.str("type", ref.GetType())
+			e.strs("idKeys", ref.GetIdKeys())
+			e.strs("descriptionKeys", ref.GetDescriptionKeys())
+			o.dst = append(e.dst, '}')
+		}
+		o.dst = append(o.dst, ']')
+	}
+	return append(o.dst, '}')
+}
+
+func (o *jsonObj) strs(k string, v []string) {
+	if len(v) != 0 {
+		o.key(k)
+		o.dst = append(o.dst, '[')
+		for i, s := range v {
+			if i > 0 {
+				o.dst = append(o.dst, ',')
+			}
+			o.dst = appendJSONString(o.dst, s)
+		}
+		o.dst = append(o.dst, ']')
+	}
+}
+
+func appendScopeSpans(dst []byte, ss *tracepb.ScopeSpans) []byte {
+	o := jsonObj{dst: append(dst, '{')}
+	if sc := ss.GetScope(); sc != nil {
+		o.key("scope")
+		s := jsonObj{dst: append(o.dst, '{')}
+		s.str("name", sc.GetName())
+		s.str("version", sc.GetVersion())
+		s.attrs("attributes", sc.GetAttributes())
+		s.u32("droppedAttributesCount", sc.GetDroppedAttributesCount())
+		o.dst = append(s.dst, '}')
+	}
+	if sp := ss.GetSpans(); len(sp) != 0 {
+		o.key("spans")
+		o.dst = append(o.dst, '[')
+		for i, s := range sp {
+			if i > 0 {
+				o.dst = append(o.dst, ',')
+			}
+			o.dst = appendSpan(o.dst, s)
+		}
+		o.dst = append(o.dst, ']')
+	}
+	o.str("schemaUrl", ss.GetSchemaUrl())
+	return append(o.dst, '}')
+}
+
+func appendSpan(dst []byte, s *tracepb.Span) []byte {
+	o := jsonObj{dst: append(dst, '{')}
+	o.id("traceId", s.GetTraceId())
+	o.id("spanId", s.GetSpanId())
+	o.str("traceState", s.GetTraceState())
+	o.id("parentSpanId", s.GetParentSpanId())
+	o.u32("flags", s.GetFlags())
+	o.str("name", s.GetName())
+	o.u32("kind", uint32(s.GetKind()))
+	o.u64("startTimeUnixNano", s.GetStartTimeUnixNano())
+	o.u64("endTimeUnixNano", s.GetEndTimeUnixNano())
+	o.attrs("attributes", s.GetAttributes())
+	o.u32("droppedAttributesCount", s.GetDroppedAttributesCount())
+	if evs := s.GetEvents(); len(evs) != 0 {
+		o.key("events")
+		o.dst = append(o.dst, '[')
+		for i, e := range evs {
+			if i > 0 {
+				o.dst = append(o.dst, ',')
+			}
+			eo := jsonObj{dst: append(o.dst, '{')}
+			eo.u64("timeUnixNano", e.GetTimeUnixNano())
+			eo.str("name", e.GetName())
+			eo.attrs("attributes", e.GetAttributes())
+			eo.u32("droppedAttributesCount", e.GetDroppedAttributesCount())
+			o.dst = append(eo.dst, '}')
+		}
+		o.dst = append(o.dst, ']')
+	}
+	o.u32("droppedEventsCount", s.GetDroppedEventsCount())
+	if links := s.GetLinks(); len(links) != 0 {
+		o.key("links")
+		o.dst = append(o.dst, '[')
+		for i, l := range links {
+			if i > 0 {
+				o.dst = append(o.dst, ',')
+			}
+			lo := jsonObj{dst: append(o.dst, '{')}
+			lo.id("traceId", l.GetTraceId())
+			lo.id("spanId", l.GetSpanId())
+			lo.str("traceState", l.GetTraceState())
+			lo.attrs("attributes", l.GetAttributes())
+			lo.u32("droppedAttributesCount", l.GetDroppedAttributesCount())
+			lo.u32("flags", l.GetFlags())
+			o.dst = append(lo.dst, '}')
+		}
+		o.dst = append(o.dst, ']')
+	}
+	o.u32("droppedLinksCount", s.GetDroppedLinksCount())
+	// The file exporter always writes a status object; doing the same keeps files comparable.
+	o.key("status")
+	st := jsonObj{dst: append(o.dst, '{')}
+	st.str("message", s.GetStatus().GetMessage())
+	st.u32("code", uint32(s.GetStatus().GetCode()))
+	o.dst = append(st.dst, '}')
+	return append(o.dst, '}')
+}
+
+func appendKeyValues(dst []byte, kvs []*commonpb.KeyValue) []byte {
+	dst = append(dst, '[')
+	for i, kv := range kvs {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		o := jsonObj{dst: append(dst, '{')}
+		o.key("key")
+		o.dst = appendJSONString(o.dst, kv.GetKey())
+		if kv.GetKeyStrindex() != 0 {
+			o.key("keyStrindex")
+			o.dst = strconv.AppendInt(o.dst, int64(kv.GetKeyStrindex()), 10)
+		}
+		if v := kv.GetValue(); v != nil {
+			o.key("value")
+			o.dst = appendAnyValue(o.dst, v)
+		}
+		dst = append(o.dst, '}')
+	}
+	return append(dst, ']')
+}
+
+func appendAnyValue(dst []byte, v *commonpb.AnyValue) []byte {
+	switch x := v.GetValue().(type) {
+	case *commonpb.AnyValue_StringValue:
+		dst = append(dst, `{"stringValue":`...)
+		dst = appendJSONString(dst, x.StringValue)
+	case *commonpb.AnyValue_BoolValue:
+		dst = append(dst, `{"boolValue":`...)
+		dst = strconv.AppendBool(dst, x.BoolValue)
+	case *commonpb.AnyValue_IntValue:
+		dst = append(dst, `{"intValue":"`...)
+		dst = strconv.AppendInt(dst, x.IntValue, 10)
+		dst = append(dst, '"')
+	case *commonpb.AnyValue_DoubleValue:
+		dst = append(dst, `{"doubleValue":`...)
+		dst = appendJSONFloat(dst, x.DoubleValue)
+	case *commonpb.AnyValue_BytesValue:
+		dst = append(dst, `{"bytesValue":"`...)
+		dst = base64.StdEncoding.AppendEncode(dst, x.BytesValue)
+		dst = append(dst, '"')
+	case *commonpb.AnyValue_ArrayValue:
+		dst = append(dst, `{"arrayValue":{`...)
+		if vals := x.ArrayValue.GetValues(); len(vals) != 0 {
+			dst = append(dst, `"values":[`...)
+			for i, e := range vals {
+				if i > 0 {
+					dst = append(dst, ',')
+				}
+				dst = appendAnyValue(dst, e)
+			}
+			dst = append(dst, ']')
+		}
+		dst = append(dst, '}')
+	case *commonpb.AnyValue_KvlistValue:
+		dst = append(dst, `{"kvlistValue":{`...)
+		if vals := x.KvlistValue.GetValues(); len(vals) != 0 {
+			dst = append(dst, `"values":`...)
+			dst = appendKeyValues(dst, vals)
+		}
+		dst = append(dst, '}')
+	case *commonpb.AnyValue_StringValueStrindex:
+		dst = append(dst, `{"stringValueStrindex":`...)
+		dst = strconv.AppendInt(dst, int64(x.StringValueStrindex), 10)
+	default:
+		// An AnyValue with nothing set is the empty value.
+		return append(dst, "{}"...)
+	}
+	return append(dst, '}')
+}
+
+// appendJSONFloat writes NaN and the infinities as the strings protobuf's JSON mapping uses; JSON
+// has no literal for them.
+func appendJSONFloat(dst []byte, f float64) []byte {
+	switch {
+	case math.IsNaN(f):
+		return append(dst, `"NaN"`...)
+	case math.IsInf(f, 1):
+		return append(dst, `"Infinity"`...)
+	case math.IsInf(f, -1):
+		return append(dst, `"-Infinity"`...)
+	}
+	return strconv.AppendFloat(dst, f, 'g', -1, 64)
+}
+
+const hexDigits = "0123456789abcdef"
+
+// appendJSONString quotes s for JSON. Invalid UTF-8 becomes U+FFFD, as encoding/json does; the
+// generated protobuf decoder never hands us any, but hand-built requests can.
+func appendJSONString(dst []byte, s string) []byte {
+	dst = append(dst, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' {
+				i++
+				continue
+			}
+			dst = append(dst, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				dst = append(dst, '\\', c)
+			case '\n':
+				dst = append(dst, '\\', 'n')
+			case '\r':
+				dst = append(dst, '\\', 'r')
+			case '\t':
+				dst = append(dst, '\\', 't')
+			default:
+				dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, `\ufffd`...)
+			i++
+			start = i
+			continue
+		}
+		i += size
+	}
+	dst = append(dst, s[start:]...)
+	return append(dst, '"')
+}
