@@ -2,6 +2,7 @@ package analyzer
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/stormwatch/stormwatch/spans"
@@ -139,6 +140,8 @@ type Attempt struct {
 	Status string
 	// BackoffNanos is the pause before this attempt (recorded, or the gap since the previous one).
 	BackoffNanos int64
+
+	refNumber int64 // resilience.attempt as recorded, -1 when absent
 }
 
 // Operation is one logical operation: one intent of one caller toward one dependency.
@@ -171,6 +174,41 @@ type Operation struct {
 	Parent *Operation
 	// Findings counts the findings that name this operation's spans.
 	Findings int
+
+	intent   uint64  // what was asked, independent of the parent's attempt (see intentKey)
+	children int     // operations whose Parent is this one
+	calls    []int32 // indexes into the trace's calls
+}
+
+// IsLeaf reports whether no operation runs inside this one: its dependency is a leaf of the
+// call tree (as far as the traces show).
+func (o *Operation) IsLeaf() bool { return o.children == 0 }
+
+// IntentKey identifies what the operation was asked to do, the same for every copy made by the
+// retries of the layers above it within one trace. Operations with equal keys in one trace are
+// one logical operation of the top layer.
+func (o *Operation) IntentKey() uint64 { return o.intent }
+
+// Tries counts the attempts of the retry loop: resends after a redirect or a 401 and hedged
+// copies are not tries.
+func (o *Operation) Tries() int {
+	n := 0
+	for i := range o.Attempts {
+		if k := o.Attempts[i].Kind; k != AttemptKindResend && k != KindHedge {
+			n++
+		}
+	}
+	return n
+}
+
+// Chain is the operation and the operations it runs inside, root first.
+func (o *Operation) Chain() []*Operation {
+	var c []*Operation
+	for p := o; p != nil; p = p.Parent {
+		c = append(c, p)
+	}
+	slices.Reverse(c)
+	return c
 }
 
 // Latency is the operation's wall time.

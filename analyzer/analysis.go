@@ -1,0 +1,240 @@
+package analyzer
+
+import (
+	"cmp"
+	"fmt"
+	"hash/maphash"
+	"slices"
+
+	"github.com/stormwatch/stormwatch/spans"
+)
+
+// traceResult is one analysis of one trace: immutable once made; re-analysis makes a new one.
+type traceResult struct {
+	trace    *Trace
+	ops      []*Operation
+	findings []Finding
+	chains   []LeafChain
+	deps     []depContrib
+	errs     []string // detectors that failed
+}
+
+// depContrib is one trace's share of one dependency's accounting.
+type depContrib struct {
+	dep      string
+	service  string
+	physical int
+	logical  int
+	outcomes []outcomeCount
+	callers  []string
+}
+
+type outcomeCount struct {
+	key string
+	n   int
+}
+
+// analyzeTrace is the whole per-trace pipeline: index, operations, accounting, detectors.
+func analyzeTrace(id spans.TraceID, ss []spans.Span, truncated int, cfg *Config, seed maphash.Seed) *traceResult {
+	t := buildTrace(id, ss, truncated)
+	r := &traceResult{trace: t}
+	r.ops = t.inferOperations(seed, cfg.Settings.Skew())
+	r.chains = LeafChains(r.ops)
+	r.deps = t.account(r.ops)
+	pass := Pass{Trace: t, Operations: r.ops, Settings: cfg.Settings}
+	for _, d := range cfg.Detectors {
+		if d.Scope != ScopeTrace {
+			continue
+		}
+		pass.Detector = d
+		pass.Report = func(f Finding) {
+			if f.Detector == "" {
+				f.Detector = d.Name
+			}
+			if f.TraceID == "" {
+				f.TraceID = id.String()
+			}
+			r.findings = append(r.findings, f)
+		}
+		if err := runDetector(d, &pass); err != nil {
+			r.errs = append(r.errs, err.Error())
+		}
+	}
+	sortFindings(r.findings)
+	for i := range r.findings {
+		t.countFinding(&r.findings[i])
+	}
+	t.makeNotes()
+	return r
+}
+
+// runDetector runs one detector and turns a panic into an error: a bug in one detector must not
+// take the collector down with it.
+func runDetector(d *Detector, pass *Pass) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("detector %s panicked: %v", d.Name, p)
+		}
+	}()
+	if err := d.Run(pass); err != nil {
+		return fmt.Errorf("detector %s: %w", d.Name, err)
+	}
+	return nil
+}
+
+// countFinding credits a finding to the operations whose spans it names.
+func (t *Trace) countFinding(f *Finding) {
+	var seen []*Operation
+	for _, hexID := range f.SpanIDs {
+		var id spans.SpanID
+		if len(hexID) != 16 || decodeHex(id[:], hexID) != nil {
+			continue
+		}
+		i, ok := t.Lookup(id)
+		if !ok {
+			continue
+		}
+		op := t.Operation(i)
+		if op == nil {
+			op = t.enclosing[i]
+		}
+		if op != nil && !slices.Contains(seen, op) {
+			seen = append(seen, op)
+			op.Findings++
+		}
+	}
+}
+
+func sortFindings(fs []Finding) {
+	slices.SortStableFunc(fs, func(a, b Finding) int {
+		if c := cmp.Compare(b.Severity, a.Severity); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(a.Detector, b.Detector); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(a.TraceID, b.TraceID); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(a.Dependency, b.Dependency); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.Summary, b.Summary)
+	})
+}
+
+// account counts, per origin, the physical calls, the logical operations (distinct intents, so
+// copies made by the retries of layers above count once) and the outcomes.
+func (t *Trace) account(ops []*Operation) []depContrib {
+	type intentAt struct {
+		dep    string
+		intent uint64
+	}
+	var out []depContrib
+	index := map[string]int{}
+	seenIntent := map[intentAt]bool{}
+	for _, op := range ops {
+		joined := false
+		if op.Parent == nil && len(op.calls) > 0 {
+			first := &t.Spans[t.calls[op.calls[0]].idx]
+			if first.ParentID.IsZero() || t.parent[t.calls[op.calls[0]].idx] < 0 {
+				// A client with no parent span: its other attempts, if any, are in other traces.
+				for _, l := range first.Links {
+					if l.TraceID != t.ID {
+						joined = true
+					}
+				}
+				if joined {
+					t.issues.splitLinked++
+				} else if first.Str(spans.AttrOpID) == "" && op.Attempts[len(op.Attempts)-1].Outcome != OutcomeOK {
+					t.issues.clientRoots++
+				}
+			}
+		}
+		for _, k := range op.calls {
+			c := &t.calls[k]
+			j, ok := index[c.origin]
+			if !ok {
+				j = len(out)
+				index[c.origin] = j
+				out = append(out, depContrib{dep: c.origin, service: c.service})
+			}
+			d := &out[j]
+			if d.service == "" {
+				d.service = c.service
+			}
+			d.physical++
+			key := statusKey(c.outcome, c.status)
+			found := false
+			for m := range d.outcomes {
+				if d.outcomes[m].key == key {
+					d.outcomes[m].n++
+					found = true
+					break
+				}
+			}
+			if !found {
+				d.outcomes = append(d.outcomes, outcomeCount{key, 1})
+			}
+			if op.Caller != "" && !slices.Contains(d.callers, op.Caller) {
+				d.callers = append(d.callers, op.Caller)
+			}
+			ia := intentAt{c.origin, op.intent}
+			if !joined && !seenIntent[ia] {
+				seenIntent[ia] = true
+				d.logical++
+			}
+		}
+	}
+	return out
+}
+
+func decodeHex(dst []byte, s string) error {
+	for i := range dst {
+		hi, ok1 := unhex(s[2*i])
+		lo, ok2 := unhex(s[2*i+1])
+		if !ok1 || !ok2 {
+			return fmt.Errorf("bad hex %q", s)
+		}
+		dst[i] = hi<<4 | lo
+	}
+	return nil
+}
+
+func unhex(c byte) (byte, bool) {
+	switch {
+	case '0' <= c && c <= '9':
+		return c - '0', true
+	case 'a' <= c && c <= 'f':
+		return c - 'a' + 10, true
+	case 'A' <= c && c <= 'F':
+		return c - 'A' + 10, true
+	}
+	return 0, false
+}
+
+// view builds the TUI's view of an analyzed trace. Called on demand (TraceLookup), not per trace.
+func (r *traceResult) view() *TraceView {
+	t := r.trace
+	v := &TraceView{
+		TraceID:    t.ID,
+		Spans:      make([]spans.Span, len(t.order)),
+		Depth:      make([]int, len(t.order)),
+		Operations: r.ops,
+		Findings:   r.findings,
+		Truncated:  t.Truncated,
+		Notes:      t.notes,
+	}
+	for k, i := range t.order {
+		v.Spans[k] = t.Spans[i]
+		v.Depth[k] = int(t.depth[i])
+	}
+	for _, c := range r.chains {
+		if l := c.RetryingLayers(); len(l) > 0 {
+			v.Layers = l
+			v.LeafDependency = c.Dependency
+			break
+		}
+	}
+	return v
+}

@@ -1,0 +1,518 @@
+package analyzer
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"hash/maphash"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/stormwatch/stormwatch/spans"
+)
+
+// Analyzer assembles spans into traces, analyzes each trace once it is complete and keeps the
+// report. It is safe for concurrent use: the collector calls ConsumeBatch from its receivers while
+// the TUI calls Snapshot and a ticker calls Settle.
+//
+// Live (collector, TUI, OpenTelemetry Collector connector):
+//
+//	a := analyzer.New(analyzer.Config{Settle: settle, MaxSpans: maxSpans, Detectors: suite.Default(), Now: time.Now})
+//	// receivers: a.ConsumeBatch(ctx, batch)
+//	// a ticker, every few hundred ms: a.Settle(now)
+//	// the TUI, a few times a second: snap := a.Snapshot(now)
+//
+// Offline (`stormwatch analyze`): ConsumeBatch for every record, then Flush, then Report.
+type Analyzer struct {
+	cfg  Config
+	seed maphash.Seed
+
+	mu     sync.Mutex
+	traces map[spans.TraceID]*traceState
+	// held: every trace, least recently updated first (eviction order). pending: traces with
+	// spans not analyzed yet, least recently updated first (settle order).
+	held, pending list
+	now           int64 // the latest time the caller gave us
+
+	spansHeld   int
+	evictedT    int
+	evictedS    int
+	truncatedT  int
+	duplicates  int
+	droppedFind int
+	batches     int
+	rejected    int
+
+	// Cumulative report state: evicted traces leave their counts and findings here.
+	deps     map[string]*depAgg
+	findings []findingRec
+	issues   traceIssues
+	inSpans  int
+	inTraces int
+	inOps    int
+	detErrs  map[string]bool
+
+	windowFindings []Finding
+	lastWindow     int64
+
+	// history: per dependency, the amplification per interval.
+	hist       map[string][]float64
+	histAt     int64
+	histPrev   map[string][2]int
+	version    uint64
+	snapCache  *Snapshot
+	snapCached uint64
+}
+
+type traceState struct {
+	id          spans.TraceID
+	spans       []spans.Span // every span received and kept (analyzed ones included)
+	analyzedLen int          // spans[:analyzedLen] are in res
+	res         *traceResult
+	lastSeen    int64
+	dropped     int // over the per-trace cap
+	seq         uint64
+	inHeld      elem
+	inPending   elem
+	gone        bool
+}
+
+type depAgg struct {
+	service  string
+	physical int
+	logical  int
+	outcomes map[string]int
+	callers  map[string]int
+}
+
+type findingRec struct {
+	trace spans.TraceID
+	f     Finding
+}
+
+// New makes an analyzer. See [Config] for the zero value.
+func New(cfg Config) *Analyzer {
+	a := &Analyzer{
+		cfg:      cfg,
+		seed:     maphash.MakeSeed(),
+		traces:   map[spans.TraceID]*traceState{},
+		deps:     map[string]*depAgg{},
+		detErrs:  map[string]bool{},
+		hist:     map[string][]float64{},
+		histPrev: map[string][2]int{},
+	}
+	a.held.init(func(t *traceState) *elem { return &t.inHeld })
+	a.pending.init(func(t *traceState) *elem { return &t.inPending })
+	return a
+}
+
+func (a *Analyzer) maxSpans() int      { return orDefault(a.cfg.MaxSpans, DefaultMaxSpans) }
+func (a *Analyzer) maxTraceSpans() int { return orDefault(a.cfg.MaxTraceSpans, DefaultMaxTraceSpans) }
+func (a *Analyzer) maxFindings() int   { return orDefault(a.cfg.MaxFindings, DefaultMaxFindings) }
+
+// ConsumeBatch takes ownership of b's spans and files them under their traces. It implements
+// spans.Consumer, so the collector and the trace-file reader can hand batches straight to it. It
+// never fails for bad data (that ends up in the report's notes); it returns ctx's error when ctx
+// is already done.
+func (a *Analyzer) ConsumeBatch(ctx context.Context, b *spans.Batch) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("analyzer: %w", err)
+	}
+	if b == nil {
+		return nil
+	}
+	var now int64
+	if a.cfg.Now != nil {
+		now = a.cfg.Now().UnixNano()
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if now == 0 {
+		now = a.now
+	}
+	a.batches++
+	a.rejected += b.Rejected
+	capT := a.maxTraceSpans()
+	var last *traceState
+	for i := range b.Spans {
+		s := &b.Spans[i]
+		t := last
+		if t == nil || t.id != s.TraceID {
+			t = a.traces[s.TraceID]
+			if t == nil {
+				t = &traceState{id: s.TraceID}
+				a.traces[s.TraceID] = t
+				a.held.pushBack(t)
+			}
+			last = t
+		}
+		if capT > 0 && len(t.spans) >= capT {
+			if t.dropped == 0 {
+				a.truncatedT++
+			}
+			t.dropped++
+			continue
+		}
+		t.spans = append(t.spans, *s)
+		a.spansHeld++
+		a.touch(t, now)
+	}
+	a.version++
+	a.evict()
+	return nil
+}
+
+func (a *Analyzer) touch(t *traceState, now int64) {
+	t.lastSeen = now
+	a.held.moveToBack(t)
+	if t.inPending.linked {
+		a.pending.moveToBack(t)
+	} else {
+		a.pending.pushBack(t)
+	}
+}
+
+// evict pushes out the least recently updated traces until the span bound holds. An evicted trace
+// is analyzed as it is first, so the report keeps its findings and counts.
+func (a *Analyzer) evict() {
+	limit := a.maxSpans()
+	if limit < 0 {
+		return
+	}
+	for a.spansHeld > limit {
+		t := a.held.front()
+		if t == nil {
+			return
+		}
+		if len(t.spans) > t.analyzedLen || t.res == nil {
+			a.analyze(t)
+		}
+		a.evictedT++
+		a.evictedS += len(t.spans)
+		a.drop(t)
+	}
+}
+
+// drop forgets a trace's spans and operations; its findings and counts stay in the report.
+func (a *Analyzer) drop(t *traceState) {
+	a.spansHeld -= len(t.spans)
+	if t.inPending.linked {
+		a.pending.remove(t)
+	}
+	a.held.remove(t)
+	delete(a.traces, t.id)
+	t.gone = true
+	t.spans = nil
+	t.res = nil
+}
+
+// Settle analyzes the traces that have been quiet for Config.Settle (live mode) and, every
+// WindowInterval, re-runs the windowed detectors. The caller ticks it; now is the caller's clock.
+func (a *Analyzer) Settle(now time.Time) {
+	n := now.UnixNano()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.now = max(a.now, n)
+	settle := a.cfg.settle()
+	for {
+		t := a.pending.front()
+		if t == nil || t.lastSeen+settle > n {
+			break
+		}
+		a.analyze(t)
+	}
+	a.tickHistory(n)
+	wi := int64(a.cfg.WindowInterval)
+	if wi <= 0 {
+		wi = int64(DefaultWindowInterval)
+	}
+	if n-a.lastWindow >= wi {
+		a.runWindow()
+		a.lastWindow = n
+	}
+}
+
+// Flush analyzes every trace held, complete or not, then runs the windowed detectors over all
+// operations held (offline mode: call it once after the last batch).
+func (a *Analyzer) Flush() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for t := a.pending.front(); t != nil; t = a.pending.front() {
+		a.analyze(t)
+	}
+	a.runWindow()
+}
+
+// analyze (re)analyzes one trace and swaps its contribution to the report.
+func (a *Analyzer) analyze(t *traceState) {
+	if t.inPending.linked {
+		a.pending.remove(t)
+	}
+	if t.res != nil {
+		a.contribute(t.res, -1)
+	} else {
+		a.inTraces++
+	}
+	// The analysis sorts and compacts its spans in place. The first time nobody else sees them;
+	// on re-analysis the previous result (which snapshots may hold) shares the array, so the new
+	// one gets a copy. Afterwards t.spans is the analyzed slice itself: late spans are appended
+	// past its length, where the result never looks, so held spans are not stored twice.
+	ss := t.spans
+	if t.res != nil {
+		ss = slices.Clone(t.spans)
+	}
+	res := analyzeTrace(t.id, ss, t.dropped, &a.cfg, a.seed)
+	// Duplicates are dropped for good: the held count shrinks to what the analysis kept.
+	a.spansHeld -= len(t.spans) - len(res.trace.Spans)
+	t.spans = res.trace.Spans
+	t.analyzedLen = len(t.spans)
+	t.res = res
+	a.contribute(res, +1)
+	a.version++
+}
+
+func (a *Analyzer) contribute(r *traceResult, sign int) {
+	a.inSpans += sign * len(r.trace.Spans)
+	a.inOps += sign * len(r.ops)
+	a.issues.add(r.trace.issues, sign)
+	for _, d := range r.deps {
+		g := a.deps[d.dep]
+		if g == nil {
+			g = &depAgg{outcomes: map[string]int{}, callers: map[string]int{}}
+			a.deps[d.dep] = g
+		}
+		if g.service == "" {
+			g.service = d.service
+		}
+		g.physical += sign * d.physical
+		g.logical += sign * d.logical
+		for _, o := range d.outcomes {
+			g.outcomes[o.key] += sign * o.n
+			if g.outcomes[o.key] <= 0 {
+				delete(g.outcomes, o.key)
+			}
+		}
+		for _, c := range d.callers {
+			g.callers[c] += sign
+			if g.callers[c] <= 0 {
+				delete(g.callers, c)
+			}
+		}
+		if g.physical <= 0 && g.logical <= 0 {
+			delete(a.deps, d.dep)
+		}
+	}
+	for _, e := range r.errs {
+		a.detErrs[e] = true
+	}
+	if sign > 0 {
+		for _, f := range r.findings {
+			a.findings = append(a.findings, findingRec{r.trace.ID, f})
+		}
+		if m := a.maxFindings(); m > 0 && len(a.findings) > m {
+			over := len(a.findings) - m
+			a.droppedFind += over
+			a.findings = slices.Delete(a.findings, 0, over)
+		}
+	} else if len(r.findings) > 0 {
+		a.findings = slices.DeleteFunc(a.findings, func(fr findingRec) bool { return fr.trace == r.trace.ID })
+	}
+}
+
+// runWindow runs the ScopeWindow detectors over the operations of every trace held.
+func (a *Analyzer) runWindow() {
+	var win []*Detector
+	for _, d := range a.cfg.Detectors {
+		if d.Scope == ScopeWindow {
+			win = append(win, d)
+		}
+	}
+	if len(win) == 0 {
+		return
+	}
+	var ops []*Operation
+	for t := a.held.front(); t != nil; t = a.held.next(t) {
+		if t.res != nil {
+			ops = append(ops, t.res.ops...)
+		}
+	}
+	a.windowFindings = a.windowFindings[:0]
+	for _, d := range win {
+		pass := &Pass{Detector: d, Operations: ops, Settings: a.cfg.Settings}
+		pass.Report = func(f Finding) {
+			if f.Detector == "" {
+				f.Detector = d.Name
+			}
+			a.windowFindings = append(a.windowFindings, f)
+		}
+		if err := runDetector(d, pass); err != nil {
+			a.detErrs[err.Error()] = true
+		}
+	}
+	a.version++
+}
+
+// Report is the report over everything analyzed so far (held and evicted traces).
+func (a *Analyzer) Report() Report {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.report()
+}
+
+func (a *Analyzer) report() Report {
+	r := Report{
+		Version:      ReportVersion,
+		Input:        InputStats{Spans: a.inSpans, Traces: a.inTraces, Operations: a.inOps},
+		Dependencies: []DependencyStats{},
+		Findings:     make([]Finding, 0, len(a.findings)+len(a.windowFindings)),
+	}
+	for dep, g := range a.deps {
+		ds := DependencyStats{Dependency: dep, Service: g.service, PhysicalCalls: g.physical,
+			LogicalOperations: g.logical, Outcomes: make(map[string]int, len(g.outcomes))}
+		if g.logical > 0 {
+			ds.Amplification = float64(g.physical) / float64(g.logical)
+		}
+		for k, v := range g.outcomes {
+			ds.Outcomes[k] = v
+		}
+		for c := range g.callers {
+			ds.Callers = append(ds.Callers, c)
+		}
+		sort.Strings(ds.Callers)
+		r.Dependencies = append(r.Dependencies, ds)
+	}
+	slices.SortFunc(r.Dependencies, func(x, y DependencyStats) int {
+		if c := cmp.Compare(y.Amplification, x.Amplification); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(y.PhysicalCalls, x.PhysicalCalls); c != 0 {
+			return c
+		}
+		return cmp.Compare(x.Dependency, y.Dependency)
+	})
+	for _, fr := range a.findings {
+		r.Findings = append(r.Findings, fr.f)
+	}
+	r.Findings = append(r.Findings, a.windowFindings...)
+	sortFindings(r.Findings)
+	r.Notes = a.notes()
+	return r
+}
+
+func (a *Analyzer) notes() []string {
+	var notes []string
+	add := func(n int, format string, args ...any) {
+		if n > 0 {
+			notes = append(notes, fmt.Sprintf(format, append([]any{n}, args...)...))
+		}
+	}
+	is := a.issues
+	add(is.duplicates, "%d duplicate spans dropped (the same span id received more than once)")
+	add(is.orphans, "%d orphan spans: their parent never arrived; each was analyzed as the root of its own subtree")
+	add(is.selfParent, "%d spans named themselves as their parent; treated as roots")
+	add(is.cycles, "%d parent cycles broken; the span where each loop closed was treated as a root")
+	add(is.badTimes, "%d spans end before they start; taken as zero-length")
+	add(a.truncatedT, "%d traces hit the per-trace cap of %d spans and were truncated (%d spans dropped)", a.maxTraceSpans(), is.truncated)
+	add(a.evictedT, "%d traces (%d spans) were evicted by the span bound (--max-spans %d) before their last spans could arrive; they were analyzed as they were", a.evictedS, a.maxSpans())
+	add(is.clientRoots, "%d failed operations start at a CLIENT span with no parent and nothing links them to another trace: if that client retried, its attempts are in separate traces and are not counted together (add a parent span, span links, or resilience.operation.id)")
+	add(is.splitLinked, "%d operations continue an operation of another trace (joined by a span link); counted as physical calls, not as new logical operations")
+	add(a.droppedFind, "%d older findings dropped (more than %d held)", a.maxFindings())
+	add(a.rejected, "%d spans rejected while decoding (invalid ids)")
+	errs := make([]string, 0, len(a.detErrs))
+	for e := range a.detErrs {
+		errs = append(errs, e)
+	}
+	sort.Strings(errs)
+	notes = append(notes, errs...)
+	return notes
+}
+
+// Stats describes what the analyzer holds.
+func (a *Analyzer) Stats() StoreStats {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.stats()
+}
+
+func (a *Analyzer) stats() StoreStats {
+	return StoreStats{
+		SpansHeld:       a.spansHeld,
+		TracesHeld:      len(a.traces),
+		PendingTraces:   a.pending.len,
+		EvictedTraces:   a.evictedT,
+		EvictedSpans:    a.evictedS,
+		TruncatedTraces: a.truncatedT,
+		DuplicateSpans:  a.issues.duplicates,
+	}
+}
+
+// Snapshot is an immutable view for the TUI and /metrics. When nothing changed since the last
+// one, the same report, operations and history are shared (they are immutable), so taking a few
+// snapshots a second with 100k operations held costs a pointer copy.
+func (a *Analyzer) Snapshot(now time.Time) *Snapshot {
+	n := now.UnixNano()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.now = max(a.now, n)
+	if a.snapCache == nil || a.snapCached != a.version {
+		s := &Snapshot{Report: a.report(), Stats: a.stats(), History: make(map[string][]float64, len(a.hist))}
+		s.Operations = make([]*Operation, 0, a.inOps)
+		views := make(map[spans.TraceID]*traceResult, len(a.traces))
+		for t := a.held.front(); t != nil; t = a.held.next(t) {
+			if t.res != nil {
+				s.Operations = append(s.Operations, t.res.ops...)
+				views[t.id] = t.res
+			}
+		}
+		for k, v := range a.hist {
+			s.History[k] = slices.Clone(v)
+		}
+		s.TraceLookup = func(id spans.TraceID) (*TraceView, bool) {
+			r, ok := views[id]
+			if !ok {
+				return nil, false
+			}
+			return r.view(), true
+		}
+		a.snapCache = s
+		a.snapCached = a.version
+	}
+	out := *a.snapCache
+	out.AtUnixNano = n
+	return &out
+}
+
+// tickHistory appends one point per elapsed interval: each dependency's amplification over the
+// calls counted during the interval.
+func (a *Analyzer) tickHistory(n int64) {
+	iv := int64(a.cfg.HistoryInterval)
+	if iv <= 0 {
+		iv = int64(DefaultHistoryInterval)
+	}
+	if a.histAt == 0 {
+		a.histAt = n
+		return
+	}
+	if n-a.histAt < iv {
+		return
+	}
+	a.histAt = n
+	hl := orDefault(a.cfg.HistoryLen, DefaultHistoryLen)
+	for dep, g := range a.deps {
+		prev := a.histPrev[dep]
+		dp, dl := g.physical-prev[0], g.logical-prev[1]
+		v := 0.0
+		if dp > 0 && dl > 0 {
+			v = float64(dp) / float64(dl)
+		}
+		h := append(a.hist[dep], v)
+		if len(h) > hl {
+			h = slices.Delete(h, 0, len(h)-hl)
+		}
+		a.hist[dep] = h
+		a.histPrev[dep] = [2]int{g.physical, g.logical}
+	}
+	a.version++
+}

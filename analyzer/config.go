@@ -1,0 +1,137 @@
+package analyzer
+
+import "time"
+
+// Defaults used when a Config field is zero.
+const (
+	// DefaultSettle is how long a trace must stay quiet before live mode analyzes it: long enough
+	// for the slowest exporter's batch interval (the SDK default is 5 s) in most deployments.
+	DefaultSettle = 5 * time.Second
+	// DefaultMaxSpans bounds the spans held at once (about 600 MiB of decoded spans).
+	DefaultMaxSpans = 2_000_000
+	// DefaultMaxTraceSpans caps one trace; a trace over it is marked truncated.
+	DefaultMaxTraceSpans = 50_000
+	// DefaultMaxFindings bounds the findings a long live session keeps; the oldest go first.
+	DefaultMaxFindings = 10_000
+	// DefaultHistoryInterval and DefaultHistoryLen shape the sparklines in Snapshot.History.
+	DefaultHistoryInterval = time.Second
+	DefaultHistoryLen      = 120
+	// DefaultWindowInterval is how often live mode re-runs the cross-trace (windowed) detectors.
+	DefaultWindowInterval = 10 * time.Second
+	// DefaultSkewTolerance is how far a child may start before its parent, or a callee's clock may
+	// run ahead of its caller's, before the analyzer believes the timestamps over the tree.
+	DefaultSkewTolerance = 5 * time.Millisecond
+)
+
+// Config configures an [Analyzer]. The zero value is usable: no detectors (pass suite.Default()
+// from analyzer/suite for the standard set), live-mode settle of DefaultSettle, the bounds above.
+//
+// Who sets what:
+//   - the live collector wires --settle to Settle and --max-spans to MaxSpans, and sets Now;
+//   - `stormwatch analyze` leaves Settle alone (it calls Flush once at the end);
+//   - the OpenTelemetry Collector connector sets the bounds from its component config;
+//   - the detector suite (and a policy) fill Detectors and Settings.
+type Config struct {
+	// Settle is the quiet period after the last span of a trace before live mode analyzes it.
+	// 0 means DefaultSettle.
+	Settle time.Duration
+	// MaxSpans bounds the spans held across all traces. When it is exceeded the least recently
+	// updated traces are analyzed as they are and their spans released (counted in
+	// StoreStats.EvictedTraces/EvictedSpans and noted in the report); their findings and
+	// dependency counts stay in the report. 0 means DefaultMaxSpans; negative means no bound.
+	MaxSpans int
+	// MaxTraceSpans caps one trace: spans beyond it are dropped and the trace marked truncated.
+	// 0 means DefaultMaxTraceSpans; negative means no cap.
+	MaxTraceSpans int
+	// MaxFindings bounds the findings kept for the report (oldest dropped and counted).
+	// 0 means DefaultMaxFindings; negative means no bound.
+	MaxFindings int
+	// Detectors run on every analyzed trace (ScopeTrace) or over all held operations
+	// (ScopeWindow). nil runs none: the analyzer package cannot import its own detectors, so
+	// callers pass suite.Default().
+	Detectors []*Detector
+	// Settings are the thresholds detectors read (see [Settings]).
+	Settings Settings
+	// Now stamps span arrival for the settle period. The analyzer never reads a clock itself: when
+	// Now is nil, arrival is stamped with the time of the latest Settle or Snapshot call, which is
+	// precise to one tick of the caller's loop.
+	Now func() time.Time
+	// HistoryInterval and HistoryLen shape Snapshot.History. 0 means the defaults.
+	HistoryInterval time.Duration
+	HistoryLen      int
+	// WindowInterval is how often Settle re-runs ScopeWindow detectors. 0 means the default.
+	WindowInterval time.Duration
+}
+
+// Settings are detector thresholds. The zero value means the documented defaults; a policy file
+// (issue 4) overrides them per operation class.
+type Settings struct {
+	// MaxFanout is the number of origins one attempt may reach (unbounded-fanout). 0 means 1.
+	MaxFanout int
+	// MaxFanoutFor, when set, gives the limit for one operation (a policy's maxFanout for the
+	// operation's class); it returns 0 to fall back to MaxFanout.
+	MaxFanoutFor func(op *Operation) int
+	// MinRetryingLayers is how many retrying layers on one root-to-leaf path make
+	// retry-amplification fire. 0 means 2.
+	MinRetryingLayers int
+	// CriticalFactor is the amplification factor (leaf calls per root request) at which
+	// retry-amplification is critical rather than a warning. 0 means 9: two layers of three
+	// attempts each already multiply a failing dependency's load by nine.
+	CriticalFactor int
+	// SkewTolerance is the clock skew tolerated between services. 0 means DefaultSkewTolerance.
+	SkewTolerance time.Duration
+	// Extra carries detector-specific settings by detector name, for detectors added later
+	// (issue 4) without changing this struct.
+	Extra map[string]any
+}
+
+// FanoutLimit is the allowed fan-out for op.
+func (s Settings) FanoutLimit(op *Operation) int {
+	if s.MaxFanoutFor != nil {
+		if n := s.MaxFanoutFor(op); n > 0 {
+			return n
+		}
+	}
+	if s.MaxFanout > 0 {
+		return s.MaxFanout
+	}
+	return 1
+}
+
+// RetryingLayers is the MinRetryingLayers threshold with its default.
+func (s Settings) RetryingLayers() int {
+	if s.MinRetryingLayers > 0 {
+		return s.MinRetryingLayers
+	}
+	return 2
+}
+
+// Critical is the CriticalFactor threshold with its default.
+func (s Settings) Critical() int {
+	if s.CriticalFactor > 0 {
+		return s.CriticalFactor
+	}
+	return 9
+}
+
+// Skew is the SkewTolerance in nanoseconds with its default.
+func (s Settings) Skew() int64 {
+	if s.SkewTolerance > 0 {
+		return int64(s.SkewTolerance)
+	}
+	return int64(DefaultSkewTolerance)
+}
+
+func (c Config) settle() int64 {
+	if c.Settle > 0 {
+		return int64(c.Settle)
+	}
+	return int64(DefaultSettle)
+}
+
+func orDefault(v, def int) int {
+	if v == 0 {
+		return def
+	}
+	return v
+}

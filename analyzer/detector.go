@@ -1,0 +1,95 @@
+package analyzer
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+)
+
+// Scope says what a detector looks at.
+type Scope uint8
+
+const (
+	// ScopeTrace detectors run once per analyzed trace (again when late spans re-analyze it).
+	ScopeTrace Scope = iota
+	// ScopeWindow detectors need many operations: offline they run once over everything in Flush;
+	// live they run every Config.WindowInterval over the operations of the traces held. Pass.Trace
+	// is nil for them and Pass.Operations spans many traces.
+	ScopeWindow
+)
+
+// Detector is one check, modelled on golang.org/x/tools/go/analysis.Analyzer: a plain value that
+// names itself, documents itself and reports through its Pass. Detectors never print, never keep
+// state between runs and never see the analyzer; the suite (analyzer/suite) lists them.
+//
+// To add one: a package under analyzer/passes/<name>/ with a doc.go, a `var Detector =
+// &analyzer.Detector{...}`, a fixture that must fire and a healthy twin (fixtures/), and a line in
+// analyzer/suite.
+type Detector struct {
+	// Name is the stable identifier in reports and policies: lowercase words joined by '-'.
+	Name string
+	// Title is one line for tables and the TUI.
+	Title string
+	// Doc says what the detector proves, its evidence keys and its false positives.
+	Doc string
+	// Scope is ScopeTrace (the default) or ScopeWindow.
+	Scope Scope
+	// Severity is the default severity; a Run may report higher or lower with a reason (e.g.
+	// retry-amplification is critical from the critical factor on).
+	Severity Severity
+	// Run inspects the pass and reports findings through pass.Report.
+	Run func(pass *Pass) error
+}
+
+func (d *Detector) String() string { return d.Name }
+
+// Pass is everything a detector may read, and the only way out (Report).
+type Pass struct {
+	Detector *Detector
+	// Trace is the assembled trace (nil for ScopeWindow): spans, parent/child index, the
+	// operation each CLIENT span belongs to.
+	Trace *Trace
+	// Operations are the trace's logical operations (for ScopeWindow: of every trace held), each
+	// with its chain of Parent operations up to the root request.
+	Operations []*Operation
+	// Settings are the thresholds (see [Settings]).
+	Settings Settings
+	// Report records one finding. Detector and TraceID are filled in when empty; Severity is
+	// taken as given (start from pass.Detector.Severity).
+	Report func(Finding)
+}
+
+var nameRE = regexp.MustCompile(`^[a-z][a-z0-9]*(-[a-z0-9]+)*$`)
+
+// Validate checks a suite: every detector non-nil, with a valid unique name, a title, a doc and a
+// Run. Tests of every suite call it; New does not, so a caller's typo shows up in its tests.
+func Validate(detectors []*Detector) error {
+	var errs []error
+	seen := map[string]bool{}
+	for i, d := range detectors {
+		if d == nil {
+			errs = append(errs, fmt.Errorf("detector %d is nil", i))
+			continue
+		}
+		if !nameRE.MatchString(d.Name) {
+			errs = append(errs, fmt.Errorf("detector %d: invalid name %q (want lowercase words joined by '-')", i, d.Name))
+		}
+		if seen[d.Name] {
+			errs = append(errs, fmt.Errorf("detector %q listed twice", d.Name))
+		}
+		seen[d.Name] = true
+		if d.Title == "" {
+			errs = append(errs, fmt.Errorf("detector %q has no title", d.Name))
+		}
+		if len(d.Doc) < 20 {
+			errs = append(errs, fmt.Errorf("detector %q has no doc", d.Name))
+		}
+		if d.Run == nil {
+			errs = append(errs, fmt.Errorf("detector %q has no Run", d.Name))
+		}
+		if d.Scope > ScopeWindow {
+			errs = append(errs, fmt.Errorf("detector %q has unknown scope %d", d.Name, d.Scope))
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,588 @@
+package analyzer
+
+import (
+	"cmp"
+	"hash/maphash"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/stormwatch/stormwatch/spans"
+)
+
+// callInfo is what inference needs of one CLIENT span, computed once.
+type callInfo struct {
+	idx     int32
+	origin  string // scheme://host:port
+	service string // the callee's service.name, when a SERVER child (or another call to origin) says
+	target  string // method and path, or the RPC method: what was asked
+	outcome string
+	status  string
+	// Reference-client and protocol hints; -1 when absent.
+	attempt int64
+	resend  int64
+	kind    string
+	opID    string
+	op      *Operation
+}
+
+// AttemptKindResend marks a resend that is not a retry: the request sent again after a redirect
+// (3xx) or an authentication challenge (401). It does not count as an attempt of a retry loop.
+const AttemptKindResend AttemptKind = "resend"
+
+// Outcome classes (resilience.outcome values; inferred from status codes when absent).
+const (
+	OutcomeOK        = "ok"
+	OutcomeRetryable = "retryable"
+	OutcomePermanent = "permanent"
+	OutcomeTimeout   = "timeout"
+	OutcomeCancelled = "cancelled"
+	OutcomeRefused   = "refused"
+)
+
+var grpcCodes = [...]string{"OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED", "NOT_FOUND",
+	"ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION", "ABORTED",
+	"OUT_OF_RANGE", "UNIMPLEMENTED", "INTERNAL", "UNAVAILABLE", "DATA_LOSS", "UNAUTHENTICATED"}
+
+// classify finds a CLIENT span's outcome class and status text.
+func classify(s *spans.Span) (outcome, status string) {
+	explicit := s.Str(spans.AttrOutcome)
+	if a, ok := s.Attr(spans.AttrHTTPStatus); ok {
+		status = a.AsString()
+	} else if a, ok := s.Attr(spans.AttrLegacyHTTPStatusCode); ok {
+		status = a.AsString()
+	}
+	if status != "" {
+		code, _ := strconv.Atoi(status)
+		switch {
+		case code >= 200 && code < 400:
+			outcome = OutcomeOK
+		case code == 408 || code == 425 || code == 429 || code >= 500:
+			outcome = OutcomeRetryable
+		default:
+			outcome = OutcomePermanent
+		}
+	} else if g := grpcStatus(s); g != "" {
+		status = g
+		switch g {
+		case "OK":
+			outcome = OutcomeOK
+		case "UNAVAILABLE", "RESOURCE_EXHAUSTED", "ABORTED":
+			outcome = OutcomeRetryable
+		case "DEADLINE_EXCEEDED":
+			outcome = OutcomeTimeout
+		case "CANCELLED":
+			outcome = OutcomeCancelled
+		default:
+			outcome = OutcomePermanent
+		}
+	} else if s.Status == spans.StatusError || s.Str(spans.AttrErrorType) != "" {
+		outcome = errorClass(s)
+	} else {
+		outcome = OutcomeOK
+	}
+	if explicit != "" {
+		outcome = explicit
+	}
+	return outcome, status
+}
+
+// grpcStatus reads either spelling of the gRPC status: the current string attribute or the older
+// integer one.
+func grpcStatus(s *spans.Span) string {
+	if a, ok := s.Attr(spans.AttrRPCStatus); ok {
+		if n, isNum := a.AsInt(); isNum && n >= 0 && int(n) < len(grpcCodes) {
+			return grpcCodes[n]
+		}
+		return strings.ToUpper(a.AsString())
+	}
+	if a, ok := s.Attr(spans.AttrRPCGRPCStatus); ok {
+		if n, isNum := a.AsInt(); isNum && n >= 0 && int(n) < len(grpcCodes) {
+			return grpcCodes[n]
+		}
+		return strings.ToUpper(a.AsString())
+	}
+	return ""
+}
+
+// errorClass reads a failed call with no status code: a timeout, a cancellation, a breaker's
+// refusal, or (anything else) a connect-level error that is worth retrying.
+func errorClass(s *spans.Span) string {
+	text := strings.ToLower(s.Str(spans.AttrErrorType) + " " + s.StatusMessage + " " + s.Str("exception.type") + " " + s.Str("exception.message"))
+	for i := range s.Events {
+		for _, a := range s.Events[i].Attrs {
+			if a.Key == "exception.message" || a.Key == "exception.type" {
+				text += " " + strings.ToLower(a.AsString())
+			}
+		}
+	}
+	switch {
+	case strings.Contains(text, "deadline") || strings.Contains(text, "timeout") || strings.Contains(text, "timed out"):
+		return OutcomeTimeout
+	case strings.Contains(text, "cancel"):
+		return OutcomeCancelled
+	case strings.Contains(text, "circuit") || strings.Contains(text, "breaker") || strings.Contains(text, "budget"):
+		return OutcomeRefused
+	}
+	return OutcomeRetryable
+}
+
+// StatusText is the outcome key used in DependencyStats.Outcomes: the status when there is one,
+// otherwise the class ("timeout", "connect error", ...).
+func statusKey(outcome, status string) string {
+	if status != "" {
+		return status
+	}
+	if outcome == OutcomeRetryable {
+		return "connect error"
+	}
+	return outcome
+}
+
+// originOf finds scheme://host:port of a CLIENT span.
+func originOf(s *spans.Span) string {
+	if u := s.Str(spans.AttrURLFull); u != "" {
+		if o := originOfURL(u); o != "" {
+			return o
+		}
+	}
+	if u := s.Str(spans.AttrLegacyHTTPURL); u != "" {
+		if o := originOfURL(u); o != "" {
+			return o
+		}
+	}
+	isRPC := s.Str(spans.AttrRPCSystem) != "" || s.Str(spans.AttrRPCMethod) != ""
+	scheme := s.Str(spans.AttrURLScheme)
+	if scheme == "" {
+		scheme = "http"
+		if isRPC {
+			scheme = "grpc"
+		}
+	}
+	host, port := s.Str(spans.AttrServerAddress), s.Str(spans.AttrServerPort)
+	if host == "" {
+		host, port = s.Str(spans.AttrLegacyNetPeerName), s.Str(spans.AttrLegacyNetPeerPort)
+	}
+	if host == "" {
+		host, port = s.Str(spans.AttrNetworkPeerAddress), s.Str(spans.AttrNetworkPeerPort)
+	}
+	if host != "" {
+		if port == "" {
+			port = defaultPort(scheme)
+		}
+		return scheme + "://" + joinHostPort(host, port)
+	}
+	if svc := s.Str(spans.AttrRPCService); svc != "" {
+		return "grpc://" + svc
+	}
+	return ""
+}
+
+func joinHostPort(host, port string) string {
+	if strings.IndexByte(host, ':') >= 0 && !strings.HasPrefix(host, "[") {
+		return "[" + host + "]:" + port
+	}
+	return host + ":" + port
+}
+
+func defaultPort(scheme string) string {
+	switch scheme {
+	case "https", "grpcs":
+		return "443"
+	case "grpc":
+		return "443"
+	}
+	return "80"
+}
+
+// originOfURL cuts scheme://host:port out of an absolute URL without allocating a url.URL.
+func originOfURL(u string) string {
+	i := strings.Index(u, "://")
+	if i <= 0 {
+		return ""
+	}
+	scheme := strings.ToLower(u[:i])
+	rest := u[i+3:]
+	if j := strings.IndexAny(rest, "/?#"); j >= 0 {
+		rest = rest[:j]
+	}
+	if j := strings.LastIndexByte(rest, '@'); j >= 0 {
+		rest = rest[j+1:]
+	}
+	if rest == "" {
+		return ""
+	}
+	hasPort := false
+	if strings.HasPrefix(rest, "[") {
+		hasPort = strings.Contains(rest, "]:")
+	} else {
+		hasPort = strings.IndexByte(rest, ':') >= 0
+	}
+	if !hasPort {
+		rest += ":" + defaultPort(scheme)
+	}
+	return scheme + "://" + strings.ToLower(rest)
+}
+
+// pathOfURL is the path of an absolute URL without query or fragment.
+func pathOfURL(u string) string {
+	if i := strings.Index(u, "://"); i >= 0 {
+		u = u[i+3:]
+		j := strings.IndexByte(u, '/')
+		if j < 0 {
+			return "/"
+		}
+		u = u[j:]
+	}
+	if j := strings.IndexAny(u, "?#"); j >= 0 {
+		u = u[:j]
+	}
+	return u
+}
+
+// targetOf is what a call asked for, independent of which replica it went to: method and path for
+// HTTP, the full method for RPC. Span names are not used: they differ by language and protocol.
+func targetOf(s *spans.Span) string {
+	if m := s.Str(spans.AttrRPCMethod); m != "" {
+		if svc := s.Str(spans.AttrRPCService); svc != "" && !strings.Contains(m, "/") {
+			return svc + "/" + m
+		}
+		return m
+	}
+	method := s.Str(spans.AttrHTTPMethod)
+	if method == "" {
+		method = s.Str(spans.AttrLegacyHTTPMethod)
+	}
+	path := ""
+	switch {
+	case s.Str(spans.AttrURLFull) != "":
+		path = pathOfURL(s.Str(spans.AttrURLFull))
+	case s.Str(spans.AttrURLPath) != "":
+		path = s.Str(spans.AttrURLPath)
+	case s.Str(spans.AttrLegacyHTTPURL) != "":
+		path = pathOfURL(s.Str(spans.AttrLegacyHTTPURL))
+	case s.Str(spans.AttrLegacyHTTPTarget) != "":
+		path = pathOfURL(s.Str(spans.AttrLegacyHTTPTarget))
+	case s.Str(spans.AttrHTTPRoute) != "":
+		path = s.Str(spans.AttrHTTPRoute)
+	}
+	if method == "" && path == "" {
+		return ""
+	}
+	return strings.TrimSpace(method + " " + path)
+}
+
+func intAttr(s *spans.Span, key string) int64 {
+	if n, ok := s.Int(key); ok {
+		return n
+	}
+	return -1
+}
+
+// inferOperations groups the CLIENT spans of t into logical operations and links each operation
+// to the one it runs inside. It runs in one pre-order pass over the tree, so parents' operations
+// exist before their children's; grouping under one caller sorts the caller's calls once, so ten
+// thousand siblings cost n log n, not n squared.
+func (t *Trace) inferOperations(seed maphash.Seed, skew int64) []*Operation {
+	n := len(t.Spans)
+	t.call = make([]int32, n)
+	t.enclosing = make([]*Operation, n)
+	nClient := 0
+	for i := range t.Spans {
+		t.call[i] = -1
+		if t.Spans[i].Kind == spans.KindClient {
+			nClient++
+		}
+	}
+	t.calls = make([]callInfo, 0, nClient)
+	originService := map[string]string{}
+	for i := range t.Spans {
+		s := &t.Spans[i]
+		if s.Kind != spans.KindClient {
+			continue
+		}
+		c := callInfo{
+			idx:     int32(i),
+			origin:  originOf(s),
+			target:  targetOf(s),
+			attempt: intAttr(s, spans.AttrAttempt),
+			resend:  intAttr(s, spans.AttrHTTPResendCount),
+			kind:    s.Str(spans.AttrAttemptKind),
+			opID:    s.Str(spans.AttrOpID),
+		}
+		if c.resend < 0 {
+			c.resend = intAttr(s, spans.AttrGRPCPreviousAttempts)
+		}
+		c.outcome, c.status = classify(s)
+		for _, ch := range t.Children(i) {
+			if cs := &t.Spans[ch]; cs.Kind == spans.KindServer && cs.Service() != "" {
+				c.service = cs.Service()
+				break
+			}
+		}
+		if c.origin == "" {
+			if c.service != "" {
+				c.origin = c.service
+			} else {
+				c.origin = "unknown:" + s.Name
+			}
+		}
+		if c.service != "" {
+			originService[c.origin] = c.service
+		}
+		t.call[i] = int32(len(t.calls))
+		t.calls = append(t.calls, c)
+	}
+	// A call that timed out has no SERVER child to name the callee; another call to the same
+	// origin in the trace may.
+	for k := range t.calls {
+		if t.calls[k].service == "" {
+			t.calls[k].service = originService[t.calls[k].origin]
+		}
+	}
+
+	var ops []*Operation
+	var group []int32
+	// Root CLIENT spans (a client without a parent span) are grouped together as if under one
+	// unseen caller.
+	for _, r := range t.roots {
+		if t.call[r] >= 0 {
+			group = append(group, r)
+		}
+	}
+	if len(group) > 0 {
+		ops = t.groupCalls(ops, -1, group, nil, seed, skew)
+	}
+	for _, i := range t.order {
+		if c := t.call[i]; c >= 0 && t.calls[c].op != nil {
+			t.enclosing[i] = t.calls[c].op
+		} else if p := t.parent[i]; p >= 0 {
+			t.enclosing[i] = t.enclosing[p]
+		}
+		group = group[:0]
+		for _, ch := range t.Children(int(i)) {
+			if t.call[ch] >= 0 {
+				group = append(group, ch)
+			}
+		}
+		if len(group) > 0 {
+			ops = t.groupCalls(ops, int(i), group, t.enclosing[i], seed, skew)
+		}
+	}
+	return ops
+}
+
+// groupCalls turns the CLIENT children of one caller into operations: per destination, attempts
+// in start order; overlapping calls are one attempt's copies (hedges to one origin, fan-out to
+// several); a call after a success starts a new operation; a call after a redirect or 401 is a
+// resend, not a retry.
+func (t *Trace) groupCalls(ops []*Operation, caller int, calls []int32, parent *Operation, seed maphash.Seed, skew int64) []*Operation {
+	type keyed struct {
+		key    string // grouping: the operation id when given, else the destination
+		intent string // what was asked, for the intent key (never the per-call operation id)
+		idx    int32
+	}
+	ks := make([]keyed, len(calls))
+	for k, i := range calls {
+		c := &t.calls[t.call[i]]
+		intent := "origin " + c.origin + " " + c.target
+		if c.service != "" {
+			intent = "svc " + c.service + " " + c.target
+		}
+		key := intent
+		if c.opID != "" {
+			key = "op " + c.opID
+		}
+		ks[k] = keyed{key, intent, i}
+	}
+	// By destination, then start time: one sort, then runs. No pairwise matching.
+	slices.SortStableFunc(ks, func(a, b keyed) int {
+		if c := strings.Compare(a.key, b.key); c != 0 {
+			return c
+		}
+		return cmp.Compare(t.Spans[a.idx].StartUnixNano, t.Spans[b.idx].StartUnixNano)
+	})
+	callerSpan := (*spans.Span)(nil)
+	if caller >= 0 {
+		callerSpan = &t.Spans[caller]
+	}
+	first := len(ops)
+	occurrence := 0
+	for lo := 0; lo < len(ks); {
+		hi := lo + 1
+		for hi < len(ks) && ks[hi].key == ks[lo].key {
+			hi++
+		}
+		occurrence = 0
+		var op *Operation
+		var cur *Attempt
+		var curEnd int64
+		for _, kc := range ks[lo:hi] {
+			i := kc.idx
+			c := &t.calls[t.call[i]]
+			s := &t.Spans[i]
+			start, end := s.StartUnixNano, max(s.StartUnixNano, s.EndUnixNano)
+			newAttempt, newOp := true, op == nil
+			if cur != nil {
+				switch {
+				case c.attempt >= 0 && cur.refNumber >= 0:
+					newAttempt = c.attempt != cur.refNumber && c.kind != string(KindFanout)
+					newOp = c.attempt < cur.refNumber && c.opID == ""
+				case c.kind == string(KindFanout) || c.kind == string(KindHedge):
+					newAttempt = c.kind == string(KindHedge)
+				default:
+					// Overlap with the attempt in flight means a copy, not a retry. A call
+					// that starts within the tolerance of the previous end is still
+					// sequential: whole-millisecond timestamps round that way.
+					newAttempt = start >= curEnd
+					if newAttempt && cur.Outcome == OutcomeOK && !isRedirect(cur.Status) && c.resend <= 0 && c.opID == "" {
+						newOp = true
+					}
+				}
+			}
+			if newOp {
+				op = t.newOperation(callerSpan, c, parent)
+				op.intent = intentKey(seed, parent, kc.intent, occurrence)
+				occurrence++
+				ops = append(ops, op)
+				cur = nil
+				newAttempt = true
+			}
+			if newAttempt {
+				kind := AttemptKind(c.kind)
+				prevStatus := ""
+				if cur != nil {
+					prevStatus = cur.Status
+				}
+				switch {
+				case kind != "":
+				case len(op.Attempts) == 0:
+					kind = KindInitial
+				case isRedirect(prevStatus) || prevStatus == "401":
+					kind = AttemptKindResend
+				case cur != nil && start < curEnd:
+					kind = KindHedge
+				default:
+					kind = KindRetry
+				}
+				a := Attempt{Number: len(op.Attempts) + 1, Kind: kind, SpanID: s.SpanID,
+					StartUnixNano: start, EndUnixNano: end, refNumber: c.attempt}
+				if b := intAttr(s, spans.AttrBackoff); b >= 0 {
+					a.BackoffNanos = b * 1e6
+				} else if cur != nil {
+					a.BackoffNanos = max(0, start-cur.EndUnixNano)
+				}
+				op.Attempts = append(op.Attempts, a)
+				cur = &op.Attempts[len(op.Attempts)-1]
+				cur.Outcome, cur.Status = c.outcome, c.status
+				curEnd = end
+			} else if c.outcome == OutcomeOK && cur.Outcome != OutcomeOK {
+				// Of several copies, the attempt's outcome is the best one.
+				cur.Outcome, cur.Status = c.outcome, c.status
+			}
+			cur.Calls = append(cur.Calls, s.SpanID)
+			if !slices.Contains(cur.Origins, c.origin) {
+				cur.Origins = append(cur.Origins, c.origin)
+			}
+			cur.EndUnixNano = max(cur.EndUnixNano, end)
+			curEnd = max(curEnd, end)
+			op.StartUnixNano = min(op.StartUnixNano, start)
+			op.EndUnixNano = max(op.EndUnixNano, end)
+			if d := intAttr(s, spans.AttrDeadline); d > 0 && op.DeadlineUnixNano == 0 {
+				op.DeadlineUnixNano = d
+			}
+			if c.attempt >= 0 || c.opID != "" {
+				op.Inferred = false
+			}
+			op.calls = append(op.calls, t.call[i])
+			c.op = op
+		}
+		lo = hi
+	}
+	for _, op := range ops[first:] {
+		if len(op.Attempts) > 0 && op.Terminal == "" {
+			last := op.Attempts[len(op.Attempts)-1]
+			if last.Outcome == OutcomeOK {
+				op.Terminal, op.StopReason = "complete", "succeeded"
+			} else {
+				op.Terminal = "fail-fast"
+				if last.Outcome == OutcomePermanent {
+					op.StopReason = "permanent"
+				}
+			}
+		}
+	}
+	return ops
+}
+
+func isRedirect(status string) bool { return len(status) == 3 && status[0] == '3' }
+
+// newOperation starts an operation with what the caller span and the first call say.
+func (t *Trace) newOperation(callerSpan *spans.Span, c *callInfo, parent *Operation) *Operation {
+	s := &t.Spans[c.idx]
+	op := &Operation{
+		TraceID:           t.ID,
+		Dependency:        c.origin,
+		DependencyService: c.service,
+		Parent:            parent,
+		Inferred:          true,
+		StartUnixNano:     s.StartUnixNano,
+		EndUnixNano:       s.EndUnixNano,
+	}
+	if parent != nil {
+		parent.children++
+	}
+	src := s
+	if callerSpan != nil {
+		op.SpanID = callerSpan.SpanID
+		op.Caller = callerSpan.Service()
+		if callerSpan.Str(spans.AttrOpID) != "" {
+			src = callerSpan
+		}
+	} else {
+		op.SpanID = s.SpanID
+		op.Caller = s.Service()
+	}
+	op.ID = src.Str(spans.AttrOpID)
+	if op.ID == "" {
+		op.ID = c.opID
+	}
+	if op.ID == "" {
+		op.ID = s.SpanID.String()
+	}
+	op.Name = src.Str(spans.AttrOpName)
+	if op.Name == "" {
+		op.Name = c.target
+	}
+	op.Owner = src.Str(spans.AttrOwner)
+	if op.Owner == "" {
+		op.Owner = op.Caller
+	}
+	op.Terminal = src.Str(spans.AttrTerminal)
+	op.StopReason = src.Str(spans.AttrStopReason)
+	if d := intAttr(src, spans.AttrDeadline); d > 0 {
+		op.DeadlineUnixNano = d
+	}
+	return op
+}
+
+// intentKey identifies what an operation was asked to do, independent of which attempt of its
+// parent asked: the same read under the second retry of the layer above has the same key. The
+// per-dependency "logical operations" are the distinct keys, so amplification counts every copy
+// made by every layer against one request of the top layer.
+func intentKey(seed maphash.Seed, parent *Operation, key string, occurrence int) uint64 {
+	var h maphash.Hash
+	h.SetSeed(seed)
+	var buf [16]byte
+	var pk uint64
+	if parent != nil {
+		pk = parent.intent
+	}
+	for i := range 8 {
+		buf[i] = byte(pk >> (8 * i))
+		buf[8+i] = byte(uint64(occurrence) >> (8 * i))
+	}
+	h.Write(buf[:])
+	h.WriteString(key)
+	return h.Sum64()
+}

@@ -1,0 +1,154 @@
+package audit
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/stormwatch/stormwatch/analyzer"
+	"github.com/stormwatch/stormwatch/analyzer/policy"
+	"github.com/stormwatch/stormwatch/spans"
+)
+
+// Policy is the policy the run was configured with (policy.Configure puts it in Settings.Extra),
+// or the built-in defaults.
+func Policy(s analyzer.Settings) *policy.Policy {
+	if p, ok := s.Extra[policy.ExtraKey].(*policy.Policy); ok && p != nil {
+		return p
+	}
+	return policy.Default()
+}
+
+// Key describes op for class lookup. t may be nil (windowed detectors): the route is then unknown.
+func Key(t *analyzer.Trace, op *analyzer.Operation) policy.Key {
+	k := policy.Key{Operation: op.Name, Service: op.Caller, Dependency: op.Dependency, DependencyService: op.DependencyService}
+	if t != nil {
+		k.Route = Route(t, op.SpanID)
+	}
+	return k
+}
+
+// Route is the route of the server span that op's caller span works for: http.route, else the RPC
+// method of the nearest SERVER span at or above id.
+func Route(t *analyzer.Trace, id spans.SpanID) string {
+	i, ok := t.Lookup(id)
+	for ok && i >= 0 {
+		s := &t.Spans[i]
+		if s.Kind == spans.KindServer {
+			if r := s.Str(spans.AttrHTTPRoute); r != "" {
+				return r
+			}
+			if m := s.Str(spans.AttrRPCMethod); m != "" {
+				return m
+			}
+			return ""
+		}
+		i = t.Parent(i)
+	}
+	return ""
+}
+
+// FromFile reports whether a setting was written in a policy file (not a built-in default).
+func FromFile[T any](s policy.Setting[T]) bool { return s.Set && !s.Pos.IsZero() }
+
+// Cite adds the rule and its place to a finding's evidence when the rule came from a file, and
+// returns a suffix for the summary such as " (policy maxAttempts: 3 at policy.yaml:12)".
+func Cite[T any](ev map[string]any, rule string, s policy.Setting[T], shown string) string {
+	if !FromFile(s) {
+		return ""
+	}
+	ev["rule"] = rule
+	ev["policy"] = s.Pos.FileLine()
+	return fmt.Sprintf(" (policy %s: %s at %s)", rule, shown, s.Pos.FileLine())
+}
+
+// Span returns the span with id, or nil.
+func Span(t *analyzer.Trace, id spans.SpanID) *spans.Span {
+	if t == nil {
+		return nil
+	}
+	if i, ok := t.Lookup(id); ok {
+		return &t.Spans[i]
+	}
+	return nil
+}
+
+// Method is the HTTP method of a call, upper case, or "".
+func Method(s *spans.Span) string {
+	m := s.Str(spans.AttrHTTPMethod)
+	if m == "" {
+		m = s.Str(spans.AttrLegacyHTTPMethod)
+	}
+	return strings.ToUpper(m)
+}
+
+// IdempotencyKey is the call's idempotency key (resilience.idempotency_key, or the captured
+// Idempotency-Key request header), "" when none.
+func IdempotencyKey(s *spans.Span) string {
+	if k := s.Str(spans.AttrIdempotencyKey); k != "" {
+		return k
+	}
+	return s.Str(spans.AttrReqHeaderIdempotencyKey)
+}
+
+// HashKey shows an idempotency key without revealing it: the first 12 hex digits of its SHA-256.
+func HashKey(k string) string {
+	sum := sha256.Sum256([]byte(k))
+	return "sha256:" + hex.EncodeToString(sum[:6])
+}
+
+// RetryAfter is the server's Retry-After hint on a call, in nanoseconds: resilience.retry_after_ms,
+// or the captured Retry-After response header (delay-seconds or an HTTP-date, read relative to the
+// span's end). ok is false when there is none.
+func RetryAfter(s *spans.Span) (int64, bool) {
+	if ms, ok := s.Int(spans.AttrRetryAfter); ok && ms >= 0 {
+		return ms * int64(time.Millisecond), true
+	}
+	if a, ok := s.Attr(spans.AttrRetryAfter); ok && a.Type == spans.ValueDouble && a.Float() >= 0 {
+		return int64(a.Float() * float64(time.Millisecond)), true
+	}
+	h := strings.TrimSpace(s.Str(spans.AttrResHeaderRetryAfter))
+	if h == "" {
+		return 0, false
+	}
+	// Captured headers arrive as a one-element array shown as ["120"] by some instrumentations.
+	h = strings.Trim(h, `[]" `)
+	if n, err := strconv.ParseInt(h, 10, 64); err == nil && n >= 0 {
+		return n * int64(time.Second), true
+	}
+	if at, err := time.Parse(time.RFC1123, h); err == nil {
+		d := at.UnixNano() - s.EndUnixNano
+		return max(d, 0), true
+	}
+	return 0, false
+}
+
+// IDs renders span ids for a finding.
+func IDs(ids ...spans.SpanID) []string {
+	out := make([]string, len(ids))
+	for i, id := range ids {
+		out[i] = id.String()
+	}
+	return out
+}
+
+// Ms renders nanoseconds as milliseconds for evidence, rounded to 0.1 ms.
+func Ms(ns int64) float64 { return float64(ns/100_000) / 10 }
+
+// IsRetry reports whether attempt a is a try of the retry loop after the first (not the first,
+// a hedge, a fan-out copy, a resend after a redirect or 401, or a fallback).
+func IsRetry(a *analyzer.Attempt) bool {
+	switch a.Kind {
+	case analyzer.KindRetry:
+		return true
+	case analyzer.KindInitial, analyzer.KindHedge, analyzer.KindFanout, analyzer.KindFallback, analyzer.AttemptKindResend:
+		return false
+	}
+	return a.Number > 1
+}
+
+// Failed reports whether an attempt's outcome is a failure (not ok; a refusal counts).
+func Failed(a *analyzer.Attempt) bool { return a.Outcome != analyzer.OutcomeOK }
