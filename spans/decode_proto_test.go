@@ -130,7 +130,16 @@ func scope(name string, ss ...*tracepb.Span) *tracepb.ScopeSpans {
 	return &tracepb.ScopeSpans{Scope: &commonpb.InstrumentationScope{Name: name}, Spans: ss}
 }
 
-func TestDecodeProtoEdgeCases(t *testing.T) {
+type edgeCase struct {
+	name     string
+	req      *coltracepb.ExportTraceServiceRequest
+	spans    int
+	rejected int
+}
+
+// edgeCases are hand-built requests at the edges of the format, shared by the protobuf and JSON
+// tests and seeded into the fuzz corpora.
+func edgeCases() []edgeCase {
 	allValues := []*commonpb.KeyValue{
 		kv(spans.AttrHTTPMethod, str("GET")),
 		kv(spans.AttrHTTPStatus, &commonpb.AnyValue{Value: &commonpb.AnyValue_IntValue{IntValue: -503}}),
@@ -150,12 +159,7 @@ func TestDecodeProtoEdgeCases(t *testing.T) {
 	for i := range huge {
 		huge[i] = &tracepb.Span{TraceId: append([]byte{1}, id16(byte(i))[1:]...), SpanId: id8(byte(i>>8) | 1), Attributes: allValues[:3]}
 	}
-	tests := []struct {
-		name     string
-		req      *coltracepb.ExportTraceServiceRequest
-		spans    int
-		rejected int
-	}{
+	return []edgeCase{
 		{"empty request", request(), 0, 0},
 		{"empty resource spans", request(&tracepb.ResourceSpans{}), 0, 0},
 		{"missing resource and scope", request(&tracepb.ResourceSpans{ScopeSpans: []*tracepb.ScopeSpans{{Spans: []*tracepb.Span{okSpan(1)}}}}), 1, 0},
@@ -192,6 +196,10 @@ func TestDecodeProtoEdgeCases(t *testing.T) {
 		)}}), 3, 6},
 		{"huge counts", request(&tracepb.ResourceSpans{ScopeSpans: []*tracepb.ScopeSpans{scope("s", huge...)}}), 5000, 0},
 	}
+}
+
+func TestDecodeProtoEdgeCases(t *testing.T) {
+	tests := edgeCases()
 	for _, tt := range tests {
 		for _, o := range bothOptions {
 			t.Run(tt.name+"/"+o.name, func(t *testing.T) {

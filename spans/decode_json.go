@@ -1,0 +1,1159 @@
+package spans
+
+import (
+	"bytes"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"unicode/utf16"
+	"unicode/utf8"
+)
+
+// maxJSONDepth bounds the nesting of JSON values the decoder skips (unknown fields), so hostile
+// input cannot recurse without limit.
+const maxJSONDepth = 256
+
+// DecodeJSON decodes one OTLP/JSON ExportTraceServiceRequest into a batch, with a hand-written
+// scanner that allocates per request, not per span or attribute.
+//
+// It reads OTLP/JSON as the OTLP specification defines it: lowerCamelCase field names (the proto
+// snake_case names are accepted too), trace and span ids as hex strings, enums as integers or
+// their names ("SPAN_KIND_SERVER"), 64-bit integers as strings or numbers, bytes values in base64,
+// unknown fields ignored and null treated as absent. A repeated field name replaces the earlier
+// value. The span rules are those of [DecodeProto]: a span whose trace or span id is missing, not
+// hex, of the wrong length or all zeroes is rejected and counted while the rest are kept.
+//
+// Ownership is as for [DecodeProto]: strings without escapes alias buf, so the caller hands buf over
+// and must not modify it while the batch's spans are held. Errors wrap [ErrMalformed], are marked
+// permanent, and give the path and byte offset of the problem.
+func DecodeJSON(buf []byte, opt DecodeOptions) (*Batch, error) {
+	d := jsonDecoder{s: jsonScanner{buf: buf}, opt: opt, b: &Batch{}}
+	// Estimates, not bounds: a count of the id field names gives the spans (plus links, which are
+	// rare), a count of "key" the attributes. Slabs grow if the estimate was short.
+	nSpans := bytes.Count(buf, []byte(`"spanId"`)) + bytes.Count(buf, []byte(`"span_id"`))
+	nKeys := bytes.Count(buf, []byte(`"key"`))
+	if nSpans > 0 {
+		d.b.Spans = make([]Span, 0, nSpans)
+	}
+	d.attrs.buf = make([]Attr, 0, nKeys)
+	if err := d.request(); err != nil {
+		return nil, malformed("decode OTLP/JSON request", err)
+	}
+	if len(d.b.Spans) == 0 {
+		d.b.Spans = nil
+	}
+	d.b.Spans = d.b.Spans[:len(d.b.Spans):len(d.b.Spans)]
+	return d.b, nil
+}
+
+// jsonScanner reads JSON tokens from buf. It validates what it reads and reports byte offsets.
+type jsonScanner struct {
+	buf []byte
+	pos int
+}
+
+func (s *jsonScanner) errorf(format string, args ...any) error {
+	return s.errorAt(s.pos, format, args...)
+}
+
+// errorAt reports a problem with the token that starts at offset pos.
+func (s *jsonScanner) errorAt(pos int, format string, args ...any) error {
+	return fmt.Errorf("at offset %d: %s", pos, fmt.Sprintf(format, args...))
+}
+
+func (s *jsonScanner) ws() {
+	for s.pos < len(s.buf) {
+		switch s.buf[s.pos] {
+		case ' ', '\t', '\n', '\r':
+			s.pos++
+		default:
+			return
+		}
+	}
+}
+
+// tokenStart skips space and returns the offset of the next token, for error messages.
+func (s *jsonScanner) tokenStart() int {
+	s.ws()
+	return s.pos
+}
+
+// peek returns the next non-space byte, or 0 at the end of input.
+func (s *jsonScanner) peek() byte {
+	s.ws()
+	if s.pos < len(s.buf) {
+		return s.buf[s.pos]
+	}
+	return 0
+}
+
+func (s *jsonScanner) describe() string {
+	if s.pos >= len(s.buf) {
+		return "end of input"
+	}
+	return strconv.QuoteRune(rune(s.buf[s.pos]))
+}
+
+func (s *jsonScanner) expect(c byte) error {
+	if s.peek() != c {
+		return s.errorf("expected %q, found %s", c, s.describe())
+	}
+	s.pos++
+	return nil
+}
+
+// null consumes a null literal if one is next.
+func (s *jsonScanner) null() bool {
+	if s.peek() == 'n' && bytes.HasPrefix(s.buf[s.pos:], []byte("null")) {
+		s.pos += 4
+		return true
+	}
+	return false
+}
+
+// more steps through the members of an object or the elements of an array after its opening
+// bracket: it consumes the separating comma, or the closing bracket and reports false.
+func (s *jsonScanner) more(close byte, first *bool) (bool, error) {
+	c := s.peek()
+	if c == close {
+		s.pos++
+		return false, nil
+	}
+	if !*first {
+		if c != ',' {
+			return false, s.errorf("expected ',' or %q, found %s", close, s.describe())
+		}
+		s.pos++
+	}
+	*first = false
+	return true, nil
+}
+
+// key reads an object member's name and the colon after it. Names with escapes are unescaped
+// into scratch so they still match.
+func (s *jsonScanner) key(scratch *[]byte) ([]byte, error) {
+	raw, esc, err := s.rawString()
+	if err != nil {
+		return nil, err
+	}
+	if esc {
+		*scratch = appendUnescaped((*scratch)[:0], raw)
+		raw = *scratch
+	}
+	if err := s.expect(':'); err != nil {
+		return nil, err
+	}
+	return raw, nil
+}
+
+// rawString reads a string token and returns its bytes between the quotes and whether it holds
+// escapes.
+func (s *jsonScanner) rawString() ([]byte, bool, error) {
+	if s.peek() != '"' {
+		return nil, false, s.errorf("expected a string, found %s", s.describe())
+	}
+	s.pos++
+	start := s.pos
+	esc := false
+	for s.pos < len(s.buf) {
+		c := s.buf[s.pos]
+		switch {
+		case c == '"':
+			s.pos++
+			return s.buf[start : s.pos-1], esc, nil
+		case c == '\\':
+			if err := s.escape(); err != nil {
+				return nil, false, err
+			}
+			esc = true
+			continue
+		case c < 0x20:
+			return nil, false, s.errorf("control character %#x in string", c)
+		}
+		s.pos++
+	}
+	return nil, false, s.errorf("unterminated string")
+}
+
+// escape validates the escape sequence at pos and steps over it.
+func (s *jsonScanner) escape() error {
+	if s.pos+1 >= len(s.buf) {
+		return s.errorf("unterminated escape")
+	}
+	switch s.buf[s.pos+1] {
+	case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+		s.pos += 2
+		return nil
+	case 'u':
+		if s.pos+6 > len(s.buf) {
+			return s.errorf("short \\u escape")
+		}
+		for _, h := range s.buf[s.pos+2 : s.pos+6] {
+			if unhex(h) < 0 {
+				return s.errorf("bad \\u escape")
+			}
+		}
+		s.pos += 6
+		return nil
+	}
+	return s.errorf("bad escape \\%c", s.buf[s.pos+1])
+}
+
+func unhex(c byte) int {
+	switch {
+	case c >= '0' && c <= '9':
+		return int(c - '0')
+	case c >= 'a' && c <= 'f':
+		return int(c-'a') + 10
+	case c >= 'A' && c <= 'F':
+		return int(c-'A') + 10
+	}
+	return -1
+}
+
+// appendUnescaped decodes the escapes of a string the scanner has validated. Lone surrogates
+// become U+FFFD, as in encoding/json.
+func appendUnescaped(dst, raw []byte) []byte {
+	for i := 0; i < len(raw); {
+		c := raw[i]
+		if c != '\\' {
+			dst = append(dst, c)
+			i++
+			continue
+		}
+		switch raw[i+1] {
+		case 'b':
+			dst = append(dst, '\b')
+		case 'f':
+			dst = append(dst, '\f')
+		case 'n':
+			dst = append(dst, '\n')
+		case 'r':
+			dst = append(dst, '\r')
+		case 't':
+			dst = append(dst, '\t')
+		case 'u':
+			r := hex4(raw[i+2:])
+			i += 6
+			if utf16.IsSurrogate(r) {
+				if i+6 <= len(raw) && raw[i] == '\\' && raw[i+1] == 'u' {
+					if r2 := utf16.DecodeRune(r, hex4(raw[i+2:])); r2 != utf8.RuneError {
+						dst = utf8.AppendRune(dst, r2)
+						i += 6
+						continue
+					}
+				}
+				r = utf8.RuneError
+			}
+			dst = utf8.AppendRune(dst, r)
+			continue
+		default: // '"', '\\', '/'
+			dst = append(dst, raw[i+1])
+		}
+		i += 2
+	}
+	return dst
+}
+
+func hex4(b []byte) rune {
+	return rune(unhex(b[0])<<12 | unhex(b[1])<<8 | unhex(b[2])<<4 | unhex(b[3]))
+}
+
+// skip steps over one value of any kind, validating it.
+func (s *jsonScanner) skip(depth int) error {
+	if depth > maxJSONDepth {
+		return s.errorf("JSON nested more than %d deep", maxJSONDepth)
+	}
+	switch c := s.peek(); c {
+	case '{':
+		s.pos++
+		for first := true; ; {
+			ok, err := s.more('}', &first)
+			if err != nil || !ok {
+				return err
+			}
+			if _, _, err := s.rawString(); err != nil {
+				return err
+			}
+			if err := s.expect(':'); err != nil {
+				return err
+			}
+			if err := s.skip(depth + 1); err != nil {
+				return err
+			}
+		}
+	case '[':
+		s.pos++
+		for first := true; ; {
+			ok, err := s.more(']', &first)
+			if err != nil || !ok {
+				return err
+			}
+			if err := s.skip(depth + 1); err != nil {
+				return err
+			}
+		}
+	case '"':
+		_, _, err := s.rawString()
+		return err
+	case 't', 'f', 'n':
+		for _, lit := range []string{"true", "false", "null"} {
+			if bytes.HasPrefix(s.buf[s.pos:], []byte(lit)) {
+				s.pos += len(lit)
+				return nil
+			}
+		}
+		return s.errorf("invalid literal")
+	default:
+		_, err := s.number()
+		return err
+	}
+}
+
+// number reads a JSON number token and returns its text.
+func (s *jsonScanner) number() ([]byte, error) {
+	s.ws()
+	start := s.pos
+	if s.pos < len(s.buf) && s.buf[s.pos] == '-' {
+		s.pos++
+	}
+	digits := 0
+	for s.pos < len(s.buf) {
+		c := s.buf[s.pos]
+		if c >= '0' && c <= '9' {
+			digits++
+		} else if c != '.' && c != 'e' && c != 'E' && c != '+' && c != '-' {
+			break
+		}
+		s.pos++
+	}
+	if digits == 0 {
+		s.pos = start
+		return nil, s.errorf("expected a value, found %s", s.describe())
+	}
+	return s.buf[start:s.pos], nil
+}
+
+// numberText reads a number given as a JSON number or as a string holding one (the protobuf JSON
+// mapping writes 64-bit integers as strings).
+func (s *jsonScanner) numberText() ([]byte, error) {
+	if s.peek() == '"' {
+		raw, esc, err := s.rawString()
+		if err != nil {
+			return nil, err
+		}
+		if esc {
+			return nil, s.errorf("escapes in a number string")
+		}
+		return raw, nil
+	}
+	return s.number()
+}
+
+// int64Value parses an integer field. Integral numbers in exponent form are accepted, as protojson
+// does.
+func (s *jsonScanner) int64Value() (int64, error) {
+	start := s.tokenStart()
+	txt, err := s.numberText()
+	if err != nil {
+		return 0, err
+	}
+	if n, err := strconv.ParseInt(bstr(txt), 10, 64); err == nil {
+		return n, nil
+	}
+	f, err := strconv.ParseFloat(bstr(txt), 64)
+	if err != nil || f != math.Trunc(f) || f < math.MinInt64 || f >= math.MaxInt64 {
+		return 0, s.errorAt(start, "invalid int64 %q", txt)
+	}
+	return int64(f), nil
+}
+
+// uint64Value parses a fixed64 timestamp; values above MaxInt64 wrap as they do from protobuf.
+func (s *jsonScanner) uint64Value() (int64, error) {
+	start := s.tokenStart()
+	txt, err := s.numberText()
+	if err != nil {
+		return 0, err
+	}
+	if n, err := strconv.ParseUint(bstr(txt), 10, 64); err == nil {
+		return int64(n), nil
+	}
+	f, err := strconv.ParseFloat(bstr(txt), 64)
+	if err != nil || f != math.Trunc(f) || f < 0 || f >= math.MaxUint64 {
+		return 0, s.errorAt(start, "invalid uint64 %q", txt)
+	}
+	return int64(uint64(f)), nil
+}
+
+func (s *jsonScanner) float64Value() (float64, error) {
+	start := s.tokenStart()
+	if s.peek() == '"' {
+		raw, _, err := s.rawString()
+		if err != nil {
+			return 0, err
+		}
+		switch string(raw) {
+		case "NaN":
+			return math.NaN(), nil
+		case "Infinity":
+			return math.Inf(1), nil
+		case "-Infinity":
+			return math.Inf(-1), nil
+		}
+		f, err := strconv.ParseFloat(bstr(raw), 64)
+		if err != nil {
+			return 0, s.errorAt(start, "invalid double %q", raw)
+		}
+		return f, nil
+	}
+	txt, err := s.number()
+	if err != nil {
+		return 0, err
+	}
+	f, err := strconv.ParseFloat(bstr(txt), 64)
+	if err != nil {
+		return 0, s.errorAt(start, "invalid double %q", txt)
+	}
+	return f, nil
+}
+
+func (s *jsonScanner) boolValue() (bool, error) {
+	s.ws()
+	switch {
+	case bytes.HasPrefix(s.buf[s.pos:], []byte("true")):
+		s.pos += 4
+		return true, nil
+	case bytes.HasPrefix(s.buf[s.pos:], []byte("false")):
+		s.pos += 5
+		return false, nil
+	}
+	return false, s.errorf("expected true or false, found %s", s.describe())
+}
+
+// enum reads an enum as its number or its name.
+func (s *jsonScanner) enum(names []string) (uint64, error) {
+	start := s.tokenStart()
+	if s.peek() == '"' {
+		raw, _, err := s.rawString()
+		if err != nil {
+			return 0, err
+		}
+		for i, n := range names {
+			if string(raw) == n {
+				return uint64(i), nil
+			}
+		}
+		return 0, s.errorAt(start, "unknown enum value %q", raw)
+	}
+	n, err := s.int64Value()
+	return uint64(n), err
+}
+
+var (
+	spanKindNames   = []string{"SPAN_KIND_UNSPECIFIED", "SPAN_KIND_INTERNAL", "SPAN_KIND_SERVER", "SPAN_KIND_CLIENT", "SPAN_KIND_PRODUCER", "SPAN_KIND_CONSUMER"}
+	statusCodeNames = []string{"STATUS_CODE_UNSET", "STATUS_CODE_OK", "STATUS_CODE_ERROR"}
+)
+
+// attrSlab hands out sub-slices of one backing array. When the estimate was short it moves to a
+// bigger array, carrying along the run in progress; runs already handed out stay where they are.
+type attrSlab struct {
+	buf   []Attr
+	start int
+}
+
+func (a *attrSlab) begin() { a.start = len(a.buf) }
+
+func (a *attrSlab) add(x Attr) {
+	if len(a.buf) == cap(a.buf) {
+		nb := make([]Attr, 0, max(2*cap(a.buf), 16))
+		a.buf = append(nb, a.buf[a.start:]...)
+		a.start = 0
+	}
+	a.buf = append(a.buf, x)
+}
+
+func (a *attrSlab) end() []Attr {
+	if len(a.buf) == a.start {
+		return nil
+	}
+	return a.buf[a.start:len(a.buf):len(a.buf)]
+}
+
+type jsonDecoder struct {
+	s      jsonScanner
+	opt    DecodeOptions
+	b      *Batch
+	attrs  attrSlab // resource and span attributes
+	xattrs attrSlab // link and event attributes
+	links  []Link
+	events []Event
+	// other holds unescaped strings and the display form of arrays, maps and bytes; see
+	// protoDecoder.other for why aliasing it is safe.
+	other   []byte
+	scratch []byte // unescaped member names, reused
+}
+
+func (d *jsonDecoder) request() error {
+	s := &d.s
+	if s.peek() == 0 {
+		return s.errorf("empty body")
+	}
+	if err := s.expect('{'); err != nil {
+		return err
+	}
+	for first := true; ; {
+		ok, err := s.more('}', &first)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			break
+		}
+		key, err := s.key(&d.scratch)
+		if err != nil {
+			return err
+		}
+		switch bstr(key) {
+		case "resourceSpans", "resource_spans":
+			if err := d.array("resourceSpans", d.resourceSpans); err != nil {
+				return err
+			}
+		default:
+			if err := s.skip(0); err != nil {
+				return err
+			}
+		}
+	}
+	if s.peek() != 0 {
+		return s.errorf("data after the request object")
+	}
+	return nil
+}
+
+// array calls elem for each element of an array (null counts as empty), naming the element in errors.
+func (d *jsonDecoder) array(name string, elem func() error) error {
+	s := &d.s
+	if s.null() {
+		return nil
+	}
+	if err := s.expect('['); err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	for i, first := 0, true; ; i++ {
+		ok, err := s.more(']', &first)
+		if err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		if !ok {
+			return nil
+		}
+		if err := elem(); err != nil {
+			return fmt.Errorf("%s[%d]: %w", name, i, err)
+		}
+	}
+}
+
+// object calls member for each member of an object; null counts as empty.
+func (d *jsonDecoder) object(member func(key []byte) error) error {
+	s := &d.s
+	if s.null() {
+		return nil
+	}
+	if err := s.expect('{'); err != nil {
+		return err
+	}
+	for first := true; ; {
+		ok, err := s.more('}', &first)
+		if err != nil || !ok {
+			return err
+		}
+		key, err := s.key(&d.scratch)
+		if err != nil {
+			return err
+		}
+		if err := member(key); err != nil {
+			return err
+		}
+	}
+}
+
+// str reads a string value: aliasing buf when it has no escapes, unescaped into the arena
+// otherwise.
+func (d *jsonDecoder) str() (string, error) {
+	raw, esc, err := d.s.rawString()
+	if err != nil {
+		return "", err
+	}
+	if !esc {
+		return bstr(raw), nil
+	}
+	start := len(d.other)
+	d.other = appendUnescaped(d.other, raw)
+	return bstr(d.other[start:]), nil
+}
+
+// optStr reads a string that may be null.
+func (d *jsonDecoder) optStr() (string, error) {
+	if d.s.null() {
+		return "", nil
+	}
+	return d.str()
+}
+
+func (d *jsonDecoder) resourceSpans() error {
+	// The resource may come after the spans that share it, so spans point at it before it is filled.
+	res := &Resource{}
+	return d.object(func(key []byte) error {
+		switch bstr(key) {
+		case "resource":
+			if err := d.resource(res); err != nil {
+				return fmt.Errorf("resource: %w", err)
+			}
+			return nil
+		case "scopeSpans", "scope_spans":
+			return d.array("scopeSpans", func() error { return d.scopeSpans(res) })
+		}
+		return d.s.skip(0)
+	})
+}
+
+func (d *jsonDecoder) resource(res *Resource) error {
+	return d.object(func(key []byte) error {
+		switch bstr(key) {
+		case "attributes":
+			d.attrs.begin()
+			err := d.array("attributes", func() error {
+				k, a, keep, err := d.keyValue()
+				if err != nil || !keep {
+					return err
+				}
+				switch k {
+				case AttrServiceName:
+					res.ServiceName = d.display(a)
+				case AttrServiceInstance:
+					res.ServiceInstance = d.display(a)
+				default:
+					d.attrs.add(a)
+				}
+				return nil
+			})
+			res.Attrs = d.attrs.end()
+			return err
+		}
+		return d.s.skip(0)
+	})
+}
+
+// display renders a resource's service name or instance as the protobuf decoder does.
+func (d *jsonDecoder) display(a Attr) string {
+	switch a.Type {
+	case ValueString, ValueOther:
+		return a.Str
+	case ValueEmpty:
+		return "null"
+	}
+	start := len(d.other)
+	d.other = appendScalar(d.other, a)
+	return bstr(d.other[start:])
+}
+
+func (d *jsonDecoder) scopeSpans(res *Resource) error {
+	first := len(d.b.Spans)
+	scope := ""
+	err := d.object(func(key []byte) error {
+		switch bstr(key) {
+		case "scope":
+			return d.object(func(key []byte) error {
+				if bstr(key) == "name" {
+					name, err := d.optStr()
+					if err != nil {
+						return fmt.Errorf("scope.name: %w", err)
+					}
+					scope = name
+					return nil
+				}
+				return d.s.skip(0)
+			})
+		case "spans":
+			return d.array("spans", func() error { return d.span(res) })
+		}
+		return d.s.skip(0)
+	})
+	// The scope may come after its spans.
+	for i := first; i < len(d.b.Spans); i++ {
+		d.b.Spans[i].Scope = scope
+	}
+	return err
+}
+
+// hexID decodes a hex id into dst; false when it is not len(dst) bytes of hex.
+func hexID(dst []byte, src []byte) bool {
+	if len(src) != 2*len(dst) {
+		return false
+	}
+	for i := range dst {
+		hi, lo := unhex(src[2*i]), unhex(src[2*i+1])
+		if hi < 0 || lo < 0 {
+			return false
+		}
+		dst[i] = byte(hi<<4 | lo)
+	}
+	return true
+}
+
+// id reads a hex id string (null or absent is the empty id).
+func (d *jsonDecoder) id() ([]byte, error) {
+	if d.s.null() {
+		return nil, nil
+	}
+	raw, esc, err := d.s.rawString()
+	if err != nil {
+		return nil, err
+	}
+	if esc {
+		d.scratch = appendUnescaped(d.scratch[:0], raw)
+		raw = d.scratch
+	}
+	return raw, nil
+}
+
+func (d *jsonDecoder) span(res *Resource) error {
+	sp := Span{Resource: res}
+	traceOK, spanOK := false, false
+	linkStart, eventStart := len(d.links), len(d.events)
+	err := d.object(func(key []byte) error {
+		s := &d.s
+		var err error
+		k := bstr(key)
+		switch k {
+		case "traceId", "trace_id":
+			var raw []byte
+			if raw, err = d.id(); err == nil {
+				traceOK = hexID(sp.TraceID[:], raw)
+			}
+		case "spanId", "span_id":
+			var raw []byte
+			if raw, err = d.id(); err == nil {
+				spanOK = hexID(sp.SpanID[:], raw)
+			}
+		case "parentSpanId", "parent_span_id":
+			var raw []byte
+			if raw, err = d.id(); err == nil && !hexID(sp.ParentID[:], raw) {
+				sp.ParentID = SpanID{}
+			}
+		case "name":
+			sp.Name, err = d.optStr()
+		case "kind":
+			var v uint64
+			if !s.null() {
+				v, err = s.enum(spanKindNames)
+				sp.Kind = Kind(v)
+			}
+		case "startTimeUnixNano", "start_time_unix_nano":
+			if !s.null() {
+				sp.StartUnixNano, err = s.uint64Value()
+			}
+		case "endTimeUnixNano", "end_time_unix_nano":
+			if !s.null() {
+				sp.EndUnixNano, err = s.uint64Value()
+			}
+		case "attributes":
+			d.attrs.begin()
+			err = d.array("attributes", func() error { return d.attr(&d.attrs) })
+			sp.Attrs = d.attrs.end()
+			return err
+		case "events":
+			d.events = d.events[:eventStart]
+			return d.array("events", d.event)
+		case "links":
+			d.links = d.links[:linkStart]
+			return d.array("links", d.link)
+		case "status":
+			err = d.object(func(key []byte) error {
+				switch bstr(key) {
+				case "message":
+					msg, err := d.optStr()
+					if err != nil {
+						return fmt.Errorf("message: %w", err)
+					}
+					sp.StatusMessage = msg
+					return nil
+				case "code":
+					if s.null() {
+						return nil
+					}
+					v, err := s.enum(statusCodeNames)
+					if err != nil {
+						return fmt.Errorf("code: %w", err)
+					}
+					sp.Status = StatusCode(v)
+					return nil
+				}
+				return s.skip(0)
+			})
+		default:
+			return s.skip(0)
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", k, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if !traceOK || !spanOK || sp.TraceID.IsZero() || sp.SpanID.IsZero() {
+		d.links, d.events = d.links[:linkStart], d.events[:eventStart]
+		d.b.Rejected++
+		d.b.RejectReason = RejectInvalidID
+		return nil
+	}
+	if len(d.links) > linkStart {
+		sp.Links = d.links[linkStart:len(d.links):len(d.links)]
+	}
+	if len(d.events) > eventStart {
+		sp.Events = d.events[eventStart:len(d.events):len(d.events)]
+	}
+	d.b.Spans = append(d.b.Spans, sp)
+	return nil
+}
+
+func (d *jsonDecoder) event() error {
+	var e Event
+	err := d.object(func(key []byte) error {
+		var err error
+		k := bstr(key)
+		switch k {
+		case "timeUnixNano", "time_unix_nano":
+			if !d.s.null() {
+				e.TimeUnixNano, err = d.s.uint64Value()
+			}
+		case "name":
+			e.Name, err = d.optStr()
+		case "attributes":
+			d.xattrs.begin()
+			err = d.array("attributes", func() error { return d.attr(&d.xattrs) })
+			e.Attrs = d.xattrs.end()
+			return err
+		default:
+			return d.s.skip(0)
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", k, err)
+		}
+		return nil
+	})
+	d.events = append(d.events, e)
+	return err
+}
+
+func (d *jsonDecoder) link() error {
+	var l Link
+	traceOK, spanOK := false, false
+	err := d.object(func(key []byte) error {
+		var err error
+		var raw []byte
+		k := bstr(key)
+		switch k {
+		case "traceId", "trace_id":
+			if raw, err = d.id(); err == nil {
+				traceOK = hexID(l.TraceID[:], raw)
+			}
+		case "spanId", "span_id":
+			if raw, err = d.id(); err == nil {
+				spanOK = hexID(l.SpanID[:], raw)
+			}
+		case "attributes":
+			d.xattrs.begin()
+			err = d.array("attributes", func() error { return d.attr(&d.xattrs) })
+			l.Attrs = d.xattrs.end()
+			return err
+		default:
+			return d.s.skip(0)
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", k, err)
+		}
+		return nil
+	})
+	// As in the protobuf decoder, a link whose ids are not the right length is dropped.
+	if traceOK && spanOK {
+		d.links = append(d.links, l)
+	}
+	return err
+}
+
+// attr decodes one KeyValue into slab when its key is kept.
+func (d *jsonDecoder) attr(slab *attrSlab) error {
+	_, a, keep, err := d.keyValue()
+	if err == nil && keep {
+		slab.add(a)
+	}
+	return err
+}
+
+// keyValue decodes a KeyValue object. keep says whether the key is well-known or all attributes
+// are kept; k is the interned key (or "" when not well-known). The value of a key known to be
+// dropped is skipped, not decoded.
+func (d *jsonDecoder) keyValue() (k string, a Attr, keep bool, err error) {
+	haveKey, haveValue := false, false
+	err = d.object(func(key []byte) error {
+		switch bstr(key) {
+		case "key":
+			raw, esc, err := d.s.rawString()
+			if err != nil {
+				return fmt.Errorf("key: %w", err)
+			}
+			if esc {
+				start := len(d.other)
+				d.other = appendUnescaped(d.other, raw)
+				raw = d.other[start:]
+			}
+			haveKey = true
+			if k, keep = Intern(raw); keep {
+				a.Key = k
+			} else {
+				a.Key, keep = bstr(raw), d.opt.AllAttributes
+			}
+			return nil
+		case "value":
+			if haveKey && !keep {
+				return d.s.skip(0)
+			}
+			v, err := d.anyValue()
+			if err != nil {
+				return fmt.Errorf("value: %w", err)
+			}
+			a.Type, a.Str, a.Num, haveValue = v.Type, v.Str, v.Num, true
+			return nil
+		}
+		return d.s.skip(0)
+	})
+	if err != nil {
+		return "", Attr{}, false, err
+	}
+	if !haveKey {
+		// protojson reads a missing key as "": kept only with AllAttributes.
+		keep = d.opt.AllAttributes
+	}
+	if !haveValue {
+		a.Type, a.Str, a.Num = ValueEmpty, "", 0
+	}
+	return k, a, keep, nil
+}
+
+var errOneofTwice = errors.New("more than one of stringValue, boolValue, intValue, doubleValue, arrayValue, kvlistValue, bytesValue")
+
+// anyValue decodes an AnyValue object; arrays, maps and bytes are rendered into the arena.
+func (d *jsonDecoder) anyValue() (Attr, error) {
+	var a Attr
+	set := false
+	start := len(d.other)
+	err := d.object(func(key []byte) error {
+		if d.s.null() {
+			return nil
+		}
+		if set {
+			return errOneofTwice
+		}
+		set = true
+		var err error
+		k := bstr(key)
+		switch k {
+		case "stringValue", "string_value":
+			a.Type = ValueString
+			a.Str, err = d.str()
+		case "intValue", "int_value":
+			a.Type = ValueInt
+			a.Num, err = d.s.int64Value()
+		case "doubleValue", "double_value":
+			var f float64
+			f, err = d.s.float64Value()
+			a = DoubleAttr("", f)
+		case "boolValue", "bool_value":
+			var v bool
+			v, err = d.s.boolValue()
+			a = BoolAttr("", v)
+		case "arrayValue", "array_value", "kvlistValue", "kvlist_value", "bytesValue", "bytes_value":
+			a.Type = ValueOther
+			err = d.renderMember(k, 1)
+			a.Str = bstr(d.other[start:])
+		default:
+			set = false
+			return d.s.skip(0)
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", k, err)
+		}
+		return nil
+	})
+	return a, err
+}
+
+// renderAny appends the display form of an AnyValue object (see spanstest.OtherString).
+func (d *jsonDecoder) renderAny(depth int) error {
+	set := false
+	err := d.object(func(key []byte) error {
+		if d.s.null() {
+			return nil
+		}
+		if set {
+			return errOneofTwice
+		}
+		set = true
+		var err error
+		k := bstr(key)
+		switch k {
+		case "stringValue", "string_value":
+			// Unescaped into scratch, not the arena: the arena holds the rendering being built.
+			var raw []byte
+			var esc bool
+			if raw, esc, err = d.s.rawString(); err == nil {
+				if esc {
+					d.scratch = appendUnescaped(d.scratch[:0], raw)
+					raw = d.scratch
+				}
+				d.other = strconv.AppendQuote(d.other, bstr(raw))
+			}
+		case "intValue", "int_value":
+			var n int64
+			if n, err = d.s.int64Value(); err == nil {
+				d.other = strconv.AppendInt(d.other, n, 10)
+			}
+		case "doubleValue", "double_value":
+			var f float64
+			if f, err = d.s.float64Value(); err == nil {
+				d.other = strconv.AppendFloat(d.other, f, 'g', -1, 64)
+			}
+		case "boolValue", "bool_value":
+			var v bool
+			if v, err = d.s.boolValue(); err == nil {
+				d.other = strconv.AppendBool(d.other, v)
+			}
+		case "arrayValue", "array_value", "kvlistValue", "kvlist_value", "bytesValue", "bytes_value":
+			err = d.renderMember(k, depth)
+		default:
+			set = false
+			return d.s.skip(0)
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", k, err)
+		}
+		return nil
+	})
+	if err == nil && !set {
+		d.other = append(d.other, "null"...)
+	}
+	return err
+}
+
+// renderMember appends an array, map or bytes member of an AnyValue.
+func (d *jsonDecoder) renderMember(k string, depth int) error {
+	switch k {
+	case "bytesValue", "bytes_value":
+		raw, esc, err := d.s.rawString()
+		if err != nil {
+			return err
+		}
+		if esc {
+			d.scratch = appendUnescaped(d.scratch[:0], raw)
+			raw = d.scratch
+		}
+		return d.appendBase64Hex(raw)
+	}
+	if depth > MaxValueDepth {
+		return ErrTooDeep
+	}
+	kv := k == "kvlistValue" || k == "kvlist_value"
+	open, close := byte('['), byte(']')
+	if kv {
+		open, close = '{', '}'
+	}
+	d.other = append(d.other, open)
+	n := 0
+	err := d.object(func(key []byte) error {
+		if bstr(key) != "values" {
+			return d.s.skip(0)
+		}
+		return d.array("values", func() error {
+			if n > 0 {
+				d.other = append(d.other, ',')
+			}
+			n++
+			if !kv {
+				return d.renderAny(depth + 1)
+			}
+			return d.renderKeyValue(depth + 1)
+		})
+	})
+	d.other = append(d.other, close)
+	return err
+}
+
+// renderKeyValue appends `"key":value` for a member of a kvlist. The key may follow the value, so
+// the value is rendered first and moved behind the key when needed.
+func (d *jsonDecoder) renderKeyValue(depth int) error {
+	start := len(d.other)
+	var key string
+	valStart, valEnd := -1, -1
+	err := d.object(func(k []byte) error {
+		switch bstr(k) {
+		case "key":
+			v, err := d.str()
+			if err != nil {
+				return fmt.Errorf("key: %w", err)
+			}
+			key = v
+			return nil
+		case "value":
+			valStart = len(d.other)
+			if err := d.renderAny(depth); err != nil {
+				return fmt.Errorf("value: %w", err)
+			}
+			valEnd = len(d.other)
+			return nil
+		}
+		return d.s.skip(0)
+	})
+	if err != nil {
+		return err
+	}
+	// Assemble `"key":value` after whatever the members left in the arena, then move it down.
+	tail := len(d.other)
+	d.other = strconv.AppendQuote(d.other, key)
+	d.other = append(d.other, ':')
+	if valStart < 0 {
+		d.other = append(d.other, "null"...)
+	} else {
+		d.other = append(d.other, d.other[valStart:valEnd]...)
+	}
+	n := copy(d.other[start:], d.other[tail:])
+	d.other = d.other[:start+n]
+	return nil
+}
+
+// appendBase64Hex decodes a protobuf JSON bytes value (standard or URL base64, padded or not) and
+// appends it in hex.
+func (d *jsonDecoder) appendBase64Hex(raw []byte) error {
+	enc := base64.StdEncoding
+	if bytes.ContainsAny(raw, "-_") {
+		enc = base64.URLEncoding
+	}
+	if len(raw)%4 != 0 {
+		enc = enc.WithPadding(base64.NoPadding)
+	}
+	need := enc.DecodedLen(len(raw))
+	start := len(d.other)
+	d.other = append(d.other, make([]byte, need*3)...)
+	bin := d.other[start+2*need:]
+	n, err := enc.Decode(bin, raw)
+	if err != nil {
+		d.other = d.other[:start]
+		return fmt.Errorf("invalid base64: %w", err)
+	}
+	hexed := appendHex(d.other[:start], bin[:n])
+	d.other = hexed
+	return nil
+}
