@@ -46,25 +46,26 @@ func (e *spanExporter) Shutdown(context.Context) error {
 // instrumentation scope in order of first appearance, as the OTLP exporters group them.
 func SpansToProto(ss []sdktrace.ReadOnlySpan) *coltracepb.ExportTraceServiceRequest {
 	type scopeKey struct {
-		res   *resource.Resource
+		res   attribute.Distinct
 		scope instrumentation.Scope
 	}
 	// attribute.Set is comparable, so the scope value is a usable map key.
 	req := &coltracepb.ExportTraceServiceRequest{}
-	byRes := map[*resource.Resource]*tracepb.ResourceSpans{}
+	byRes := map[attribute.Distinct]*tracepb.ResourceSpans{}
 	byScope := map[scopeKey]*tracepb.ScopeSpans{}
 	for _, s := range ss {
 		if s == nil {
 			continue
 		}
 		res := s.Resource()
-		rs, ok := byRes[res]
+		rk := res.Equivalent()
+		rs, ok := byRes[rk]
 		if !ok {
 			rs = &tracepb.ResourceSpans{Resource: resourceToProto(res), SchemaUrl: res.SchemaURL()}
-			byRes[res] = rs
+			byRes[rk] = rs
 			req.ResourceSpans = append(req.ResourceSpans, rs)
 		}
-		k := scopeKey{res: res, scope: s.InstrumentationScope()}
+		k := scopeKey{res: rk, scope: s.InstrumentationScope()}
 		sc, ok := byScope[k]
 		if !ok {
 			sc = &tracepb.ScopeSpans{

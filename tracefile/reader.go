@@ -1,0 +1,492 @@
+package tracefile
+
+import (
+	"bufio"
+	"bytes"
+	"compress/gzip"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+
+	"github.com/stormwatch/stormwatch/spans"
+)
+
+// DefaultMaxRecordBytes bounds one record (a line, a .json document, a protobuf message): the most
+// a reader holds in memory at once, whatever the size of the file. The collector refuses requests
+// over 20 MiB by default, so its recordings stay well under it.
+const DefaultMaxRecordBytes = 64 << 20
+
+// maxKeptWarnings bounds what Warnings keeps, so a file of garbage cannot fill memory with them.
+const maxKeptWarnings = 100
+
+// ErrTruncated marks the last record of a file that ends in the middle of it - what a recorder
+// killed mid-write leaves. The reader reports it as a warning and ignores the record.
+var ErrTruncated = errors.New("record cut short at the end of the file (an interrupted recording?); ignored")
+
+// errGzipCut is the truncation of a gzip stream cut between records: nothing decodable is lost,
+// but the file was not closed properly.
+var errGzipCut = fmt.Errorf("gzip stream ends without its trailer: %w", ErrTruncated)
+
+// ErrTooLarge marks a record over ReadOptions.MaxRecordBytes.
+var ErrTooLarge = errors.New("record too large")
+
+// ReadOptions tunes a Reader. The zero value reads leniently: malformed records are skipped and
+// reported as warnings.
+type ReadOptions struct {
+	// Strict makes Next return the first malformed record's error and stop there.
+	Strict bool
+	// Raw fills Record.Raw with the request as protobuf bytes (replay sends them). Off by default:
+	// for JSON files it costs a transcoding that analyze does not need.
+	Raw bool
+	// MaxRecordBytes bounds one record; 0 means DefaultMaxRecordBytes.
+	MaxRecordBytes int
+	// Decode is passed to the span decoders (AllAttributes for the TUI's span detail).
+	Decode spans.DecodeOptions
+	// Format overrides detection by extension and content.
+	Format Format
+	// OnWarning, when set, is called for every skipped record (and a truncated tail) as it is found.
+	OnWarning func(error)
+	// Stdin is what the path "-" reads; nil means os.Stdin.
+	Stdin io.Reader
+}
+
+// Position locates a record: the line it starts on for JSON, its ordinal and byte offset for
+// protobuf.
+type Position struct {
+	File   string
+	Line   int   // 1-based first line of a JSON record; 0 for protobuf
+	Record int   // 1-based ordinal of the record in the file
+	Offset int64 // byte offset of a protobuf record's length prefix (in the decompressed stream)
+}
+
+func (p Position) String() string {
+	if p.Line > 0 {
+		return p.File + ":" + strconv.Itoa(p.Line)
+	}
+	return fmt.Sprintf("%s: record %d (byte %d)", p.File, p.Record, p.Offset)
+}
+
+// Record is one export request read from a file.
+type Record struct {
+	// Batch is the decoded request. Its strings may alias Raw or an internal buffer that the record
+	// owns; nothing is reused by the reader after Next returns.
+	Batch *spans.Batch
+	// Raw is the request as protobuf bytes when ReadOptions.Raw is set. Do not modify it: Batch may
+	// alias it.
+	Raw []byte
+	Pos Position
+}
+
+// RecordError is a problem with one record, located by its position: "traces.jsonl:17: decode
+// OTLP/JSON: ...".
+type RecordError struct {
+	Pos Position
+	Err error
+}
+
+func (e *RecordError) Error() string { return e.Pos.String() + ": " + e.Err.Error() }
+func (e *RecordError) Unwrap() error { return e.Err }
+
+// Reader reads the records of one trace file, streaming: it holds one record at a time, never the
+// file.
+type Reader struct {
+	name   string
+	opt    ReadOptions
+	closer io.Closer // the file Open opened
+	src    *bufio.Reader
+	format Format
+	mode   jsonMode
+	line   int   // lines consumed so far (JSON)
+	off    int64 // bytes consumed so far (protobuf)
+	n      int   // records seen, good or bad
+	err    error // sticky: a strict stop, a read error, or io.EOF
+
+	warnings []error
+	skipped  int
+}
+
+// jsonMode says how JSON records are delimited.
+type jsonMode uint8
+
+const (
+	jsonAuto  jsonMode = iota // undecided: the first record tells
+	jsonLines                 // one record per line
+	jsonDocs                  // records are whole JSON values spanning lines (a pretty-printed .json)
+)
+
+// Open opens the trace file at path ("-" for standard input). The format comes from the extension
+// when it has a known one, else from the content; gzip is recognised by its magic bytes.
+func Open(path string, opt ReadOptions) (*Reader, error) {
+	if path == "-" {
+		in := opt.Stdin
+		if in == nil {
+			in = os.Stdin
+		}
+		return NewReader(in, "-", opt)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("open trace file: %w", err)
+	}
+	r, err := NewReader(f, path, opt)
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	r.closer = f
+	return r, nil
+}
+
+// NewReader reads a trace file's content from in; name is used for format detection by extension
+// and in every message.
+func NewReader(in io.Reader, name string, opt ReadOptions) (*Reader, error) {
+	if opt.MaxRecordBytes <= 0 {
+		opt.MaxRecordBytes = DefaultMaxRecordBytes
+	}
+	r := &Reader{name: name, opt: opt, src: bufio.NewReaderSize(in, 64<<10)}
+	extFormat, _ := FormatFromPath(name)
+	if magic, err := r.src.Peek(2); err == nil && magic[0] == 0x1f && magic[1] == 0x8b {
+		zr, err := gzip.NewReader(r.src)
+		if err != nil {
+			return nil, fmt.Errorf("%s: read gzip header: %w", name, err)
+		}
+		r.src = bufio.NewReaderSize(zr, 64<<10)
+	} else if err != nil && err != io.EOF && err != bufio.ErrBufferFull {
+		return nil, fmt.Errorf("read %s: %w", name, err)
+	}
+	r.format = opt.Format
+	if r.format == FormatUnknown {
+		r.format = extFormat
+	}
+	if r.format == FormatUnknown {
+		r.format = r.sniff()
+	}
+	if r.format == FormatJSONLines {
+		// Trust the extension: a .jsonl whose first line is damaged must not be read as one long
+		// multi-line value.
+		r.mode = jsonLines
+	}
+	return r, nil
+}
+
+// sniff looks at the first non-blank byte: '{' is JSON; anything else is length-prefixed protobuf,
+// whose first byte is the top of a big-endian length and so 0 for any record under 16 MiB.
+func (r *Reader) sniff() Format {
+	for i := 1; ; i++ {
+		b, err := r.src.Peek(i)
+		if len(b) < i {
+			if err != nil && i == 1 {
+				return FormatJSONLines // empty: reads as no records either way
+			}
+			return FormatProto
+		}
+		switch b[i-1] {
+		case ' ', '\t', '\r', '\n':
+			if i < 4096 {
+				continue
+			}
+		case '{':
+			return FormatJSON
+		}
+		return FormatProto
+	}
+}
+
+// Format is the layout being read.
+func (r *Reader) Format() Format { return r.format }
+
+// Name is the file name messages use.
+func (r *Reader) Name() string { return r.name }
+
+// Warnings returns the first 100 problems found so far (skipped records, a truncated tail); Skipped
+// counts them all.
+func (r *Reader) Warnings() []error { return r.warnings }
+
+// Skipped is the number of records skipped as malformed (or truncated) so far.
+func (r *Reader) Skipped() int { return r.skipped }
+
+// Close closes the file Open opened.
+func (r *Reader) Close() error {
+	if r.closer != nil {
+		return r.closer.Close()
+	}
+	return nil
+}
+
+// Next returns the next record, or io.EOF after the last. A malformed record is skipped and reported
+// through the warnings (or, with Strict, returned as a *RecordError, after which Next keeps returning
+// it). Any other error is a failure to read the file.
+func (r *Reader) Next() (*Record, error) {
+	for r.err == nil {
+		var rec *Record
+		var err error
+		if r.format == FormatProto {
+			rec, err = r.nextProto()
+		} else {
+			rec, err = r.nextJSON()
+		}
+		if rec != nil {
+			return rec, nil
+		}
+		var re *RecordError
+		switch {
+		case err == nil:
+			continue // a blank line
+		case errors.As(err, &re):
+			r.warn(re)
+			if r.opt.Strict && !errors.Is(re, ErrTruncated) {
+				r.err = re
+			}
+		default:
+			r.err = err
+		}
+	}
+	return nil, r.err
+}
+
+func (r *Reader) warn(err error) {
+	r.skipped++
+	if len(r.warnings) < maxKeptWarnings {
+		r.warnings = append(r.warnings, err)
+	}
+	if r.opt.OnWarning != nil {
+		r.opt.OnWarning(err)
+	}
+}
+
+// readErr turns the end of the input into io.EOF. A gzip stream cut short (io.ErrUnexpectedEOF)
+// also ends the input: what was decompressed before the cut is good, and the record in progress is
+// reported as truncated by the caller.
+func readErr(err error) error {
+	if err == io.ErrUnexpectedEOF {
+		return io.EOF
+	}
+	return err
+}
+
+// nextProto reads one length-prefixed record.
+func (r *Reader) nextProto() (*Record, error) {
+	pos := Position{File: r.name, Record: r.n + 1, Offset: r.off}
+	var hdr [4]byte
+	n, err := io.ReadFull(r.src, hdr[:])
+	r.off += int64(n)
+	if err != nil {
+		if n == 0 && err == io.EOF {
+			return nil, io.EOF
+		}
+		if n == 0 && err == io.ErrUnexpectedEOF {
+			r.err = io.EOF
+			r.n++
+			return nil, &RecordError{Pos: pos, Err: errGzipCut}
+		}
+		if readErr(err) == io.EOF {
+			r.err = io.EOF
+			r.n++
+			return nil, &RecordError{Pos: pos, Err: ErrTruncated}
+		}
+		return nil, fmt.Errorf("read %s: %w", r.name, err)
+	}
+	r.n++
+	size := int64(binary.BigEndian.Uint32(hdr[:]))
+	if size > int64(r.opt.MaxRecordBytes) {
+		// Skip it: if the length was sound the next record follows; if it was garbage the reader
+		// meets the end of the file or more garbage, both reported.
+		skipped, err := io.CopyN(io.Discard, r.src, size)
+		r.off += skipped
+		if err != nil {
+			if readErr(err) != io.EOF {
+				return nil, fmt.Errorf("read %s: %w", r.name, err)
+			}
+			r.err = io.EOF
+		}
+		return nil, &RecordError{Pos: pos, Err: fmt.Errorf("%w: %d bytes, over the limit of %d (raise it with --max-record-bytes if the file is sound)", ErrTooLarge, size, r.opt.MaxRecordBytes)}
+	}
+	buf := make([]byte, size)
+	n, err = io.ReadFull(r.src, buf)
+	r.off += int64(n)
+	if err != nil {
+		if readErr(err) == io.EOF {
+			r.err = io.EOF
+			return nil, &RecordError{Pos: pos, Err: ErrTruncated}
+		}
+		return nil, fmt.Errorf("read %s: %w", r.name, err)
+	}
+	b, err := spans.DecodeProto(buf, r.opt.Decode)
+	if err != nil {
+		return nil, &RecordError{Pos: pos, Err: fmt.Errorf("decode OTLP/protobuf: %w", err)}
+	}
+	rec := &Record{Batch: b, Pos: pos}
+	if r.opt.Raw {
+		rec.Raw = buf
+	}
+	return rec, nil
+}
+
+// nextJSON reads one JSON record: a line, or in a pretty-printed file a value over several lines.
+func (r *Reader) nextJSON() (*Record, error) {
+	startLine := r.line + 1
+	var body []byte
+	var scan valueScanner
+	discarding := false // a multi-line value went over the limit: skip to its end
+	for {
+		limit := r.opt.MaxRecordBytes - len(body)
+		if discarding {
+			limit = r.opt.MaxRecordBytes
+		}
+		line, complete, tooLong, err := r.readLine(limit)
+		if err != nil && readErr(err) != io.EOF {
+			return nil, fmt.Errorf("read %s: %w", r.name, err)
+		}
+		atEOF := !complete
+		if atEOF {
+			r.err = io.EOF // after this record
+		}
+		pos := Position{File: r.name, Line: startLine, Record: r.n + 1}
+		if err == io.ErrUnexpectedEOF && len(body) == 0 && isBlank(line) {
+			r.n++
+			return nil, &RecordError{Pos: pos, Err: errGzipCut}
+		}
+		if tooLong {
+			r.n++
+			if r.mode != jsonLines {
+				// The value's structure is lost with the discarded bytes: resynchronise on lines.
+				r.mode = jsonLines
+			}
+			return nil, &RecordError{Pos: pos, Err: fmt.Errorf("%w: over the limit of %d bytes (raise it with --max-record-bytes if the file is sound)", ErrTooLarge, r.opt.MaxRecordBytes)}
+		}
+		if !discarding && len(body) == 0 && isBlank(line) {
+			if atEOF {
+				return nil, io.EOF
+			}
+			startLine = r.line + 1
+			continue
+		}
+		if r.mode != jsonLines {
+			scan.feed(line)
+			if r.mode == jsonAuto {
+				// The first record decides: a value that ends on its own line makes this a
+				// JSON-lines file; one that goes on, a pretty-printed document.
+				r.mode = jsonDocs
+				if scan.done {
+					r.mode = jsonLines
+				}
+			}
+		}
+		if discarding {
+			if scan.done || atEOF {
+				r.n++
+				return nil, &RecordError{Pos: pos, Err: fmt.Errorf("%w: a value over the limit of %d bytes (raise it with --max-record-bytes if the file is sound)", ErrTooLarge, r.opt.MaxRecordBytes)}
+			}
+			continue
+		}
+		body = append(body, line...)
+		if r.mode == jsonDocs && !scan.done && !atEOF {
+			body = append(body, '\n')
+			if len(body) > r.opt.MaxRecordBytes {
+				discarding, body = true, nil
+			}
+			continue
+		}
+		r.n++
+		if r.mode == jsonDocs && !scan.done {
+			return nil, &RecordError{Pos: pos, Err: ErrTruncated}
+		}
+		rec, err := r.decodeJSON(body, pos)
+		if err != nil && atEOF {
+			// No newline at the end and the record does not decode: the tail of an interrupted
+			// recording, not a malformed line.
+			return nil, &RecordError{Pos: pos, Err: ErrTruncated}
+		}
+		return rec, err
+	}
+}
+
+func (r *Reader) decodeJSON(body []byte, pos Position) (*Record, error) {
+	raw, err := JSONToProto(body)
+	if err != nil {
+		return nil, &RecordError{Pos: pos, Err: err}
+	}
+	b, err := spans.DecodeProto(raw, r.opt.Decode)
+	if err != nil {
+		return nil, &RecordError{Pos: pos, Err: fmt.Errorf("decode OTLP/JSON: %w", err)}
+	}
+	rec := &Record{Batch: b, Pos: pos}
+	if r.opt.Raw {
+		rec.Raw = raw
+	}
+	return rec, nil
+}
+
+// readLine returns the next line without its newline, in a fresh slice; complete says the newline
+// was there (else the input ended, err saying how). A line longer than limit is discarded to its end
+// and reported as tooLong, so one huge line never has to fit in memory.
+func (r *Reader) readLine(limit int) (line []byte, complete, tooLong bool, err error) {
+	for {
+		var frag []byte
+		frag, err = r.src.ReadSlice('\n')
+		if len(frag) > 0 && frag[len(frag)-1] == '\n' {
+			complete = true
+			r.line++
+			frag = frag[:len(frag)-1]
+		}
+		if !tooLong && len(line)+len(frag) > limit {
+			tooLong, line = true, nil
+		}
+		if !tooLong {
+			line = append(line, frag...)
+		}
+		if err != bufio.ErrBufferFull {
+			return line, complete, tooLong, err
+		}
+	}
+}
+
+func isBlank(b []byte) bool { return len(bytes.TrimSpace(b)) == 0 }
+
+// valueScanner finds where a top-level JSON value ends, tracking strings and nesting. It does not
+// validate: the decoder does.
+type valueScanner struct {
+	depth   int
+	inStr   bool
+	esc     bool
+	started bool
+	done    bool
+}
+
+func (s *valueScanner) feed(b []byte) {
+	for _, c := range b {
+		if s.done {
+			return
+		}
+		if s.inStr {
+			switch {
+			case s.esc:
+				s.esc = false
+			case c == '\\':
+				s.esc = true
+			case c == '"':
+				s.inStr = false
+			}
+			continue
+		}
+		switch c {
+		case '"':
+			s.inStr = true
+			s.started = true
+		case '{', '[':
+			s.depth++
+			s.started = true
+		case '}', ']':
+			s.depth--
+			if s.depth <= 0 {
+				s.done = true
+			}
+		case ' ', '\t', '\r', '\n':
+		default:
+			s.started = true
+		}
+	}
+}
