@@ -1,0 +1,261 @@
+package spans
+
+import (
+	"math"
+	"strconv"
+	"unicode/utf8"
+)
+
+// EncodeJSON encodes a batch as one OTLP/JSON ExportTraceServiceRequest object; see [AppendJSON].
+func EncodeJSON(b *Batch) []byte { return AppendJSON(nil, b) }
+
+// AppendJSON appends the batch to dst as one OTLP/JSON ExportTraceServiceRequest object, the form
+// the OpenTelemetry Collector's file exporter and OTLP/HTTP JSON use: one resourceSpans entry per
+// distinct resource (spans share a *Resource when they came from one), one scopeSpans entry per
+// scope name within it, both in order of first appearance; ids in hex, enums as integers, 64-bit
+// integers as strings.
+//
+// It writes what the compact form holds, so [DecodeJSON] reads the output back to the same spans,
+// with one exception: an array, map or bytes value ([ValueOther]) is kept only as its display
+// string, so it is written as a string value and reads back as [ValueString] with the same text.
+func AppendJSON(dst []byte, b *Batch) []byte {
+	dst = append(dst, `{"resourceSpans":[`...)
+	if b == nil {
+		return append(dst, "]}"...)
+	}
+	// Group spans by resource, then by scope, keeping first-appearance order.
+	type scopeGroup struct {
+		name  string
+		spans []int
+	}
+	type resGroup struct {
+		res    *Resource
+		scopes []scopeGroup
+	}
+	var groups []resGroup
+	index := map[*Resource]int{}
+	for i := range b.Spans {
+		s := &b.Spans[i]
+		gi, ok := index[s.Resource]
+		if !ok {
+			gi = len(groups)
+			index[s.Resource] = gi
+			groups = append(groups, resGroup{res: s.Resource})
+		}
+		g := &groups[gi]
+		si := -1
+		for j := range g.scopes {
+			if g.scopes[j].name == s.Scope {
+				si = j
+				break
+			}
+		}
+		if si < 0 {
+			si = len(g.scopes)
+			g.scopes = append(g.scopes, scopeGroup{name: s.Scope})
+		}
+		g.scopes[si].spans = append(g.scopes[si].spans, i)
+	}
+	for gi, g := range groups {
+		if gi > 0 {
+			dst = append(dst, ',')
+		}
+		dst = append(dst, `{"resource":{"attributes":[`...)
+		if r := g.res; r != nil {
+			n := 0
+			if r.ServiceName != "" {
+				dst = appendAttrJSON(dst, StringAttr(AttrServiceName, r.ServiceName))
+				n++
+			}
+			if r.ServiceInstance != "" {
+				if n > 0 {
+					dst = append(dst, ',')
+				}
+				dst = appendAttrJSON(dst, StringAttr(AttrServiceInstance, r.ServiceInstance))
+				n++
+			}
+			if n > 0 && len(r.Attrs) > 0 {
+				dst = append(dst, ',')
+			}
+			dst = appendAttrsJSON(dst, r.Attrs)
+		}
+		dst = append(dst, `]},"scopeSpans":[`...)
+		for si, sc := range g.scopes {
+			if si > 0 {
+				dst = append(dst, ',')
+			}
+			dst = append(dst, `{"scope":{"name":`...)
+			dst = appendJSONString(dst, sc.name)
+			dst = append(dst, `},"spans":[`...)
+			for k, i := range sc.spans {
+				if k > 0 {
+					dst = append(dst, ',')
+				}
+				dst = appendSpanJSON(dst, &b.Spans[i])
+			}
+			dst = append(dst, "]}"...)
+		}
+		dst = append(dst, "]}"...)
+	}
+	return append(dst, "]}"...)
+}
+
+func appendSpanJSON(dst []byte, s *Span) []byte {
+	dst = append(dst, `{"traceId":"`...)
+	dst = appendHex(dst, s.TraceID[:])
+	dst = append(dst, `","spanId":"`...)
+	dst = appendHex(dst, s.SpanID[:])
+	dst = append(dst, '"')
+	if !s.ParentID.IsZero() {
+		dst = append(dst, `,"parentSpanId":"`...)
+		dst = appendHex(dst, s.ParentID[:])
+		dst = append(dst, '"')
+	}
+	dst = append(dst, `,"name":`...)
+	dst = appendJSONString(dst, s.Name)
+	dst = append(dst, `,"kind":`...)
+	dst = strconv.AppendUint(dst, uint64(s.Kind), 10)
+	dst = append(dst, `,"startTimeUnixNano":"`...)
+	dst = strconv.AppendUint(dst, uint64(s.StartUnixNano), 10)
+	dst = append(dst, `","endTimeUnixNano":"`...)
+	dst = strconv.AppendUint(dst, uint64(s.EndUnixNano), 10)
+	dst = append(dst, '"')
+	if len(s.Attrs) > 0 {
+		dst = append(dst, `,"attributes":[`...)
+		dst = appendAttrsJSON(dst, s.Attrs)
+		dst = append(dst, ']')
+	}
+	if len(s.Events) > 0 {
+		dst = append(dst, `,"events":[`...)
+		for i, e := range s.Events {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = append(dst, `{"timeUnixNano":"`...)
+			dst = strconv.AppendUint(dst, uint64(e.TimeUnixNano), 10)
+			dst = append(dst, `","name":`...)
+			dst = appendJSONString(dst, e.Name)
+			if len(e.Attrs) > 0 {
+				dst = append(dst, `,"attributes":[`...)
+				dst = appendAttrsJSON(dst, e.Attrs)
+				dst = append(dst, ']')
+			}
+			dst = append(dst, '}')
+		}
+		dst = append(dst, ']')
+	}
+	if len(s.Links) > 0 {
+		dst = append(dst, `,"links":[`...)
+		for i, l := range s.Links {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = append(dst, `{"traceId":"`...)
+			dst = appendHex(dst, l.TraceID[:])
+			dst = append(dst, `","spanId":"`...)
+			dst = appendHex(dst, l.SpanID[:])
+			dst = append(dst, '"')
+			if len(l.Attrs) > 0 {
+				dst = append(dst, `,"attributes":[`...)
+				dst = appendAttrsJSON(dst, l.Attrs)
+				dst = append(dst, ']')
+			}
+			dst = append(dst, '}')
+		}
+		dst = append(dst, ']')
+	}
+	if s.Status != StatusUnset || s.StatusMessage != "" {
+		dst = append(dst, `,"status":{"code":`...)
+		dst = strconv.AppendUint(dst, uint64(s.Status), 10)
+		if s.StatusMessage != "" {
+			dst = append(dst, `,"message":`...)
+			dst = appendJSONString(dst, s.StatusMessage)
+		}
+		dst = append(dst, '}')
+	}
+	return append(dst, '}')
+}
+
+func appendAttrsJSON(dst []byte, attrs []Attr) []byte {
+	for i, a := range attrs {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = appendAttrJSON(dst, a)
+	}
+	return dst
+}
+
+func appendAttrJSON(dst []byte, a Attr) []byte {
+	dst = append(dst, `{"key":`...)
+	dst = appendJSONString(dst, a.Key)
+	dst = append(dst, `,"value":{`...)
+	switch a.Type {
+	case ValueString, ValueOther:
+		dst = append(dst, `"stringValue":`...)
+		dst = appendJSONString(dst, a.Str)
+	case ValueInt:
+		dst = append(dst, `"intValue":"`...)
+		dst = strconv.AppendInt(dst, a.Num, 10)
+		dst = append(dst, '"')
+	case ValueDouble:
+		dst = append(dst, `"doubleValue":`...)
+		switch f := a.Float(); {
+		case math.IsNaN(f):
+			dst = append(dst, `"NaN"`...)
+		case math.IsInf(f, 1):
+			dst = append(dst, `"Infinity"`...)
+		case math.IsInf(f, -1):
+			dst = append(dst, `"-Infinity"`...)
+		default:
+			dst = strconv.AppendFloat(dst, f, 'g', -1, 64)
+		}
+	case ValueBool:
+		dst = append(dst, `"boolValue":`...)
+		dst = strconv.AppendBool(dst, a.Num != 0)
+	}
+	return append(dst, "}}"...)
+}
+
+// appendJSONString writes s as a JSON string. Invalid UTF-8 (which strings aliasing a received
+// body may hold) becomes U+FFFD so the output is always valid JSON.
+func appendJSONString(dst []byte, s string) []byte {
+	dst = append(dst, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' {
+				i++
+				continue
+			}
+			dst = append(dst, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				dst = append(dst, '\\', c)
+			case '\n':
+				dst = append(dst, '\\', 'n')
+			case '\r':
+				dst = append(dst, '\\', 'r')
+			case '\t':
+				dst = append(dst, '\\', 't')
+			default:
+				dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, `\ufffd`...)
+			i++
+			start = i
+			continue
+		}
+		i += size
+	}
+	dst = append(dst, s[start:]...)
+	return append(dst, '"')
+}
