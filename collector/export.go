@@ -1,0 +1,118 @@
+package collector
+
+import (
+	"crypto/subtle"
+	"fmt"
+	"strings"
+
+	"github.com/stormwatch/stormwatch/spans"
+)
+
+// transport names the way a request arrived, for metrics.
+type transport uint8
+
+const (
+	transportGRPC transport = iota
+	transportHTTP
+	numTransports
+)
+
+var transportNames = [numTransports]string{"grpc", "http"}
+
+func (t transport) String() string { return transportNames[t] }
+
+// encoding is the body's wire format.
+type encoding uint8
+
+const (
+	encUnknown encoding = iota
+	encProto
+	encJSON
+)
+
+func (e encoding) String() string {
+	switch e {
+	case encProto:
+		return "protobuf"
+	case encJSON:
+		return "JSON"
+	}
+	return "unknown"
+}
+
+// exportResult is what one request did to the spans it carried.
+type exportResult struct {
+	accepted int // spans admitted to the queue
+	rejected int // spans refused, for cause or with the whole request
+	// invalid counts spans refused for cause while the rest were kept: the partial success.
+	invalid int
+	reason  string
+}
+
+// authorize checks the bearer token both transports pass in (the Authorization header, or the
+// "authorization" gRPC metadata). The comparison is constant-time so the token cannot be guessed
+// byte by byte from response timings; the presented value is never logged.
+func (c *Collector) authorize(header string) error {
+	if c.cfg.Token == "" {
+		return nil
+	}
+	scheme, tok, ok := strings.Cut(header, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		if header == "" {
+			return fmt.Errorf("%w: missing bearer token (authorization: Bearer TOKEN)", ErrUnauthenticated)
+		}
+		return fmt.Errorf("%w: authorization is not a bearer token", ErrUnauthenticated)
+	}
+	if subtle.ConstantTimeCompare([]byte(strings.TrimSpace(tok)), []byte(c.cfg.Token)) != 1 {
+		return fmt.Errorf("%w: wrong bearer token", ErrUnauthenticated)
+	}
+	return nil
+}
+
+// export is the one path both transports take once they hold the request body: decode, then admit
+// to the queue. Spans with invalid ids are dropped by the decoder and reported as a partial success
+// while the valid ones are kept. body must not be reused by the caller: the batch and the recorder
+// keep it.
+func (c *Collector) export(body []byte, enc encoding) (exportResult, error) {
+	var (
+		b   *spans.Batch
+		err error
+	)
+	switch enc {
+	case encProto:
+		b, err = spans.DecodeProto(body, c.cfg.Decode)
+	case encJSON:
+		b, err = spans.DecodeJSON(body, c.cfg.Decode)
+	default:
+		return exportResult{}, fmt.Errorf("%w: body encoding %s", ErrUnsupportedMediaType, enc)
+	}
+	if err != nil {
+		// The decoders mark bad input permanent and say where it was; classify maps that to 400.
+		if spans.IsPermanent(err) {
+			return exportResult{}, err
+		}
+		return exportResult{}, fmt.Errorf("%w: decode OTLP/%s request: %v", ErrMalformed, enc, err)
+	}
+	res := exportResult{rejected: b.Rejected, invalid: b.Rejected, reason: b.RejectReason}
+	if len(b.Spans) == 0 {
+		return res, nil
+	}
+	if err := c.queue.admit(&item{batch: b, body: body, json: enc == encJSON}); err != nil {
+		res.rejected += len(b.Spans)
+		return res, err
+	}
+	res.accepted = len(b.Spans)
+	return res, nil
+}
+
+// partialMessage is the OTLP partial-success error_message for res, or "" when nothing was dropped.
+func (r exportResult) partialMessage() string {
+	if r.invalid == 0 {
+		return ""
+	}
+	reason := r.reason
+	if reason == "" {
+		reason = "invalid span"
+	}
+	return fmt.Sprintf("%d spans rejected: %s", r.invalid, reason)
+}

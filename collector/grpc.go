@@ -1,0 +1,110 @@
+package collector
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	grpcencoding "google.golang.org/grpc/encoding"
+	_ "google.golang.org/grpc/encoding/gzip" // registers the gzip decompressor: exporters may compress
+	"google.golang.org/grpc/encoding/proto"
+	"google.golang.org/grpc/mem"
+	"google.golang.org/grpc/metadata"
+)
+
+// rawRequest is an ExportTraceServiceRequest left as bytes: the fast decoder reads them in place and
+// the recorder writes them as received, so the generated message tree is never built.
+type rawRequest struct{ body []byte }
+
+// rawCodec is the server's codec: requests arrive as rawRequest, everything else (the response, the
+// status details) goes through the standard protobuf codec.
+type rawCodec struct{ std grpcencoding.CodecV2 }
+
+func (c rawCodec) Name() string { return proto.Name }
+
+func (c rawCodec) Marshal(v any) (mem.BufferSlice, error) { return c.std.Marshal(v) }
+
+func (c rawCodec) Unmarshal(data mem.BufferSlice, v any) error {
+	if r, ok := v.(*rawRequest); ok {
+		// Materialize copies out of gRPC's pooled buffers, which are reused after this returns;
+		// the batch keeps this copy alive for as long as its spans are held.
+		r.body = data.Materialize()
+		return nil
+	}
+	return c.std.Unmarshal(data, v)
+}
+
+// grpcExporter is the handler type of traceServiceDesc.
+type grpcExporter interface {
+	exportGRPC(ctx context.Context, dec func(any) error) (*coltracepb.ExportTraceServiceResponse, error)
+}
+
+// traceServiceDesc is the generated TraceService description with a handler that receives the
+// request as bytes (see rawRequest). Service and method names come from the generated code, so a
+// stock OTLP exporter cannot tell the difference.
+var traceServiceDesc = grpc.ServiceDesc{
+	ServiceName: coltracepb.TraceService_ServiceDesc.ServiceName,
+	HandlerType: (*grpcExporter)(nil),
+	Methods: []grpc.MethodDesc{{
+		MethodName: coltracepb.TraceService_ServiceDesc.Methods[0].MethodName,
+		Handler: func(srv any, ctx context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (any, error) {
+			return srv.(grpcExporter).exportGRPC(ctx, dec)
+		},
+	}},
+	Metadata: coltracepb.TraceService_ServiceDesc.Metadata,
+}
+
+func (c *Collector) newGRPCServer() *grpc.Server {
+	opts := []grpc.ServerOption{
+		grpc.ForceServerCodecV2(rawCodec{std: grpcencoding.GetCodecV2(proto.Name)}),
+		// gRPC checks this after decompression too, so a gzip bomb stops at the limit.
+		grpc.MaxRecvMsgSize(int(c.cfg.MaxRequestBytes)),
+	}
+	if c.cfg.TLS != nil {
+		opts = append(opts, grpc.Creds(credentials.NewTLS(c.cfg.TLS)))
+	}
+	s := grpc.NewServer(opts...)
+	s.RegisterService(&traceServiceDesc, grpcHandler{c})
+	return s
+}
+
+// grpcHandler keeps exportGRPC off the Collector's method set.
+type grpcHandler struct{ c *Collector }
+
+func (h grpcHandler) exportGRPC(ctx context.Context, dec func(any) error) (*coltracepb.ExportTraceServiceResponse, error) {
+	c := h.c
+	start := time.Now()
+	res, err := c.grpcExport(ctx, dec)
+	c.metrics.observe(transportGRPC, start, res, err)
+	if err != nil {
+		return nil, grpcStatus(err, c.cfg.RetryAfter)
+	}
+	resp := &coltracepb.ExportTraceServiceResponse{}
+	if msg := res.partialMessage(); msg != "" {
+		resp.PartialSuccess = &coltracepb.ExportTracePartialSuccess{
+			RejectedSpans: int64(res.invalid),
+			ErrorMessage:  msg,
+		}
+	}
+	return resp, nil
+}
+
+func (c *Collector) grpcExport(ctx context.Context, dec func(any) error) (exportResult, error) {
+	// Authorize before decoding so an unauthenticated body is never looked at.
+	md, _ := metadata.FromIncomingContext(ctx)
+	var auth string
+	if v := md.Get("authorization"); len(v) > 0 {
+		auth = v[0]
+	}
+	if err := c.authorize(auth); err != nil {
+		return exportResult{}, err
+	}
+	var raw rawRequest
+	if err := dec(&raw); err != nil {
+		return exportResult{}, fmt.Errorf("%w: read request: %v", ErrMalformed, err)
+	}
+	return c.export(raw.body, encProto)
+}
