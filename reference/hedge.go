@@ -1,0 +1,79 @@
+package reference
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/stormwatch/stormwatch/spans"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// hedged makes attempt n as a primary copy plus, if the primary has not answered after
+// Hedge.Delay and the budget allows, a second copy. The first conclusive answer (ok or permanent)
+// wins and the other copy is cancelled; if both fail the later failure decides.
+func (c *call) hedged(n int, kind string, pause time.Duration) (*http.Response, error, class) {
+	t := c.t
+	results := make(chan result, 2)
+	primaryCtx, cancelPrimary := context.WithCancel(c.opCtx)
+	waitCtx, primaryDone := context.WithCancel(c.opCtx)
+	go func() {
+		r := c.physical(primaryCtx, n, kind, pause, 1)
+		primaryDone()
+		results <- r
+	}()
+	copies := 1
+	var cancelHedge context.CancelFunc = func() {}
+	if err := t.clock.Sleep(waitCtx, t.cfg.Hedge.Delay); err == nil && c.opCtx.Err() == nil {
+		if t.budget.withdraw() {
+			copies = 2
+			t.stats.hedges.Add(1)
+			if t.inst != nil {
+				t.inst.add(c.callerCtx, t.inst.hedges, c.origin)
+			}
+			var hedgeCtx context.Context
+			hedgeCtx, cancelHedge = context.WithCancel(c.opCtx)
+			go func() { results <- c.physical(hedgeCtx, n, KindHedge, t.cfg.Hedge.Delay, 2) }()
+		} else {
+			t.stats.budgetRefusals.Add(1)
+			if t.inst != nil {
+				t.inst.add(c.callerCtx, t.inst.budgetRefusals, c.origin)
+			}
+		}
+	}
+	primaryDone()
+	var win result
+	for i := 0; i < copies; i++ {
+		r := <-results
+		if i == 0 && copies == 2 && r.cls.outcome != OutcomeOK && r.cls.outcome != OutcomePermanent {
+			// An inconclusive first answer: wait for the other copy, keep this one's span open until then.
+			finishLoser(r, DecisionHedge)
+			continue
+		}
+		win = r
+		if i == 0 && copies == 2 {
+			cancelPrimary()
+			cancelHedge()
+			go func() { finishLoser(<-results, DecisionStop) }()
+		}
+		break
+	}
+	cancelLater := func() { cancelPrimary(); cancelHedge() }
+	if win.resp != nil {
+		win.resp.Body = &cancelOnClose{ReadCloser: win.resp.Body, cancel: cancelLater}
+	} else {
+		cancelLater()
+	}
+	c.last = win.la
+	return win.resp, win.err, win.cls
+}
+
+// finishLoser closes a losing copy: its body, and its span with the decision taken.
+func finishLoser(r result, decision string) {
+	drain(r.resp)
+	if r.la.span != nil {
+		r.la.span.SetAttributes(attribute.String(spans.AttrDecision, decision))
+		r.la.span.End(trace.WithTimestamp(r.la.end))
+	}
+}
