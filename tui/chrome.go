@@ -1,0 +1,231 @@
+package tui
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/charmbracelet/lipgloss"
+
+	"github.com/stormwatch/stormwatch/analyzer"
+)
+
+// The header is three lines (state, counters, tabs) and the footer two (status or filter, keys).
+const (
+	headerLines = 3
+	footerLines = 2
+)
+
+func (m Model) headerView() string {
+	t := &m.ctx.theme
+	w := m.termW
+
+	// Line 1: who we are, what state the view is in, where to send data.
+	var state string
+	switch {
+	case m.opt.Replay != nil && m.opt.Replay.Paused():
+		state = t.Paused.Render(fmt.Sprintf("❚❚ REPLAY PAUSED %sx", fmtSpeed(m.opt.Replay.Speed())))
+	case m.opt.Replay != nil:
+		state = t.Replay.Render(fmt.Sprintf("▶ REPLAY %sx", fmtSpeed(m.opt.Replay.Speed())))
+	default:
+		state = t.Live.Render("● LIVE")
+	}
+	if m.frozen {
+		frozen := "❚❚ VIEW FROZEN (p)"
+		if m.pending != nil {
+			frozen += " - newer data waiting"
+		}
+		state += " " + t.Paused.Render(frozen)
+	}
+	line1 := t.Title.Render("stormwatch") + "  " + state
+	if m.opt.Replay != nil {
+		if p := m.opt.Replay.Progress(); p != "" {
+			line1 += "  " + t.Dim.Render(p)
+		}
+	}
+	if len(m.opt.Endpoints) > 0 {
+		line1 += "  " + t.Dim.Render(strings.Join(m.opt.Endpoints, " · "))
+	}
+
+	// Line 2: the counters.
+	var parts []string
+	if s := m.snap; s != nil {
+		parts = append(parts,
+			"spans/s "+t.Bold.Render(humanInt(int(m.rate+0.5))),
+			"traces "+t.Bold.Render(humanInt(s.Stats.TracesHeld)),
+			"operations "+t.Bold.Render(humanInt(len(s.Operations))),
+		)
+		var bySev [3]int
+		for i := range s.Report.Findings {
+			if sv := s.Report.Findings[i].Severity; sv >= 0 && int(sv) < len(bySev) {
+				bySev[sv]++
+			}
+		}
+		f := "findings " + t.Crit.Render(strconv.Itoa(bySev[analyzer.SeverityCritical])+" critical") +
+			" " + t.Warn.Render(strconv.Itoa(bySev[analyzer.SeverityWarning])+" warning") +
+			" " + strconv.Itoa(bySev[analyzer.SeverityInfo]) + " info"
+		parts = append(parts, f)
+		var drops []string
+		if m.opt.Dropped != nil {
+			if d := m.opt.Dropped(); d > 0 {
+				drops = append(drops, "dropped "+humanInt(int(d))+" spans")
+			}
+		}
+		if n := s.Stats.EvictedTraces; n > 0 {
+			drops = append(drops, "evicted "+humanInt(n)+" traces")
+		}
+		if n := s.Stats.TruncatedTraces; n > 0 {
+			drops = append(drops, "truncated "+humanInt(n))
+		}
+		if n := s.Stats.DuplicateSpans; n > 0 {
+			drops = append(drops, "duplicates "+humanInt(n))
+		}
+		if len(drops) > 0 {
+			parts = append(parts, t.Warn.Render(strings.Join(drops, " · ")))
+		}
+	} else {
+		parts = append(parts, t.Dim.Render("waiting for the first snapshot"))
+	}
+	line2 := strings.Join(parts, "  ")
+
+	// Line 3: the tabs. The active one is bracketed as well as styled, for monochrome terminals.
+	var tabs []string
+	n := 3
+	if m.trace.view != nil {
+		n = 4
+	}
+	for i := 0; i < n; i++ {
+		name := strconv.Itoa(i+1) + " " + screenNames[i]
+		switch screen(i) {
+		case screenOps:
+			if m.snap != nil {
+				name += " (" + humanInt(m.ops.shown()) + ")"
+			}
+		case screenFindings:
+			if m.snap != nil {
+				name += " (" + humanInt(len(m.snap.Report.Findings)) + ")"
+			}
+		}
+		active := screen(i) == m.screen || (m.screen == screenSpan && screen(i) == screenTrace)
+		if active {
+			tabs = append(tabs, t.TabActive.Render("["+name+"]"))
+		} else {
+			tabs = append(tabs, t.Tab.Render(" "+name+" "))
+		}
+	}
+	if m.screen == screenSpan {
+		tabs = append(tabs, t.TabActive.Render("> Span"))
+	}
+	line3 := strings.Join(tabs, " ")
+	return fit(line1, w) + "\n" + fit(line2, w) + "\n" + fit(line3, w)
+}
+
+func (m Model) footerView() string {
+	t := &m.ctx.theme
+	w := m.termW
+	var status string
+	switch {
+	case m.input.active:
+		status = t.Bold.Render(m.input.view()) + t.Dim.Render("   enter keep · esc clear · key=value: service= dependency= detector= severity= or any attribute")
+	case m.status != "":
+		status = t.Status.Render(m.status)
+	case m.currentFilter() != "":
+		label := "filter: "
+		if m.screen == screenTrace {
+			label = "search: "
+		}
+		status = t.Dim.Render(label) + m.currentFilter() + t.Dim.Render("  (esc clears)")
+	}
+	return fit(status, w) + "\n" + fit(m.help.ShortHelpView(m.helpKeys().ShortHelp()), w)
+}
+
+func (m Model) helpView() string {
+	t := &m.ctx.theme
+	h := m.help
+	h.ShowAll = true
+	keys := m.helpKeys()
+	title := t.Bold.Render("Keys on "+m.screenTitle()) + t.Dim.Render("   (any key closes)")
+	w := m.termW - 4
+	if w > 96 {
+		w = 96
+	}
+	box := t.Overlay.Width(w).Render(title + "\n\n" + h.FullHelpView(keys.FullHelp()) + "\n\n" +
+		t.Dim.Render("Filter: substring, or key=value on service, dependency, detector, severity, caller, owner, name, or a span attribute."))
+	return lipgloss.Place(m.termW, m.ctx.height, lipgloss.Center, lipgloss.Center, box)
+}
+
+func (m Model) screenTitle() string {
+	if m.showingEmpty() {
+		return "the start screen"
+	}
+	return screenNames[m.screen]
+}
+
+func (m Model) emptyView() string {
+	t := &m.ctx.theme
+	var lines []string
+	add := func(s ...string) { lines = append(lines, s...) }
+	add("", t.Bold.Render("  No traces yet."), "")
+	if len(m.opt.Endpoints) > 0 {
+		add("  stormwatch is listening for OTLP traces on:")
+		for _, e := range m.opt.Endpoints {
+			add("      " + t.Bold.Render(e))
+		}
+		add("")
+	}
+	httpURL := m.opt.HTTPEndpoint
+	if httpURL == "" {
+		httpURL = "http://127.0.0.1:4318"
+	}
+	add("  Point any OpenTelemetry SDK or Collector at it, for example:",
+		"",
+		"      export OTEL_EXPORTER_OTLP_ENDPOINT="+httpURL,
+		"      export OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf",
+		"      export OTEL_TRACES_SAMPLER=always_on",
+		"",
+		"  or replay a recording:  stormwatch replay traces.jsonl",
+		"")
+	if m.opt.StartDemo != nil {
+		if m.demoOn {
+			add("  " + t.Live.Render("Demo traffic is starting: a retry storm will appear in a few seconds."))
+		} else {
+			add("  Press " + t.Bold.Render("d") + " to start built-in demo traffic: a three-layer retry storm to explore.")
+		}
+	}
+	add("  Press " + t.Bold.Render("?") + " for every key, " + t.Bold.Render("q") + " to quit.")
+	return padLines(lines, m.ctx.height)
+}
+
+func fmtSpeed(s float64) string {
+	return strconv.FormatFloat(s, 'g', 4, 64)
+}
+
+// humanInt writes 1234567 as 1,234,567: counts are read from across the room.
+func humanInt(n int) string {
+	s := strconv.Itoa(n)
+	neg := strings.HasPrefix(s, "-")
+	if neg {
+		s = s[1:]
+	}
+	if len(s) <= 3 {
+		if neg {
+			return "-" + s
+		}
+		return s
+	}
+	var b strings.Builder
+	if neg {
+		b.WriteByte('-')
+	}
+	pre := len(s) % 3
+	if pre > 0 {
+		b.WriteString(s[:pre])
+	}
+	for i := pre; i < len(s); i += 3 {
+		if b.Len() > 0 && !(neg && b.Len() == 1) {
+			b.WriteByte(',')
+		}
+		b.WriteString(s[i : i+3])
+	}
+	return b.String()
+}

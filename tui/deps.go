@@ -1,0 +1,351 @@
+package tui
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/charmbracelet/bubbles/key"
+	tea "github.com/charmbracelet/bubbletea"
+
+	"github.com/stormwatch/stormwatch/analyzer"
+)
+
+// depRow is one dependency with what the screen derives from the snapshot, computed once per
+// snapshot.
+type depRow struct {
+	d         *analyzer.DependencyStats
+	errShare  float64 // share of physical calls that did not end ok
+	errText   string  // "75% 503" - the share and the commonest failure
+	breaker   string  // "open", "was open" or ""
+	history   []float64
+	worst     bool
+	label     string // dependency, with the service when it adds something
+	callerTxt string
+}
+
+type depSort int
+
+const (
+	depByAmplification depSort = iota
+	depByCalls
+	depByLogical
+	depByErrors
+	depByName
+	depSortCount
+)
+
+var depSortNames = [...]string{"amplification", "calls", "logical ops", "errors", "dependency"}
+
+// depsModel is the landing screen: one row per dependency, the worst amplification first.
+type depsModel struct {
+	ctx     *shared
+	all     []depRow
+	rows    []depRow
+	filter  filter
+	sort    depSort
+	reverse bool
+	cur     cursor
+	width   int
+	height  int
+}
+
+func newDepsModel(ctx *shared) depsModel { return depsModel{ctx: ctx} }
+
+func (m *depsModel) SetSize(w, h int) {
+	m.width, m.height = w, h
+	m.cur.setHeight(h - 4) // headline, blank, column titles, legend
+}
+
+// SetSnapshot rebuilds the rows.
+func (m *depsModel) SetSnapshot(s *analyzer.Snapshot) {
+	deps := s.Report.Dependencies
+	// The breaker state is not in the report; the latest attempt to each dependency says whether
+	// calls are being refused right now (refused = a breaker or budget said no).
+	type last struct {
+		at      int64
+		refused bool
+		ever    bool
+	}
+	lasts := make(map[string]*last, len(deps))
+	for _, op := range s.Operations {
+		for i := range op.Attempts {
+			a := &op.Attempts[i]
+			l := lasts[op.Dependency]
+			if l == nil {
+				l = &last{}
+				lasts[op.Dependency] = l
+			}
+			if a.Outcome == "refused" {
+				l.ever = true
+			}
+			if a.StartUnixNano >= l.at {
+				l.at = a.StartUnixNano
+				l.refused = a.Outcome == "refused"
+			}
+		}
+	}
+	m.all = m.all[:0]
+	for i := range deps {
+		d := &deps[i]
+		r := depRow{d: d, history: s.History[d.Dependency], label: d.Dependency}
+		if d.Service != "" && !strings.Contains(d.Dependency, d.Service) {
+			r.label += " (" + d.Service + ")"
+		}
+		r.errShare, r.errText = errorShare(d.Outcomes)
+		if l := lasts[d.Dependency]; l != nil {
+			switch {
+			case l.refused:
+				r.breaker = "open"
+			case l.ever:
+				r.breaker = "was open"
+			}
+		}
+		if _, ok := d.Outcomes["refused"]; ok && r.breaker == "" {
+			r.breaker = "refusing"
+		}
+		r.callerTxt = strings.Join(d.Callers, ", ")
+		m.all = append(m.all, r)
+	}
+	// The worst is the highest amplification above 1, whatever the sort or filter.
+	worst, wv := -1, 1.0
+	for i := range m.all {
+		if a := m.all[i].d.Amplification; a > wv {
+			worst, wv = i, a
+		}
+	}
+	if worst >= 0 {
+		m.all[worst].worst = true
+	}
+	m.rebuild()
+}
+
+// errorShare is the share of outcomes that are not a success, and a short text naming the commonest
+// failure, e.g. "75% 503".
+func errorShare(outcomes map[string]int) (float64, string) {
+	total, bad := 0, 0
+	top, topN := "", 0
+	for k, n := range outcomes {
+		total += n
+		if isOKOutcome(k) {
+			continue
+		}
+		bad += n
+		if n > topN || (n == topN && k < top) {
+			top, topN = k, n
+		}
+	}
+	if total == 0 || bad == 0 {
+		return 0, "-"
+	}
+	share := float64(bad) / float64(total)
+	return share, fmt.Sprintf("%.0f%% %s", share*100, top)
+}
+
+func isOKOutcome(k string) bool {
+	switch k {
+	case "ok", "OK":
+		return true
+	}
+	if n, err := strconv.Atoi(k); err == nil {
+		return n >= 200 && n < 400
+	}
+	return false
+}
+
+func (m *depsModel) setFilter(s string) {
+	m.filter = parseFilter(s)
+	m.rebuild()
+}
+
+func (m *depsModel) rebuild() {
+	m.rows = m.rows[:0]
+	for i := range m.all {
+		r := &m.all[i]
+		text := []string{r.d.Dependency, r.d.Service, r.callerTxt}
+		ok := m.filter.matches(text, func(k string) ([]string, bool) {
+			switch k {
+			case "dependency":
+				return []string{r.d.Dependency}, true
+			case "service":
+				return []string{r.d.Service}, true
+			case "caller":
+				return r.d.Callers, true
+			}
+			return nil, false
+		})
+		if ok {
+			m.rows = append(m.rows, *r)
+		}
+	}
+	less := func(a, b *depRow) bool {
+		switch m.sort {
+		case depByCalls:
+			return a.d.PhysicalCalls > b.d.PhysicalCalls
+		case depByLogical:
+			return a.d.LogicalOperations > b.d.LogicalOperations
+		case depByErrors:
+			return a.errShare > b.errShare
+		case depByName:
+			return a.d.Dependency < b.d.Dependency
+		}
+		return a.d.Amplification > b.d.Amplification
+	}
+	sort.SliceStable(m.rows, func(i, j int) bool {
+		if m.reverse {
+			return less(&m.rows[j], &m.rows[i])
+		}
+		return less(&m.rows[i], &m.rows[j])
+	})
+	m.cur.setLen(len(m.rows))
+}
+
+func (m depsModel) Update(msg tea.Msg) (depsModel, tea.Cmd) {
+	k := m.ctx.keys
+	if m.cur.navigate(k, msg) {
+		return m, nil
+	}
+	if msg, ok := msg.(tea.KeyMsg); ok {
+		switch {
+		case key.Matches(msg, k.Sort):
+			m.sort = (m.sort + 1) % depSortCount
+			m.rebuild()
+		case key.Matches(msg, k.Reverse):
+			m.reverse = !m.reverse
+			m.rebuild()
+		case key.Matches(msg, k.Enter):
+			if m.cur.pos < len(m.rows) {
+				dep := m.rows[m.cur.pos].d.Dependency
+				return m, func() tea.Msg { return showOpsMsg{filter: "dependency=" + dep} }
+			}
+		}
+	}
+	return m, nil
+}
+
+var depCols = []column{
+	{title: "", width: 2},
+	{title: "DEPENDENCY"},
+	{title: "CALLS", width: 7, right: true},
+	{title: "LOGICAL", width: 7, right: true},
+	{title: "AMPLIF", width: 8, right: true},
+	{title: "ERRORS", width: 15},
+	{title: "BREAKER", width: 8},
+	{title: "TREND", width: 12},
+}
+
+func (m depsModel) View() string {
+	t := &m.ctx.theme
+	cols := layout(depCols, m.width)
+	lines := make([]string, 0, m.height)
+
+	// The headline answers the first question before the table is read.
+	head := t.Dim.Render("No dependency is amplified: every logical operation made one call.")
+	for i := range m.all {
+		if r := &m.all[i]; r.worst {
+			head = t.Worst.Render(fmt.Sprintf("▲ WORST %s saw %s calls for %s (%.2fx)",
+				r.label, humanInt(r.d.PhysicalCalls), plural(r.d.LogicalOperations, "logical operation"), r.d.Amplification))
+			if r.callerTxt != "" {
+				head += t.Dim.Render("  callers: " + r.callerTxt)
+			}
+			break
+		}
+	}
+	lines = append(lines, fit(head, m.width), "")
+
+	titles := make([]string, len(cols))
+	for i, c := range cols {
+		titles[i] = c.title
+	}
+	sortIdx := map[depSort]int{depByAmplification: 4, depByCalls: 2, depByLogical: 3, depByErrors: 5, depByName: 1}[m.sort]
+	titles[sortIdx] += sortArrow(m.reverse)
+	lines = append(lines, t.Dim.Render(row(cols, titles...)))
+
+	if len(m.rows) == 0 {
+		lines = append(lines, t.Dim.Render("  nothing matches the filter"))
+	}
+	from, to := m.cur.window()
+	for i := from; i < to; i++ {
+		r := &m.rows[i]
+		mark := "  "
+		switch {
+		case r.worst:
+			mark = "▲ "
+		case r.d.Amplification >= 1.5:
+			mark = "! "
+		}
+		if i == m.cur.pos {
+			mark = ">" + mark[1:]
+			if r.worst {
+				mark = ">▲"
+			}
+		}
+		ampl := fmt.Sprintf("%.2fx", r.d.Amplification)
+		line := row(cols, mark, r.label, humanInt(r.d.PhysicalCalls), humanInt(r.d.LogicalOperations),
+			ampl, r.errText, r.breaker, sparkline(r.history, cols[7].width))
+		switch {
+		case i == m.cur.pos:
+			line = t.Selected.Render(line)
+		case r.worst:
+			line = t.Worst.Render(line)
+		case r.d.Amplification >= 1.5:
+			line = t.Warn.Render(line)
+		}
+		lines = append(lines, line)
+	}
+	body := padLines(lines, m.height-1)
+	legend := t.Dim.Render(fmt.Sprintf("sorted by %s · AMPLIF = physical calls / logical operations · ▲ worst, ! over 1.5x · enter: its operations",
+		depSortNames[m.sort]))
+	return body + "\n" + fit(legend, m.width)
+}
+
+func sortArrow(reverse bool) string {
+	if reverse {
+		return "▲"
+	}
+	return "▼"
+}
+
+var sparks = []rune("▁▂▃▄▅▆▇█")
+
+// sparkline draws the last w values, scaled from 1.0 (no amplification) to the largest.
+func sparkline(vals []float64, w int) string {
+	if len(vals) == 0 || w <= 0 {
+		return ""
+	}
+	if len(vals) > w {
+		vals = vals[len(vals)-w:]
+	}
+	lo, hi := 1.0, 1.0
+	for _, v := range vals {
+		if v > hi {
+			hi = v
+		}
+		if v < lo {
+			lo = v
+		}
+	}
+	out := make([]rune, len(vals))
+	for i, v := range vals {
+		idx := 0
+		if hi > lo {
+			idx = int((v - lo) / (hi - lo) * float64(len(sparks)-1))
+		}
+		if idx < 0 {
+			idx = 0
+		}
+		if idx >= len(sparks) {
+			idx = len(sparks) - 1
+		}
+		out[i] = sparks[idx]
+	}
+	return string(out)
+}
+
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return humanInt(n) + " " + what + "s"
+}

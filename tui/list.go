@@ -1,0 +1,188 @@
+package tui
+
+import (
+	"strings"
+
+	"github.com/charmbracelet/bubbles/key"
+	tea "github.com/charmbracelet/bubbletea"
+	"github.com/charmbracelet/x/ansi"
+)
+
+// cursor is the scroll state of a list of n rows shown height at a time. Screens keep their rows in
+// slices and ask the cursor which window to render, so a frame touches only the visible rows.
+type cursor struct {
+	pos, offset, n, height int
+}
+
+func (c *cursor) setLen(n int) {
+	c.n = n
+	c.clamp()
+}
+
+func (c *cursor) setHeight(h int) {
+	if h < 1 {
+		h = 1
+	}
+	c.height = h
+	c.clamp()
+}
+
+func (c *cursor) clamp() {
+	if c.pos >= c.n {
+		c.pos = c.n - 1
+	}
+	if c.pos < 0 {
+		c.pos = 0
+	}
+	if c.offset > c.pos {
+		c.offset = c.pos
+	}
+	if c.pos >= c.offset+c.height {
+		c.offset = c.pos - c.height + 1
+	}
+	if max := c.n - c.height; c.offset > max {
+		c.offset = max
+	}
+	if c.offset < 0 {
+		c.offset = 0
+	}
+}
+
+func (c *cursor) move(d int) { c.pos += d; c.clamp() }
+func (c *cursor) set(p int)  { c.pos = p; c.clamp() }
+
+// window returns the half-open range of rows to render.
+func (c *cursor) window() (int, int) {
+	end := c.offset + c.height
+	if end > c.n {
+		end = c.n
+	}
+	return c.offset, end
+}
+
+// navigate applies the movement keys shared by every list; it reports whether msg was one of them.
+func (c *cursor) navigate(k *KeyMap, msg tea.Msg) bool {
+	switch msg := msg.(type) {
+	case tea.KeyMsg:
+		switch {
+		case key.Matches(msg, k.Up):
+			c.move(-1)
+		case key.Matches(msg, k.Down):
+			c.move(1)
+		case key.Matches(msg, k.Top):
+			c.set(0)
+		case key.Matches(msg, k.Bottom):
+			c.set(c.n - 1)
+		case key.Matches(msg, k.PageUp):
+			c.move(-c.height)
+		case key.Matches(msg, k.PageDown):
+			c.move(c.height)
+		default:
+			return false
+		}
+		return true
+	case tea.MouseMsg:
+		switch msg.Button {
+		case tea.MouseButtonWheelUp:
+			c.move(-3)
+		case tea.MouseButtonWheelDown:
+			c.move(3)
+		default:
+			return false
+		}
+		return true
+	}
+	return false
+}
+
+// fit pads or truncates plain or styled text to exactly w cells.
+func fit(s string, w int) string {
+	if w <= 0 {
+		return ""
+	}
+	sw := ansi.StringWidth(s)
+	if sw > w {
+		s = ansi.Truncate(s, w, "…")
+		sw = ansi.StringWidth(s)
+	}
+	if sw < w {
+		s += strings.Repeat(" ", w-sw)
+	}
+	return s
+}
+
+// fitLeft right-aligns s in w cells (numbers read better that way).
+func fitLeft(s string, w int) string {
+	if w <= 0 {
+		return ""
+	}
+	sw := ansi.StringWidth(s)
+	if sw > w {
+		return ansi.Truncate(s, w, "…")
+	}
+	return strings.Repeat(" ", w-sw) + s
+}
+
+// column is one column of a table: its title and width; a width of 0 takes what is left.
+type column struct {
+	title string
+	width int
+	right bool
+}
+
+// layout gives flexible (width 0) columns the room left over in total, sharing it equally.
+func layout(cols []column, total int) []column {
+	out := make([]column, len(cols))
+	copy(out, cols)
+	fixed, flex := 0, 0
+	for _, c := range out {
+		fixed += c.width + 1
+		if c.width == 0 {
+			flex++
+		}
+	}
+	if flex == 0 {
+		return out
+	}
+	left := total - fixed
+	if left < flex*4 {
+		left = flex * 4
+	}
+	for i := range out {
+		if out[i].width == 0 {
+			out[i].width = left / flex
+		}
+	}
+	return out
+}
+
+// row joins cells into one line of the table.
+func row(cols []column, cells ...string) string {
+	var b strings.Builder
+	for i, c := range cols {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		v := ""
+		if i < len(cells) {
+			v = cells[i]
+		}
+		if c.right {
+			b.WriteString(fitLeft(v, c.width))
+		} else {
+			b.WriteString(fit(v, c.width))
+		}
+	}
+	return b.String()
+}
+
+// padLines makes body exactly h lines, so the footer stays put.
+func padLines(lines []string, h int) string {
+	if len(lines) > h {
+		lines = lines[:h]
+	}
+	for len(lines) < h {
+		lines = append(lines, "")
+	}
+	return strings.Join(lines, "\n")
+}

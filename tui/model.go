@@ -1,0 +1,596 @@
+package tui
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/charmbracelet/bubbles/help"
+	"github.com/charmbracelet/bubbles/key"
+	tea "github.com/charmbracelet/bubbletea"
+	"github.com/charmbracelet/lipgloss"
+
+	"github.com/stormwatch/stormwatch/analyzer"
+	"github.com/stormwatch/stormwatch/spans"
+)
+
+// MinWidth and MinHeight are the smallest terminal the dashboard draws in; below it says so.
+const (
+	MinWidth  = 80
+	MinHeight = 24
+)
+
+// DefaultRefresh is how often a new snapshot is pulled: fast enough to watch a storm form, slow
+// enough that taking snapshots never competes with ingestion.
+const DefaultRefresh = 250 * time.Millisecond
+
+// Source supplies snapshots. Snapshot is called from a tea.Cmd goroutine, at most once per refresh
+// interval, and must neither block for long nor wait for ingestion.
+type Source interface {
+	Snapshot(now time.Time) *analyzer.Snapshot
+}
+
+// SourceFunc adapts a function to [Source].
+type SourceFunc func(now time.Time) *analyzer.Snapshot
+
+// Snapshot calls f.
+func (f SourceFunc) Snapshot(now time.Time) *analyzer.Snapshot { return f(now) }
+
+// ReplayControl steers a recording being played into the dashboard. Its methods are called from the
+// UI goroutine and must return at once.
+type ReplayControl interface {
+	Paused() bool
+	SetPaused(bool)
+	Speed() float64
+	SetSpeed(float64)
+	// Progress is a short phrase for the header, e.g. "1,200/5,000 spans" or "done".
+	Progress() string
+}
+
+// Options configure the dashboard. Only Source is required; the zero value of everything else is
+// sensible.
+type Options struct {
+	Source Source
+	// Refresh is the snapshot interval; 0 means DefaultRefresh.
+	Refresh time.Duration
+	// Endpoints are shown in the header and the empty state, e.g. "grpc 127.0.0.1:4317".
+	Endpoints []string
+	// HTTPEndpoint is the OTLP/HTTP base URL for the exporter example in the empty state.
+	HTTPEndpoint string
+	// Replay is set when a recording is being played; nil means live.
+	Replay ReplayControl
+	// StartDemo starts built-in demo traffic and returns at once; nil hides the demo key.
+	StartDemo func() error
+	// Clear drops what the analyzer holds (the C key); nil makes C say it is not available.
+	Clear func()
+	// Dropped reports spans the collector refused (overload, bad data), for the header.
+	Dropped func() int64
+	// ExportDir is where `e` writes trace files; "" is the working directory.
+	ExportDir string
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+	// Color false renders without colour (NO_COLOR); bold and reverse video remain.
+	Color bool
+	// Renderer builds the styles; nil uses lipgloss's default renderer (the program's stdout).
+	Renderer *lipgloss.Renderer
+}
+
+// screen is the state the root switches on.
+type screen int
+
+const (
+	screenDeps screen = iota
+	screenOps
+	screenFindings
+	screenTrace
+	screenSpan
+	screenEmpty // only used to pick help keys; the empty body replaces the list screens
+)
+
+var screenNames = [...]string{"Dependencies", "Operations", "Findings", "Trace", "Span"}
+
+// shared is the context every screen reads: styles, keys and the terminal size.
+type shared struct {
+	theme  Theme
+	keys   *KeyMap
+	width  int
+	height int // of the body, between header and footer
+	now    func() time.Time
+}
+
+// Messages. Children ask the root to navigate by returning a command that yields one of these.
+type (
+	snapshotMsg  struct{ snap *analyzer.Snapshot }
+	openTraceMsg struct {
+		trace spans.TraceID
+		focus []spans.SpanID
+	}
+	traceLoadedMsg struct {
+		view  *analyzer.TraceView
+		trace spans.TraceID
+		focus []spans.SpanID
+	}
+	openSpanMsg struct{ index int }
+	showOpsMsg  struct{ filter string }
+	exportedMsg struct {
+		path  string
+		spans int
+		err   error
+	}
+	demoStartedMsg struct{ err error }
+	clearedMsg     struct{}
+	statusMsg      string
+)
+
+// Model is the root of the dashboard.
+type Model struct {
+	opt    Options
+	ctx    *shared
+	keys   KeyMap
+	help   help.Model
+	screen screen
+	back   []screen
+
+	snap    *analyzer.Snapshot // what is shown
+	pending *analyzer.Snapshot // newest snapshot while the view is frozen
+	frozen  bool
+
+	showHelp bool
+	input    lineInput
+	status   string
+	termW    int
+	termH    int
+
+	// spans/s, from consecutive snapshots.
+	rate      float64
+	lastCount int
+	lastAt    int64
+	demoOn    bool
+
+	deps     depsModel
+	ops      opsModel
+	findings findingsModel
+	trace    traceModel
+	span     spanModel
+}
+
+// New builds the dashboard. Run it with tea.NewProgram(m, tea.WithAltScreen(), tea.WithMouseCellMotion()).
+func New(opt Options) Model {
+	if opt.Refresh <= 0 {
+		opt.Refresh = DefaultRefresh
+	}
+	if opt.Now == nil {
+		opt.Now = time.Now
+	}
+	r := opt.Renderer
+	if r == nil {
+		r = lipgloss.DefaultRenderer()
+	}
+	m := Model{opt: opt, keys: DefaultKeyMap()}
+	m.ctx = &shared{theme: NewTheme(r, opt.Color), keys: &m.keys, now: opt.Now}
+	m.help = help.New()
+	m.help.Styles = m.ctx.theme.Help
+	m.help.ShortSeparator = "  "
+	m.deps = newDepsModel(m.ctx)
+	m.ops = newOpsModel(m.ctx)
+	m.findings = newFindingsModel(m.ctx)
+	m.trace = newTraceModel(m.ctx)
+	m.span = newSpanModel(m.ctx)
+	return m
+}
+
+// Init pulls the first snapshot at once; later ones come from the re-armed tick.
+func (m Model) Init() tea.Cmd {
+	src, now := m.opt.Source, m.opt.Now
+	return func() tea.Msg { return snapshotMsg{pull(src, now())} }
+}
+
+func pull(src Source, now time.Time) *analyzer.Snapshot {
+	if src == nil {
+		return nil
+	}
+	return src.Snapshot(now)
+}
+
+// tick re-arms the snapshot pull: one in flight at a time, so a slow snapshot can never pile up
+// requests behind it.
+func (m Model) tick() tea.Cmd {
+	src, now := m.opt.Source, m.opt.Now
+	return tea.Tick(m.opt.Refresh, func(time.Time) tea.Msg { return snapshotMsg{pull(src, now())} })
+}
+
+// Update implements tea.Model.
+func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
+	switch msg := msg.(type) {
+	case tea.WindowSizeMsg:
+		m.setSize(msg.Width, msg.Height)
+		return m, nil
+
+	case snapshotMsg:
+		if m.frozen {
+			m.pending = msg.snap
+		} else {
+			m.apply(msg.snap)
+		}
+		return m, m.tick()
+
+	case openTraceMsg:
+		snap := m.snap
+		return m, func() tea.Msg {
+			v, ok := snap.Trace(msg.trace)
+			if !ok {
+				return statusMsg(fmt.Sprintf("trace %s is no longer held (evicted or cleared)", msg.trace))
+			}
+			return traceLoadedMsg{view: v, trace: msg.trace, focus: msg.focus}
+		}
+
+	case traceLoadedMsg:
+		m.trace.load(msg.view, m.snap, msg.focus)
+		m.go2(screenTrace)
+		return m, nil
+
+	case openSpanMsg:
+		if v := m.trace.view; v != nil && msg.index >= 0 && msg.index < len(v.Spans) {
+			m.span.load(v, msg.index, m.trace.ann)
+			m.go2(screenSpan)
+		}
+		return m, nil
+
+	case showOpsMsg:
+		m.ops.setFilter(msg.filter)
+		m.go2(screenOps)
+		return m, nil
+
+	case exportedMsg:
+		if msg.err != nil {
+			m.status = "export failed: " + msg.err.Error()
+		} else {
+			m.status = fmt.Sprintf("exported %d spans to %s (OTLP/JSON: stormwatch analyze or replay it)", msg.spans, msg.path)
+		}
+		return m, nil
+
+	case demoStartedMsg:
+		if msg.err != nil {
+			m.status = "demo: " + msg.err.Error()
+			m.demoOn = false
+		} else {
+			m.status = "demo traffic started: data appears within a few seconds"
+		}
+		return m, nil
+
+	case clearedMsg:
+		m.status = "cleared: showing only what arrives from now on"
+		m.pending = nil
+		m.trace.unload()
+		if m.screen == screenTrace || m.screen == screenSpan {
+			m.screen, m.back = screenDeps, nil
+		}
+		src, now := m.opt.Source, m.opt.Now
+		return m, func() tea.Msg { return snapshotMsg{pull(src, now())} }
+
+	case statusMsg:
+		m.status = string(msg)
+		return m, nil
+
+	case tea.MouseMsg:
+		return m.forward(msg)
+
+	case tea.KeyMsg:
+		return m.key(msg)
+	}
+	return m, nil
+}
+
+func (m *Model) setSize(w, h int) {
+	m.termW, m.termH = w, h
+	m.help.Width = w
+	m.ctx.width = w
+	m.ctx.height = h - headerLines - footerLines
+	if m.ctx.height < 1 {
+		m.ctx.height = 1
+	}
+	m.deps.SetSize(w, m.ctx.height)
+	m.ops.SetSize(w, m.ctx.height)
+	m.findings.SetSize(w, m.ctx.height)
+	m.trace.SetSize(w, m.ctx.height)
+	m.span.SetSize(w, m.ctx.height)
+}
+
+// apply makes snap the shown snapshot; the children redo their sorting and filtering here, once
+// per snapshot, never per frame.
+func (m *Model) apply(snap *analyzer.Snapshot) {
+	if snap == nil || snap == m.snap {
+		return
+	}
+	if m.snap != nil && snap.AtUnixNano > m.lastAt && m.lastAt != 0 {
+		count := snap.Stats.SpansHeld + snap.Stats.EvictedSpans
+		dt := float64(snap.AtUnixNano-m.lastAt) / 1e9
+		if d := count - m.lastCount; d >= 0 && dt > 0 {
+			m.rate = float64(d) / dt
+		}
+	}
+	m.lastCount = snap.Stats.SpansHeld + snap.Stats.EvictedSpans
+	m.lastAt = snap.AtUnixNano
+	prev := m.snap
+	m.snap = snap
+	m.trace.snap = snap
+	if sameData(prev, snap) {
+		// The analyzer hands out the same immutable report and operations while nothing changed;
+		// only the counters in the header move.
+		return
+	}
+	m.deps.SetSnapshot(snap)
+	m.ops.SetSnapshot(snap)
+	m.findings.SetSnapshot(snap)
+}
+
+// sameData reports whether b shares a's report and operations (same backing arrays), which is how
+// the analyzer says "nothing changed" without a version number.
+func sameData(a, b *analyzer.Snapshot) bool {
+	if a == nil || b == nil {
+		return false
+	}
+	return sameSlice(a.Operations, b.Operations) && sameSlice(a.Report.Dependencies, b.Report.Dependencies) &&
+		sameSlice(a.Report.Findings, b.Report.Findings)
+}
+
+func sameSlice[T any](a, b []T) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	return len(a) == 0 || &a[0] == &b[0]
+}
+
+// go2 switches screens, remembering where esc goes back to.
+func (m *Model) go2(s screen) {
+	if s == m.screen {
+		return
+	}
+	if s == screenTrace || s == screenSpan {
+		m.back = append(m.back, m.screen)
+	} else {
+		m.back = nil
+	}
+	m.screen = s
+}
+
+func (m *Model) goBack() bool {
+	if len(m.back) == 0 {
+		return false
+	}
+	m.screen = m.back[len(m.back)-1]
+	m.back = m.back[:len(m.back)-1]
+	return true
+}
+
+func (m Model) empty() bool {
+	s := m.snap
+	return s == nil || (s.Stats.SpansHeld == 0 && len(s.Report.Dependencies) == 0 && len(s.Operations) == 0 && len(s.Report.Findings) == 0)
+}
+
+// listScreen reports whether the active screen's body is replaced by the empty state.
+func (m Model) showingEmpty() bool {
+	return m.empty() && m.screen != screenTrace && m.screen != screenSpan
+}
+
+func (m Model) key(msg tea.KeyMsg) (tea.Model, tea.Cmd) {
+	k := &m.keys
+	if m.input.active {
+		return m.editInput(msg)
+	}
+	if m.showHelp {
+		// Any key closes help; q still quits so nobody is trapped.
+		m.showHelp = false
+		if key.Matches(msg, k.Quit) {
+			return m, tea.Quit
+		}
+		return m, nil
+	}
+	m.status = ""
+	switch {
+	case key.Matches(msg, k.Quit):
+		return m, tea.Quit
+	case key.Matches(msg, k.Help):
+		m.showHelp = true
+		return m, nil
+	case key.Matches(msg, k.Filter):
+		if m.showingEmpty() {
+			return m, nil
+		}
+		m.input = lineInput{active: true, prompt: "/", value: m.currentFilter()}
+		if m.screen == screenTrace {
+			m.input.prompt = "search trace: "
+		}
+		return m, nil
+	case key.Matches(msg, k.Back):
+		if m.currentFilter() != "" && m.screen != screenSpan {
+			m.setCurrentFilter("")
+			return m, nil
+		}
+		m.goBack()
+		return m, nil
+	case key.Matches(msg, k.NextTab):
+		m.cycle(1)
+		return m, nil
+	case key.Matches(msg, k.PrevTab):
+		m.cycle(-1)
+		return m, nil
+	case key.Matches(msg, k.Deps):
+		m.go2(screenDeps)
+		return m, nil
+	case key.Matches(msg, k.Ops):
+		m.go2(screenOps)
+		return m, nil
+	case key.Matches(msg, k.Findings):
+		m.go2(screenFindings)
+		return m, nil
+	case key.Matches(msg, k.Trace):
+		if m.trace.view != nil {
+			m.go2(screenTrace)
+		} else {
+			m.status = "no trace open: pick one with enter on Operations or Findings"
+		}
+		return m, nil
+	case key.Matches(msg, k.Pause):
+		m.frozen = !m.frozen
+		if !m.frozen && m.pending != nil {
+			m.apply(m.pending)
+			m.pending = nil
+		}
+		return m, nil
+	case key.Matches(msg, k.Clear):
+		if m.opt.Clear == nil {
+			m.status = "clear is not available here"
+			return m, nil
+		}
+		clear := m.opt.Clear
+		return m, func() tea.Msg { clear(); return clearedMsg{} }
+	case key.Matches(msg, k.Export):
+		return m, m.export()
+	case m.opt.Replay != nil && key.Matches(msg, k.ReplayPause):
+		m.opt.Replay.SetPaused(!m.opt.Replay.Paused())
+		return m, nil
+	case m.opt.Replay != nil && key.Matches(msg, k.Faster):
+		m.opt.Replay.SetSpeed(clampSpeed(m.opt.Replay.Speed() * 2))
+		return m, nil
+	case m.opt.Replay != nil && key.Matches(msg, k.Slower):
+		m.opt.Replay.SetSpeed(clampSpeed(m.opt.Replay.Speed() / 2))
+		return m, nil
+	case key.Matches(msg, k.Demo) && m.showingEmpty() && m.opt.StartDemo != nil:
+		if m.demoOn {
+			return m, nil
+		}
+		m.demoOn = true
+		m.status = "starting demo traffic..."
+		start := m.opt.StartDemo
+		return m, func() tea.Msg { return demoStartedMsg{err: start()} }
+	}
+	return m.forward(msg)
+}
+
+func clampSpeed(s float64) float64 {
+	switch {
+	case s < 0.125:
+		return 0.125
+	case s > 64:
+		return 64
+	}
+	return s
+}
+
+func (m *Model) cycle(d int) {
+	n := 3
+	if m.trace.view != nil {
+		n = 4
+	}
+	cur := int(m.screen)
+	if m.screen == screenSpan {
+		cur = int(screenTrace)
+	}
+	next := screen(((cur+d)%n + n) % n)
+	m.go2(next)
+}
+
+func (m Model) currentFilter() string {
+	switch m.screen {
+	case screenDeps:
+		return m.deps.filter.raw
+	case screenOps:
+		return m.ops.filter.raw
+	case screenFindings:
+		return m.findings.filter.raw
+	case screenTrace:
+		return m.trace.search.raw
+	}
+	return ""
+}
+
+func (m *Model) setCurrentFilter(s string) {
+	switch m.screen {
+	case screenDeps:
+		m.deps.setFilter(s)
+	case screenOps:
+		m.ops.setFilter(s)
+	case screenFindings:
+		m.findings.setFilter(s)
+	case screenTrace:
+		m.trace.setSearch(s)
+	}
+}
+
+func (m Model) editInput(msg tea.KeyMsg) (tea.Model, tea.Cmd) {
+	if msg.Type == tea.KeyCtrlC {
+		return m, tea.Quit
+	}
+	done, cancelled := m.input.update(msg)
+	switch {
+	case cancelled:
+		m.setCurrentFilter("")
+	case done && m.screen == screenTrace:
+		m.setCurrentFilter(m.input.value)
+		m.trace.nextMatch(1, true)
+	default:
+		// Lists filter as you type: the work is one pass over the rows per keystroke.
+		if m.screen != screenTrace {
+			m.setCurrentFilter(m.input.value)
+		}
+	}
+	return m, nil
+}
+
+// forward hands msg to the active child and keeps what it returns.
+func (m Model) forward(msg tea.Msg) (tea.Model, tea.Cmd) {
+	var cmd tea.Cmd
+	switch m.screen {
+	case screenDeps:
+		m.deps, cmd = m.deps.Update(msg)
+	case screenOps:
+		m.ops, cmd = m.ops.Update(msg)
+	case screenFindings:
+		m.findings, cmd = m.findings.Update(msg)
+	case screenTrace:
+		m.trace, cmd = m.trace.Update(msg)
+	case screenSpan:
+		m.span, cmd = m.span.Update(msg)
+	}
+	return m, cmd
+}
+
+// View implements tea.Model.
+func (m Model) View() string {
+	if m.termW == 0 {
+		return "starting stormwatch..."
+	}
+	if m.termW < MinWidth || m.termH < MinHeight {
+		return fmt.Sprintf("stormwatch needs a terminal of at least %dx%d; this one is %dx%d.\nEnlarge the window (or zoom out), or press q to quit.",
+			MinWidth, MinHeight, m.termW, m.termH)
+	}
+	var body string
+	switch {
+	case m.showHelp:
+		body = m.helpView()
+	case m.showingEmpty():
+		body = m.emptyView()
+	default:
+		switch m.screen {
+		case screenDeps:
+			body = m.deps.View()
+		case screenOps:
+			body = m.ops.View()
+		case screenFindings:
+			body = m.findings.View()
+		case screenTrace:
+			body = m.trace.View()
+		case screenSpan:
+			body = m.span.View()
+		}
+	}
+	return m.headerView() + "\n" + body + "\n" + m.footerView()
+}
+
+func (m Model) helpKeys() screenKeys {
+	s := m.screen
+	if m.showingEmpty() {
+		s = screenEmpty
+	}
+	return screenKeys{k: &m.keys, s: s, replay: m.opt.Replay != nil, demo: m.opt.StartDemo != nil}
+}

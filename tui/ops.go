@@ -1,0 +1,303 @@
+package tui
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/charmbracelet/bubbles/key"
+	tea "github.com/charmbracelet/bubbletea"
+
+	"github.com/stormwatch/stormwatch/analyzer"
+	"github.com/stormwatch/stormwatch/spans"
+)
+
+type opSort int
+
+const (
+	opByAttempts opSort = iota
+	opByLatency
+	opByFindings
+	opByCaller
+	opByDependency
+	opByOwner
+	opByTerminal
+	opSortCount
+)
+
+var opSortNames = [...]string{"attempts", "latency", "findings", "caller", "dependency", "owner", "terminal"}
+
+// opSortColumn maps a sort to the column whose title gets the arrow.
+var opSortColumn = [...]int{3, 7, 8, 1, 2, 4, 5}
+
+// opsModel lists logical operations. It keeps pointers into the snapshot and formats only the rows
+// on screen, so a hundred thousand operations cost one sort per snapshot and nothing per frame.
+type opsModel struct {
+	ctx     *shared
+	all     []*analyzer.Operation
+	rows    []*analyzer.Operation
+	filter  filter
+	sort    opSort
+	reverse bool
+	cur     cursor
+	width   int
+	height  int
+}
+
+func newOpsModel(ctx *shared) opsModel { return opsModel{ctx: ctx} }
+
+func (m *opsModel) SetSize(w, h int) {
+	m.width, m.height = w, h
+	m.cur.setHeight(h - 2) // column titles, legend
+}
+
+func (m *opsModel) SetSnapshot(s *analyzer.Snapshot) {
+	m.all = s.Operations
+	m.rebuild()
+}
+
+func (m *opsModel) setFilter(s string) {
+	m.filter = parseFilter(s)
+	m.rebuild()
+}
+
+func (m opsModel) shown() int { return len(m.rows) }
+
+func opField(op *analyzer.Operation, k string) ([]string, bool) {
+	switch k {
+	case "caller":
+		return []string{op.Caller}, true
+	case "owner":
+		return []string{op.Owner}, true
+	case "dependency":
+		return []string{op.Dependency, op.DependencyService}, true
+	case "service":
+		return []string{op.Caller, op.Owner, op.DependencyService}, true
+	case "name":
+		return []string{op.Name}, true
+	case "terminal":
+		return []string{op.Terminal}, true
+	case "stop_reason", "stop":
+		return []string{op.StopReason}, true
+	case "trace", "trace_id":
+		return []string{op.TraceID.String()}, true
+	case "id":
+		return []string{op.ID}, true
+	case "outcome", "resilience.outcome":
+		out := make([]string, len(op.Attempts))
+		for i := range op.Attempts {
+			out[i] = op.Attempts[i].Outcome
+		}
+		return out, true
+	case "status", spans.AttrHTTPStatus, spans.AttrRPCStatus:
+		out := make([]string, len(op.Attempts))
+		for i := range op.Attempts {
+			out[i] = op.Attempts[i].Status
+		}
+		return out, true
+	}
+	return nil, false
+}
+
+func (m *opsModel) rebuild() {
+	if m.filter.empty() {
+		m.rows = append(m.rows[:0], m.all...)
+	} else {
+		m.rows = m.rows[:0]
+		text := make([]string, 6)
+		for _, op := range m.all {
+			text = append(text[:0], op.Caller, op.Owner, op.Dependency, op.DependencyService, op.Name, op.Terminal)
+			if m.filter.matches(text, func(k string) ([]string, bool) { return opField(op, k) }) {
+				m.rows = append(m.rows, op)
+			}
+		}
+	}
+	cmp := func(a, b *analyzer.Operation) int {
+		switch m.sort {
+		case opByAttempts:
+			return len(b.Attempts) - len(a.Attempts)
+		case opByLatency:
+			return cmpInt64(b.EndUnixNano-b.StartUnixNano, a.EndUnixNano-a.StartUnixNano)
+		case opByFindings:
+			return b.Findings - a.Findings
+		case opByCaller:
+			return strings.Compare(a.Caller, b.Caller)
+		case opByDependency:
+			return strings.Compare(a.Dependency, b.Dependency)
+		case opByOwner:
+			return strings.Compare(a.Owner, b.Owner)
+		case opByTerminal:
+			return strings.Compare(a.Terminal, b.Terminal)
+		}
+		return 0
+	}
+	rev := m.reverse
+	sort.Slice(m.rows, func(i, j int) bool {
+		a, b := m.rows[i], m.rows[j]
+		c := cmp(a, b)
+		if rev {
+			c = -c
+		}
+		if c != 0 {
+			return c < 0
+		}
+		// Ties: newest first, then by id, so equal rows never swap places between frames.
+		if a.StartUnixNano != b.StartUnixNano {
+			return a.StartUnixNano > b.StartUnixNano
+		}
+		return a.ID < b.ID
+	})
+	m.cur.setLen(len(m.rows))
+}
+
+func cmpInt64(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+func (m opsModel) selected() *analyzer.Operation {
+	if m.cur.pos < len(m.rows) {
+		return m.rows[m.cur.pos]
+	}
+	return nil
+}
+
+func (m opsModel) Update(msg tea.Msg) (opsModel, tea.Cmd) {
+	k := m.ctx.keys
+	if m.cur.navigate(k, msg) {
+		return m, nil
+	}
+	if msg, ok := msg.(tea.KeyMsg); ok {
+		switch {
+		case key.Matches(msg, k.Sort):
+			m.sort = (m.sort + 1) % opSortCount
+			m.rebuild()
+		case key.Matches(msg, k.Reverse):
+			m.reverse = !m.reverse
+			m.rebuild()
+		case key.Matches(msg, k.Enter):
+			if op := m.selected(); op != nil {
+				return m, func() tea.Msg { return openTraceMsg{trace: op.TraceID, focus: []spans.SpanID{op.SpanID}} }
+			}
+		}
+	}
+	return m, nil
+}
+
+var opCols = []column{
+	{title: "", width: 1},
+	{title: "CALLER", width: 12},
+	{title: "DEPENDENCY"},
+	{title: "ATTEMPTS", width: 9, right: true},
+	{title: "OWNER", width: 10},
+	{title: "TERMINAL", width: 14},
+	{title: "OUTCOMES"},
+	{title: "LATENCY", width: 8, right: true},
+	{title: "FIND", width: 4, right: true},
+}
+
+func (m opsModel) View() string {
+	t := &m.ctx.theme
+	cols := layout(opCols, m.width)
+	lines := make([]string, 0, m.height)
+	titles := make([]string, len(cols))
+	for i, c := range cols {
+		titles[i] = c.title
+	}
+	titles[opSortColumn[m.sort]] += sortArrow(m.reverse)
+	lines = append(lines, t.Dim.Render(row(cols, titles...)))
+	if len(m.rows) == 0 {
+		if len(m.all) == 0 {
+			lines = append(lines, t.Dim.Render("  no logical operations yet"))
+		} else {
+			lines = append(lines, t.Dim.Render("  nothing matches the filter"))
+		}
+	}
+	from, to := m.cur.window()
+	for i := from; i < to; i++ {
+		op := m.rows[i]
+		mark := " "
+		if i == m.cur.pos {
+			mark = ">"
+		}
+		att := strconv.Itoa(len(op.Attempts))
+		if calls := op.PhysicalCalls(); calls != len(op.Attempts) {
+			att += fmt.Sprintf(" (%d)", calls)
+		}
+		find := ""
+		if op.Findings > 0 {
+			find = strconv.Itoa(op.Findings)
+		}
+		terminal := op.Terminal
+		if terminal == "" {
+			terminal = op.StopReason
+		}
+		line := row(cols, mark, op.Caller, op.Dependency, att, op.Owner, terminal, outcomeTrail(op),
+			fmtDur(op.Latency()), find)
+		switch {
+		case i == m.cur.pos:
+			line = t.Selected.Render(line)
+		case op.Findings > 0:
+			line = t.Warn.Render(line)
+		}
+		lines = append(lines, line)
+	}
+	body := padLines(lines, m.height-1)
+	legend := fmt.Sprintf("%s of %s operations · sorted by %s (s: next column, S: reverse) · ATTEMPTS (physical calls) · enter: trace",
+		humanInt(len(m.rows)), humanInt(len(m.all)), opSortNames[m.sort])
+	return body + "\n" + fit(t.Dim.Render(legend), m.width)
+}
+
+// outcomeTrail shows each attempt's outcome in order, e.g. "503 503 ok" or "timeout ok".
+func outcomeTrail(op *analyzer.Operation) string {
+	var b strings.Builder
+	for i := range op.Attempts {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		if i == 8 {
+			fmt.Fprintf(&b, "+%d", len(op.Attempts)-i)
+			break
+		}
+		b.WriteString(attemptOutcome(&op.Attempts[i]))
+	}
+	return b.String()
+}
+
+// attemptOutcome is the status when there was one, else the outcome class.
+func attemptOutcome(a *analyzer.Attempt) string {
+	switch {
+	case a.Outcome == "ok" || a.Outcome == "":
+		if a.Status != "" && a.Status != "200" && a.Status != "OK" {
+			return a.Status
+		}
+		return "ok"
+	case a.Status != "":
+		return a.Status
+	}
+	return a.Outcome
+}
+
+// fmtDur prints durations at a precision that fits a column: 850µs, 12.3ms, 1.25s, 3m2s.
+func fmtDur(d time.Duration) string {
+	switch {
+	case d < 0:
+		return "-" + fmtDur(-d)
+	case d < time.Millisecond:
+		return strconv.FormatInt(d.Microseconds(), 10) + "µs"
+	case d < 10*time.Millisecond:
+		return strconv.FormatFloat(float64(d)/1e6, 'f', 1, 64) + "ms"
+	case d < time.Second:
+		return strconv.FormatInt(d.Milliseconds(), 10) + "ms"
+	case d < time.Minute:
+		return strconv.FormatFloat(d.Seconds(), 'f', 2, 64) + "s"
+	}
+	return d.Round(time.Second).String()
+}

@@ -1,0 +1,83 @@
+package tui
+
+import (
+	"github.com/charmbracelet/bubbles/help"
+	"github.com/charmbracelet/lipgloss"
+)
+
+// Theme holds every style the dashboard uses, built once and shared by all screens. Colour is an
+// enhancement only: each thing a colour says is also said by a character (a marker, a word, a bar
+// glyph), so the dashboard reads the same under NO_COLOR, in a monochrome terminal and in goldens.
+type Theme struct {
+	Title     lipgloss.Style // the product name in the header
+	Live      lipgloss.Style // the LIVE badge
+	Paused    lipgloss.Style // PAUSED / frozen badge
+	Replay    lipgloss.Style // REPLAY badge
+	Dim       lipgloss.Style // secondary text: column headers, hints, units
+	Bold      lipgloss.Style
+	TabActive lipgloss.Style
+	Tab       lipgloss.Style
+	Selected  lipgloss.Style // the cursor row
+	Worst     lipgloss.Style // the worst dependency: the thing to look at first
+	Warn      lipgloss.Style
+	Crit      lipgloss.Style
+	OK        lipgloss.Style
+	Match     lipgloss.Style // search hits in the trace
+	Bar       lipgloss.Style // waterfall bar of a span that ended well
+	BarErr    lipgloss.Style // waterfall bar of a failed span
+	BarLate   lipgloss.Style // waterfall bar of a span started after the deadline
+	Deadline  lipgloss.Style // the deadline line
+	Overlay   lipgloss.Style // the help box
+	Status    lipgloss.Style // the bottom status line (filter, messages)
+	Help      help.Styles
+}
+
+// NewTheme builds the styles from r. With color false (NO_COLOR) it keeps bold and reverse video but
+// sets no colour at all, as https://no-color.org asks.
+func NewTheme(r *lipgloss.Renderer, color bool) Theme {
+	s := r.NewStyle
+	fg := func(st lipgloss.Style, c string) lipgloss.Style {
+		if !color {
+			return st
+		}
+		return st.Foreground(lipgloss.Color(c))
+	}
+	bg := func(st lipgloss.Style, c string) lipgloss.Style {
+		if !color {
+			return st
+		}
+		return st.Background(lipgloss.Color(c))
+	}
+	t := Theme{
+		Title:     fg(s().Bold(true), "45"),
+		Live:      fg(s().Bold(true), "42"),
+		Paused:    fg(s().Bold(true).Reverse(true), "214"),
+		Replay:    fg(s().Bold(true), "141"),
+		Dim:       fg(s(), "245"),
+		Bold:      s().Bold(true),
+		TabActive: fg(s().Bold(true).Underline(true), "45"),
+		Tab:       fg(s(), "250"),
+		Selected:  s().Reverse(true),
+		Worst:     fg(s().Bold(true), "196"),
+		Warn:      fg(s(), "214"),
+		Crit:      fg(s().Bold(true), "196"),
+		OK:        fg(s(), "42"),
+		Match:     bg(s().Underline(true), "58"),
+		Bar:       fg(s(), "39"),
+		BarErr:    fg(s(), "203"),
+		BarLate:   fg(s(), "214"),
+		Deadline:  fg(s().Bold(true), "201"),
+		Overlay:   fg(s().Border(lipgloss.RoundedBorder()).Padding(0, 1), "45"),
+		Status:    fg(s(), "250"),
+	}
+	t.Help = help.Styles{
+		ShortKey:       fg(s().Bold(true), "45"),
+		ShortDesc:      fg(s(), "250"),
+		ShortSeparator: fg(s(), "240"),
+		Ellipsis:       fg(s(), "240"),
+		FullKey:        fg(s().Bold(true), "45"),
+		FullDesc:       fg(s(), "252"),
+		FullSeparator:  fg(s(), "240"),
+	}
+	return t
+}
