@@ -9,6 +9,7 @@
 //
 // Load rejects an unknown key, a value of the wrong type and an impossible value (maxAttempts 0, a
 // negative deadline, a backoff cap below its base, a ratio outside [0,1]) with file:line:col and
-// what is wrong, all errors at once. The package is a leaf: it reads bytes and knows nothing of
-// spans or of the analyzer, so the analyzer, the detectors and the commands can all import it.
+// what is wrong, all errors at once. Configure applies a loaded policy to an analyzer.Config (the
+// detectors it turns off, the severities it sets, the per-class limits, the live window); the
+// analyzer itself never imports this package, so the detectors and the commands can.
 package policy
