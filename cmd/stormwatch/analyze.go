@@ -1,18 +1,175 @@
 package main
 
 import (
+	"context"
 	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/stormwatch/stormwatch/analyzer"
+	"github.com/stormwatch/stormwatch/analyzer/policy"
+	"github.com/stormwatch/stormwatch/analyzer/render"
+	"github.com/stormwatch/stormwatch/analyzer/suite"
+	"github.com/stormwatch/stormwatch/tracefile"
 )
 
+// analyzeOptions are analyze's flags.
+type analyzeOptions struct {
+	format   string
+	failOn   string
+	strict   bool
+	policy   string
+	progress bool
+	maxSpans int
+}
+
 func newAnalyzeCmd(io streams) *cobra.Command {
-	return &cobra.Command{
-		Use:    "analyze",
-		Short:  "(not built yet)",
-		Hidden: true,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return errors.New("analyze: not built yet")
+	var o analyzeOptions
+	cmd := &cobra.Command{
+		Use:   "analyze [flags] FILE...",
+		Short: "Audit recorded traces: retry amplification, fan-out, post-deadline work (docs/analyze.md)",
+		Long: `analyze reads trace files (OTLP/JSON lines as the OpenTelemetry Collector file exporter and
+'stormwatch collect --record' write them, a .json request, or length-prefixed protobuf; gzip
+allowed; '-' is standard input), rebuilds logical operations from the attempt spans and prints
+the report.
+
+Exit status: 0 when no finding reaches --fail-on, 1 when one does, 2 on a usage error or an
+unreadable input (the file and line are named).`,
+		Example: `  stormwatch analyze traces.jsonl
+  stormwatch analyze --format markdown --fail-on warning recordings/*.jsonl >> "$GITHUB_STEP_SUMMARY"
+  otelcol-export | stormwatch analyze --format json -`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runAnalyze(cmd.Context(), io, o, args)
 		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.format, "format", "text", "report format: text, json or markdown")
+	f.StringVar(&o.failOn, "fail-on", "critical", "exit 1 when a finding has this severity or higher: info, warning, critical")
+	f.BoolVar(&o.strict, "strict", false, "stop with exit 2 at the first malformed record instead of skipping it")
+	f.StringVar(&o.policy, "policy", "", "retry policy file (docs/policy.md): detector settings and per-class rules")
+	f.BoolVar(&o.progress, "progress", false, "report reading progress on stderr (on by default when stderr is a terminal)")
+	f.IntVar(&o.maxSpans, "max-spans", analyzer.DefaultMaxSpans, "spans held at once; beyond it the least recently updated traces are analyzed early and released (negative: no bound)")
+	// cobra reports flag errors as plain errors; they are usage errors: exit 2.
+	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return withExitCode(2, err) })
+	return cmd
+}
+
+func runAnalyze(ctx context.Context, io streams, o analyzeOptions, files []string) error {
+	format, err := render.ParseFormat(o.format)
+	if err != nil {
+		return withExitCode(2, fmt.Errorf("--format: %w", err))
+	}
+	failOn, err := analyzer.ParseSeverity(o.failOn)
+	if err != nil {
+		return withExitCode(2, fmt.Errorf("--fail-on: %w", err))
+	}
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	cfg := analyzer.Config{MaxSpans: o.maxSpans, Detectors: suite.Default()}
+	if o.policy != "" {
+		p, err := policy.Load(o.policy)
+		if err != nil {
+			return withExitCode(2, err)
+		}
+		policy.Configure(&cfg, p, policy.Offline)
+	}
+	a := analyzer.New(cfg)
+	prog := newProgress(io.err, o.progress)
+	for _, file := range files {
+		if err := readInto(ctx, a, file, io, o.strict, prog); err != nil {
+			return withExitCode(2, err)
+		}
+	}
+	prog.done()
+	a.Flush()
+	rep := a.Report()
+	if err := render.Write(io.out, format, &rep); err != nil {
+		return withExitCode(2, err)
+	}
+	for _, f := range rep.Findings {
+		if f.Severity >= failOn {
+			return withExitCode(1, nil)
+		}
+	}
+	return nil
+}
+
+// readInto feeds one file's records to the analyzer. Malformed records are skipped with a warning
+// on stderr (the file and line named) unless strict; a file that cannot be read at all, or with no
+// readable record, is an error.
+func readInto(ctx context.Context, a *analyzer.Analyzer, file string, io streams, strict bool, prog *progress) error {
+	r, err := tracefile.Open(file, tracefile.ReadOptions{
+		Strict: strict,
+		Stdin:  io.in,
+		OnWarning: func(err error) {
+			fmt.Fprintln(io.err, "stormwatch: warning:", err)
+		},
+	})
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	records := 0
+	for {
+		rec, err := r.Next()
+		if errors.Is(err, errEOF) {
+			break
+		}
+		if err != nil {
+			return err
+		}
+		records++
+		prog.add(file, len(rec.Batch.Spans))
+		if err := a.ConsumeBatch(ctx, rec.Batch); err != nil {
+			return fmt.Errorf("%s: %w", rec.Pos, err)
+		}
+	}
+	if records == 0 && r.Skipped() > 0 {
+		return fmt.Errorf("%s: no readable record (%d malformed)", r.Name(), r.Skipped())
+	}
+	return nil
+}
+
+var errEOF = io.EOF
+
+// progress reports spans read on stderr, at most once a second, when asked or when stderr is a
+// terminal: a million-span file takes a few seconds and should not look hung.
+type progress struct {
+	w     io.Writer
+	on    bool
+	spans int
+	last  time.Time
+	shown bool
+}
+
+func newProgress(w io.Writer, forced bool) *progress {
+	on := forced
+	if f, ok := w.(*os.File); ok && !on {
+		if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
+			on = true
+		}
+	}
+	return &progress{w: w, on: on, last: time.Now()}
+}
+
+func (p *progress) add(file string, n int) {
+	p.spans += n
+	if !p.on || time.Since(p.last) < time.Second {
+		return
+	}
+	p.last = time.Now()
+	p.shown = true
+	fmt.Fprintf(p.w, "stormwatch: read %d spans (%s)\n", p.spans, file)
+}
+
+func (p *progress) done() {
+	if p.on && p.shown {
+		fmt.Fprintf(p.w, "stormwatch: read %d spans; analyzing\n", p.spans)
 	}
 }

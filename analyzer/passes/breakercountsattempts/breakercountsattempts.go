@@ -1,0 +1,126 @@
+package breakercountsattempts
+
+import (
+	"cmp"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/stormwatch/stormwatch/analyzer"
+	"github.com/stormwatch/stormwatch/analyzer/passes/internal/audit"
+)
+
+// Detector is the breaker-counts-attempts detector.
+var Detector = &analyzer.Detector{
+	Name:     "breaker-counts-attempts",
+	Title:    "Breaker opened on retried successes",
+	Doc:      "a breaker opened while the logical calls toward that origin were succeeding after retries (it counts attempts, not calls); evidence: opened_at, failed_attempts_before_open, succeeded_after_retry, failed_logical_calls, refused_calls",
+	Scope:    analyzer.ScopeWindow,
+	Severity: analyzer.SeverityWarning,
+	Run:      run,
+}
+
+type key struct{ caller, origin string }
+
+func run(pass *analyzer.Pass) error {
+	w := audit.Windowed(pass)
+	byKey := map[key][]*analyzer.Operation{}
+	for _, op := range w.Ops {
+		if len(op.Attempts) == 0 {
+			continue
+		}
+		k := key{op.Caller, op.Dependency}
+		byKey[k] = append(byKey[k], op)
+	}
+	keys := slices.SortedFunc(maps.Keys(byKey), func(a, b key) int {
+		return cmp.Or(cmp.Compare(a.caller, b.caller), cmp.Compare(a.origin, b.origin))
+	})
+	skew := pass.Settings.Skew()
+	for _, k := range keys {
+		ops := byKey[k]
+		// The opening: the first refusal.
+		opened := int64(0)
+		var openOp *analyzer.Operation
+		refusedCalls := 0
+		var ids []string
+		for _, op := range ops {
+			refused := false
+			for i := range op.Attempts {
+				a := &op.Attempts[i]
+				if !audit.BreakerRefused(op, a) {
+					continue
+				}
+				refused = true
+				if openOp == nil || a.StartUnixNano < opened {
+					opened, openOp = a.StartUnixNano, op
+				}
+			}
+			if refused {
+				refusedCalls++
+			}
+		}
+		if openOp == nil {
+			continue
+		}
+		attempts, failedAttempts := 0, 0
+		logical, okAfterRetry, failedLogical := 0, 0, 0
+		for _, op := range ops {
+			hadRefusal, hadFailure := false, false
+			for i := range op.Attempts {
+				a := &op.Attempts[i]
+				if audit.BreakerRefused(op, a) {
+					hadRefusal = true
+					continue
+				}
+				if a.StartUnixNano >= opened {
+					continue
+				}
+				attempts++
+				if audit.Trips(a) {
+					failedAttempts++
+					hadFailure = true
+					if len(ids) < 10 {
+						ids = append(ids, a.SpanID.String())
+					}
+				}
+			}
+			if hadRefusal || op.EndUnixNano > opened+skew {
+				continue // not a completed logical call when the breaker opened
+			}
+			logical++
+			last := &op.Attempts[len(op.Attempts)-1]
+			switch {
+			case last.Outcome == analyzer.OutcomeOK && hadFailure:
+				okAfterRetry++
+			case last.Outcome != analyzer.OutcomeOK:
+				failedLogical++
+			}
+		}
+		if okAfterRetry <= failedLogical || failedAttempts <= failedLogical {
+			continue
+		}
+		ev := map[string]any{
+			"opened_at":                   time.Unix(0, opened).UTC().Format(time.RFC3339Nano),
+			"attempts_before_open":        attempts,
+			"failed_attempts_before_open": failedAttempts,
+			"logical_calls_before_open":   logical,
+			"succeeded_after_retry":       okAfterRetry,
+			"failed_logical_calls":        failedLogical,
+			"refused_calls":               refusedCalls,
+		}
+		w.Evidence(ev)
+		pass.Report(analyzer.Finding{
+			Severity:   pass.Detector.Severity,
+			TraceID:    openOp.TraceID.String(),
+			SpanIDs:    ids,
+			Service:    k.caller,
+			Dependency: k.origin,
+			Summary: fmt.Sprintf("%s's breaker for %s opened after %d failed attempts although %d of %d logical calls before it had succeeded after retries (%d failed); it then refused %d calls",
+				k.caller, k.origin, failedAttempts, okAfterRetry, logical, failedLogical, refusedCalls),
+			Action:   "feed the breaker one signal per logical call (the final outcome after retries), not one per attempt",
+			Evidence: ev,
+		})
+	}
+	return nil
+}

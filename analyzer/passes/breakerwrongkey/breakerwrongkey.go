@@ -1,0 +1,122 @@
+package breakerwrongkey
+
+import (
+	"cmp"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/stormwatch/stormwatch/analyzer"
+	"github.com/stormwatch/stormwatch/analyzer/passes/internal/audit"
+)
+
+// Detector is the breaker-wrong-key detector.
+var Detector = &analyzer.Detector{
+	Name:     "breaker-wrong-key",
+	Title:    "Breaker refused a healthy origin",
+	Doc:      "a breaker refused calls to an origin that had no failures in the window while another origin behind the same client failed (breaker keyed on the client, not the origin); evidence: origin, refused_calls, answers, failed_origins",
+	Scope:    analyzer.ScopeWindow,
+	Severity: analyzer.SeverityCritical,
+	Run:      run,
+}
+
+type originKey struct{ caller, origin string }
+
+type originStats struct {
+	refused, failures int
+	firstRefusal      int64
+	firstFailure      int64
+	answers           map[string]int
+	example           *analyzer.Operation
+	refusedIDs        []string
+}
+
+func run(pass *analyzer.Pass) error {
+	w := audit.Windowed(pass)
+	byOrigin := map[originKey]*originStats{}
+	for _, op := range w.Ops {
+		for i := range op.Attempts {
+			a := &op.Attempts[i]
+			k := originKey{op.Caller, audit.Origin(op, a)}
+			s := byOrigin[k]
+			if s == nil {
+				s = &originStats{answers: map[string]int{}}
+				byOrigin[k] = s
+			}
+			switch {
+			case audit.BreakerRefused(op, a):
+				if s.refused == 0 || a.StartUnixNano < s.firstRefusal {
+					s.firstRefusal = a.StartUnixNano
+				}
+				s.refused++
+				if s.example == nil {
+					s.example = op
+				}
+				if len(s.refusedIDs) < 5 {
+					s.refusedIDs = append(s.refusedIDs, a.SpanID.String())
+				}
+			case audit.Trips(a):
+				if s.failures == 0 || a.StartUnixNano < s.firstFailure {
+					s.firstFailure = a.StartUnixNano
+				}
+				s.failures++
+				s.answers[audit.StatusKey(a)]++
+			case a.Outcome != analyzer.OutcomeRefused:
+				s.answers[audit.StatusKey(a)]++
+			}
+		}
+	}
+	keys := slices.SortedFunc(maps.Keys(byOrigin), func(a, b originKey) int {
+		return cmp.Or(cmp.Compare(a.caller, b.caller), cmp.Compare(a.origin, b.origin))
+	})
+	skew := pass.Settings.Skew()
+	for _, k := range keys {
+		s := byOrigin[k]
+		if s.refused == 0 || s.failures > 0 {
+			continue
+		}
+		failed := map[string]int{}
+		for _, other := range keys {
+			o := byOrigin[other]
+			if other.caller != k.caller || other.origin == k.origin || o.failures == 0 || o.firstFailure > s.firstRefusal+skew {
+				continue
+			}
+			failed[other.origin] = o.failures
+		}
+		if len(failed) == 0 {
+			continue
+		}
+		names := slices.Sorted(maps.Keys(failed))
+		ev := map[string]any{
+			"origin":         k.origin,
+			"refused_calls":  s.refused,
+			"answers":        s.answers,
+			"failed_origins": failed,
+		}
+		w.Evidence(ev)
+		pass.Report(analyzer.Finding{
+			Severity:   pass.Detector.Severity,
+			TraceID:    s.example.TraceID.String(),
+			SpanIDs:    s.refusedIDs,
+			Service:    k.caller,
+			Dependency: k.origin,
+			Summary: fmt.Sprintf("%s's breaker refused %d calls to %s, which had not failed (%s), because %s failed: the breaker is keyed wider than the origin",
+				k.caller, s.refused, k.origin, answersText(s.answers), strings.Join(names, ", ")),
+			Action:   "key the circuit breaker per origin (scheme://host:port), and keep its state for the life of the application, not the client object",
+			Evidence: ev,
+		})
+	}
+	return nil
+}
+
+func answersText(m map[string]int) string {
+	if len(m) == 0 {
+		return "no answers"
+	}
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		parts = append(parts, fmt.Sprintf("%s x%d", k, m[k]))
+	}
+	return strings.Join(parts, ", ")
+}

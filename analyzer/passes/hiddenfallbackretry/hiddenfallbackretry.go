@@ -1,0 +1,170 @@
+package hiddenfallbackretry
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/stormwatch/stormwatch/analyzer"
+	"github.com/stormwatch/stormwatch/spans"
+)
+
+// Detector is the hidden-fallback-retry detector.
+var Detector = &analyzer.Detector{
+	Name:     "hidden-fallback-retry",
+	Title:    "Fallback that retries or calls the failed dependency",
+	Doc:      "a fallback branch (resilience.attempt.kind=fallback, or a call to another dependency after the primary's attempts failed) that itself retries or calls the failed dependency again; evidence: primary, fallback, fallback_attempts, calls_to_failed, via",
+	Severity: analyzer.SeverityWarning,
+	Run:      run,
+}
+
+func run(pass *analyzer.Pass) error {
+	t := pass.Trace
+	if t == nil {
+		return nil
+	}
+	skew := pass.Settings.Skew()
+	// Fallback attempts inside one operation.
+	for _, op := range pass.Operations {
+		fi := slices.IndexFunc(op.Attempts, func(a analyzer.Attempt) bool { return a.Kind == analyzer.KindFallback })
+		if fi <= 0 {
+			continue
+		}
+		check(pass, t, op, op.Attempts[:fi], op.Attempts[fi:], op.Dependency, true)
+	}
+	// Fallback operations: siblings under one caller, in start order.
+	type sib struct {
+		anchor int
+		op     *analyzer.Operation
+	}
+	sibs := make([]sib, 0, len(pass.Operations))
+	for _, op := range pass.Operations {
+		if a := anchor(t, op); a >= 0 {
+			sibs = append(sibs, sib{a, op})
+		}
+	}
+	slices.SortStableFunc(sibs, func(a, b sib) int {
+		if c := cmp.Compare(a.anchor, b.anchor); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.op.StartUnixNano, b.op.StartUnixNano)
+	})
+	for k := 1; k < len(sibs); k++ {
+		f := sibs[k]
+		if sibs[k-1].anchor != f.anchor || len(f.op.Attempts) == 0 {
+			continue
+		}
+		explicit := f.op.Attempts[0].Kind == analyzer.KindFallback
+		// The primary: the latest earlier sibling that had failed when f started.
+		var primary *analyzer.Operation
+		for j := k - 1; j >= 0 && sibs[j].anchor == f.anchor; j-- {
+			p := sibs[j].op
+			if p.EndUnixNano <= f.op.StartUnixNano+skew && failed(p) {
+				primary = p
+				break
+			}
+			if !explicit {
+				break // stock shape: only the operation right before counts
+			}
+		}
+		if primary == nil || primary.Dependency == f.op.Dependency && !explicit {
+			continue
+		}
+		check(pass, t, f.op, primary.Attempts, f.op.Attempts, primary.Dependency, explicit || strings.HasPrefix(primary.Terminal, "fallback"))
+	}
+	return nil
+}
+
+func failed(op *analyzer.Operation) bool {
+	return len(op.Attempts) > 0 && op.Attempts[len(op.Attempts)-1].Outcome != analyzer.OutcomeOK
+}
+
+// anchor is the span under which op's caller decided: the caller span itself, or - when the
+// reference client made an INTERNAL span for the operation - that span's parent.
+func anchor(t *analyzer.Trace, op *analyzer.Operation) int {
+	i, ok := t.Lookup(op.SpanID)
+	if !ok {
+		return -1
+	}
+	s := &t.Spans[i]
+	if s.Kind != spans.KindServer && (s.Str(spans.AttrOpID) != "" || s.Str(spans.AttrOpName) != "") {
+		if p := t.Parent(i); p >= 0 {
+			return p
+		}
+	}
+	return i
+}
+
+// check reports the fallback attempts fb of op when they retried (only when known to be a
+// fallback) or reached the primary's dependency again.
+func check(pass *analyzer.Pass, t *analyzer.Trace, op *analyzer.Operation, primary, fb []analyzer.Attempt, failedDep string, known bool) {
+	if len(primary) == 0 || primary[len(primary)-1].Outcome == analyzer.OutcomeOK {
+		return
+	}
+	tries := 0
+	var ids []string
+	again := 0
+	via := ""
+	for i := range fb {
+		a := &fb[i]
+		if a.Kind != analyzer.AttemptKindResend && a.Kind != analyzer.KindHedge {
+			tries++
+		}
+		for _, id := range a.Calls {
+			ids = append(ids, id.String())
+			ci, ok := t.Lookup(id)
+			if !ok {
+				continue
+			}
+			if t.Origin(ci) == failedDep {
+				again++
+				continue
+			}
+			t.Walk(ci, func(j int) bool {
+				if t.Spans[j].Kind == spans.KindClient && t.Origin(j) == failedDep {
+					again++
+					ids = append(ids, t.Spans[j].SpanID.String())
+					if via == "" {
+						via = t.Spans[j].Service()
+					}
+				}
+				return true
+			})
+		}
+	}
+	retried := known && tries > 1
+	if !retried && again == 0 {
+		return
+	}
+	what := []string{}
+	if retried {
+		what = append(what, fmt.Sprintf("retried %d times", tries))
+	}
+	if again > 0 {
+		s := fmt.Sprintf("called the failed %s again %d times", failedDep, again)
+		if via != "" {
+			s += " through " + via
+		}
+		what = append(what, s)
+	}
+	ev := map[string]any{
+		"primary":           failedDep,
+		"fallback":          op.Dependency,
+		"fallback_attempts": tries,
+		"calls_to_failed":   again,
+	}
+	if via != "" {
+		ev["via"] = via
+	}
+	pass.Report(analyzer.Finding{
+		Severity:   pass.Detector.Severity,
+		SpanIDs:    ids,
+		Service:    op.Owner,
+		Dependency: failedDep,
+		Summary: fmt.Sprintf("%s's fallback to %s after %s failed %s: the degraded path hides more load",
+			op.Owner, op.Dependency, failedDep, strings.Join(what, " and ")),
+		Action:   "make the fallback a single cheap attempt that never reaches the failed dependency, or count its calls in the same retry budget",
+		Evidence: ev,
+	})
+}

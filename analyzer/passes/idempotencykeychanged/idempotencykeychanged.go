@@ -1,0 +1,68 @@
+package idempotencykeychanged
+
+import (
+	"fmt"
+
+	"github.com/stormwatch/stormwatch/analyzer"
+	"github.com/stormwatch/stormwatch/analyzer/passes/internal/audit"
+)
+
+// Detector is the idempotency-key-changed detector.
+var Detector = &analyzer.Detector{
+	Name:     "idempotency-key-changed",
+	Title:    "Attempts of one write carry different idempotency keys",
+	Doc:      "attempts of one logical operation carry different idempotency keys (or some none); evidence: keys (hashed), distinct_keys, attempts",
+	Severity: analyzer.SeverityCritical,
+	Run:      run,
+}
+
+func run(pass *analyzer.Pass) error {
+	t := pass.Trace
+	if t == nil {
+		return nil
+	}
+	for _, op := range pass.Operations {
+		if len(op.Attempts) < 2 {
+			continue
+		}
+		var keys []string
+		var ids []string
+		distinct := map[string]bool{}
+		anyKey := false
+		for i := range op.Attempts {
+			a := &op.Attempts[i]
+			if a.Kind == analyzer.KindFallback {
+				continue // a fallback is another write on purpose
+			}
+			for _, id := range a.Calls {
+				s := audit.Span(t, id)
+				if s == nil {
+					continue
+				}
+				k := audit.IdempotencyKey(s)
+				shown := ""
+				if k != "" {
+					anyKey = true
+					shown = audit.HashKey(k)
+				}
+				keys = append(keys, shown)
+				ids = append(ids, id.String())
+				distinct[shown] = true
+			}
+		}
+		if !anyKey || len(distinct) < 2 {
+			continue
+		}
+		pass.Report(analyzer.Finding{
+			Severity:   pass.Detector.Severity,
+			SpanIDs:    ids,
+			Service:    op.Owner,
+			Dependency: op.Dependency,
+			Summary: fmt.Sprintf("%s sent %d attempts of %s with %d different idempotency keys: the server cannot tell they are one write",
+				op.Owner, len(keys), op.Name, len(distinct)),
+			Action:   "make the idempotency key once per logical operation, before the first attempt, and send the same key on every retry",
+			Evidence: map[string]any{"keys": keys, "distinct_keys": len(distinct), "attempts": len(keys)},
+		})
+	}
+	return nil
+}

@@ -1,0 +1,66 @@
+package nobackoff
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/stormwatch/stormwatch/analyzer"
+	"github.com/stormwatch/stormwatch/analyzer/passes/internal/audit"
+)
+
+// Detector is the no-backoff detector.
+var Detector = &analyzer.Detector{
+	Name:     name,
+	Title:    "Retries with no pause",
+	Doc:      "two or more retries of one operation with (near) zero pause (at or under minPause, default 1 ms); evidence: retries, immediate_retries, pauses_ms, threshold_ms",
+	Severity: analyzer.SeverityWarning,
+	Run:      run,
+}
+
+const name = "no-backoff"
+
+// DefaultMinPause is the pause at or under which a retry counts as immediate.
+const DefaultMinPause = time.Millisecond
+
+func run(pass *analyzer.Pass) error {
+	p := audit.Policy(pass.Settings)
+	minPause := int64(DefaultMinPause)
+	if s := p.Detector(name).MinPause; s.Set {
+		minPause = int64(s.Value)
+	}
+	for _, op := range pass.Operations {
+		var pauses []float64
+		var ids []string
+		immediate := 0
+		for i := range op.Attempts {
+			a := &op.Attempts[i]
+			if !audit.IsRetry(a) {
+				continue
+			}
+			pauses = append(pauses, audit.Ms(a.BackoffNanos))
+			if a.BackoffNanos <= minPause {
+				immediate++
+				ids = append(ids, a.SpanID.String())
+			}
+		}
+		if immediate < 2 {
+			continue
+		}
+		pass.Report(analyzer.Finding{
+			Severity:   pass.Detector.Severity,
+			SpanIDs:    ids,
+			Service:    op.Owner,
+			Dependency: op.Dependency,
+			Summary: fmt.Sprintf("%s retried %s %d times with no pause (%d of %d retries within %.1f ms of the failure)",
+				op.Owner, op.Name, immediate, immediate, len(pauses), audit.Ms(minPause)),
+			Action: "wait between attempts: exponential backoff with full jitter, sleep uniform(0, min(cap, base*2^n))",
+			Evidence: map[string]any{
+				"retries":           len(pauses),
+				"immediate_retries": immediate,
+				"pauses_ms":         pauses,
+				"threshold_ms":      audit.Ms(minPause),
+			},
+		})
+	}
+	return nil
+}

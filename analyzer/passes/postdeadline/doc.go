@@ -1,0 +1,24 @@
+// Package postdeadline defines the post-deadline-work detector.
+//
+// It proves that work started for a caller that had already given up: calls (CLIENT spans) that
+// started after their operation's deadline (resilience.deadline, deadline_source "explicit"), or
+// downstream calls a callee started after its caller's CLIENT span had ended in a timeout or a
+// cancellation (deadline_source "caller-gave-up"). The second needs no attributes of ours: a
+// CLIENT span with error status and no status code (context deadline exceeded), and a SERVER
+// child whose own calls start after it ended - the "last span is closed but the queue still
+// grows" line of seed 004, and seed 000's "the origin still did all 40".
+//
+// Clocks of different services drift, so the callee's times are first aligned on its caller's:
+// when the SERVER span starts before its CLIENT parent, the difference is taken as skew; and
+// Settings.SkewTolerance more is allowed before a call counts as late.
+//
+// Evidence: spans_after_deadline (late calls), wasted_ms (their summed duration: work done for
+// nobody), deadline_source (explicit or caller-gave-up).
+//
+// Severity: warning. A callee that stops its downstream work when its caller gives up is healthy
+// and is not reported; a callee that merely finishes a call already in flight is not either (only
+// calls that start late count).
+//
+// False positives: deliberate fire-and-forget work (cache warming, audit writes) started from the
+// request path looks the same; move it off the request's trace or accept the finding.
+package postdeadline

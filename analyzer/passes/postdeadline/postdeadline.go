@@ -1,0 +1,149 @@
+package postdeadline
+
+import (
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/stormwatch/stormwatch/analyzer"
+	"github.com/stormwatch/stormwatch/spans"
+)
+
+// Detector is the post-deadline-work detector.
+var Detector = &analyzer.Detector{
+	Name:     "post-deadline-work",
+	Title:    "Work started after the caller gave up",
+	Doc:      "calls started after their operation's deadline, or after the caller's CLIENT span ended in a timeout or cancellation; evidence: spans_after_deadline, wasted_ms, deadline_source",
+	Severity: analyzer.SeverityWarning,
+	Run:      run,
+}
+
+func run(pass *analyzer.Pass) error {
+	t := pass.Trace
+	if t == nil {
+		return nil
+	}
+	skew := pass.Settings.Skew()
+	counted := make([]bool, t.Len())
+
+	// Explicit deadlines first: they are the operation's own word.
+	for _, op := range pass.Operations {
+		if op.DeadlineUnixNano <= 0 {
+			continue
+		}
+		var late []int
+		for _, a := range op.Attempts {
+			for _, id := range a.Calls {
+				i, ok := t.Lookup(id)
+				if !ok {
+					continue
+				}
+				if !counted[i] && t.Start(i) > op.DeadlineUnixNano+skew {
+					counted[i] = true
+					late = append(late, i)
+				}
+				t.Walk(i, func(j int) bool {
+					if isCall(t, j) && !counted[j] && t.Start(j) > op.DeadlineUnixNano+skew {
+						counted[j] = true
+						late = append(late, j)
+					}
+					return true
+				})
+			}
+		}
+		if len(late) > 0 {
+			report(pass, late, "explicit", op.Caller,
+				fmt.Sprintf("%s's operation %s passed its deadline", op.Caller, opName(op)), -1)
+		}
+	}
+
+	// Then callers that gave up: outer ones first (pre-order over the roots), so work nested
+	// under several give-ups is counted once, against the first caller that stopped waiting.
+	for _, r := range t.Roots() {
+		visit := func(c int) bool {
+			if !isCall(t, c) {
+				return true
+			}
+			outcome, _ := t.Outcome(c)
+			if outcome != analyzer.OutcomeTimeout && outcome != analyzer.OutcomeCancelled {
+				return true
+			}
+			gaveUp := t.End(c)
+			var late []int
+			service := ""
+			for _, s := range t.Children(c) {
+				srv := int(s)
+				// Align the callee's clock: a SERVER span cannot really start before its caller.
+				offset := max(0, t.Start(c)-t.Start(srv))
+				if service == "" {
+					service = t.Spans[srv].Service()
+				}
+				t.Walk(srv, func(j int) bool {
+					if isCall(t, j) && !counted[j] && t.Start(j)+offset > gaveUp+skew {
+						counted[j] = true
+						late = append(late, j)
+					}
+					return true
+				})
+			}
+			if len(late) > 0 {
+				if service == "" {
+					service = t.Spans[late[0]].Service()
+				}
+				report(pass, late, "caller-gave-up", service,
+					fmt.Sprintf("%s gave up on %s (%s)", t.Spans[c].Service(), t.Origin(c), outcome), c)
+			}
+			return true
+		}
+		if visit(int(r)) {
+			t.Walk(int(r), visit)
+		}
+	}
+	return nil
+}
+
+func isCall(t *analyzer.Trace, i int) bool {
+	k := t.Spans[i].Kind
+	return k == spans.KindClient || k == spans.KindProducer
+}
+
+func opName(op *analyzer.Operation) string {
+	if op.Name != "" {
+		return op.Name
+	}
+	return op.ID
+}
+
+func report(pass *analyzer.Pass, late []int, source, service, what string, caller int) {
+	t := pass.Trace
+	var wasted int64
+	var ids []string
+	if caller >= 0 {
+		ids = append(ids, t.Spans[caller].SpanID.String())
+	}
+	for _, j := range late {
+		wasted += t.End(j) - t.Start(j)
+		ids = append(ids, t.Spans[j].SpanID.String())
+	}
+	ms := math.Round(float64(wasted)/float64(time.Millisecond)*10) / 10
+	// The dependency is the one that received the wasted calls.
+	dep := t.Origin(late[0])
+	calls := "1 call"
+	if len(late) > 1 {
+		calls = fmt.Sprintf("%d calls", len(late))
+	}
+	pass.Report(analyzer.Finding{
+		Severity:   pass.Detector.Severity,
+		SpanIDs:    ids,
+		Service:    service,
+		Dependency: dep,
+		Summary: fmt.Sprintf("%s, but %s started %s to %s after that (%.1f ms of work for nobody)",
+			what, service, calls, dep, ms),
+		Action: "propagate the deadline downstream (context deadline, Request-Deadline header or baggage) and check it before every call, so work stops when the caller gives up",
+		Evidence: map[string]any{
+			"spans_after_deadline": len(late),
+			"wasted_ms":            ms,
+			"deadline_source":      source,
+		},
+	})
+}

@@ -1,0 +1,24 @@
+// Package retrybudgetexceeded defines the retry-budget-exceeded detector, a cross-trace one.
+//
+// It proves that retries added more load to a dependency than a retry budget would allow: per
+// (caller service, dependency, policy class), the retries sent divided by the first attempts sent,
+// over the window, is above the ratio (default 0.1 - seed 000's budget_ratio, one retry per ten
+// requests; the class's retryBudget when a policy file sets it, cited with its line). Seed 000:
+// retry=3 against a failing origin sent 120 calls for 40 requests (ratio 2.0); a budget of 0.1
+// would have kept it near 1.1x.
+//
+// Offline the window is the whole input; live it is the policy's detectors.window (default one
+// minute) of the operations held. The detector keeps no state between runs: counts per group
+// are recomputed from the operations the analyzer holds, which its span bound limits.
+//
+// Evidence: first_attempts, retries, ratio, budget, operations, traces, window_start,
+// window_end, window_ms (and rule, policy when a file set the budget).
+//
+// Works on stock instrumentation: first attempts and retries are inferred per caller.
+//
+// False positives: a window with too few operations says little - nothing is judged under
+// minSamples first attempts (default 10). A budget with a reserve of tokens (retries always
+// allowed at a low rate) can legitimately exceed the ratio at low traffic.
+//
+// Seed: 000 (retry budget limits amplification).
+package retrybudgetexceeded

@@ -1,0 +1,131 @@
+package retrybudgetexceeded
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strconv"
+
+	"github.com/stormwatch/stormwatch/analyzer"
+	"github.com/stormwatch/stormwatch/analyzer/passes/internal/audit"
+	"github.com/stormwatch/stormwatch/analyzer/policy"
+	"github.com/stormwatch/stormwatch/spans"
+)
+
+const name = "retry-budget-exceeded"
+
+// DefaultMinSamples is the fewest first attempts a group needs before its ratio is judged.
+const DefaultMinSamples = 10
+
+// Detector is the retry-budget-exceeded detector.
+var Detector = &analyzer.Detector{
+	Name:     name,
+	Title:    "Retries over the retry budget",
+	Doc:      "retries / first attempts per (caller, dependency) over the window above the budget ratio (default 0.1, policy retryBudget); evidence: first_attempts, retries, ratio, budget, window_start, window_end, window_ms",
+	Scope:    analyzer.ScopeWindow,
+	Severity: analyzer.SeverityWarning,
+	Run:      run,
+}
+
+type groupKey struct{ caller, dep, class string }
+
+type group struct {
+	first, retries int
+	ops            int
+	traces         map[spans.TraceID]bool
+	class          *policy.Class
+	worst          *analyzer.Operation
+	worstRetries   int
+}
+
+func run(pass *analyzer.Pass) error {
+	p := audit.Policy(pass.Settings)
+	minSamples := DefaultMinSamples
+	if s := p.Detector(name).MinSamples; s.Set {
+		minSamples = s.Value
+	}
+	w := audit.Windowed(pass)
+	groups := map[groupKey]*group{}
+	for _, op := range w.Ops {
+		cls := p.Lookup(audit.Key(nil, op))
+		k := groupKey{op.Caller, op.Dependency, cls.Name}
+		g := groups[k]
+		if g == nil {
+			g = &group{traces: map[spans.TraceID]bool{}, class: cls}
+			groups[k] = g
+		}
+		g.ops++
+		g.traces[op.TraceID] = true
+		retries := 0
+		for i := range op.Attempts {
+			a := &op.Attempts[i]
+			if a.Outcome == analyzer.OutcomeRefused {
+				continue // refused locally: nothing reached the dependency
+			}
+			if i == 0 {
+				g.first++
+			} else if audit.IsRetry(a) {
+				retries++
+			}
+		}
+		g.retries += retries
+		if retries > g.worstRetries {
+			g.worst, g.worstRetries = op, retries
+		}
+	}
+	keys := make([]groupKey, 0, len(groups))
+	for k := range groups {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b groupKey) int {
+		return cmp.Or(cmp.Compare(a.caller, b.caller), cmp.Compare(a.dep, b.dep), cmp.Compare(a.class, b.class))
+	})
+	for _, k := range keys {
+		g := groups[k]
+		budget := g.class.RetryBudget.Value
+		if g.first < minSamples || g.first == 0 {
+			continue
+		}
+		ratio := float64(g.retries) / float64(g.first)
+		if ratio <= budget {
+			continue
+		}
+		sev := pass.Detector.Severity
+		if ratio >= 1 && sev < analyzer.SeverityCritical {
+			sev = analyzer.SeverityCritical
+		}
+		ev := map[string]any{
+			"first_attempts": g.first,
+			"retries":        g.retries,
+			"ratio":          round3(ratio),
+			"budget":         budget,
+			"operations":     g.ops,
+			"traces":         len(g.traces),
+		}
+		w.Evidence(ev)
+		cite := audit.Cite(ev, "retryBudget", g.class.RetryBudget, strconv.FormatFloat(budget, 'g', -1, 64))
+		f := analyzer.Finding{
+			Severity:   sev,
+			Service:    k.caller,
+			Dependency: k.dep,
+			Summary: fmt.Sprintf("%s sent %d retries for %d first attempts to %s (ratio %.2f, budget %.2f) over %.1f s%s",
+				k.caller, g.retries, g.first, k.dep, ratio, budget, audit.Ms(w.EndNanos-w.StartNanos)/1000, cite),
+			Action:   "put a retry budget in the client (retries at most ratio x requests, shared by all calls to the dependency) so mass failures stop multiplying load",
+			Evidence: ev,
+		}
+		if g.worst != nil {
+			f.TraceID = g.worst.TraceID.String()
+			for i := range g.worst.Attempts {
+				if a := &g.worst.Attempts[i]; audit.IsRetry(a) && len(f.SpanIDs) < 5 {
+					f.SpanIDs = append(f.SpanIDs, a.SpanID.String())
+				}
+			}
+		}
+		pass.Report(f)
+	}
+	return nil
+}
+
+func round3(f float64) float64 {
+	return float64(int64(f*1000+0.5)) / 1000
+}

@@ -1,0 +1,76 @@
+package retrynonretryable
+
+import (
+	"fmt"
+
+	"github.com/stormwatch/stormwatch/analyzer"
+	"github.com/stormwatch/stormwatch/analyzer/passes/internal/audit"
+)
+
+// Detector is the retry-non-retryable detector.
+var Detector = &analyzer.Detector{
+	Name:     "retry-non-retryable",
+	Title:    "Retried an outcome that cannot change",
+	Doc:      "a retry after a permanent outcome (HTTP 400/401/403/404/409/422, gRPC INVALID_ARGUMENT, NOT_FOUND, PERMISSION_DENIED, UNAUTHENTICATED, FAILED_PRECONDITION) or one outside the policy's retryable list; evidence: status, retries_after, attempts",
+	Severity: analyzer.SeverityWarning,
+	Run:      run,
+}
+
+// permanent are the outcomes seed 001 says never to retry.
+var permanent = map[string]bool{
+	"400": true, "401": true, "403": true, "404": true, "409": true, "422": true,
+	"INVALID_ARGUMENT": true, "NOT_FOUND": true, "PERMISSION_DENIED": true, "UNAUTHENTICATED": true,
+	"FAILED_PRECONDITION": true,
+}
+
+func run(pass *analyzer.Pass) error {
+	p := audit.Policy(pass.Settings)
+	for _, op := range pass.Operations {
+		cls := p.Lookup(audit.Key(pass.Trace, op))
+		byPolicy := audit.FromFile(cls.Retryable)
+		for i := 0; i+1 < len(op.Attempts); i++ {
+			a := &op.Attempts[i]
+			if a.Outcome == analyzer.OutcomeOK || a.Outcome == analyzer.OutcomeRefused || a.Outcome == analyzer.OutcomeCancelled {
+				continue
+			}
+			var bad bool
+			if byPolicy {
+				bad = !cls.Retryable.Value.Contains(a.Status, a.Outcome)
+			} else {
+				bad = permanent[a.Status] || (a.Status == "" && a.Outcome == analyzer.OutcomePermanent)
+			}
+			if !bad {
+				continue
+			}
+			retries := 0
+			ids := audit.IDs(a.SpanID)
+			for j := i + 1; j < len(op.Attempts); j++ {
+				if audit.IsRetry(&op.Attempts[j]) {
+					retries++
+					ids = append(ids, op.Attempts[j].SpanID.String())
+				}
+			}
+			if retries == 0 {
+				continue
+			}
+			status := a.Status
+			if status == "" {
+				status = a.Outcome
+			}
+			ev := map[string]any{"status": status, "retries_after": retries, "attempts": op.Tries()}
+			cite := audit.Cite(ev, "retryable", cls.Retryable, fmt.Sprint(cls.Retryable.Value.Tokens()))
+			pass.Report(analyzer.Finding{
+				Severity:   pass.Detector.Severity,
+				SpanIDs:    ids,
+				Service:    op.Owner,
+				Dependency: op.Dependency,
+				Summary: fmt.Sprintf("%s retried %s after %s: %d more attempts that could not succeed%s",
+					op.Owner, op.Name, status, retries, cite),
+				Action: "stop on permanent outcomes (400, 401, 403, 404, 409, 422 and their gRPC codes): fix the request or return the error; retry only timeouts, connect errors, 429 and 502-504",
+				Evidence: ev,
+			})
+			break // one finding per operation: the first permanent outcome retried
+		}
+	}
+	return nil
+}

@@ -1,0 +1,197 @@
+package synchronizedretries
+
+import (
+	"cmp"
+	"fmt"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/stormwatch/stormwatch/analyzer"
+	"github.com/stormwatch/stormwatch/analyzer/passes/internal/audit"
+)
+
+const name = "synchronized-retries"
+
+// Defaults for the policy's tunables.
+const (
+	DefaultMaxCV      = 0.05
+	DefaultMinSamples = 8
+)
+
+// Detector is the synchronized-retries detector.
+var Detector = &analyzer.Detector{
+	Name:     name,
+	Title:    "Retries in lockstep (no jitter)",
+	Doc:      "pauses before the n-th retry identical across operations (coefficient of variation at or under maxCV, default 0.05), or retry starts bunched in waves; full jitter is never reported; evidence: retry, samples, mean_pause_ms, cv, callers, waves, largest_wave, wave_starts",
+	Scope:    analyzer.ScopeWindow,
+	Severity: analyzer.SeverityWarning,
+	Run:      run,
+}
+
+type ordKey struct {
+	dep string
+	n   int
+}
+
+// stats is a running mean and variance (Welford), so a group costs the same at any size.
+type stats struct {
+	n       int
+	mean, m float64
+	callers []string
+	example *analyzer.Operation
+}
+
+func (s *stats) add(x float64) {
+	s.n++
+	d := x - s.mean
+	s.mean += d / float64(s.n)
+	s.m += d * (x - s.mean)
+}
+
+func (s *stats) cv() float64 {
+	if s.n < 2 || s.mean <= 0 {
+		return math.Inf(1)
+	}
+	return math.Sqrt(s.m/float64(s.n)) / s.mean
+}
+
+func run(pass *analyzer.Pass) error {
+	p := audit.Policy(pass.Settings)
+	set := p.Detector(name)
+	maxCV, minSamples := DefaultMaxCV, DefaultMinSamples
+	if set.MaxCV.Set {
+		maxCV = set.MaxCV.Value
+	}
+	if set.MinSamples.Set {
+		minSamples = set.MinSamples.Value
+	}
+	w := audit.Windowed(pass)
+	groups := map[ordKey]*stats{}
+	starts := map[string][]int64{}
+	for _, op := range w.Ops {
+		n := 0
+		for i := range op.Attempts {
+			a := &op.Attempts[i]
+			if !audit.IsRetry(a) {
+				continue
+			}
+			n++
+			k := ordKey{op.Dependency, n}
+			g := groups[k]
+			if g == nil {
+				g = &stats{example: op}
+				groups[k] = g
+			}
+			g.add(float64(a.BackoffNanos))
+			if !slices.Contains(g.callers, op.Caller) && len(g.callers) < 10 {
+				g.callers = append(g.callers, op.Caller)
+			}
+			starts[op.Dependency] = append(starts[op.Dependency], a.StartUnixNano)
+		}
+	}
+	// The most uniform qualifying ordinal per dependency.
+	best := map[string]ordKey{}
+	for k, g := range groups {
+		if g.n < minSamples || g.mean <= float64(time.Millisecond) {
+			continue // too few to judge, or no pause at all (no-backoff's finding)
+		}
+		b, ok := best[k.dep]
+		if !ok || g.cv() < groups[b].cv() || g.cv() == groups[b].cv() && k.n < b.n {
+			best[k.dep] = k
+		}
+	}
+	deps := make([]string, 0, len(starts))
+	for d := range starts {
+		deps = append(deps, d)
+	}
+	slices.Sort(deps)
+	for _, dep := range deps {
+		k, hasGroup := best[dep]
+		var g *stats
+		if hasGroup {
+			g = groups[k]
+		}
+		waves := findWaves(starts[dep], g, minSamples)
+		lockstep := g != nil && g.cv() <= maxCV
+		bunched := len(waves) > 0 && largest(waves) >= minSamples && 2*largest(waves) >= len(starts[dep])
+		if !lockstep && !bunched {
+			continue
+		}
+		ev := map[string]any{"waves": len(waves), "largest_wave": largest(waves)}
+		var ws []string
+		for i, wv := range waves {
+			if i == 5 {
+				break
+			}
+			ws = append(ws, time.Unix(0, wv.start).UTC().Format(time.RFC3339Nano))
+		}
+		ev["wave_starts"] = ws
+		summary := ""
+		f := analyzer.Finding{Severity: pass.Detector.Severity, Dependency: dep}
+		if g != nil {
+			ev["retry"] = k.n
+			ev["samples"] = g.n
+			ev["mean_pause_ms"] = audit.Ms(int64(g.mean))
+			ev["cv"] = math.Round(g.cv()*1000) / 1000
+			ev["callers"] = slices.Sorted(slices.Values(g.callers))
+			f.Service = g.example.Caller
+			f.TraceID = g.example.TraceID.String()
+			summary = fmt.Sprintf("retry %d toward %s waited %.0f ms in %d operations with a coefficient of variation of %.3f: no jitter",
+				k.n, dep, audit.Ms(int64(g.mean)), g.n, g.cv())
+		}
+		if bunched {
+			if summary != "" {
+				summary += "; "
+			}
+			summary += fmt.Sprintf("%d of %d retries arrived in one wave", largest(waves), len(starts[dep]))
+		}
+		w.Evidence(ev)
+		f.Summary = summary
+		f.Action = "add full jitter to the backoff: sleep uniform(0, min(cap, base*2^n)), so refused clients come back spread out instead of together"
+		f.Evidence = ev
+		pass.Report(f)
+	}
+	return nil
+}
+
+type wave struct {
+	start int64
+	size  int
+}
+
+// findWaves bunches retry start times: a wave is a stretch of width W (1% of the typical pause,
+// at least 1 ms) holding at least minSamples retries and a tenth of all of them. Measuring density
+// rather than chaining neighbours keeps heavy but well-jittered traffic (thousands of retries
+// spread evenly) from reading as one long wave.
+func findWaves(ts []int64, g *stats, minSamples int) []wave {
+	width := int64(time.Millisecond)
+	if g != nil {
+		width = max(width, int64(g.mean/100))
+	}
+	slices.Sort(ts)
+	need := max(minSamples, (len(ts)+9)/10)
+	var out []wave
+	hi := 0 // only moves forward: linear in the retries
+	for lo := 0; lo < len(ts); {
+		hi = max(hi, lo+1)
+		for hi < len(ts) && ts[hi]-ts[lo] <= width {
+			hi++
+		}
+		if hi-lo >= need {
+			out = append(out, wave{ts[lo], hi - lo})
+			lo = hi
+			continue
+		}
+		lo++
+	}
+	slices.SortStableFunc(out, func(a, b wave) int { return cmp.Compare(b.size, a.size) })
+	return out
+}
+
+func largest(ws []wave) int {
+	if len(ws) == 0 {
+		return 0
+	}
+	return ws[0].size
+}

@@ -1,0 +1,54 @@
+package unboundedfanout
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/stormwatch/stormwatch/analyzer"
+)
+
+// Detector is the unbounded-fanout detector.
+var Detector = &analyzer.Detector{
+	Name:     "unbounded-fanout",
+	Title:    "One attempt reached too many origins",
+	Doc:      "an attempt of one logical operation reached more origins than the allowed fan-out (default 1, policy maxFanout); evidence: fanout, limit, targets",
+	Severity: analyzer.SeverityWarning,
+	Run:      run,
+}
+
+func run(pass *analyzer.Pass) error {
+	for _, op := range pass.Operations {
+		limit := pass.Settings.FanoutLimit(op)
+		for _, a := range op.Attempts {
+			if len(a.Origins) <= limit {
+				continue
+			}
+			targets := slices.Clone(a.Origins)
+			slices.Sort(targets)
+			ids := make([]string, len(a.Calls))
+			for i, id := range a.Calls {
+				ids[i] = id.String()
+			}
+			dep := op.Dependency
+			if op.DependencyService != "" {
+				dep = op.DependencyService
+			}
+			pass.Report(analyzer.Finding{
+				Severity:   pass.Detector.Severity,
+				SpanIDs:    ids,
+				Service:    op.Caller,
+				Dependency: a.Origins[0],
+				Summary: fmt.Sprintf("attempt %d of %s's call to %s reached %d origins (allowed %d): %s",
+					a.Number, op.Caller, dep, len(a.Origins), limit, strings.Join(targets, ", ")),
+				Action: "choose the replica before the attempt and send one copy: enforce an integer maxFanout per attempt in the client, and count every copy against the retry budget",
+				Evidence: map[string]any{
+					"fanout":  len(a.Origins),
+					"limit":   limit,
+					"targets": targets,
+				},
+			})
+		}
+	}
+	return nil
+}

@@ -1,0 +1,90 @@
+package unboundedretries
+
+import (
+	"fmt"
+	"strconv"
+
+	"github.com/stormwatch/stormwatch/analyzer"
+	"github.com/stormwatch/stormwatch/analyzer/passes/internal/audit"
+	"github.com/stormwatch/stormwatch/spans"
+)
+
+// Detector is the unbounded-retries detector.
+var Detector = &analyzer.Detector{
+	Name:     "unbounded-retries",
+	Title:    "Retry loop without a bound",
+	Doc:      "more tries than the cap (default 5, policy maxAttempts), or a failed loop with no resilience.stop_reason where the reference attributes are present; evidence: attempts, limit, stop_reason",
+	Severity: analyzer.SeverityWarning,
+	Run:      run,
+}
+
+func run(pass *analyzer.Pass) error {
+	p := audit.Policy(pass.Settings)
+	for _, op := range pass.Operations {
+		tries := 0
+		var ids []string
+		for i := range op.Attempts {
+			a := &op.Attempts[i]
+			if a.Kind == analyzer.AttemptKindResend || a.Kind == analyzer.KindHedge || a.Kind == analyzer.KindFallback {
+				continue
+			}
+			tries++
+			ids = append(ids, a.SpanID.String())
+		}
+		if tries == 0 {
+			continue
+		}
+		cls := p.Lookup(audit.Key(pass.Trace, op))
+		limit := cls.MaxAttempts.Value
+		if tries > limit {
+			ev := map[string]any{"attempts": tries, "limit": limit}
+			cite := audit.Cite(ev, "maxAttempts", cls.MaxAttempts, strconv.Itoa(limit))
+			pass.Report(analyzer.Finding{
+				Severity:   pass.Detector.Severity,
+				SpanIDs:    ids,
+				Service:    op.Owner,
+				Dependency: op.Dependency,
+				Summary:    fmt.Sprintf("%s tried %s %d times, over the cap of %d%s", op.Owner, op.Name, tries, limit, cite),
+				Action:     "cap the attempts (3-5 for a synchronous call) and let the operation's deadline end the loop sooner",
+				Evidence:   ev,
+			})
+			continue
+		}
+		last := &op.Attempts[len(op.Attempts)-1]
+		if op.Inferred || tries < 2 || last.Outcome == analyzer.OutcomeOK || hasStopReason(pass.Trace, op) {
+			continue
+		}
+		pass.Report(analyzer.Finding{
+			Severity:   analyzer.SeverityInfo,
+			SpanIDs:    ids,
+			Service:    op.Owner,
+			Dependency: op.Dependency,
+			Summary:    fmt.Sprintf("%s gave up %s after %d tries without a stop reason: nothing in the trace says what bounded the loop", op.Owner, op.Name, tries),
+			Action:     "record resilience.stop_reason (max_attempts, deadline, budget, breaker_open, permanent...) on the operation so every stop is explained",
+			Evidence:   map[string]any{"attempts": tries, "stop_reason": ""},
+		})
+	}
+	return nil
+}
+
+// hasStopReason looks at the operation and at its spans: the analyzer fills StopReason from the
+// operation's span, and the reference client may put it on the last attempt instead.
+func hasStopReason(t *analyzer.Trace, op *analyzer.Operation) bool {
+	if op.StopReason != "" {
+		return true
+	}
+	if t == nil {
+		return false
+	}
+	if s := audit.Span(t, op.SpanID); s != nil && s.Str(spans.AttrStopReason) != "" {
+		return true
+	}
+	for i := range op.Attempts {
+		for _, id := range op.Attempts[i].Calls {
+			if s := audit.Span(t, id); s != nil && s.Str(spans.AttrStopReason) != "" {
+				return true
+			}
+		}
+	}
+	return false
+}
