@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"net/url"
 	"time"
 )
 
@@ -40,6 +41,11 @@ type Config struct {
 	// cardinality. Nil: the name given with [WithOperation] on the request context, else
 	// "HTTP <method>".
 	OperationName func(*http.Request) string
+
+	// Route, when set, chooses the URL of attempt n (from 1): a retry may go to another replica,
+	// but each attempt makes exactly one physical call (seed 004: maxFanout 1). The circuit breaker
+	// guards the request's own origin. Nil: every attempt goes to the request's URL.
+	Route func(attempt int, u *url.URL) *url.URL
 
 	// Fallback, when set, runs after the call has failed (not after a permanent answer such as a
 	// 404), inside the same deadline, under an INTERNAL span marked resilience.attempt.kind=fallback;

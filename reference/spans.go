@@ -3,6 +3,7 @@ package reference
 import (
 	"context"
 	"net/http"
+	"net/url"
 	"strconv"
 	"time"
 
@@ -57,7 +58,7 @@ func methodOf(r *http.Request) string {
 }
 
 // startAttemptSpan opens the CLIENT span of one physical call, linked to the previous one.
-func (c *call) startAttemptSpan(ctx context.Context, now time.Time, n int, kind string, pause time.Duration, width, resend int, remaining time.Duration) (context.Context, trace.Span) {
+func (c *call) startAttemptSpan(ctx context.Context, target *url.URL, now time.Time, n int, kind string, pause time.Duration, width, resend int, remaining time.Duration) (context.Context, trace.Span) {
 	t := c.t
 	opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindClient), trace.WithTimestamp(now)}
 	if c.prevSC.IsValid() {
@@ -69,12 +70,16 @@ func (c *call) startAttemptSpan(ctx context.Context, now time.Time, n int, kind 
 	if !span.IsRecording() {
 		return ctx, span
 	}
-	port, _ := strconv.Atoi(c.origin.port)
+	dest := c.origin
+	if target != c.req.URL {
+		dest = originOf(&http.Request{URL: target})
+	}
+	port, _ := strconv.Atoi(dest.port)
 	attrs := []attribute.KeyValue{
 		attribute.String(spans.AttrHTTPMethod, methodOf(c.req)),
-		attribute.String(spans.AttrServerAddress, c.origin.host),
+		attribute.String(spans.AttrServerAddress, dest.host),
 		attribute.Int(spans.AttrServerPort, port),
-		attribute.String(spans.AttrURLFull, redactURL(c.req.URL)),
+		attribute.String(spans.AttrURLFull, redactURL(target)),
 		attribute.String(spans.AttrOpID, c.opID),
 		attribute.Int(spans.AttrAttempt, n),
 		attribute.String(spans.AttrAttemptKind, kind),

@@ -440,13 +440,23 @@ func (c *call) physical(parent context.Context, n int, kind string, pause time.D
 	}
 	defer t.release(c.origin)
 
+	target := c.req.URL
+	if t.cfg.Route != nil {
+		if u := t.cfg.Route(n, c.req.URL); u != nil {
+			target = u
+		}
+	}
 	var span trace.Span
 	if c.span != nil {
 		c.mu.Lock()
-		ctx, span = c.startAttemptSpan(ctx, now, n, kind, pause, width, resend, remaining)
+		ctx, span = c.startAttemptSpan(ctx, target, now, n, kind, pause, width, resend, remaining)
 		c.mu.Unlock()
 	}
 	areq := c.prepare(ctx, resend)
+	if target != c.req.URL {
+		areq.URL = target
+		areq.Host = ""
+	}
 	resp, err := t.base.RoundTrip(areq)
 	if err == nil && resp == nil {
 		err = errors.New("base transport returned neither response nor error")

@@ -1,0 +1,11 @@
+// Package lab re-runs the experiments of the seed articles with the reference client against
+// in-process origins (real HTTP servers on 127.0.0.1) with fault injection: latency, status
+// sequences, refused connections, recovery at a time. Each scenario returns the seed's table as
+// rows; [Result.WriteText] prints it as the article did and [Result.WriteJSON] as one object per
+// row.
+//
+// By default a scenario runs on a fake clock (package fakeclock) that moves only when every caller
+// and origin is waiting on it, so a 2 s origin or a 5 s breaker recovery takes no real time and
+// the figures are exact and repeatable; Options.Realtime runs on the wall clock instead. [Record]
+// writes a scenario's spans to any SDK exporter: that is how fixtures/lab-<scenario>.jsonl are made.
+package lab
