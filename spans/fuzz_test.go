@@ -1,0 +1,124 @@
+package spans_test
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"unicode/utf8"
+
+	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/stormwatch/stormwatch/spans"
+	"github.com/stormwatch/stormwatch/spans/spanstest"
+)
+
+// protoSeeds are the protobuf bodies every fuzz run starts from (also checked in under
+// testdata/fuzz/FuzzDecodeProto, where fuzzing adds what it finds).
+func protoSeeds(t testing.TB) [][]byte {
+	seeds := [][]byte{marshal(t, sdkRequest(t))}
+	for _, ec := range edgeCases() {
+		if ec.name != "huge counts" {
+			seeds = append(seeds, marshal(t, ec.req))
+		}
+	}
+	return seeds
+}
+
+func jsonSeeds(t testing.TB) [][]byte {
+	var seeds [][]byte
+	for _, b := range protoSeeds(t) {
+		var req coltracepb.ExportTraceServiceRequest
+		if err := proto.Unmarshal(b, &req); err != nil {
+			t.Fatal(err)
+		}
+		seeds = append(seeds, toJSON(t, &req))
+	}
+	return seeds
+}
+
+// TestWriteFuzzSeeds regenerates the checked-in seed corpora when STORMWATCH_WRITE_FUZZ_SEEDS=1.
+func TestWriteFuzzSeeds(t *testing.T) {
+	if os.Getenv("STORMWATCH_WRITE_FUZZ_SEEDS") != "1" {
+		t.Skip("set STORMWATCH_WRITE_FUZZ_SEEDS=1 to rewrite testdata/fuzz seeds")
+	}
+	for target, seeds := range map[string][][]byte{"FuzzDecodeProto": protoSeeds(t), "FuzzDecodeJSON": jsonSeeds(t)} {
+		dir := filepath.Join("testdata", "fuzz", target)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for i, s := range seeds {
+			body := "go test fuzz v1\n[]byte(" + strconv.Quote(string(s)) + ")\n"
+			if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("seed-%02d", i)), []byte(body), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+// FuzzDecodeProto: DecodeProto never panics, and whenever the generated code accepts the bytes,
+// DecodeProto accepts them too and agrees with the reference conversion, and the result survives
+// an OTLP/JSON round trip.
+func FuzzDecodeProto(f *testing.F) {
+	for _, s := range protoSeeds(f) {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		var req coltracepb.ExportTraceServiceRequest
+		refErr := proto.Unmarshal(body, &req)
+		for _, o := range bothOptions {
+			got, err := spans.DecodeProto(body, o.opt)
+			if refErr != nil {
+				continue // only "no panic" is asked of input the generated code rejects
+			}
+			if errors.Is(err, spans.ErrTooDeep) {
+				continue // a documented bound the generated code does not have
+			}
+			if err != nil {
+				t.Fatalf("%s: generated code accepts the body, DecodeProto says %v", o.name, err)
+			}
+			if d := spanstest.Diff(spanstest.FromProto(&req, o.opt), got); d != "" {
+				t.Fatalf("%s: DecodeProto differs from FromProto:\n%s", o.name, d)
+			}
+			back, err := spans.DecodeJSON(spans.EncodeJSON(got), o.opt)
+			if err != nil {
+				t.Fatalf("%s: DecodeJSON(EncodeJSON(batch)): %v", o.name, err)
+			}
+			if d := spanstest.Diff(exported(got), back); d != "" {
+				t.Fatalf("%s: JSON round trip changed the batch:\n%s", o.name, d)
+			}
+		}
+	})
+}
+
+// FuzzDecodeJSON: DecodeJSON never panics, errors are ErrMalformed, and what it accepts survives
+// an EncodeJSON/DecodeJSON round trip.
+func FuzzDecodeJSON(f *testing.F) {
+	for _, s := range jsonSeeds(f) {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		for _, o := range bothOptions {
+			got, err := spans.DecodeJSON(body, o.opt)
+			if err != nil {
+				if !errors.Is(err, spans.ErrMalformed) {
+					t.Fatalf("error without ErrMalformed: %v", err)
+				}
+				continue
+			}
+			if !utf8.Valid(body) {
+				continue // EncodeJSON replaces invalid UTF-8, so the round trip cannot be exact
+			}
+			back, err := spans.DecodeJSON(spans.EncodeJSON(got), o.opt)
+			if err != nil {
+				t.Fatalf("%s: DecodeJSON(EncodeJSON(batch)): %v", o.name, err)
+			}
+			if d := spanstest.Diff(exported(got), back); d != "" {
+				t.Fatalf("%s: JSON round trip changed the batch:\n%s", o.name, d)
+			}
+		}
+	})
+}
