@@ -290,4 +290,3 @@ func TestDecodeAllocationsPerRequest(t *testing.T) {
 		}
 	}
 }
-
