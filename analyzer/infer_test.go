@@ -1,0 +1,143 @@
+package analyzer_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stormwatch/stormwatch/analyzer"
+	"github.com/stormwatch/stormwatch/spans"
+)
+
+var testNow = time.Unix(0, t0).Add(time.Hour)
+
+func onlyOp(t *testing.T, a *analyzer.Analyzer) *analyzer.Operation {
+	t.Helper()
+	ops := a.Snapshot(testNow).Operations
+	if len(ops) != 1 {
+		t.Fatalf("got %d operations, want 1", len(ops))
+	}
+	return ops[0]
+}
+
+func TestBothGRPCStatusSpellings(t *testing.T) {
+	grpc := func(status spans.Attr) []spans.Attr {
+		return []spans.Attr{spans.StringAttr(spans.AttrRPCSystem, "grpc"), spans.StringAttr(spans.AttrRPCService, "s.v1.S"),
+			spans.StringAttr(spans.AttrRPCMethod, "Get"), spans.StringAttr(spans.AttrServerAddress, "s"),
+			spans.IntAttr(spans.AttrServerPort, 9090), status}
+	}
+	a, r := run(t, analyzer.Config{},
+		sp(1, 1, 0, spans.KindServer, "api", 0, 100),
+		sp(1, 2, 1, spans.KindClient, "api", 1, 10, grpc(spans.StringAttr(spans.AttrRPCStatus, "UNAVAILABLE"))...),
+		sp(1, 3, 1, spans.KindClient, "api", 20, 30, grpc(spans.IntAttr(spans.AttrRPCGRPCStatus, 14))...),
+		sp(1, 4, 1, spans.KindClient, "api", 40, 50, grpc(spans.IntAttr(spans.AttrRPCGRPCStatus, 0))...),
+	)
+	op := onlyOp(t, a)
+	if op.Tries() != 3 || op.Attempts[0].Outcome != analyzer.OutcomeRetryable || op.Attempts[2].Status != "OK" {
+		t.Errorf("attempts = %+v", op.Attempts)
+	}
+	if d := r.Dependencies[0]; d.Dependency != "grpc://s:9090" || d.Outcomes["UNAVAILABLE"] != 2 || d.Outcomes["OK"] != 1 {
+		t.Errorf("dependency = %+v", d)
+	}
+}
+
+func TestRedirectAnd401AreResendsNotRetries(t *testing.T) {
+	a, _ := run(t, analyzer.Config{},
+		sp(1, 1, 0, spans.KindServer, "web", 0, 100),
+		sp(1, 2, 1, spans.KindClient, "web", 1, 5, get("http://auth:80/me", 307)...),
+		sp(1, 3, 1, spans.KindClient, "web", 6, 9, get("http://auth:80/me", 401)...),
+		sp(1, 4, 1, spans.KindClient, "web", 10, 15, get("http://auth:80/me", 200)...),
+	)
+	op := onlyOp(t, a)
+	if op.Tries() != 1 || op.Attempts[1].Kind != analyzer.AttemptKindResend || op.Attempts[2].Kind != analyzer.AttemptKindResend {
+		t.Errorf("tries = %d, attempts = %+v", op.Tries(), op.Attempts)
+	}
+}
+
+func TestCallsAfterASuccessAreNewOperations(t *testing.T) {
+	// Three reads in a row that all succeed are three operations (an N+1 loop), not retries.
+	a, r := run(t, analyzer.Config{},
+		sp(1, 1, 0, spans.KindServer, "web", 0, 100),
+		sp(1, 2, 1, spans.KindClient, "web", 1, 5, get("http://db:80/row", 200)...),
+		sp(1, 3, 1, spans.KindClient, "web", 6, 9, get("http://db:80/row", 200)...),
+		sp(1, 4, 1, spans.KindClient, "web", 10, 15, get("http://db:80/row", 200)...),
+	)
+	if n := len(a.Snapshot(testNow).Operations); n != 3 {
+		t.Errorf("operations = %d, want 3", n)
+	}
+	if d := r.Dependencies[0]; d.Amplification != 1 {
+		t.Errorf("amplification = %v, want 1", d.Amplification)
+	}
+}
+
+func TestOverlappingCopiesToOneOriginAreHedges(t *testing.T) {
+	a, r := run(t, analyzer.Config{},
+		sp(1, 1, 0, spans.KindServer, "web", 0, 100),
+		sp(1, 2, 1, spans.KindClient, "web", 1, 50, get("http://db:80/row", 200)...),
+		sp(1, 3, 1, spans.KindClient, "web", 20, 40, get("http://db:80/row", 200)...),
+	)
+	op := onlyOp(t, a)
+	if len(op.Attempts) != 1 || len(op.Attempts[0].Calls) != 2 || len(op.Attempts[0].Origins) != 1 {
+		t.Errorf("attempts = %+v, want one attempt with two copies to one origin", op.Attempts)
+	}
+	for _, f := range r.Findings {
+		if f.Detector == "unbounded-fanout" || f.Detector == "retry-amplification" {
+			t.Errorf("a hedge to one origin was reported as %s", f.Detector)
+		}
+	}
+}
+
+func TestOverlappingCallsToReplicasAreFanout(t *testing.T) {
+	srv := func(id, parent int, inst string, start, end int64) spans.Span {
+		s := sp(1, id, parent, spans.KindServer, "primary", start, end)
+		s.Resource = &spans.Resource{ServiceName: "primary", ServiceInstance: inst}
+		return s
+	}
+	_, r := run(t, analyzer.Config{},
+		sp(1, 1, 0, spans.KindServer, "edge", 0, 100),
+		sp(1, 2, 1, spans.KindClient, "edge", 1, 50, get("http://10.0.0.1:8080/items/1", 200)...),
+		srv(3, 2, "a", 2, 49),
+		sp(1, 4, 1, spans.KindClient, "edge", 1, 50, get("http://10.0.0.2:8080/items/1", 200)...),
+		srv(5, 4, "b", 2, 49),
+		sp(1, 6, 1, spans.KindClient, "edge", 2, 50, get("http://10.0.0.3:8080/items/1", 200)...),
+		srv(7, 6, "c", 3, 49),
+	)
+	if len(r.Findings) != 1 || r.Findings[0].Detector != "unbounded-fanout" || r.Findings[0].Evidence["fanout"] != 3 {
+		t.Fatalf("findings = %+v", r.Findings)
+	}
+	// A policy limit of 3 allows it.
+	_, r = run(t, analyzer.Config{Settings: analyzer.Settings{MaxFanout: 3}},
+		sp(1, 1, 0, spans.KindServer, "edge", 0, 100),
+		sp(1, 2, 1, spans.KindClient, "edge", 1, 50, get("http://10.0.0.1:8080/items/1", 200)...), srv(3, 2, "a", 2, 49),
+		sp(1, 4, 1, spans.KindClient, "edge", 1, 50, get("http://10.0.0.2:8080/items/1", 200)...), srv(5, 4, "b", 2, 49),
+	)
+	if len(r.Findings) != 0 {
+		t.Errorf("fan-out within the limit reported: %+v", r.Findings)
+	}
+}
+
+func TestChildStartingBeforeParentIsTolerated(t *testing.T) {
+	// The callee's clock runs 3 ms behind: its SERVER span starts before the CLIENT span, and its
+	// calls seem earlier than they were. They started before the caller gave up (at 100), so
+	// nothing is reported even though raw times disagree across services.
+	_, r := run(t, analyzer.Config{},
+		sp(1, 1, 0, spans.KindServer, "edge", 0, 200),
+		sp(1, 2, 1, spans.KindClient, "edge", 10, 100, append(get("http://api:80/", 0),
+			spans.StringAttr(spans.AttrErrorType, "timeout"))...),
+		sp(1, 3, 2, spans.KindServer, "api", 7, 150),
+		sp(1, 4, 3, spans.KindClient, "api", 99, 140, get("http://db:80/", 200)...), // 99+3 ms skew = 102, within the 5 ms tolerance of 100
+	)
+	if len(r.Findings) != 0 {
+		t.Errorf("skewed but timely call reported: %+v", r.Findings)
+	}
+	// Started well after the caller gave up, even corrected for skew: reported.
+	_, r = run(t, analyzer.Config{},
+		sp(1, 1, 0, spans.KindServer, "edge", 0, 200),
+		sp(1, 2, 1, spans.KindClient, "edge", 10, 100, append(get("http://api:80/", 0),
+			spans.StringAttr(spans.AttrErrorType, "timeout"))...),
+		sp(1, 3, 2, spans.KindServer, "api", 7, 150),
+		sp(1, 4, 3, spans.KindClient, "api", 120, 140, get("http://db:80/", 200)...),
+	)
+	if len(r.Findings) != 1 || r.Findings[0].Detector != "post-deadline-work" {
+		t.Errorf("findings = %+v", r.Findings)
+	}
+}
