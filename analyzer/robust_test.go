@@ -56,7 +56,7 @@ func TestDuplicateSpansAreDroppedOnce(t *testing.T) {
 
 func TestBadTimesDoNotBreakAnalysis(t *testing.T) {
 	_, r := run(t, analyzer.Config{},
-		sp(1, 1, 0, spans.KindServer, "edge", 50, 10), // ends before it starts
+		sp(1, 1, 0, spans.KindServer, "edge", 50, 10),                                // ends before it starts
 		sp(1, 2, 1, spans.KindClient, "edge", 20, 20, get("http://dep:80/", 503)...), // zero length
 		sp(1, 3, 1, spans.KindClient, "edge", 30, 25, get("http://dep:80/", 503)...), // negative
 		sp(1, 4, 1, spans.KindClient, "edge", 0, 0, get("http://dep:80/", 200)...),
