@@ -54,7 +54,7 @@ var jsonUnmarshal = protojson.UnmarshalOptions{DiscardUnknown: true}
 func UnmarshalJSON(body []byte) (*coltracepb.ExportTraceServiceRequest, error) {
 	req := &coltracepb.ExportTraceServiceRequest{}
 	if err := jsonUnmarshal.Unmarshal(hexIDsToBase64(body), req); err != nil {
-		return nil, fmt.Errorf("decode OTLP/JSON: %w", err)
+		return nil, fmt.Errorf("decode OTLP/JSON request: %w", err)
 	}
 	return req, nil
 }

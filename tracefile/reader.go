@@ -316,7 +316,7 @@ func (r *Reader) nextProto() (*Record, error) {
 	}
 	b, err := spans.DecodeProto(buf, r.opt.Decode)
 	if err != nil {
-		return nil, &RecordError{Pos: pos, Err: fmt.Errorf("decode OTLP/protobuf: %w", err)}
+		return nil, &RecordError{Pos: pos, Err: err} // "decode OTLP protobuf request: ..."
 	}
 	rec := &Record{Batch: b, Pos: pos}
 	if r.opt.Raw {
@@ -405,6 +405,15 @@ func (r *Reader) nextJSON() (*Record, error) {
 }
 
 func (r *Reader) decodeJSON(body []byte, pos Position) (*Record, error) {
+	if !r.opt.Raw {
+		b, err := spans.DecodeJSON(body, r.opt.Decode)
+		if err != nil {
+			// The decoder's errors already say "decode OTLP/JSON request: ..." and where.
+			return nil, &RecordError{Pos: pos, Err: err}
+		}
+		return &Record{Batch: b, Pos: pos}, nil
+	}
+	// The protobuf form is wanted anyway: transcode once and decode that.
 	raw, err := JSONToProto(body)
 	if err != nil {
 		return nil, &RecordError{Pos: pos, Err: err}
@@ -413,11 +422,7 @@ func (r *Reader) decodeJSON(body []byte, pos Position) (*Record, error) {
 	if err != nil {
 		return nil, &RecordError{Pos: pos, Err: fmt.Errorf("decode OTLP/JSON: %w", err)}
 	}
-	rec := &Record{Batch: b, Pos: pos}
-	if r.opt.Raw {
-		rec.Raw = raw
-	}
-	return rec, nil
+	return &Record{Batch: b, Raw: raw, Pos: pos}, nil
 }
 
 // readLine returns the next line without its newline, in a fresh slice; complete says the newline

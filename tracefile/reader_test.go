@@ -246,7 +246,7 @@ func TestMalformedLinesAreReportedAndSkipped(t *testing.T) {
 	if len(ws) != 3 || r.Skipped() != 3 {
 		t.Fatalf("warnings = %v", ws)
 	}
-	for i, prefix := range []string{"traces.jsonl:2: decode OTLP/JSON: ", "traces.jsonl:4: decode OTLP/JSON: ", "traces.jsonl:6: decode OTLP/JSON: "} {
+	for i, prefix := range []string{"traces.jsonl:2: decode OTLP/JSON request: ", "traces.jsonl:4: decode OTLP/JSON request: ", "traces.jsonl:6: decode OTLP/JSON request: "} {
 		if !strings.HasPrefix(ws[i].Error(), prefix) {
 			t.Errorf("warning %d = %q, want prefix %q", i, ws[i], prefix)
 		}
@@ -289,7 +289,7 @@ func TestMalformedProtobufRecords(t *testing.T) {
 	if len(ws) != 2 {
 		t.Fatalf("warnings = %v", ws)
 	}
-	if !strings.HasPrefix(ws[0].Error(), "t.pb: record 2 (byte ") || !strings.Contains(ws[0].Error(), "decode OTLP/protobuf") {
+	if !strings.HasPrefix(ws[0].Error(), "t.pb: record 2 (byte ") || !strings.Contains(ws[0].Error(), "decode OTLP protobuf request") {
 		t.Errorf("warning 0 = %v", ws[0])
 	}
 	if !errors.Is(ws[1], ErrTooLarge) || !strings.Contains(ws[1].Error(), "record 4") {
@@ -461,7 +461,9 @@ func TestSpanExporterMatchesTheOTLPExporter(t *testing.T) {
 	if len(want) != 4 {
 		t.Fatalf("the OTLP exporter sent %d spans, want 4", len(want))
 	}
-	bySpanID := func(s []spans.Span) { sort.Slice(s, func(i, j int) bool { return bytes.Compare(s[i].SpanID[:], s[j].SpanID[:]) < 0 }) }
+	bySpanID := func(s []spans.Span) {
+		sort.Slice(s, func(i, j int) bool { return bytes.Compare(s[i].SpanID[:], s[j].SpanID[:]) < 0 })
+	}
 	bySpanID(got)
 	bySpanID(want)
 	if d := spanstest.Diff(&spans.Batch{Spans: want}, &spans.Batch{Spans: got}); d != "" {

@@ -1,0 +1,51 @@
+package tracefile
+
+import (
+	"bytes"
+	"io"
+	"testing"
+)
+
+var fuzzNames = []string{"f.jsonl", "f.json", "f.pb", "-", "f.jsonl.gz"}
+
+// FuzzReader feeds arbitrary bytes to the reader under each name (so each detection path runs):
+// it must never panic and must end, every call to Next consuming input or finishing.
+func FuzzReader(f *testing.F) {
+	var pb, jl, gz bytes.Buffer
+	w := NewWriter(&pb, FormatProto)
+	w.WriteRequest(mustMarshal(f, fullRequest(1)), false)
+	w.Close()
+	w = NewWriter(&jl, FormatJSONLines)
+	w.WriteRequest(mustMarshal(f, fullRequest(2)), false)
+	w.WriteRequest(mustMarshal(f, realisticRequest(0, 2)), false)
+	w.Close()
+	w = NewGzipWriter(&gz, FormatJSONLines)
+	w.WriteRequest(mustMarshal(f, fullRequest(3)), false)
+	w.Close()
+	for i, seed := range [][]byte{pb.Bytes(), jl.Bytes(), gz.Bytes(), nil, []byte("{\n"), []byte("\x00\x00\x00\x05{}{}{")} {
+		f.Add(seed, uint8(i))
+	}
+	f.Fuzz(func(t *testing.T, data []byte, name uint8) {
+		for _, raw := range []bool{false, true} {
+			r, err := NewReader(bytes.NewReader(data), fuzzNames[int(name)%len(fuzzNames)], ReadOptions{Raw: raw, MaxRecordBytes: 1 << 16})
+			if err != nil {
+				return // a broken gzip header
+			}
+			for calls := 0; ; calls++ {
+				if calls > len(data)+2 {
+					t.Fatalf("%d calls to Next on %d bytes: not making progress", calls, len(data))
+				}
+				rec, err := r.Next()
+				if err != nil {
+					if err != io.EOF && r.opt.Strict {
+						t.Fatalf("unexpected error: %v", err)
+					}
+					break
+				}
+				if rec.Batch == nil || (raw && rec.Raw == nil) {
+					t.Fatalf("record without batch or raw bytes at %s", rec.Pos)
+				}
+			}
+		}
+	})
+}
