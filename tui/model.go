@@ -23,6 +23,9 @@ const (
 // enough that taking snapshots never competes with ingestion.
 const DefaultRefresh = 250 * time.Millisecond
 
+// maxRefresh bounds how far the refresh backs off when snapshots are expensive to apply.
+const maxRefresh = 2 * time.Second
+
 // Source supplies snapshots. Snapshot is called from a tea.Cmd goroutine, at most once per refresh
 // interval, and must neither block for long nor wait for ingestion.
 type Source interface {
@@ -133,6 +136,7 @@ type Model struct {
 	snap    *analyzer.Snapshot // what is shown
 	pending *analyzer.Snapshot // newest snapshot while the view is frozen
 	frozen  bool
+	refresh time.Duration // the current snapshot interval (see the snapshotMsg case)
 
 	showHelp bool
 	input    lineInput
@@ -195,7 +199,11 @@ func pull(src Source, now time.Time) *analyzer.Snapshot {
 // requests behind it.
 func (m Model) tick() tea.Cmd {
 	src, now := m.opt.Source, m.opt.Now
-	return tea.Tick(m.opt.Refresh, func(time.Time) tea.Msg { return snapshotMsg{pull(src, now())} })
+	d := m.refresh
+	if d <= 0 {
+		d = m.opt.Refresh
+	}
+	return tea.Tick(d, func(time.Time) tea.Msg { return snapshotMsg{pull(src, now())} })
 }
 
 // Update implements tea.Model.
@@ -207,9 +215,19 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 
 	case snapshotMsg:
 		if m.frozen {
-			m.pending = msg.snap
+			// Only data the view does not show counts as waiting; the analyzer hands out fresh
+			// snapshot values that share unchanged data.
+			if msg.snap != nil && msg.snap != m.snap && !sameData(m.snap, msg.snap) {
+				m.pending = msg.snap
+			}
 		} else {
+			// The refresh backs off when applying a snapshot is expensive (a re-sort of a hundred
+			// thousand operations), so the dashboard never takes more than a fifth of a core
+			// however much it holds. Only the duration is measured: no decision depends on the
+			// time of day.
+			began := time.Now()
 			m.apply(msg.snap)
+			m.refresh = min(max(m.opt.Refresh, 5*time.Since(began)), maxRefresh)
 		}
 		return m, m.tick()
 
@@ -236,8 +254,8 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		return m, nil
 
 	case showOpsMsg:
-		m.ops.setFilter(msg.filter)
 		m.go2(screenOps)
+		m.ops.setFilter(msg.filter)
 		return m, nil
 
 	case exportedMsg:
@@ -319,7 +337,11 @@ func (m *Model) apply(snap *analyzer.Snapshot) {
 		return
 	}
 	m.deps.SetSnapshot(snap)
-	m.ops.SetSnapshot(snap)
+	if m.screen == screenOps {
+		m.ops.SetSnapshot(snap)
+	} else {
+		m.ops.deferSnapshot(snap)
+	}
 	m.findings.SetSnapshot(snap)
 }
 
@@ -351,6 +373,9 @@ func (m *Model) go2(s screen) {
 		m.back = nil
 	}
 	m.screen = s
+	if s == screenOps {
+		m.ops.refresh()
+	}
 }
 
 func (m *Model) goBack() bool {
@@ -359,6 +384,9 @@ func (m *Model) goBack() bool {
 	}
 	m.screen = m.back[len(m.back)-1]
 	m.back = m.back[:len(m.back)-1]
+	if m.screen == screenOps {
+		m.ops.refresh()
+	}
 	return true
 }
 

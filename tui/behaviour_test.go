@@ -1,0 +1,413 @@
+package tui
+
+import (
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	tea "github.com/charmbracelet/bubbletea"
+	"github.com/charmbracelet/lipgloss"
+	"github.com/muesli/termenv"
+
+	"github.com/stormwatch/stormwatch/analyzer"
+	"github.com/stormwatch/stormwatch/spans"
+)
+
+func size(w, h int) tea.WindowSizeMsg { return tea.WindowSizeMsg{Width: w, Height: h} }
+
+// TestPauseFreezesViewWhileIngestContinues: p keeps the shown snapshot while newer ones arrive,
+// says so in the header, and shows the newest on the second p.
+func TestPauseFreezesViewWhileIngestContinues(t *testing.T) {
+	src := &switchSource{}
+	src.set(fakeSnapshot(0))
+	tm := startTUI(t, New(testOptions(src)), "WORST")
+	tm.Send(press("p"))
+	waitFor(t, tm, "VIEW FROZEN")
+	more := fakeSnapshot(500)
+	src.set(more)
+	waitFor(t, tm, "newer data waiting")
+	// While frozen the operation count must still be the old one.
+	tm.Send(press("p"))
+	waitFor(t, tm, "operations 561")
+	view := finalView(t, tm)
+	if strings.Contains(view, "FROZEN") {
+		t.Errorf("second p did not unfreeze:\n%s", view)
+	}
+}
+
+func TestPauseKeepsOldSnapshot(t *testing.T) {
+	src := &switchSource{}
+	first := fakeSnapshot(0)
+	src.set(first)
+	m := drive(t, New(testOptions(src)), size(testW, testH), press("p"))
+	m = step(t, m, snapshotMsg{fakeSnapshot(100)}, 0)
+	if m.snap != first {
+		t.Fatal("a snapshot replaced the frozen view")
+	}
+	if !strings.Contains(m.View(), "operations 61") {
+		t.Errorf("frozen view shows new counts:\n%s", m.View())
+	}
+	m = step(t, m, press("p"), 0)
+	if !strings.Contains(m.View(), "operations 161") {
+		t.Errorf("unfrozen view does not show the newest snapshot:\n%s", m.View())
+	}
+}
+
+type fakeReplay struct {
+	mu     sync.Mutex
+	paused bool
+	speed  float64
+}
+
+func (r *fakeReplay) Paused() bool       { r.mu.Lock(); defer r.mu.Unlock(); return r.paused }
+func (r *fakeReplay) SetPaused(p bool)   { r.mu.Lock(); r.paused = p; r.mu.Unlock() }
+func (r *fakeReplay) Speed() float64     { r.mu.Lock(); defer r.mu.Unlock(); return r.speed }
+func (r *fakeReplay) SetSpeed(s float64) { r.mu.Lock(); r.speed = s; r.mu.Unlock() }
+func (r *fakeReplay) Progress() string   { return "storm.jsonl 65/65 spans" }
+
+func TestReplayKeys(t *testing.T) {
+	rp := &fakeReplay{speed: 1}
+	opt := testOptions(fixedSource(fakeSnapshot(0)))
+	opt.Replay = rp
+	m := drive(t, New(opt), size(testW, testH))
+	if !strings.Contains(m.View(), "▶ REPLAY 1x") {
+		t.Fatalf("header lacks the replay state:\n%s", m.View())
+	}
+	m = drive(t, m, press("+"), press("+"), press("space"))
+	if rp.Speed() != 4 || !rp.Paused() {
+		t.Fatalf("after + + space: speed %v paused %v, want 4 true", rp.Speed(), rp.Paused())
+	}
+	if v := m.View(); !strings.Contains(v, "REPLAY PAUSED 4x") || !strings.Contains(v, "storm.jsonl 65/65 spans") {
+		t.Errorf("header does not show the paused replay:\n%s", v)
+	}
+	m = drive(t, m, press("-"), press("-"), press("-"), press("space"))
+	if rp.Speed() != 0.5 || rp.Paused() {
+		t.Errorf("after - - - space: speed %v paused %v, want 0.5 false", rp.Speed(), rp.Paused())
+	}
+}
+
+// TestOperationsScreen100k: a hundred thousand operations still render, sort and filter.
+func TestOperationsScreen100k(t *testing.T) {
+	snap := fakeSnapshot(100_000)
+	m := drive(t, New(testOptions(fixedSource(snap))), size(testW, testH), press("2"))
+	v := m.View()
+	if !strings.Contains(v, "100,061 of 100,061 operations") {
+		t.Fatalf("operations legend wrong:\n%s", v)
+	}
+	if got := strings.Count(v, "\n") + 1; got != testH {
+		t.Errorf("frame has %d lines, want %d", got, testH)
+	}
+	// Sort by latency (s once): the slowest is the storm's edge operation, 3.27s.
+	m = drive(t, m, press("s"))
+	if sel := selectedLine(m.View()); !strings.Contains(sel, "3.27s") {
+		t.Errorf("after sorting by latency the first row is %q", sel)
+	}
+	m = drive(t, m, press("G"))
+	if sel := selectedLine(m.View()); sel == "" {
+		t.Error("G lost the cursor")
+	}
+	m = drive(t, m, press("/"), press("c"), press("a"), press("l"), press("l"), press("e"), press("r"), press("="),
+		press("e"), press("d"), press("g"), press("e"), press("enter"))
+	if v := m.View(); !strings.Contains(v, "1 of 100,061 operations") {
+		t.Errorf("filter caller=edge over 100k operations:\n%s", v)
+	}
+}
+
+func TestOperationsSortCyclesEveryColumn(t *testing.T) {
+	m := drive(t, New(testOptions(fixedSource(fakeSnapshot(0)))), size(testW, testH), press("2"))
+	seen := map[string]bool{}
+	for i := 0; i < int(opSortCount); i++ {
+		v := m.View()
+		for _, name := range opSortNames {
+			if strings.Contains(v, "sorted by "+name+" ") {
+				seen[name] = true
+			}
+		}
+		m = drive(t, m, press("s"))
+	}
+	if len(seen) != int(opSortCount) {
+		t.Errorf("s visited %v, want all of %v", seen, opSortNames)
+	}
+	// Sorted by caller, reversed: web first.
+	for m.ops.sort != opByCaller {
+		m = drive(t, m, press("s"))
+	}
+	m = drive(t, m, press("S"))
+	if sel := selectedLine(m.View()); !strings.Contains(sel, "web") {
+		t.Errorf("reverse caller sort starts with %q", sel)
+	}
+}
+
+func TestEnterOnDependencyFiltersOperations(t *testing.T) {
+	m := drive(t, New(testOptions(fixedSource(fakeSnapshot(0)))), size(testW, testH), press("j"), press("enter"))
+	v := m.View()
+	if m.screen != screenOps || !strings.Contains(v, "filter: dependency=http://adapter:8080") {
+		t.Fatalf("enter on the second dependency did not open its operations:\n%s", v)
+	}
+	if !strings.Contains(v, "3 of 61 operations") {
+		t.Errorf("operations of http://adapter:8080: %s", v)
+	}
+	m = drive(t, m, press("esc"))
+	if !strings.Contains(m.View(), "61 of 61 operations") {
+		t.Error("esc did not clear the filter")
+	}
+}
+
+func TestFilterKeyValueOnFindings(t *testing.T) {
+	m := drive(t, New(testOptions(fixedSource(fakeSnapshot(0)))), size(testW, testH), press("3"))
+	m = typeFilter(t, m, "detector=post-deadline")
+	v := m.View()
+	if !strings.Contains(v, "post-deadline-work") || strings.Contains(v, "retry-amplification (1)") {
+		t.Errorf("detector= filter:\n%s", v)
+	}
+	m = drive(t, m, press("esc"))
+	m = typeFilter(t, m, "severity=info")
+	if v := m.View(); !strings.Contains(v, "no-backoff") || strings.Contains(v, "CRITICAL") {
+		t.Errorf("severity= filter:\n%s", v)
+	}
+	m = drive(t, m, press("esc"))
+	m = typeFilter(t, m, "nosuchthing")
+	if v := m.View(); !strings.Contains(v, "nothing matches the filter") {
+		t.Errorf("a filter that matches nothing must say so:\n%s", v)
+	}
+}
+
+func typeFilter(t *testing.T, m Model, s string) Model {
+	t.Helper()
+	msgs := []tea.Msg{press("/")}
+	for _, r := range s {
+		msgs = append(msgs, press(string(r)))
+	}
+	msgs = append(msgs, press("enter"))
+	return drive(t, m, msgs...)
+}
+
+func openStorm(t *testing.T) Model {
+	t.Helper()
+	return drive(t, New(testOptions(fixedSource(fakeSnapshot(0)))), size(testW, testH), press("3"), press("enter"))
+}
+
+func TestTraceCollapseExpand(t *testing.T) {
+	m := openStorm(t)
+	m = drive(t, m, press("g")) // the root
+	rows := len(m.trace.visible)
+	m = drive(t, m, press("j"), press("h")) // collapse the edge operation
+	if got := len(m.trace.visible); got != 2 {
+		t.Fatalf("collapsing the operation left %d of %d rows, want 2", got, rows)
+	}
+	if sel := selectedLine(m.View()); !strings.Contains(sel, "▸[63]") {
+		t.Errorf("collapsed row does not say how many spans it hides: %q", sel)
+	}
+	m = drive(t, m, press("l"))
+	if got := len(m.trace.visible); got != rows {
+		t.Errorf("expanding restored %d rows, want %d", got, rows)
+	}
+	// h on a leaf goes to its parent.
+	m = drive(t, m, press("G"), press("h"))
+	if i := m.trace.selectedIndex(); m.trace.ann[i].op == nil {
+		t.Errorf("h on a leaf did not move to its operation: %q", selectedLine(m.View()))
+	}
+}
+
+func TestTraceSearchAndJumps(t *testing.T) {
+	m := openStorm(t)
+	m = drive(t, m, press("g"), press("h")) // collapse everything under the root
+	if len(m.trace.visible) != 1 {
+		t.Fatalf("root collapse left %d rows", len(m.trace.visible))
+	}
+	m = typeFilter(t, m, "service=api")
+	if m.trace.nMatches == 0 {
+		t.Fatal("service=api matched nothing")
+	}
+	i := m.trace.selectedIndex()
+	if sp := m.trace.view.Spans[i]; sp.Service() != "api" {
+		t.Errorf("search did not move to an api span: %s %s", sp.Service(), sp.Name)
+	}
+	first := i
+	m = drive(t, m, press("n"))
+	if m.trace.selectedIndex() <= first {
+		t.Errorf("n did not move forward: %d -> %d", first, m.trace.selectedIndex())
+	}
+	m = drive(t, m, press("N"))
+	if m.trace.selectedIndex() != first {
+		t.Errorf("N did not come back: %d", m.trace.selectedIndex())
+	}
+	if !strings.Contains(m.View(), "search: service=api") {
+		t.Errorf("the trace header does not show the search:\n%s", m.View())
+	}
+
+	// Attribute search.
+	m = drive(t, m, press("esc"))
+	m = typeFilter(t, m, "resilience.attempt=3")
+	if sp := m.trace.view.Spans[m.trace.selectedIndex()]; sp.Str(spans.AttrAttempt) != "3" {
+		t.Errorf("attribute search landed on %v", sp.Attrs)
+	}
+
+	// f walks findings, errors and late spans; on the storm every later attempt is late.
+	m = drive(t, m, press("esc"), press("g"))
+	for k := 0; k < 70; k++ {
+		m = drive(t, m, press("f"))
+		if m.trace.ann[m.trace.selectedIndex()].late {
+			break
+		}
+	}
+	if sel := selectedLine(m.View()); !strings.Contains(sel, "LATE") || !strings.Contains(sel, "†") && !strings.Contains(sel, "◆") {
+		t.Errorf("f never reached a late span: %q", sel)
+	}
+}
+
+func TestBigTraceNavigable(t *testing.T) {
+	v := bigTrace(10_000)
+	snap := fakeSnapshot(0)
+	inner := snap.TraceLookup
+	snap.TraceLookup = func(id spans.TraceID) (*analyzer.TraceView, bool) {
+		if id == v.TraceID {
+			return v, true
+		}
+		return inner(id)
+	}
+	m := drive(t, New(testOptions(fixedSource(snap))), size(testW, testH), openTraceMsg{trace: v.TraceID})
+	if m.screen != screenTrace {
+		t.Fatal("trace did not open")
+	}
+	m = drive(t, m, press("G"))
+	if got, want := m.trace.selectedIndex(), len(v.Spans)-1; got != want {
+		t.Errorf("G went to %d, want %d", got, want)
+	}
+	m = drive(t, m, press("pgdown"), press("g"), press("pgdown"), press("pgdown"))
+	if got := m.trace.selectedIndex(); got != 2*(testH-headerLines-footerLines-traceHeadLines) {
+		t.Errorf("two pages down is row %d", got)
+	}
+	if got := strings.Count(m.View(), "\n") + 1; got != testH {
+		t.Errorf("frame of a %d-span trace has %d lines", len(v.Spans), got)
+	}
+}
+
+func TestMouseWheelScrolls(t *testing.T) {
+	m := drive(t, New(testOptions(fixedSource(fakeSnapshot(0)))), size(testW, testH), press("2"),
+		tea.MouseMsg{Button: tea.MouseButtonWheelDown, Action: tea.MouseActionPress})
+	if m.ops.cur.pos != 3 {
+		t.Errorf("wheel down moved to %d, want 3", m.ops.cur.pos)
+	}
+}
+
+func TestTabsAndNumberKeys(t *testing.T) {
+	m := drive(t, New(testOptions(fixedSource(fakeSnapshot(0)))), size(testW, testH))
+	want := []screen{screenOps, screenFindings, screenDeps}
+	for _, w := range want {
+		m = drive(t, m, press("tab"))
+		if m.screen != w {
+			t.Fatalf("tab went to %d, want %d", m.screen, w)
+		}
+	}
+	m = drive(t, m, press("shift+tab"))
+	if m.screen != screenFindings {
+		t.Errorf("shift+tab went to %d", m.screen)
+	}
+	m = drive(t, m, press("4"))
+	if m.screen != screenFindings || !strings.Contains(m.View(), "no trace open") {
+		t.Errorf("4 without an open trace must stay and say why:\n%s", m.View())
+	}
+	m = drive(t, m, press("enter"), press("1"), press("4"))
+	if m.screen != screenTrace {
+		t.Errorf("4 with an open trace went to %d", m.screen)
+	}
+}
+
+func TestEvictedTraceSaysSo(t *testing.T) {
+	snap := fakeSnapshot(0)
+	m := drive(t, New(testOptions(fixedSource(snap))), size(testW, testH), press("2"), press("G"), press("enter"))
+	if m.screen != screenOps || !strings.Contains(m.View(), "is no longer held") {
+		t.Errorf("opening a trace that is not held:\n%s", m.View())
+	}
+}
+
+func TestClear(t *testing.T) {
+	src := &switchSource{}
+	src.set(fakeSnapshot(0))
+	opt := testOptions(src)
+	opt.Clear = func() { src.set(&analyzer.Snapshot{}) }
+	m := drive(t, New(opt), size(testW, testH), press("C"))
+	if v := m.View(); !strings.Contains(v, "No traces yet") || !strings.Contains(v, "cleared") {
+		t.Errorf("C did not clear:\n%s", v)
+	}
+	opt.Clear = nil
+	m = drive(t, New(opt), size(testW, testH), press("C"))
+	if !strings.Contains(m.View(), "clear is not available") {
+		t.Errorf("C without a clear function must say so")
+	}
+}
+
+// TestNoColor: with a colour terminal, Color false leaves no colour escape in the frame, and the
+// worst dependency and the cursor are still marked by characters.
+func TestNoColor(t *testing.T) {
+	r := lipgloss.NewRenderer(&strings.Builder{})
+	r.SetColorProfile(termenv.TrueColor)
+	for _, color := range []bool{true, false} {
+		opt := testOptions(fixedSource(fakeSnapshot(0)))
+		opt.Renderer = r
+		opt.Color = color
+		v := drive(t, New(opt), size(testW, testH)).View()
+		hasColor := strings.Contains(v, "\x1b[38;") || strings.Contains(v, "\x1b[48;")
+		if hasColor != color {
+			t.Errorf("Color=%v: colour escapes present=%v", color, hasColor)
+		}
+		if !strings.Contains(v, "▲ WORST") || !strings.Contains(v, ">▲") {
+			t.Errorf("Color=%v: the worst row is not marked by characters", color)
+		}
+	}
+}
+
+func TestHumanInt(t *testing.T) {
+	for n, want := range map[int]string{0: "0", 999: "999", 1000: "1,000", 100061: "100,061", 1234567: "1,234,567", -1500: "-1,500"} {
+		if got := humanInt(n); got != want {
+			t.Errorf("humanInt(%d) = %q, want %q", n, got, want)
+		}
+	}
+}
+
+func TestParseFilter(t *testing.T) {
+	f := parseFilter("svc=Edge  503 dep=dep:8080")
+	want := []term{{"service", "Edge"}, {"", "503"}, {"dependency", "dep:8080"}}
+	if fmt.Sprint(f.terms) != fmt.Sprint(want) {
+		t.Fatalf("terms %v, want %v", f.terms, want)
+	}
+	field := func(k string) ([]string, bool) {
+		switch k {
+		case "service":
+			return []string{"edge"}, true
+		case "dependency":
+			return []string{"http://dep:8080"}, true
+		}
+		return nil, false
+	}
+	if !f.matches([]string{"status 503"}, field) {
+		t.Error("should match")
+	}
+	if parseFilter("owner=x").matches(nil, field) {
+		t.Error("an unknown key must not match")
+	}
+	if !containsFold("HTTP://DEP", "dep") || containsFold("abc", "abcd") || !containsFold("x", "") {
+		t.Error("containsFold")
+	}
+}
+
+func TestSparkline(t *testing.T) {
+	if got := sparkline([]float64{1, 1, 3, 27}, 3); got != "▁▁█" {
+		t.Errorf("sparkline = %q", got)
+	}
+	if got := sparkline(nil, 5); got != "" {
+		t.Errorf("empty sparkline = %q", got)
+	}
+}
+
+func TestFmtDur(t *testing.T) {
+	for d, want := range map[time.Duration]string{850 * time.Microsecond: "850µs", 3270 * time.Millisecond: "3.27s",
+		5 * time.Millisecond: "5.0ms", 340 * time.Millisecond: "340ms", 3*time.Minute + 2*time.Second: "3m2s"} {
+		if got := fmtDur(d); got != want {
+			t.Errorf("fmtDur(%v) = %q, want %q", d, got, want)
+		}
+	}
+}

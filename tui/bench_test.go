@@ -1,0 +1,72 @@
+package tui
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/stormwatch/stormwatch/analyzer"
+	"github.com/stormwatch/stormwatch/spans"
+)
+
+// BenchmarkView times one frame of each screen with 1,000 and 100,000 operations held and a
+// 10,000-span trace open. The goal (docs/performance.md, "Dashboard"): under 16 ms per frame at
+// 100,000 operations and within 1.5x of the 1,000 figure, because only visible rows are rendered.
+func BenchmarkView(b *testing.B) {
+	big := bigTrace(10_000)
+	for _, nops := range []int{1_000, 100_000} {
+		snap := fakeSnapshot(nops - 61) // the storm and the healthy traffic make 61
+		inner := snap.TraceLookup
+		snap.TraceLookup = func(id spans.TraceID) (*analyzer.TraceView, bool) {
+			if id == big.TraceID {
+				return big, true
+			}
+			return inner(id)
+		}
+		t := &testing.T{}
+		m := drive(t, New(testOptions(fixedSource(snap))), size(120, 40), openTraceMsg{trace: big.TraceID})
+		// The cursor mid-trace, so the window is not the trivial first page.
+		for i := 0; i < 150; i++ {
+			m = step(t, m, press("pgdown"), 0)
+		}
+		screens := []struct {
+			name string
+			keys []string
+		}{
+			{"dependencies", []string{"1"}},
+			{"operations", []string{"2"}},
+			{"findings", []string{"3"}},
+			{"trace", []string{"4"}},
+			{"span", []string{"4", "enter"}},
+		}
+		for _, sc := range screens {
+			sm := m
+			for _, k := range sc.keys {
+				sm = step(t, sm, press(k), 0)
+			}
+			b.Run(fmt.Sprintf("%s/ops=%d", sc.name, nops), func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					_ = sm.View()
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkSnapshotApply is the once-per-snapshot work: the sort and filter of every list.
+func BenchmarkSnapshotApply(b *testing.B) {
+	for _, nops := range []int{1_000, 100_000} {
+		snaps := [2]*analyzer.Snapshot{fakeSnapshot(nops - 61), fakeSnapshot(nops - 61)}
+		for _, sc := range []string{"1", "2"} {
+			m := drive(&testing.T{}, New(testOptions(fixedSource(snaps[0]))), size(120, 40), press(sc))
+			b.Run(fmt.Sprintf("screen=%s/ops=%d", screenNames[m.screen], nops), func(b *testing.B) {
+				b.ReportAllocs()
+				i := 0
+				for b.Loop() {
+					i++
+					m.apply(snaps[i%2])
+				}
+			})
+		}
+	}
+}
