@@ -1,0 +1,202 @@
+package stormwatchconnector
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/connector"
+	"go.opentelemetry.io/collector/consumer"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.uber.org/zap"
+
+	"github.com/stormwatch/stormwatch/analyzer"
+	"github.com/stormwatch/stormwatch/analyzer/suite"
+)
+
+// shared is one configured connector: one analyzer, the clock that drives it and the downstream
+// consumers it emits to. The collector creates an edge per signal pair; the edges of one component
+// ID share this value.
+type shared struct {
+	cfg    *Config
+	logger *zap.Logger
+	conv   *converter
+	an     *analyzer.Analyzer
+	emit   *emitter
+	// now is the clock; tests replace it to make settle times exact.
+	now     func() time.Time
+	release func()
+
+	// Set while the collector builds the pipelines, before any Start.
+	metrics consumer.Metrics
+	logs    consumer.Logs
+
+	mu      sync.Mutex
+	started int
+	stop    context.CancelFunc
+	done    chan struct{}
+	ticking bool
+}
+
+func newShared(set connector.Settings, cfg *Config, release func()) (*shared, error) {
+	s := &shared{
+		cfg:     cfg,
+		logger:  set.Logger,
+		conv:    newConverter(cfg.AllAttributes),
+		now:     time.Now,
+		release: release,
+	}
+	s.an = analyzer.New(analyzer.Config{
+		Settle:         cfg.settle(),
+		MaxSpans:       cfg.MaxSpans,
+		MaxTraceSpans:  cfg.MaxTraceSpans,
+		MaxFindings:    cfg.MaxFindings,
+		WindowInterval: cfg.WindowInterval,
+		Detectors:      suite.Default(),
+		Now:            func() time.Time { return s.now() },
+	})
+	s.emit = newEmitter(set, s.an, s.now())
+	return s, nil
+}
+
+func (s *shared) attachMetrics(next consumer.Metrics) *edge {
+	s.metrics = next
+	return &edge{s: s, metrics: true}
+}
+
+func (s *shared) attachLogs(next consumer.Logs) *edge {
+	s.logs = next
+	return &edge{s: s}
+}
+
+// edge is what the collector sees for one signal pair. Both edges of a connector receive the same
+// traces (the traces pipeline fans out to each), so only one feeds the analyzer: the metrics edge,
+// or the logs edge when the connector feeds no metrics pipeline.
+type edge struct {
+	s       *shared
+	metrics bool
+}
+
+var _ connector.Traces = (*edge)(nil)
+
+func (e *edge) Capabilities() consumer.Capabilities { return consumer.Capabilities{MutatesData: false} }
+
+func (e *edge) feeds() bool { return e.metrics || e.s.metrics == nil }
+
+// ConsumeTraces converts the traces to the compact span form and files them with the analyzer.
+// Nothing is analyzed here: a trace is analyzed on the tick after its settle period.
+func (e *edge) ConsumeTraces(ctx context.Context, td ptrace.Traces) error {
+	if !e.feeds() {
+		return nil
+	}
+	return e.s.consume(ctx, td)
+}
+
+func (e *edge) Start(_ context.Context, _ component.Host) error { return e.s.start() }
+
+func (e *edge) Shutdown(ctx context.Context) error { return e.s.shutdown(ctx) }
+
+func (s *shared) consume(ctx context.Context, td ptrace.Traces) error {
+	b := s.conv.convert(td)
+	if len(b.Spans) == 0 && b.Rejected == 0 {
+		return nil
+	}
+	if err := s.an.ConsumeBatch(ctx, b); err != nil {
+		return fmt.Errorf("stormwatch connector: file %d spans: %w", len(b.Spans), err)
+	}
+	return nil
+}
+
+// start launches the clock on the first edge's Start; the others only count.
+func (s *shared) start() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.started++
+	if s.ticking {
+		return nil
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s.stop, s.done, s.ticking = cancel, make(chan struct{}), true
+	go s.run(ctx, s.done)
+	return nil
+}
+
+// run is the connector's clock: the analyzer is pure and reads no clock, so this goroutine tells
+// it the time every tick (traces quiet for the settle period get analyzed) and sends what changed
+// downstream every emit interval.
+func (s *shared) run(ctx context.Context, done chan<- struct{}) {
+	defer close(done)
+	tick := time.NewTicker(s.cfg.tick())
+	defer tick.Stop()
+	nextEmit := s.now().Add(s.cfg.emit())
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			now := s.now()
+			s.an.Settle(now)
+			if !now.Before(nextEmit) {
+				s.send(ctx, now)
+				nextEmit = now.Add(s.cfg.emit())
+			}
+		}
+	}
+}
+
+// send emits the current figures and the new findings. A failed export is logged, not retried:
+// the metrics are cumulative, so the next emission carries what this one lost, and findings not
+// delivered are offered again next time.
+func (s *shared) send(ctx context.Context, now time.Time) {
+	out := s.emit.collect(now, s.metrics != nil, s.logs != nil)
+	if s.metrics != nil {
+		if err := s.metrics.ConsumeMetrics(ctx, out.metrics); err != nil {
+			s.logger.Warn("stormwatch connector: sending metrics downstream failed; the next emission carries the totals", zap.Error(err))
+		}
+	}
+	if s.logs != nil && out.logs.LogRecordCount() > 0 {
+		if err := s.logs.ConsumeLogs(ctx, out.logs); err != nil {
+			s.logger.Warn("stormwatch connector: sending finding logs downstream failed; they will be offered again", zap.Int("records", out.logs.LogRecordCount()), zap.Error(err))
+			return
+		}
+		s.emit.delivered(out)
+	}
+}
+
+// shutdown stops the clock on the last edge's Shutdown, analyzes what is still pending (the
+// collector is stopping: those traces will get no more spans here) and sends the final figures.
+// Downstream pipelines are still running: the collector shuts a connector down before the
+// pipelines it feeds.
+func (s *shared) shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	if s.started > 0 {
+		s.started--
+	}
+	if s.started > 0 {
+		s.mu.Unlock()
+		return nil
+	}
+	wasTicking := s.ticking
+	if wasTicking {
+		s.stop()
+		s.ticking = false
+	}
+	done := s.done
+	s.mu.Unlock()
+	if s.release != nil {
+		s.release()
+	}
+	if !wasTicking {
+		return nil
+	}
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return fmt.Errorf("stormwatch connector: waiting for the clock to stop: %w", ctx.Err())
+	}
+	s.an.Flush()
+	s.send(ctx, s.now())
+	return nil
+}

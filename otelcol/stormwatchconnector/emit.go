@@ -1,0 +1,373 @@
+package stormwatchconnector
+
+import (
+	"bytes"
+	"encoding/hex"
+	"encoding/json"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/collector/connector"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/plog"
+	"go.opentelemetry.io/collector/pdata/pmetric"
+
+	"github.com/stormwatch/stormwatch/analyzer"
+)
+
+// scopeName is the instrumentation scope of everything the connector emits.
+const scopeName = "github.com/stormwatch/stormwatch/otelcol/stormwatchconnector"
+
+// Metric and attribute names: the contract documented in docs/scale.md. They follow the
+// OpenTelemetry naming rules (dotted namespace, no unit or _total in the name, units in UCUM
+// annotations), so the Prometheus exporter turns them into the single binary's series names.
+const (
+	metricPhysicalCalls  = "stormwatch.dependency.physical_calls"
+	metricLogicalOps     = "stormwatch.dependency.logical_operations"
+	metricAmplification  = "stormwatch.dependency.amplification"
+	metricAttempts       = "stormwatch.dependency.attempts"
+	metricFindings       = "stormwatch.findings"
+	metricSpansAnalyzed  = "stormwatch.analyzed.spans"
+	metricTracesAnalyzed = "stormwatch.analyzed.traces"
+	metricOperations     = "stormwatch.analyzed.operations"
+	metricHeldSpans      = "stormwatch.held_spans"
+	metricHeldTraces     = "stormwatch.held_traces"
+	metricPendingTraces  = "stormwatch.pending_traces"
+	metricEvictedSpans   = "stormwatch.evicted_spans"
+	metricEvictedTraces  = "stormwatch.evicted_traces"
+
+	attrDependency        = "stormwatch.dependency"
+	attrDependencyService = "stormwatch.dependency.service"
+	attrOutcome           = "stormwatch.attempt.outcome"
+	attrDetector          = "stormwatch.finding.detector"
+	attrSeverity          = "stormwatch.finding.severity"
+	attrService           = "stormwatch.finding.service"
+	attrAction            = "stormwatch.finding.action"
+	attrSpanIDs           = "stormwatch.finding.span_ids"
+	attrEvidencePrefix    = "stormwatch.finding.evidence."
+
+	// eventFinding names each finding log record (LogRecord.EventName).
+	eventFinding = "stormwatch.finding"
+)
+
+// emitter turns the analyzer's cumulative report into pdata: every emission carries every
+// dependency's running totals (cumulative temporality, so a lost export costs nothing but
+// latency) and a log record for each finding not sent before.
+type emitter struct {
+	an       *analyzer.Analyzer
+	resource pcommon.Resource
+	version  string
+	start    pcommon.Timestamp
+
+	mu sync.Mutex
+	// seen are the findings of the previous report, for counting each once; logged those
+	// delivered as log records, by key, with the summary sent (a re-analysis that changes a
+	// finding's summary sends it again).
+	seen   map[findingKey]bool
+	logged map[findingKey]string
+	counts map[[2]string]int64 // (detector, severity) -> findings first seen
+}
+
+type findingKey struct {
+	detector, trace, service, dependency, spans string
+}
+
+func keyOf(f *analyzer.Finding) findingKey {
+	return findingKey{f.Detector, f.TraceID, f.Service, f.Dependency, strings.Join(f.SpanIDs, ",")}
+}
+
+func newEmitter(set connector.Settings, an *analyzer.Analyzer, start time.Time) *emitter {
+	// The collector's own resource (service.name, service.instance.id) identifies the backend
+	// that computed the figures, so series from several backends do not collide when they are
+	// pushed to one metrics backend.
+	res := pcommon.NewResource()
+	if set.Resource != (pcommon.Resource{}) {
+		set.Resource.CopyTo(res)
+	}
+	return &emitter{
+		an:       an,
+		resource: res,
+		version:  set.BuildInfo.Version,
+		start:    pcommon.NewTimestampFromTime(start),
+		seen:     map[findingKey]bool{},
+		logged:   map[findingKey]string{},
+		counts:   map[[2]string]int64{},
+	}
+}
+
+// output is one emission; pending are the finding records it carries, marked logged once the
+// logs consumer accepted them.
+type output struct {
+	metrics pmetric.Metrics
+	logs    plog.Logs
+	pending map[findingKey]string
+}
+
+func (e *emitter) collect(now time.Time, wantMetrics, wantLogs bool) output {
+	rep := e.an.Report()
+	stats := e.an.Stats()
+	ts := pcommon.NewTimestampFromTime(now)
+
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	out := output{logs: plog.NewLogs()}
+	cur := make(map[findingKey]bool, len(rep.Findings))
+	var sl plog.ScopeLogs
+	for i := range rep.Findings {
+		f := &rep.Findings[i]
+		k := keyOf(f)
+		cur[k] = true
+		if !e.seen[k] {
+			e.counts[[2]string{f.Detector, f.Severity.String()}]++
+		}
+		if !wantLogs || e.logged[k] == f.Summary {
+			continue
+		}
+		if out.pending == nil {
+			rl := out.logs.ResourceLogs().AppendEmpty()
+			e.resource.CopyTo(rl.Resource())
+			sl = rl.ScopeLogs().AppendEmpty()
+			sl.Scope().SetName(scopeName)
+			sl.Scope().SetVersion(e.version)
+			out.pending = map[findingKey]string{}
+		}
+		findingRecord(sl.LogRecords().AppendEmpty(), f, ts)
+		out.pending[k] = f.Summary
+	}
+	e.seen = cur
+	// Findings that left the report (older than max_findings, or replaced by a re-analysis)
+	// will not come back under the same key; forgetting them keeps the set bounded.
+	for k := range e.logged {
+		if !cur[k] {
+			delete(e.logged, k)
+		}
+	}
+	if wantMetrics {
+		out.metrics = e.metrics(&rep, stats, ts)
+	}
+	return out
+}
+
+func (e *emitter) delivered(out output) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for k, s := range out.pending {
+		e.logged[k] = s
+	}
+}
+
+func (e *emitter) metrics(rep *analyzer.Report, st analyzer.StoreStats, ts pcommon.Timestamp) pmetric.Metrics {
+	md := pmetric.NewMetrics()
+	rm := md.ResourceMetrics().AppendEmpty()
+	e.resource.CopyTo(rm.Resource())
+	sm := rm.ScopeMetrics().AppendEmpty()
+	sm.Scope().SetName(scopeName)
+	sm.Scope().SetVersion(e.version)
+	ms := sm.Metrics()
+
+	deps := slices.Clone(rep.Dependencies)
+	slices.SortFunc(deps, func(a, b analyzer.DependencyStats) int { return strings.Compare(a.Dependency, b.Dependency) })
+	depAttrs := func(m pcommon.Map, d *analyzer.DependencyStats) {
+		m.PutStr(attrDependency, d.Dependency)
+		if d.Service != "" {
+			m.PutStr(attrDependencyService, d.Service)
+		}
+	}
+
+	phys := e.sum(ms, metricPhysicalCalls, "{call}", "Physical calls (CLIENT spans) that reached the dependency, in traces analyzed whole by this instance.")
+	logi := e.sum(ms, metricLogicalOps, "{operation}", "Logical operations the top layer asked of the dependency; physical_calls / logical_operations is the amplification.")
+	amp := e.gauge(ms, metricAmplification, "1", "Physical calls per logical operation toward the dependency, over everything this instance analyzed. Does not sum across instances: divide the summed counters instead.")
+	att := e.sum(ms, metricAttempts, "{attempt}", "Physical calls to the dependency by outcome: the HTTP status, the gRPC code, or a class (ok, timeout, connect error, refused).")
+	for i := range deps {
+		d := &deps[i]
+		dp := e.point(phys, ts)
+		depAttrs(dp.Attributes(), d)
+		dp.SetIntValue(int64(d.PhysicalCalls))
+		dp = e.point(logi, ts)
+		depAttrs(dp.Attributes(), d)
+		dp.SetIntValue(int64(d.LogicalOperations))
+		g := amp.DataPoints().AppendEmpty()
+		g.SetTimestamp(ts)
+		depAttrs(g.Attributes(), d)
+		g.SetDoubleValue(d.Amplification)
+		outcomes := make([]string, 0, len(d.Outcomes))
+		for o := range d.Outcomes {
+			outcomes = append(outcomes, o)
+		}
+		slices.Sort(outcomes)
+		for _, o := range outcomes {
+			dp = e.point(att, ts)
+			depAttrs(dp.Attributes(), d)
+			dp.Attributes().PutStr(attrOutcome, o)
+			dp.SetIntValue(int64(d.Outcomes[o]))
+		}
+	}
+
+	fnd := e.sum(ms, metricFindings, "{finding}", "Distinct findings reported, by detector and severity.")
+	keys := make([][2]string, 0, len(e.counts))
+	for k := range e.counts {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b [2]string) int { return strings.Compare(a[0]+"\x00"+a[1], b[0]+"\x00"+b[1]) })
+	for _, k := range keys {
+		dp := e.point(fnd, ts)
+		dp.Attributes().PutStr(attrDetector, k[0])
+		dp.Attributes().PutStr(attrSeverity, k[1])
+		dp.SetIntValue(e.counts[k])
+	}
+
+	e.point(e.sum(ms, metricSpansAnalyzed, "{span}", "Spans in the traces analyzed (duplicates dropped)."), ts).SetIntValue(int64(rep.Input.Spans))
+	e.point(e.sum(ms, metricTracesAnalyzed, "{trace}", "Traces analyzed at least once."), ts).SetIntValue(int64(rep.Input.Traces))
+	e.point(e.sum(ms, metricOperations, "{operation}", "Logical operations found in the traces analyzed."), ts).SetIntValue(int64(rep.Input.Operations))
+	e.point(e.sum(ms, metricEvictedSpans, "{span}", "Spans evicted, oldest traces first, to stay within max_spans."), ts).SetIntValue(int64(st.EvictedSpans))
+	e.point(e.sum(ms, metricEvictedTraces, "{trace}", "Traces evicted to stay within max_spans."), ts).SetIntValue(int64(st.EvictedTraces))
+	for _, g := range []struct {
+		name, unit, desc string
+		v                int
+	}{
+		{metricHeldSpans, "{span}", "Spans held for analysis (bounded by max_spans).", st.SpansHeld},
+		{metricHeldTraces, "{trace}", "Traces held for analysis.", st.TracesHeld},
+		{metricPendingTraces, "{trace}", "Traces waiting for their settle period.", st.PendingTraces},
+	} {
+		dp := e.gauge(ms, g.name, g.unit, g.desc).DataPoints().AppendEmpty()
+		dp.SetTimestamp(ts)
+		dp.SetIntValue(int64(g.v))
+	}
+	return md
+}
+
+func (e *emitter) sum(ms pmetric.MetricSlice, name, unit, desc string) pmetric.Sum {
+	m := ms.AppendEmpty()
+	m.SetName(name)
+	m.SetUnit(unit)
+	m.SetDescription(desc)
+	s := m.SetEmptySum()
+	s.SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+	s.SetIsMonotonic(true)
+	return s
+}
+
+func (e *emitter) gauge(ms pmetric.MetricSlice, name, unit, desc string) pmetric.Gauge {
+	m := ms.AppendEmpty()
+	m.SetName(name)
+	m.SetUnit(unit)
+	m.SetDescription(desc)
+	return m.SetEmptyGauge()
+}
+
+func (e *emitter) point(s pmetric.Sum, ts pcommon.Timestamp) pmetric.NumberDataPoint {
+	dp := s.DataPoints().AppendEmpty()
+	dp.SetStartTimestamp(e.start)
+	dp.SetTimestamp(ts)
+	return dp
+}
+
+// findingRecord writes one finding as a log record: the summary as the body, the trace and first
+// span as the record's context (so a log backend links it to the trace), the rest as attributes.
+func findingRecord(lr plog.LogRecord, f *analyzer.Finding, ts pcommon.Timestamp) {
+	lr.SetTimestamp(ts)
+	lr.SetObservedTimestamp(ts)
+	lr.SetEventName(eventFinding)
+	lr.SetSeverityText(f.Severity.String())
+	switch f.Severity {
+	case analyzer.SeverityCritical:
+		lr.SetSeverityNumber(plog.SeverityNumberError)
+	case analyzer.SeverityWarning:
+		lr.SetSeverityNumber(plog.SeverityNumberWarn)
+	default:
+		lr.SetSeverityNumber(plog.SeverityNumberInfo)
+	}
+	lr.Body().SetStr(f.Summary)
+	var tid pcommon.TraceID
+	if len(f.TraceID) == 2*len(tid) {
+		if _, err := hex.Decode(tid[:], []byte(f.TraceID)); err == nil {
+			lr.SetTraceID(tid)
+		}
+	}
+	var sid pcommon.SpanID
+	if len(f.SpanIDs) > 0 && len(f.SpanIDs[0]) == 2*len(sid) {
+		if _, err := hex.Decode(sid[:], []byte(f.SpanIDs[0])); err == nil {
+			lr.SetSpanID(sid)
+		}
+	}
+	a := lr.Attributes()
+	a.PutStr(attrDetector, f.Detector)
+	a.PutStr(attrSeverity, f.Severity.String())
+	if f.Service != "" {
+		a.PutStr(attrService, f.Service)
+	}
+	if f.Dependency != "" {
+		a.PutStr(attrDependency, f.Dependency)
+	}
+	if f.Action != "" {
+		a.PutStr(attrAction, f.Action)
+	}
+	if len(f.SpanIDs) > 0 {
+		s := a.PutEmptySlice(attrSpanIDs)
+		for _, id := range f.SpanIDs {
+			s.AppendEmpty().SetStr(id)
+		}
+	}
+	keys := make([]string, 0, len(f.Evidence))
+	for k := range f.Evidence {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		putEvidence(a.PutEmpty(attrEvidencePrefix+k), f.Evidence[k])
+	}
+}
+
+// putEvidence stores one evidence value. Evidence may hold detector-defined structs (the layers of
+// retry-amplification), so it goes through its JSON form - the same one the --format json report
+// shows - with integers kept as integers.
+func putEvidence(v pcommon.Value, x any) {
+	data, err := json.Marshal(x)
+	if err != nil {
+		v.SetStr(err.Error())
+		return
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	var generic any
+	if err := dec.Decode(&generic); err != nil {
+		v.SetStr(string(data))
+		return
+	}
+	setValue(v, generic)
+}
+
+func setValue(v pcommon.Value, x any) {
+	switch t := x.(type) {
+	case nil:
+	case string:
+		v.SetStr(t)
+	case bool:
+		v.SetBool(t)
+	case json.Number:
+		if i, err := t.Int64(); err == nil {
+			v.SetInt(i)
+		} else if f, err := t.Float64(); err == nil {
+			v.SetDouble(f)
+		} else {
+			v.SetStr(t.String())
+		}
+	case []any:
+		s := v.SetEmptySlice()
+		for _, e := range t {
+			setValue(s.AppendEmpty(), e)
+		}
+	case map[string]any:
+		m := v.SetEmptyMap()
+		keys := make([]string, 0, len(t))
+		for k := range t {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		for _, k := range keys {
+			setValue(m.PutEmpty(k), t[k])
+		}
+	}
+}
