@@ -2,6 +2,8 @@ package tui
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -409,5 +411,35 @@ func TestFmtDur(t *testing.T) {
 		if got := fmtDur(d); got != want {
 			t.Errorf("fmtDur(%v) = %q, want %q", d, got, want)
 		}
+	}
+}
+
+// TestExportWritesOTLPJSON: e on the open trace writes a file that decodes back to the same spans.
+func TestExportWritesOTLPJSON(t *testing.T) {
+	dir := t.TempDir()
+	opt := testOptions(fixedSource(fakeSnapshot(0)))
+	opt.ExportDir = dir
+	m := drive(t, New(opt), size(testW, testH), press("3"), press("enter"), press("e"))
+	v := m.View()
+	if !strings.Contains(v, "exported 65 spans to "+dir) {
+		t.Fatalf("export status:\n%s", v)
+	}
+	body, err := os.ReadFile(filepath.Join(dir, "stormwatch-trace-4b000000000000000000000000000001.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := spans.DecodeJSON(body, spans.DecodeOptions{AllAttributes: true})
+	if err != nil {
+		t.Fatalf("exported file does not decode as OTLP/JSON: %v", err)
+	}
+	if len(b.Spans) != 65 || b.Spans[0].Name != "GET /checkout" {
+		t.Errorf("decoded %d spans, first %q", len(b.Spans), b.Spans[0].Name)
+	}
+
+	// From the operations list, the selected operation's trace; an unwritable directory says why.
+	opt.ExportDir = filepath.Join(dir, "missing", "dir")
+	m = drive(t, New(opt), size(testW, testH), press("2"), press("e"))
+	if v := m.View(); !strings.Contains(v, "export failed: write "+opt.ExportDir) {
+		t.Errorf("export to a missing directory:\n%s", v)
 	}
 }

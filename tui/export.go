@@ -1,7 +1,6 @@
 package tui
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -62,16 +61,9 @@ func (m Model) export() tea.Cmd {
 
 // writeTraceFile writes spans as one OTLP/JSON export request.
 func writeTraceFile(path string, ss []spans.Span) (int, error) {
-	body, err := encodeJSON(ss)
-	if err != nil {
-		return 0, fmt.Errorf("encode %d spans: %w", len(ss), err)
-	}
+	body := spans.EncodeJSON(&spans.Batch{Spans: ss})
 	if err := os.WriteFile(path, append(body, '\n'), 0o644); err != nil {
 		return 0, fmt.Errorf("write %s: %w", path, err)
 	}
 	return len(ss), nil
-}
-
-var encodeJSON = func(ss []spans.Span) ([]byte, error) {
-	return nil, errors.New("OTLP/JSON encoding is not available yet")
 }
