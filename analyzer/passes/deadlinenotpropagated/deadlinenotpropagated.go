@@ -79,7 +79,9 @@ func reportAttempt(pass *analyzer.Pass, op *analyzer.Operation, skew int64) bool
 				}
 			}
 		}
-		if budgetEnd == 0 || a.EndUnixNano <= budgetEnd+skew {
+		// An attempt started after the deadline is post-deadline-work's finding; this one is about
+		// an attempt that began in time and was allowed to run past it.
+		if budgetEnd == 0 || a.EndUnixNano <= budgetEnd+skew || a.StartUnixNano >= budgetEnd {
 			continue
 		}
 		over := a.EndUnixNano - budgetEnd

@@ -83,7 +83,9 @@ func run(pass *analyzer.Pass) error {
 	for _, k := range keys {
 		g := groups[k]
 		budget := g.class.RetryBudget.Value
-		if g.first < minSamples || g.first == 0 {
+		// A ratio over a handful of requests says little: judge only groups with minSamples first
+		// attempts from as many different traces (independent requests).
+		if g.first < minSamples || len(g.traces) < minSamples {
 			continue
 		}
 		ratio := float64(g.retries) / float64(g.first)

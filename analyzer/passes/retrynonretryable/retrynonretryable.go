@@ -66,7 +66,7 @@ func run(pass *analyzer.Pass) error {
 				Dependency: op.Dependency,
 				Summary: fmt.Sprintf("%s retried %s after %s: %d more attempts that could not succeed%s",
 					op.Owner, op.Name, status, retries, cite),
-				Action: "stop on permanent outcomes (400, 401, 403, 404, 409, 422 and their gRPC codes): fix the request or return the error; retry only timeouts, connect errors, 429 and 502-504",
+				Action:   "stop on permanent outcomes (400, 401, 403, 404, 409, 422 and their gRPC codes): fix the request or return the error; retry only timeouts, connect errors, 429 and 502-504",
 				Evidence: ev,
 			})
 			break // one finding per operation: the first permanent outcome retried

@@ -9,6 +9,7 @@ import (
 
 	"github.com/stormwatch/stormwatch/analyzer"
 	"github.com/stormwatch/stormwatch/analyzer/passes/internal/audit"
+	"github.com/stormwatch/stormwatch/spans"
 )
 
 const name = "synchronized-retries"
@@ -39,7 +40,9 @@ type stats struct {
 	n       int
 	mean, m float64
 	callers []string
+	traces  map[spans.TraceID]struct{}
 	example *analyzer.Operation
+	ids     []string // a few of the retries, for the finding
 }
 
 func (s *stats) add(x float64) {
@@ -80,10 +83,16 @@ func run(pass *analyzer.Pass) error {
 			k := ordKey{op.Dependency, n}
 			g := groups[k]
 			if g == nil {
-				g = &stats{example: op}
+				g = &stats{example: op, traces: map[spans.TraceID]struct{}{}}
 				groups[k] = g
 			}
 			g.add(float64(a.BackoffNanos))
+			if len(g.ids) < 5 {
+				g.ids = append(g.ids, a.SpanID.String())
+			}
+			if len(g.traces) < minSamples {
+				g.traces[op.TraceID] = struct{}{}
+			}
 			if !slices.Contains(g.callers, op.Caller) && len(g.callers) < 10 {
 				g.callers = append(g.callers, op.Caller)
 			}
@@ -93,8 +102,10 @@ func run(pass *analyzer.Pass) error {
 	// The most uniform qualifying ordinal per dependency.
 	best := map[string]ordKey{}
 	for k, g := range groups {
-		if g.n < minSamples || g.mean <= float64(time.Millisecond) {
-			continue // too few to judge, or no pause at all (no-backoff's finding)
+		// Too few to judge; or the copies of one request made by the layers above (one trace), not
+		// independent clients; or no pause at all (no-backoff's finding).
+		if g.n < minSamples || len(g.traces) < minSamples || g.mean <= float64(time.Millisecond) {
+			continue
 		}
 		b, ok := best[k.dep]
 		if !ok || g.cv() < groups[b].cv() || g.cv() == groups[b].cv() && k.n < b.n {
@@ -137,6 +148,7 @@ func run(pass *analyzer.Pass) error {
 			ev["callers"] = slices.Sorted(slices.Values(g.callers))
 			f.Service = g.example.Caller
 			f.TraceID = g.example.TraceID.String()
+			f.SpanIDs = g.ids
 			summary = fmt.Sprintf("retry %d toward %s waited %.0f ms in %d operations with a coefficient of variation of %.3f: no jitter",
 				k.n, dep, audit.Ms(int64(g.mean)), g.n, g.cv())
 		}

@@ -70,7 +70,7 @@ func run(pass *analyzer.Pass) error {
 			Dependency: op.Dependency,
 			Summary: fmt.Sprintf("%s sent %s %s %d times without an idempotency key: a lost response after the server acted becomes a duplicate%s",
 				op.Owner, shown, op.Name, sends, cite),
-			Action: "send an Idempotency-Key that the server deduplicates, the same on every attempt, or make this write a single attempt",
+			Action:   "send an Idempotency-Key that the server deduplicates, the same on every attempt, or make this write a single attempt",
 			Evidence: ev,
 		})
 	}

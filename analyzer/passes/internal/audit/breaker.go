@@ -4,20 +4,12 @@ import "github.com/stormwatch/stormwatch/analyzer"
 
 // BreakerRefused reports whether attempt a of op was refused by a circuit breaker, not sent. The
 // analyzer's outcome "refused" covers breakers and retry budgets alike; the operation's stop
-// reason tells them apart, and without one (stock instrumentation, where an error naming an open
-// circuit or a budget both read as refused) a refused first attempt can only be a breaker's: a
-// retry budget never refuses a first attempt.
+// reason (reference client) tells them apart. Without one (stock instrumentation, where an error
+// naming an open circuit or an exhausted budget both read as refused) the refusal is taken as a
+// breaker's: budgets refuse only retries, which a healthy origin does not get, so the mistake can
+// only blur the counts of breaker-counts-attempts, never invent a wrongly keyed breaker.
 func BreakerRefused(op *analyzer.Operation, a *analyzer.Attempt) bool {
-	if a.Outcome != analyzer.OutcomeRefused {
-		return false
-	}
-	switch op.StopReason {
-	case "breaker_open":
-		return true
-	case "budget":
-		return false
-	}
-	return a.Number == 1
+	return a.Outcome == analyzer.OutcomeRefused && op.StopReason != "budget"
 }
 
 // Trips reports whether an attempt's outcome is one a breaker should count (seed 003): 5xx,
