@@ -102,3 +102,31 @@ func TestPolicyCheckUsage(t *testing.T) {
 		t.Errorf("missing file: exit %d, stderr %q", code, errs)
 	}
 }
+
+// analyze --policy: a bad file stops the run with exit 2 and the file:line; a good one reports
+// the trace that breaks it, naming the rule, the policy line and the spans.
+func TestAnalyzeWithPolicy(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.yaml")
+	if err := os.WriteFile(bad, []byte("defaults:\n  maxAttempts: 0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fixture := filepath.Join("..", "..", "fixtures", "amplification-27-stock.jsonl")
+	code, _, errs := runPolicyCmd(t, "analyze", "--policy", bad, fixture)
+	if code != 2 || !strings.Contains(errs, bad+":2:16: defaults.maxAttempts: must be at least 1") {
+		t.Fatalf("bad policy: exit %d, stderr %q", code, errs)
+	}
+	good := filepath.Join(dir, "team.yaml")
+	pol := "classes:\n  - name: items\n    match: {route: \"/items/{id}\"}\n    owner: edge\n"
+	if err := os.WriteFile(good, []byte(pol), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs := runPolicyCmd(t, "analyze", "--format", "json", "--fail-on", "warning", "--policy", good, fixture)
+	if code != 1 {
+		t.Fatalf("exit %d (stderr %q), want 1: policy violations are warnings", code, errs)
+	}
+	if !strings.Contains(out, `"detector": "policy-violation"`) || !strings.Contains(out, `"policy": "`+good+`:4"`) ||
+		!strings.Contains(out, `"rule": "owner"`) {
+		t.Errorf("report lacks the owner violation citing %s:4:\n%.2000s", good, out)
+	}
+}

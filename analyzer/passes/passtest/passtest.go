@@ -1,0 +1,63 @@
+package passtest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"testing"
+
+	"github.com/stormwatch/stormwatch/analyzer"
+	"github.com/stormwatch/stormwatch/analyzer/policy"
+	"github.com/stormwatch/stormwatch/analyzer/suite"
+	"github.com/stormwatch/stormwatch/fixtures"
+	"github.com/stormwatch/stormwatch/tracefile"
+)
+
+// Analyze reads the fixture `name` into an analyzer running the default suite under the policy
+// written in policyYAML ("" for none, i.e. built-in defaults), flushes it and returns the report.
+func Analyze(t testing.TB, name, policyFile, policyYAML string) analyzer.Report {
+	t.Helper()
+	cfg := analyzer.Config{Detectors: suite.Default()}
+	if policyYAML != "" {
+		p, err := policy.Parse(policyFile, []byte(policyYAML))
+		if err != nil {
+			t.Fatalf("policy: %v", err)
+		}
+		policy.Configure(&cfg, p, policy.Offline)
+	}
+	data, err := fixtures.Read(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := analyzer.New(cfg)
+	r, err := tracefile.NewReader(bytes.NewReader(data), name+".jsonl", tracefile.ReadOptions{Strict: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		rec, err := r.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := a.ConsumeBatch(context.Background(), rec.Batch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a.Flush()
+	return a.Report()
+}
+
+// Of returns the findings of one detector.
+func Of(r analyzer.Report, detector string) []analyzer.Finding {
+	var out []analyzer.Finding
+	for _, f := range r.Findings {
+		if f.Detector == detector {
+			out = append(out, f)
+		}
+	}
+	return out
+}
