@@ -1,0 +1,243 @@
+package replay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"sync"
+	"time"
+
+	"github.com/stormwatch/stormwatch/spans"
+	"github.com/stormwatch/stormwatch/tracefile"
+)
+
+// Clock is the time source of a Player; tests inject one to check the schedule exactly.
+type Clock interface {
+	Now() time.Time
+	After(d time.Duration) <-chan time.Time
+}
+
+type realClock struct{}
+
+func (realClock) Now() time.Time                         { return time.Now() }
+func (realClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
+
+// Options configure a Player. The zero value plays once at the recorded pace.
+type Options struct {
+	// Speed multiplies the recorded pace: 2 plays twice as fast. 0 (or less) plays as fast as
+	// possible. Changeable while playing with SetSpeed.
+	Speed float64
+	// Loop starts again from the first file after the last; each pass gets its own trace ids.
+	Loop bool
+	// Read is passed to the trace file reader (Strict, Raw, limits, decode options, stdin).
+	Read tracefile.ReadOptions
+	// Clock is the time source; nil means the real one.
+	Clock Clock
+}
+
+// Item is one record at the moment it is due: its batch (times already shifted to now) and, when
+// the reader was asked for Raw, the original protobuf request with the shift to apply to it.
+type Item struct {
+	Batch *spans.Batch
+	Raw   []byte
+	// Delta is how far the times were moved, in nanoseconds; Pass is the loop pass (0 the first).
+	Delta int64
+	Pass  int
+	Pos   tracefile.Position
+}
+
+// ShiftedRaw is the item's protobuf request with the same shift its batch got.
+func (it *Item) ShiftedRaw() ([]byte, error) {
+	if it.Raw == nil {
+		return nil, errors.New("replay: the player was not asked for raw requests (Options.Read.Raw)")
+	}
+	return ShiftRequest(it.Raw, it.Delta, it.Pass)
+}
+
+// Player plays trace files back in time. It is safe to call SetSpeed, Pause and Speed from other
+// goroutines (the dashboard's keys) while Run is running.
+type Player struct {
+	files []string
+	opt   Options
+	clock Clock
+
+	mu     sync.Mutex
+	speed  float64
+	paused bool
+	// The recording time shown at anchorReal; recording time advances at speed from there.
+	anchorVirt int64
+	anchorReal time.Time
+	anchored   bool
+	changed    chan struct{} // closed and replaced on every SetSpeed/Pause
+}
+
+// NewPlayer plays files (paths, "-" for stdin) in order.
+func NewPlayer(files []string, opt Options) *Player {
+	c := opt.Clock
+	if c == nil {
+		c = realClock{}
+	}
+	return &Player{files: files, opt: opt, clock: c, speed: opt.Speed, changed: make(chan struct{})}
+}
+
+// Speed is the current speed; 0 means as fast as possible.
+func (p *Player) Speed() float64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.speed
+}
+
+// Paused reports whether playback is paused.
+func (p *Player) Paused() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.paused
+}
+
+// SetSpeed changes the speed from now on (the dashboard's + and -).
+func (p *Player) SetSpeed(x float64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.reanchor()
+	p.speed = x
+	p.notify()
+}
+
+// Pause stops (true) or resumes (false) playback; the recording's clock stops with it.
+func (p *Player) Pause(on bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.reanchor()
+	p.paused = on
+	p.notify()
+}
+
+// reanchor fixes the current recording time so a change applies from now. Caller holds mu.
+func (p *Player) reanchor() {
+	if p.anchored {
+		p.anchorVirt = p.virtLocked(p.clock.Now())
+		p.anchorReal = p.clock.Now()
+	}
+}
+
+func (p *Player) notify() {
+	close(p.changed)
+	p.changed = make(chan struct{})
+}
+
+// virtLocked is the recording time at real time now. Caller holds mu.
+func (p *Player) virtLocked(now time.Time) int64 {
+	if p.paused || p.speed <= 0 {
+		return p.anchorVirt
+	}
+	return p.anchorVirt + int64(float64(now.Sub(p.anchorReal))*p.speed)
+}
+
+// PlayTo plays into a consumer (the live dashboard's analyzer): each batch is handed over when due,
+// its times shifted to now.
+func (p *Player) PlayTo(ctx context.Context, c spans.Consumer) error {
+	return p.Run(ctx, func(ctx context.Context, it *Item) error {
+		return c.ConsumeBatch(ctx, it.Batch)
+	})
+}
+
+// Run reads the files and calls deliver with each record when it is due, until the files end (or,
+// with Loop, until ctx is done). A record's time is the latest end time of its spans; the first
+// record is due at once, each later one when the recording's clock, running at the player's speed,
+// reaches it. Its times are shifted by the real time of delivery minus its recorded time: spans keep
+// their durations and land at "now". Errors from deliver stop playback and are returned.
+func (p *Player) Run(ctx context.Context, deliver func(context.Context, *Item) error) error {
+	var offset int64 // added to recorded times on later loop passes, so the clock keeps running forward
+	for pass := 0; ; pass++ {
+		first, last := int64(0), int64(0)
+		n := 0
+		for _, f := range p.files {
+			err := p.playFile(ctx, f, pass, offset, func(t int64) {
+				if n == 0 {
+					first = t
+				}
+				last = max(last, t)
+				n++
+			}, deliver)
+			if err != nil {
+				return err
+			}
+		}
+		if !p.opt.Loop || n == 0 {
+			return nil
+		}
+		// The next pass starts a second after this one ended, in recording time.
+		offset += last - first + int64(time.Second)
+	}
+}
+
+func (p *Player) playFile(ctx context.Context, path string, pass int, offset int64, seen func(int64), deliver func(context.Context, *Item) error) error {
+	r, err := tracefile.Open(path, p.opt.Read)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	for {
+		rec, err := r.Next()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		t := recordTime(rec.Batch)
+		if t == 0 {
+			continue // nothing with a time to place: no spans, or spans without times
+		}
+		seen(t)
+		t += offset
+		at, err := p.wait(ctx, t)
+		if err != nil {
+			return err
+		}
+		delta := at.UnixNano() - t + offset
+		ShiftBatch(rec.Batch, delta, pass)
+		it := &Item{Batch: rec.Batch, Raw: rec.Raw, Delta: delta, Pass: pass, Pos: rec.Pos}
+		if err := deliver(ctx, it); err != nil {
+			return fmt.Errorf("%s: %w", rec.Pos, err)
+		}
+	}
+}
+
+// wait blocks until the recording's clock reaches t (recording time) and returns the real time then.
+func (p *Player) wait(ctx context.Context, t int64) (time.Time, error) {
+	for {
+		p.mu.Lock()
+		now := p.clock.Now()
+		if !p.anchored {
+			p.anchored, p.anchorVirt, p.anchorReal = true, t, now
+		}
+		v := p.virtLocked(now)
+		speed, paused, changed := p.speed, p.paused, p.changed
+		if !paused && (speed <= 0 || v >= t) {
+			if speed <= 0 {
+				// As fast as possible: the clock jumps to each record.
+				p.anchorVirt, p.anchorReal = max(v, t), now
+			}
+			p.mu.Unlock()
+			return now, nil
+		}
+		p.mu.Unlock()
+		var timer <-chan time.Time
+		if !paused {
+			// Round up: a wait that falls short by a nanosecond would spin on zero-length timers.
+			timer = p.clock.After(time.Duration(max(math.Ceil(float64(t-v)/speed), 1)))
+		}
+		select {
+		case <-ctx.Done():
+			return time.Time{}, ctx.Err()
+		case <-changed:
+		case <-timer:
+		}
+	}
+}
+
+// ErrNoRecords is returned when a replay finds nothing to play.
+var ErrNoRecords = errors.New("no spans with timestamps in the trace files")

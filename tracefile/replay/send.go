@@ -1,0 +1,323 @@
+package replay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/stormwatch/stormwatch/tracefile"
+)
+
+// SendOptions configure sending to a collector.
+type SendOptions struct {
+	Target Target
+	// Connections is how many requests are in flight at once, each worker on its own connection;
+	// 0 means 1.
+	Connections int
+	// Retries is how often a refused request (429/503, RESOURCE_EXHAUSTED/UNAVAILABLE) is tried
+	// again during a timed replay, after the server's Retry-After or a growing pause; 0 means 5.
+	// Blast never retries: it measures what the collector takes.
+	Retries int
+	// Progress, when set, gets a status line every ProgressEvery (default 2s) and a summary.
+	Progress      io.Writer
+	ProgressEvery time.Duration
+	// Duration bounds a Blast; 0 sends every request once.
+	Duration time.Duration
+}
+
+func (o SendOptions) connections() int { return max(o.Connections, 1) }
+
+// Stats count what a replay sent.
+type Stats struct {
+	Requests int64 // accepted (HTTP 200 / gRPC OK)
+	Spans    int64 // in accepted requests, minus those the collector rejected as partial success
+	// Rejected is the spans the collector refused through partial success.
+	Rejected int64
+	// Refused is the requests the collector refused as overloaded (Blast does not retry them).
+	Refused int64
+	Elapsed time.Duration
+}
+
+// SpansPerSecond is the accepted span rate.
+func (s Stats) SpansPerSecond() float64 {
+	if s.Elapsed <= 0 {
+		return 0
+	}
+	return float64(s.Spans) / s.Elapsed.Seconds()
+}
+
+func (s Stats) String() string {
+	out := fmt.Sprintf("%d requests, %d spans accepted in %s (%.0f spans/s)", s.Requests, s.Spans, s.Elapsed.Round(time.Millisecond), s.SpansPerSecond())
+	if s.Rejected > 0 {
+		out += fmt.Sprintf(", %d spans rejected by the collector", s.Rejected)
+	}
+	if s.Refused > 0 {
+		out += fmt.Sprintf(", %d requests refused as overload", s.Refused)
+	}
+	return out
+}
+
+// counters are Stats under concurrent update.
+type counters struct {
+	requests, spans, rejected, refused atomic.Int64
+	start                              time.Time
+}
+
+func (c *counters) snapshot() Stats {
+	return Stats{Requests: c.requests.Load(), Spans: c.spans.Load(), Rejected: c.rejected.Load(),
+		Refused: c.refused.Load(), Elapsed: time.Since(c.start)}
+}
+
+func (c *counters) accepted(req *Request, res Result) {
+	c.requests.Add(1)
+	c.spans.Add(int64(req.Spans) - res.Rejected)
+	c.rejected.Add(res.Rejected)
+}
+
+// progress prints the counters every so often until stop is closed.
+func progress(w io.Writer, every time.Duration, c *counters, stop <-chan struct{}, done *sync.WaitGroup) {
+	defer done.Done()
+	if w == nil {
+		return
+	}
+	if every <= 0 {
+		every = 2 * time.Second
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+			fmt.Fprintf(w, "replay: %s\n", c.snapshot())
+		}
+	}
+}
+
+// Send plays p into the target: each record, when the player says it is due, is shifted, encoded for
+// the protocol and handed to one of opt.Connections workers. A request the collector refuses for
+// cause, or an unreachable collector, stops the replay with an error saying which.
+func Send(ctx context.Context, p *Player, opt SendOptions) (Stats, error) {
+	n := opt.connections()
+	senders := make([]*Sender, n)
+	for i := range senders {
+		s, err := NewSender(opt.Target)
+		if err != nil {
+			return Stats{}, err
+		}
+		defer s.Close()
+		senders[i] = s
+	}
+	retries := opt.Retries
+	if retries <= 0 {
+		retries = 5
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	c := &counters{start: time.Now()}
+	work := make(chan *Request, n)
+	var wg, pw sync.WaitGroup
+	stop := make(chan struct{})
+	pw.Add(1)
+	go progress(opt.Progress, opt.ProgressEvery, c, stop, &pw)
+	for _, s := range senders {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for req := range work {
+				res, err := sendWithRetry(ctx, s, req, retries)
+				if err != nil {
+					cancel(err)
+					continue // drain
+				}
+				c.accepted(req, res)
+			}
+		}()
+	}
+	proto := senders[0].Protocol()
+	p.opt.Read.Raw = true
+	runErr := p.Run(ctx, func(ctx context.Context, it *Item) error {
+		raw, err := it.ShiftedRaw()
+		if err != nil {
+			return err
+		}
+		req, err := Encode(proto, raw, len(it.Batch.Spans)+it.Batch.Rejected)
+		if err != nil {
+			return err
+		}
+		select {
+		case work <- req:
+			return nil
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+	})
+	close(work)
+	wg.Wait()
+	close(stop)
+	pw.Wait()
+	st := c.snapshot()
+	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
+		return st, cause
+	}
+	if runErr != nil {
+		var ee *ExportError
+		if errors.As(runErr, &ee) {
+			return st, ee // the position the player adds is the record in flight, not the one refused
+		}
+		return st, runErr
+	}
+	return st, nil
+}
+
+func sendWithRetry(ctx context.Context, s *Sender, req *Request, retries int) (Result, error) {
+	pause := 200 * time.Millisecond
+	for attempt := 0; ; attempt++ {
+		res, err := s.Send(ctx, req)
+		var ee *ExportError
+		if err == nil || !errors.As(err, &ee) || !ee.Retryable || ee.Unreachable || attempt >= retries {
+			return res, err
+		}
+		// Honour the collector's hint; without one, back off exponentially. A replay tool must not
+		// become a retry storm of its own.
+		wait := pause
+		if ee.RetryAfter > 0 {
+			wait = min(ee.RetryAfter, 30*time.Second)
+		}
+		pause = min(pause*2, 10*time.Second)
+		select {
+		case <-ctx.Done():
+			return res, err
+		case <-time.After(wait):
+		}
+	}
+}
+
+// LoadRequests reads every record of files, shifts it so the recording ends now (keeping relative
+// times), and encodes it once for protocol p: the pre-encoded requests Blast sends.
+func LoadRequests(files []string, ropt tracefile.ReadOptions, p Protocol, now time.Time) ([]*Request, error) {
+	ropt.Raw = true
+	type rec struct {
+		raw   []byte
+		spans int
+	}
+	var recs []rec
+	var last int64
+	for _, f := range files {
+		r, err := tracefile.Open(f, ropt)
+		if err != nil {
+			return nil, err
+		}
+		for {
+			x, err := r.Next()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				r.Close()
+				return nil, err
+			}
+			last = max(last, recordTime(x.Batch))
+			recs = append(recs, rec{raw: x.Raw, spans: len(x.Batch.Spans) + x.Batch.Rejected})
+		}
+		r.Close()
+	}
+	if len(recs) == 0 {
+		return nil, ErrNoRecords
+	}
+	delta := int64(0)
+	if last > 0 {
+		delta = now.UnixNano() - last
+	}
+	out := make([]*Request, 0, len(recs))
+	for _, x := range recs {
+		raw, err := ShiftRequest(x.raw, delta, 0)
+		if err != nil {
+			return nil, err
+		}
+		req, err := Encode(p, raw, x.spans)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, req)
+	}
+	return out, nil
+}
+
+// Blast sends reqs as fast as the target takes them from opt.Connections connections at once: each
+// request once, or round and round for opt.Duration. Overload answers are counted (Stats.Refused),
+// not retried; any other refusal, or an unreachable target, stops it with that error.
+func Blast(ctx context.Context, reqs []*Request, opt SendOptions) (Stats, error) {
+	if len(reqs) == 0 {
+		return Stats{}, ErrNoRecords
+	}
+	n := opt.connections()
+	senders := make([]*Sender, n)
+	for i := range senders {
+		s, err := NewSender(opt.Target)
+		if err != nil {
+			return Stats{}, err
+		}
+		defer s.Close()
+		senders[i] = s
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	if opt.Duration > 0 {
+		var stopTimer context.CancelFunc
+		ctx, stopTimer = context.WithTimeout(ctx, opt.Duration)
+		defer stopTimer()
+	}
+	c := &counters{start: time.Now()}
+	var next atomic.Int64
+	var wg, pw sync.WaitGroup
+	stop := make(chan struct{})
+	pw.Add(1)
+	go progress(opt.Progress, opt.ProgressEvery, c, stop, &pw)
+	for _, s := range senders {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				i := next.Add(1) - 1
+				if opt.Duration <= 0 && i >= int64(len(reqs)) {
+					return
+				}
+				req := reqs[i%int64(len(reqs))]
+				res, err := s.Send(ctx, req)
+				if err == nil {
+					c.accepted(req, res)
+					continue
+				}
+				if ctx.Err() != nil {
+					return // the duration ended mid-request
+				}
+				var ee *ExportError
+				if errors.As(err, &ee) && ee.Retryable && !ee.Unreachable {
+					c.refused.Add(1)
+					// Give an overloaded collector a moment rather than spinning on refusals.
+					select {
+					case <-ctx.Done():
+					case <-time.After(min(max(ee.RetryAfter, 10*time.Millisecond), 100*time.Millisecond)):
+					}
+					continue
+				}
+				cancel(err)
+				return
+			}
+		}()
+	}
+	wg.Wait()
+	close(stop)
+	pw.Wait()
+	st := c.snapshot()
+	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) && !errors.Is(cause, context.DeadlineExceeded) {
+		return st, cause
+	}
+	return st, nil
+}
