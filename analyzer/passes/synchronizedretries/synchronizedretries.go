@@ -72,6 +72,7 @@ func run(pass *analyzer.Pass) error {
 	w := audit.Windowed(pass)
 	groups := map[ordKey]*stats{}
 	starts := map[string][]int64{}
+	depTraces := map[string]map[spans.TraceID]struct{}{} // up to minSamples per dependency
 	for _, op := range w.Ops {
 		n := 0
 		for i := range op.Attempts {
@@ -97,6 +98,14 @@ func run(pass *analyzer.Pass) error {
 				g.callers = append(g.callers, op.Caller)
 			}
 			starts[op.Dependency] = append(starts[op.Dependency], a.StartUnixNano)
+			dt := depTraces[op.Dependency]
+			if dt == nil {
+				dt = map[spans.TraceID]struct{}{}
+				depTraces[op.Dependency] = dt
+			}
+			if len(dt) < minSamples {
+				dt[op.TraceID] = struct{}{}
+			}
 		}
 	}
 	// The most uniform qualifying ordinal per dependency.
@@ -125,7 +134,9 @@ func run(pass *analyzer.Pass) error {
 		}
 		waves := findWaves(starts[dep], g, minSamples)
 		lockstep := g != nil && g.cv() <= maxCV
-		bunched := len(waves) > 0 && largest(waves) >= minSamples && 2*largest(waves) >= len(starts[dep])
+		// A wave is a herd only when independent requests (traces) make it.
+		bunched := len(waves) > 0 && largest(waves) >= minSamples && 2*largest(waves) >= len(starts[dep]) &&
+			len(depTraces[dep]) >= minSamples
 		if !lockstep && !bunched {
 			continue
 		}
