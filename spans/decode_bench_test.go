@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"runtime"
+	"syscall"
 	"testing"
 
 	"go.opentelemetry.io/collector/pdata/ptrace"
@@ -109,6 +110,7 @@ func runPerSpan(b *testing.B, body []byte, decode func([]byte) error) {
 	b.ReportAllocs()
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
+	cpu0 := cpuTime(b)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		if err := decode(body); err != nil {
@@ -116,10 +118,23 @@ func runPerSpan(b *testing.B, body []byte, decode func([]byte) error) {
 		}
 	}
 	b.StopTimer()
+	cpu1 := cpuTime(b)
 	runtime.ReadMemStats(&after)
 	n := float64(b.N) * benchSpans
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/n, "ns/span")
+	// CPU time of the whole process (GC workers included) per span: on a shared machine wall time
+	// swings with the neighbours' load, CPU time much less.
+	b.ReportMetric(float64(cpu1-cpu0)/n, "cpu-ns/span")
 	b.ReportMetric(float64(after.Mallocs-before.Mallocs)/n, "allocs/span")
+}
+
+// cpuTime is the process's user+system CPU time in nanoseconds.
+func cpuTime(b *testing.B) int64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return ru.Utime.Nano() + ru.Stime.Nano()
 }
 
 // BenchmarkDecode compares, on the same payload in one run, our decoders with pdata's (what the

@@ -37,7 +37,7 @@ func DecodeJSON(buf []byte, opt DecodeOptions) (*Batch, error) {
 	if nSpans > 0 {
 		d.b.Spans = make([]Span, 0, nSpans)
 	}
-	d.attrs.buf = make([]Attr, 0, nKeys)
+	d.attrs.init(nKeys)
 	if err := d.request(); err != nil {
 		return nil, malformed("decode OTLP/JSON request", err)
 	}
@@ -45,6 +45,7 @@ func DecodeJSON(buf []byte, opt DecodeOptions) (*Batch, error) {
 		d.b.Spans = nil
 	}
 	d.b.Spans = d.b.Spans[:len(d.b.Spans):len(d.b.Spans)]
+	d.attrs.compact(d.b.Spans)
 	return d.b, nil
 }
 
@@ -455,31 +456,6 @@ var (
 	spanKindNames   = []string{"SPAN_KIND_UNSPECIFIED", "SPAN_KIND_INTERNAL", "SPAN_KIND_SERVER", "SPAN_KIND_CLIENT", "SPAN_KIND_PRODUCER", "SPAN_KIND_CONSUMER"}
 	statusCodeNames = []string{"STATUS_CODE_UNSET", "STATUS_CODE_OK", "STATUS_CODE_ERROR"}
 )
-
-// attrSlab hands out sub-slices of one backing array. When the estimate was short it moves to a
-// bigger array, carrying along the run in progress; runs already handed out stay where they are.
-type attrSlab struct {
-	buf   []Attr
-	start int
-}
-
-func (a *attrSlab) begin() { a.start = len(a.buf) }
-
-func (a *attrSlab) add(x Attr) {
-	if len(a.buf) == cap(a.buf) {
-		nb := make([]Attr, 0, max(2*cap(a.buf), 16))
-		a.buf = append(nb, a.buf[a.start:]...)
-		a.start = 0
-	}
-	a.buf = append(a.buf, x)
-}
-
-func (a *attrSlab) end() []Attr {
-	if len(a.buf) == a.start {
-		return nil
-	}
-	return a.buf[a.start:len(a.buf):len(a.buf)]
-}
 
 type jsonDecoder struct {
 	s      jsonScanner

@@ -106,18 +106,10 @@ func DecodeProto(buf []byte, opt DecodeOptions) (*Batch, error) {
 	if c.spans > 0 {
 		d.b.Spans = make([]Span, 0, c.spans)
 	}
-	if c.attrs > 0 {
-		d.attrs = make([]Attr, 0, c.attrs)
-	}
-	if c.xattrs > 0 {
-		d.xattrs = make([]Attr, 0, c.xattrs)
-	}
-	if c.links > 0 {
-		d.links = make([]Link, 0, c.links)
-	}
-	if c.events > 0 {
-		d.events = make([]Event, 0, c.events)
-	}
+	// Attributes are not counted: that would mean walking every span twice. The slab starts from an
+	// estimate (about one kept attribute per 48 bytes of request) and grows; compact gives back a
+	// large overestimate, so held memory stays near what is used.
+	d.attrs.init(len(buf)/48 + 8)
 	if c.resources > 0 {
 		d.resources = make([]Resource, 0, c.resources)
 	}
@@ -128,6 +120,7 @@ func DecodeProto(buf []byte, opt DecodeOptions) (*Batch, error) {
 		d.b.Spans = nil
 	}
 	d.b.Spans = d.b.Spans[:len(d.b.Spans):len(d.b.Spans)]
+	d.attrs.compact(d.b.Spans)
 	return d.b, nil
 }
 
@@ -135,17 +128,14 @@ func malformed(what string, err error) error {
 	return NewPermanent(fmt.Errorf("%s: %w: %w", what, ErrMalformed, err))
 }
 
-// nextField reads the next field like easyproto's NextField and also skips deprecated protobuf
-// groups, which the generated code accepts as unknown fields. A skipped group reports field
-// number 0, which no OTLP message uses.
-func nextField(fc *easyproto.FieldContext, src []byte) ([]byte, error) {
-	rest, err := fc.NextField(src)
-	if err == nil {
-		return rest, nil
-	}
+// skipGroup is the slow path of reading a field, taken when easyproto's NextField fails on src: it
+// skips a deprecated protobuf group, which the generated code accepts as an unknown field, and
+// reports field number 0 (no OTLP message uses it); any other failure is returned as it was.
+// Every loop calls NextField directly and this only on error, to keep a call off the hot path.
+func skipGroup(fc *easyproto.FieldContext, src []byte, err error) ([]byte, error) {
 	num, typ, n := protowire.ConsumeTag(src)
 	if n < 0 || typ != protowire.StartGroupType {
-		return rest, err
+		return src, err
 	}
 	m := protowire.ConsumeFieldValue(num, typ, src[n:])
 	if m < 0 {
@@ -155,17 +145,19 @@ func nextField(fc *easyproto.FieldContext, src []byte) ([]byte, error) {
 	return src[n+m:], nil
 }
 
-// protoCounts is the first pass: it walks the request down to span fields, counting what the second
-// pass will allocate, so that each kind of object gets exactly one allocation per request.
+// protoCounts is the first pass: it walks the request down to the spans (not into them), so that
+// the spans and resources each get exactly one allocation per request.
 type protoCounts struct {
-	resources, spans, attrs, xattrs, links, events int
+	resources, spans int
 }
 
 func (c *protoCounts) request(src []byte) error {
 	var fc easyproto.FieldContext
 	var err error
 	for i := 0; len(src) > 0; {
-		if src, err = nextField(&fc, src); err != nil {
+		if next, ferr := fc.NextField(src); ferr == nil {
+			src = next
+		} else if src, err = skipGroup(&fc, src, ferr); err != nil {
 			return err
 		}
 		if fc.FieldNum != fReqResourceSpans {
@@ -188,7 +180,9 @@ func (c *protoCounts) resourceSpans(src []byte) error {
 	var fc easyproto.FieldContext
 	var err error
 	for i := 0; len(src) > 0; {
-		if src, err = nextField(&fc, src); err != nil {
+		if next, ferr := fc.NextField(src); ferr == nil {
+			src = next
+		} else if src, err = skipGroup(&fc, src, ferr); err != nil {
 			return err
 		}
 		data, ok := fc.MessageData()
@@ -196,12 +190,6 @@ func (c *protoCounts) resourceSpans(src []byte) error {
 			continue
 		}
 		switch fc.FieldNum {
-		case fRSResource:
-			n, err := countFields(data, fResAttributes)
-			if err != nil {
-				return fmt.Errorf("resource: %w", err)
-			}
-			c.attrs += n
 		case fRSScopeSpans:
 			if err := c.scopeSpans(data); err != nil {
 				return fmt.Errorf("scope_spans[%d]: %w", i, err)
@@ -215,80 +203,17 @@ func (c *protoCounts) resourceSpans(src []byte) error {
 func (c *protoCounts) scopeSpans(src []byte) error {
 	var fc easyproto.FieldContext
 	var err error
-	for i := 0; len(src) > 0; {
-		if src, err = nextField(&fc, src); err != nil {
-			return err
-		}
-		if fc.FieldNum != fSSSpans {
-			continue
-		}
-		data, ok := fc.MessageData()
-		if !ok {
-			continue
-		}
-		c.spans++
-		if err := c.span(data); err != nil {
-			return fmt.Errorf("spans[%d]: %w", i, err)
-		}
-		i++
-	}
-	return nil
-}
-
-func (c *protoCounts) span(src []byte) error {
-	var fc easyproto.FieldContext
-	var err error
-	nEvent, nLink := 0, 0
 	for len(src) > 0 {
-		if src, err = nextField(&fc, src); err != nil {
+		if next, ferr := fc.NextField(src); ferr == nil {
+			src = next
+		} else if src, err = skipGroup(&fc, src, ferr); err != nil {
 			return err
 		}
-		switch fc.FieldNum {
-		case fSpanAttributes:
-			if _, ok := fc.MessageData(); ok {
-				c.attrs++
-			}
-		case fSpanEvents:
-			if data, ok := fc.MessageData(); ok {
-				n, err := countFields(data, fEventAttributes)
-				if err != nil {
-					return fmt.Errorf("events[%d]: %w", nEvent, err)
-				}
-				nEvent++
-				c.events++
-				c.xattrs += n
-			}
-		case fSpanLinks:
-			if data, ok := fc.MessageData(); ok {
-				n, err := countFields(data, fLinkAttributes)
-				if err != nil {
-					return fmt.Errorf("links[%d]: %w", nLink, err)
-				}
-				nLink++
-				c.links++
-				c.xattrs += n
-			}
+		if _, ok := fc.MessageData(); ok && fc.FieldNum == fSSSpans {
+			c.spans++
 		}
 	}
 	return nil
-}
-
-// countFields counts the length-delimited occurrences of field num in src.
-func countFields(src []byte, num uint32) (int, error) {
-	var fc easyproto.FieldContext
-	var err error
-	n := 0
-	for len(src) > 0 {
-		if src, err = nextField(&fc, src); err != nil {
-			return 0, err
-		}
-		if fc.FieldNum == num {
-			if _, ok := fc.MessageData(); ok {
-				n++
-			}
-		}
-	}
-	return n, nil
 }
 
 // protoDecoder is the second pass. attrs holds resource and span attributes, xattrs those of links
@@ -296,8 +221,8 @@ func countFields(src []byte, num uint32) (int, error) {
 type protoDecoder struct {
 	opt       DecodeOptions
 	b         *Batch
-	attrs     []Attr
-	xattrs    []Attr
+	attrs     attrSlab
+	xattrs    attrSlab
 	links     []Link
 	events    []Event
 	resources []Resource
@@ -313,7 +238,9 @@ func (d *protoDecoder) request(src []byte) error {
 	var fc easyproto.FieldContext
 	var err error
 	for i := 0; len(src) > 0; {
-		if src, err = nextField(&fc, src); err != nil {
+		if next, ferr := fc.NextField(src); ferr == nil {
+			src = next
+		} else if src, err = skipGroup(&fc, src, ferr); err != nil {
 			return err
 		}
 		if fc.FieldNum != fReqResourceSpans {
@@ -336,11 +263,13 @@ func (d *protoDecoder) resourceSpans(src []byte) error {
 	// merges the occurrences), so it is read in a pass of its own before the spans that share it.
 	d.resources = append(d.resources, Resource{})
 	res := &d.resources[len(d.resources)-1]
-	start := len(d.attrs)
+	d.attrs.begin()
 	var fc easyproto.FieldContext
 	var err error
 	for rest := src; len(rest) > 0; {
-		if rest, err = nextField(&fc, rest); err != nil {
+		if next, ferr := fc.NextField(rest); ferr == nil {
+			rest = next
+		} else if rest, err = skipGroup(&fc, rest, ferr); err != nil {
 			return err
 		}
 		if fc.FieldNum != fRSResource {
@@ -354,9 +283,11 @@ func (d *protoDecoder) resourceSpans(src []byte) error {
 			return fmt.Errorf("resource: %w", err)
 		}
 	}
-	res.Attrs = d.sub(d.attrs, start)
+	res.Attrs = d.attrs.end()
 	for i := 0; len(src) > 0; {
-		if src, err = nextField(&fc, src); err != nil {
+		if next, ferr := fc.NextField(src); ferr == nil {
+			src = next
+		} else if src, err = skipGroup(&fc, src, ferr); err != nil {
 			return err
 		}
 		if fc.FieldNum != fRSScopeSpans {
@@ -374,20 +305,13 @@ func (d *protoDecoder) resourceSpans(src []byte) error {
 	return nil
 }
 
-// sub returns the attributes appended to slab since start, capped so that an append by a consumer
-// cannot overwrite a neighbour's, or nil when there are none.
-func (d *protoDecoder) sub(slab []Attr, start int) []Attr {
-	if len(slab) == start {
-		return nil
-	}
-	return slab[start:len(slab):len(slab)]
-}
-
 func (d *protoDecoder) resource(res *Resource, src []byte) error {
 	var fc easyproto.FieldContext
 	var err error
 	for i := 0; len(src) > 0; {
-		if src, err = nextField(&fc, src); err != nil {
+		if next, ferr := fc.NextField(src); ferr == nil {
+			src = next
+		} else if src, err = skipGroup(&fc, src, ferr); err != nil {
 			return err
 		}
 		if fc.FieldNum != fResAttributes {
@@ -415,7 +339,7 @@ func (d *protoDecoder) resource(res *Resource, src []byte) error {
 			}
 			res.ServiceInstance = d.display(a)
 		default:
-			if d.attrs, err = d.keep(d.attrs, key, val); err != nil {
+			if err = d.keep(&d.attrs, key, val); err != nil {
 				return fmt.Errorf("attributes[%d] %q: %w", i, key, err)
 			}
 		}
@@ -456,7 +380,9 @@ func (d *protoDecoder) scopeSpans(res *Resource, src []byte) error {
 	var err error
 	scope := ""
 	for rest := src; len(rest) > 0; {
-		if rest, err = nextField(&fc, rest); err != nil {
+		if next, ferr := fc.NextField(rest); ferr == nil {
+			rest = next
+		} else if rest, err = skipGroup(&fc, rest, ferr); err != nil {
 			return err
 		}
 		if fc.FieldNum != fSSScope {
@@ -473,7 +399,9 @@ func (d *protoDecoder) scopeSpans(res *Resource, src []byte) error {
 		}
 	}
 	for i := 0; len(src) > 0; {
-		if src, err = nextField(&fc, src); err != nil {
+		if next, ferr := fc.NextField(src); ferr == nil {
+			src = next
+		} else if src, err = skipGroup(&fc, src, ferr); err != nil {
 			return err
 		}
 		if fc.FieldNum != fSSSpans {
@@ -497,7 +425,9 @@ func lastString(src []byte, num uint32) (string, bool, error) {
 	var err error
 	s, found := "", false
 	for len(src) > 0 {
-		if src, err = nextField(&fc, src); err != nil {
+		if next, ferr := fc.NextField(src); ferr == nil {
+			src = next
+		} else if src, err = skipGroup(&fc, src, ferr); err != nil {
 			return "", false, err
 		}
 		if fc.FieldNum == num {
@@ -512,13 +442,16 @@ func lastString(src []byte, num uint32) (string, bool, error) {
 func (d *protoDecoder) span(res *Resource, scope string, src []byte) error {
 	sp := Span{Resource: res, Scope: scope}
 	var traceID, spanID []byte
-	attrStart, xStart := len(d.attrs), len(d.xattrs)
+	d.attrs.begin()
+	attrMark, xMark := d.attrs.mark(), d.xattrs.mark()
 	linkStart, eventStart := len(d.links), len(d.events)
 	var fc easyproto.FieldContext
 	var err error
 	nAttr, nEvent, nLink := 0, 0, 0
 	for len(src) > 0 {
-		if src, err = nextField(&fc, src); err != nil {
+		if next, ferr := fc.NextField(src); ferr == nil {
+			src = next
+		} else if src, err = skipGroup(&fc, src, ferr); err != nil {
 			return err
 		}
 		switch fc.FieldNum {
@@ -563,7 +496,7 @@ func (d *protoDecoder) span(res *Resource, scope string, src []byte) error {
 			if err != nil {
 				return fmt.Errorf("attributes[%d]: %w", nAttr, err)
 			}
-			if d.attrs, err = d.keep(d.attrs, key, val); err != nil {
+			if err = d.keep(&d.attrs, key, val); err != nil {
 				return fmt.Errorf("attributes[%d] %q: %w", nAttr, key, err)
 			}
 			nAttr++
@@ -596,16 +529,16 @@ func (d *protoDecoder) span(res *Resource, scope string, src []byte) error {
 		}
 	}
 	if len(traceID) != len(sp.TraceID) || len(spanID) != len(sp.SpanID) {
-		d.reject(attrStart, xStart, linkStart, eventStart)
+		d.reject(attrMark, xMark, linkStart, eventStart)
 		return nil
 	}
 	copy(sp.TraceID[:], traceID)
 	copy(sp.SpanID[:], spanID)
 	if sp.TraceID.IsZero() || sp.SpanID.IsZero() {
-		d.reject(attrStart, xStart, linkStart, eventStart)
+		d.reject(attrMark, xMark, linkStart, eventStart)
 		return nil
 	}
-	sp.Attrs = d.sub(d.attrs, attrStart)
+	sp.Attrs = d.attrs.end()
 	if len(d.links) > linkStart {
 		sp.Links = d.links[linkStart:len(d.links):len(d.links)]
 	}
@@ -617,9 +550,9 @@ func (d *protoDecoder) span(res *Resource, scope string, src []byte) error {
 }
 
 // reject drops a span that failed the id checks and gives back the slab space it used.
-func (d *protoDecoder) reject(attrStart, xStart, linkStart, eventStart int) {
-	d.attrs = d.attrs[:attrStart]
-	d.xattrs = d.xattrs[:xStart]
+func (d *protoDecoder) reject(attrMark, xMark slabMark, linkStart, eventStart int) {
+	d.attrs.rollback(attrMark)
+	d.xattrs.rollback(xMark)
 	d.links = d.links[:linkStart]
 	d.events = d.events[:eventStart]
 	d.b.Rejected++
@@ -630,7 +563,9 @@ func status(sp *Span, src []byte) error {
 	var fc easyproto.FieldContext
 	var err error
 	for len(src) > 0 {
-		if src, err = nextField(&fc, src); err != nil {
+		if next, ferr := fc.NextField(src); ferr == nil {
+			src = next
+		} else if src, err = skipGroup(&fc, src, ferr); err != nil {
 			return err
 		}
 		switch fc.FieldNum {
@@ -649,11 +584,13 @@ func status(sp *Span, src []byte) error {
 
 func (d *protoDecoder) event(src []byte) error {
 	var e Event
-	start := len(d.xattrs)
+	d.xattrs.begin()
 	var fc easyproto.FieldContext
 	var err error
 	for i := 0; len(src) > 0; {
-		if src, err = nextField(&fc, src); err != nil {
+		if next, ferr := fc.NextField(src); ferr == nil {
+			src = next
+		} else if src, err = skipGroup(&fc, src, ferr); err != nil {
 			return err
 		}
 		switch fc.FieldNum {
@@ -674,13 +611,13 @@ func (d *protoDecoder) event(src []byte) error {
 			if err != nil {
 				return fmt.Errorf("attributes[%d]: %w", i, err)
 			}
-			if d.xattrs, err = d.keep(d.xattrs, key, val); err != nil {
+			if err = d.keep(&d.xattrs, key, val); err != nil {
 				return fmt.Errorf("attributes[%d] %q: %w", i, key, err)
 			}
 			i++
 		}
 	}
-	e.Attrs = d.sub(d.xattrs, start)
+	e.Attrs = d.xattrs.end()
 	d.events = append(d.events, e)
 	return nil
 }
@@ -688,11 +625,14 @@ func (d *protoDecoder) event(src []byte) error {
 func (d *protoDecoder) link(src []byte) error {
 	var l Link
 	var traceID, spanID []byte
-	start := len(d.xattrs)
+	d.xattrs.begin()
+	mark := d.xattrs.mark()
 	var fc easyproto.FieldContext
 	var err error
 	for i := 0; len(src) > 0; {
-		if src, err = nextField(&fc, src); err != nil {
+		if next, ferr := fc.NextField(src); ferr == nil {
+			src = next
+		} else if src, err = skipGroup(&fc, src, ferr); err != nil {
 			return err
 		}
 		switch fc.FieldNum {
@@ -713,7 +653,7 @@ func (d *protoDecoder) link(src []byte) error {
 			if err != nil {
 				return fmt.Errorf("attributes[%d]: %w", i, err)
 			}
-			if d.xattrs, err = d.keep(d.xattrs, key, val); err != nil {
+			if err = d.keep(&d.xattrs, key, val); err != nil {
 				return fmt.Errorf("attributes[%d] %q: %w", i, key, err)
 			}
 			i++
@@ -721,12 +661,12 @@ func (d *protoDecoder) link(src []byte) error {
 	}
 	if len(traceID) != len(l.TraceID) || len(spanID) != len(l.SpanID) {
 		// The reference drops such a link; its attributes go with it.
-		d.xattrs = d.xattrs[:start]
+		d.xattrs.rollback(mark)
 		return nil
 	}
 	copy(l.TraceID[:], traceID)
 	copy(l.SpanID[:], spanID)
-	l.Attrs = d.sub(d.xattrs, start)
+	l.Attrs = d.xattrs.end()
 	d.links = append(d.links, l)
 	return nil
 }
@@ -738,7 +678,9 @@ func keyValue(src []byte) (key, val []byte, err error) {
 	var fc easyproto.FieldContext
 	merged := false
 	for len(src) > 0 {
-		if src, err = nextField(&fc, src); err != nil {
+		if next, ferr := fc.NextField(src); ferr == nil {
+			src = next
+		} else if src, err = skipGroup(&fc, src, ferr); err != nil {
 			return nil, nil, err
 		}
 		switch fc.FieldNum {
@@ -767,20 +709,21 @@ func keyValue(src []byte) (key, val []byte, err error) {
 
 // keep appends the attribute to slab when its key is kept. val is the AnyValue message, nil when
 // the KeyValue had none.
-func (d *protoDecoder) keep(slab []Attr, key, val []byte) ([]Attr, error) {
+func (d *protoDecoder) keep(slab *attrSlab, key, val []byte) error {
 	var a Attr
 	if k, ok := Intern(key); ok {
 		a.Key = k
 	} else if d.opt.AllAttributes {
 		a.Key = bstr(key)
 	} else {
-		return slab, nil
+		return nil
 	}
 	a, err := d.value(a, val)
 	if err != nil {
-		return slab, err
+		return err
 	}
-	return append(slab, a), nil
+	slab.add(a)
+	return nil
 }
 
 // value decodes an AnyValue into a. The oneof follows protobuf: the last member on the wire wins,
@@ -824,7 +767,9 @@ func anyValue(src []byte) (member uint32, data []byte, num uint64, err error) {
 	var fc easyproto.FieldContext
 	merged := false
 	for len(src) > 0 {
-		if src, err = nextField(&fc, src); err != nil {
+		if next, ferr := fc.NextField(src); ferr == nil {
+			src = next
+		} else if src, err = skipGroup(&fc, src, ferr); err != nil {
 			return 0, nil, 0, err
 		}
 		switch f := fc.FieldNum; f {
@@ -887,7 +832,9 @@ func appendOther(dst []byte, member uint32, data []byte, num uint64, depth int) 
 	var fc easyproto.FieldContext
 	var err error
 	for i := 0; len(data) > 0; {
-		if data, err = nextField(&fc, data); err != nil {
+		if next, ferr := fc.NextField(data); ferr == nil {
+			data = next
+		} else if data, err = skipGroup(&fc, data, ferr); err != nil {
 			return dst, err
 		}
 		if fc.FieldNum != fListValues {

@@ -332,3 +332,23 @@ func TestDecodeProtoBadInput(t *testing.T) {
 		})
 	}
 }
+
+func TestIntern(t *testing.T) {
+	for _, k := range spans.WellKnown {
+		got, ok := spans.Intern([]byte(k))
+		if !ok || got != k || !spans.IsWellKnown(k) {
+			t.Errorf("Intern(%q) = %q, %v", k, got, ok)
+		}
+		if unsafeStringPointer(got) != unsafeStringPointer(k) {
+			t.Errorf("Intern(%q) is not the canonical string", k)
+		}
+		for _, near := range []string{k + "x", k[:len(k)-1], "x" + k[1:], ""} {
+			if spans.IsWellKnown(near) {
+				t.Errorf("IsWellKnown(%q) = true", near)
+			}
+			if _, ok := spans.Intern([]byte(near)); ok {
+				t.Errorf("Intern(%q) found it", near)
+			}
+		}
+	}
+}

@@ -84,25 +84,74 @@ var WellKnown = []string{
 	"exception.type", "exception.message",
 }
 
-var wellKnownSet = func() map[string]string {
-	m := make(map[string]string, len(WellKnown))
+// internSlots is an open-addressing table of the well-known keys. Decoders look a key up for every
+// attribute they read, so the lookup is the hot spot of decoding: hashing only the length and the
+// first and last eight bytes costs a few nanoseconds where a map lookup hashes the whole key.
+// It is built once and only read afterwards.
+var internSlots = func() *[internTableSize]string {
+	var t [internTableSize]string
 	for _, k := range WellKnown {
-		m[k] = k
+		for i := internHash(k); ; i = (i + 1) & (internTableSize - 1) {
+			if t[i] == "" || t[i] == k {
+				t[i] = k
+				break
+			}
+		}
 	}
-	return m
+	return &t
 }()
 
-// Intern returns the canonical string for a well-known key and true, or "" and false. The lookup
-// with a []byte converted in the map index does not allocate.
+// internTableSize is a power of two, several times len(WellKnown) so probe chains stay short.
+const internTableSize = 256
+
+func internHash[T string | []byte](key T) uint32 {
+	n := len(key)
+	var x uint64
+	if n >= 8 {
+		x = load64(key[:8]) ^ load64(key[n-8:])*0xff51afd7ed558ccd
+	} else {
+		for i := 0; i < n; i++ {
+			x = x<<8 | uint64(key[i])
+		}
+	}
+	x ^= uint64(n) * 0xc4ceb9fe1a85ec53
+	x *= 0x9e3779b97f4a7c15
+	return uint32(x>>56) & (internTableSize - 1)
+}
+
+func load64[T string | []byte](b T) uint64 {
+	_ = b[7]
+	return uint64(b[0]) | uint64(b[1])<<8 | uint64(b[2])<<16 | uint64(b[3])<<24 |
+		uint64(b[4])<<32 | uint64(b[5])<<40 | uint64(b[6])<<48 | uint64(b[7])<<56
+}
+
+// Intern returns the canonical string for a well-known key and true, or "" and false. It does not
+// allocate.
 func Intern(key []byte) (string, bool) {
-	s, ok := wellKnownSet[string(key)]
-	return s, ok
+	t := internSlots
+	for i := internHash(key); ; i = (i + 1) & (internTableSize - 1) {
+		s := t[i]
+		if s == "" {
+			return "", false
+		}
+		if len(s) == len(key) && s == string(key) {
+			return s, true
+		}
+	}
 }
 
 // IsWellKnown reports whether key is in [WellKnown].
 func IsWellKnown(key string) bool {
-	_, ok := wellKnownSet[key]
-	return ok
+	t := internSlots
+	for i := internHash(key); ; i = (i + 1) & (internTableSize - 1) {
+		s := t[i]
+		if s == "" {
+			return false
+		}
+		if s == key {
+			return true
+		}
+	}
 }
 
 // Header attributes may carry secrets: the decoder keeps only the header keys above, and the

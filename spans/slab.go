@@ -1,0 +1,86 @@
+package spans
+
+// attrSlab hands out sub-slices of few large arrays, so that a request's attributes cost a few
+// allocations however many spans hold them. When an array fills up the slab moves to a bigger one,
+// carrying along only the run in progress; runs already handed out stay where they are.
+type attrSlab struct {
+	buf   []Attr
+	start int // where the run in progress begins
+	gen   int // counts moves, so that a rollback never crosses one
+	// used and allocated drive compact.
+	used, allocated int
+}
+
+type slabMark struct{ n, gen int }
+
+func (a *attrSlab) init(capacity int) {
+	a.buf = make([]Attr, 0, capacity)
+	a.allocated = capacity
+}
+
+// begin starts a run: the attributes of one resource, span, event or link.
+func (a *attrSlab) begin() { a.start = len(a.buf) }
+
+func (a *attrSlab) add(x Attr) {
+	if len(a.buf) == cap(a.buf) {
+		n := max(2*cap(a.buf), 16)
+		nb := make([]Attr, 0, n)
+		a.buf = append(nb, a.buf[a.start:]...)
+		a.start = 0
+		a.gen++
+		a.allocated += n
+	}
+	a.buf = append(a.buf, x)
+	a.used++
+}
+
+// end returns the run, capped so that an append by a consumer cannot overwrite a neighbour, or nil
+// when it is empty.
+func (a *attrSlab) end() []Attr {
+	if len(a.buf) == a.start {
+		return nil
+	}
+	return a.buf[a.start:len(a.buf):len(a.buf)]
+}
+
+func (a *attrSlab) mark() slabMark { return slabMark{n: len(a.buf), gen: a.gen} }
+
+// rollback gives back what was added since m (a rejected span's attributes), unless the slab has
+// moved since: then the space is simply not reused.
+func (a *attrSlab) rollback(m slabMark) {
+	if m.gen == a.gen && m.n <= len(a.buf) {
+		a.used -= len(a.buf) - m.n
+		a.buf = a.buf[:m.n]
+		if a.start > m.n {
+			a.start = m.n
+		}
+	}
+}
+
+// compact moves the resource and span attributes of spans into one exact-size array when the slab
+// holds much more than it uses (the estimate was high, or many attributes were dropped): held
+// spans would otherwise keep the slack alive.
+func (a *attrSlab) compact(spans []Span) {
+	if a.allocated-a.used <= a.used/4+32 {
+		return
+	}
+	exact := make([]Attr, 0, a.used)
+	take := func(run []Attr) []Attr {
+		if len(run) == 0 {
+			return run
+		}
+		n := len(exact)
+		exact = append(exact, run...)
+		return exact[n:len(exact):len(exact)]
+	}
+	var last *Resource
+	for i := range spans {
+		s := &spans[i]
+		if r := s.Resource; r != nil && r != last {
+			r.Attrs = take(r.Attrs)
+			last = r
+		}
+		s.Attrs = take(s.Attrs)
+	}
+	a.buf, a.allocated = exact, a.used
+}
