@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/stormwatch/stormwatch/spans"
@@ -70,7 +71,23 @@ type Player struct {
 	anchorVirt int64
 	anchorReal time.Time
 	anchored   bool
-	changed    chan struct{} // closed and replaced on every SetSpeed/Pause
+	changed    chan struct{} // closed and replaced on every SetSpeed/SetPaused
+
+	played atomic.Int64 // spans delivered
+	pass   atomic.Int64
+	done   atomic.Bool
+}
+
+// Progress is a short phrase for the dashboard's header: spans played, the loop pass, "done".
+func (p *Player) Progress() string {
+	s := fmt.Sprintf("%d spans played", p.played.Load())
+	if n := p.pass.Load(); n > 0 {
+		s += fmt.Sprintf(", pass %d", n+1)
+	}
+	if p.done.Load() {
+		s += ", done"
+	}
+	return s
 }
 
 // NewPlayer plays files (paths, "-" for stdin) in order.
@@ -105,8 +122,8 @@ func (p *Player) SetSpeed(x float64) {
 	p.notify()
 }
 
-// Pause stops (true) or resumes (false) playback; the recording's clock stops with it.
-func (p *Player) Pause(on bool) {
+// SetPaused stops (true) or resumes (false) playback; the recording's clock stops with it.
+func (p *Player) SetPaused(on bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.reanchor()
@@ -149,8 +166,10 @@ func (p *Player) PlayTo(ctx context.Context, c spans.Consumer) error {
 // reaches it. Its times are shifted by the real time of delivery minus its recorded time: spans keep
 // their durations and land at "now". Errors from deliver stop playback and are returned.
 func (p *Player) Run(ctx context.Context, deliver func(context.Context, *Item) error) error {
+	defer p.done.Store(true)
 	var offset int64 // added to recorded times on later loop passes, so the clock keeps running forward
 	for pass := 0; ; pass++ {
+		p.pass.Store(int64(pass))
 		first, last := int64(0), int64(0)
 		n := 0
 		for _, f := range p.files {
@@ -203,6 +222,7 @@ func (p *Player) playFile(ctx context.Context, path string, pass int, offset int
 		if err := deliver(ctx, it); err != nil {
 			return fmt.Errorf("%s: %w", rec.Pos, err)
 		}
+		p.played.Add(int64(len(it.Batch.Spans)))
 	}
 }
 

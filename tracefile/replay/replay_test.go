@@ -161,7 +161,7 @@ func TestPlayerPauseStopsTheClock(t *testing.T) {
 	clock := &fakeClock{now: time.Unix(2_000_000_000, 0)}
 	p := NewPlayer([]string{path}, Options{Speed: 1, Clock: clock})
 	delivered := make(chan time.Time, 2)
-	p.Pause(true)
+	p.SetPaused(true)
 	done := make(chan error)
 	go func() {
 		done <- p.Run(context.Background(), func(_ context.Context, it *Item) error {
@@ -177,7 +177,7 @@ func TestPlayerPauseStopsTheClock(t *testing.T) {
 	if !p.Paused() {
 		t.Fatal("Paused() = false")
 	}
-	p.Pause(false)
+	p.SetPaused(false)
 	first := <-delivered
 	second := <-delivered
 	if d := second.Sub(first); d != time.Second {
@@ -185,6 +185,9 @@ func TestPlayerPauseStopsTheClock(t *testing.T) {
 	}
 	if err := <-done; err != nil {
 		t.Fatal(err)
+	}
+	if got := p.Progress(); got != "4 spans played, done" {
+		t.Fatalf("Progress() = %q", got)
 	}
 }
 

@@ -1,0 +1,231 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
+	resourcepb "go.opentelemetry.io/proto/otlp/resource/v1"
+	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
+
+	"github.com/stormwatch/stormwatch/collector"
+	"github.com/stormwatch/stormwatch/spans"
+	"github.com/stormwatch/stormwatch/tracefile"
+)
+
+// replayRecording writes n requests of 3 spans, 100ms apart in recorded time.
+func replayRecording(t *testing.T, name string, n int) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), name)
+	w, err := tracefile.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := uint64(time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano())
+	for i := 0; i < n; i++ {
+		ss := &tracepb.ScopeSpans{}
+		for j := 0; j < 3; j++ {
+			k := i*3 + j
+			tid := make([]byte, 16)
+			sid := make([]byte, 8)
+			tid[0], tid[15] = 0x1f, byte(i+1)
+			sid[0], sid[7] = 0x2f, byte(k+1)
+			end := base + uint64(i)*100e6
+			ss.Spans = append(ss.Spans, &tracepb.Span{TraceId: tid, SpanId: sid, Name: "GET", Kind: tracepb.Span_SPAN_KIND_CLIENT,
+				StartTimeUnixNano: end - 20e6, EndTimeUnixNano: end})
+		}
+		req := &coltracepb.ExportTraceServiceRequest{ResourceSpans: []*tracepb.ResourceSpans{{
+			Resource: &resourcepb.Resource{Attributes: []*commonpb.KeyValue{{Key: "service.name",
+				Value: &commonpb.AnyValue{Value: &commonpb.AnyValue_StringValue{StringValue: "edge"}}}}},
+			ScopeSpans: []*tracepb.ScopeSpans{ss}}}}
+		if err := w.WriteProto(req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// spanSink counts what the collector hands downstream.
+type spanSink struct {
+	mu    sync.Mutex
+	spans map[spans.SpanID]spans.Span
+}
+
+func (s *spanSink) ConsumeBatch(_ context.Context, b *spans.Batch) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, sp := range b.Spans {
+		s.spans[sp.SpanID] = sp
+	}
+	return nil
+}
+
+func (s *spanSink) count() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.spans)
+}
+
+func startTestCollector(t *testing.T, token string) (*collector.Collector, *spanSink) {
+	t.Helper()
+	sink := &spanSink{spans: map[spans.SpanID]spans.Span{}}
+	c, err := collector.New(collector.Config{GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", Token: token}, sink)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		c.Shutdown(ctx)
+	})
+	return c, sink
+}
+
+func runCmd(t *testing.T, args ...string) (error, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	err := run(context.Background(), args, strings.NewReader(""), &out, &errb)
+	return err, errb.String()
+}
+
+// waitFor polls until the collector's queue has reached the sink (ingestion is asynchronous).
+func waitFor(t *testing.T, sink *spanSink, want int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for sink.count() < want && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if got := sink.count(); got != want {
+		t.Fatalf("collector received %d spans, want %d", got, want)
+	}
+}
+
+func TestReplayToOurCollectorEveryProtocol(t *testing.T) {
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	os.WriteFile(tokenFile, []byte("s3cret\n"), 0o600)
+	rec := replayRecording(t, "rec.jsonl.gz", 5)
+	for _, tc := range []struct{ name, to, protocol string }{
+		{"grpc", "grpc", ""},
+		{"http/protobuf", "http", ""},
+		{"http/json", "http", "http/json"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, sink := startTestCollector(t, "s3cret")
+			to := c.GRPCAddr()
+			if tc.to == "http" {
+				to = "http://" + c.HTTPAddr()
+			}
+			args := []string{"replay", "--to", to, "--token-file", tokenFile, "--speed", "20", rec}
+			if tc.protocol != "" {
+				args = append(args, "--protocol", tc.protocol)
+			}
+			before := time.Now()
+			err, stderr := runCmd(t, args...)
+			if err != nil {
+				t.Fatalf("%v\n%s", err, stderr)
+			}
+			waitFor(t, sink, 15)
+			if !strings.Contains(stderr, "done: 5 requests, 15 spans accepted") {
+				t.Errorf("stderr: %s", stderr)
+			}
+			sink.mu.Lock()
+			defer sink.mu.Unlock()
+			for _, s := range sink.spans {
+				if end := time.Unix(0, s.EndUnixNano); end.Before(before) || end.After(time.Now()) || s.DurationNanos() != 20e6 {
+					t.Fatalf("span ends %v: not shifted to now (duration %d)", end, s.DurationNanos())
+				}
+			}
+		})
+	}
+}
+
+func TestReplayMaxBlastsForADuration(t *testing.T) {
+	c, sink := startTestCollector(t, "")
+	rec := replayRecording(t, "rec.pb", 4)
+	err, stderr := runCmd(t, "replay", "--to", c.GRPCAddr(), "--max", "--connections", "3", rec)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	waitFor(t, sink, 12)
+	if !strings.Contains(stderr, "sending 4 requests to "+c.GRPCAddr()+" (OTLP/gRPC) from 3 connections") {
+		t.Errorf("stderr: %s", stderr)
+	}
+	err, stderr = runCmd(t, "replay", "--to", "http://"+c.HTTPAddr(), "--max", "--duration", "300ms", "--loop", rec)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	if !strings.Contains(stderr, "done: ") {
+		t.Errorf("stderr: %s", stderr)
+	}
+}
+
+func TestReplayErrors(t *testing.T) {
+	rec := replayRecording(t, "rec.jsonl", 1)
+	lis, _ := net.Listen("tcp", "127.0.0.1:0")
+	dead := lis.Addr().String()
+	lis.Close()
+	c, _ := startTestCollector(t, "right")
+	wrongToken := filepath.Join(t.TempDir(), "token")
+	os.WriteFile(wrongToken, []byte("wrong"), 0o600)
+	bad := filepath.Join(t.TempDir(), "bad.jsonl")
+	os.WriteFile(bad, []byte("{\"resourceSpans\":[{\n"), 0o644)
+	for _, tc := range []struct {
+		name string
+		args []string
+		code int
+		want string
+	}{
+		{"no terminal for the dashboard", []string{"replay", rec}, 2, "the dashboard needs a terminal"},
+		{"unreachable", []string{"replay", "--to", dead, rec}, 2, "cannot reach " + dead},
+		{"unauthenticated", []string{"replay", "--to", c.GRPCAddr(), "--token-file", wrongToken, rec}, 2, "rejected the request: Unauthenticated"},
+		{"unauthenticated http", []string{"replay", "--to", "http://" + c.HTTPAddr(), "--token-file", wrongToken, rec}, 2, "rejected the request: 401 Unauthorized"},
+		{"missing file", []string{"replay", "--to", c.GRPCAddr(), "--max", "nope.jsonl"}, 2, "nope.jsonl"},
+		{"malformed strict", []string{"replay", "--to", c.GRPCAddr(), "--strict", bad}, 2, "bad.jsonl:1: decode OTLP/JSON request"},
+		{"bad protocol", []string{"replay", "--to", dead, "--protocol", "udp", rec}, 2, `--protocol: unknown protocol "udp"`},
+		{"bad endpoint", []string{"replay", "--to", "nohost", rec}, 2, "--to: endpoint \"nohost\""},
+		{"negative speed", []string{"replay", "--speed", "-1", rec}, 2, "--speed -1"},
+		{"duration without max", []string{"replay", "--to", dead, "--duration", "1s", rec}, 2, "--duration applies to --max"},
+		{"protocol without to", []string{"replay", "--protocol", "grpc", rec}, 2, "need --to ENDPOINT"},
+		{"no files", []string{"replay", "--to", dead}, 2, "requires at least 1 arg"},
+		{"loop stdin", []string{"replay", "--loop", "--to", dead, "-"}, 2, "--loop cannot replay standard input"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err, _ := runCmd(t, tc.args...)
+			if err == nil {
+				t.Fatal("no error")
+			}
+			var msg bytes.Buffer
+			code := exitCode(err, &msg)
+			if code != tc.code || !strings.Contains(msg.String(), tc.want) {
+				t.Fatalf("exit %d, %q; want exit %d and %q", code, msg.String(), tc.code, tc.want)
+			}
+			t.Log(strings.TrimSpace(msg.String()))
+		})
+	}
+}
+
+func TestReplayFromStdin(t *testing.T) {
+	c, sink := startTestCollector(t, "")
+	rec := replayRecording(t, "rec.jsonl", 2)
+	data, _ := os.ReadFile(rec)
+	var out, errb bytes.Buffer
+	err := run(context.Background(), []string{"replay", "--to", c.GRPCAddr(), "--max", "-"}, bytes.NewReader(data), &out, &errb)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, errb.String())
+	}
+	waitFor(t, sink, 6)
+}
