@@ -26,6 +26,13 @@ func Analyze(t testing.TB, name, policyFile, policyYAML string) analyzer.Report 
 		}
 		policy.Configure(&cfg, p, policy.Offline)
 	}
+	return Load(t, name, cfg).Report()
+}
+
+// Load reads the fixture `name` into a new analyzer with cfg, flushed, for tests that need more
+// than the report (the operations of a snapshot).
+func Load(t testing.TB, name string, cfg analyzer.Config) *analyzer.Analyzer {
+	t.Helper()
 	data, err := fixtures.Read(name)
 	if err != nil {
 		t.Fatal(err)
@@ -48,7 +55,7 @@ func Analyze(t testing.TB, name, policyFile, policyYAML string) analyzer.Report 
 		}
 	}
 	a.Flush()
-	return a.Report()
+	return a
 }
 
 // Of returns the findings of one detector.
