@@ -45,9 +45,9 @@ type budgetKey struct{ owner, dep string }
 
 type predictor struct {
 	byLayer  map[string]limits
-	all      limits // "*"
+	all      limits                                          // "*"
 	children map[*analyzer.Operation][][]*analyzer.Operation // per attempt index
-	budget   map[budgetKey]*[2]float64                        // first attempts, retries
+	budget   map[budgetKey]*[2]float64                       // first attempts, retries
 	calls    map[string]float64
 }
 
