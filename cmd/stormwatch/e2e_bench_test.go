@@ -1,0 +1,294 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"os/signal"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/spf13/pflag"
+	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
+	resourcepb "go.opentelemetry.io/proto/otlp/resource/v1"
+	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/stormwatch/stormwatch/tracefile/replay"
+)
+
+// The OpenTelemetry Collector v0.161.0's figures from issue 2, on this machine class, for the
+// same payload: spans accepted per CPU-second of the collector (otlp receiver into a nop exporter).
+var otelcolSpansPerCPUSecond = map[replay.Protocol]float64{
+	replay.GRPC:         320_000,
+	replay.HTTPProtobuf: 220_000,
+	replay.HTTPJSON:     130_000,
+}
+
+// TestCollectorHelperProcess is not a test: BenchmarkCollectorEndToEnd runs the test binary again
+// with STORMWATCH_E2E_ARGS set, so the collector runs in a process of its own whose CPU time and
+// peak RSS are its alone. It is `stormwatch collect` (the same run function main calls), or with
+// STORMWATCH_E2E_ANALYZER=1 the collector feeding the live analyzer the dashboard reads.
+func TestCollectorHelperProcess(t *testing.T) {
+	args := os.Getenv("STORMWATCH_E2E_ARGS")
+	if args == "" {
+		t.Skip("helper process for BenchmarkCollectorEndToEnd")
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	argv := strings.Split(args, "\x1f")
+	var err error
+	if os.Getenv("STORMWATCH_E2E_ANALYZER") == "1" {
+		err = runCollectorWithAnalyzer(ctx, argv)
+	} else {
+		err = run(ctx, append([]string{"collect"}, argv...), os.Stdin, os.Stdout, os.Stderr)
+	}
+	os.Exit(exitCode(err, os.Stderr))
+}
+
+// runCollectorWithAnalyzer is `stormwatch` without the terminal: the collector consuming into the
+// session (analyzer, settling ticker) the dashboard would read.
+func runCollectorWithAnalyzer(ctx context.Context, argv []string) error {
+	var f collectorFlags
+	var d dashboardFlags
+	fs := pflag.NewFlagSet("e2e", pflag.ContinueOnError)
+	f.register(fs)
+	d.register(fs, 2*time.Second)
+	if err := fs.Parse(argv); err != nil {
+		return err
+	}
+	s, err := newSession(&d, f.maxSpans, newLogger(os.Stderr))
+	if err != nil {
+		return err
+	}
+	go s.run(ctx)
+	c, err := startCollector(ctx, &f, s, s.held, newLogger(os.Stderr))
+	if err != nil {
+		return err
+	}
+	<-ctx.Done()
+	err = stopCollector(c, &f)
+	st := c.Stats()
+	fmt.Fprintf(os.Stderr, "stormwatch: stopped: %d spans accepted, %d rejected, %d requests refused\n",
+		st.AcceptedSpans, st.RejectedSpans, st.RefusedRequests)
+	return err
+}
+
+// benchRequests builds n distinct requests of 100 spans that look like real HTTP client attempt
+// spans: about 580 bytes each on the wire, 10 attributes.
+func benchRequests(n int) ([][]byte, float64) {
+	out := make([][]byte, n)
+	now := uint64(time.Now().UnixNano())
+	var total, spansN int
+	for i := range out {
+		ss := &tracepb.ScopeSpans{Scope: &commonpb.InstrumentationScope{Name: "go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp", Version: "0.61.0"}}
+		for j := 0; j < 100; j++ {
+			k := uint64(i*100 + j)
+			tid, sid, pid := make([]byte, 16), make([]byte, 8), make([]byte, 8)
+			binary.BigEndian.PutUint64(tid[:8], 0x5157_0000_0000_0000|k/10)
+			binary.BigEndian.PutUint64(tid[8:], k/10*0x9e3779b97f4a7c15|1)
+			binary.BigEndian.PutUint64(sid, k*0x9e3779b97f4a7c15|1)
+			binary.BigEndian.PutUint64(pid, (k/10)*0xbf58476d1ce4e5b9|1)
+			ss.Spans = append(ss.Spans, &tracepb.Span{
+				TraceId: tid, SpanId: sid, ParentSpanId: pid, Flags: 0x101,
+				Name: "GET /api/v1/catalog/items/{id}", Kind: tracepb.Span_SPAN_KIND_CLIENT,
+				StartTimeUnixNano: now - 30e6 + k*1000, EndTimeUnixNano: now - 18e6 + k*1000,
+				Attributes: []*commonpb.KeyValue{
+					kvStr("http.request.method", "GET"), kvInt("http.response.status_code", 503),
+					kvStr("server.address", "catalog.internal.example.com"), kvInt("server.port", 8080),
+					kvStr("url.full", fmt.Sprintf("http://catalog.internal.example.com:8080/api/v1/catalog/items/%d?include=price,stock", k)),
+					kvStr("network.peer.address", "10.12.3.45"), kvInt("http.request.resend_count", int64(k%3)),
+					kvStr("user_agent.original", "checkout/2.14.1 (linux; amd64) Go-http-client/1.1"),
+					kvStr("resilience.operation.id", fmt.Sprintf("op-%016x", k/3)), kvStr("error.type", "503"),
+				},
+				Status: &tracepb.Status{Code: tracepb.Status_STATUS_CODE_ERROR, Message: "Service Unavailable"},
+			})
+		}
+		req := &coltracepb.ExportTraceServiceRequest{ResourceSpans: []*tracepb.ResourceSpans{{
+			Resource: &resourcepb.Resource{Attributes: []*commonpb.KeyValue{
+				kvStr("service.name", "checkout"), kvStr("service.instance.id", fmt.Sprintf("checkout-7d9f-%05d", i%7)),
+				kvStr("telemetry.sdk.language", "go"), kvStr("telemetry.sdk.version", "1.47.0"),
+			}},
+			ScopeSpans: []*tracepb.ScopeSpans{ss},
+		}}}
+		b, err := proto.Marshal(req)
+		if err != nil {
+			panic(err)
+		}
+		out[i] = b
+		total += len(b)
+		spansN += 100
+	}
+	return out, float64(total) / float64(spansN)
+}
+
+func kvStr(k, v string) *commonpb.KeyValue {
+	return &commonpb.KeyValue{Key: k, Value: &commonpb.AnyValue{Value: &commonpb.AnyValue_StringValue{StringValue: v}}}
+}
+
+func kvInt(k string, v int64) *commonpb.KeyValue {
+	return &commonpb.KeyValue{Key: k, Value: &commonpb.AnyValue{Value: &commonpb.AnyValue_IntValue{IntValue: v}}}
+}
+
+func freePort(b *testing.B) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// procCPU is the process's user+system CPU time from /proc/PID/stat (fields 14 and 15, in clock
+// ticks of 1/100 s - USER_HZ, 100 on every Linux this runs on).
+func procCPU(pid int) (time.Duration, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// The command name (field 2) may hold spaces; count fields after its closing parenthesis.
+	rest := b[bytes.LastIndexByte(b, ')')+2:]
+	f := strings.Fields(string(rest))
+	utime, err1 := strconv.ParseInt(f[11], 10, 64)
+	stime, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, fmt.Errorf("parse /proc/%d/stat", pid)
+	}
+	return time.Duration(utime+stime) * 10 * time.Millisecond, nil
+}
+
+var stoppedLine = regexp.MustCompile(`stopped: (\d+) spans accepted`)
+
+// BenchmarkCollectorEndToEnd drives a running collector (its own process, loopback sockets) with the
+// pre-encoded replay blaster over each protocol and reports accepted spans/s, spans per collector
+// CPU-second, the ratio to the OpenTelemetry Collector's figure, and the collector's peak RSS. Each
+// iteration is one blast of STORMWATCH_E2E_SECONDS (default 5) seconds; run with -benchtime=1x.
+// The blaster runs in the benchmark's process on the same cores, so accepted spans/s is bounded by
+// the machine; spans per CPU-second is the collector's own efficiency, comparable across machines
+// of the same class.
+func BenchmarkCollectorEndToEnd(b *testing.B) {
+	if testing.Short() {
+		b.Skip("end-to-end: starts a collector process")
+	}
+	secs := 5.0
+	if s := os.Getenv("STORMWATCH_E2E_SECONDS"); s != "" {
+		v, err := strconv.ParseFloat(s, 64)
+		if err != nil || v <= 0 {
+			b.Fatalf("STORMWATCH_E2E_SECONDS=%q: want a positive number", s)
+		}
+		secs = v
+	}
+	raws, bytesPerSpan := benchRequests(64)
+	for _, consumer := range []string{"counter", "analyzer"} {
+		for _, p := range []replay.Protocol{replay.GRPC, replay.HTTPProtobuf, replay.HTTPJSON} {
+			name := fmt.Sprintf("consumer=%s/protocol=%s", consumer, strings.ReplaceAll(string(p), "/", "-"))
+			b.Run(name, func(b *testing.B) {
+				reqs := make([]*replay.Request, len(raws))
+				for i, raw := range raws {
+					r, err := replay.Encode(p, raw, 100)
+					if err != nil {
+						b.Fatal(err)
+					}
+					reqs[i] = r
+				}
+				var spansTotal, cpuTotal float64
+				var elapsed time.Duration
+				var peak int64
+				var refused int64
+				for range b.N {
+					st, cpu, rss := blastOnce(b, consumer, p, reqs, time.Duration(secs*float64(time.Second)))
+					spansTotal += float64(st.Spans)
+					cpuTotal += cpu.Seconds()
+					elapsed += st.Elapsed
+					peak = max(peak, rss)
+					refused += st.Refused
+				}
+				b.ReportMetric(spansTotal/elapsed.Seconds(), "spans/s")
+				b.ReportMetric(spansTotal/cpuTotal, "spans/CPU-s")
+				b.ReportMetric(spansTotal/cpuTotal/otelcolSpansPerCPUSecond[p], "x-otelcol")
+				b.ReportMetric(float64(peak)/(1<<20), "peak-RSS-MiB")
+				b.ReportMetric(bytesPerSpan, "B/span-wire")
+				b.ReportMetric(float64(refused)/float64(b.N), "refused-req")
+			})
+		}
+	}
+}
+
+// blastOnce starts a collector process, blasts it for d, stops it, and returns what was accepted,
+// the collector's CPU time during the blast and its peak RSS.
+func blastOnce(b *testing.B, consumer string, p replay.Protocol, reqs []*replay.Request, d time.Duration) (replay.Stats, time.Duration, int64) {
+	grpcAddr, httpAddr := freePort(b), freePort(b)
+	args := []string{"--grpc", grpcAddr, "--http", httpAddr}
+	env := []string{"STORMWATCH_E2E_ANALYZER=0"}
+	if consumer == "analyzer" {
+		env[0] = "STORMWATCH_E2E_ANALYZER=1"
+	} else {
+		args = append(args, "--status-interval", "0")
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestCollectorHelperProcess$")
+	cmd.Env = append(append(os.Environ(), env...), "STORMWATCH_E2E_ARGS="+strings.Join(args, "\x1f"))
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	// Ready when both ports accept connections.
+	for _, addr := range []string{grpcAddr, httpAddr} {
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			c, err := net.DialTimeout("tcp", addr, time.Second)
+			if err == nil {
+				c.Close()
+				break
+			}
+			if time.Now().After(deadline) {
+				b.Fatalf("collector did not listen on %s: %v\n%s", addr, err, stderr.String())
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	to := grpcAddr
+	if p != replay.GRPC {
+		to = "http://" + httpAddr
+	}
+	cpu0, err := procCPU(cmd.Process.Pid)
+	if err != nil {
+		b.Fatal(err)
+	}
+	st, err := replay.Blast(context.Background(), reqs, replay.SendOptions{
+		Target: replay.Target{Endpoint: to, Protocol: p}, Connections: 4, Duration: d})
+	if err != nil {
+		b.Fatalf("blast: %v\n%s", err, stderr.String())
+	}
+	cpu1, err := procCPU(cmd.Process.Pid)
+	if err != nil {
+		b.Fatal(err)
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	if err := cmd.Wait(); err != nil {
+		b.Fatalf("collector exited with %v\n%s", err, stderr.String())
+	}
+	var rss int64
+	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+		rss = ru.Maxrss * 1024
+	}
+	// The collector's own count must cover what the blaster saw accepted.
+	m := stoppedLine.FindStringSubmatch(stderr.String())
+	if m == nil {
+		b.Fatalf("no final status line from the collector:\n%s", stderr.String())
+	}
+	if got, _ := strconv.ParseInt(m[1], 10, 64); got < st.Spans {
+		b.Fatalf("collector accepted %d spans, the blaster counted %d", got, st.Spans)
+	}
+	return st, cpu1 - cpu0, rss
+}
