@@ -675,6 +675,14 @@ func (d *protoDecoder) link(src []byte) error {
 // for protobuf is the same as decoding their concatenation (only hostile input does this, so the
 // copy it costs does not matter).
 func keyValue(src []byte) (key, val []byte, err error) {
+	// Fast path for what every SDK writes: key (field 1) then value (field 2), each shorter than
+	// 128 bytes, nothing else. Anything unusual takes the general loop below.
+	if len(src) >= 4 && src[0] == fKVKey<<3|2 && src[1] < 0x80 {
+		n := 2 + int(src[1])
+		if len(src) >= n+2 && src[n] == fKVValue<<3|2 && src[n+1] < 0x80 && n+2+int(src[n+1]) == len(src) {
+			return src[2:n], src[n+2:], nil
+		}
+	}
 	var fc easyproto.FieldContext
 	merged := false
 	for len(src) > 0 {
@@ -764,6 +772,19 @@ func (d *protoDecoder) value(a Attr, src []byte) (Attr, error) {
 // anyValue finds which member of an AnyValue is set (0 for none) and its payload: data for the
 // length-delimited members, num for the others (the raw varint or the double's bits).
 func anyValue(src []byte) (member uint32, data []byte, num uint64, err error) {
+	// Fast paths for a value that is a lone short string or a lone small varint.
+	if len(src) >= 2 && src[1] < 0x80 {
+		switch src[0] {
+		case fAnyString<<3 | 2:
+			if 2+int(src[1]) == len(src) {
+				return fAnyString, src[2:], 0, nil
+			}
+		case fAnyInt << 3, fAnyBool << 3:
+			if len(src) == 2 {
+				return uint32(src[0] >> 3), nil, uint64(src[1]), nil
+			}
+		}
+	}
 	var fc easyproto.FieldContext
 	merged := false
 	for len(src) > 0 {
