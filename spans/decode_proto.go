@@ -116,10 +116,7 @@ func DecodeProto(buf []byte, opt DecodeOptions) (*Batch, error) {
 	if err := d.request(buf); err != nil {
 		return nil, malformed("decode OTLP protobuf request", err)
 	}
-	if len(d.b.Spans) == 0 {
-		d.b.Spans = nil
-	}
-	d.b.Spans = d.b.Spans[:len(d.b.Spans):len(d.b.Spans)]
+	d.b.Spans = trimSpans(d.b.Spans)
 	d.attrs.compact(d.b.Spans)
 	return d.b, nil
 }

@@ -84,3 +84,15 @@ func (a *attrSlab) compact(spans []Span) {
 	}
 	a.buf, a.allocated = exact, a.used
 }
+
+// trimSpans returns spans in an exact-size array when the estimate that sized it overshot by much
+// (OTLP/JSON counts link ids too; rejected spans leave gaps): held spans keep the whole array alive.
+func trimSpans(spans []Span) []Span {
+	if len(spans) == 0 {
+		return nil
+	}
+	if cap(spans)-len(spans) > len(spans)/4+4 {
+		return append(make([]Span, 0, len(spans)), spans...)
+	}
+	return spans[:len(spans):len(spans)]
+}
