@@ -24,11 +24,26 @@ func run(pass *analyzer.Pass) error {
 	}
 	tol := pass.Settings.Skew()
 	for _, op := range pass.Operations {
+		if !mayRace(op) {
+			continue
+		}
 		for _, race := range races(t, op) {
 			judge(pass, t, op, race, tol)
 		}
 	}
 	return nil
+}
+
+// mayRace is the cheap first look: an explicit hedge, or an attempt with several calls to one
+// origin.
+func mayRace(op *analyzer.Operation) bool {
+	for i := range op.Attempts {
+		a := &op.Attempts[i]
+		if a.Kind == analyzer.KindHedge || len(a.Calls) > 1 && len(a.Origins) == 1 {
+			return true
+		}
+	}
+	return false
 }
 
 // races are the sets of calls of op that ran as copies of one another.

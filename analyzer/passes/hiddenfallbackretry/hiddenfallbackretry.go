@@ -33,7 +33,11 @@ func run(pass *analyzer.Pass) error {
 		}
 		check(pass, t, op, op.Attempts[:fi], op.Attempts[fi:], op.Dependency, true)
 	}
-	// Fallback operations: siblings under one caller, in start order.
+	// Fallback operations: siblings under one caller, in start order. Nothing to look for when
+	// no operation of the trace failed.
+	if !slices.ContainsFunc(pass.Operations, failed) {
+		return nil
+	}
 	type sib struct {
 		anchor int
 		op     *analyzer.Operation

@@ -16,13 +16,38 @@ var Detector = &analyzer.Detector{
 	Run:      run,
 }
 
+// differ is the cheap first look: do two calls of op carry different keys (one may have none)?
+// Most operations have no key at all and cost one attribute scan per call.
+func differ(t *analyzer.Trace, op *analyzer.Operation) bool {
+	first, seen, keyed := "", false, false
+	for i := range op.Attempts {
+		if op.Attempts[i].Kind == analyzer.KindFallback {
+			continue
+		}
+		for _, id := range op.Attempts[i].Calls {
+			s := audit.Span(t, id)
+			if s == nil {
+				continue
+			}
+			k := audit.IdempotencyKey(s)
+			keyed = keyed || k != ""
+			if !seen {
+				first, seen = k, true
+			} else if k != first && keyed {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 func run(pass *analyzer.Pass) error {
 	t := pass.Trace
 	if t == nil {
 		return nil
 	}
 	for _, op := range pass.Operations {
-		if len(op.Attempts) < 2 {
+		if len(op.Attempts) < 2 || !differ(t, op) {
 			continue
 		}
 		var keys []string

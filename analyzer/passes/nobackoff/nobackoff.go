@@ -29,9 +29,17 @@ func run(pass *analyzer.Pass) error {
 		minPause = int64(s.Value)
 	}
 	for _, op := range pass.Operations {
+		immediate := 0
+		for i := range op.Attempts {
+			if a := &op.Attempts[i]; audit.IsRetry(a) && a.BackoffNanos <= minPause {
+				immediate++
+			}
+		}
+		if immediate < 2 {
+			continue
+		}
 		var pauses []float64
 		var ids []string
-		immediate := 0
 		for i := range op.Attempts {
 			a := &op.Attempts[i]
 			if !audit.IsRetry(a) {
@@ -39,12 +47,8 @@ func run(pass *analyzer.Pass) error {
 			}
 			pauses = append(pauses, audit.Ms(a.BackoffNanos))
 			if a.BackoffNanos <= minPause {
-				immediate++
 				ids = append(ids, a.SpanID.String())
 			}
-		}
-		if immediate < 2 {
-			continue
 		}
 		pass.Report(analyzer.Finding{
 			Severity:   pass.Detector.Severity,

@@ -22,17 +22,19 @@ func run(pass *analyzer.Pass) error {
 	p := audit.Policy(pass.Settings)
 	for _, op := range pass.Operations {
 		tries := 0
+		for i := range op.Attempts {
+			if counts(&op.Attempts[i]) {
+				tries++
+			}
+		}
+		if tries < 2 {
+			continue // one try is bounded by definition
+		}
 		var ids []string
 		for i := range op.Attempts {
-			a := &op.Attempts[i]
-			if a.Kind == analyzer.AttemptKindResend || a.Kind == analyzer.KindHedge || a.Kind == analyzer.KindFallback {
-				continue
+			if counts(&op.Attempts[i]) {
+				ids = append(ids, op.Attempts[i].SpanID.String())
 			}
-			tries++
-			ids = append(ids, a.SpanID.String())
-		}
-		if tries == 0 {
-			continue
 		}
 		cls := p.Lookup(audit.Key(pass.Trace, op))
 		limit := cls.MaxAttempts.Value
@@ -51,7 +53,7 @@ func run(pass *analyzer.Pass) error {
 			continue
 		}
 		last := &op.Attempts[len(op.Attempts)-1]
-		if op.Inferred || tries < 2 || last.Outcome == analyzer.OutcomeOK || hasStopReason(pass.Trace, op) {
+		if op.Inferred || last.Outcome == analyzer.OutcomeOK || hasStopReason(pass.Trace, op) {
 			continue
 		}
 		pass.Report(analyzer.Finding{
@@ -65,6 +67,11 @@ func run(pass *analyzer.Pass) error {
 		})
 	}
 	return nil
+}
+
+// counts says whether an attempt is a try of the loop: not a resend, a hedge or a fallback.
+func counts(a *analyzer.Attempt) bool {
+	return a.Kind != analyzer.AttemptKindResend && a.Kind != analyzer.KindHedge && a.Kind != analyzer.KindFallback
 }
 
 // hasStopReason looks at the operation and at its spans: the analyzer fills StopReason from the

@@ -13,13 +13,17 @@ import (
 	"github.com/stormwatch/stormwatch/spans"
 )
 
+// builtin is the policy of a run configured without one. It is read, never written: detectors
+// only look rules up, so sharing it costs nothing and saves building one per trace.
+var builtin = policy.Default()
+
 // Policy is the policy the run was configured with (policy.Configure puts it in Settings.Extra),
 // or the built-in defaults.
 func Policy(s analyzer.Settings) *policy.Policy {
 	if p, ok := s.Extra[policy.ExtraKey].(*policy.Policy); ok && p != nil {
 		return p
 	}
-	return policy.Default()
+	return builtin
 }
 
 // Key describes op for class lookup. t may be nil (windowed detectors): the route is then unknown.

@@ -1,0 +1,58 @@
+package suite_test
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"testing"
+
+	"github.com/stormwatch/stormwatch/analyzer"
+	"github.com/stormwatch/stormwatch/analyzer/analyzertest"
+	"github.com/stormwatch/stormwatch/analyzer/suite"
+	"github.com/stormwatch/stormwatch/spans"
+)
+
+// BenchmarkDetectors measures each detector's cost per span: the whole offline analysis of 100k
+// spans of realistic multi-layer traces with that one detector on, beside detector=none (no
+// detector: assembly, inference, accounting). A detector's own cost is its line minus none's.
+// Per-trace detectors run as each trace is analyzed; windowed ones (scope=window) once over all
+// operations at the end, as `stormwatch analyze` runs them.
+func BenchmarkDetectors(b *testing.B) {
+	const n = 100_000
+	bench := func(name string, ds []*analyzer.Detector) {
+		b.Run(name, func(b *testing.B) {
+			var ms0, ms1 runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&ms0)
+			b.ResetTimer()
+			for range b.N {
+				a := analyzer.New(analyzer.Config{Detectors: ds, MaxSpans: -1})
+				w := analyzertest.NewWorkload(1_767_225_600_000_000_000)
+				for done := 0; done < n; {
+					batch := &spans.Batch{Spans: make([]spans.Span, 0, 600)}
+					done += w.Fill(batch, min(512, n-done))
+					if err := a.ConsumeBatch(context.Background(), batch); err != nil {
+						b.Fatal(err)
+					}
+				}
+				a.Flush()
+				_ = a.Report()
+			}
+			b.StopTimer()
+			runtime.ReadMemStats(&ms1)
+			total := float64(b.N) * n
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/total, "ns/span")
+			b.ReportMetric(float64(ms1.TotalAlloc-ms0.TotalAlloc)/total, "B/span")
+			b.ReportMetric(float64(ms1.Mallocs-ms0.Mallocs)/total, "allocs/span")
+		})
+	}
+	bench("detector=none", nil)
+	for _, d := range suite.Default() {
+		scope := "trace"
+		if d.Scope == analyzer.ScopeWindow {
+			scope = "window"
+		}
+		bench(fmt.Sprintf("scope=%s/detector=%s", scope, d.Name), []*analyzer.Detector{d})
+	}
+	bench("detector=all", suite.Default())
+}
