@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/stormwatch/stormwatch/analyzer"
+	"github.com/stormwatch/stormwatch/analyzer/policy"
 )
 
 // Defaults of the fields a user leaves out. Settle and the bounds are the single binary's, so that
@@ -39,6 +40,10 @@ type Config struct {
 	// WindowInterval is how often the cross-trace detectors (retry budget, synchronized retries,
 	// breaker key) run over the traces this instance holds.
 	WindowInterval time.Duration `mapstructure:"window_interval"`
+	// Policy is a retry policy file (`stormwatch policy init` writes a commented example): detector
+	// switches, severities, per-class limits and the window of the cross-trace detectors. Empty
+	// means the built-in defaults, as with the single binary's --policy.
+	Policy string `mapstructure:"policy"`
 	// AllAttributes keeps attributes outside the set the analyzer reads. The connector emits no
 	// span attribute, so this only costs memory; it exists for parity with the single binary.
 	AllAttributes bool `mapstructure:"all_attributes"`
@@ -84,6 +89,13 @@ func (c *Config) Validate() error {
 	bound("max_spans", c.MaxSpans)
 	bound("max_trace_spans", c.MaxTraceSpans)
 	bound("max_findings", c.MaxFindings)
+	if c.Policy != "" {
+		// Loaded here as well as at creation so that a bad file stops the collector at startup,
+		// with the file, line and column of every problem.
+		if _, err := policy.Load(c.Policy); err != nil {
+			errs = append(errs, fmt.Errorf("policy %s: %w", c.Policy, err))
+		}
+	}
 	return errors.Join(errs...)
 }
 

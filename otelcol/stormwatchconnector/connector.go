@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/stormwatch/stormwatch/analyzer"
+	"github.com/stormwatch/stormwatch/analyzer/policy"
 	"github.com/stormwatch/stormwatch/analyzer/suite"
 )
 
@@ -25,30 +26,40 @@ type shared struct {
 	conv   *converter
 	an     *analyzer.Analyzer
 	emit   *emitter
-	// now is the clock; tests replace it to make settle times exact.
-	now     func() time.Time
-	release func()
+	// now is the clock and newTicker its ticks; tests replace both to step time by hand.
+	now       func() time.Time
+	newTicker func(time.Duration) (<-chan time.Time, func())
+	release   func()
 
 	// Set while the collector builds the pipelines, before any Start.
 	metrics consumer.Metrics
 	logs    consumer.Logs
 
-	mu      sync.Mutex
-	started int
-	stop    context.CancelFunc
-	done    chan struct{}
-	ticking bool
+	mu       sync.Mutex
+	started  int
+	stop     context.CancelFunc
+	done     chan struct{}
+	ticking  bool
+	nextEmit time.Time
+	// sendMu keeps emissions in order: the clock's and the final one at shutdown.
+	sendMu sync.Mutex
+}
+
+func realTicker(d time.Duration) (<-chan time.Time, func()) {
+	t := time.NewTicker(d)
+	return t.C, t.Stop
 }
 
 func newShared(set connector.Settings, cfg *Config, release func()) (*shared, error) {
 	s := &shared{
-		cfg:     cfg,
-		logger:  set.Logger,
-		conv:    newConverter(cfg.AllAttributes),
-		now:     time.Now,
-		release: release,
+		cfg:       cfg,
+		logger:    set.Logger,
+		conv:      newConverter(cfg.AllAttributes),
+		now:       time.Now,
+		newTicker: realTicker,
+		release:   release,
 	}
-	s.an = analyzer.New(analyzer.Config{
+	acfg := analyzer.Config{
 		Settle:         cfg.settle(),
 		MaxSpans:       cfg.MaxSpans,
 		MaxTraceSpans:  cfg.MaxTraceSpans,
@@ -56,7 +67,18 @@ func newShared(set connector.Settings, cfg *Config, release func()) (*shared, er
 		WindowInterval: cfg.WindowInterval,
 		Detectors:      suite.Default(),
 		Now:            func() time.Time { return s.now() },
-	})
+	}
+	// As the single binary's live mode: the policy (or the built-in one) in live mode, where the
+	// cross-trace detectors see a window of recent operations.
+	var p *policy.Policy
+	if cfg.Policy != "" {
+		var err error
+		if p, err = policy.Load(cfg.Policy); err != nil {
+			return nil, fmt.Errorf("policy %s: %w", cfg.Policy, err)
+		}
+	}
+	policy.Configure(&acfg, p, policy.Live)
+	s.an = analyzer.New(acfg)
 	s.emit = newEmitter(set, s.an, s.now())
 	return s, nil
 }
@@ -119,30 +141,41 @@ func (s *shared) start() error {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s.stop, s.done, s.ticking = cancel, make(chan struct{}), true
+	now := s.now()
+	s.nextEmit = now.Add(s.cfg.emit())
+	s.emit.setStart(now)
 	go s.run(ctx, s.done)
 	return nil
 }
 
 // run is the connector's clock: the analyzer is pure and reads no clock, so this goroutine tells
-// it the time every tick (traces quiet for the settle period get analyzed) and sends what changed
-// downstream every emit interval.
+// it the time every tick.
 func (s *shared) run(ctx context.Context, done chan<- struct{}) {
 	defer close(done)
-	tick := time.NewTicker(s.cfg.tick())
-	defer tick.Stop()
-	nextEmit := s.now().Add(s.cfg.emit())
+	ticks, stop := s.newTicker(s.cfg.tick())
+	defer stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-tick.C:
-			now := s.now()
-			s.an.Settle(now)
-			if !now.Before(nextEmit) {
-				s.send(ctx, now)
-				nextEmit = now.Add(s.cfg.emit())
-			}
+		case <-ticks:
+			s.step(ctx, s.now())
 		}
+	}
+}
+
+// step is one tick: traces quiet for the settle period get analyzed (re-analyzed when late spans
+// came), and every emit interval what changed is sent downstream.
+func (s *shared) step(ctx context.Context, now time.Time) {
+	s.an.Settle(now)
+	s.mu.Lock()
+	due := !now.Before(s.nextEmit)
+	if due {
+		s.nextEmit = now.Add(s.cfg.emit())
+	}
+	s.mu.Unlock()
+	if due {
+		s.send(ctx, now)
 	}
 }
 
@@ -150,6 +183,8 @@ func (s *shared) run(ctx context.Context, done chan<- struct{}) {
 // the metrics are cumulative, so the next emission carries what this one lost, and findings not
 // delivered are offered again next time.
 func (s *shared) send(ctx context.Context, now time.Time) {
+	s.sendMu.Lock()
+	defer s.sendMu.Unlock()
 	out := s.emit.collect(now, s.metrics != nil, s.logs != nil)
 	if s.metrics != nil {
 		if err := s.metrics.ConsumeMetrics(ctx, out.metrics); err != nil {

@@ -63,19 +63,24 @@ type emitter struct {
 
 	mu sync.Mutex
 	// seen are the findings of the previous report, for counting each once; logged those
-	// delivered as log records, by key, with the summary sent (a re-analysis that changes a
-	// finding's summary sends it again).
+	// delivered as log records, by key, with the content sent (a re-analysis that changes a
+	// finding's summary, severity or spans sends it again).
 	seen   map[findingKey]bool
 	logged map[findingKey]string
 	counts map[[2]string]int64 // (detector, severity) -> findings first seen
 }
 
+// findingKey identifies a finding across re-analyses of its trace: a late span changes the span
+// list and the numbers, not what the finding is about. nth tells apart findings of one detector
+// about the same trace and dependency (the analyzer sorts findings, so the order is stable).
 type findingKey struct {
-	detector, trace, service, dependency, spans string
+	detector, trace, service, dependency string
+	nth                                  int
 }
 
-func keyOf(f *analyzer.Finding) findingKey {
-	return findingKey{f.Detector, f.TraceID, f.Service, f.Dependency, strings.Join(f.SpanIDs, ",")}
+// content is what a finding says: when it changes under the same key, the record is sent again.
+func content(f *analyzer.Finding) string {
+	return f.Severity.String() + "\x00" + f.Summary + "\x00" + strings.Join(f.SpanIDs, ",")
 }
 
 func newEmitter(set connector.Settings, an *analyzer.Analyzer, start time.Time) *emitter {
@@ -117,12 +122,15 @@ func (e *emitter) collect(now time.Time, wantMetrics, wantLogs bool) output {
 	var sl plog.ScopeLogs
 	for i := range rep.Findings {
 		f := &rep.Findings[i]
-		k := keyOf(f)
+		k := findingKey{f.Detector, f.TraceID, f.Service, f.Dependency, 0}
+		for cur[k] {
+			k.nth++
+		}
 		cur[k] = true
 		if !e.seen[k] {
 			e.counts[[2]string{f.Detector, f.Severity.String()}]++
 		}
-		if !wantLogs || e.logged[k] == f.Summary {
+		if !wantLogs || e.logged[k] == content(f) {
 			continue
 		}
 		if out.pending == nil {
@@ -134,7 +142,7 @@ func (e *emitter) collect(now time.Time, wantMetrics, wantLogs bool) output {
 			out.pending = map[findingKey]string{}
 		}
 		findingRecord(sl.LogRecords().AppendEmpty(), f, ts)
-		out.pending[k] = f.Summary
+		out.pending[k] = content(f)
 	}
 	e.seen = cur
 	// Findings that left the report (older than max_findings, or replaced by a re-analysis)
@@ -148,6 +156,13 @@ func (e *emitter) collect(now time.Time, wantMetrics, wantLogs bool) output {
 		out.metrics = e.metrics(&rep, stats, ts)
 	}
 	return out
+}
+
+// setStart stamps the start of the cumulative series: the connector's start.
+func (e *emitter) setStart(t time.Time) {
+	e.mu.Lock()
+	e.start = pcommon.NewTimestampFromTime(t)
+	e.mu.Unlock()
 }
 
 func (e *emitter) delivered(out output) {
