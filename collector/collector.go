@@ -27,6 +27,9 @@ const (
 	DefaultRetryAfter          = time.Second
 	DefaultRecordFlushInterval = time.Second
 
+	// MaxQueueSize caps QueueSize: the queue's channels are allocated up front.
+	MaxQueueSize = 1 << 16
+
 	// Disabled as an address turns that transport off.
 	Disabled = "none"
 )
@@ -94,8 +97,8 @@ func (c Config) validate() error {
 	if c.MaxRequestBytes < 0 {
 		errs = append(errs, fmt.Errorf("max request bytes %d: must be positive", c.MaxRequestBytes))
 	}
-	if c.QueueSize < 0 {
-		errs = append(errs, fmt.Errorf("queue size %d: must be positive", c.QueueSize))
+	if c.QueueSize < 0 || c.QueueSize > MaxQueueSize {
+		errs = append(errs, fmt.Errorf("queue size %d: must be between 1 and %d", c.QueueSize, MaxQueueSize))
 	}
 	if c.MaxQueueBytes < 0 {
 		errs = append(errs, fmt.Errorf("max queue bytes %d: must be positive", c.MaxQueueBytes))

@@ -146,7 +146,7 @@ func request(first, n, bad int) *coltracepb.ExportTraceServiceRequest {
 	}}}
 }
 
-func protoBody(t *testing.T, req *coltracepb.ExportTraceServiceRequest) []byte {
+func protoBody(t testing.TB, req *coltracepb.ExportTraceServiceRequest) []byte {
 	t.Helper()
 	b, err := proto.Marshal(req)
 	if err != nil {

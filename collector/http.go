@@ -77,12 +77,36 @@ func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeHTTPError(w, err, enc, c.cfg.RetryAfter)
 		return
 	}
-	resp := &coltracepb.ExportTraceServiceResponse{}
-	if msg := res.partialMessage(); msg != "" {
-		resp.PartialSuccess = &coltracepb.ExportTracePartialSuccess{RejectedSpans: int64(res.invalid), ErrorMessage: msg}
+	msg := res.partialMessage()
+	if msg == "" {
+		// The common answer, an empty ExportTraceServiceResponse, needs no encoding: no bytes in
+		// protobuf, "{}" in JSON.
+		h := w.Header()
+		if enc == encJSON {
+			h["Content-Type"] = jsonContentType
+			h["Content-Length"] = emptyJSONLength
+			w.WriteHeader(http.StatusOK)
+			w.Write(emptyJSON)
+		} else {
+			h["Content-Type"] = protoContentType
+			h["Content-Length"] = zeroLength
+			w.WriteHeader(http.StatusOK)
+		}
+		return
 	}
+	resp := &coltracepb.ExportTraceServiceResponse{PartialSuccess: &coltracepb.ExportTracePartialSuccess{
+		RejectedSpans: int64(res.invalid), ErrorMessage: msg}}
 	writeHTTPMessage(w, http.StatusOK, resp, enc)
 }
+
+// Header values of the empty success answer, shared read-only (net/http does not modify them).
+var (
+	jsonContentType  = []string{contentTypeJSON}
+	protoContentType = []string{contentTypeProto}
+	emptyJSON        = []byte("{}")
+	emptyJSONLength  = []string{"2"}
+	zeroLength       = []string{"0"}
+)
 
 func (h *httpHandler) handle(w http.ResponseWriter, r *http.Request, enc encoding) (exportResult, error) {
 	c := h.c

@@ -16,7 +16,7 @@ import (
 
 // otlpJSON encodes req as OTLP/JSON: protojson, with the ids in hex as the OTLP spec wants rather
 // than protojson's base64.
-func otlpJSON(t *testing.T, req *coltracepb.ExportTraceServiceRequest) []byte {
+func otlpJSON(t testing.TB, req *coltracepb.ExportTraceServiceRequest) []byte {
 	t.Helper()
 	b, err := protojson.Marshal(req)
 	if err != nil {

@@ -207,6 +207,7 @@ func TestConfig(t *testing.T) {
 	}{
 		{Config{MaxRequestBytes: -1}, "max request bytes -1"},
 		{Config{QueueSize: -3}, "queue size -3"},
+		{Config{QueueSize: MaxQueueSize + 1}, "must be between 1 and 65536"},
 		{Config{MaxQueueBytes: -1}, "max queue bytes"},
 		{Config{RetryAfter: -time.Second}, "negative"},
 		{Config{GRPCAddr: Disabled, HTTPAddr: Disabled}, "nothing to listen on"},

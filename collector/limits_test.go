@@ -204,7 +204,7 @@ func TestConsumerErrorsAreCounted(t *testing.T) {
 	}
 }
 
-func dialGRPC(t *testing.T, c *Collector, opts ...grpc.DialOption) *grpc.ClientConn {
+func dialGRPC(t testing.TB, c *Collector, opts ...grpc.DialOption) *grpc.ClientConn {
 	t.Helper()
 	opts = append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, opts...)
 	conn, err := grpc.NewClient(c.GRPCAddr(), opts...)

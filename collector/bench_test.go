@@ -1,0 +1,149 @@
+package collector
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"testing"
+	"time"
+
+	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
+	resourcepb "go.opentelemetry.io/proto/otlp/resource/v1"
+	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
+
+	"github.com/stormwatch/stormwatch/spans"
+)
+
+// benchRequest is the realistic payload: 100 spans per request, each about 580 bytes on the
+// wire with 10 attributes.
+func benchRequest() *coltracepb.ExportTraceServiceRequest {
+	str := func(k, v string) *commonpb.KeyValue {
+		return &commonpb.KeyValue{Key: k, Value: &commonpb.AnyValue{Value: &commonpb.AnyValue_StringValue{StringValue: v}}}
+	}
+	num := func(k string, v int64) *commonpb.KeyValue {
+		return &commonpb.KeyValue{Key: k, Value: &commonpb.AnyValue{Value: &commonpb.AnyValue_IntValue{IntValue: v}}}
+	}
+	var ps []*tracepb.Span
+	for i := range 100 {
+		ps = append(ps, &tracepb.Span{
+			TraceId: traceID(i / 10), SpanId: spanID(i), ParentSpanId: spanID(1000 + i/10),
+			Name: "GET /api/v1/catalog/items/{id}", Kind: tracepb.Span_SPAN_KIND_CLIENT,
+			StartTimeUnixNano: 1_700_000_000_000_000_000 + uint64(i)*1000, EndTimeUnixNano: 1_700_000_000_050_000_000 + uint64(i)*1000,
+			Attributes: []*commonpb.KeyValue{
+				str(spans.AttrHTTPMethod, "GET"),
+				str(spans.AttrURLFull, fmt.Sprintf("http://catalog.internal.example.com:8080/api/v1/catalog/items/%08d?include=reviews,prices", i)),
+				str(spans.AttrServerAddress, "catalog.internal.example.com"),
+				num(spans.AttrServerPort, 8080),
+				num(spans.AttrHTTPStatus, 503),
+				str(spans.AttrErrorType, "503"),
+				num(spans.AttrHTTPResendCount, 2),
+				str(spans.AttrNetworkPeerAddress, "10.12.34.56"),
+				str("user_agent.original", "checkout-service/1.42.0 (go1.26; linux/amd64)"),
+				str("thread.name", "worker-pool-7-executor-thread-12"),
+			},
+			Status: &tracepb.Status{Code: tracepb.Status_STATUS_CODE_ERROR, Message: "503 Service Unavailable"},
+		})
+	}
+	return &coltracepb.ExportTraceServiceRequest{ResourceSpans: []*tracepb.ResourceSpans{{
+		Resource: &resourcepb.Resource{Attributes: []*commonpb.KeyValue{
+			str(spans.AttrServiceName, "checkout"), str(spans.AttrServiceInstance, "checkout-7f9c-x2"),
+		}},
+		ScopeSpans: []*tracepb.ScopeSpans{{Scope: &commonpb.InstrumentationScope{Name: "go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"}, Spans: ps}},
+	}}}
+}
+
+// nop consumes and forgets, so the benchmark measures the collector alone.
+type nop struct{}
+
+func (nop) ConsumeBatch(context.Context, *spans.Batch) error { return nil }
+
+func benchCollector(b *testing.B) *Collector {
+	c, err := New(Config{GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", QueueSize: 1024}, nop{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := c.Start(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { c.Shutdown(context.Background()) })
+	return c
+}
+
+func reportSpans(b *testing.B, start time.Time) {
+	el := time.Since(start)
+	b.ReportMetric(float64(b.N*100)/el.Seconds(), "spans/s")
+	b.ReportMetric(float64(el.Nanoseconds())/float64(b.N*100), "ns/span")
+}
+
+// BenchmarkExportPath is the shared path alone (decode, admit), no transport: the collector's own
+// overhead on top of the decoder.
+func BenchmarkExportPath(b *testing.B) {
+	c, err := New(Config{QueueSize: 1 << 20, MaxQueueBytes: 1 << 40}, nop{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	c.startWorkers()
+	defer c.Shutdown(context.Background())
+	body := protoBody(b, benchRequest())
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	start := time.Now()
+	for b.Loop() {
+		// The batch aliases the body, so each request has its own, as on the wire.
+		if _, err := c.export(bytes.Clone(body), encProto); err != nil {
+			b.Fatal(err)
+		}
+	}
+	reportSpans(b, start)
+}
+
+// BenchmarkHTTP sends the request over loopback HTTP from one client: a latency-bound figure
+// (client and server share the 2 cores), for comparing versions of the collector, not a capacity
+// number.
+func BenchmarkHTTP(b *testing.B) {
+	for _, enc := range []encoding{encProto, encJSON} {
+		b.Run(enc.String(), func(b *testing.B) {
+			c := benchCollector(b)
+			body, ct := protoBody(b, benchRequest()), contentTypeProto
+			if enc == encJSON {
+				body, ct = otlpJSON(b, benchRequest()), contentTypeJSON
+			}
+			url := "http://" + c.HTTPAddr() + tracesPath
+			client := &http.Client{}
+			b.SetBytes(int64(len(body)))
+			b.ReportAllocs()
+			start := time.Now()
+			for b.Loop() {
+				resp, err := client.Post(url, ct, bytes.NewReader(body))
+				if err != nil {
+					b.Fatal(err)
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != 200 {
+					b.Fatalf("status %d", resp.StatusCode)
+				}
+			}
+			reportSpans(b, start)
+		})
+	}
+}
+
+// BenchmarkGRPC is BenchmarkHTTP over gRPC.
+func BenchmarkGRPC(b *testing.B) {
+	c := benchCollector(b)
+	conn := dialGRPC(b, c)
+	req := benchRequest()
+	var resp coltracepb.ExportTraceServiceResponse
+	b.ReportAllocs()
+	start := time.Now()
+	for b.Loop() {
+		if err := conn.Invoke(context.Background(), coltracepb.TraceService_Export_FullMethodName, req, &resp); err != nil {
+			b.Fatal(err)
+		}
+	}
+	reportSpans(b, start)
+}
