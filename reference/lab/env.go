@@ -26,6 +26,7 @@ type env struct {
 	base    *http.Transport
 	rt      http.RoundTripper
 	closers []func()
+	origins []*origin
 	seq     uint64
 	seqMu   sync.Mutex
 }
@@ -61,6 +62,8 @@ func (e *env) run(body func() (*Result, error)) (*Result, error) {
 		stop = f.Auto()
 	}
 	res, err := body()
+	// Origins may still be working for callers that left: let them finish before the servers close.
+	e.idleAll()
 	if f := e.clk.fake(); f != nil {
 		f.Release()
 		stop()
@@ -118,6 +121,13 @@ func (e *env) parallel(n int, f func(i int)) {
 		})
 	}
 	e.clk.Wait(wg.Wait)
+}
+
+// idleAll waits until no origin of the run is working.
+func (e *env) idleAll() {
+	for _, o := range e.origins {
+		o.idle()
+	}
 }
 
 // sleep lets lab time pass for the scenario's own script.

@@ -38,6 +38,8 @@ type origin struct {
 	mu        sync.Mutex
 	behave    behaviour
 	saw       int // requests received
+	nth       int // requests given to the behaviour
+	arrivals  []time.Time
 	completed int // requests whose work ran to the end
 	stopped   int // requests whose work was cut short by the propagated deadline
 	busy      sync.WaitGroup
@@ -55,6 +57,7 @@ type originOptions struct {
 // can stop it.
 func (e *env) newOrigin(name string, b behaviour, o originOptions) *origin {
 	org := &origin{name: name, clk: e.clk, behave: b}
+	e.origins = append(e.origins, org)
 	var work http.Handler = http.HandlerFunc(org.serve)
 	if o.handler != nil {
 		work = o.handler
@@ -62,6 +65,16 @@ func (e *env) newOrigin(name string, b behaviour, o originOptions) *origin {
 	if o.middleware {
 		work = reference.Handler(work, reference.HandlerClock(e.clk))
 	}
+	inner := work
+	work = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		org.busy.Add(1)
+		defer org.busy.Done()
+		org.mu.Lock()
+		org.saw++
+		org.arrivals = append(org.arrivals, org.clk.Now())
+		org.mu.Unlock()
+		inner.ServeHTTP(w, r)
+	})
 	h := e.serverSpans(name, work)
 	h = detach(h)
 	h = e.flows.handler(h)
@@ -116,11 +129,9 @@ func (s *statusWriter) WriteHeader(code int) {
 }
 
 func (o *origin) serve(w http.ResponseWriter, r *http.Request) {
-	o.busy.Add(1)
-	defer o.busy.Done()
 	o.mu.Lock()
-	n := o.saw
-	o.saw++
+	n := o.nth
+	o.nth++
 	// Behaviours keep their own state (calls seen, entities created): they run under the lock.
 	rep := o.behave(r, n)
 	o.mu.Unlock()
@@ -160,6 +171,19 @@ func (o *origin) counts() counts {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return counts{o.saw, o.completed, o.stopped}
+}
+
+// countsAfter is the number of requests that arrived after t.
+func (o *origin) countsAfter(t time.Time) int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	n := 0
+	for _, a := range o.arrivals {
+		if a.After(t) {
+			n++
+		}
+	}
+	return n
 }
 
 // reset zeroes the counters between waves.

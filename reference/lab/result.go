@@ -18,7 +18,7 @@ type Options struct {
 	// Start is the fake clock's reading at the start of the run; zero means now (truncated to the
 	// second). Fixtures pass a fixed time so recordings are stable.
 	Start time.Time
-	// Seed seeds every client's jitter (each client its own stream). Zero means 1.
+	// Seed seeds every client's jitter (each client its own stream). Zero means [DefaultSeed].
 	Seed uint64
 	// TracerProvider returns the provider for one service of the run (the callers, each origin, each
 	// layer); nil records no spans.

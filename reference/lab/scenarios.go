@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/stormwatch/stormwatch/reference"
@@ -66,7 +67,7 @@ func Run(ctx context.Context, name string, opts Options) (*Result, error) {
 		return nil, fmt.Errorf("unknown lab scenario %q (known: %s)", name, strings.Join(Names(), ", "))
 	}
 	if opts.Seed == 0 {
-		opts.Seed = 1
+		opts.Seed = DefaultSeed
 	}
 	e := newEnv(ctx, opts)
 	res, err := e.run(func() (*Result, error) { return s.run(e) })
@@ -81,6 +82,11 @@ func Run(ctx context.Context, name string, opts Options) (*Result, error) {
 }
 
 const callers = 40
+
+// DefaultSeed seeds the jitter when Options.Seed is zero. Every count in every table is the same
+// for any seed; only the jittered wave-1 time of breaker-waves moves (0.08-0.10 s), and seed 6
+// prints the article's 0.09 s. The choice is cosmetic and said so in docs/lab.md.
+const DefaultSeed = 6
 
 // Latencies of the origins. A failing origin answers after 1 ms, a plausible round trip, which also
 // makes every concurrent caller be admitted before the first answer is counted, as in the seed.
@@ -477,7 +483,7 @@ func (e *env) layer(name string, next string, attempts int) *origin {
 		resp.Body.Close()
 		w.WriteHeader(resp.StatusCode)
 	})
-	return e.newOrigin(name, nil, originOptions{handler: h})
+	return e.newOrigin(name, nil, originOptions{handler: h, middleware: true})
 }
 
 func layers(e *env) (*Result, error) {
@@ -560,6 +566,43 @@ func fanout(e *env) (*Result, error) {
 	return res, nil
 }
 
+// reportOrigin does its 2 s of work in four steps of 0.5 s, each followed by a query to db: the
+// downstream calls make work done after the caller left visible in a trace.
+func (e *env) reportOrigin(db *origin, middleware bool) (*origin, *counter) {
+	c := e.client("report", naive(1, 30*time.Second), reference.NewRuntime(0))
+	steps := &counter{}
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		for i := 0; i < 4; i++ {
+			if err := e.clk.Sleep(r.Context(), 500*time.Millisecond); err != nil {
+				http.Error(w, "work stopped: "+err.Error(), http.StatusGatewayTimeout)
+				return
+			}
+			req, _ := http.NewRequestWithContext(r.Context(), http.MethodGet, db.url+"/query", nil)
+			resp, err := c.Do(r.Context(), req)
+			if err != nil {
+				http.Error(w, "query: "+err.Error(), http.StatusGatewayTimeout)
+				return
+			}
+			resp.Body.Close()
+			steps.add()
+		}
+		w.WriteHeader(http.StatusOK)
+	})
+	return e.newOrigin("report", nil, originOptions{handler: h, middleware: middleware}), steps
+}
+
+type counter struct {
+	mu sync.Mutex
+	n  int
+}
+
+func (c *counter) add() { c.mu.Lock(); c.n++; c.mu.Unlock() }
+func (c *counter) get() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n
+}
+
 func postDeadline(e *env) (*Result, error) {
 	res := &Result{}
 	for _, v := range []struct {
@@ -569,7 +612,8 @@ func postDeadline(e *env) (*Result, error) {
 		{"deadline kept local (defect)", false},
 		{"deadline propagated (reference)", true},
 	} {
-		o := e.newOrigin("origin-slow", always(200, slowLatency), originOptions{middleware: true})
+		db := e.newOrigin("db", always(200, failLatency), originOptions{})
+		o, steps := e.reportOrigin(db, true)
 		cfg := naive(1, time.Second)
 		cfg.Propagation.NoDeadlineHeader = !v.propagate
 		c := e.client("caller", cfg, reference.NewRuntime(0))
@@ -577,17 +621,19 @@ func postDeadline(e *env) (*Result, error) {
 		out := e.get(c, o.url+"/report", nil)
 		gaveUp := out.end
 		o.idle()
+		e.idleAll()
 		wasted := e.clk.Now().Sub(gaveUp)
 		r := Row{Variant: v.label}
 		tally(&r, []outcome{out}, start)
-		cn := o.counts()
-		r.OriginSaw = cn.saw
-		r.Amplification = amp(cn.saw, 1)
-		r.OriginCompleted, r.OriginStopped = intp(cn.completed), intp(cn.stopped)
+		r.OriginSaw = o.counts().saw
+		r.Amplification = amp(r.OriginSaw, 1)
+		late := db.countsAfter(gaveUp)
+		r.OriginCompleted = intp(steps.get())
 		r.PostDeadlineS = floatp(round2(wasted.Seconds()))
+		r.Detail = fmt.Sprintf("db queries after the caller gave up: %d", late)
 		res.Rows = append(res.Rows, r)
-		res.Lines = append(res.Lines, fmt.Sprintf("%-36s caller gave up at %.2fs, origin worked %.2fs after it (finished %d, stopped %d)",
-			v.label, gaveUp.Sub(start).Seconds(), wasted.Seconds(), cn.completed, cn.stopped))
+		res.Lines = append(res.Lines, fmt.Sprintf("%-34s caller gave up at %.2fs; origin worked %.2fs longer and sent db %d of its %d queries after that",
+			v.label, gaveUp.Sub(start).Seconds(), wasted.Seconds(), late, steps.get()))
 	}
 	return res, nil
 }

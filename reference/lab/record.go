@@ -1,0 +1,147 @@
+package lab
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// FixtureStart is the fake clock's reading at the start of a recording made by [Record], so that
+// fixtures do not change with the day they were regenerated.
+var FixtureStart = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// Tracing hands out one SDK tracer provider per service of a run (the service.name resource is
+// what tells the callers, the layers and the origins apart), all exporting to one exporter.
+type Tracing struct {
+	exp       sdktrace.SpanExporter
+	ids       sdktrace.IDGenerator
+	simple    bool
+	mu        sync.Mutex
+	providers map[string]*sdktrace.TracerProvider
+	order     []string
+}
+
+// TracingOption tunes [NewTracing].
+type TracingOption func(*Tracing)
+
+// WithIDSeed makes trace and span ids a deterministic sequence from seed (recordings that diff
+// well). Default: the SDK's random ids.
+func WithIDSeed(seed uint64) TracingOption {
+	return func(t *Tracing) { t.ids = &seededIDs{r: rand.New(rand.NewPCG(seed, seed^0x5eed))} }
+}
+
+// WithSyncExport exports each span as it ends (a simple span processor) instead of in batches.
+func WithSyncExport() TracingOption { return func(t *Tracing) { t.simple = true } }
+
+// NewTracing returns providers that export to exp. Shutdown flushes them; exp itself is shut down
+// once, by Shutdown.
+func NewTracing(exp sdktrace.SpanExporter, opts ...TracingOption) *Tracing {
+	t := &Tracing{exp: exp, providers: map[string]*sdktrace.TracerProvider{}}
+	for _, o := range opts {
+		o(t)
+	}
+	return t
+}
+
+// Provider returns the tracer provider of service, creating it on first use. It has the shape of
+// Options.TracerProvider.
+func (t *Tracing) Provider(service string) trace.TracerProvider {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if p := t.providers[service]; p != nil {
+		return p
+	}
+	res := resource.NewSchemaless(attribute.String("service.name", service),
+		attribute.String("service.instance.id", service+"-1"))
+	exp := keepOpen{t.exp}
+	var sp sdktrace.SpanProcessor
+	if t.simple {
+		sp = sdktrace.NewSimpleSpanProcessor(exp)
+	} else {
+		sp = sdktrace.NewBatchSpanProcessor(exp, sdktrace.WithMaxExportBatchSize(2048), sdktrace.WithMaxQueueSize(65536))
+	}
+	opts := []sdktrace.TracerProviderOption{sdktrace.WithResource(res), sdktrace.WithSpanProcessor(sp),
+		sdktrace.WithSampler(sdktrace.AlwaysSample())}
+	if t.ids != nil {
+		opts = append(opts, sdktrace.WithIDGenerator(t.ids))
+	}
+	p := sdktrace.NewTracerProvider(opts...)
+	t.providers[service] = p
+	t.order = append(t.order, service)
+	return p
+}
+
+// Shutdown flushes every provider, then shuts the exporter down.
+func (t *Tracing) Shutdown(ctx context.Context) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var errs []error
+	for _, s := range t.order {
+		if err := t.providers[s].Shutdown(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("flush spans of %s: %w", s, err))
+		}
+	}
+	if err := t.exp.Shutdown(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("shut down span exporter: %w", err))
+	}
+	return errors.Join(errs...)
+}
+
+// keepOpen lets several providers share one exporter: their shutdowns do not close it.
+type keepOpen struct{ sdktrace.SpanExporter }
+
+func (keepOpen) Shutdown(context.Context) error { return nil }
+
+// seededIDs is a deterministic IDGenerator.
+type seededIDs struct {
+	mu sync.Mutex
+	r  *rand.Rand
+}
+
+func (g *seededIDs) NewIDs(context.Context) (trace.TraceID, trace.SpanID) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var tid trace.TraceID
+	binary.BigEndian.PutUint64(tid[:8], g.r.Uint64())
+	binary.BigEndian.PutUint64(tid[8:], g.r.Uint64())
+	return tid, g.span()
+}
+
+func (g *seededIDs) NewSpanID(context.Context, trace.TraceID) trace.SpanID {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.span()
+}
+
+func (g *seededIDs) span() trace.SpanID {
+	var sid trace.SpanID
+	for sid == (trace.SpanID{}) {
+		binary.BigEndian.PutUint64(sid[:], g.r.Uint64())
+	}
+	return sid
+}
+
+// Record runs scenario on the fake clock, starting at [FixtureStart] with span ids from a fixed seed, and writes every span to exp, which it shuts down at the end (for a
+// tracefile exporter that flushes the file; the caller still closes the file). This is what the
+// fixture generator calls for fixtures/lab-<scenario>.jsonl:
+//
+//	w, _ := tracefile.Create("fixtures/lab-retry-cost.jsonl")
+//	res, err := lab.Record(ctx, "retry-cost", tracefile.NewSpanExporter(w))
+//	w.Close()
+func Record(ctx context.Context, scenario string, exp sdktrace.SpanExporter) (*Result, error) {
+	tr := NewTracing(exp, WithIDSeed(1), WithSyncExport())
+	res, err := Run(ctx, scenario, Options{Start: FixtureStart, TracerProvider: tr.Provider})
+	if serr := tr.Shutdown(ctx); serr != nil && err == nil {
+		err = serr
+	}
+	return res, err
+}
