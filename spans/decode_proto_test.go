@@ -3,6 +3,7 @@ package spans_test
 import (
 	"errors"
 	"math"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -159,7 +160,19 @@ func edgeCases() []edgeCase {
 	for i := range huge {
 		huge[i] = &tracepb.Span{TraceId: append([]byte{1}, id16(byte(i))[1:]...), SpanId: id8(byte(i>>8) | 1), Attributes: allValues[:3]}
 	}
+	// Mostly attributes that are dropped by default: the attribute slab's estimate overshoots and
+	// the decoders compact it; with AllAttributes it is outgrown instead.
+	dropped := make([]*tracepb.Span, 300)
+	for i := range dropped {
+		sp := &tracepb.Span{TraceId: id16(7), SpanId: id8(byte(i%250 + 1)), Name: "d"}
+		for j := 0; j < 12; j++ {
+			sp.Attributes = append(sp.Attributes, kv("custom.attribute.number."+strconv.Itoa(j), str("some value that is long enough")))
+		}
+		sp.Attributes = append(sp.Attributes, kv(spans.AttrOpID, str(strconv.Itoa(i))))
+		dropped[i] = sp
+	}
 	return []edgeCase{
+		{"mostly dropped attributes", request(&tracepb.ResourceSpans{ScopeSpans: []*tracepb.ScopeSpans{scope("s", dropped...)}}), 300, 0},
 		{"empty request", request(), 0, 0},
 		{"empty resource spans", request(&tracepb.ResourceSpans{}), 0, 0},
 		{"missing resource and scope", request(&tracepb.ResourceSpans{ScopeSpans: []*tracepb.ScopeSpans{{Spans: []*tracepb.Span{okSpan(1)}}}}), 1, 0},
