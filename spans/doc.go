@@ -1,11 +1,16 @@
-// Package spans is the compact span form that every part of stormwatch trades in.
+// Package spans is the compact span form that every part of stormwatch trades in, and its codecs.
 //
 // The collector and the trace-file reader produce [Batch] values; the analyzer consumes them. A Span
 // holds only what the analyzer, the TUI's span detail and the reports need - ids, parent, kind, times,
 // status, service and instance, the attributes in the well-known set (see semconv.go), links and event
-// names - decoded straight from the OTLP wire format (protobuf or OTLP/JSON) without building a protobuf
-// object tree. Strings may alias the buffer a batch was decoded from, so a Batch keeps that buffer alive
-// for as long as its spans are held.
+// names - decoded straight from the OTLP wire format without building a protobuf object tree:
+// [DecodeProto] for protobuf bodies, [DecodeJSON] for OTLP/JSON. [AppendJSON] writes a batch back out
+// as OTLP/JSON (the TUI's trace export). Strings may alias the buffer a batch was decoded from, so a
+// Batch keeps that buffer alive for as long as its spans are held, and the buffer must not be reused.
+//
+// The decoders allocate per request, not per span or attribute, and agree with the slow reference
+// conversion in spanstest (spanstest.FromProto over the generated protobuf types), which the tests
+// and fuzz targets check them against. docs/performance.md has the figures.
 //
 // This package does no I/O and imports nothing else of stormwatch: it is the leaf that keeps the
 // collector ignorant of the analyzer and the analyzer ignorant of sockets and files.
