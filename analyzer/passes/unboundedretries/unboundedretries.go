@@ -30,15 +30,10 @@ func run(pass *analyzer.Pass) error {
 		if tries < 2 {
 			continue // one try is bounded by definition
 		}
-		var ids []string
-		for i := range op.Attempts {
-			if counts(&op.Attempts[i]) {
-				ids = append(ids, op.Attempts[i].SpanID.String())
-			}
-		}
 		cls := p.Lookup(audit.Key(pass.Trace, op))
 		limit := cls.MaxAttempts.Value
 		if tries > limit {
+			ids := tryIDs(op)
 			ev := map[string]any{"attempts": tries, "limit": limit}
 			cite := audit.Cite(ev, "maxAttempts", cls.MaxAttempts, strconv.Itoa(limit))
 			pass.Report(analyzer.Finding{
@@ -58,7 +53,7 @@ func run(pass *analyzer.Pass) error {
 		}
 		pass.Report(analyzer.Finding{
 			Severity:   analyzer.SeverityInfo,
-			SpanIDs:    ids,
+			SpanIDs:    tryIDs(op),
 			Service:    op.Owner,
 			Dependency: op.Dependency,
 			Summary:    fmt.Sprintf("%s gave up %s after %d tries without a stop reason: nothing in the trace says what bounded the loop", op.Owner, op.Name, tries),
@@ -72,6 +67,16 @@ func run(pass *analyzer.Pass) error {
 // counts says whether an attempt is a try of the loop: not a resend, a hedge or a fallback.
 func counts(a *analyzer.Attempt) bool {
 	return a.Kind != analyzer.AttemptKindResend && a.Kind != analyzer.KindHedge && a.Kind != analyzer.KindFallback
+}
+
+func tryIDs(op *analyzer.Operation) []string {
+	var ids []string
+	for i := range op.Attempts {
+		if counts(&op.Attempts[i]) {
+			ids = append(ids, op.Attempts[i].SpanID.String())
+		}
+	}
+	return ids
 }
 
 // hasStopReason looks at the operation and at its spans: the analyzer fills StopReason from the
