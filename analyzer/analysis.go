@@ -14,9 +14,13 @@ type traceResult struct {
 	trace    *Trace
 	ops      []*Operation
 	findings []Finding
-	chains   []LeafChain
-	deps     []depContrib
-	errs     []string // detectors that failed
+	// deps is this trace's accounting, set only between analysis and its contribution to the
+	// totals: it is recomputed (account is deterministic) when the contribution is taken back,
+	// rather than held for every trace.
+	deps []depContrib
+	errs []string // detectors that failed
+	// released: the spans and the index were dropped after analysis (Config.ReleaseSpans).
+	released bool
 }
 
 // depContrib is one trace's share of one dependency's accounting.
@@ -39,8 +43,7 @@ func analyzeTrace(id spans.TraceID, ss []spans.Span, truncated int, cfg *Config,
 	t := buildTrace(id, ss, truncated)
 	r := &traceResult{trace: t}
 	r.ops = t.inferOperations(seed, cfg.Settings.Skew())
-	r.chains = LeafChains(r.ops)
-	r.deps = t.account(r.ops)
+	r.deps = t.account(r.ops, true)
 	pass := Pass{Trace: t, Operations: r.ops, Settings: cfg.Settings}
 	for _, d := range cfg.Detectors {
 		if d.Scope != ScopeTrace {
@@ -125,14 +128,15 @@ func sortFindings(fs []Finding) {
 
 // account counts, per origin, the physical calls, the logical operations (distinct intents, so
 // copies made by the retries of layers above count once) and the outcomes.
-func (t *Trace) account(ops []*Operation) []depContrib {
+func (t *Trace) account(ops []*Operation, noteIssues bool) []depContrib {
 	type intentAt struct {
 		dep    string
 		intent uint64
 	}
+	// Traces have few dependencies and operations: linear scans over small slices beat maps
+	// (which would be allocated per trace).
 	var out []depContrib
-	index := map[string]int{}
-	seenIntent := map[intentAt]bool{}
+	var seenIntent []intentAt
 	for _, op := range ops {
 		joined := false
 		if op.Parent == nil && len(op.calls) > 0 {
@@ -144,7 +148,9 @@ func (t *Trace) account(ops []*Operation) []depContrib {
 						joined = true
 					}
 				}
-				if joined {
+				if !noteIssues {
+					// Recomputing a contribution: the issues were counted the first time.
+				} else if joined {
 					t.issues.splitLinked++
 				} else if first.Str(spans.AttrOpID) == "" && op.Attempts[len(op.Attempts)-1].Outcome != OutcomeOK {
 					t.issues.clientRoots++
@@ -153,10 +159,9 @@ func (t *Trace) account(ops []*Operation) []depContrib {
 		}
 		for _, k := range op.calls {
 			c := &t.calls[k]
-			j, ok := index[c.origin]
-			if !ok {
+			j := slices.IndexFunc(out, func(d depContrib) bool { return d.dep == c.origin })
+			if j < 0 {
 				j = len(out)
-				index[c.origin] = j
 				out = append(out, depContrib{dep: c.origin, service: c.service})
 			}
 			d := &out[j]
@@ -180,8 +185,8 @@ func (t *Trace) account(ops []*Operation) []depContrib {
 				d.callers = append(d.callers, op.Caller)
 			}
 			ia := intentAt{c.origin, op.intent}
-			if !joined && !seenIntent[ia] {
-				seenIntent[ia] = true
+			if !joined && !slices.Contains(seenIntent, ia) {
+				seenIntent = append(seenIntent, ia)
 				d.logical++
 			}
 		}
@@ -216,6 +221,10 @@ func unhex(c byte) (byte, bool) {
 // view builds the TUI's view of an analyzed trace. Called on demand (TraceLookup), not per trace.
 func (r *traceResult) view() *TraceView {
 	t := r.trace
+	if t == nil {
+		return &TraceView{Operations: r.ops, Findings: r.findings,
+			Notes: []string{"spans released after analysis (offline mode): operations and findings only"}}
+	}
 	v := &TraceView{
 		TraceID:    t.ID,
 		Spans:      make([]spans.Span, len(t.order)),
@@ -229,7 +238,7 @@ func (r *traceResult) view() *TraceView {
 		v.Spans[k] = t.Spans[i]
 		v.Depth[k] = int(t.depth[i])
 	}
-	for _, c := range r.chains {
+	for _, c := range LeafChains(r.ops) {
 		if l := c.RetryingLayers(); len(l) > 0 {
 			v.Layers = l
 			v.LeafDependency = c.Dependency

@@ -54,6 +54,9 @@ type Analyzer struct {
 	inOps    int
 	detErrs  map[string]bool
 
+	releasedSpans int
+	lateFragments int
+
 	windowFindings []Finding
 	lastWindow     int64
 
@@ -142,7 +145,13 @@ func (a *Analyzer) ConsumeBatch(ctx context.Context, b *spans.Batch) error {
 		if t == nil || t.id != s.TraceID {
 			t = a.traces[s.TraceID]
 			if t == nil {
-				t = &traceState{id: s.TraceID}
+				// Exporters send a trace's spans together more often than not: size the
+				// slice for the run ahead instead of growing it span by span.
+				run := 1
+				for run < len(b.Spans)-i && b.Spans[i+run].TraceID == s.TraceID {
+					run++
+				}
+				t = &traceState{id: s.TraceID, spans: make([]spans.Span, 0, run)}
 				a.traces[s.TraceID] = t
 				a.held.pushBack(t)
 			}
@@ -186,6 +195,12 @@ func (a *Analyzer) evict() {
 		if t == nil {
 			return
 		}
+		if t.res != nil && t.res.released && len(t.spans) == 0 {
+			// Only its operations were held: it leaves the windowed detectors' window, but
+			// no span is lost, so it is not counted as evicted.
+			a.drop(t)
+			continue
+		}
 		if len(t.spans) > t.analyzedLen || t.res == nil {
 			a.analyze(t)
 		}
@@ -225,10 +240,10 @@ func (a *Analyzer) Settle(now time.Time) {
 	}
 	a.tickHistory(n)
 	wi := int64(a.cfg.WindowInterval)
-	if wi <= 0 {
+	if wi == 0 {
 		wi = int64(DefaultWindowInterval)
 	}
-	if n-a.lastWindow >= wi {
+	if wi > 0 && n-a.lastWindow >= wi {
 		a.runWindow()
 		a.lastWindow = n
 	}
@@ -250,7 +265,7 @@ func (a *Analyzer) analyze(t *traceState) {
 	if t.inPending.linked {
 		a.pending.remove(t)
 	}
-	if t.res != nil {
+	if t.res != nil && !t.res.released {
 		a.contribute(t.res, -1)
 	} else {
 		a.inTraces++
@@ -259,6 +274,10 @@ func (a *Analyzer) analyze(t *traceState) {
 	// on re-analysis the previous result (which snapshots may hold) shares the array, so the new
 	// one gets a copy. Afterwards t.spans is the analyzed slice itself: late spans are appended
 	// past its length, where the result never looks, so held spans are not stored twice.
+	if t.res != nil && t.res.released {
+		a.analyzeLate(t)
+		return
+	}
 	ss := t.spans
 	if t.res != nil {
 		ss = slices.Clone(t.spans)
@@ -270,6 +289,33 @@ func (a *Analyzer) analyze(t *traceState) {
 	t.analyzedLen = len(t.spans)
 	t.res = res
 	a.contribute(res, +1)
+	if a.cfg.ReleaseSpans {
+		a.release(t)
+	}
+	a.version++
+}
+
+// release drops an analyzed trace's spans and index; its operations and findings stay (for the
+// windowed detectors and the report).
+func (a *Analyzer) release(t *traceState) {
+	a.spansHeld -= len(t.spans)
+	a.releasedSpans += len(t.spans)
+	t.spans = nil
+	t.analyzedLen = 0
+	t.res = &traceResult{ops: t.res.ops, findings: t.res.findings, released: true}
+}
+
+// analyzeLate analyzes spans that arrived after their trace was analyzed and released: on their
+// own, as a fragment, since the rest of the trace is gone. Counted and noted in the report.
+func (a *Analyzer) analyzeLate(t *traceState) {
+	a.lateFragments++
+	res := analyzeTrace(t.id, t.spans, t.dropped, &a.cfg, a.seed)
+	a.spansHeld -= len(t.spans) - len(res.trace.Spans)
+	t.spans = res.trace.Spans
+	a.contribute(res, +1)
+	a.inTraces-- // the same trace, not a new one
+	a.release(t)
+	t.res = &traceResult{ops: append(slices.Clip(t.res.ops), res.ops...), released: true}
 	a.version++
 }
 
@@ -277,7 +323,12 @@ func (a *Analyzer) contribute(r *traceResult, sign int) {
 	a.inSpans += sign * len(r.trace.Spans)
 	a.inOps += sign * len(r.ops)
 	a.issues.add(r.trace.issues, sign)
-	for _, d := range r.deps {
+	deps := r.deps
+	if deps == nil {
+		deps = r.trace.account(r.ops, false)
+	}
+	r.deps = nil
+	for _, d := range deps {
 		g := a.deps[d.dep]
 		if g == nil {
 			g = &depAgg{outcomes: map[string]int{}, callers: map[string]int{}}
@@ -311,7 +362,8 @@ func (a *Analyzer) contribute(r *traceResult, sign int) {
 		for _, f := range r.findings {
 			a.findings = append(a.findings, findingRec{r.trace.ID, f})
 		}
-		if m := a.maxFindings(); m > 0 && len(a.findings) > m {
+		// Dropped in chunks of a quarter, so a full list costs amortized O(1) per finding.
+		if m := a.maxFindings(); m > 0 && len(a.findings) > m+m/4 {
 			over := len(a.findings) - m
 			a.droppedFind += over
 			a.findings = slices.Delete(a.findings, 0, over)
@@ -418,6 +470,7 @@ func (a *Analyzer) notes() []string {
 	add(a.evictedT, "%d traces (%d spans) were evicted by the span bound (--max-spans %d) before their last spans could arrive; they were analyzed as they were", a.evictedS, a.maxSpans())
 	add(is.clientRoots, "%d failed operations start at a CLIENT span with no parent and nothing links them to another trace: if that client retried, its attempts are in separate traces and are not counted together (add a parent span, span links, or resilience.operation.id)")
 	add(is.splitLinked, "%d operations continue an operation of another trace (joined by a span link); counted as physical calls, not as new logical operations")
+	add(a.lateFragments, "%d traces received spans after they had been analyzed and released (the settle period was too short for them); the late spans were analyzed on their own, so their chains may be cut")
 	add(a.droppedFind, "%d older findings dropped (more than %d held)", a.maxFindings())
 	add(a.rejected, "%d spans rejected while decoding (invalid ids)")
 	errs := make([]string, 0, len(a.detErrs))

@@ -50,6 +50,11 @@ type Config struct {
 	// (ScopeWindow). nil runs none: the analyzer package cannot import its own detectors, so
 	// callers pass suite.Default().
 	Detectors []*Detector
+	// ReleaseSpans drops a trace's spans and index as soon as it is analyzed, keeping only its
+	// operations and findings: for offline analysis of large inputs, where nothing looks a trace
+	// up afterwards. Spans that arrive for a released trace are analyzed on their own and noted.
+	// Leave it off when snapshots' TraceLookup is used (the TUI).
+	ReleaseSpans bool
 	// Settings are the thresholds detectors read (see [Settings]).
 	Settings Settings
 	// Now stamps span arrival for the settle period. The analyzer never reads a clock itself: when
@@ -59,7 +64,9 @@ type Config struct {
 	// HistoryInterval and HistoryLen shape Snapshot.History. 0 means the defaults.
 	HistoryInterval time.Duration
 	HistoryLen      int
-	// WindowInterval is how often Settle re-runs ScopeWindow detectors. 0 means the default.
+	// WindowInterval is how often Settle re-runs ScopeWindow detectors. 0 means the default;
+	// negative means never from Settle, only from Flush (an offline driver that calls Settle
+	// with the recording's time to release memory, like `stormwatch analyze`).
 	WindowInterval time.Duration
 }
 

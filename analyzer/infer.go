@@ -295,7 +295,8 @@ func (t *Trace) inferOperations(seed maphash.Seed, skew int64) []*Operation {
 		}
 	}
 	t.calls = make([]callInfo, 0, nClient)
-	originService := map[string]string{}
+	// origin -> service, for calls whose callee span is missing; few per trace, so a slice.
+	var originService [][2]string
 	for i := range t.Spans {
 		s := &t.Spans[i]
 		if s.Kind != spans.KindClient {
@@ -327,8 +328,8 @@ func (t *Trace) inferOperations(seed maphash.Seed, skew int64) []*Operation {
 				c.origin = "unknown:" + s.Name
 			}
 		}
-		if c.service != "" {
-			originService[c.origin] = c.service
+		if c.service != "" && !slices.ContainsFunc(originService, func(p [2]string) bool { return p[0] == c.origin }) {
+			originService = append(originService, [2]string{c.origin, c.service})
 		}
 		t.call[i] = int32(len(t.calls))
 		t.calls = append(t.calls, c)
@@ -337,7 +338,11 @@ func (t *Trace) inferOperations(seed maphash.Seed, skew int64) []*Operation {
 	// origin in the trace may.
 	for k := range t.calls {
 		if t.calls[k].service == "" {
-			t.calls[k].service = originService[t.calls[k].origin]
+			for _, p := range originService {
+				if p[0] == t.calls[k].origin {
+					t.calls[k].service = p[1]
+				}
+			}
 		}
 	}
 
@@ -378,26 +383,29 @@ func (t *Trace) inferOperations(seed maphash.Seed, skew int64) []*Operation {
 // resend, not a retry.
 func (t *Trace) groupCalls(ops []*Operation, caller int, calls []int32, parent *Operation, seed maphash.Seed, skew int64) []*Operation {
 	type keyed struct {
-		key    string // grouping: the operation id when given, else the destination
-		intent string // what was asked, for the intent key (never the per-call operation id)
+		key    uint64 // grouping: the operation id when given, else the destination
+		intent uint64 // what was asked, for the intent key (never the per-call operation id)
 		idx    int32
 	}
 	ks := make([]keyed, len(calls))
 	for k, i := range calls {
 		c := &t.calls[t.call[i]]
-		intent := "origin " + c.origin + " " + c.target
+		// Hashes, not concatenated strings: no allocation per call.
+		var intent uint64
 		if c.service != "" {
-			intent = "svc " + c.service + " " + c.target
+			intent = hashStrings(seed, "svc", c.service, c.target)
+		} else {
+			intent = hashStrings(seed, "origin", c.origin, c.target)
 		}
 		key := intent
 		if c.opID != "" {
-			key = "op " + c.opID
+			key = hashStrings(seed, "op", c.opID, "")
 		}
 		ks[k] = keyed{key, intent, i}
 	}
 	// By destination, then start time: one sort, then runs. No pairwise matching.
 	slices.SortStableFunc(ks, func(a, b keyed) int {
-		if c := strings.Compare(a.key, b.key); c != 0 {
+		if c := cmp.Compare(a.key, b.key); c != 0 {
 			return c
 		}
 		return cmp.Compare(t.Spans[a.idx].StartUnixNano, t.Spans[b.idx].StartUnixNano)
@@ -570,19 +578,28 @@ func (t *Trace) newOperation(callerSpan *spans.Span, c *callInfo, parent *Operat
 // parent asked: the same read under the second retry of the layer above has the same key. The
 // per-dependency "logical operations" are the distinct keys, so amplification counts every copy
 // made by every layer against one request of the top layer.
-func intentKey(seed maphash.Seed, parent *Operation, key string, occurrence int) uint64 {
-	var h maphash.Hash
-	h.SetSeed(seed)
-	var buf [16]byte
+func intentKey(seed maphash.Seed, parent *Operation, key uint64, occurrence int) uint64 {
 	var pk uint64
 	if parent != nil {
 		pk = parent.intent
 	}
+	var buf [24]byte
 	for i := range 8 {
 		buf[i] = byte(pk >> (8 * i))
 		buf[8+i] = byte(uint64(occurrence) >> (8 * i))
+		buf[16+i] = byte(key >> (8 * i))
 	}
-	h.Write(buf[:])
-	h.WriteString(key)
+	return maphash.Bytes(seed, buf[:])
+}
+
+// hashStrings hashes a few strings with separators, without building the joined string.
+func hashStrings(seed maphash.Seed, a, b, c string) uint64 {
+	var h maphash.Hash
+	h.SetSeed(seed)
+	h.WriteString(a)
+	h.WriteByte(0)
+	h.WriteString(b)
+	h.WriteByte(0)
+	h.WriteString(c)
 	return h.Sum64()
 }

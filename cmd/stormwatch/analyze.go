@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/debug"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -25,6 +26,7 @@ type analyzeOptions struct {
 	policy   string
 	progress bool
 	maxSpans int
+	settle   time.Duration
 }
 
 func newAnalyzeCmd(io streams) *cobra.Command {
@@ -53,6 +55,7 @@ unreadable input (the file and line are named).`,
 	f.BoolVar(&o.strict, "strict", false, "stop with exit 2 at the first malformed record instead of skipping it")
 	f.StringVar(&o.policy, "policy", "", "retry policy file (docs/policy.md): detector settings and per-class rules")
 	f.BoolVar(&o.progress, "progress", false, "report reading progress on stderr (on by default when stderr is a terminal)")
+	f.DurationVar(&o.settle, "settle", time.Minute, "analyze a trace once no span of it has arrived for this long in recorded time, and release its spans (bounds memory on large inputs); 0 holds every span until the end")
 	f.IntVar(&o.maxSpans, "max-spans", analyzer.DefaultMaxSpans, "spans held at once; beyond it the least recently updated traces are analyzed early and released (negative: no bound)")
 	// cobra reports flag errors as plain errors; they are usage errors: exit 2.
 	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return withExitCode(2, err) })
@@ -71,7 +74,18 @@ func runAnalyze(ctx context.Context, io streams, o analyzeOptions, files []strin
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	cfg := analyzer.Config{MaxSpans: o.maxSpans, Detectors: suite.Default()}
+	if o.settle < 0 {
+		return withExitCode(2, fmt.Errorf("--settle: must not be negative, got %s", o.settle))
+	}
+	// Offline, time is the recording's: a trace is complete once the recording has moved on by
+	// --settle past its last span. Analyzed traces release their spans, so memory holds about
+	// --settle of recorded traffic rather than the whole input.
+	cfg := analyzer.Config{MaxSpans: o.maxSpans, Detectors: suite.Default(), Settle: o.settle, ReleaseSpans: o.settle > 0,
+		// The windowed detectors see the whole input once, in Flush.
+		WindowInterval: -1,
+		// An audit lists every finding.
+		MaxFindings: -1}
+	limitMemory()
 	if o.policy != "" {
 		p, err := policy.Load(o.policy)
 		if err != nil {
@@ -82,7 +96,7 @@ func runAnalyze(ctx context.Context, io streams, o analyzeOptions, files []strin
 	a := analyzer.New(cfg)
 	prog := newProgress(io.err, o.progress)
 	for _, file := range files {
-		if err := readInto(ctx, a, file, io, o.strict, prog); err != nil {
+		if err := readInto(ctx, a, file, io, o.strict, prog, o.settle > 0); err != nil {
 			return withExitCode(2, err)
 		}
 	}
@@ -103,7 +117,7 @@ func runAnalyze(ctx context.Context, io streams, o analyzeOptions, files []strin
 // readInto feeds one file's records to the analyzer. Malformed records are skipped with a warning
 // on stderr (the file and line named) unless strict; a file that cannot be read at all, or with no
 // readable record, is an error.
-func readInto(ctx context.Context, a *analyzer.Analyzer, file string, io streams, strict bool, prog *progress) error {
+func readInto(ctx context.Context, a *analyzer.Analyzer, file string, io streams, strict bool, prog *progress, settle bool) error {
 	r, err := tracefile.Open(file, tracefile.ReadOptions{
 		Strict: strict,
 		Stdin:  io.in,
@@ -126,6 +140,15 @@ func readInto(ctx context.Context, a *analyzer.Analyzer, file string, io streams
 		}
 		records++
 		prog.add(file, len(rec.Batch.Spans))
+		end := int64(0)
+		for i := range rec.Batch.Spans {
+			end = max(end, rec.Batch.Spans[i].EndUnixNano)
+		}
+		if settle && end > 0 {
+			// The recording's clock: the latest end time read so far. Ticked before the batch
+			// goes in, so its spans are stamped with it.
+			a.Settle(time.Unix(0, end))
+		}
 		if err := a.ConsumeBatch(ctx, rec.Batch); err != nil {
 			return fmt.Errorf("%s: %w", rec.Pos, err)
 		}
@@ -137,6 +160,16 @@ func readInto(ctx context.Context, a *analyzer.Analyzer, file string, io streams
 }
 
 var errEOF = io.EOF
+
+// limitMemory gives the garbage collector a soft limit below 1 GiB unless the user set GOGC or
+// GOMEMLIMIT: held spans are most of the heap, and the default (collect at twice the live heap)
+// would double the peak for nothing.
+func limitMemory() {
+	if os.Getenv("GOMEMLIMIT") != "" || os.Getenv("GOGC") != "" {
+		return
+	}
+	debug.SetMemoryLimit(900 << 20)
+}
 
 // progress reports spans read on stderr, at most once a second, when asked or when stderr is a
 // terminal: a million-span file takes a few seconds and should not look hung.

@@ -1,0 +1,4 @@
+// Package analyzertest holds helpers for tests and benchmarks of the analyzer and its callers: a
+// synthetic workload of realistic multi-layer traces, generated cheaply enough to measure the
+// analyzer at a million spans without holding a second copy of them.
+package analyzertest

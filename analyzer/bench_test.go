@@ -1,0 +1,68 @@
+package analyzer_test
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"testing"
+
+	"github.com/stormwatch/stormwatch/analyzer"
+	"github.com/stormwatch/stormwatch/analyzer/analyzertest"
+	"github.com/stormwatch/stormwatch/analyzer/passes/postdeadline"
+	"github.com/stormwatch/stormwatch/analyzer/passes/retryamplification"
+	"github.com/stormwatch/stormwatch/analyzer/passes/unboundedfanout"
+	"github.com/stormwatch/stormwatch/analyzer/suite"
+	"github.com/stormwatch/stormwatch/spans"
+)
+
+// BenchmarkAnalyze measures offline analysis (ingestion, assembly, inference, accounting, the
+// default suite, the report) of realistic multi-layer traces, per span, at three sizes: the cost
+// per span must stay flat from 10k to 1M (no quadratic step). Generating the spans is inside the
+// timed loop (it is a copy of ~11 small structs per trace, cheap next to the analysis) so a
+// million spans are never held twice.
+//
+// detectors=core runs the three detectors of the analyzer core; detectors=all the whole suite
+// (what `stormwatch analyze` runs).
+func BenchmarkAnalyze(b *testing.B) {
+	core := []*analyzer.Detector{retryamplification.Detector, unboundedfanout.Detector, postdeadline.Detector}
+	for _, set := range []struct {
+		name string
+		ds   []*analyzer.Detector
+	}{{"core", core}, {"all", suite.Default()}} {
+		for _, n := range []int{10_000, 100_000, 1_000_000} {
+			benchAnalyze(b, set.name, set.ds, n)
+		}
+	}
+}
+
+func benchAnalyze(b *testing.B, name string, detectors []*analyzer.Detector, n int) {
+	{
+		b.Run(fmt.Sprintf("detectors=%s/spans=%d", name, n), func(b *testing.B) {
+			var ms0, ms1 runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&ms0)
+			b.ResetTimer()
+			for range b.N {
+				a := analyzer.New(analyzer.Config{Detectors: detectors, MaxSpans: -1})
+				w := analyzertest.NewWorkload(t0)
+				for done := 0; done < n; {
+					batch := &spans.Batch{Spans: make([]spans.Span, 0, 600)}
+					done += w.Fill(batch, min(512, n-done))
+					if err := a.ConsumeBatch(context.Background(), batch); err != nil {
+						b.Fatal(err)
+					}
+				}
+				a.Flush()
+				if r := a.Report(); r.Input.Spans < n {
+					b.Fatalf("analyzed %d spans, want %d", r.Input.Spans, n)
+				}
+			}
+			b.StopTimer()
+			runtime.ReadMemStats(&ms1)
+			total := float64(b.N) * float64(n)
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/total, "ns/span")
+			b.ReportMetric(float64(ms1.TotalAlloc-ms0.TotalAlloc)/total, "B/span")
+			b.ReportMetric(float64(ms1.Mallocs-ms0.Mallocs)/total, "allocs/span")
+		})
+	}
+}
