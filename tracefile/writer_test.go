@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"go.opentelemetry.io/collector/pdata/ptrace"
@@ -259,5 +260,79 @@ func TestCreateChoosesFormatByExtension(t *testing.T) {
 	}
 	if _, err := Append(filepath.Join(dir, "t.json")); err == nil {
 		t.Error("appending to a .json file must be refused")
+	}
+}
+
+func TestAppendAddsToARecordingAcrossRestarts(t *testing.T) {
+	for _, name := range []string{"t.jsonl", "t.pb.gz"} {
+		path := filepath.Join(t.TempDir(), name)
+		for session := 0; session < 2; session++ {
+			w, err := Append(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := w.WriteRequest(mustMarshal(t, fullRequest(session)), false); err != nil {
+				t.Fatal(err)
+			}
+			if err := w.Close(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		r, err := Open(path, ReadOptions{Strict: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for {
+			_, err := r.Next()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			n++
+		}
+		if n != 2 {
+			t.Fatalf("%s: %d records after two sessions, want 2", name, n)
+		}
+	}
+}
+
+// The collector records from every receiver goroutine at once: records must never interleave.
+func TestWriterConcurrentWritesStayWhole(t *testing.T) {
+	var buf bytes.Buffer
+	w := NewWriter(&buf, FormatJSONLines)
+	body := mustMarshal(t, realisticRequest(0, 20))
+	var wg sync.WaitGroup
+	for g := 0; g < 8; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 50; i++ {
+				if err := w.WriteRequest(body, false); err != nil {
+					t.Error(err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	r, _ := NewReader(&buf, "t.jsonl", ReadOptions{Strict: true})
+	n := 0
+	for {
+		_, err := r.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		n++
+	}
+	if n != 400 || w.Records() != 400 {
+		t.Fatalf("read %d records, wrote %d, want 400", n, w.Records())
 	}
 }
