@@ -1,0 +1,156 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stormwatch/stormwatch/analyzer"
+	"github.com/stormwatch/stormwatch/fixtures"
+)
+
+// fixture writes one embedded fixture to a temporary file and returns its path.
+func fixture(t *testing.T, name string) string {
+	t.Helper()
+	data, err := fixtures.Read(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), name+".jsonl")
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func runCLI(t *testing.T, stdin string, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	err := run(context.Background(), args, strings.NewReader(stdin), &out, &errb)
+	code = exitCode(err, &errb)
+	return code, out.String(), errb.String()
+}
+
+func TestAnalyzeExitCodes(t *testing.T) {
+	cases := []struct {
+		name    string
+		args    []string
+		want    int
+		wantOut string
+	}{
+		{"healthy", []string{"analyze", fixture(t, "transient-retry-healthy-stock")}, 0, "No findings."},
+		{"critical finding", []string{"analyze", fixture(t, "amplification-27-stock")}, 1, "CRITICAL retry-amplification"},
+		{"warning below fail-on", []string{"analyze", fixture(t, "fanout-stock")}, 0, "WARNING unbounded-fanout"},
+		{"warning at fail-on", []string{"analyze", "--fail-on", "warning", fixture(t, "fanout-stock")}, 1, "unbounded-fanout"},
+		{"several files", []string{"analyze", fixture(t, "fanout-healthy-stock"), fixture(t, "post-deadline-stock"), "--fail-on=warning"}, 1, "post-deadline-work"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			code, out, stderr := runCLI(t, "", c.args...)
+			if code != c.want || !strings.Contains(out, c.wantOut) {
+				t.Errorf("exit %d (want %d), stdout:\n%s\nstderr:\n%s", code, c.want, out, stderr)
+			}
+		})
+	}
+}
+
+func TestAnalyzeFormats(t *testing.T) {
+	path := fixture(t, "amplification-64-stock")
+	code, out, _ := runCLI(t, "", "analyze", "--format", "json", path)
+	if code != 1 {
+		t.Fatalf("exit %d", code)
+	}
+	var rep analyzer.Report
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("json report does not parse: %v\n%s", err, out)
+	}
+	if rep.Version != analyzer.ReportVersion || rep.Input.Traces != 1 || rep.Findings[0].Detector != "retry-amplification" ||
+		rep.Findings[0].Evidence["factor"] != float64(64) {
+		t.Errorf("report = %+v", rep)
+	}
+	var raw map[string]any
+	json.Unmarshal([]byte(out), &raw)
+	for _, k := range []string{"version", "input", "dependencies", "findings"} {
+		if _, ok := raw[k]; !ok {
+			t.Errorf("json report lacks %q", k)
+		}
+	}
+	_, md, _ := runCLI(t, "", "analyze", "--format", "markdown", path)
+	for _, want := range []string{"## stormwatch analyze", "| dependency |", "`grpc://primary:9090`", "| critical | `retry-amplification` |"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("markdown lacks %q:\n%s", want, md)
+		}
+	}
+}
+
+func TestAnalyzeReadsStdin(t *testing.T) {
+	data, _ := fixtures.Read("fanout-stock")
+	code, out, stderr := runCLI(t, string(data), "analyze", "--fail-on", "warning", "-")
+	if code != 1 || !strings.Contains(out, "unbounded-fanout") {
+		t.Errorf("exit %d stdout %s stderr %s", code, out, stderr)
+	}
+}
+
+func TestAnalyzeBadInput(t *testing.T) {
+	dir := t.TempDir()
+	good, _ := fixtures.Read("fanout-healthy-stock")
+	bad := filepath.Join(dir, "bad.jsonl")
+	lines := strings.SplitAfter(string(good), "\n")
+	os.WriteFile(bad, []byte(lines[0]+"{not json\n"+strings.Join(lines[1:], "")), 0o644)
+	garbage := filepath.Join(dir, "garbage.jsonl")
+	os.WriteFile(garbage, []byte("{nope\n{nope\n"), 0o644)
+	policyFile := filepath.Join(dir, "policy.yaml")
+	os.WriteFile(policyFile, []byte("no_such_key: 1\n"), 0o644)
+
+	cases := []struct {
+		name       string
+		args       []string
+		want       int
+		wantStderr string
+	}{
+		{"missing file", []string{"analyze", filepath.Join(dir, "missing.jsonl")}, 2, "missing.jsonl"},
+		{"malformed line skipped with a warning", []string{"analyze", bad}, 0, "bad.jsonl:2"},
+		{"strict stops at the malformed line", []string{"analyze", "--strict", bad}, 2, "bad.jsonl:2"},
+		{"nothing readable", []string{"analyze", garbage}, 2, "no readable record"},
+		{"unknown format", []string{"analyze", "--format", "yaml", bad}, 2, "--format"},
+		{"unknown severity", []string{"analyze", "--fail-on", "fatal", bad}, 2, "--fail-on"},
+		{"no file", []string{"analyze"}, 2, "arg"},
+		{"unknown flag", []string{"analyze", "--nope", bad}, 2, "nope"},
+		{"negative settle", []string{"analyze", "--settle", "-1s", bad}, 2, "--settle"},
+		{"bad policy", []string{"analyze", "--policy", policyFile, bad}, 2, "policy.yaml"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			code, _, stderr := runCLI(t, "", c.args...)
+			if code != c.want || !strings.Contains(stderr, c.wantStderr) {
+				t.Errorf("exit %d (want %d), stderr %q (want it to name %q)", code, c.want, stderr, c.wantStderr)
+			}
+		})
+	}
+}
+
+// The bounded mode (--settle, the default) and holding everything (--settle 0) agree.
+func TestAnalyzeSettleModesAgree(t *testing.T) {
+	path := fixture(t, "amplification-27-reference")
+	_, a, _ := runCLI(t, "", "analyze", "--format", "json", path)
+	_, b, _ := runCLI(t, "", "analyze", "--format", "json", "--settle", "0", path)
+	if a != b {
+		t.Errorf("reports differ between --settle 1m and --settle 0:\n%s\n---\n%s", a, b)
+	}
+}
+
+// On a recording long enough for traces to be analyzed and released while reading, the report is
+// the one holding everything gives.
+func TestAnalyzeReleaseWhileReadingAgrees(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "synthetic.jsonl")
+	writeWorkload(t, path, 30_000) // about 2.7 s of recorded traffic
+	_, a, _ := runCLI(t, "", "analyze", "--format", "json", "--settle", "200ms", path)
+	_, b, _ := runCLI(t, "", "analyze", "--format", "json", "--settle", "0", path)
+	if a != b || !strings.Contains(a, "retry-amplification") {
+		t.Errorf("reports differ between --settle 200ms and --settle 0 (%d and %d bytes)", len(a), len(b))
+	}
+}
