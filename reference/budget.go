@@ -41,7 +41,8 @@ func (b *budget) withdraw() bool {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.tokens < 1 {
+	// Ten deposits of 0.1 add up to 0.9999999999999999: compare with a tolerance.
+	if b.tokens < 1-1e-9 {
 		return false
 	}
 	b.tokens--

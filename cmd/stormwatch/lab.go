@@ -38,7 +38,7 @@ resilient client, and prints each article's table. Without SCENARIO it runs them
 
 Time: by default the scenarios run on a fake clock that moves only when every caller and origin
 is waiting on it: a 2 s origin or a 5 s breaker recovery takes no real time and every figure is
-exact and the same on each run. --realtime runs them on the wall clock instead (about 20 s in
+exact and the same on each run. --realtime runs them on the wall clock instead (about 30 s in
 all; timings then vary by a few milliseconds, counts do not).
 
 Spans: --record FILE writes every span (callers, layers and origins, each its own service.name)

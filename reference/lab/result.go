@@ -12,7 +12,7 @@ import (
 
 // Options configure a run. The zero value runs on the fake clock with seed 1 and no telemetry.
 type Options struct {
-	// Realtime runs on the wall clock: the scenarios then take their real time (about 20 s for all)
+	// Realtime runs on the wall clock: the scenarios then take their real time (about 30 s for all)
 	// and timings vary by a few milliseconds. Default: the fake clock, exact and instant.
 	Realtime bool
 	// Start is the fake clock's reading at the start of the run; zero means now (truncated to the

@@ -177,7 +177,7 @@ func deadlineScenario(e *env) (*Result, error) {
 		middleware bool
 	}{
 		{"retry=3, total=1.0s (a deadline)", false},
-		{"the same, origin uses reference.Handler", true},
+		{"with reference.Handler on origin", true},
 	} {
 		o := e.newOrigin("origin-slow", always(200, slowLatency), originOptions{middleware: v.middleware})
 		c := e.client("caller", naive(3, time.Second), reference.NewRuntime(0))
