@@ -343,5 +343,3 @@ func firstLines(s string, n int) string {
 	lines := strings.Split(s, "\n")
 	return strings.Join(lines[:min(n, len(lines))], "\n")
 }
-
-
