@@ -374,7 +374,7 @@ func (t *Trace) inferOperations(seed maphash.Seed, skew int64) []*Operation {
 			ops = t.groupCalls(ops, int(i), group, t.enclosing[i], seed, skew)
 		}
 	}
-	return ops
+	return t.refusedOperations(ops)
 }
 
 // groupCalls turns the CLIENT children of one caller into operations: per destination, attempts

@@ -33,11 +33,12 @@ func run(pass *analyzer.Pass) error {
 		}
 		check(pass, t, op, op.Attempts[:fi], op.Attempts[fi:], op.Dependency, true)
 	}
-	// Fallback operations: siblings under one caller, in start order. Nothing to look for when
-	// no operation of the trace failed.
+	// Nothing more to look for when no operation of the trace failed.
 	if !slices.ContainsFunc(pass.Operations, failed) {
 		return nil
 	}
+	branches(pass, t)
+	// Fallback operations: siblings under one caller, in start order.
 	type sib struct {
 		anchor int
 		op     *analyzer.Operation
@@ -78,6 +79,58 @@ func run(pass *analyzer.Pass) error {
 		check(pass, t, f.op, primary.Attempts, f.op.Attempts, primary.Dependency, explicit || strings.HasPrefix(primary.Terminal, "fallback"))
 	}
 	return nil
+}
+
+// branches handles the reference client's fallback branch: an INTERNAL span marked
+// resilience.attempt.kind=fallback under the primary operation's span, everything the fallback did
+// beneath it.
+func branches(pass *analyzer.Pass, t *analyzer.Trace) {
+	var bySpan map[spans.SpanID]*analyzer.Operation
+	for i := range t.Spans {
+		s := &t.Spans[i]
+		if s.Kind == spans.KindClient || s.Str(spans.AttrAttemptKind) != string(analyzer.KindFallback) {
+			continue
+		}
+		if bySpan == nil {
+			bySpan = make(map[spans.SpanID]*analyzer.Operation, len(pass.Operations))
+			for _, op := range pass.Operations {
+				bySpan[op.SpanID] = op
+			}
+		}
+		p := t.Parent(i)
+		if p < 0 {
+			continue
+		}
+		primary := bySpan[t.Spans[p].SpanID]
+		if primary == nil || !failed(primary) {
+			continue
+		}
+		var ops []*analyzer.Operation
+		var ids []string
+		again, tries := 0, 0
+		t.Walk(i, func(j int) bool {
+			if t.Spans[j].Kind != spans.KindClient {
+				return true
+			}
+			ids = append(ids, t.Spans[j].SpanID.String())
+			if t.Origin(j) == primary.Dependency {
+				again++
+			}
+			if op := t.Operation(j); op != nil && !slices.Contains(ops, op) {
+				ops = append(ops, op)
+				tries = max(tries, op.Tries())
+			}
+			return true
+		})
+		if again == 0 && tries < 2 {
+			continue
+		}
+		name, ok := strings.CutPrefix(s.Str(spans.AttrTerminal), "fallback:")
+		if !ok || name == "" {
+			name = s.Name
+		}
+		report(pass, primary, ids, primary.Dependency, name, tries, again, "", tries > 1)
+	}
 }
 
 func failed(op *analyzer.Operation) bool {
@@ -141,6 +194,11 @@ func check(pass *analyzer.Pass, t *analyzer.Trace, op *analyzer.Operation, prima
 	if !retried && again == 0 {
 		return
 	}
+	report(pass, op, ids, failedDep, op.Dependency, tries, again, via, retried)
+}
+
+// report makes the finding: op is the operation the fallback belongs to (or is).
+func report(pass *analyzer.Pass, op *analyzer.Operation, ids []string, failedDep, fallback string, tries, again int, via string, retried bool) {
 	what := []string{}
 	if retried {
 		what = append(what, fmt.Sprintf("retried %d times", tries))
@@ -154,7 +212,7 @@ func check(pass *analyzer.Pass, t *analyzer.Trace, op *analyzer.Operation, prima
 	}
 	ev := map[string]any{
 		"primary":           failedDep,
-		"fallback":          op.Dependency,
+		"fallback":          fallback,
 		"fallback_attempts": tries,
 		"calls_to_failed":   again,
 	}
@@ -166,8 +224,8 @@ func check(pass *analyzer.Pass, t *analyzer.Trace, op *analyzer.Operation, prima
 		SpanIDs:    ids,
 		Service:    op.Owner,
 		Dependency: failedDep,
-		Summary: fmt.Sprintf("%s's fallback to %s after %s failed %s: the degraded path hides more load",
-			op.Owner, op.Dependency, failedDep, strings.Join(what, " and ")),
+		Summary: fmt.Sprintf("%s's fallback %s after %s failed %s: the degraded path hides more load",
+			op.Owner, fallback, failedDep, strings.Join(what, " and ")),
 		Action:   "make the fallback a single cheap attempt that never reaches the failed dependency, or count its calls in the same retry budget",
 		Evidence: ev,
 	})
