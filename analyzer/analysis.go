@@ -43,6 +43,7 @@ func analyzeTrace(id spans.TraceID, ss []spans.Span, truncated int, cfg *Config,
 	t := buildTrace(id, ss, truncated)
 	r := &traceResult{trace: t}
 	r.ops = t.inferOperations(seed, cfg.Settings.Skew())
+	t.occurrences = nil
 	r.deps = t.account(r.ops, true)
 	pass := Pass{Trace: t, Operations: r.ops, Settings: cfg.Settings}
 	for _, d := range cfg.Detectors {

@@ -390,6 +390,11 @@ func (t *Trace) groupCalls(ops []*Operation, caller int, calls []int32, parent *
 	ks := make([]keyed, len(calls))
 	for k, i := range calls {
 		c := &t.calls[t.call[i]]
+		if parent != nil && c.opID != "" && c.opID == parent.ID {
+			// The caller's operation id, propagated in baggage: it names the operation
+			// above, not this layer's own, so it does not group these calls.
+			c.opID = ""
+		}
 		// Hashes, not concatenated strings: no allocation per call.
 		var intent uint64
 		if c.service != "" {
@@ -415,13 +420,20 @@ func (t *Trace) groupCalls(ops []*Operation, caller int, calls []int32, parent *
 		callerSpan = &t.Spans[caller]
 	}
 	first := len(ops)
+	// Occurrences are counted per scope: the caller span, or, when the caller is an INTERNAL
+	// span (the reference client wraps each call in an operation span), the nearest SERVER (or
+	// other non-INTERNAL) span above it. Four reads in a row under one request are four
+	// intents even when each has its own operation span.
+	scope := int32(caller)
+	for scope >= 0 && t.Spans[scope].Kind == spans.KindInternal && t.parent[scope] >= 0 {
+		scope = t.parent[scope]
+	}
 	occurrence := 0
 	for lo := 0; lo < len(ks); {
 		hi := lo + 1
 		for hi < len(ks) && ks[hi].key == ks[lo].key {
 			hi++
 		}
-		occurrence = 0
 		var op *Operation
 		var cur *Attempt
 		var curEnd int64
@@ -450,8 +462,8 @@ func (t *Trace) groupCalls(ops []*Operation, caller int, calls []int32, parent *
 			}
 			if newOp {
 				op = t.newOperation(callerSpan, c, parent)
+				occurrence = t.nextOccurrence(scope, kc.intent)
 				op.intent = intentKey(seed, parent, kc.intent, occurrence)
-				occurrence++
 				ops = append(ops, op)
 				cur = nil
 				newAttempt = true
@@ -602,4 +614,21 @@ func hashStrings(seed maphash.Seed, a, b, c string) uint64 {
 	h.WriteByte(0)
 	h.WriteString(c)
 	return h.Sum64()
+}
+
+// nextOccurrence numbers the operations of one intent within one scope, in the order they are
+// made (pre-order, siblings by start time).
+func (t *Trace) nextOccurrence(scope int32, intent uint64) int {
+	if t.occurrences == nil {
+		t.occurrences = map[scopeIntent]int{}
+	}
+	k := scopeIntent{scope, intent}
+	n := t.occurrences[k]
+	t.occurrences[k] = n + 1
+	return n
+}
+
+type scopeIntent struct {
+	scope  int32
+	intent uint64
 }

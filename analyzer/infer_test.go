@@ -1,6 +1,7 @@
 package analyzer_test
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -139,5 +140,24 @@ func TestChildStartingBeforeParentIsTolerated(t *testing.T) {
 	)
 	if len(r.Findings) != 1 || r.Findings[0].Detector != "post-deadline-work" {
 		t.Errorf("findings = %+v", r.Findings)
+	}
+}
+
+func TestEachCallInItsOwnOperationSpanIsItsOwnIntent(t *testing.T) {
+	// The reference client wraps every call in an INTERNAL operation span: three reads in a row
+	// under one request are three logical operations, not one with amplification 3.
+	ss := []spans.Span{sp(1, 1, 0, spans.KindServer, "report", 0, 100)}
+	for k := range 3 {
+		op := 10 + 10*k
+		ss = append(ss,
+			sp(1, op, 1, spans.KindInternal, "report", int64(k)*20, int64(k)*20+10,
+				spans.StringAttr(spans.AttrOpID, fmt.Sprint("op-", k))),
+			sp(1, op+1, op, spans.KindClient, "report", int64(k)*20+1, int64(k)*20+9,
+				append(get("http://db:80/q", 200), spans.StringAttr(spans.AttrOpID, fmt.Sprint("op-", k)),
+					spans.IntAttr(spans.AttrAttempt, 1))...))
+	}
+	_, r := run(t, analyzer.Config{}, ss...)
+	if d := r.Dependencies[0]; d.PhysicalCalls != 3 || d.LogicalOperations != 3 {
+		t.Errorf("dependency = %+v, want 3 calls for 3 operations", d)
 	}
 }

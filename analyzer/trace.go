@@ -30,8 +30,9 @@ type Trace struct {
 	calls     []callInfo   // one per CLIENT span
 	enclosing []*Operation // the innermost operation whose call is span i or an ancestor of it
 
-	issues traceIssues
-	notes  []string
+	issues      traceIssues
+	notes       []string
+	occurrences map[scopeIntent]int // only while inferring
 }
 
 // traceIssues counts what was wrong with the data; the report turns them into notes.

@@ -52,7 +52,7 @@ func run(pass *analyzer.Pass) error {
 			}
 		}
 		if len(late) > 0 {
-			report(pass, late, "explicit", op.Caller,
+			report(pass, late, "explicit", t.Spans[late[0]].Service(),
 				fmt.Sprintf("%s's operation %s passed its deadline", op.Caller, opName(op)), -1)
 		}
 	}
