@@ -1,0 +1,179 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stormwatch/stormwatch/collector"
+	"github.com/stormwatch/stormwatch/spans"
+)
+
+func TestLabPrintsTheSeedTable(t *testing.T) {
+	code, out, errOut := runCLI(t, "", "lab", "budget")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	for _, want := range []string{
+		"== budget:",
+		"retry=3                            origin saw 120 (3.00x)  ok=0  503=40",
+		"retry=3, budget_ratio=0.1          origin saw  50 (1.25x)  ok=0  503=40  budget refused 40",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestLabAllScenariosByDefault(t *testing.T) {
+	code, out, errOut := runCLI(t, "", "lab")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	for _, s := range []string{"retry-cost", "deadline", "budget", "breaker-waves", "breaker-key", "breaker-signals",
+		"breaker-logical", "breaker-probe", "layers", "fanout", "post-deadline", "fallback-retry", "unsafe-write"} {
+		if !strings.Contains(out, "== "+s+":") {
+			t.Errorf("scenario %s missing", s)
+		}
+	}
+	if !strings.Contains(out, " 0.01 s  refused, probe in 0.50s") || !strings.Contains(out, "slowest caller 1.00s") {
+		t.Errorf("seed figures missing:\n%s", out)
+	}
+}
+
+func TestLabJSON(t *testing.T) {
+	code, out, _ := runCLI(t, "", "lab", "breaker-signals", "--json")
+	if code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 4 {
+		t.Fatalf("%d rows:\n%s", len(lines), out)
+	}
+	var r struct {
+		Scenario string         `json:"scenario"`
+		Variant  string         `json:"variant"`
+		Outcomes map[string]int `json:"outcomes"`
+		Refusals struct {
+			Breaker int `json:"breaker"`
+		} `json:"refusals"`
+	}
+	if err := json.Unmarshal([]byte(lines[2]), &r); err != nil {
+		t.Fatal(err)
+	}
+	if r.Scenario != "breaker-signals" || r.Variant != "connection refused" || r.Outcomes["connect error"] != 5 || r.Refusals.Breaker != 5 {
+		t.Fatalf("row %+v", r)
+	}
+}
+
+func TestLabBadUsage(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"lab", "nope"}, `unknown scenario "nope"; known: retry-cost,`},
+		{[]string{"lab", "budget", "--record", "x.jsonl", "--otlp", "127.0.0.1:1"}, "none of the others can be"},
+		{[]string{"lab", "budget", "--otlp", "no-port"}, `--otlp "no-port": want host:port`},
+		{[]string{"lab", "budget", "--record", filepath.Join(t.TempDir(), "missing", "x.jsonl")}, "lab: --record:"},
+		{[]string{"lab", "budget", "--seed", "0"}, "--seed must not be 0"},
+		{[]string{"lab", "a", "b"}, "accepts at most 1 arg"},
+	} {
+		code, _, errOut := runCLI(t, "", tc.args...)
+		if code != 2 || !strings.Contains(errOut, tc.want) {
+			t.Errorf("%v: exit %d, stderr %q; want 2 and %q", tc.args, code, errOut, tc.want)
+		}
+	}
+}
+
+func TestLabList(t *testing.T) {
+	code, out, _ := runCLI(t, "", "lab", "--list")
+	if code != 0 || !strings.Contains(out, "breaker-probe") || !strings.Contains(out, "seed 003") {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+}
+
+// TestLabRecordThenAnalyze: the recording is a trace file the analyzer reads, and the reference
+// client's spans let it name the 27x amplification of three retrying layers.
+func TestLabRecordThenAnalyze(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "layers.jsonl")
+	code, _, errOut := runCLI(t, "", "lab", "layers", "--record", path)
+	if code != 0 || !strings.Contains(errOut, "spans written to "+path) {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	if st, err := os.Stat(path); err != nil || st.Size() == 0 {
+		t.Fatalf("recording: %v", err)
+	}
+	code, out, errOut := runCLI(t, "", "analyze", "--format", "json", path)
+	if code != 1 {
+		t.Fatalf("analyze exit %d (want 1: a critical finding): %s", code, errOut)
+	}
+	var rep struct {
+		Findings []struct {
+			Detector string         `json:"detector"`
+			Evidence map[string]any `json:"evidence"`
+		} `json:"findings"`
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, f := range rep.Findings {
+		if f.Detector == "retry-amplification" && f.Evidence["factor"] == 27.0 {
+			found = true
+		}
+	}
+	if !found {
+		t.Fatalf("no 27x retry-amplification finding in %s", out)
+	}
+}
+
+// TestLabOTLP sends a run's spans over real OTLP/gRPC to the real collector on loopback.
+func TestLabOTLP(t *testing.T) {
+	var mu sync.Mutex
+	got := map[string]int{}
+	sink := spans.ConsumerFunc(func(_ context.Context, b *spans.Batch) error {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, s := range b.Spans {
+			got[s.Kind.String()]++
+		}
+		return nil
+	})
+	c, err := collector.New(collector.Config{GRPCAddr: "127.0.0.1:0", HTTPAddr: collector.Disabled}, sink)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer c.Shutdown(context.Background())
+	code, _, errOut := runCLI(t, "", "lab", "breaker-probe", "--otlp", c.GRPCAddr())
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	// 6 calls: 5 reached the origin (5 CLIENT + 5 SERVER spans), 6 operations.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		mu.Lock()
+		ok := got["CLIENT"] == 5 && got["SERVER"] == 5 && got["INTERNAL"] == 6
+		snapshot := map[string]int{}
+		for k, v := range got {
+			snapshot[k] = v
+		}
+		mu.Unlock()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("collector received %v", snapshot)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
