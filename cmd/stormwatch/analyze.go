@@ -24,6 +24,7 @@ type analyzeOptions struct {
 	failOn   string
 	strict   bool
 	policy   string
+	whatIf   string
 	progress bool
 	maxSpans int
 	settle   time.Duration
@@ -54,8 +55,9 @@ unreadable input (the file and line are named).`,
 	f.StringVar(&o.failOn, "fail-on", "critical", "exit 1 when a finding has this severity or higher: info, warning, critical")
 	f.BoolVar(&o.strict, "strict", false, "stop with exit 2 at the first malformed record instead of skipping it")
 	f.StringVar(&o.policy, "policy", "", "retry policy file (docs/policy.md): detector settings and per-class rules")
+	f.StringVar(&o.whatIf, "what-if", "", "also predict the calls per dependency under changed per-layer settings, e.g. 'edge.maxAttempts=1,api.maxAttempts=1' (docs/policy.md)")
 	f.BoolVar(&o.progress, "progress", false, "report reading progress on stderr (on by default when stderr is a terminal)")
-	f.DurationVar(&o.settle, "settle", time.Minute, "analyze a trace once no span of it has arrived for this long in recorded time, and release its spans (bounds memory on large inputs); 0 holds every span until the end")
+	f.DurationVar(&o.settle, "settle", 30*time.Second, "analyze a trace once no span of it has arrived for this long in recorded time, and release its spans (bounds memory on large inputs); 0 holds every span until the end")
 	f.IntVar(&o.maxSpans, "max-spans", analyzer.DefaultMaxSpans, "spans held at once; beyond it the least recently updated traces are analyzed early and released (negative: no bound)")
 	// cobra reports flag errors as plain errors; they are usage errors: exit 2.
 	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return withExitCode(2, err) })
@@ -86,12 +88,18 @@ func runAnalyze(ctx context.Context, io streams, o analyzeOptions, files []strin
 		// An audit lists every finding.
 		MaxFindings: -1}
 	limitMemory()
+	var pol *policy.Policy
 	if o.policy != "" {
 		p, err := policy.Load(o.policy)
 		if err != nil {
 			return withExitCode(2, err)
 		}
 		policy.Configure(&cfg, p, policy.Offline)
+		pol = p
+	}
+	changes, err := whatIfChanges(o.whatIf, pol)
+	if err != nil {
+		return withExitCode(2, err)
 	}
 	a := analyzer.New(cfg)
 	prog := newProgress(io.err, o.progress)
@@ -103,7 +111,7 @@ func runAnalyze(ctx context.Context, io streams, o analyzeOptions, files []strin
 	prog.done()
 	a.Flush()
 	rep := a.Report()
-	if err := render.Write(io.out, format, &rep); err != nil {
+	if err := writeAnalysis(io.out, format, &rep, a, changes); err != nil {
 		return withExitCode(2, err)
 	}
 	for _, f := range rep.Findings {
