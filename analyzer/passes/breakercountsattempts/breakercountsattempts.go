@@ -45,19 +45,13 @@ func run(pass *analyzer.Pass) error {
 		refusedCalls := 0
 		var ids []string
 		for _, op := range ops {
-			refused := false
-			for i := range op.Attempts {
-				a := &op.Attempts[i]
-				if !audit.BreakerRefused(op, a) {
-					continue
-				}
-				refused = true
-				if openOp == nil || a.StartUnixNano < opened {
-					opened, openOp = a.StartUnixNano, op
-				}
+			at, refused := audit.Refusal(op)
+			if !refused {
+				continue
 			}
-			if refused {
-				refusedCalls++
+			refusedCalls++
+			if openOp == nil || at < opened {
+				opened, openOp = at, op
 			}
 		}
 		if openOp == nil {
@@ -66,14 +60,11 @@ func run(pass *analyzer.Pass) error {
 		attempts, failedAttempts := 0, 0
 		logical, okAfterRetry, failedLogical := 0, 0, 0
 		for _, op := range ops {
-			hadRefusal, hadFailure := false, false
+			_, hadRefusal := audit.Refusal(op)
+			hadFailure := false
 			for i := range op.Attempts {
 				a := &op.Attempts[i]
-				if audit.BreakerRefused(op, a) {
-					hadRefusal = true
-					continue
-				}
-				if a.StartUnixNano >= opened {
+				if audit.BreakerRefused(op, a) || a.StartUnixNano >= opened {
 					continue
 				}
 				attempts++

@@ -36,6 +36,23 @@ func run(pass *analyzer.Pass) error {
 	w := audit.Windowed(pass)
 	byOrigin := map[originKey]*originStats{}
 	for _, op := range w.Ops {
+		if at, ok := audit.Refusal(op); ok && !slices.ContainsFunc(op.Attempts, func(a analyzer.Attempt) bool { return audit.BreakerRefused(op, &a) }) {
+			// Refused after attempts that were sent (reference client): the refusal has no span
+			// of its own; count it at the operation.
+			k := originKey{op.Caller, op.Dependency}
+			s := byOrigin[k]
+			if s == nil {
+				s = &originStats{answers: map[string]int{}}
+				byOrigin[k] = s
+			}
+			if s.refused == 0 || at < s.firstRefusal {
+				s.firstRefusal = at
+			}
+			s.refused++
+			if s.example == nil {
+				s.example = op
+			}
+		}
 		for i := range op.Attempts {
 			a := &op.Attempts[i]
 			k := originKey{op.Caller, audit.Origin(op, a)}

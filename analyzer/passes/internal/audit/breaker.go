@@ -12,6 +12,22 @@ func BreakerRefused(op *analyzer.Operation, a *analyzer.Attempt) bool {
 	return a.Outcome == analyzer.OutcomeRefused && op.StopReason != "budget"
 }
 
+// Refusal is when a breaker refused op: the start of its first refused attempt, or - when the
+// reference client stopped the loop with stop_reason breaker_open after attempts that were sent
+// (it records no span for the refused one) - the end of the last attempt. ok is false when no
+// breaker refused it.
+func Refusal(op *analyzer.Operation) (at int64, ok bool) {
+	for i := range op.Attempts {
+		if a := &op.Attempts[i]; BreakerRefused(op, a) {
+			return a.StartUnixNano, true
+		}
+	}
+	if op.StopReason == "breaker_open" && len(op.Attempts) > 0 {
+		return op.Attempts[len(op.Attempts)-1].EndUnixNano, true
+	}
+	return 0, false
+}
+
 // Trips reports whether an attempt's outcome is one a breaker should count (seed 003): 5xx,
 // connect errors and timeouts. 429 (slow down) and other 4xx (a full answer) are not failures of
 // the dependency.
