@@ -18,65 +18,30 @@ import (
 	"github.com/stormwatch/stormwatch/analyzer/suite"
 )
 
-// backendConfig is a backend of docs/scale.md: OTLP in, the stormwatch connector, metrics to
-// Prometheus (and the test sink), finding logs to the test sink.
-func backendConfig(otlp, prom string) string {
-	return fmt.Sprintf(`
-receivers:
-  otlp:
-    protocols:
-      grpc:
-        endpoint: %s
+// The deployment is docs/scale.md's, from its example files: examples/front.yaml and
+// examples/backend-prometheus.yaml with their addresses from the environment, as documented. The
+// test only overrides, on top (as a second --config would), the timing - so that it runs in a
+// second rather than a minute - and adds a sink beside the Prometheus exporter to read exact
+// values.
+const backendOverride = `
 connectors:
   stormwatch:
     settle: 300ms
     tick_interval: 50ms
     emit_interval: 100ms
 exporters:
-  prometheus:
-    endpoint: %s
   sink:
 service:
   pipelines:
-    traces:
-      receivers: [otlp]
-      exporters: [stormwatch]
     metrics:
-      receivers: [stormwatch]
       exporters: [prometheus, sink]
     logs:
-      receivers: [stormwatch]
       exporters: [sink]
-`, otlp, prom) + quiet
-}
+` + quiet
 
-// frontConfig is the front tier: OTLP in, the loadbalancing exporter routing by trace ID to a
-// static list of backends.
-func frontConfig(otlp string, backends []string) string {
-	return fmt.Sprintf(`
-receivers:
-  otlp:
-    protocols:
-      grpc:
-        endpoint: %s
-exporters:
-  loadbalancing:
-    routing_key: traceID
-    protocol:
-      otlp:
-        timeout: 5s
-        tls:
-          insecure: true
-    resolver:
-      static:
-        hostnames: [%s]
+const frontOverride = `
 service:
-  pipelines:
-    traces:
-      receivers: [otlp]
-      exporters: [loadbalancing]
-`, otlp, strings.Join(backends, ", ")) + quiet
-}
+` + quiet
 
 // backendView is what one backend has said so far: its latest metrics and every finding record.
 type backendView struct {
@@ -176,14 +141,20 @@ func TestShardedByTraceIDMatchesOneProcess(t *testing.T) {
 	}
 	var backends []*collector
 	var endpoints, scrape []string
+	override := configFile(t, "backend-override", backendOverride)
 	for i := range 2 {
 		otlp, prom := freePort(t), freePort(t)
-		backends = append(backends, startCollector(t, fmt.Sprintf("backend-%d", i), backendConfig(otlp, prom)))
+		t.Setenv("STORMWATCH_OTLP", otlp)
+		t.Setenv("STORMWATCH_PROMETHEUS", prom)
+		backends = append(backends, startCollector(t, fmt.Sprintf("backend-%d", i), "file:../examples/backend-prometheus.yaml", override))
 		endpoints = append(endpoints, otlp)
 		scrape = append(scrape, "http://"+prom+"/metrics")
 	}
 	frontAddr := freePort(t)
-	front := startCollector(t, "front", frontConfig(frontAddr, endpoints))
+	t.Setenv("STORMWATCH_FRONT_GRPC", frontAddr)
+	t.Setenv("STORMWATCH_FRONT_HTTP", freePort(t))
+	t.Setenv("STORMWATCH_BACKENDS", "["+strings.Join(endpoints, ", ")+"]")
+	front := startCollector(t, "front", "file:../examples/front.yaml", configFile(t, "front-override", frontOverride))
 
 	// The traffic: several fixtures, ten copies each, one export per copy.
 	var batches [][]sdktrace.ReadOnlySpan

@@ -85,17 +85,23 @@ const quiet = `
       level: error
 `
 
-// startCollector writes config to a file in t.TempDir and runs a collector from it, with the
-// test sink exporter added to the distribution's components. It returns once the collector
-// runs, and stops it when the test ends.
-func startCollector(t testing.TB, name, config string) *collector {
+// configFile writes a config into t.TempDir and returns its URI.
+func configFile(t testing.TB, name, config string) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), name+".yaml")
 	if err := os.WriteFile(path, []byte(config), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	return "file:" + path
+}
+
+// startCollector runs a collector from the config URIs (later ones override earlier ones, as on
+// the collector's command line), with the test sink exporter added to the distribution's
+// components. It returns once the collector runs, and stops it when the test ends.
+func startCollector(t testing.TB, name string, uris ...string) *collector {
+	t.Helper()
 	c := &collector{name: name, done: make(chan error, 1), sinks: &sinks{}}
-	set := Settings("test", "file:"+path)
+	set := Settings("test", uris...)
 	set.DisableGracefulShutdown = true
 	set.SkipSettingGRPCLogger = true
 	set.Factories = func() (otelcol.Factories, error) {

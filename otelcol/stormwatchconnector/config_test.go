@@ -2,6 +2,7 @@ package stormwatchconnector
 
 import (
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +11,8 @@ import (
 	"go.opentelemetry.io/collector/component/componenttest"
 	"go.opentelemetry.io/collector/confmap"
 	yaml "go.yaml.in/yaml/v3"
+
+	"github.com/stormwatch/stormwatch/analyzer/policy"
 )
 
 func TestFactoryMatchesMetadata(t *testing.T) {
@@ -121,5 +124,24 @@ func TestConfigErrors(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestConfigPolicyFile(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good.yaml")
+	if err := os.WriteFile(good, policy.Example, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := loadConfig(t, "policy: "+good+"\n"); err != nil {
+		t.Fatalf("the example policy was refused: %v", err)
+	}
+	bad := filepath.Join(dir, "bad.yaml")
+	if err := os.WriteFile(bad, []byte("version: 1\nbogus_key: 3\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := loadConfig(t, "policy: "+bad+"\n")
+	if err == nil || !strings.Contains(err.Error(), bad+":2:") || !strings.Contains(err.Error(), "bogus_key") {
+		t.Fatalf("a bad policy should be refused at startup with file:line and the key, got %v", err)
 	}
 }
