@@ -164,18 +164,18 @@ type call struct {
 	opCtx     context.Context
 	start     time.Time
 	deadline  time.Time
-	// deadlineHdr is the Request-Deadline value, formatted once.
-	deadlineHdr string
-	idemKey     string
-	setIdem     bool
-	opID        string
-	span        trace.Span
-	prevSC      trace.SpanContext
-	breaker     *breaker
-	brState     BreakerState
-	sent        int // physical calls so far
-	last        lastAttempt
-	mu          sync.Mutex
+	idemKey   string
+	setIdem   bool
+	opID      string
+	span      trace.Span
+	prevSC    trace.SpanContext
+	breaker   *breaker
+	brState   BreakerState
+	sent      int // physical calls so far
+	last      lastAttempt
+	mu        sync.Mutex
+	// body wraps the returned response's body; it lives here to save an allocation per call.
+	body cancelOnClose
 }
 
 // RoundTrip makes one logical call. It returns the final response (the caller closes its body),
@@ -193,10 +193,6 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	opCtx, cancelOp := withDeadline(c.callerCtx, t.clock, c.deadline)
 	c.opCtx = opCtx
-	if !t.cfg.Propagation.NoDeadlineHeader {
-		var buf [40]byte
-		c.deadlineHdr = string(c.deadline.UTC().AppendFormat(buf[:0], deadlineLayout))
-	}
 
 	retryable := idempotentMethod(req.Method)
 	if !retryable {
@@ -246,7 +242,8 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if resp.Body == nil {
 		resp.Body = http.NoBody
 	}
-	resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: cancelOp}
+	c.body = cancelOnClose{ReadCloser: resp.Body, cancel: cancelOp}
+	resp.Body = &c.body
 	return resp, nil
 }
 
@@ -491,22 +488,41 @@ func (c *call) physical(parent context.Context, n int, kind string, pause time.D
 func (c *call) prepare(ctx context.Context, resend int) *http.Request {
 	t := c.t
 	r := c.req.WithContext(ctx)
-	h := make(http.Header, len(c.req.Header)+4)
+	h := make(http.Header, len(c.req.Header)+3)
 	for k, v := range c.req.Header {
 		h[k] = v
 	}
-	if c.deadlineHdr != "" {
-		h[DeadlineHeader] = []string{c.deadlineHdr}
+	// The added values share one backing array: one allocation instead of one per header.
+	vals := make([]string, 0, 3)
+	add := func(k, v string) {
+		vals = append(vals, v)
+		h[k] = vals[len(vals)-1 : len(vals) : len(vals)]
 	}
+	// Both propagated values are formatted into one buffer and become one string.
+	var buf [64]byte
+	b := buf[:0]
+	if !t.cfg.Propagation.NoDeadlineHeader {
+		b = c.deadline.UTC().AppendFormat(b, deadlineLayout)
+	}
+	n := len(b)
 	if t.cfg.Propagation.GRPCTimeout {
 		ms := c.deadline.Sub(t.clock.Now()).Milliseconds()
 		if ms < 1 {
 			ms = 1
 		}
-		h["Grpc-Timeout"] = []string{strconv.FormatInt(ms, 10) + "m"}
+		b = append(strconv.AppendInt(b, ms, 10), 'm')
+	}
+	if len(b) > 0 {
+		both := string(b)
+		if n > 0 {
+			add(DeadlineHeader, both[:n])
+		}
+		if len(both) > n {
+			add("Grpc-Timeout", both[n:])
+		}
 	}
 	if c.setIdem {
-		h[t.cfg.Idempotency.Header] = []string{c.idemKey}
+		add(t.cfg.Idempotency.Header, c.idemKey)
 	}
 	r.Header = h
 	if c.span != nil {
