@@ -262,7 +262,9 @@ func varintField(num protowire.Number, v uint64) []byte {
 // wrapSpan puts raw span bytes into a request.
 func wrapSpan(span []byte) []byte { return field(1, field(2, field(2, span))) }
 
-func TestDecodeProtoWireRules(t *testing.T) {
+// wireRuleBodies are raw protobuf bodies exercising the merge and unknown-field rules; they are
+// also fuzz seeds.
+func wireRuleBodies() map[string][]byte {
 	ids := cat(field(1, id16(1)), field(2, id8(1)))
 	strVal := func(s string) []byte { return field(1, []byte(s)) }
 	attr := func(k string, val []byte) []byte { return field(9, cat(field(1, []byte(k)), field(2, val))) }
@@ -299,7 +301,11 @@ func TestDecodeProtoWireRules(t *testing.T) {
 			field(13, cat(field(1, id16(3)), field(2, id8(3)), field(4, cat(field(1, []byte(spans.AttrAttemptKind)), field(2, strVal("retry")))))),
 			attr(spans.AttrOwner, strVal("3")))),
 	}
-	for name, body := range tests {
+	return tests
+}
+
+func TestDecodeProtoWireRules(t *testing.T) {
+	for name, body := range wireRuleBodies() {
 		for _, o := range bothOptions {
 			t.Run(name+"/"+o.name, func(t *testing.T) { checkProto(t, body, o.opt) })
 		}

@@ -3,8 +3,10 @@ package spans_test
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"testing"
 	"unicode/utf8"
@@ -25,6 +27,9 @@ func protoSeeds(t testing.TB) [][]byte {
 			seeds = append(seeds, marshal(t, ec.req))
 		}
 	}
+	for _, name := range slices.Sorted(maps.Keys(wireRuleBodies())) {
+		seeds = append(seeds, wireRuleBodies()[name])
+	}
 	return seeds
 }
 
@@ -36,6 +41,17 @@ func jsonSeeds(t testing.TB) [][]byte {
 			t.Fatal(err)
 		}
 		seeds = append(seeds, toJSON(t, &req))
+	}
+	// Small hand-written bodies give the mutator structure to work with.
+	for _, members := range []string{
+		jsonIDs + `,"kind":"SPAN_KIND_CLIENT","status":{"code":"STATUS_CODE_ERROR","message":"m"}`,
+		jsonIDs + `,"startTimeUnixNano":1700000000000000001,"endTimeUnixNano":"18446744073709551615"`,
+		jsonIDs + `,"attributes":[{"key":"resilience.attempt","value":{"intValue":-3}},{"value":{"stringValue":"v"},"key":"resilience.owner"}]`,
+		jsonIDs + `,"attributes":[{"key":"resilience.backoff_ms","value":{"doubleValue":"NaN"}},{"key":"resilience.terminal","value":{"boolValue":true}}]`,
+		jsonIDs + `,"name":"a\"b\u00e9\ud83d\ude00","attributes":[{"key":"resilience.operation.name","value":{"arrayValue":{"values":[{"stringValue":"x"},{"kvlistValue":{"values":[{"key":"k","value":{"bytesValue":"yv4="}}]}}]}}}]`,
+		jsonIDs + `,"events":[{"timeUnixNano":"9","name":"e","attributes":[{"key":"exception.type","value":{"stringValue":"E"}}]}],"links":[{"traceId":"000000000000000000000000000000dd","spanId":"00000000000000ee"}]`,
+	} {
+		seeds = append(seeds, []byte(jsonSpan(members)))
 	}
 	return seeds
 }
