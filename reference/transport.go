@@ -654,3 +654,11 @@ type errBody struct{ err error }
 
 func (e errBody) Read([]byte) (int, error) { return 0, e.err }
 func (e errBody) Close() error             { return nil }
+
+// CloseIdleConnections closes the base transport's idle connections when it can, so
+// http.Client.CloseIdleConnections works through a Transport.
+func (t *Transport) CloseIdleConnections() {
+	if c, ok := t.base.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
+}
