@@ -33,6 +33,10 @@ type collectorFlags struct {
 	tlsCert         string
 	tlsKey          string
 	shutdownTimeout time.Duration
+
+	// decode is set by the command, not by a flag: the live dashboard keeps every attribute for
+	// its span detail, collect only what the analyzer reads.
+	decode spans.DecodeOptions
 }
 
 // defaultMaxSpans is --max-spans' default: the analyzer (or the trace counter) holds this many spans
@@ -72,6 +76,7 @@ func (f *collectorFlags) config() (collector.Config, error) {
 		MaxRequestBytes: int64(f.maxRequestBytes),
 		QueueSize:       f.queueSize,
 		MaxQueueBytes:   int64(f.maxQueueBytes),
+		Decode:          f.decode,
 	}
 	var errs []error
 	if f.grpcAddr == "" || f.httpAddr == "" {
