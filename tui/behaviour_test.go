@@ -400,6 +400,9 @@ func TestSparkline(t *testing.T) {
 	if got := sparkline([]float64{1, 1, 3, 27}, 3); got != "▁▁█" {
 		t.Errorf("sparkline = %q", got)
 	}
+	if got := sparkline([]float64{27, 0, 3}, 5); got != "  █ ▁" {
+		t.Errorf("sparkline with a quiet interval, right-aligned = %q", got)
+	}
 	if got := sparkline(nil, 5); got != "" {
 		t.Errorf("empty sparkline = %q", got)
 	}
@@ -441,5 +444,21 @@ func TestExportWritesOTLPJSON(t *testing.T) {
 	m = drive(t, New(opt), size(testW, testH), press("2"), press("e"))
 	if v := m.View(); !strings.Contains(v, "export failed: write "+opt.ExportDir) {
 		t.Errorf("export to a missing directory:\n%s", v)
+	}
+}
+
+func TestEvidenceLayers(t *testing.T) {
+	want := "edge x3 → api x3"
+	for _, v := range []any{
+		[]analyzer.Layer{{Service: "edge", Attempts: 3}, {Service: "api", Attempts: 3}},
+		[]map[string]any{{"service": "edge", "attempts": 3}, {"service": "api", "attempts": 3}},
+		[]any{map[string]any{"service": "edge", "attempts": 3.0}, map[string]any{"service": "api", "attempts": 3.0}},
+	} {
+		if got := evidenceValue(v); got != want {
+			t.Errorf("evidenceValue(%T) = %q, want %q", v, got, want)
+		}
+	}
+	if got := evidenceValue([]any{1, 2}); got != "[1 2]" {
+		t.Errorf("other slices print as Go values: %q", got)
 	}
 }

@@ -166,6 +166,11 @@ func (m Model) emptyView() string {
 	var lines []string
 	add := func(s ...string) { lines = append(lines, s...) }
 	add("", t.Bold.Render("  No traces yet."), "")
+	if r := m.opt.Replay; r != nil {
+		add("  Replaying a recording: "+r.Progress()+".",
+			"  Traces appear once they have been quiet for the settle period (--settle).",
+			"  space pauses the replay, + and - change its speed.", "")
+	}
 	if len(m.opt.Endpoints) > 0 {
 		add("  stormwatch is listening for OTLP traces on:")
 		for _, e := range m.opt.Endpoints {

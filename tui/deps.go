@@ -309,7 +309,8 @@ func sortArrow(reverse bool) string {
 
 var sparks = []rune("▁▂▃▄▅▆▇█")
 
-// sparkline draws the last w values, scaled from 1.0 (no amplification) to the largest.
+// sparkline draws the last w values right-aligned (now is always the right edge), scaled from
+// 1.0 (no amplification) to the largest; an interval without calls (0) is a blank.
 func sparkline(vals []float64, w int) string {
 	if len(vals) == 0 || w <= 0 {
 		return ""
@@ -322,12 +323,16 @@ func sparkline(vals []float64, w int) string {
 		if v > hi {
 			hi = v
 		}
-		if v < lo {
-			lo = v
-		}
 	}
-	out := make([]rune, len(vals))
+	out := make([]rune, w)
+	for i := range out {
+		out[i] = ' '
+	}
+	pad := w - len(vals)
 	for i, v := range vals {
+		if v <= 0 {
+			continue
+		}
 		idx := 0
 		if hi > lo {
 			idx = int((v - lo) / (hi - lo) * float64(len(sparks)-1))
@@ -338,7 +343,7 @@ func sparkline(vals []float64, w int) string {
 		if idx >= len(sparks) {
 			idx = len(sparks) - 1
 		}
-		out[i] = sparks[idx]
+		out[pad+i] = sparks[idx]
 	}
 	return string(out)
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/charmbracelet/bubbles/key"
 	tea "github.com/charmbracelet/bubbletea"
+	"github.com/charmbracelet/x/ansi"
 
 	"github.com/stormwatch/stormwatch/analyzer"
 	"github.com/stormwatch/stormwatch/spans"
@@ -238,17 +239,29 @@ func (m findingsModel) View() string {
 	}
 	out := padLines(lines, listH)
 
-	// The detail pane: what the selected finding proves and what to do about it.
-	var d []string
-	d = append(d, t.Dim.Render(strings.Repeat("─", m.width)))
+	// The detail pane: what the selected finding proves and what to do about it. Long summaries
+	// and actions wrap rather than lose their end, which is where the numbers often are.
+	d := []string{t.Dim.Render(strings.Repeat("─", m.width))}
 	if f := m.selected(); f != nil {
-		d = append(d,
-			fit(m.sevStyle(f.Severity, sevMark(f.Severity)+" "+f.Severity.String())+"  "+t.Bold.Render(f.Detector)+"  "+f.Summary, m.width),
-			fit(t.Dim.Render("evidence  ")+evidenceText(f.Evidence), m.width),
-			fit(t.Dim.Render("action    ")+f.Action, m.width),
-			fit(t.Dim.Render("where     ")+f.Service+" → "+f.Dependency, m.width),
-			fit(t.Dim.Render("trace     ")+f.TraceID+t.Dim.Render(fmt.Sprintf("  %d spans named · enter opens the trace at them", len(f.SpanIDs))), m.width),
-		)
+		field := func(label, text string, maxLines int) {
+			ls := strings.Split(ansi.Wrap(text, m.width-10, " "), "\n")
+			if len(ls) > maxLines {
+				ls = ls[:maxLines]
+				ls[maxLines-1] = fit(ls[maxLines-1]+" …", m.width-10)
+			}
+			for i, l := range ls {
+				if i == 0 {
+					d = append(d, fit(t.Dim.Render(fmt.Sprintf("%-10s", label))+l, m.width))
+				} else {
+					d = append(d, fit("          "+l, m.width))
+				}
+			}
+		}
+		d = append(d, fit(m.sevStyle(f.Severity, sevMark(f.Severity)+" "+f.Severity.String())+"  "+t.Bold.Render(f.Detector)+
+			t.Dim.Render(fmt.Sprintf("  %s → %s · trace %s · enter opens it at the %d spans named", f.Service, f.Dependency, f.TraceID, len(f.SpanIDs))), m.width))
+		field("summary", f.Summary, 2)
+		field("evidence", evidenceText(f.Evidence), 1)
+		field("action", f.Action, 2)
 	} else {
 		d = append(d, t.Dim.Render(fmt.Sprintf("%d findings · grouped by severity and detector · s: flip order", m.shownN)))
 	}
@@ -283,30 +296,51 @@ func evidenceValue(v any) string {
 	switch v := v.(type) {
 	case []analyzer.Layer:
 		return layerChain(v)
+	case []map[string]any:
+		if ls, ok := layersFromMaps(v); ok {
+			return layerChain(ls)
+		}
 	case []any:
-		var ls []analyzer.Layer
+		maps := make([]map[string]any, 0, len(v))
 		for _, x := range v {
 			mm, ok := x.(map[string]any)
 			if !ok {
 				return fmt.Sprint(v)
 			}
-			svc, _ := mm["service"].(string)
-			var n int
-			switch a := mm["attempts"].(type) {
-			case float64:
-				n = int(a)
-			case int:
-				n = a
-			}
-			ls = append(ls, analyzer.Layer{Service: svc, Attempts: n})
+			maps = append(maps, mm)
 		}
-		return layerChain(ls)
+		if ls, ok := layersFromMaps(maps); ok {
+			return layerChain(ls)
+		}
 	case float64:
 		return strconv.FormatFloat(v, 'g', -1, 64)
 	case string:
 		return v
 	}
 	return fmt.Sprint(v)
+}
+
+// layersFromMaps reads the retry-amplification evidence's layers, as the detector builds them or as
+// they come back from JSON.
+func layersFromMaps(ms []map[string]any) ([]analyzer.Layer, bool) {
+	ls := make([]analyzer.Layer, 0, len(ms))
+	for _, mm := range ms {
+		svc, ok := mm["service"].(string)
+		if !ok {
+			return nil, false
+		}
+		var n int
+		switch a := mm["attempts"].(type) {
+		case float64:
+			n = int(a)
+		case int:
+			n = a
+		default:
+			return nil, false
+		}
+		ls = append(ls, analyzer.Layer{Service: svc, Attempts: n})
+	}
+	return ls, true
 }
 
 func layerChain(ls []analyzer.Layer) string {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	stdlog "log"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -178,7 +179,15 @@ func openLog(path string) (*slog.Logger, func(), error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("--log-file: %w", err)
 	}
-	return slog.New(slog.NewTextHandler(fh, &slog.HandlerOptions{Level: slog.LevelInfo})), func() { fh.Close() }, nil
+	// Libraries that print with the standard log package (net/http's server errors, httptest in the
+	// lab) would write over the dashboard: the process-wide default goes to the file too, and back
+	// to stderr when the dashboard is gone.
+	stdlog.SetOutput(fh)
+	restore := func() {
+		stdlog.SetOutput(os.Stderr)
+		fh.Close()
+	}
+	return slog.New(slog.NewTextHandler(fh, &slog.HandlerOptions{Level: slog.LevelInfo})), restore, nil
 }
 
 func defaultLogPath() string {
