@@ -23,7 +23,7 @@ func TestBulkheadWaitCountsAgainstTheDeadline(t *testing.T) {
 		}
 		return &http.Response{StatusCode: 200, Body: http.NoBody, Header: http.Header{}}, nil
 	})
-	tr, err := New(Config{Timeout: 50 * time.Millisecond, Bulkhead: BulkheadConfig{MaxConcurrent: 1}},
+	tr, err := New(Config{Timeout: time.Minute, Bulkhead: BulkheadConfig{MaxConcurrent: 1}},
 		WithBase(base), WithRuntime(NewRuntime(0)))
 	if err != nil {
 		t.Fatal(err)
@@ -38,7 +38,10 @@ func TestBulkheadWaitCountsAgainstTheDeadline(t *testing.T) {
 		first <- err
 	}()
 	<-entered // the first call holds the only slot
-	req, _ := http.NewRequest(http.MethodGet, "http://dep.test/b", nil)
+	// The second call's budget is its context's 50 ms (earlier than the client's minute).
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://dep.test/b", nil)
 	_, err = tr.RoundTrip(req)
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("second call: %v, want its deadline while waiting for the slot", err)

@@ -424,18 +424,21 @@ func (c *call) physical(parent context.Context, n int, kind string, pause time.D
 	if cancel != nil {
 		defer cancel()
 	}
+	if err := t.acquire(ctx, c.origin); err != nil {
+		// No slot within the budget: nothing went on the wire, so no attempt is counted.
+		cls := classify(nil, err, t.cfg.Retry.RetryOn, ctx, c.opCtx, c.callerCtx)
+		return result{err: err, cls: cls, la: lastAttempt{end: t.clock.Now()}}
+	}
+	defer t.release(c.origin)
+	if waited := t.clock.Now(); waited.After(now) {
+		now, remaining = waited, c.deadline.Sub(waited)
+	}
 	// Hedged copies run concurrently: the call's counters and the link chain are guarded.
 	c.mu.Lock()
 	resend := c.sent
 	c.sent++
 	c.mu.Unlock()
 	t.stats.attempts.Add(1)
-
-	if err := t.acquire(ctx, c.origin); err != nil {
-		cls := classify(nil, err, t.cfg.Retry.RetryOn, ctx, c.opCtx, c.callerCtx)
-		return result{err: err, cls: cls, la: lastAttempt{end: t.clock.Now()}}
-	}
-	defer t.release(c.origin)
 
 	target := c.req.URL
 	if t.cfg.Route != nil {

@@ -31,7 +31,7 @@ type fakeClock struct{ *fakeclock.Clock }
 
 func (f fakeClock) fake() *fakeclock.Clock { return f.Clock }
 
-// withDeadline is a context ending at d on clk (the hand-rolled clients of the lab need one too).
+// withTimeout is a context ending d from now on clk (the hand-rolled clients of the lab need one too).
 func withTimeout(parent context.Context, clk reference.Clock, d time.Duration) (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithCancelCause(parent)
 	stop := clk.AfterFunc(d, func() { cancel(context.DeadlineExceeded) })

@@ -13,7 +13,6 @@ import (
 
 	"github.com/stormwatch/stormwatch/reference"
 	"github.com/stormwatch/stormwatch/reference/fakeclock"
-	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -226,6 +225,3 @@ func sortedKeys(m map[string]int) []string {
 	})
 	return ks
 }
-
-// meterProvider is what Options.MeterProvider holds; named for the doc.
-type meterProvider = metric.MeterProvider

@@ -186,13 +186,6 @@ func (o *origin) countsAfter(t time.Time) int {
 	return n
 }
 
-// reset zeroes the counters between waves.
-func (o *origin) reset() {
-	o.mu.Lock()
-	o.saw, o.completed, o.stopped = 0, 0, 0
-	o.mu.Unlock()
-}
-
 // idle waits (letting the lab clock move) until no request is being worked on.
 func (o *origin) idle() { o.clk.Wait(o.busy.Wait) }
 
