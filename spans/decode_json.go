@@ -274,7 +274,7 @@ func hex4(b []byte) rune {
 // skip steps over one value of any kind, validating it.
 func (s *jsonScanner) skip(depth int) error {
 	if depth > maxJSONDepth {
-		return s.errorf("JSON nested more than %d deep", maxJSONDepth)
+		return fmt.Errorf("%w: %w", ErrTooDeep, s.errorf("JSON nested more than %d deep", maxJSONDepth))
 	}
 	switch c := s.peek(); c {
 	case '{':

@@ -106,6 +106,22 @@ func FuzzDecodeProto(f *testing.F) {
 			if d := spanstest.Diff(exported(got), back); d != "" {
 				t.Fatalf("%s: JSON round trip changed the batch:\n%s", o.name, d)
 			}
+			// The same request as OTLP/JSON must decode to the same batch: a differential test
+			// of DecodeJSON driven by the protobuf fuzzer's requests.
+			js, err := spanstest.RequestToJSON(&req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fromJSON, err := spans.DecodeJSON(js, o.opt)
+			if errors.Is(err, spans.ErrTooDeep) {
+				continue
+			}
+			if err != nil {
+				t.Fatalf("%s: DecodeJSON of the request's OTLP/JSON: %v\n%s", o.name, err, js)
+			}
+			if d := spanstest.Diff(got, fromJSON); d != "" {
+				t.Fatalf("%s: DecodeJSON differs from DecodeProto:\n%s\n%s", o.name, d, js)
+			}
 		}
 	})
 }
