@@ -27,12 +27,23 @@ import (
 
 // ProtoToJSON transcodes one ExportTraceServiceRequest from protobuf to one line of OTLP/JSON
 // (without the trailing newline).
-func ProtoToJSON(body []byte) ([]byte, error) {
+func ProtoToJSON(body []byte) ([]byte, error) { return appendProtoAsJSON(nil, body) }
+
+// appendProtoAsJSON transcodes straight from the wire when the request is in canonical form (what
+// every SDK sends), else through the generated types, which also give malformed input its error.
+func appendProtoAsJSON(dst, body []byte) ([]byte, error) {
+	if out, err := appendRequestJSONWire(dst, body); err == nil {
+		return out, nil
+	}
+	return appendProtoAsJSONSlow(dst, body)
+}
+
+func appendProtoAsJSONSlow(dst, body []byte) ([]byte, error) {
 	req := &coltracepb.ExportTraceServiceRequest{}
 	if err := proto.Unmarshal(body, req); err != nil {
 		return nil, fmt.Errorf("decode OTLP/protobuf: %w", err)
 	}
-	return AppendRequestJSON(nil, req), nil
+	return AppendRequestJSON(dst, req), nil
 }
 
 // JSONToProto transcodes one OTLP/JSON ExportTraceServiceRequest to protobuf.
@@ -178,6 +189,15 @@ func (o *jsonObj) str(k, v string) {
 	}
 }
 
+// i32 writes a signed enum: kinds and codes are int32 on the wire, and a negative one must stay
+// negative.
+func (o *jsonObj) i32(k string, v int32) {
+	if v != 0 {
+		o.key(k)
+		o.dst = strconv.AppendInt(o.dst, int64(v), 10)
+	}
+}
+
 func (o *jsonObj) u32(k string, v uint32) {
 	if v != 0 {
 		o.key(k)
@@ -304,7 +324,7 @@ func appendSpan(dst []byte, s *tracepb.Span) []byte {
 	o.id("parentSpanId", s.GetParentSpanId())
 	o.u32("flags", s.GetFlags())
 	o.str("name", s.GetName())
-	o.u32("kind", uint32(s.GetKind()))
+	o.i32("kind", int32(s.GetKind()))
 	o.u64("startTimeUnixNano", s.GetStartTimeUnixNano())
 	o.u64("endTimeUnixNano", s.GetEndTimeUnixNano())
 	o.attrs("attributes", s.GetAttributes())
@@ -349,7 +369,7 @@ func appendSpan(dst []byte, s *tracepb.Span) []byte {
 	o.key("status")
 	st := jsonObj{dst: append(o.dst, '{')}
 	st.str("message", s.GetStatus().GetMessage())
-	st.u32("code", uint32(s.GetStatus().GetCode()))
+	st.i32("code", int32(s.GetStatus().GetCode()))
 	o.dst = append(st.dst, '}')
 	return append(o.dst, '}')
 }

@@ -193,11 +193,10 @@ func (w *Writer) encode(dst, body []byte, isJSON bool) ([]byte, error) {
 			}
 			dst = append(dst, buf.Bytes()...)
 		} else {
-			req := &coltracepb.ExportTraceServiceRequest{}
-			if err := proto.Unmarshal(body, req); err != nil {
-				return nil, fmt.Errorf("decode OTLP/protobuf: %w", err)
+			var err error
+			if dst, err = appendProtoAsJSON(dst, body); err != nil {
+				return nil, err
 			}
-			dst = AppendRequestJSON(dst, req)
 		}
 		return append(dst, '\n'), nil
 	case FormatJSON:
