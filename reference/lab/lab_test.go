@@ -307,3 +307,21 @@ func TestRecord(t *testing.T) {
 		t.Errorf("%d spans, %d operations", len(got), ops)
 	}
 }
+
+// TestRealtimeCounts runs quick scenarios on the wall clock: the counts do not depend on the clock.
+func TestRealtimeCounts(t *testing.T) {
+	res, err := Run(context.Background(), "breaker-signals", Options{Realtime: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := row(t, res, "503 Service Unavailable", "unavailable"); !reflect.DeepEqual(r.Outcomes, outcomes("503", 5, "refused", 5)) {
+		t.Errorf("wall clock: %v", r.Outcomes)
+	}
+	res, err = Run(context.Background(), "breaker-logical", Options{Realtime: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := row(t, res, "logical calls counted (reference)", ""); r.OK != 10 || r.Attempts != 30 {
+		t.Errorf("wall clock: ok %d attempts %d", r.OK, r.Attempts)
+	}
+}
