@@ -1,0 +1,172 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// tmuxSession runs a command in a detached tmux session on its own server (a unique -L socket),
+// so the test never touches a user's tmux, and kills that server at the end.
+type tmuxSession struct {
+	t      *testing.T
+	socket string
+}
+
+func newTmux(t *testing.T, width, height int, env []string, command string) *tmuxSession {
+	t.Helper()
+	if _, err := exec.LookPath("tmux"); err != nil {
+		t.Skip("tmux is not installed: the end-to-end dashboard test needs a real terminal (CI installs tmux, see .ci/run)")
+	}
+	s := &tmuxSession{t: t, socket: fmt.Sprintf("stormwatch-test-%d-%d", os.Getpid(), time.Now().UnixNano())}
+	args := []string{"-L", s.socket, "-f", "/dev/null", "new-session", "-d", "-s", "main",
+		"-x", fmt.Sprint(width), "-y", fmt.Sprint(height)}
+	for _, e := range env {
+		args = append(args, "-e", e)
+	}
+	args = append(args, command)
+	if out, err := exec.Command("tmux", args...).CombinedOutput(); err != nil {
+		t.Fatalf("start tmux: %v: %s", err, out)
+	}
+	t.Cleanup(func() { _ = exec.Command("tmux", "-L", s.socket, "kill-server").Run() })
+	return s
+}
+
+func (s *tmuxSession) capture() string {
+	out, err := exec.Command("tmux", "-L", s.socket, "capture-pane", "-p", "-t", "main").CombinedOutput()
+	if err != nil {
+		return "capture-pane failed: " + err.Error() + ": " + string(out)
+	}
+	return string(out)
+}
+
+func (s *tmuxSession) keys(keys ...string) {
+	args := append([]string{"-L", s.socket, "send-keys", "-t", "main"}, keys...)
+	if out, err := exec.Command("tmux", args...).CombinedOutput(); err != nil {
+		s.t.Fatalf("send-keys %v: %v: %s", keys, err, out)
+	}
+}
+
+// waitScreen polls the pane until it shows want, or fails with the last screen.
+func (s *tmuxSession) waitScreen(want string, within time.Duration) string {
+	s.t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		screen := s.capture()
+		if strings.Contains(screen, want) {
+			return screen
+		}
+		if time.Now().After(deadline) {
+			s.t.Fatalf("the screen never showed %q within %s; last screen:\n%s", want, within, screen)
+		}
+		time.Sleep(150 * time.Millisecond)
+	}
+}
+
+func freeLoopbackPort(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr
+}
+
+// TestLiveDashboardEndToEnd builds the real binary, runs `stormwatch` in a tmux terminal, sends a
+// retrying client's spans with the OpenTelemetry SDK's OTLP/HTTP exporter to its port, and reads
+// the dependency and its amplification off the screen.
+func TestLiveDashboardEndToEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary and drives a terminal")
+	}
+	if _, err := exec.LookPath("tmux"); err != nil {
+		t.Skip("tmux is not installed: the end-to-end dashboard test needs a real terminal (CI installs tmux, see .ci/run)")
+	}
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "stormwatch")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	grpcAddr, httpAddr := freeLoopbackPort(t), freeLoopbackPort(t)
+	logFile := filepath.Join(dir, "stormwatch.log")
+	cmd := fmt.Sprintf("%s --grpc %s --http %s --settle 300ms --log-file %s; echo EXITED $?; sleep 60",
+		bin, grpcAddr, httpAddr, logFile)
+	s := newTmux(t, 120, 36, []string{"TERM=xterm-256color"}, cmd)
+
+	s.waitScreen("No traces yet", 20*time.Second)
+	screen := s.waitScreen("http "+httpAddr, time.Second)
+	if !strings.Contains(screen, "OTEL_EXPORTER_OTLP_ENDPOINT=http://"+httpAddr) {
+		t.Errorf("the empty state does not show the exporter example for this port:\n%s", screen)
+	}
+
+	sendRetryStorm(t, httpAddr)
+
+	screen = s.waitScreen("http://reviews.internal:8080", 20*time.Second)
+	for _, want := range []string{"▲ WORST", "3.00x", "100% 503"} {
+		if !strings.Contains(screen, want) {
+			t.Errorf("dashboard lacks %q:\n%s", want, screen)
+		}
+	}
+
+	// Drill in: operations of that dependency, then its trace.
+	s.keys("Enter")
+	s.waitScreen("filter: dependency=http://reviews.internal:8080", 5*time.Second)
+	s.keys("Enter")
+	screen = s.waitScreen("#3/3", 5*time.Second)
+	if !strings.Contains(screen, "[4 Trace]") {
+		t.Errorf("enter on the operation did not open its trace:\n%s", screen)
+	}
+	s.keys("q")
+	s.waitScreen("EXITED 0", 10*time.Second)
+	if b, err := os.ReadFile(logFile); err != nil || !strings.Contains(string(b), "dashboard starting") {
+		t.Errorf("the log file %s lacks the start line (err %v)", logFile, err)
+	}
+}
+
+// sendRetryStorm exports one trace as a service with a retry loop would: an operation span and
+// three failed attempts to one dependency.
+func sendRetryStorm(t *testing.T, httpAddr string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	exp, err := otlptracehttp.New(ctx, otlptracehttp.WithEndpoint(httpAddr), otlptracehttp.WithInsecure())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp),
+		sdktrace.WithResource(resource.NewSchemaless(attribute.String("service.name", "frontend"))))
+	tr := tp.Tracer("e2e")
+	ctx2, root := tr.Start(ctx, "GET /product", trace.WithSpanKind(trace.SpanKindServer))
+	for i := 0; i < 3; i++ {
+		_, sp := tr.Start(ctx2, "GET", trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
+			attribute.String("http.request.method", "GET"),
+			attribute.String("url.full", "http://reviews.internal:8080/reviews/1"),
+			attribute.String("server.address", "reviews.internal"),
+			attribute.Int("server.port", 8080),
+			attribute.Int("http.response.status_code", 503),
+			attribute.Int("http.request.resend_count", i),
+		))
+		sp.SetStatus(codes.Error, "503")
+		time.Sleep(5 * time.Millisecond)
+		sp.End()
+	}
+	root.End()
+	if err := tp.Shutdown(ctx); err != nil {
+		t.Fatalf("export to %s: %v", httpAddr, err)
+	}
+}
