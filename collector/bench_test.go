@@ -91,7 +91,7 @@ func reportSpans(b *testing.B, start mark) {
 	end := now()
 	n := float64(b.N * 100)
 	b.ReportMetric(n/end.wall.Sub(start.wall).Seconds(), "spans/s")
-	b.ReportMetric(float64((end.cpu - start.cpu).Nanoseconds())/n, "cpu-ns/span")
+	b.ReportMetric(float64((end.cpu-start.cpu).Nanoseconds())/n, "cpu-ns/span")
 }
 
 // BenchmarkExportPath is the shared path alone (decode, admit), no transport: the collector's own
