@@ -107,7 +107,7 @@ func (h screenKeys) ShortHelp() []key.Binding {
 	k := h.k
 	switch h.s {
 	case screenTrace:
-		return []key.Binding{k.Help, k.Enter, k.Collapse, k.Expand, k.Filter, k.NextProblem, k.Export, k.Back}
+		return []key.Binding{k.Help, k.Enter, k.Collapse, k.Expand, search(k.Filter), k.NextProblem, k.Export, k.Back}
 	case screenSpan:
 		return []key.Binding{k.Help, k.Up, k.Down, k.Export, k.Back}
 	case screenEmpty:
@@ -124,6 +124,9 @@ func (h screenKeys) FullHelp() [][]key.Binding {
 	nav := []key.Binding{k.Up, k.Down, k.Top, k.Bottom, k.PageUp, k.PageDown, k.Enter, k.Back}
 	screens := []key.Binding{k.NextTab, k.PrevTab, k.Deps, k.Ops, k.Findings, k.Trace}
 	general := []key.Binding{k.Filter, k.Pause, k.Export, k.Clear, k.Help, k.Quit}
+	if h.s == screenTrace {
+		general[0] = search(k.Filter)
+	}
 	groups := [][]key.Binding{nav, screens}
 	switch h.s {
 	case screenTrace:
@@ -139,4 +142,10 @@ func (h screenKeys) FullHelp() [][]key.Binding {
 		groups = append(groups, []key.Binding{k.ReplayPause, k.Faster, k.Slower})
 	}
 	return groups
+}
+
+// search is the filter key as the trace screen uses it: it searches instead of hiding rows.
+func search(b key.Binding) key.Binding {
+	b.SetHelp(b.Help().Key, "search")
+	return b
 }

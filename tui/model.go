@@ -323,7 +323,11 @@ func (m *Model) apply(snap *analyzer.Snapshot) {
 		count := snap.Stats.SpansHeld + snap.Stats.EvictedSpans
 		dt := float64(snap.AtUnixNano-m.lastAt) / 1e9
 		if d := count - m.lastCount; d >= 0 && dt > 0 {
-			m.rate = float64(d) / dt
+			// Smoothed over about two seconds: exporters send in bursts, and a number that jumps
+			// between 0 and thousands four times a second cannot be read.
+			inst := float64(d) / dt
+			alpha := min(dt/2, 1)
+			m.rate += alpha * (inst - m.rate)
 		}
 	}
 	m.lastCount = snap.Stats.SpansHeld + snap.Stats.EvictedSpans
