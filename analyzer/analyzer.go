@@ -26,8 +26,9 @@ import (
 //
 // Offline (`stormwatch analyze`): ConsumeBatch for every record, then Flush, then Report.
 type Analyzer struct {
-	cfg  Config
-	seed maphash.Seed
+	cfg    Config
+	seed   maphash.Seed
+	intern *interner
 
 	mu     sync.Mutex
 	traces map[spans.TraceID]*traceState
@@ -100,6 +101,7 @@ func New(cfg Config) *Analyzer {
 	a := &Analyzer{
 		cfg:      cfg,
 		seed:     maphash.MakeSeed(),
+		intern:   newInterner(),
 		traces:   map[spans.TraceID]*traceState{},
 		deps:     map[string]*depAgg{},
 		detErrs:  map[string]bool{},
@@ -164,10 +166,12 @@ func (a *Analyzer) ConsumeBatch(ctx context.Context, b *spans.Batch) error {
 			t.dropped++
 			continue
 		}
+		a.intern.span(s)
 		t.spans = append(t.spans, *s)
 		a.spansHeld++
 		a.touch(t, now)
 	}
+	a.intern.endBatch()
 	a.version++
 	a.evict()
 	return nil
