@@ -84,6 +84,11 @@ func TestAuthRejectsMissingAndWrongTokens(t *testing.T) {
 			if n := s.count(); n != 3 {
 				t.Errorf("stored %d spans, want only the authorized 3", n)
 			}
+			transport := strings.SplitN(ek.name, "/", 2)[0]
+			want := `stormwatch_collector_requests_total{outcome="unauthenticated",transport="` + transport + `"} 4`
+			if m := scrape(t, c); !strings.Contains(m, want) {
+				t.Errorf("metrics lack %s:\n%s", want, grepLines(m, "unauthenticated"))
+			}
 		})
 	}
 	t.Run("http 401 answer", func(t *testing.T) {
