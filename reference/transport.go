@@ -269,9 +269,11 @@ func (c *call) run(retryable bool) (resp *http.Response, err error, stop string)
 
 	var cls class
 	var pause time.Duration
+	var end time.Time // when the call's outcome was known, for the breaker
 	kind := KindInitial
 	for attempt := 1; ; attempt++ {
 		resp, err, cls = c.attempt(attempt, kind, pause)
+		end = c.last.end
 		stop, pause = c.decide(attempt, retryable, resp, cls)
 		if stop != "" {
 			break
@@ -288,17 +290,17 @@ func (c *call) run(retryable bool) (resp *http.Response, err error, stop string)
 				stop = StopDeadline
 			}
 			resp, err = nil, perr
+			end = t.clock.Now()
 			break
 		}
 		kind = KindRetry
 	}
 
 	if c.breaker != nil {
-		now := t.clock.Now()
 		if stop == StopCancelled {
 			c.breaker.forget(tk)
 		} else {
-			c.noteTransition(c.breaker.record(tk, cls.trips || (err != nil && stop == StopDeadline), now))
+			c.noteTransition(c.breaker.record(tk, cls.trips || (err != nil && stop == StopDeadline), end))
 		}
 	}
 	return resp, err, stop
@@ -357,7 +359,8 @@ func (c *call) decide(attempt int, retryable bool, resp *http.Response, cls clas
 	case OutcomeCancelled:
 		return StopCancelled, 0
 	}
-	now := t.clock.Now()
+	// The attempt just ended: its end time is now, without reading the clock again.
+	now := la.end
 	if c.opCtx.Err() != nil || !now.Before(c.deadline) {
 		return StopDeadline, 0
 	}
@@ -415,7 +418,10 @@ type result struct {
 // physical makes one physical call under its own CLIENT span.
 func (c *call) physical(parent context.Context, n int, kind string, pause time.Duration, width int) result {
 	t := c.t
-	now := t.clock.Now()
+	now := c.start // the first attempt starts with the call: no need to read the clock
+	if n > 1 || kind != KindInitial {
+		now = t.clock.Now()
+	}
 	remaining := c.deadline.Sub(now)
 	ctx, cancel := parent, context.CancelFunc(nil)
 	if t.cfg.AttemptTimeout > 0 && t.cfg.AttemptTimeout < remaining {
@@ -424,15 +430,15 @@ func (c *call) physical(parent context.Context, n int, kind string, pause time.D
 	if cancel != nil {
 		defer cancel()
 	}
-	if err := t.acquire(ctx, c.origin); err != nil {
+	if waited, err := t.acquire(ctx, c.origin); err != nil {
 		// No slot within the budget: nothing went on the wire, so no attempt is counted.
 		cls := classify(nil, err, t.cfg.Retry.RetryOn, ctx, c.opCtx, c.callerCtx)
 		return result{err: err, cls: cls, la: lastAttempt{end: t.clock.Now()}}
+	} else if waited {
+		now = t.clock.Now()
+		remaining = c.deadline.Sub(now)
 	}
 	defer t.release(c.origin)
-	if waited := t.clock.Now(); waited.After(now) {
-		now, remaining = waited, c.deadline.Sub(waited)
-	}
 	// Hedged copies run concurrently: the call's counters and the link chain are guarded.
 	c.mu.Lock()
 	resend := c.sent
@@ -572,9 +578,9 @@ func (c *call) fallback(last *http.Response, cause error) (*http.Response, error
 }
 
 // acquire takes a bulkhead slot for origin; waiting counts against ctx's deadline.
-func (t *Transport) acquire(ctx context.Context, k originKey) error {
+func (t *Transport) acquire(ctx context.Context, k originKey) (waited bool, err error) {
 	if t.cfg.Bulkhead.MaxConcurrent <= 0 {
-		return nil
+		return false, nil
 	}
 	t.bulkMu.Lock()
 	sem := t.bulk[k]
@@ -585,14 +591,14 @@ func (t *Transport) acquire(ctx context.Context, k originKey) error {
 	t.bulkMu.Unlock()
 	select {
 	case sem <- struct{}{}:
-		return nil
+		return false, nil
 	default:
 	}
 	select {
 	case sem <- struct{}{}:
-		return nil
+		return true, nil
 	case <-ctx.Done():
-		return fmt.Errorf("wait for bulkhead slot to %s: %w", k, context.Cause(ctx))
+		return true, fmt.Errorf("wait for bulkhead slot to %s: %w", k, context.Cause(ctx))
 	}
 }
 
