@@ -423,6 +423,10 @@ func TestSpanExporterMatchesTheOTLPExporter(t *testing.T) {
 			attribute.Bool("retry", attempt > 1), attribute.Float64("ratio", 0.5),
 			attribute.StringSlice("tags", []string{"a", "b"}), attribute.Int64Slice("ints", []int64{1, 2}),
 			attribute.BoolSlice("bools", []bool{true}), attribute.Float64Slice("floats", []float64{1.5}),
+			attribute.ByteSlice("bytes", []byte{0, 0xff}),
+			attribute.Slice("mixed", attribute.IntValue(1), attribute.StringValue("two")),
+			attribute.Map("map", attribute.String("inner", "v"), attribute.Bool("ok", true)),
+			attribute.KeyValue{Key: "empty"},
 		)}
 		if prev.IsValid() {
 			opts = append(opts, trace.WithLinks(trace.Link{SpanContext: prev, Attributes: []attribute.KeyValue{attribute.String("link.kind", "previous-attempt")}}))

@@ -10,7 +10,11 @@ import (
 
 	"github.com/stormwatch/stormwatch/tracefile"
 	"github.com/stormwatch/stormwatch/tracefile/replay"
+	"github.com/stormwatch/stormwatch/tui"
 )
+
+// The player is the dashboard's replay control: space, + and - act on it.
+var _ tui.ReplayControl = (*replay.Player)(nil)
 
 // replayOptions are replay's flags.
 type replayOptions struct {
