@@ -1,0 +1,64 @@
+package audit
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stormwatch/stormwatch/analyzer"
+	"github.com/stormwatch/stormwatch/analyzer/policy"
+	"github.com/stormwatch/stormwatch/spans"
+)
+
+func TestRetryAfterForms(t *testing.T) {
+	end := time.Date(2026, 1, 15, 10, 0, 0, 0, time.UTC)
+	cases := []struct {
+		name  string
+		attrs []spans.Attr
+		want  time.Duration
+		ok    bool
+	}{
+		{"resilience ms", []spans.Attr{spans.IntAttr(spans.AttrRetryAfter, 1500)}, 1500 * time.Millisecond, true},
+		{"resilience ms as string", []spans.Attr{spans.StringAttr(spans.AttrRetryAfter, "250")}, 250 * time.Millisecond, true},
+		{"header seconds", []spans.Attr{spans.StringAttr(spans.AttrResHeaderRetryAfter, "2")}, 2 * time.Second, true},
+		{"header as captured array", []spans.Attr{{Key: spans.AttrResHeaderRetryAfter, Str: `["3"]`, Type: spans.ValueOther}}, 3 * time.Second, true},
+		{"header HTTP-date", []spans.Attr{spans.StringAttr(spans.AttrResHeaderRetryAfter, end.Add(5*time.Second).Format(time.RFC1123))}, 5 * time.Second, true},
+		{"header date in the past", []spans.Attr{spans.StringAttr(spans.AttrResHeaderRetryAfter, end.Add(-5*time.Second).Format(time.RFC1123))}, 0, true},
+		{"garbage header", []spans.Attr{spans.StringAttr(spans.AttrResHeaderRetryAfter, "soon")}, 0, false},
+		{"negative seconds", []spans.Attr{spans.StringAttr(spans.AttrResHeaderRetryAfter, "-1")}, 0, false},
+		{"none", nil, 0, false},
+	}
+	for _, c := range cases {
+		s := &spans.Span{EndUnixNano: end.UnixNano(), Attrs: c.attrs}
+		got, ok := RetryAfter(s)
+		if ok != c.ok || time.Duration(got) != c.want {
+			t.Errorf("%s: RetryAfter = %v, %v; want %v, %v", c.name, time.Duration(got), ok, c.want, c.ok)
+		}
+	}
+}
+
+// Live, the windowed detectors see only the operations that ended within the window before the
+// latest; offline, everything.
+func TestWindowed(t *testing.T) {
+	at := func(sec int) *analyzer.Operation {
+		ns := int64(sec) * int64(time.Second)
+		return &analyzer.Operation{StartUnixNano: ns, EndUnixNano: ns + int64(time.Millisecond)}
+	}
+	ops := []*analyzer.Operation{at(0), at(100), at(170), at(180)}
+	offline := analyzer.Settings{}
+	if w := Windowed(&analyzer.Pass{Operations: ops, Settings: offline}); len(w.Ops) != 4 || w.StartNanos != 0 {
+		t.Errorf("offline: %d ops from %d, want all 4 from 0", len(w.Ops), w.StartNanos)
+	}
+	cfg := analyzer.Config{}
+	policy.Configure(&cfg, nil, policy.Live) // default window: one minute
+	w := Windowed(&analyzer.Pass{Operations: ops, Settings: cfg.Settings})
+	if len(w.Ops) != 2 || w.StartNanos != 170*int64(time.Second) {
+		t.Errorf("live: %d ops from %v, want the 2 of the last minute", len(w.Ops), time.Duration(w.StartNanos))
+	}
+}
+
+func TestHashKeyHidesTheKey(t *testing.T) {
+	h := HashKey("order-7f3a")
+	if h == "order-7f3a" || len(h) != len("sha256:")+12 || h != HashKey("order-7f3a") || h == HashKey("order-7f3b") {
+		t.Errorf("HashKey = %q", h)
+	}
+}
