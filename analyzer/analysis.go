@@ -149,6 +149,11 @@ func (t *Trace) account(ops []*Operation, noteIssues bool) []depContrib {
 						joined = true
 					}
 				}
+				// The reference client numbers its attempts: a trace that starts at attempt 2
+				// of an operation id continues that operation, wherever attempt 1 is.
+				if first.Str(spans.AttrOpID) != "" && op.Attempts[0].refNumber > 1 {
+					joined = true
+				}
 				if !noteIssues {
 					// Recomputing a contribution: the issues were counted the first time.
 				} else if joined {

@@ -161,3 +161,21 @@ func TestEachCallInItsOwnOperationSpanIsItsOwnIntent(t *testing.T) {
 		t.Errorf("dependency = %+v, want 3 calls for 3 operations", d)
 	}
 }
+
+func TestAttemptsInSeparateTracesJoinedByOperationID(t *testing.T) {
+	// A client without a parent span; the reference client's attributes say these are attempts
+	// 1, 2 and 3 of one operation, each in a trace of its own, without links.
+	var ss []spans.Span
+	for n := range 3 {
+		ss = append(ss, sp(byte(n+1), 1, 0, spans.KindClient, "job", int64(n)*100, int64(n)*100+10,
+			append(get("http://api:80/sync", 503), spans.StringAttr(spans.AttrOpID, "sync-1"),
+				spans.IntAttr(spans.AttrAttempt, int64(n+1)))...))
+	}
+	_, r := run(t, analyzer.Config{}, ss...)
+	if d := r.Dependencies[0]; d.PhysicalCalls != 3 || d.LogicalOperations != 1 {
+		t.Errorf("dependency = %+v, want 3 calls for 1 operation", d)
+	}
+	if !hasNote(r, "2 operations continue an operation of another trace") {
+		t.Errorf("notes = %q", r.Notes)
+	}
+}

@@ -100,7 +100,8 @@ type Workload struct {
 func NewWorkload(startUnixNano int64) *Workload { return &Workload{start: startUnixNano} }
 
 // Fill appends whole traces to b until it holds at least n spans, and returns the spans added.
-// Attribute slices and resources are shared between traces (the analyzer never modifies them),
+// Attribute slices and resources are shared between traces (the analyzer only swaps their strings
+// for equal interned ones, so sharing is harmless within one goroutine),
 // so generating costs little beside the span structs themselves.
 func (w *Workload) Fill(b *spans.Batch, n int) int {
 	added := 0
