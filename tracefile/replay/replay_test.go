@@ -471,3 +471,32 @@ func TestSendRetriesOverloadThenSucceeds(t *testing.T) {
 		}
 	}
 }
+
+// The wire patch must give what decoding, shifting and re-encoding gives.
+func TestShiftRequestOnTheWireMatchesGenerated(t *testing.T) {
+	for _, pass := range []int{0, 3} {
+		raw, _ := proto.Marshal(request(0, 5, t0))
+		got, err := ShiftRequest(raw, -12345, pass)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := shiftGenerated(raw, -12345, pass)
+		if err != nil {
+			t.Fatal(err)
+		}
+		g, w := &coltracepb.ExportTraceServiceRequest{}, &coltracepb.ExportTraceServiceRequest{}
+		proto.Unmarshal(got, g)
+		proto.Unmarshal(want, w)
+		if !proto.Equal(g, w) {
+			t.Fatalf("pass %d: wire shift differs from the generated one", pass)
+		}
+		if s := g.ResourceSpans[0].ScopeSpans[0].Spans[0]; int64(s.EndTimeUnixNano) != t0-12345 {
+			t.Fatalf("end %d", s.EndTimeUnixNano)
+		}
+		orig := &coltracepb.ExportTraceServiceRequest{}
+		proto.Unmarshal(raw, orig)
+		if int64(orig.ResourceSpans[0].ScopeSpans[0].Spans[0].EndTimeUnixNano) != t0 {
+			t.Fatal("ShiftRequest changed its input")
+		}
+	}
+}

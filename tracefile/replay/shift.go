@@ -7,6 +7,8 @@ import (
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/VictoriaMetrics/easyproto"
+
 	"github.com/stormwatch/stormwatch/spans"
 )
 
@@ -55,8 +57,109 @@ func ShiftBatch(b *spans.Batch, delta int64, pass int) {
 	}
 }
 
-// ShiftRequest is ShiftBatch for a protobuf request: it returns the re-encoded request.
+// ShiftRequest is ShiftBatch for a protobuf request: it returns a shifted copy. Times are fixed64
+// and trace ids fixed-length bytes, so the copy is patched in place on the wire - no decode and
+// re-encode, which would cost more than the replay's sending - with the generated types only as the
+// fallback for input the wire walk cannot read.
 func ShiftRequest(raw []byte, delta int64, pass int) ([]byte, error) {
+	out := append([]byte(nil), raw...)
+	if err := shiftWire(out, delta, pass); err == nil {
+		return out, nil
+	}
+	return shiftGenerated(raw, delta, pass)
+}
+
+// walkFields calls f for each field of msg with the field's bytes (tag included), which alias msg.
+func walkFields(msg []byte, f func(fc *easyproto.FieldContext, field []byte) error) error {
+	var fc easyproto.FieldContext
+	for src := msg; len(src) > 0; {
+		rest, err := fc.NextField(src)
+		if err != nil {
+			return err
+		}
+		if err := f(&fc, src[:len(src)-len(rest)]); err != nil {
+			return err
+		}
+		src = rest
+	}
+	return nil
+}
+
+// nested calls walk on the message in field fc when it is one (a wrong wire type is an unknown
+// field to protobuf: left alone).
+func nested(fc *easyproto.FieldContext, walk func([]byte) error) error {
+	if b, ok := fc.MessageData(); ok {
+		return walk(b)
+	}
+	return nil
+}
+
+func shiftWire(req []byte, delta int64, pass int) error {
+	shiftTime := func(fc *easyproto.FieldContext, field []byte) {
+		if t, ok := fc.Fixed64(); ok && t != 0 {
+			binary.LittleEndian.PutUint64(field[len(field)-8:], uint64(int64(t)+delta))
+		}
+	}
+	remap := func(fc *easyproto.FieldContext) {
+		if id, ok := fc.Bytes(); ok {
+			remapTrace(id, pass) // id aliases the copy
+		}
+	}
+	span := func(b []byte) error {
+		return walkFields(b, func(fc *easyproto.FieldContext, field []byte) error {
+			switch fc.FieldNum {
+			case 1:
+				remap(fc)
+			case 7, 8:
+				shiftTime(fc, field)
+			case 11: // events
+				return nested(fc, func(e []byte) error {
+					return walkFields(e, func(fc *easyproto.FieldContext, field []byte) error {
+						if fc.FieldNum == 1 {
+							shiftTime(fc, field)
+						}
+						return nil
+					})
+				})
+			case 13: // links
+				return nested(fc, func(l []byte) error {
+					return walkFields(l, func(fc *easyproto.FieldContext, _ []byte) error {
+						if fc.FieldNum == 1 {
+							remap(fc)
+						}
+						return nil
+					})
+				})
+			}
+			return nil
+		})
+	}
+	scopeSpans := func(b []byte) error {
+		return walkFields(b, func(fc *easyproto.FieldContext, _ []byte) error {
+			if fc.FieldNum == 2 {
+				return nested(fc, span)
+			}
+			return nil
+		})
+	}
+	resourceSpans := func(b []byte) error {
+		return walkFields(b, func(fc *easyproto.FieldContext, _ []byte) error {
+			if fc.FieldNum == 2 {
+				return nested(fc, scopeSpans)
+			}
+			return nil
+		})
+	}
+	return walkFields(req, func(fc *easyproto.FieldContext, _ []byte) error {
+		if fc.FieldNum == 1 {
+			return nested(fc, resourceSpans)
+		}
+		return nil
+	})
+}
+
+// shiftGenerated is the same through the generated types.
+func shiftGenerated(raw []byte, delta int64, pass int) ([]byte, error) {
 	req := &coltracepb.ExportTraceServiceRequest{}
 	if err := proto.Unmarshal(raw, req); err != nil {
 		return nil, fmt.Errorf("decode request to shift its times: %w", err)
