@@ -213,3 +213,36 @@ func TestTLSOnBothTransports(t *testing.T) {
 		}
 	})
 }
+
+// TestSDKConfiguredByEnvironment follows docs/collector.md: a stock exporter configured only by the
+// standard OTEL_EXPORTER_OTLP_* variables, token header included, reaches the collector.
+func TestSDKConfiguredByEnvironment(t *testing.T) {
+	const token = "env-token-42"
+	for _, proto := range []string{"http/protobuf", "grpc"} {
+		t.Run(proto, func(t *testing.T) {
+			s := &sink{}
+			c := start(t, Config{Token: token}, s)
+			addr := c.HTTPAddr()
+			if proto == "grpc" {
+				addr = c.GRPCAddr()
+			}
+			t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://"+addr)
+			t.Setenv("OTEL_EXPORTER_OTLP_PROTOCOL", proto)
+			t.Setenv("OTEL_EXPORTER_OTLP_COMPRESSION", "gzip")
+			t.Setenv("OTEL_EXPORTER_OTLP_HEADERS", "authorization=Bearer%20"+token)
+			var exp sdktrace.SpanExporter
+			var err error
+			if proto == "grpc" {
+				exp, err = otlptracegrpc.New(context.Background())
+			} else {
+				exp, err = otlptracehttp.New(context.Background())
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			emit(t, exp, 5)
+			waitFor(t, "spans", func() bool { return s.count() >= 5 })
+			checkEveryAttemptOnce(t, s.spans(), 5, false)
+		})
+	}
+}
