@@ -19,6 +19,7 @@ build:
 test:
 	$(GO) test -count=1 ./...
 	$(GO) test -count=1 -race ./collector/...
+	$(MAKE) test-otelcol
 
 ## lint: go vet, and gofmt must have nothing to say
 lint:
@@ -41,3 +42,18 @@ fuzz:
 
 clean:
 	rm -rf bin
+
+.PHONY: test-otelcol bench-otelcol
+
+## test-otelcol: the OpenTelemetry Collector connector's nested module (otelcol/, its own go.mod):
+## vet, every test (three in-process collectors included), the race detector on the connector
+test-otelcol:
+	cd otelcol && $(GO) vet ./... && $(GO) test -count=1 ./... && $(GO) test -count=1 -race ./stormwatchconnector/
+
+## bench-otelcol: spans/s through one collector with the stormwatch connector and with the
+## forward connector, the two arms interleaved five times (docs/performance.md, Connector)
+bench-otelcol:
+	cd otelcol && $(GO) test -run '^$$' -bench . -benchmem -count 5 ./stormwatchconnector/
+	cd otelcol/distribution && for i in 1 2 3 4 5; do for arm in forward stormwatch; do \
+		$(GO) test -run '^$$' -bench "ConnectorThroughput/connector=$$arm\$$" -benchtime 1000x -benchmem . || exit 1; \
+	done; done

@@ -2,6 +2,7 @@ package distribution
 
 import (
 	"context"
+	"os"
 	"fmt"
 	"io"
 	"net/http"
@@ -286,6 +287,9 @@ func TestShardedByTraceIDMatchesOneProcess(t *testing.T) {
 	// The same figures reach Prometheus, under the names docs/scale.md gives.
 	for i, url := range scrape {
 		body := get(t, url)
+		if os.Getenv("STORMWATCH_DUMP_PROMETHEUS") != "" {
+			t.Log(body)
+		}
 		for _, name := range []string{"stormwatch_dependency_physical_calls_total", "stormwatch_dependency_logical_operations_total",
 			"stormwatch_dependency_amplification", "stormwatch_findings_total", "stormwatch_analyzed_traces_total"} {
 			if !strings.Contains(body, name) {

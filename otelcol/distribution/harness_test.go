@@ -112,6 +112,12 @@ func startCollector(t testing.TB, name string, uris ...string) *collector {
 		f.Exporters[sinkType] = sinkFactory(c.sinks)
 		return f, nil
 	}
+	return runCollector(t, c, set)
+}
+
+func runCollector(t testing.TB, c *collector, set otelcol.CollectorSettings) *collector {
+	t.Helper()
+	name := c.name
 	col, err := otelcol.NewCollector(set)
 	if err != nil {
 		t.Fatalf("%s: %v", name, err)
