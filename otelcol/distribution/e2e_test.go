@@ -2,10 +2,10 @@ package distribution
 
 import (
 	"context"
-	"os"
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"time"
