@@ -462,3 +462,52 @@ func TestEvidenceLayers(t *testing.T) {
 		t.Errorf("other slices print as Go values: %q", got)
 	}
 }
+
+// TestBreakerColumn: a dependency whose latest attempt was refused shows its breaker open; one
+// that refused earlier but accepts now shows "was open".
+func TestBreakerColumn(t *testing.T) {
+	snap := fakeSnapshot(0)
+	for i := range snap.Report.Dependencies {
+		d := &snap.Report.Dependencies[i]
+		switch d.Dependency {
+		case "http://pricing:8080", "http://reviews:8080":
+			d.Outcomes = map[string]int{"200": 5, "refused": 3}
+		}
+	}
+	var pricing, reviews []*analyzer.Operation
+	for _, op := range snap.Operations {
+		switch op.Dependency {
+		case "http://pricing:8080":
+			pricing = append(pricing, op)
+		case "http://reviews:8080":
+			reviews = append(reviews, op)
+		}
+	}
+	latest := func(ops []*analyzer.Operation) *analyzer.Operation {
+		l := ops[0]
+		for _, op := range ops {
+			if op.StartUnixNano > l.StartUnixNano {
+				l = op
+			}
+		}
+		return l
+	}
+	latest(pricing).Attempts[0].Outcome = "refused"
+	reviews[0].Attempts[0].Outcome = "refused"
+	v := drive(t, New(testOptions(fixedSource(snap))), size(testW, testH)).View()
+	for _, want := range []string{"http://pricing:8080", "http://reviews:8080"} {
+		line := ""
+		for _, l := range strings.Split(v, "\n") {
+			if strings.Contains(l, want) {
+				line = l
+			}
+		}
+		wantState := "open"
+		if want == "http://reviews:8080" {
+			wantState = "was open"
+		}
+		if !strings.Contains(line, " "+wantState+" ") || (wantState == "open" && strings.Contains(line, "was open")) {
+			t.Errorf("%s: breaker column should say %q: %q", want, wantState, line)
+		}
+	}
+}

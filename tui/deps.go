@@ -69,7 +69,18 @@ func (m *depsModel) SetSnapshot(s *analyzer.Snapshot) {
 		ever    bool
 	}
 	lasts := make(map[string]*last, len(deps))
+	refusing := false
+	for i := range deps {
+		if deps[i].Outcomes["refused"] > 0 {
+			refusing = true
+		}
+	}
+	// Only refused calls make a breaker state to show; without any, skip the walk over every
+	// attempt held.
 	for _, op := range s.Operations {
+		if !refusing {
+			break
+		}
 		for i := range op.Attempts {
 			a := &op.Attempts[i]
 			l := lasts[op.Dependency]

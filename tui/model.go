@@ -425,7 +425,7 @@ func (m Model) key(msg tea.KeyMsg) (tea.Model, tea.Cmd) {
 		m.showHelp = true
 		return m, nil
 	case key.Matches(msg, k.Filter):
-		if m.showingEmpty() {
+		if m.showingEmpty() || m.screen == screenSpan {
 			return m, nil
 		}
 		m.input = lineInput{active: true, prompt: "/", value: m.currentFilter()}
