@@ -27,9 +27,9 @@ func TestDetectorsCiteThePolicyLine(t *testing.T) {
 		// key makes it safe, so nothing is reported; without the key it is, citing the rule.
 		{"unsafe-write-retry-stock", "unsafe-write-retry",
 			"classes:\n  - name: charges\n    match: {dependency: payments}\n    idempotent: false\n", "idempotent", "p.yaml:4"},
-		// 2 retries for 40 first attempts is 0.05: over a class budget of 0.01.
+		// 2 retries for 40 first attempts is 0.05: over a class budget of 0.01 with no reserve.
 		{"retry-budget-exceeded-healthy-stock", "retry-budget-exceeded",
-			"defaults:\n  retryBudget: 0.01\n", "retryBudget", "p.yaml:2"},
+			"defaults:\n  retryBudget: 0.01\ndetectors:\n  retry-budget-exceeded: {reserve: 0}\n", "retryBudget", "p.yaml:2"},
 	}
 	for _, c := range cases {
 		t.Run(c.fixture+"/"+c.detector, func(t *testing.T) {

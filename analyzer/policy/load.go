@@ -471,7 +471,7 @@ var knownDetectors = map[string][]string{
 	"retry-after-ignored":     nil,
 	"no-backoff":              {"minPause"},
 	"synchronized-retries":    {"maxCV", "minSamples"},
-	"retry-budget-exceeded":   {"minSamples"},
+	"retry-budget-exceeded":   {"minSamples", "reserve"},
 	"unbounded-retries":       nil,
 	"breaker-wrong-key":       nil,
 	"breaker-counts-attempts": nil,
@@ -540,6 +540,16 @@ func (d *decoder) detectorHandlers(p *Policy) map[string]func(k, v *yaml.Node) {
 					fh[t] = func(k, v *yaml.Node) {
 						if f, ok := d.ratio(v, join(at, t)); ok {
 							s.MaxCV = Setting[float64]{Value: f, Set: true, Pos: d.pos(k)}
+						}
+					}
+				case "reserve":
+					fh[t] = func(k, v *yaml.Node) {
+						if n, ok := d.integer(v, join(at, t)); ok {
+							if n < 0 {
+								d.fail(v, join(at, t), "must not be negative, got %d", n)
+								return
+							}
+							s.Reserve = Setting[int]{Value: n, Set: true, Pos: d.pos(k)}
 						}
 					}
 				case "minSamples":

@@ -99,6 +99,8 @@ func TestParseRejects(t *testing.T) {
 			`p.yaml:2:26: detectors.no-backoff.severity: unknown severity "fatal" (want info, warning or critical)`},
 		{"maxCV above 1", "detectors:\n  synchronized-retries: {maxCV: 2}\n",
 			`p.yaml:2:33: detectors.synchronized-retries.maxCV: must be a ratio between 0 and 1, got 2`},
+		{"negative reserve", "detectors:\n  retry-budget-exceeded: {reserve: -1}\n",
+			`p.yaml:2:36: detectors.retry-budget-exceeded.reserve: must not be negative, got -1`},
 		{"negative window", "detectors:\n  window: -1m\n",
 			`p.yaml:2:11: detectors.window: must be positive, got -1m`},
 		{"bad what-if", "whatIf:\n  - edge.retries=1\n",

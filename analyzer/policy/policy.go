@@ -121,7 +121,10 @@ type DetectorSettings struct {
 	MaxCV Setting[float64]
 	// MinSamples: the fewest retries (or operations) a windowed detector needs before it judges.
 	MinSamples Setting[int]
-	Pos        Pos
+	// Reserve: retry-budget-exceeded allows this many retries per window beyond the ratio, as
+	// token-bucket budgets do (the reference client's reserve is 10).
+	Reserve Setting[int]
+	Pos     Pos
 }
 
 // Policy is a loaded, validated policy file.

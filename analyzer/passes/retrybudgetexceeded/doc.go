@@ -1,9 +1,11 @@
 // Package retrybudgetexceeded defines the retry-budget-exceeded detector, a cross-trace one.
 //
 // It proves that retries added more load to a dependency than a retry budget would allow: per
-// (caller service, dependency, policy class), the retries sent divided by the first attempts sent,
-// over the window, is above the ratio (default 0.1 - seed 000's budget_ratio, one retry per ten
-// requests; the class's retryBudget when a policy file sets it, cited with its line). Seed 000:
+// (caller service, dependency, policy class), over the window, more retries were sent than ratio x
+// first attempts + reserve (ratio default 0.1 - seed 000's budget_ratio, one retry per ten
+// requests, or the class's retryBudget when a policy file sets it, cited with its line; reserve
+// default 10 retries per window, as token-bucket budgets keep a floor). Seed 000's budget run, 10
+// retries for 40 requests, is within it and not reported. Seed 000:
 // retry=3 against a failing origin sent 120 calls for 40 requests (ratio 2.0); a budget of 0.1
 // would have kept it near 1.1x.
 //
@@ -11,7 +13,7 @@
 // minute) of the operations held. The detector keeps no state between runs: counts per group
 // are recomputed from the operations the analyzer holds, which its span bound limits.
 //
-// Evidence: first_attempts, retries, ratio, budget, operations, traces, window_start,
+// Evidence: first_attempts, retries, ratio, budget, reserve, operations, traces, window_start,
 // window_end, window_ms (and rule, policy when a file set the budget).
 //
 // Works on stock instrumentation: first attempts and retries are inferred per caller.
