@@ -16,7 +16,11 @@ import (
 // BenchmarkRead reads 100 requests of 100 realistic spans from memory in each layout: the reader's
 // throughput with decoding, what analyze pays per file.
 func BenchmarkRead(b *testing.B) {
-	for _, name := range []string{"t.pb", "t.jsonl", "t.pb.gz", "t.jsonl.gz"} {
+	for _, c := range []struct {
+		name string
+		raw  bool
+	}{{"t.pb", false}, {"t.jsonl", false}, {"t.pb.gz", false}, {"t.jsonl.gz", false}, {"t.pb", true}, {"t.jsonl", true}} {
+		name := c.name
 		format, gz := FormatFromPath(name)
 		var buf bytes.Buffer
 		w := newWriter(&buf, format, gz)
@@ -25,12 +29,17 @@ func BenchmarkRead(b *testing.B) {
 		}
 		w.Close()
 		data := buf.Bytes()
-		b.Run(name, func(b *testing.B) {
+		label := name
+		if c.raw {
+			label += "/raw" // what replay reads: the protobuf request too
+		}
+		b.Run(label, func(b *testing.B) {
 			b.SetBytes(int64(len(data)))
 			b.ReportAllocs()
+			cpu0 := processCPU()
 			spans := 0
 			for b.Loop() {
-				r, err := NewReader(bytes.NewReader(data), name, ReadOptions{})
+				r, err := NewReader(bytes.NewReader(data), name, ReadOptions{Raw: c.raw})
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -46,6 +55,7 @@ func BenchmarkRead(b *testing.B) {
 				}
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(spans), "ns/span")
+			b.ReportMetric(float64(processCPU()-cpu0)/float64(spans), "cpu-ns/span")
 		})
 	}
 }
@@ -92,11 +102,12 @@ func BenchmarkProtoToJSON(b *testing.B) {
 // reportCPU reports the process's CPU time per operation (GC included): on a shared machine wall
 // time per operation mostly measures the neighbours.
 func reportCPU(b *testing.B) func() {
-	cpu := func() time.Duration {
-		var ru syscall.Rusage
-		syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-		return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-	}
-	start := cpu()
-	return func() { b.ReportMetric(float64(cpu()-start)/float64(b.N), "cpu-ns/op") }
+	start := processCPU()
+	return func() { b.ReportMetric(float64(processCPU()-start)/float64(b.N), "cpu-ns/op") }
+}
+
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
