@@ -216,6 +216,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if stop != StopSucceeded && stop != StopPermanent && stop != StopCancelled && t.cfg.Fallback != nil {
 		// The stop reason stays the dependency's story; the terminal action says a fallback answered.
 		resp, err = c.fallback(resp, err)
+		if resp == nil && err == nil {
+			err = fmt.Errorf("fallback %s returned neither a response nor an error", t.cfg.FallbackName)
+		}
 		c.finish(stop, "fallback:"+t.cfg.FallbackName, resp, err)
 	} else {
 		terminal := TerminalFailFast
@@ -300,7 +303,9 @@ func (c *call) run(retryable bool) (resp *http.Response, err error, stop string)
 		if stop == StopCancelled {
 			c.breaker.forget(tk)
 		} else {
-			c.noteTransition(c.breaker.record(tk, cls.trips || (err != nil && stop == StopDeadline), end))
+			// Only the dependency's own answers count: a deadline that passed during a pause (after a
+			// 429, say) is not evidence that the dependency failed.
+			c.noteTransition(c.breaker.record(tk, cls.trips, end))
 		}
 	}
 	return resp, err, stop

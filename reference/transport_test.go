@@ -449,3 +449,27 @@ func TestHedgeKeepsKeyAndCancelsLoser(t *testing.T) {
 type roundTripper func(*http.Request) (*http.Response, error)
 
 func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// TestBreakerIgnoresPausesAfter429: a call that ran out of budget while waiting out a 429 does not
+// count against the dependency.
+func TestBreakerIgnoresPausesAfter429(t *testing.T) {
+	h := newHarness(t, func(int, *http.Request) (int, http.Header, time.Duration, error) {
+		return 429, http.Header{"Retry-After": {"1"}}, 0, nil
+	})
+	tr := h.transport(Config{Timeout: 1500 * time.Millisecond, MinAttemptTime: time.Nanosecond, Breaker: BreakerConfig{Threshold: 1}})
+	for i := 0; i < 3; i++ {
+		if _, err := get(t, tr, context.Background()); errors.Is(err, ErrBreakerOpen) {
+			t.Fatalf("call %d refused: 429s tripped the breaker", i+1)
+		}
+	}
+}
+
+func TestFallbackReturningNothingIsAnError(t *testing.T) {
+	h := newHarness(t, statuses(503))
+	tr := h.transport(Config{Fallback: func(context.Context, *http.Request, *http.Response, error) (*http.Response, error) {
+		return nil, nil
+	}})
+	if _, err := get(t, tr, context.Background()); err == nil || !strings.Contains(err.Error(), "fallback fallback returned neither") {
+		t.Fatalf("err %v", err)
+	}
+}
