@@ -49,6 +49,8 @@ type depsModel struct {
 	cur     cursor
 	width   int
 	height  int
+	// anyBreaker is true when some dependency has a breaker state to show.
+	anyBreaker bool
 }
 
 func newDepsModel(ctx *shared) depsModel { return depsModel{ctx: ctx} }
@@ -98,6 +100,7 @@ func (m *depsModel) SetSnapshot(s *analyzer.Snapshot) {
 		}
 	}
 	m.all = m.all[:0]
+	m.anyBreaker = false
 	for i := range deps {
 		d := &deps[i]
 		r := depRow{d: d, history: s.History[d.Dependency], label: d.Dependency}
@@ -117,6 +120,9 @@ func (m *depsModel) SetSnapshot(s *analyzer.Snapshot) {
 			r.breaker = "refusing"
 		}
 		r.callerTxt = strings.Join(d.Callers, ", ")
+		if r.breaker != "" {
+			m.anyBreaker = true
+		}
 		m.all = append(m.all, r)
 	}
 	// The worst is the highest amplification above 1, whatever the sort or filter.
@@ -246,9 +252,22 @@ var depCols = []column{
 	{title: "TREND", width: 12},
 }
 
+const depTrendCol, depBreakerCol = 7, 6
+
 func (m depsModel) View() string {
 	t := &m.ctx.theme
-	cols := layout(depCols, m.width)
+	narrow := m.width < 100
+	spec := append([]column(nil), depCols...)
+	if narrow {
+		spec[5].width, spec[7].width = 12, 8
+	}
+	// The breaker column only takes room when some dependency has refused calls.
+	if !m.anyBreaker {
+		spec[depBreakerCol].width = 0
+		spec[depBreakerCol].title = ""
+		spec[depBreakerCol].weight = -1
+	}
+	cols := layout(spec, m.width)
 	lines := make([]string, 0, m.height)
 
 	// The headline answers the first question before the table is read.
@@ -293,8 +312,8 @@ func (m depsModel) View() string {
 			}
 		}
 		ampl := fmt.Sprintf("%.2fx", r.d.Amplification)
-		line := row(cols, mark, r.label, humanInt(r.d.PhysicalCalls), humanInt(r.d.LogicalOperations),
-			ampl, r.errText, r.breaker, sparkline(r.history, cols[7].width))
+		line := row(cols, mark, shortURL(r.label, narrow), humanInt(r.d.PhysicalCalls), humanInt(r.d.LogicalOperations),
+			ampl, r.errText, r.breaker, sparkline(r.history, cols[depTrendCol].width))
 		switch {
 		case i == m.cur.pos:
 			line = t.Selected.Render(line)

@@ -123,43 +123,57 @@ func fitLeft(s string, w int) string {
 	return strings.Repeat(" ", w-sw) + s
 }
 
-// column is one column of a table: its title and width; a width of 0 takes what is left.
+// column is one column of a table: its title and width; a width of 0 takes a share of what is
+// left, in proportion to weight (1 when unset). A negative weight hides the column.
 type column struct {
-	title string
-	width int
-	right bool
+	title  string
+	width  int
+	right  bool
+	weight int
 }
 
-// layout gives flexible (width 0) columns the room left over in total, sharing it equally.
+// layout gives flexible (width 0) columns the room left over in total.
 func layout(cols []column, total int) []column {
 	out := make([]column, len(cols))
 	copy(out, cols)
-	fixed, flex := 0, 0
+	fixed, weights := 0, 0
 	for _, c := range out {
+		if c.weight < 0 {
+			continue // hidden
+		}
 		fixed += c.width + 1
 		if c.width == 0 {
-			flex++
+			weights += max(c.weight, 1)
 		}
 	}
-	if flex == 0 {
+	if weights == 0 {
 		return out
 	}
-	left := total - fixed
-	if left < flex*4 {
-		left = flex * 4
-	}
+	left := max(total-fixed+1, weights*4)
 	for i := range out {
-		if out[i].width == 0 {
-			out[i].width = left / flex
+		if out[i].width == 0 && out[i].weight >= 0 {
+			out[i].width = left * max(out[i].weight, 1) / weights
 		}
 	}
 	return out
+}
+
+// shortURL drops "http://" where columns are narrow: the host and port are what tells
+// dependencies apart, and filters still match the full name.
+func shortURL(s string, narrow bool) string {
+	if narrow {
+		return strings.TrimPrefix(s, "http://")
+	}
+	return s
 }
 
 // row joins cells into one line of the table.
 func row(cols []column, cells ...string) string {
 	var b strings.Builder
 	for i, c := range cols {
+		if c.weight < 0 {
+			continue
+		}
 		if i > 0 {
 			b.WriteByte(' ')
 		}

@@ -235,18 +235,35 @@ func (m opsModel) Update(msg tea.Msg) (opsModel, tea.Cmd) {
 var opCols = []column{
 	{title: "", width: 1},
 	{title: "CALLER", width: 12},
-	{title: "DEPENDENCY"},
+	{title: "DEPENDENCY", weight: 3},
 	{title: "ATTEMPTS", width: 9, right: true},
 	{title: "OWNER", width: 10},
 	{title: "TERMINAL", width: 14},
-	{title: "OUTCOMES"},
+	{title: "OUTCOMES", weight: 2},
 	{title: "LATENCY", width: 8, right: true},
+	{title: "FIND", width: 4, right: true},
+}
+
+// opColsNarrow is the layout below 100 columns: the flexible columns get the room.
+var opColsNarrow = []column{
+	{title: "", width: 1},
+	{title: "CALLER", width: 10},
+	{title: "DEPENDENCY", weight: 3},
+	{title: "ATT", width: 6, right: true},
+	{title: "OWNER", width: 8},
+	{title: "TERMINAL", width: 10},
+	{title: "OUTCOMES", weight: 2},
+	{title: "LATENCY", width: 7, right: true},
 	{title: "FIND", width: 4, right: true},
 }
 
 func (m opsModel) View() string {
 	t := &m.ctx.theme
+	narrow := m.width < 100
 	cols := layout(opCols, m.width)
+	if narrow {
+		cols = layout(opColsNarrow, m.width)
+	}
 	lines := make([]string, 0, m.height)
 	titles := make([]string, len(cols))
 	for i, c := range cols {
@@ -280,7 +297,7 @@ func (m opsModel) View() string {
 		if terminal == "" {
 			terminal = op.StopReason
 		}
-		line := row(cols, mark, op.Caller, op.Dependency, att, op.Owner, terminal, outcomeTrail(op),
+		line := row(cols, mark, op.Caller, shortURL(op.Dependency, narrow), att, op.Owner, terminal, outcomeTrail(op),
 			fmtDur(op.Latency()), find)
 		switch {
 		case i == m.cur.pos:
