@@ -159,15 +159,22 @@ func (e *env) get(c interface {
 func (e *env) do(c interface {
 	Do(context.Context, *http.Request) (*http.Response, error)
 }, method, url string, hdr http.Header, body []byte) outcome {
+	return e.doCtx(e.ctx, c, method, url, hdr, body)
+}
+
+// doCtx is do under ctx (a parent span, for instance).
+func (e *env) doCtx(ctx context.Context, c interface {
+	Do(context.Context, *http.Request) (*http.Response, error)
+}, method, url string, hdr http.Header, body []byte) outcome {
 	start := e.clk.Now()
-	req, err := newRequest(e.ctx, method, url, body)
+	req, err := newRequest(ctx, method, url, body)
 	if err != nil {
 		return outcome{label: labelError, start: start, end: start, err: err}
 	}
 	for k, v := range hdr {
 		req.Header[k] = v
 	}
-	resp, err := c.Do(e.ctx, req)
+	resp, err := c.Do(ctx, req)
 	if err != nil {
 		return outcome{label: labelOf(err), start: start, end: e.clk.Now(), err: err}
 	}

@@ -189,3 +189,15 @@ func newRequest(ctx context.Context, method, url string, body []byte) (*http.Req
 	}
 	return http.NewRequestWithContext(ctx, method, url, rd)
 }
+
+// opSpan opens an INTERNAL span for a logical operation of a hand-rolled client, so its physical
+// calls share a parent as they would under any instrumented caller; done ends it.
+func (e *env) opSpan(service, name string) (context.Context, func()) {
+	tp := e.tracerProvider(service)
+	if tp == nil {
+		return e.ctx, func() {}
+	}
+	ctx, span := tp.Tracer("github.com/stormwatch/stormwatch/reference/lab").Start(e.ctx, name,
+		trace.WithSpanKind(trace.SpanKindInternal), trace.WithTimestamp(e.clk.Now()))
+	return ctx, func() { span.End(trace.WithTimestamp(e.clk.Now())) }
+}

@@ -5,7 +5,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"time"
 
@@ -52,16 +54,21 @@ func NewTracing(exp sdktrace.SpanExporter, opts ...TracingOption) *Tracing {
 	return t
 }
 
-// Provider returns the tracer provider of service, creating it on first use. It has the shape of
-// Options.TracerProvider.
-func (t *Tracing) Provider(service string) trace.TracerProvider {
+// Provider returns the tracer provider of a service, creating it on first use. It has the shape of
+// Options.TracerProvider. name is the service.name, or "service/instance" for one of several
+// instances of a service (the lab's replicas); the instance id defaults to "<service>-1".
+func (t *Tracing) Provider(name string) trace.TracerProvider {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if p := t.providers[service]; p != nil {
+	if p := t.providers[name]; p != nil {
 		return p
 	}
+	service, instance, ok := strings.Cut(name, "/")
+	if !ok {
+		instance = service + "-1"
+	}
 	res := resource.NewSchemaless(attribute.String("service.name", service),
-		attribute.String("service.instance.id", service+"-1"))
+		attribute.String("service.instance.id", instance))
 	exp := keepOpen{t.exp}
 	var sp sdktrace.SpanProcessor
 	if t.simple {
@@ -75,8 +82,8 @@ func (t *Tracing) Provider(service string) trace.TracerProvider {
 		opts = append(opts, sdktrace.WithIDGenerator(t.ids))
 	}
 	p := sdktrace.NewTracerProvider(opts...)
-	t.providers[service] = p
-	t.order = append(t.order, service)
+	t.providers[name] = p
+	t.order = append(t.order, name)
 	return p
 }
 
@@ -138,7 +145,10 @@ func (g *seededIDs) span() trace.SpanID {
 //	res, err := lab.Record(ctx, "retry-cost", tracefile.NewSpanExporter(w))
 //	w.Close()
 func Record(ctx context.Context, scenario string, exp sdktrace.SpanExporter) (*Result, error) {
-	tr := NewTracing(exp, WithIDSeed(1), WithSyncExport())
+	// Ids seeded by the scenario's name: stable across regenerations, distinct across fixtures.
+	h := fnv.New64a()
+	h.Write([]byte(scenario))
+	tr := NewTracing(exp, WithIDSeed(h.Sum64()), WithSyncExport())
 	res, err := Run(ctx, scenario, Options{Start: FixtureStart, TracerProvider: tr.Provider})
 	if serr := tr.Shutdown(ctx); serr != nil && err == nil {
 		err = serr

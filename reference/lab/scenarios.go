@@ -515,9 +515,11 @@ func layers(e *env) (*Result, error) {
 
 func fanout(e *env) (*Result, error) {
 	res := &Result{}
-	a := e.newOrigin("primary-a", always(200, 3*time.Second), originOptions{}) // temporary-timeout
-	b := e.newOrigin("primary-b", always(200, failLatency), originOptions{})
-	cc := e.newOrigin("primary-c", always(200, failLatency), originOptions{})
+	// Three replicas of one service, "catalog": the analyzer tells fan-out from calls to different
+	// services by the callee's service.name.
+	a := e.newOrigin("catalog/primary-a", always(200, 3*time.Second), originOptions{}) // temporary-timeout
+	b := e.newOrigin("catalog/primary-b", always(200, failLatency), originOptions{})
+	cc := e.newOrigin("catalog/primary-c", always(200, failLatency), originOptions{})
 	replicas := []*origin{a, b, cc}
 	saw := func() int { return a.counts().saw + b.counts().saw + cc.counts().saw }
 
@@ -527,7 +529,12 @@ func fanout(e *env) (*Result, error) {
 	stock.timeout = time.Second
 	start := e.clk.Now()
 	outs := make([]outcome, len(replicas))
-	e.parallel(len(replicas), func(i int) { outs[i] = e.get(stock, replicas[i].url+"/read-01", nil) })
+	// One logical read, read-01, whose single attempt goes to every replica at once.
+	ctx, done := e.opSpan("edge", "read-01")
+	e.parallel(len(replicas), func(i int) {
+		outs[i] = e.doCtx(ctx, stock, http.MethodGet, replicas[i].url+"/read-01", nil, nil)
+	})
+	done()
 	r := Row{Variant: "one attempt to every replica (defect)"}
 	tally(&r, outs[:1], start)
 	r.Outcomes = map[string]int{}
