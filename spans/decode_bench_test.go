@@ -42,18 +42,18 @@ func benchRequest() *coltracepb.ExportTraceServiceRequest {
 			sid[j] = byte(i*3 + j + 1)
 			pid[j] = byte(i*5 + j + 2)
 		}
-		opID := fmt.Sprintf("op-%08x-%04d", i/10*7919, i/10)
+		opID := fmt.Sprintf("%08x-7d3c-4b1a-9e2f-%012x", i/10*7919, i/10*104729)
 		s := &tracepb.Span{
 			TraceId: tid, SpanId: sid, ParentSpanId: pid, Flags: 0x301,
 			StartTimeUnixNano: base + uint64(i)*1_000_000, EndTimeUnixNano: base + uint64(i)*1_000_000 + 43_210_987,
 		}
 		if i%2 == 0 {
-			s.Name, s.Kind = "GET", tracepb.Span_SPAN_KIND_CLIENT
+			s.Name, s.Kind = "GET inventory", tracepb.Span_SPAN_KIND_CLIENT
 			s.Attributes = []*commonpb.KeyValue{
 				sv(spans.AttrHTTPMethod, "GET"),
 				sv(spans.AttrServerAddress, "inventory.shop.svc.cluster.local"),
 				iv(spans.AttrServerPort, 8080),
-				sv(spans.AttrURLFull, fmt.Sprintf("http://inventory.shop.svc.cluster.local:8080/api/v1/items/%06d?fields=price,stock", i*7919%1000000)),
+				sv(spans.AttrURLFull, fmt.Sprintf("http://inventory.shop.svc.cluster.local:8080/api/v1/inventory/items/%06d?fields=price,stock,warehouse&currency=EUR", i*7919%1000000)),
 				iv(spans.AttrHTTPStatus, 503),
 				sv(spans.AttrErrorType, "503"),
 				sv(spans.AttrOpID, opID),
@@ -61,19 +61,19 @@ func benchRequest() *coltracepb.ExportTraceServiceRequest {
 				sv(spans.AttrAttemptKind, "retry"),
 				sv(spans.AttrOutcome, "retryable"),
 			}
-			s.Status = &tracepb.Status{Code: tracepb.Status_STATUS_CODE_ERROR}
+			s.Status = &tracepb.Status{Code: tracepb.Status_STATUS_CODE_ERROR, Message: "503 Service Unavailable"}
 		} else {
-			s.Name, s.Kind = "GET /api/v1/items/{id}", tracepb.Span_SPAN_KIND_SERVER
+			s.Name, s.Kind = "GET /api/v1/inventory/items/{id}", tracepb.Span_SPAN_KIND_SERVER
 			s.Attributes = []*commonpb.KeyValue{
 				sv(spans.AttrHTTPMethod, "GET"),
-				sv(spans.AttrHTTPRoute, "/api/v1/items/{id}"),
-				sv(spans.AttrURLPath, fmt.Sprintf("/api/v1/items/%06d", i*7919%1000000)),
+				sv(spans.AttrHTTPRoute, "/api/v1/inventory/items/{id}"),
+				sv(spans.AttrURLPath, fmt.Sprintf("/api/v1/inventory/items/%06d", i*7919%1000000)),
 				sv(spans.AttrURLScheme, "http"),
 				iv(spans.AttrHTTPStatus, 200),
 				sv(spans.AttrServerAddress, "inventory.shop.svc.cluster.local"),
 				iv(spans.AttrServerPort, 8080),
 				sv(spans.AttrNetworkPeerAddress, "10.42.17.203"),
-				sv("user_agent.original", "Go-http-client/1.1 (stormwatch-reference/0.1)"),
+				sv("user_agent.original", "Go-http-client/1.1 (stormwatch-reference/0.1; checkout-7d9f8b6c5-x2x4q)"),
 				sv(spans.AttrOpID, opID),
 			}
 		}

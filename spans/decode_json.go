@@ -30,11 +30,12 @@ const maxJSONDepth = 256
 // permanent, and give the path and byte offset of the problem.
 func DecodeJSON(buf []byte, opt DecodeOptions) (*Batch, error) {
 	d := jsonDecoder{s: jsonScanner{buf: buf}, opt: opt, b: &Batch{}}
-	// Estimates, not bounds: counting field names first would cost a third of the decode (every
-	// '"' is a false start), so the sizes come from the body length - typical compact OTLP/JSON
-	// spans with ten attributes take about 1 KB, 100 bytes an attribute - and the slices grow, then
-	// get trimmed or compacted when the guess was far off.
-	d.b.Spans = make([]Span, 0, len(buf)/800+1)
+	// Sizes are estimates, not bounds; the slices grow, then get trimmed or compacted when the guess
+	// was far off. Spans are counted by their "spanId" members (links have one too, and are rare),
+	// found from the rare capital I rather than from the quote, which would make every string a
+	// false start. Attributes are guessed from the body length: about 100 bytes each in compact
+	// OTLP/JSON.
+	d.b.Spans = make([]Span, 0, countSpanIDs(buf)+1)
 	d.attrs.init(len(buf)/96 + 8)
 	if err := d.request(); err != nil {
 		return nil, malformed("decode OTLP/JSON request", err)
@@ -42,6 +43,26 @@ func DecodeJSON(buf []byte, opt DecodeOptions) (*Batch, error) {
 	d.b.Spans = trimSpans(d.b.Spans)
 	d.attrs.compact(d.b.Spans)
 	return d.b, nil
+}
+
+// countSpanIDs counts the "spanId" and "span_id" member names in an OTLP/JSON body.
+func countSpanIDs(buf []byte) int {
+	n := 0
+	for i := 0; ; {
+		j := bytes.IndexByte(buf[i:], 'I')
+		if j < 0 {
+			break
+		}
+		i += j + 1
+		// i-1 is the I of `"spanId"`: `"span` before it, `d"` after.
+		if i >= 6 && i+2 <= len(buf) && string(buf[i-6:i-1]) == `"span` && buf[i] == 'd' && buf[i+1] == '"' {
+			n++
+		}
+	}
+	if n == 0 {
+		n = bytes.Count(buf, []byte(`"span_id"`))
+	}
+	return n
 }
 
 // jsonScanner reads JSON tokens from buf. It validates what it reads and reports byte offsets.
@@ -564,6 +585,14 @@ func (d *jsonDecoder) object(member func(key []byte) error) error {
 	}
 }
 
+// reserveArena sizes the arena on first use, so a request whose strings need unescaping (Go's
+// encoding/json writes & < > as \u escapes) costs one allocation for them, not one per doubling.
+func (d *jsonDecoder) reserveArena() {
+	if d.other == nil {
+		d.other = make([]byte, 0, max(len(d.s.buf)/16, 256))
+	}
+}
+
 // str reads a string value: aliasing buf when it has no escapes, unescaped into the arena
 // otherwise.
 func (d *jsonDecoder) str() (string, error) {
@@ -574,6 +603,7 @@ func (d *jsonDecoder) str() (string, error) {
 	if !esc {
 		return bstr(raw), nil
 	}
+	d.reserveArena()
 	start := len(d.other)
 	d.other = appendUnescaped(d.other, raw)
 	return bstr(d.other[start:]), nil
@@ -639,6 +669,7 @@ func (d *jsonDecoder) display(a Attr) string {
 	case ValueEmpty:
 		return "null"
 	}
+	d.reserveArena()
 	start := len(d.other)
 	d.other = appendScalar(d.other, a)
 	return bstr(d.other[start:])
@@ -977,6 +1008,7 @@ func (d *jsonDecoder) keyValue() (k string, a Attr, keep bool, err error) {
 				return fmt.Errorf("key: %w", err)
 			}
 			if esc {
+				d.reserveArena()
 				start := len(d.other)
 				d.other = appendUnescaped(d.other, raw)
 				raw = d.other[start:]
@@ -1020,6 +1052,7 @@ var errOneofTwice = errors.New("more than one of stringValue, boolValue, intValu
 func (d *jsonDecoder) anyValue() (Attr, error) {
 	var a Attr
 	set := false
+	d.reserveArena()
 	start := len(d.other)
 	err := d.object(func(key []byte) error {
 		if d.s.null() {

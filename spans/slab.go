@@ -23,7 +23,8 @@ func (a *attrSlab) begin() { a.start = len(a.buf) }
 
 func (a *attrSlab) add(x Attr) {
 	if len(a.buf) == cap(a.buf) {
-		n := max(2*cap(a.buf), 16)
+		// Half the current size more: the estimate was short, probably not by much.
+		n := max(cap(a.buf)/2, 64, 2*(len(a.buf)-a.start))
 		nb := make([]Attr, 0, n)
 		a.buf = append(nb, a.buf[a.start:]...)
 		a.start = 0
