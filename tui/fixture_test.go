@@ -60,6 +60,7 @@ func TestFixtureScreensGolden(t *testing.T) {
 		{"findings", []tea.Msg{press("3")}, []string{"retry-amplification", "layers=edge x3 → api x3 → adapter x3"}},
 		{"trace", []tea.Msg{press("3"), press("enter")}, []string{"3 x 3 x 3 = 27 calls to", "edge x3 → api x3 → adapter x3", "#3/3"}},
 		{"span", []tea.Msg{press("3"), press("enter"), press("enter")}, []string{"span_id", "attributes ("}},
+		{"trace-80x24", []tea.Msg{size(80, 24), press("3"), press("enter")}, []string{"3 x 3 x 3 = 27 calls to", "#1/3"}},
 	}
 	for _, sc := range screens {
 		t.Run(sc.name, func(t *testing.T) {

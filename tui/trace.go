@@ -408,10 +408,14 @@ func (m traceModel) View() string {
 	// Line 2: the amplification product, the answer to "who multiplies the load".
 	lines = append(lines, fit(layersLine(t, v), m.width))
 
-	nameW := m.width - trFlagW - trDurW - trStatusW - 3
-	barW := nameW * 2 / 5
-	if barW < 10 {
-		barW = 10
+	statusW := trStatusW
+	if m.width < 100 {
+		statusW = trStatusW - 4
+	}
+	nameW := m.width - trFlagW - trDurW - statusW - 3
+	barW := max(nameW*2/5, 10)
+	if m.width < 100 {
+		barW = max(nameW/3, 10)
 	}
 	nameW -= barW + 1
 	tEnd := m.t1
@@ -438,17 +442,17 @@ func (m traceModel) View() string {
 	if dlCol >= 0 {
 		axis[dlCol] = '┃'
 	}
-	head := fit("", trFlagW) + fit("SPAN", nameW) + " " + fitLeft("DUR", trDurW) + " " + fit("ATTEMPT / OUTCOME", trStatusW) + " " + string(axis)
+	head := fit("", trFlagW) + fit("SPAN", nameW) + " " + fitLeft("DUR", trDurW) + " " + fit("ATTEMPT / OUTCOME", statusW) + " " + string(axis)
 	if dlCol >= 0 {
 		head = fit("", trFlagW) + fit(fmt.Sprintf("SPAN  (┃ deadline at +%s)", fmtDur(time.Duration(m.deadline-m.t0))), nameW) +
-			" " + fitLeft("DUR", trDurW) + " " + fit("ATTEMPT / OUTCOME", trStatusW) + " " + string(axis)
+			" " + fitLeft("DUR", trDurW) + " " + fit("ATTEMPT / OUTCOME", statusW) + " " + string(axis)
 	}
 	lines = append(lines, t.Dim.Render(fit(head, m.width)))
 
 	from, to := m.cur.window()
 	for r := from; r < to; r++ {
 		i := m.visible[r]
-		lines = append(lines, m.rowView(i, r == m.cur.pos, nameW, barW, dlCol, span))
+		lines = append(lines, m.rowView(i, r == m.cur.pos, nameW, statusW, barW, dlCol, span))
 	}
 	return padLines(lines, m.height)
 }
@@ -475,7 +479,7 @@ func layersLine(t *Theme, v *analyzer.TraceView) string {
 	return style.Render(s) + t.Dim.Render("   layers: ") + layerChain(v.Layers)
 }
 
-func (m traceModel) rowView(i int, selected bool, nameW, barW, dlCol int, span int64) string {
+func (m traceModel) rowView(i int, selected bool, nameW, statusW, barW, dlCol int, span int64) string {
 	t := &m.ctx.theme
 	v := m.view
 	sp := &v.Spans[i]
@@ -585,7 +589,7 @@ func (m traceModel) rowView(i int, selected bool, nameW, barW, dlCol int, span i
 	}
 
 	left := cursorMark + flag + fit(name.String(), nameW) + " " + fitLeft(fmtDur(time.Duration(sp.DurationNanos())), trDurW) +
-		" " + fit(st, trStatusW) + " "
+		" " + fit(st, statusW) + " "
 	switch {
 	case selected:
 		left = t.Selected.Render(left)
