@@ -46,20 +46,24 @@ func analyzeTrace(id spans.TraceID, ss []spans.Span, truncated int, cfg *Config,
 	t.occurrences = nil
 	r.deps = t.account(r.ops, true)
 	pass := Pass{Trace: t, Operations: r.ops, Settings: cfg.Settings}
+	// One Report for all the detectors of this trace: it names whichever detector is running.
+	// Made per detector, the closure was an allocation per detector per trace (about one per ten
+	// spans each, with sixteen detectors 1.3 allocations per span).
+	report := func(f Finding) {
+		if f.Detector == "" {
+			f.Detector = pass.Detector.Name
+		}
+		if f.TraceID == "" {
+			f.TraceID = id.String()
+		}
+		r.findings = append(r.findings, f)
+	}
 	for _, d := range cfg.Detectors {
 		if d.Scope != ScopeTrace {
 			continue
 		}
 		pass.Detector = d
-		pass.Report = func(f Finding) {
-			if f.Detector == "" {
-				f.Detector = d.Name
-			}
-			if f.TraceID == "" {
-				f.TraceID = id.String()
-			}
-			r.findings = append(r.findings, f)
-		}
+		pass.Report = report
 		if err := runDetector(d, &pass); err != nil {
 			r.errs = append(r.errs, err.Error())
 		}
