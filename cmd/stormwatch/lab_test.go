@@ -132,6 +132,40 @@ func TestLabRecordThenAnalyze(t *testing.T) {
 	}
 }
 
+// TestLabDefectsAreFound: each defect the lab builds on purpose is found by the analyzer in the
+// recording, beside its correction.
+func TestLabDefectsAreFound(t *testing.T) {
+	for scenario, detector := range map[string]string{
+		"breaker-key":     "breaker-wrong-key",
+		"breaker-logical": "breaker-counts-attempts",
+		"fanout":          "unbounded-fanout",
+		"post-deadline":   "post-deadline-work",
+		"fallback-retry":  "hidden-fallback-retry",
+		"unsafe-write":    "unsafe-write-retry",
+	} {
+		path := filepath.Join(t.TempDir(), scenario+".jsonl")
+		if code, _, errOut := runCLI(t, "", "lab", scenario, "--record", path); code != 0 {
+			t.Fatalf("%s: exit %d: %s", scenario, code, errOut)
+		}
+		_, out, errOut := runCLI(t, "", "analyze", "--format", "json", "--fail-on", "critical", path)
+		var rep struct {
+			Findings []struct {
+				Detector string `json:"detector"`
+			} `json:"findings"`
+		}
+		if err := json.Unmarshal([]byte(out), &rep); err != nil {
+			t.Fatalf("%s: %v (%s)", scenario, err, errOut)
+		}
+		found := false
+		for _, f := range rep.Findings {
+			found = found || f.Detector == detector
+		}
+		if !found {
+			t.Errorf("%s: no %s finding in %s", scenario, detector, out)
+		}
+	}
+}
+
 // TestLabOTLP sends a run's spans over real OTLP/gRPC to the real collector on loopback.
 func TestLabOTLP(t *testing.T) {
 	var mu sync.Mutex

@@ -68,6 +68,9 @@ type stockClient struct {
 	breaker  *windowBreaker
 	attempts int           // hand-rolled retry loop: attempts per call, no backoff, no budget
 	timeout  time.Duration // per attempt, local only (nothing propagated)
+	// noParent leaves out the caller's span: the fan-out defect makes its calls under one span of
+	// its own.
+	noParent bool
 }
 
 func (e *env) stockClient(service string) *stockClient {
@@ -78,8 +81,16 @@ func (e *env) stockClient(service string) *stockClient {
 	return s
 }
 
-// Do runs the hand-rolled retry loop; every attempt asks the breaker (so it counts attempts).
+// Do runs the hand-rolled retry loop; every attempt asks the breaker (so it counts attempts). The
+// calling code's span (as any instrumented handler has) is the parent of the attempts: stock
+// instrumentation gives them nothing else in common.
 func (s *stockClient) Do(ctx context.Context, req *http.Request) (*http.Response, error) {
+	if s.tracer != nil && !s.noParent {
+		var span trace.Span
+		ctx, span = s.tracer.Start(ctx, req.Method+" "+req.URL.Path, trace.WithSpanKind(trace.SpanKindInternal),
+			trace.WithTimestamp(s.e.clk.Now()))
+		defer func() { span.End(trace.WithTimestamp(s.e.clk.Now())) }()
+	}
 	var body []byte
 	if req.Body != nil {
 		body, _ = io.ReadAll(req.Body)

@@ -527,6 +527,7 @@ func fanout(e *env) (*Result, error) {
 	before := saw()
 	stock := e.stockClient("edge")
 	stock.timeout = time.Second
+	stock.noParent = true
 	start := e.clk.Now()
 	outs := make([]outcome, len(replicas))
 	// One logical read, read-01, whose single attempt goes to every replica at once.
