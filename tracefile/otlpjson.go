@@ -46,8 +46,16 @@ func appendProtoAsJSONSlow(dst, body []byte) ([]byte, error) {
 	return AppendRequestJSON(dst, req), nil
 }
 
-// JSONToProto transcodes one OTLP/JSON ExportTraceServiceRequest to protobuf.
+// JSONToProto transcodes one OTLP/JSON ExportTraceServiceRequest to protobuf: straight from the
+// text for what SDKs and collectors write, through protojson for the rest (and for the error).
 func JSONToProto(body []byte) ([]byte, error) {
+	if out, err := appendJSONAsProto(nil, body); err == nil {
+		return out, nil
+	}
+	return jsonToProtoSlow(body)
+}
+
+func jsonToProtoSlow(body []byte) ([]byte, error) {
 	req, err := UnmarshalJSON(body)
 	if err != nil {
 		return nil, err

@@ -2,7 +2,11 @@ package tracefile
 
 import (
 	"bytes"
+	"strings"
 	"testing"
+
+	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	"google.golang.org/protobuf/proto"
 )
 
 func TestWireTranscoderMatchesGeneratedPath(t *testing.T) {
@@ -63,5 +67,73 @@ func FuzzProtoToJSON(f *testing.F) {
 		if !bytes.Equal(fast, slow) {
 			t.Fatalf("wire:      %s\ngenerated: %s", fast, slow)
 		}
+	})
+}
+
+func mustEqualRequests(t testing.TB, a, b []byte) {
+	t.Helper()
+	x, y := &coltracepb.ExportTraceServiceRequest{}, &coltracepb.ExportTraceServiceRequest{}
+	if err := proto.Unmarshal(a, x); err != nil {
+		t.Fatalf("fast output does not decode: %v", err)
+	}
+	if err := proto.Unmarshal(b, y); err != nil {
+		t.Fatal(err)
+	}
+	if d := protoDiff(y, x); d != "" {
+		t.Fatalf("fast JSON transcoder differs from protojson (-protojson +fast):\n%s", d)
+	}
+}
+
+func TestJSONTranscoderMatchesProtojson(t *testing.T) {
+	pretty := []byte(`{ "resource_spans": [ { "scopeSpans": [ { "spans": [ {
+		"traceId": "0AF7651916CD43DD8448EB211C80319C", "spanId": "b7ad6b7169203331", "parentSpanId": "",
+		"name": "caf\u00e9 \ud83d\ude00 \"q\" \\ \/", "kind": "SPAN_KIND_SERVER", "flags": 257,
+		"startTimeUnixNano": 1700000000000000000, "endTimeUnixNano": "1700000000000000001",
+		"droppedAttributesCount": "3", "unknown": {"a": [1, "x", null, true, {"b": false}]},
+		"attributes": [ {"key": "i", "value": {"intValue": 0}}, {"key": "d", "value": {"doubleValue": "-Infinity"}},
+			{"key": "s", "value": {"stringValue": ""}}, {"key": "b", "value": {"bool_value": false}},
+			{"key": "n", "value": null}, {"key": "e", "value": {}},
+			{"key": "a", "value": {"arrayValue": {"values": [{"intValue": "-5"}, {}]}}},
+			{"key": "m", "value": {"kvlistValue": {"values": [{"key": "x", "value": {"bytesValue": "AAH+/w=="}}]}}} ],
+		"status": {"code": 2, "message": "boom"}, "events": [], "links": [{}]
+	} ] } ] } ] }`)
+	for i, body := range [][]byte{
+		AppendRequestJSON(nil, fullRequest(1)),
+		AppendRequestJSON(nil, realisticRequest(2, 20)),
+		pretty,
+		[]byte(`{}`),
+		[]byte(`{"resourceSpans":[]}`),
+	} {
+		fast, err := appendJSONAsProto(nil, body)
+		if err != nil {
+			t.Fatalf("body %d: the fast transcoder gave up: %v", i, err)
+		}
+		slow, err := jsonToProtoSlow(body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mustEqualRequests(t, fast, slow)
+	}
+	// What protojson decides goes to protojson: the error is its own.
+	if _, err := JSONToProto([]byte(`{"resourceSpans":[{"scopeSpans":[{"spans":[{"startTimeUnixNano":true}]}]}]}`)); err == nil || !strings.Contains(err.Error(), "decode OTLP/JSON request") {
+		t.Fatalf("a boolean time: err = %v", err)
+	}
+}
+
+// FuzzJSONToProto holds the fast OTLP/JSON transcoder to protojson: wherever both succeed they must
+// give the same request.
+func FuzzJSONToProto(f *testing.F) {
+	f.Add(AppendRequestJSON(nil, fullRequest(1)))
+	f.Add([]byte(`{"resourceSpans":[{"scopeSpans":[{"spans":[{"traceId":"0af7651916cd43dd8448eb211c80319c","kind":"SPAN_KIND_CLIENT","attributes":[{"key":"k","value":{"arrayValue":{"values":[{"doubleValue":"NaN"}]}}}]}]}]}]}`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		fast, err := appendJSONAsProto(nil, body)
+		if err != nil {
+			return
+		}
+		slow, err := jsonToProtoSlow(body)
+		if err != nil {
+			return // the fast path is more lenient (duplicate keys, leading zeros): fine
+		}
+		mustEqualRequests(t, fast, slow)
 	})
 }
