@@ -89,7 +89,7 @@ func BenchmarkCall(b *testing.B) {
 	// -count repeats each sub-benchmark back to back; the rounds here interleave them, so a change in
 	// the machine's load hits every variant alike. Go names the repeats bare#01, bare#02...: strip
 	// the suffix to aggregate (docs/reference.md quotes medians over all rounds).
-	const rounds = 5
+	const rounds = 3
 	for round := 0; round < rounds; round++ {
 		for _, c := range cases {
 			benchCall(b, c.name, c.rt, c.extra)

@@ -34,7 +34,11 @@ func (c *call) hedged(n int, kind string, pause time.Duration) (*http.Response, 
 			}
 			var hedgeCtx context.Context
 			hedgeCtx, cancelHedge = context.WithCancel(c.opCtx)
-			go func() { results <- c.physical(hedgeCtx, n, KindHedge, t.cfg.Hedge.Delay, 2) }()
+			go func() {
+				r := c.physical(hedgeCtx, n, KindHedge, t.cfg.Hedge.Delay, 2)
+				r.hedge = true
+				results <- r
+			}()
 		} else {
 			t.stats.budgetRefusals.Add(1)
 			if t.inst != nil {
@@ -43,27 +47,28 @@ func (c *call) hedged(n int, kind string, pause time.Duration) (*http.Response, 
 		}
 	}
 	primaryDone()
-	var win result
-	for i := 0; i < copies; i++ {
-		r := <-results
-		if i == 0 && copies == 2 && r.cls.outcome != OutcomeOK && r.cls.outcome != OutcomePermanent {
-			// An inconclusive first answer: wait for the other copy, keep this one's span open until then.
-			finishLoser(r, DecisionHedge)
-			continue
-		}
-		win = r
-		if i == 0 && copies == 2 {
-			cancelPrimary()
-			cancelHedge()
+	win := <-results
+	if copies == 2 {
+		if win.cls.outcome == OutcomeOK || win.cls.outcome == OutcomePermanent {
+			// A conclusive first answer wins: cancel only the other copy, never the winner, whose
+			// body the caller is about to read.
+			if win.hedge {
+				cancelPrimary()
+			} else {
+				cancelHedge()
+			}
 			go func() { finishLoser(<-results, DecisionStop) }()
+		} else {
+			// An inconclusive first answer: the other copy decides.
+			finishLoser(win, DecisionHedge)
+			win = <-results
 		}
-		break
 	}
-	cancelLater := func() { cancelPrimary(); cancelHedge() }
+	cancelBoth := func() { cancelPrimary(); cancelHedge() }
 	if win.resp != nil {
-		win.resp.Body = &cancelOnClose{ReadCloser: win.resp.Body, cancel: cancelLater}
+		win.resp.Body = &cancelOnClose{ReadCloser: win.resp.Body, cancel: cancelBoth}
 	} else {
-		cancelLater()
+		cancelBoth()
 	}
 	c.last = win.la
 	return win.resp, win.err, win.cls

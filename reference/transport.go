@@ -414,10 +414,11 @@ func (c *call) attempt(n int, kind string, pause time.Duration) (*http.Response,
 
 // result is one physical call's outcome.
 type result struct {
-	resp *http.Response
-	err  error
-	cls  class
-	la   lastAttempt
+	resp  *http.Response
+	err   error
+	cls   class
+	la    lastAttempt
+	hedge bool // the hedged copy, not the primary
 }
 
 // physical makes one physical call under its own CLIENT span.
@@ -473,6 +474,10 @@ func (c *call) physical(parent context.Context, n int, kind string, pause time.D
 		err = errors.New("base transport returned neither response nor error")
 	}
 	cls := classify(resp, err, t.cfg.Retry.RetryOn, ctx, c.opCtx, c.callerCtx)
+	if err != nil && c.opCtx.Err() == nil && errors.Is(ctx.Err(), context.Canceled) {
+		// Only this copy was cancelled (a hedge lost): the dependency did nothing wrong.
+		cls = class{outcome: OutcomeCancelled, errType: "cancelled"}
+	}
 	if t.inst != nil {
 		t.inst.add(c.callerCtx, t.inst.attempts, c.origin, attribute.String(spans.AttrOutcome, cls.outcome.String()))
 	}

@@ -418,7 +418,8 @@ func TestHedgeKeepsKeyAndCancelsLoser(t *testing.T) {
 			close(loserCancelled)
 			return nil, r.Context().Err()
 		}
-		return &http.Response{StatusCode: 200, Body: http.NoBody, Header: http.Header{}}, nil
+		// The winner's body is read after RoundTrip returns: its context must still be alive.
+		return &http.Response{StatusCode: 200, Body: ctxBody{r.Context(), strings.NewReader("fresh")}, Header: http.Header{}}, nil
 	})
 	tr, err := New(Config{Hedge: HedgeConfig{Delay: 5 * time.Millisecond}}, WithBase(base), WithRuntime(NewRuntime(0)))
 	if err != nil {
@@ -429,6 +430,15 @@ func TestHedgeKeepsKeyAndCancelsLoser(t *testing.T) {
 	resp, err := tr.RoundTrip(req)
 	if err != nil || resp.StatusCode != 200 {
 		t.Fatal(resp, err)
+	}
+	select {
+	case <-loserCancelled:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the losing copy was not cancelled")
+	}
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || string(body) != "fresh" {
+		t.Fatalf("winner's body %q, %v: the winner was cancelled with the loser", body, err)
 	}
 	resp.Body.Close()
 	select {
@@ -473,3 +483,17 @@ func TestFallbackReturningNothingIsAnError(t *testing.T) {
 		t.Fatalf("err %v", err)
 	}
 }
+
+// ctxBody fails reads once its request's context is done, as a real response body does.
+type ctxBody struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (b ctxBody) Read(p []byte) (int, error) {
+	if err := b.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return b.r.Read(p)
+}
+func (b ctxBody) Close() error { return nil }
