@@ -48,11 +48,17 @@ func appendProtoAsJSONSlow(dst, body []byte) ([]byte, error) {
 
 // JSONToProto transcodes one OTLP/JSON ExportTraceServiceRequest to protobuf: straight from the
 // text for what SDKs and collectors write, through protojson for the rest (and for the error).
-func JSONToProto(body []byte) ([]byte, error) {
-	if out, err := appendJSONAsProto(nil, body); err == nil {
+func JSONToProto(body []byte) ([]byte, error) { return appendJSONToProto(nil, body) }
+
+func appendJSONToProto(dst, body []byte) ([]byte, error) {
+	if out, err := appendJSONAsProto(dst, body); err == nil {
 		return out, nil
 	}
-	return jsonToProtoSlow(body)
+	pb, err := jsonToProtoSlow(body)
+	if err != nil {
+		return nil, err
+	}
+	return append(dst, pb...), nil
 }
 
 func jsonToProtoSlow(body []byte) ([]byte, error) {

@@ -171,12 +171,9 @@ func (w *Writer) encode(dst, body []byte, isJSON bool) ([]byte, error) {
 	case FormatProto:
 		dst = append(dst, 0, 0, 0, 0)
 		if isJSON {
-			req, err := UnmarshalJSON(body)
-			if err != nil {
+			var err error
+			if dst, err = appendJSONToProto(dst, body); err != nil {
 				return nil, err
-			}
-			if dst, err = (proto.MarshalOptions{}).MarshalAppend(dst, req); err != nil {
-				return nil, fmt.Errorf("encode OTLP/protobuf: %w", err)
 			}
 		} else {
 			dst = append(dst, body...)
