@@ -149,7 +149,10 @@ type opKey struct {
 
 func (m *opsModel) sortRows() {
 	keys := m.keys[:0]
-	for _, op := range m.rows {
+	// Newest first: the analyzer lists operations oldest first, so walking backwards hands the sort
+	// an input already in tie-break order, which pdqsort finishes in close to one pass.
+	for i := len(m.rows) - 1; i >= 0; i-- {
+		op := m.rows[i]
 		k := opKey{start: op.StartUnixNano, op: op}
 		switch m.sort {
 		case opByAttempts:
