@@ -39,10 +39,10 @@ type outcomeCount struct {
 }
 
 // analyzeTrace is the whole per-trace pipeline: index, operations, accounting, detectors.
-func analyzeTrace(id spans.TraceID, ss []spans.Span, truncated int, cfg *Config, seed maphash.Seed) *traceResult {
+func analyzeTrace(id spans.TraceID, ss []spans.Span, truncated int, cfg *Config, seed maphash.Seed, in *interner) *traceResult {
 	t := buildTrace(id, ss, truncated)
 	r := &traceResult{trace: t}
-	r.ops = t.inferOperations(seed, cfg.Settings.Skew())
+	r.ops = t.inferOperations(seed, cfg.Settings.Skew(), in)
 	t.occurrences = nil
 	r.deps = t.account(r.ops, true)
 	pass := Pass{Trace: t, Operations: r.ops, Settings: cfg.Settings}

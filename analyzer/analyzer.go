@@ -286,7 +286,7 @@ func (a *Analyzer) analyze(t *traceState) {
 	if t.res != nil {
 		ss = slices.Clone(t.spans)
 	}
-	res := analyzeTrace(t.id, ss, t.dropped, &a.cfg, a.seed)
+	res := analyzeTrace(t.id, ss, t.dropped, &a.cfg, a.seed, a.intern)
 	// Duplicates are dropped for good: the held count shrinks to what the analysis kept.
 	a.spansHeld -= len(t.spans) - len(res.trace.Spans)
 	t.spans = res.trace.Spans
@@ -313,7 +313,7 @@ func (a *Analyzer) release(t *traceState) {
 // own, as a fragment, since the rest of the trace is gone. Counted and noted in the report.
 func (a *Analyzer) analyzeLate(t *traceState) {
 	a.lateFragments++
-	res := analyzeTrace(t.id, t.spans, t.dropped, &a.cfg, a.seed)
+	res := analyzeTrace(t.id, t.spans, t.dropped, &a.cfg, a.seed, a.intern)
 	a.spansHeld -= len(t.spans) - len(res.trace.Spans)
 	t.spans = res.trace.Spans
 	a.contribute(res, +1)

@@ -283,7 +283,7 @@ func intAttr(s *spans.Span, key string) int64 {
 // to the one it runs inside. It runs in one pre-order pass over the tree, so parents' operations
 // exist before their children's; grouping under one caller sorts the caller's calls once, so ten
 // thousand siblings cost n log n, not n squared.
-func (t *Trace) inferOperations(seed maphash.Seed, skew int64) []*Operation {
+func (t *Trace) inferOperations(seed maphash.Seed, skew int64, in *interner) []*Operation {
 	n := len(t.Spans)
 	t.call = make([]int32, n)
 	t.enclosing = make([]*Operation, n)
@@ -304,8 +304,8 @@ func (t *Trace) inferOperations(seed maphash.Seed, skew int64) []*Operation {
 		}
 		c := callInfo{
 			idx:     int32(i),
-			origin:  originOf(s),
-			target:  targetOf(s),
+			origin:  in.origin(s),
+			target:  in.target(s),
 			attempt: intAttr(s, spans.AttrAttempt),
 			resend:  intAttr(s, spans.AttrHTTPResendCount),
 			kind:    s.Str(spans.AttrAttemptKind),

@@ -16,14 +16,17 @@ const maxInterned = 1 << 16
 // endlessly, so most strings end up shared.
 type interner struct {
 	strs map[string]string
-	res  map[*spans.Resource]*spans.Resource // per batch: the decoder's resource -> ours
-	ress map[resKey]*spans.Resource          // ours, by identity
+	// derived caches the origin and target computed from a call's attributes: the same URLs
+	// come back call after call, and building "scheme://host:port" each time is an allocation.
+	derived map[derivedKey]string
+	res     map[*spans.Resource]*spans.Resource // per batch: the decoder's resource -> ours
+	ress    map[resKey]*spans.Resource          // ours, by identity
 }
 
 type resKey struct{ service, instance string }
 
 func newInterner() *interner {
-	return &interner{strs: map[string]string{}, res: map[*spans.Resource]*spans.Resource{}, ress: map[resKey]*spans.Resource{}}
+	return &interner{strs: map[string]string{}, derived: map[derivedKey]string{}, res: map[*spans.Resource]*spans.Resource{}, ress: map[resKey]*spans.Resource{}}
 }
 
 func (in *interner) str(s string) string {
@@ -87,3 +90,52 @@ func (in *interner) span(s *spans.Span) {
 
 // endBatch forgets the per-batch resource mapping (the decoder's resources die with the batch).
 func (in *interner) endBatch() { clear(in.res) }
+
+type derivedKey struct {
+	what    byte // 'o' origin from a URL, 'h' origin from host and port, 't' target
+	a, b, c string
+	rpc     bool
+}
+
+// origin is originOf, cached for the common shapes (a URL; or host, port and scheme).
+func (in *interner) origin(s *spans.Span) string {
+	var k derivedKey
+	if u := s.Str(spans.AttrURLFull); strings.Contains(u, "://") {
+		k = derivedKey{what: 'o', a: u}
+	} else if h := s.Str(spans.AttrServerAddress); h != "" && s.Str(spans.AttrLegacyHTTPURL) == "" {
+		k = derivedKey{what: 'h', a: h, b: s.Str(spans.AttrServerPort), c: s.Str(spans.AttrURLScheme),
+			rpc: s.Str(spans.AttrRPCSystem) != "" || s.Str(spans.AttrRPCMethod) != ""}
+	} else {
+		return originOf(s)
+	}
+	return in.cached(k, s, originOf)
+}
+
+// target is targetOf, cached by method and URL (HTTP) or service and method (RPC).
+func (in *interner) target(s *spans.Span) string {
+	var k derivedKey
+	if m := s.Str(spans.AttrRPCMethod); m != "" {
+		k = derivedKey{what: 'r', a: s.Str(spans.AttrRPCService), b: m}
+	} else if u := s.Str(spans.AttrURLFull); u != "" {
+		k = derivedKey{what: 't', a: u, b: s.Str(spans.AttrHTTPMethod)}
+		if k.b == "" {
+			return targetOf(s)
+		}
+	} else {
+		return targetOf(s)
+	}
+	return in.cached(k, s, targetOf)
+}
+
+func (in *interner) cached(k derivedKey, s *spans.Span, f func(*spans.Span) string) string {
+	if v, ok := in.derived[k]; ok {
+		return v
+	}
+	v := f(s)
+	if len(in.derived) < maxInterned {
+		// The key's strings are already interned (held spans' strings are), so the cache
+		// pins nothing.
+		in.derived[k] = v
+	}
+	return v
+}

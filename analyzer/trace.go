@@ -144,8 +144,7 @@ func (t *Trace) Notes() []string { return t.notes }
 func buildTrace(id spans.TraceID, ss []spans.Span, truncated int) *Trace {
 	t := &Trace{ID: id, Truncated: truncated > 0}
 	t.issues.truncated = truncated
-	// Stable, so the first copy of a duplicate to arrive is the one kept.
-	slices.SortStableFunc(ss, func(a, b spans.Span) int { return bytes.Compare(a.SpanID[:], b.SpanID[:]) })
+	sortByID(ss)
 	w := 0
 	for i := range ss {
 		if w > 0 && ss[w-1].SpanID == ss[i].SpanID {
@@ -285,4 +284,50 @@ func (t *Trace) makeNotes() {
 	add(is.truncated, "%d spans dropped: the trace is over the per-trace span cap (truncated)")
 	add(is.clientRoots, "%d operations start at a CLIENT span with no parent: retries of a client without a parent span land in separate traces, and nothing links these, so attempts across traces cannot be counted")
 	add(is.splitLinked, "%d operations continue an operation of another trace (joined by a link or resilience.operation.id)")
+}
+
+// sortByID sorts spans by span id, stably (the first copy of a duplicate to arrive stays first).
+// It sorts small pointer-free keys and then moves each span once, following the permutation's
+// cycles: sorting the 180-byte span structs themselves moved each several times, with a write
+// barrier for every pointer in it.
+func sortByID(ss []spans.Span) {
+	type key struct {
+		id spans.SpanID
+		i  int32
+	}
+	keys := make([]key, len(ss))
+	sorted := true
+	for i := range ss {
+		keys[i] = key{ss[i].SpanID, int32(i)}
+		if i > 0 && bytes.Compare(ss[i-1].SpanID[:], ss[i].SpanID[:]) > 0 {
+			sorted = false
+		}
+	}
+	if sorted {
+		return
+	}
+	slices.SortFunc(keys, func(a, b key) int {
+		if c := bytes.Compare(a.id[:], b.id[:]); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.i, b.i)
+	})
+	// Position k must receive the span now at keys[k].i. Walk each cycle once.
+	for k := range keys {
+		if keys[k].i < 0 || int(keys[k].i) == k {
+			continue
+		}
+		tmp := ss[k]
+		j := k
+		for {
+			src := int(keys[j].i)
+			keys[j].i = -1
+			if src == k {
+				ss[j] = tmp
+				break
+			}
+			ss[j] = ss[src]
+			j = src
+		}
+	}
 }
