@@ -2,6 +2,7 @@ package reference
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"time"
 
@@ -16,7 +17,8 @@ import (
 func (c *call) hedged(n int, kind string, pause time.Duration) (*http.Response, error, class) {
 	t := c.t
 	results := make(chan result, 2)
-	primaryCtx, cancelPrimary := context.WithCancel(c.opCtx)
+	primaryCtx, cancelPrimaryCause := context.WithCancelCause(c.opCtx)
+	cancelPrimary := func() { cancelPrimaryCause(errHedgeLost) }
 	waitCtx, primaryDone := context.WithCancel(c.opCtx)
 	go func() {
 		r := c.physical(primaryCtx, n, kind, pause, 1)
@@ -32,8 +34,8 @@ func (c *call) hedged(n int, kind string, pause time.Duration) (*http.Response, 
 			if t.inst != nil {
 				t.inst.add(c.callerCtx, t.inst.hedges, c.origin)
 			}
-			var hedgeCtx context.Context
-			hedgeCtx, cancelHedge = context.WithCancel(c.opCtx)
+			hedgeCtx, cancelHedgeCause := context.WithCancelCause(c.opCtx)
+			cancelHedge = func() { cancelHedgeCause(errHedgeLost) }
 			go func() {
 				r := c.physical(hedgeCtx, n, KindHedge, t.cfg.Hedge.Delay, 2)
 				r.hedge = true
@@ -73,6 +75,9 @@ func (c *call) hedged(n int, kind string, pause time.Duration) (*http.Response, 
 	c.last = win.la
 	return win.resp, win.err, win.cls
 }
+
+// errHedgeLost is the cause given to the copy that lost.
+var errHedgeLost = errors.New("the other copy of a hedged attempt answered first")
 
 // finishLoser closes a losing copy: its body, and its span with the decision taken.
 func finishLoser(r result, decision string) {

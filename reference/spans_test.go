@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -216,5 +217,62 @@ func TestSpansOfRefusalAndDeadline(t *testing.T) {
 func TestNoopTracerEmitsNothingAndSkipsWork(t *testing.T) {
 	if tracerFrom(nil) != nil || tracerFrom(nooptrace.NewTracerProvider()) != nil {
 		t.Fatal("a no-op provider is not short-circuited")
+	}
+}
+
+func TestSpansOfAHedge(t *testing.T) {
+	var mu sync.Mutex
+	n := 0
+	base := roundTripper(func(r *http.Request) (*http.Response, error) {
+		mu.Lock()
+		n++
+		first := n == 1
+		mu.Unlock()
+		if first {
+			<-r.Context().Done()
+			return nil, r.Context().Err()
+		}
+		return &http.Response{StatusCode: 200, Body: http.NoBody, Header: http.Header{}}, nil
+	})
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	tr, err := New(Config{Hedge: HedgeConfig{Delay: 5 * time.Millisecond}}, WithBase(base), WithRuntime(NewRuntime(0)), WithTracerProvider(tp))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := get(t, tr, context.Background())
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatal(resp, err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for len(rec.Ended()) < 3 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	var primary, hedge sdktrace.ReadOnlySpan
+	for _, s := range rec.Ended() {
+		if s.SpanKind() != trace.SpanKindClient {
+			continue
+		}
+		if attrs(s)[spans.AttrAttemptKind].AsString() == KindHedge {
+			hedge = s
+		} else {
+			primary = s
+		}
+	}
+	if primary == nil || hedge == nil {
+		t.Fatalf("spans %v", rec.Ended())
+	}
+	p, h := attrs(primary), attrs(hedge)
+	if p[spans.AttrAttempt].AsInt64() != 1 || h[spans.AttrAttempt].AsInt64() != 1 {
+		t.Errorf("a hedge is a copy of attempt 1: %v %v", p[spans.AttrAttempt], h[spans.AttrAttempt])
+	}
+	if p[spans.AttrOutcome].AsString() != "cancelled" || p[spans.AttrDecision].AsString() != "stop" || p[spans.AttrFanoutWidth].AsInt64() != 1 {
+		t.Errorf("losing primary: %v", p)
+	}
+	if h[spans.AttrOutcome].AsString() != "ok" || h[spans.AttrHTTPResendCount].AsInt64() != 1 || h[spans.AttrFanoutWidth].AsInt64() != 2 || h[spans.AttrBackoff].AsInt64() != 5 {
+		t.Errorf("winning hedge: %v", h)
+	}
+	if len(hedge.Links()) != 1 || hedge.Links()[0].SpanContext.SpanID() != primary.SpanContext().SpanID() {
+		t.Errorf("the hedge does not link to the primary")
 	}
 }

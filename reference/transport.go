@@ -474,7 +474,7 @@ func (c *call) physical(parent context.Context, n int, kind string, pause time.D
 		err = errors.New("base transport returned neither response nor error")
 	}
 	cls := classify(resp, err, t.cfg.Retry.RetryOn, ctx, c.opCtx, c.callerCtx)
-	if err != nil && c.opCtx.Err() == nil && errors.Is(ctx.Err(), context.Canceled) {
+	if err != nil && errors.Is(context.Cause(ctx), errHedgeLost) {
 		// Only this copy was cancelled (a hedge lost): the dependency did nothing wrong.
 		cls = class{outcome: OutcomeCancelled, errType: "cancelled"}
 	}
