@@ -172,13 +172,7 @@ func (s *jsonScanner) rawString() ([]byte, bool, error) {
 	start := s.pos
 	esc := false
 	for s.pos < len(s.buf) {
-		// Most bytes are plain: skip them with one table lookup each (locals, so the loop stays in
-		// registers).
-		buf, i := s.buf, s.pos
-		for i < len(buf) && !strSpecial[buf[i]] {
-			i++
-		}
-		s.pos = i
+		s.pos = skipPlain(s.buf, s.pos)
 		if s.pos >= len(s.buf) {
 			break
 		}
@@ -196,6 +190,30 @@ func (s *jsonScanner) rawString() ([]byte, bool, error) {
 		}
 	}
 	return nil, false, s.errorf("unterminated string")
+}
+
+// skipPlain returns the offset of the first byte at or after i that ends plain string content
+// (see strSpecial), or len(buf). Strings are most of an OTLP/JSON body, so it looks at eight bytes
+// at a time: a word holds no special byte when none of its bytes is '"', '\\' or below 0x20.
+func skipPlain(buf []byte, i int) int {
+	const (
+		ones  = 0x0101010101010101
+		highs = 0x8080808080808080
+	)
+	for ; i+8 <= len(buf); i += 8 {
+		x := load64(buf[i : i+8])
+		q := x ^ (ones * '"')
+		b := x ^ (ones * '\\')
+		// A byte of v is zero (or v's byte is below c) exactly when the classic
+		// (v - ones*c) & ^v & highs test sets its high bit; the other bytes never do.
+		if ((q-ones)&^q|(b-ones)&^b|(x-ones*0x20)&^x)&highs != 0 {
+			break
+		}
+	}
+	for i < len(buf) && !strSpecial[buf[i]] {
+		i++
+	}
+	return i
 }
 
 // strSpecial marks the bytes that end a run of plain string content: the quote, the backslash and
@@ -985,10 +1003,7 @@ func (d *jsonDecoder) attrFast(slab *attrSlab) bool {
 // plainString reads string content starting at i up to its closing quote, when it has no escapes or
 // control characters; it returns the content and the offset after the quote.
 func plainString(buf []byte, i int) ([]byte, int, bool) {
-	j := i
-	for j < len(buf) && !strSpecial[buf[j]] {
-		j++
-	}
+	j := skipPlain(buf, i)
 	if j >= len(buf) || buf[j] != '"' {
 		return nil, 0, false
 	}
