@@ -429,14 +429,40 @@ func (t *Trace) groupCalls(ops []*Operation, caller int, calls []int32, parent *
 		scope = t.parent[scope]
 	}
 	occurrence := 0
+	var op *Operation
+	var cur *Attempt
+	var curEnd int64
+	// The group's attempts, calls and origins are carved out of buffers sized for the
+	// caller (attempts and origins never outnumber calls): one allocation each per
+	// caller instead of several per operation. Each slice is capped when it is
+	// complete, so nothing appended later can spill into a neighbour.
+	m := len(ks)
+	attBuf := make([]Attempt, 0, m)
+	callBuf := make([]spans.SpanID, 0, m)
+	originBuf := make([]string, 0, m)
+	idxBuf := make([]int32, 0, m)
+	var attStart, callStart, originStart, idxStart int
+	closeAttempt := func() {
+		if cur != nil {
+			cur.Calls = callBuf[callStart:len(callBuf):len(callBuf)]
+			cur.Origins = originBuf[originStart:len(originBuf):len(originBuf)]
+			callStart, originStart = len(callBuf), len(originBuf)
+		}
+	}
+	closeOp := func() {
+		if op != nil {
+			closeAttempt()
+			op.Attempts = attBuf[attStart:len(attBuf):len(attBuf)]
+			op.calls = idxBuf[idxStart:len(idxBuf):len(idxBuf)]
+			attStart, idxStart = len(attBuf), len(idxBuf)
+		}
+	}
 	for lo := 0; lo < len(ks); {
 		hi := lo + 1
 		for hi < len(ks) && ks[hi].key == ks[lo].key {
 			hi++
 		}
-		var op *Operation
-		var cur *Attempt
-		var curEnd int64
+		op, cur, curEnd = nil, nil, 0
 		for _, kc := range ks[lo:hi] {
 			i := kc.idx
 			c := &t.calls[t.call[i]]
@@ -461,6 +487,7 @@ func (t *Trace) groupCalls(ops []*Operation, caller int, calls []int32, parent *
 				}
 			}
 			if newOp {
+				closeOp()
 				op = t.newOperation(callerSpan, c, parent)
 				occurrence = t.nextOccurrence(scope, kc.intent)
 				op.intent = intentKey(seed, parent, kc.intent, occurrence)
@@ -474,9 +501,10 @@ func (t *Trace) groupCalls(ops []*Operation, caller int, calls []int32, parent *
 				if cur != nil {
 					prevStatus = cur.Status
 				}
+				nAttempts := len(attBuf) - attStart
 				switch {
 				case kind != "":
-				case len(op.Attempts) == 0:
+				case nAttempts == 0:
 					kind = KindInitial
 				case isRedirect(prevStatus) || prevStatus == "401":
 					kind = AttemptKindResend
@@ -485,24 +513,25 @@ func (t *Trace) groupCalls(ops []*Operation, caller int, calls []int32, parent *
 				default:
 					kind = KindRetry
 				}
-				a := Attempt{Number: len(op.Attempts) + 1, Kind: kind, SpanID: s.SpanID,
+				a := Attempt{Number: nAttempts + 1, Kind: kind, SpanID: s.SpanID,
 					StartUnixNano: start, EndUnixNano: end, refNumber: c.attempt}
 				if b := intAttr(s, spans.AttrBackoff); b >= 0 {
 					a.BackoffNanos = b * 1e6
 				} else if cur != nil {
 					a.BackoffNanos = max(0, start-cur.EndUnixNano)
 				}
-				op.Attempts = append(op.Attempts, a)
-				cur = &op.Attempts[len(op.Attempts)-1]
+				closeAttempt()
+				attBuf = append(attBuf, a) // within capacity: cur stays valid
+				cur = &attBuf[len(attBuf)-1]
 				cur.Outcome, cur.Status = c.outcome, c.status
 				curEnd = end
 			} else if c.outcome == OutcomeOK && cur.Outcome != OutcomeOK {
 				// Of several copies, the attempt's outcome is the best one.
 				cur.Outcome, cur.Status = c.outcome, c.status
 			}
-			cur.Calls = append(cur.Calls, s.SpanID)
-			if !slices.Contains(cur.Origins, c.origin) {
-				cur.Origins = append(cur.Origins, c.origin)
+			callBuf = append(callBuf, s.SpanID)
+			if !slices.Contains(originBuf[originStart:], c.origin) {
+				originBuf = append(originBuf, c.origin)
 			}
 			cur.EndUnixNano = max(cur.EndUnixNano, end)
 			curEnd = max(curEnd, end)
@@ -514,9 +543,10 @@ func (t *Trace) groupCalls(ops []*Operation, caller int, calls []int32, parent *
 			if c.attempt >= 0 || c.opID != "" {
 				op.Inferred = false
 			}
-			op.calls = append(op.calls, t.call[i])
+			idxBuf = append(idxBuf, t.call[i])
 			c.op = op
 		}
+		closeOp()
 		lo = hi
 	}
 	for _, op := range ops[first:] {
