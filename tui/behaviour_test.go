@@ -511,3 +511,26 @@ func TestBreakerColumn(t *testing.T) {
 		}
 	}
 }
+
+// TestHelpFitsSmallTerminal: the widest help (trace screen, replay keys) at 80x24 keeps the frame
+// 80 wide and 24 high, and still lists the trace and replay keys.
+func TestHelpFitsSmallTerminal(t *testing.T) {
+	opt := testOptions(fixedSource(fakeSnapshot(0)))
+	opt.Replay = &fakeReplay{speed: 1}
+	m := drive(t, New(opt), size(80, 24), press("3"), press("enter"), press("?"))
+	v := m.View()
+	lines := strings.Split(v, "\n")
+	if len(lines) != 24 {
+		t.Errorf("help frame has %d lines", len(lines))
+	}
+	for i, l := range lines {
+		if w := lipgloss.Width(l); w > 80 {
+			t.Errorf("line %d is %d wide: %q", i, w, l)
+		}
+	}
+	for _, want := range []string{"collapse", "next finding/error", "pause replay", "faster", "quit"} {
+		if !strings.Contains(v, want) {
+			t.Errorf("narrow help lacks %q:\n%s", want, v)
+		}
+	}
+}

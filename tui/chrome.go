@@ -143,13 +143,23 @@ func (m Model) helpView() string {
 	t := &m.ctx.theme
 	h := m.help
 	h.ShowAll = true
+	h.Width = 0 // unbounded: the loop below narrows the table by whole groups instead
 	keys := m.helpKeys()
 	title := t.Bold.Render("Keys on "+m.screenTitle()) + t.Dim.Render("   (any key closes)")
-	w := m.termW - 4
-	if w > 96 {
-		w = 96
+	groups := keys.FullHelp()
+	table := h.FullHelpView(groups)
+	// In a narrow terminal the screen-switching keys go first (the tabs and the footer show
+	// them), then the movement keys, rather than wrapping the table into nonsense.
+	for _, drop := range []int{1, 0} {
+		if lipgloss.Width(table) <= m.termW-6 || len(groups) <= drop+1 {
+			break
+		}
+		groups = append(groups[:drop:drop], groups[drop+1:]...)
+		table = h.FullHelpView(groups)
 	}
-	box := t.Overlay.Width(w).Render(title + "\n\n" + h.FullHelpView(keys.FullHelp()) + "\n\n" +
+	// As wide as the key table (never wrapping it), within the terminal.
+	w := min(m.termW-4, max(lipgloss.Width(table), 60)+2)
+	box := t.Overlay.Width(w).Render(title + "\n\n" + table + "\n\n" +
 		t.Dim.Render("Filter: substring, or key=value on service, dependency, detector, severity, caller, owner, name, or a span attribute."))
 	return lipgloss.Place(m.termW, m.ctx.height, lipgloss.Center, lipgloss.Center, box)
 }

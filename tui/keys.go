@@ -134,7 +134,7 @@ func (h screenKeys) FullHelp() [][]key.Binding {
 	case screenOps, screenDeps, screenFindings:
 		groups = append(groups, []key.Binding{k.Sort, k.Reverse})
 	}
-	if h.demo {
+	if h.demo && h.s == screenEmpty {
 		general = append(general, k.Demo)
 	}
 	groups = append(groups, general)
