@@ -6,7 +6,8 @@ import (
 )
 
 // Client is a thin http.Client over a [Transport]: Do takes the context explicitly. Redirects and
-// cookies behave as in net/http; each redirect hop is its own logical call.
+// cookies behave as in net/http, and the whole Do - every redirect hop with its attempts - fits in
+// one Config.Timeout.
 type Client struct {
 	t  *Transport
 	hc *http.Client
@@ -21,13 +22,26 @@ func NewClient(cfg Config, opts ...Option) (*Client, error) {
 	return &Client{t: t, hc: &http.Client{Transport: t}}, nil
 }
 
-// Do sends req as one logical call bounded by ctx and the configured Timeout.
+// Do sends req as one logical call bounded by ctx and the configured Timeout. The caller closes
+// the response body, which also releases the call's deadline.
 func (c *Client) Do(ctx context.Context, req *http.Request) (*http.Response, error) {
-	return c.hc.Do(req.WithContext(ctx))
+	deadline := c.t.clock.Now().Add(c.t.cfg.Timeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	ctx, cancel := withDeadline(ctx, c.t.clock, deadline)
+	resp, err := c.hc.Do(req.WithContext(ctx))
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: cancel}
+	return resp, nil
 }
 
 // Transport returns the client's transport (for its Stats and Config).
 func (c *Client) Transport() *Transport { return c.t }
 
-// HTTPClient returns the underlying *http.Client.
+// HTTPClient returns the underlying *http.Client; calls made with it directly get one Timeout per
+// redirect hop rather than one for the whole Do.
 func (c *Client) HTTPClient() *http.Client { return c.hc }

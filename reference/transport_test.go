@@ -497,3 +497,28 @@ func (b ctxBody) Read(p []byte) (int, error) {
 	return b.r.Read(p)
 }
 func (b ctxBody) Close() error { return nil }
+
+// TestClientDoIsOneBudget: redirect hops share the Do's deadline instead of getting one each.
+func TestClientDoIsOneBudget(t *testing.T) {
+	h := newHarness(t, func(n int, _ *http.Request) (int, http.Header, time.Duration, error) {
+		if n == 0 {
+			return http.StatusFound, http.Header{"Location": {"/moved"}}, 600 * time.Millisecond, nil
+		}
+		return 200, nil, 600 * time.Millisecond, nil
+	})
+	c, err := NewClient(Config{Timeout: time.Second}, WithClock(h.clk), WithBase(h.stub), WithRuntime(h.rt))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest(http.MethodGet, "http://dep.test/item", nil)
+	_, err = c.Do(context.Background(), req)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("two hops of 0.6s in a 1s budget: %v", err)
+	}
+	if got := h.clk.Since(t0); got != time.Second {
+		t.Fatalf("took %v", got)
+	}
+	if h.stub.calls[1].deadline != t0.Add(time.Second) {
+		t.Fatalf("second hop's deadline %v", h.stub.calls[1].deadline)
+	}
+}
