@@ -452,47 +452,73 @@ func (d *protoDecoder) span(res *Resource, scope string, src []byte) error {
 	var err error
 	nAttr, nEvent, nLink := 0, 0, 0
 	for len(src) > 0 {
-		if next, ferr := fc.NextField(src); ferr == nil {
-			src = next
-		} else if src, err = skipGroup(&fc, src, ferr); err != nil {
-			return err
+		// The span's own fields are the hottest loop of the decoder. Fields with a one-byte tag
+		// and, for bytes, a one-byte length - nearly all of them - are read here without a call;
+		// the rest go through easyproto.
+		var (
+			num  uint32
+			typ  byte // wire type: 0 varint, 1 i64, 2 len, 5 i32
+			data []byte
+			v    uint64
+		)
+		if t := src[0]; t < 0x80 && len(src) >= 2 && (t&7 == 2 && src[1] < 0x80 && 2+int(src[1]) <= len(src)) {
+			num, typ, data, src = uint32(t>>3), 2, src[2:2+int(src[1])], src[2+int(src[1]):]
+		} else if t < 0x80 && t&7 == 1 && len(src) >= 9 {
+			num, typ, v, src = uint32(t>>3), 1, load64(src[1:9]), src[9:]
+		} else if t < 0x80 && t&7 == 0 && len(src) >= 2 && src[1] < 0x80 {
+			num, typ, v, src = uint32(t>>3), 0, uint64(src[1]), src[2:]
+		} else {
+			if next, ferr := fc.NextField(src); ferr == nil {
+				src = next
+			} else if src, err = skipGroup(&fc, src, ferr); err != nil {
+				return err
+			}
+			num = fc.FieldNum
+			if b, ok := fc.MessageData(); ok {
+				typ, data = 2, b
+			} else if x, ok := fc.Uint64(); ok {
+				typ, v = 0, x
+			} else if x, ok := fc.Fixed64(); ok {
+				typ, v = 1, x
+			} else {
+				typ = 5
+			}
 		}
-		switch fc.FieldNum {
+		switch num {
 		case fSpanTraceID:
-			if v, ok := fc.Bytes(); ok {
-				traceID = v
+			if typ == 2 {
+				traceID = data
 			}
 		case fSpanSpanID:
-			if v, ok := fc.Bytes(); ok {
-				spanID = v
+			if typ == 2 {
+				spanID = data
 			}
 		case fSpanParentID:
-			if v, ok := fc.Bytes(); ok {
-				if len(v) == len(sp.ParentID) {
-					copy(sp.ParentID[:], v)
+			if typ == 2 {
+				if len(data) == len(sp.ParentID) {
+					copy(sp.ParentID[:], data)
 				} else {
 					sp.ParentID = SpanID{}
 				}
 			}
 		case fSpanName:
-			if v, ok := fc.String(); ok {
-				sp.Name = v
+			if typ == 2 {
+				sp.Name = bstr(data)
 			}
 		case fSpanKind:
-			if v, ok := fc.Uint64(); ok {
+			if typ == 0 {
 				sp.Kind = Kind(v)
 			}
 		case fSpanStart:
-			if v, ok := fc.Fixed64(); ok {
+			if typ == 1 {
 				sp.StartUnixNano = int64(v)
 			}
 		case fSpanEnd:
-			if v, ok := fc.Fixed64(); ok {
+			if typ == 1 {
 				sp.EndUnixNano = int64(v)
 			}
 		case fSpanAttributes:
-			data, ok := fc.MessageData()
-			if !ok {
+			if typ != 2 {
 				continue
 			}
 			key, val, err := keyValue(data)
@@ -504,8 +530,7 @@ func (d *protoDecoder) span(res *Resource, scope string, src []byte) error {
 			}
 			nAttr++
 		case fSpanEvents:
-			data, ok := fc.MessageData()
-			if !ok {
+			if typ != 2 {
 				continue
 			}
 			if err := d.event(data); err != nil {
@@ -513,8 +538,7 @@ func (d *protoDecoder) span(res *Resource, scope string, src []byte) error {
 			}
 			nEvent++
 		case fSpanLinks:
-			data, ok := fc.MessageData()
-			if !ok {
+			if typ != 2 {
 				continue
 			}
 			if err := d.link(data); err != nil {
@@ -522,8 +546,7 @@ func (d *protoDecoder) span(res *Resource, scope string, src []byte) error {
 			}
 			nLink++
 		case fSpanStatus:
-			data, ok := fc.MessageData()
-			if !ok {
+			if typ != 2 {
 				continue
 			}
 			if err := status(sp, data); err != nil {
