@@ -103,6 +103,25 @@ func TestComponentsMatchBuilderManifest(t *testing.T) {
 			t.Errorf("%ss: Components() has %v, builder-config.yaml has %v", c.kind, c.got, c.want)
 		}
 	}
+	// The module each component is listed under is the manifest's.
+	mods := map[string]string{}
+	for kind, ms := range map[string]map[component.Type]string{"receiver": f.ReceiverModules, "processor": f.ProcessorModules,
+		"exporter": f.ExporterModules, "connector": f.ConnectorModules} {
+		for typ, mod := range ms {
+			mods[kind+"/"+typ.String()] = mod
+		}
+	}
+	for kind, list := range map[string][]manifestModule{"receiver": m.Receivers, "processor": m.Processors, "exporter": m.Exporters, "connector": m.Connectors} {
+		for _, mod := range list {
+			want := mod.GoMod
+			if mod.Path != "" {
+				want, _, _ = strings.Cut(mod.GoMod, " ") // built from the directory: no version
+			}
+			if got := mods[kind+"/"+typeOf(mod, kind)]; got != want {
+				t.Errorf("%s %s: Components() names module %q, builder-config.yaml %q", kind, typeOf(mod, kind), got, want)
+			}
+		}
+	}
 	for _, want := range []string{"otlp_grpc", "load_balancing", "prometheus", "debug"} {
 		if _, ok := f.Exporters[component.MustNewType(want)]; !ok {
 			t.Errorf("the distribution lacks the %s exporter", want)
