@@ -534,3 +534,13 @@ func TestHelpFitsSmallTerminal(t *testing.T) {
 		}
 	}
 }
+
+// TestSpansButNoAnalysisYet: spans held but nothing settled says why the table is empty instead of
+// blaming a filter.
+func TestSpansButNoAnalysisYet(t *testing.T) {
+	snap := &analyzer.Snapshot{Stats: analyzer.StoreStats{SpansHeld: 12, TracesHeld: 2, PendingTraces: 2}}
+	v := drive(t, New(testOptions(fixedSource(snap))), size(testW, testH)).View()
+	if !strings.Contains(v, "no dependencies yet") || strings.Contains(v, "nothing matches") {
+		t.Errorf("pending traces:\n%s", v)
+	}
+}

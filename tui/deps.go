@@ -292,7 +292,10 @@ func (m depsModel) View() string {
 	titles[sortIdx] += sortArrow(m.reverse)
 	lines = append(lines, t.Dim.Render(row(cols, titles...)))
 
-	if len(m.rows) == 0 {
+	switch {
+	case len(m.all) == 0:
+		lines = append(lines, t.Dim.Render("  no dependencies yet: a trace is analyzed once it has been quiet for the settle period (--settle)"))
+	case len(m.rows) == 0:
 		lines = append(lines, t.Dim.Render("  nothing matches the filter"))
 	}
 	from, to := m.cur.window()
