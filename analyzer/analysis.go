@@ -14,28 +14,9 @@ type traceResult struct {
 	trace    *Trace
 	ops      []*Operation
 	findings []Finding
-	// deps is this trace's accounting, set only between analysis and its contribution to the
-	// totals: it is recomputed (account is deterministic) when the contribution is taken back,
-	// rather than held for every trace.
-	deps []depContrib
-	errs []string // detectors that failed
+	errs     []string // detectors that failed
 	// released: the spans and the index were dropped after analysis (Config.ReleaseSpans).
 	released bool
-}
-
-// depContrib is one trace's share of one dependency's accounting.
-type depContrib struct {
-	dep      string
-	service  string
-	physical int
-	logical  int
-	outcomes []outcomeCount
-	callers  []string
-}
-
-type outcomeCount struct {
-	key string
-	n   int
 }
 
 // analyzeTrace is the whole per-trace pipeline: index, operations, accounting, detectors.
@@ -43,8 +24,8 @@ func analyzeTrace(id spans.TraceID, ss []spans.Span, truncated int, cfg *Config,
 	t := buildTrace(id, ss, truncated)
 	r := &traceResult{trace: t}
 	r.ops = t.inferOperations(seed, cfg.Settings.Skew(), in)
-	t.occurrences = nil
-	r.deps = t.account(r.ops, true)
+	t.occurrences, t.occList = nil, nil
+	t.account(r.ops, true, nil) // the issues; the counts go straight to the totals (contribute)
 	pass := Pass{Trace: t, Operations: r.ops, Settings: cfg.Settings}
 	// One Report for all the detectors of this trace: it names whichever detector is running.
 	// Made per detector, the closure was an allocation per detector per trace (about one per ten
@@ -133,15 +114,35 @@ func sortFindings(fs []Finding) {
 
 // account counts, per origin, the physical calls, the logical operations (distinct intents, so
 // copies made by the retries of layers above count once) and the outcomes.
-func (t *Trace) account(ops []*Operation, noteIssues bool) []depContrib {
+func (t *Trace) account(ops []*Operation, noteIssues bool, add func(c *callInfo, caller, status string, logical bool)) {
+	// Few intents per trace in the common case: a slice, becoming a map past 16 so that ten
+	// thousand distinct operations under one caller stay linear.
 	type intentAt struct {
 		dep    string
 		intent uint64
 	}
-	// Traces have few dependencies and operations: linear scans over small slices beat maps
-	// (which would be allocated per trace).
-	var out []depContrib
-	var seenIntent []intentAt
+	var seenList []intentAt
+	var seenMap map[intentAt]struct{}
+	seen := func(ia intentAt) bool {
+		if seenMap != nil {
+			if _, ok := seenMap[ia]; ok {
+				return true
+			}
+			seenMap[ia] = struct{}{}
+			return false
+		}
+		if slices.Contains(seenList, ia) {
+			return true
+		}
+		seenList = append(seenList, ia)
+		if len(seenList) > 16 {
+			seenMap = make(map[intentAt]struct{}, 64)
+			for _, x := range seenList {
+				seenMap[x] = struct{}{}
+			}
+		}
+		return false
+	}
 	for _, op := range ops {
 		joined := false
 		if op.Parent == nil && len(op.calls) > 0 {
@@ -167,41 +168,15 @@ func (t *Trace) account(ops []*Operation, noteIssues bool) []depContrib {
 				}
 			}
 		}
+		if add == nil {
+			continue
+		}
 		for _, k := range op.calls {
 			c := &t.calls[k]
-			j := slices.IndexFunc(out, func(d depContrib) bool { return d.dep == c.origin })
-			if j < 0 {
-				j = len(out)
-				out = append(out, depContrib{dep: c.origin, service: c.service})
-			}
-			d := &out[j]
-			if d.service == "" {
-				d.service = c.service
-			}
-			d.physical++
-			key := statusKey(c.outcome, c.status)
-			found := false
-			for m := range d.outcomes {
-				if d.outcomes[m].key == key {
-					d.outcomes[m].n++
-					found = true
-					break
-				}
-			}
-			if !found {
-				d.outcomes = append(d.outcomes, outcomeCount{key, 1})
-			}
-			if op.Caller != "" && !slices.Contains(d.callers, op.Caller) {
-				d.callers = append(d.callers, op.Caller)
-			}
-			ia := intentAt{c.origin, op.intent}
-			if !joined && !slices.Contains(seenIntent, ia) {
-				seenIntent = append(seenIntent, ia)
-				d.logical++
-			}
+			logical := !joined && !seen(intentAt{c.origin, op.intent})
+			add(c, op.Caller, statusKey(c.outcome, c.status), logical)
 		}
 	}
-	return out
 }
 
 func decodeHex(dst []byte, s string) error {

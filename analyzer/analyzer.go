@@ -327,38 +327,32 @@ func (a *Analyzer) contribute(r *traceResult, sign int) {
 	a.inSpans += sign * len(r.trace.Spans)
 	a.inOps += sign * len(r.ops)
 	a.issues.add(r.trace.issues, sign)
-	deps := r.deps
-	if deps == nil {
-		deps = r.trace.account(r.ops, false)
-	}
-	r.deps = nil
-	for _, d := range deps {
-		g := a.deps[d.dep]
+	// The accounting is recomputed (it is deterministic) rather than held per trace.
+	r.trace.account(r.ops, false, func(c *callInfo, caller, status string, logical bool) {
+		g := a.deps[c.origin]
 		if g == nil {
 			g = &depAgg{outcomes: map[string]int{}, callers: map[string]int{}}
-			a.deps[d.dep] = g
+			a.deps[c.origin] = g
 		}
 		if g.service == "" {
-			g.service = d.service
+			g.service = c.service
 		}
-		g.physical += sign * d.physical
-		g.logical += sign * d.logical
-		for _, o := range d.outcomes {
-			g.outcomes[o.key] += sign * o.n
-			if g.outcomes[o.key] <= 0 {
-				delete(g.outcomes, o.key)
-			}
+		g.physical += sign
+		if logical {
+			g.logical += sign
 		}
-		for _, c := range d.callers {
-			g.callers[c] += sign
-			if g.callers[c] <= 0 {
-				delete(g.callers, c)
+		if g.outcomes[status] += sign; g.outcomes[status] <= 0 {
+			delete(g.outcomes, status)
+		}
+		if caller != "" {
+			if g.callers[caller] += sign; g.callers[caller] <= 0 {
+				delete(g.callers, caller)
 			}
 		}
 		if g.physical <= 0 && g.logical <= 0 {
-			delete(a.deps, d.dep)
+			delete(a.deps, c.origin)
 		}
-	}
+	})
 	for _, e := range r.errs {
 		a.detErrs[e] = true
 	}

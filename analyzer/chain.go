@@ -35,17 +35,38 @@ func (c *LeafChain) RetryingLayers() []Layer {
 // LeafChains groups the leaf operations of one trace by intent and measures each chain. The
 // result is ordered by LeafCalls, most first, then by dependency.
 func LeafChains(ops []*Operation) []LeafChain {
-	byIntent := map[uint64]int{}
+	// Few chains per trace: a linear scan, with a map past 16 (many distinct siblings).
+	var byIntent map[uint64]int
 	var out []LeafChain
 	for _, op := range ops {
-		if !op.IsLeaf() {
+		if !op.IsLeaf() || len(op.Attempts) == 0 {
 			continue
 		}
-		k, ok := byIntent[op.intent]
-		if !ok {
+		k := -1
+		if byIntent != nil {
+			if v, ok := byIntent[op.intent]; ok {
+				k = v
+			}
+		} else {
+			for j := range out {
+				if out[j].Leaves[0].intent == op.intent {
+					k = j
+					break
+				}
+			}
+		}
+		if k < 0 {
 			k = len(out)
-			byIntent[op.intent] = k
 			out = append(out, LeafChain{Dependency: op.Dependency, Service: op.DependencyService})
+			if byIntent != nil {
+				byIntent[op.intent] = k
+			} else if len(out) > 16 {
+				byIntent = make(map[uint64]int, 64)
+				for j := range out[:len(out)-1] {
+					byIntent[out[j].Leaves[0].intent] = j
+				}
+				byIntent[op.intent] = k
+			}
 		}
 		c := &out[k]
 		c.LeafCalls += op.PhysicalCalls()

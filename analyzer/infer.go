@@ -47,13 +47,15 @@ var grpcCodes = [...]string{"OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "D
 // classify finds a CLIENT span's outcome class and status text.
 func classify(s *spans.Span) (outcome, status string) {
 	explicit := s.Str(spans.AttrOutcome)
-	if a, ok := s.Attr(spans.AttrHTTPStatus); ok {
-		status = a.AsString()
-	} else if a, ok := s.Attr(spans.AttrLegacyHTTPStatusCode); ok {
-		status = a.AsString()
+	a, ok := s.Attr(spans.AttrHTTPStatus)
+	if !ok {
+		a, ok = s.Attr(spans.AttrLegacyHTTPStatusCode)
+	}
+	if ok {
+		status = statusText(a)
 	}
 	if status != "" {
-		code, _ := strconv.Atoi(status)
+		code, _ := a.AsInt()
 		switch {
 		case code >= 200 && code < 400:
 			outcome = OutcomeOK
@@ -90,19 +92,49 @@ func classify(s *spans.Span) (outcome, status string) {
 // grpcStatus reads either spelling of the gRPC status: the current string attribute or the older
 // integer one.
 func grpcStatus(s *spans.Span) string {
-	if a, ok := s.Attr(spans.AttrRPCStatus); ok {
-		if n, isNum := a.AsInt(); isNum && n >= 0 && int(n) < len(grpcCodes) {
-			return grpcCodes[n]
-		}
-		return strings.ToUpper(a.AsString())
+	a, ok := s.Attr(spans.AttrRPCStatus)
+	if !ok {
+		a, ok = s.Attr(spans.AttrRPCGRPCStatus)
 	}
-	if a, ok := s.Attr(spans.AttrRPCGRPCStatus); ok {
-		if n, isNum := a.AsInt(); isNum && n >= 0 && int(n) < len(grpcCodes) {
-			return grpcCodes[n]
-		}
-		return strings.ToUpper(a.AsString())
+	if !ok {
+		return ""
 	}
-	return ""
+	// A name ("UNAVAILABLE") is the common case: no number parsing (and its error) for it.
+	if a.Type == spans.ValueString && (a.Str == "" || a.Str[0] < '0' || a.Str[0] > '9') {
+		if isUpper(a.Str) {
+			return a.Str
+		}
+		return strings.ToUpper(a.Str)
+	}
+	if n, isNum := a.AsInt(); isNum && n >= 0 && int(n) < len(grpcCodes) {
+		return grpcCodes[n]
+	}
+	return strings.ToUpper(a.AsString())
+}
+
+func isUpper(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if 'a' <= s[i] && s[i] <= 'z' {
+			return false
+		}
+	}
+	return true
+}
+
+// statusTexts are the HTTP statuses as text, made once: every call has one.
+var statusTexts = func() []string {
+	t := make([]string, 600)
+	for i := range t {
+		t[i] = strconv.Itoa(i)
+	}
+	return t
+}()
+
+func statusText(a spans.Attr) string {
+	if n, ok := a.AsInt(); ok && n >= 0 && n < int64(len(statusTexts)) {
+		return statusTexts[n]
+	}
+	return a.AsString()
 }
 
 // errorClass reads a failed call with no status code: a timeout, a cancellation, a breaker's
@@ -649,13 +681,32 @@ func hashStrings(seed maphash.Seed, a, b, c string) uint64 {
 // nextOccurrence numbers the operations of one intent within one scope, in the order they are
 // made (pre-order, siblings by start time).
 func (t *Trace) nextOccurrence(scope int32, intent uint64) int {
-	if t.occurrences == nil {
-		t.occurrences = map[scopeIntent]int{}
-	}
 	k := scopeIntent{scope, intent}
+	if t.occurrences == nil {
+		// Few per trace: a slice, becoming a map past 16 (ten thousand distinct siblings).
+		for i := range t.occList {
+			if t.occList[i].k == k {
+				t.occList[i].n++
+				return t.occList[i].n - 1
+			}
+		}
+		t.occList = append(t.occList, occCount{k, 1})
+		if len(t.occList) > 16 {
+			t.occurrences = make(map[scopeIntent]int, 64)
+			for _, o := range t.occList {
+				t.occurrences[o.k] = o.n
+			}
+		}
+		return 0
+	}
 	n := t.occurrences[k]
 	t.occurrences[k] = n + 1
 	return n
+}
+
+type occCount struct {
+	k scopeIntent
+	n int
 }
 
 type scopeIntent struct {

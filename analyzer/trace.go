@@ -33,6 +33,7 @@ type Trace struct {
 	issues      traceIssues
 	notes       []string
 	occurrences map[scopeIntent]int // only while inferring
+	occList     []occCount
 }
 
 // traceIssues counts what was wrong with the data; the report turns them into notes.
