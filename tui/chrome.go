@@ -52,7 +52,7 @@ func (m Model) headerView() string {
 	if s := m.snap; s != nil {
 		parts = append(parts,
 			"spans/s "+t.Bold.Render(humanInt(int(m.rate+0.5))),
-			"traces "+t.Bold.Render(humanInt(s.Stats.TracesHeld)),
+			"traces "+t.Bold.Render(humanInt(s.Stats.TracesHeld))+settling(s.Stats.PendingTraces),
 			"operations "+t.Bold.Render(humanInt(len(s.Operations))),
 		)
 		var bySev [3]int
@@ -243,4 +243,13 @@ func humanInt(n int) string {
 		b.WriteString(s[i : i+3])
 	}
 	return b.String()
+}
+
+// settling says how many traces wait for their settle period, so an engineer watching an empty
+// table knows data is arriving.
+func settling(n int) string {
+	if n == 0 {
+		return ""
+	}
+	return " (" + humanInt(n) + " settling)"
 }
