@@ -317,7 +317,7 @@ func intAttr(s *spans.Span, key string) int64 {
 // thousand siblings cost n log n, not n squared.
 func (t *Trace) inferOperations(seed maphash.Seed, skew int64, in *interner) []*Operation {
 	n := len(t.Spans)
-	t.call = make([]int32, n)
+	// t.call was carved by buildTrace.
 	t.enclosing = make([]*Operation, n)
 	nClient := 0
 	for i := range t.Spans {

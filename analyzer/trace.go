@@ -160,7 +160,15 @@ func buildTrace(id spans.TraceID, ss []spans.Span, truncated int) *Trace {
 	t.Spans = ss
 	n := len(ss)
 
-	t.parent = make([]int32, n)
+	// The per-span index arrays share one allocation: parent, childOff (n+1), child (at most
+	// n), order, depth, and the inference's call index.
+	arena := make([]int32, 6*n+1)
+	carve := func(size int) []int32 {
+		c := arena[:size:size]
+		arena = arena[size:]
+		return c
+	}
+	t.parent = carve(n)
 	for i := range ss {
 		s := &ss[i]
 		t.parent[i] = -1
@@ -185,7 +193,7 @@ func buildTrace(id spans.TraceID, ss []spans.Span, truncated int) *Trace {
 	t.breakCycles()
 
 	// Children in CSR form, each list by start time (then id, for determinism).
-	t.childOff = make([]int32, n+1)
+	t.childOff = carve(n + 1)
 	for i := range n {
 		if p := t.parent[i]; p >= 0 {
 			t.childOff[p+1]++
@@ -196,8 +204,10 @@ func buildTrace(id spans.TraceID, ss []spans.Span, truncated int) *Trace {
 	for i := range n {
 		t.childOff[i+1] += t.childOff[i]
 	}
-	t.child = make([]int32, n-len(t.roots))
-	fill := slices.Clone(t.childOff[:n])
+	t.child = carve(n)[:n-len(t.roots)]
+	t.depth = carve(n)
+	fill := t.depth // scratch until the depths are computed below
+	copy(fill, t.childOff[:n])
 	for i := range n {
 		if p := t.parent[i]; p >= 0 {
 			t.child[fill[p]] = int32(i)
@@ -218,8 +228,9 @@ func buildTrace(id spans.TraceID, ss []spans.Span, truncated int) *Trace {
 	slices.SortFunc(t.roots, byStart)
 
 	// Display order and depth.
-	t.order = make([]int32, 0, n)
-	t.depth = make([]int32, n)
+	t.order = carve(n)[:0]
+	clear(t.depth)
+	t.call = carve(n)
 	stack := make([]int32, 0, 64)
 	for k := len(t.roots) - 1; k >= 0; k-- {
 		stack = append(stack, t.roots[k])
