@@ -75,3 +75,19 @@ func TestFixtureScreensGolden(t *testing.T) {
 		})
 	}
 }
+
+// TestFixtureFanoutSideBySide: the fan-out fixture's second attempt shows its two copies, each
+// with the origin it reached, under one attempt number.
+func TestFixtureFanoutSideBySide(t *testing.T) {
+	snap := fixtureSnapshot(t, "fanout-reference")
+	m := drive(t, New(testOptions(fixedSource(snap))), size(testW, testH), press("3"), press("enter"))
+	v := m.View()
+	for _, want := range []string{"fan-out 1/2 → primary-", "fan-out 2/2 → primary-", "one retrying layer: 2 calls to"} {
+		if !strings.Contains(v, want) {
+			t.Errorf("fan-out trace lacks %q:\n%s", want, v)
+		}
+	}
+	if n := strings.Count(v, "#2/2 retry ok"); n != 2 {
+		t.Errorf("both copies should carry attempt #2/2: %d", n)
+	}
+}

@@ -472,6 +472,9 @@ func layersLine(t *Theme, v *analyzer.TraceView) string {
 		dep = "the leaf dependency"
 	}
 	s := fmt.Sprintf("%s = %d calls to %s", strings.Join(nums, " x "), prod, dep)
+	if len(v.Layers) == 1 {
+		s = fmt.Sprintf("one retrying layer: %d calls to %s", prod, dep)
+	}
 	style := t.Warn
 	if len(v.Layers) > 1 {
 		style = t.Crit
@@ -523,9 +526,11 @@ func (m traceModel) rowView(i int, selected bool, nameW, statusW, barW, dlCol in
 		name.WriteString(svc + ": ")
 	}
 	if a.fanOf > 1 {
-		fmt.Fprintf(&name, "fan-out %d/%d ", a.fanIdx, a.fanOf)
+		// Fan-out is about where the copies went: the origin says more than the span name.
+		fmt.Fprintf(&name, "fan-out %d/%d → %s", a.fanIdx, a.fanOf, orDash(spanOrigin(sp)))
+	} else {
+		name.WriteString(sp.Name)
 	}
-	name.WriteString(sp.Name)
 
 	// Attempt / outcome.
 	var st string
@@ -601,4 +606,22 @@ func (m traceModel) rowView(i int, selected bool, nameW, statusW, barW, dlCol in
 		left = t.Warn.Render(left)
 	}
 	return left + barStr
+}
+
+// spanOrigin is host:port of a CLIENT span's destination, from server.address/port or url.full.
+func spanOrigin(sp *spans.Span) string {
+	if h := sp.Str(spans.AttrServerAddress); h != "" {
+		if p := sp.Str(spans.AttrServerPort); p != "" {
+			return h + ":" + p
+		}
+		return h
+	}
+	u := sp.Str(spans.AttrURLFull)
+	if i := strings.Index(u, "://"); i >= 0 {
+		u = u[i+3:]
+	}
+	if i := strings.IndexAny(u, "/?#"); i >= 0 {
+		u = u[:i]
+	}
+	return u
 }
