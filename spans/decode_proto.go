@@ -94,9 +94,15 @@ const (
 // and fields with an unexpected wire type are skipped as unknown, so the result matches what the
 // generated code would give.
 //
-// Malformed input returns an error that wraps [ErrMalformed] and says where in the request it was
-// found. Memory is allocated per request, not per span or attribute: the spans, attributes, links,
-// events and resources of a request each live in one slice sized by a counting pass.
+// Malformed input returns an error that wraps [ErrMalformed] (and [ErrTooDeep] when array and map
+// values nest deeper than [MaxValueDepth]), is marked with [NewPermanent], and says where in the
+// request it was found. Parts the decoder does not read - the values of dropped attributes,
+// fields it does not keep - are not validated. Nothing panics on any input (fuzzed).
+//
+// Memory is allocated per request, not per span or attribute: the spans and resources of a request
+// each live in one slice sized by a counting pass, the attributes in one slab sized from the
+// request length (grown in chunks when short, compacted when far over), links and events in one
+// slice each when there are any, and arrays, maps and bytes values in one text arena.
 func DecodeProto(buf []byte, opt DecodeOptions) (*Batch, error) {
 	var c protoCounts
 	if err := c.request(buf); err != nil {
