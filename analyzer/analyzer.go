@@ -510,23 +510,17 @@ func (a *Analyzer) Snapshot(now time.Time) *Snapshot {
 	if a.snapCache == nil || a.snapCached != a.version {
 		s := &Snapshot{Report: a.report(), Stats: a.stats(), History: make(map[string][]float64, len(a.hist))}
 		s.Operations = make([]*Operation, 0, a.inOps)
-		views := make(map[spans.TraceID]*traceResult, len(a.traces))
 		for t := a.held.front(); t != nil; t = a.held.next(t) {
 			if t.res != nil {
 				s.Operations = append(s.Operations, t.res.ops...)
-				views[t.id] = t.res
 			}
 		}
 		for k, v := range a.hist {
 			s.History[k] = slices.Clone(v)
 		}
-		s.TraceLookup = func(id spans.TraceID) (*TraceView, bool) {
-			r, ok := views[id]
-			if !ok {
-				return nil, false
-			}
-			return r.view(), true
-		}
+		// Looked up when asked, not indexed per snapshot: the TUI opens one trace at a time.
+		// The result found is immutable; a trace re-analyzed since shows its newer analysis.
+		s.TraceLookup = a.lookup
 		a.snapCache = s
 		a.snapCached = a.version
 	}
@@ -566,4 +560,19 @@ func (a *Analyzer) tickHistory(n int64) {
 		a.histPrev[dep] = [2]int{g.physical, g.logical}
 	}
 	a.version++
+}
+
+// lookup finds a held trace's latest analysis (Snapshot.TraceLookup).
+func (a *Analyzer) lookup(id spans.TraceID) (*TraceView, bool) {
+	a.mu.Lock()
+	t := a.traces[id]
+	var r *traceResult
+	if t != nil {
+		r = t.res
+	}
+	a.mu.Unlock()
+	if r == nil {
+		return nil, false
+	}
+	return r.view(), true
 }
