@@ -544,3 +544,20 @@ func TestSpansButNoAnalysisYet(t *testing.T) {
 		t.Errorf("pending traces:\n%s", v)
 	}
 }
+
+func TestErrorShare(t *testing.T) {
+	for _, c := range []struct {
+		in   map[string]int
+		want string
+	}{
+		{map[string]int{"200": 10}, "-"},
+		{map[string]int{"503": 3, "200": 1}, "75% 503"},
+		{map[string]int{"503": 2, "timeout": 1, "ok": 1}, "75% 503 +1"},
+		{map[string]int{"UNAVAILABLE": 4, "OK": 4, "302": 2}, "40% UNAVAILABLE"},
+		{nil, "-"},
+	} {
+		if _, got := errorShare(c.in); got != c.want {
+			t.Errorf("errorShare(%v) = %q, want %q", c.in, got, c.want)
+		}
+	}
+}

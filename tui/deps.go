@@ -141,14 +141,15 @@ func (m *depsModel) SetSnapshot(s *analyzer.Snapshot) {
 // errorShare is the share of outcomes that are not a success, and a short text naming the commonest
 // failure, e.g. "75% 503".
 func errorShare(outcomes map[string]int) (float64, string) {
-	total, bad := 0, 0
+	total, bad, kinds := 0, 0, 0
 	top, topN := "", 0
 	for k, n := range outcomes {
 		total += n
-		if isOKOutcome(k) {
+		if isOKOutcome(k) || n == 0 {
 			continue
 		}
 		bad += n
+		kinds++
 		if n > topN || (n == topN && k < top) {
 			top, topN = k, n
 		}
@@ -157,7 +158,11 @@ func errorShare(outcomes map[string]int) (float64, string) {
 		return 0, "-"
 	}
 	share := float64(bad) / float64(total)
-	return share, fmt.Sprintf("%.0f%% %s", share*100, top)
+	text := fmt.Sprintf("%.0f%% %s", share*100, top)
+	if kinds > 1 {
+		text += fmt.Sprintf(" +%d", kinds-1) // more failure kinds: the Operations screen has them
+	}
+	return share, text
 }
 
 func isOKOutcome(k string) bool {
