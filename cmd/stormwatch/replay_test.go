@@ -3,8 +3,10 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -228,4 +230,38 @@ func TestReplayFromStdin(t *testing.T) {
 		t.Fatalf("%v\n%s", err, errb.String())
 	}
 	waitFor(t, sink, 6)
+}
+
+// TestReplayDashboardEndToEnd replays a fixture into the real dashboard in a tmux terminal: the
+// dependency appears, the header shows the replay and its speed, and space and + act on the player.
+func TestReplayDashboardEndToEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary and drives a terminal")
+	}
+	if _, err := exec.LookPath("tmux"); err != nil {
+		t.Skip("tmux is not installed: the end-to-end dashboard test needs a real terminal (CI installs tmux, see .ci/run)")
+	}
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "stormwatch")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	fixture, err := filepath.Abs("../../fixtures/amplification-27-reference.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := fmt.Sprintf("%s replay --speed 8 --loop --settle 300ms --log-file %s %s; echo EXITED $?; sleep 60",
+		bin, filepath.Join(dir, "stormwatch.log"), fixture)
+	s := newTmux(t, 120, 36, []string{"TERM=xterm-256color"}, cmd)
+
+	screen := s.waitScreen("http://dep:8080", 20*time.Second)
+	if !strings.Contains(screen, "REPLAY 8x") || !strings.Contains(screen, "spans played") {
+		t.Errorf("the header does not show the replay and its speed:\n%s", screen)
+	}
+	s.keys("Space")
+	s.waitScreen("REPLAY PAUSED 8x", 5*time.Second)
+	s.keys("Space", "+")
+	s.waitScreen("REPLAY 16x", 5*time.Second)
+	s.keys("q")
+	s.waitScreen("EXITED 0", 10*time.Second)
 }
