@@ -161,7 +161,7 @@ func (m Model) helpView() string {
 	w := min(m.termW-4, max(lipgloss.Width(table), 60)+2)
 	box := t.Overlay.Width(w).Render(title + "\n\n" + table + "\n\n" +
 		t.Dim.Render("Filter: substring, or key=value on service, dependency, detector, severity, caller, owner, name, or a span attribute."))
-	return lipgloss.Place(m.termW, m.ctx.height, lipgloss.Center, lipgloss.Center, box)
+	return lipgloss.Place(m.termW, m.bodyH, lipgloss.Center, lipgloss.Center, box)
 }
 
 func (m Model) screenTitle() string {
@@ -208,7 +208,7 @@ func (m Model) emptyView() string {
 		}
 	}
 	add("  Press " + t.Bold.Render("?") + " for every key, " + t.Bold.Render("q") + " to quit.")
-	return padLines(lines, m.ctx.height)
+	return padLines(lines, m.bodyH)
 }
 
 func fmtSpeed(s float64) string {

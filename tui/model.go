@@ -91,13 +91,11 @@ const (
 
 var screenNames = [...]string{"Dependencies", "Operations", "Findings", "Trace", "Span"}
 
-// shared is the context every screen reads: styles, keys and the terminal size.
+// shared is the context every screen reads: the styles and the keys. It never changes after New,
+// so copies of the model may share it; sizes live in each model (SetSize).
 type shared struct {
-	theme  Theme
-	keys   *KeyMap
-	width  int
-	height int // of the body, between header and footer
-	now    func() time.Time
+	theme Theme
+	keys  *KeyMap
 }
 
 // Messages. Children ask the root to navigate by returning a command that yields one of these.
@@ -128,7 +126,6 @@ type (
 type Model struct {
 	opt    Options
 	ctx    *shared
-	keys   KeyMap
 	help   help.Model
 	screen screen
 	back   []screen
@@ -143,6 +140,7 @@ type Model struct {
 	status   string
 	termW    int
 	termH    int
+	bodyH    int // between header and footer
 
 	// spans/s, from consecutive snapshots.
 	rate      float64
@@ -169,8 +167,9 @@ func New(opt Options) Model {
 	if r == nil {
 		r = lipgloss.DefaultRenderer()
 	}
-	m := Model{opt: opt, keys: DefaultKeyMap()}
-	m.ctx = &shared{theme: NewTheme(r, opt.Color), keys: &m.keys, now: opt.Now}
+	keys := DefaultKeyMap()
+	m := Model{opt: opt}
+	m.ctx = &shared{theme: NewTheme(r, opt.Color), keys: &keys}
 	m.help = help.New()
 	m.help.Styles = m.ctx.theme.Help
 	m.help.ShortSeparator = "  "
@@ -301,16 +300,12 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 func (m *Model) setSize(w, h int) {
 	m.termW, m.termH = w, h
 	m.help.Width = w
-	m.ctx.width = w
-	m.ctx.height = h - headerLines - footerLines
-	if m.ctx.height < 1 {
-		m.ctx.height = 1
-	}
-	m.deps.SetSize(w, m.ctx.height)
-	m.ops.SetSize(w, m.ctx.height)
-	m.findings.SetSize(w, m.ctx.height)
-	m.trace.SetSize(w, m.ctx.height)
-	m.span.SetSize(w, m.ctx.height)
+	m.bodyH = max(h-headerLines-footerLines, 1)
+	m.deps.SetSize(w, m.bodyH)
+	m.ops.SetSize(w, m.bodyH)
+	m.findings.SetSize(w, m.bodyH)
+	m.trace.SetSize(w, m.bodyH)
+	m.span.SetSize(w, m.bodyH)
 }
 
 // apply makes snap the shown snapshot; the children redo their sorting and filtering here, once
@@ -405,7 +400,7 @@ func (m Model) showingEmpty() bool {
 }
 
 func (m Model) key(msg tea.KeyMsg) (tea.Model, tea.Cmd) {
-	k := &m.keys
+	k := m.ctx.keys
 	if m.input.active {
 		return m.editInput(msg)
 	}
@@ -624,5 +619,5 @@ func (m Model) helpKeys() screenKeys {
 	if m.showingEmpty() {
 		s = screenEmpty
 	}
-	return screenKeys{k: &m.keys, s: s, replay: m.opt.Replay != nil, demo: m.opt.StartDemo != nil}
+	return screenKeys{k: m.ctx.keys, s: s, replay: m.opt.Replay != nil, demo: m.opt.StartDemo != nil}
 }
