@@ -47,7 +47,7 @@ func FormatFromPath(path string) (Format, bool) {
 		return FormatJSONLines, gz
 	case ".json":
 		return FormatJSON, gz
-	case ".pb", ".binpb", ".proto":
+	case ".pb", ".binpb":
 		return FormatProto, gz
 	}
 	return FormatUnknown, gz
