@@ -522,3 +522,30 @@ func TestClientDoIsOneBudget(t *testing.T) {
 		t.Fatalf("second hop's deadline %v", h.stub.calls[1].deadline)
 	}
 }
+
+// TestClientPerRequestIsProtected: clients built without WithRuntime, one per request, share the
+// process runtime's breaker.
+func TestClientPerRequestIsProtected(t *testing.T) {
+	h := newHarness(t, statuses(503))
+	cfg := Config{Retry: RetryConfig{MaxAttempts: 1}, Breaker: BreakerConfig{Threshold: 2, Recovery: time.Hour}}
+	call := func() error {
+		tr, err := New(cfg, WithClock(h.clk), WithBase(h.stub)) // no WithRuntime: the process's
+		if err != nil {
+			t.Fatal(err)
+		}
+		req, _ := http.NewRequest(http.MethodGet, "http://per-request-client.test/x", nil)
+		resp, err := tr.RoundTrip(req)
+		if resp != nil {
+			resp.Body.Close()
+		}
+		return err
+	}
+	call()
+	call()
+	if err := call(); !errors.Is(err, ErrBreakerOpen) {
+		t.Fatalf("third per-request client: %v, want refused by the shared breaker", err)
+	}
+	if h.stub.n() != 2 {
+		t.Fatalf("%d calls reached the origin", h.stub.n())
+	}
+}
