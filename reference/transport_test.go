@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"net/http"
@@ -528,12 +529,14 @@ func TestClientDoIsOneBudget(t *testing.T) {
 func TestClientPerRequestIsProtected(t *testing.T) {
 	h := newHarness(t, statuses(503))
 	cfg := Config{Retry: RetryConfig{MaxAttempts: 1}, Breaker: BreakerConfig{Threshold: 2, Recovery: time.Hour}}
+	// The process runtime outlives this test (-count N): a fresh origin each run.
+	url := fmt.Sprintf("http://per-request-%d.test/x", time.Now().UnixNano())
 	call := func() error {
 		tr, err := New(cfg, WithClock(h.clk), WithBase(h.stub)) // no WithRuntime: the process's
 		if err != nil {
 			t.Fatal(err)
 		}
-		req, _ := http.NewRequest(http.MethodGet, "http://per-request-client.test/x", nil)
+		req, _ := http.NewRequest(http.MethodGet, url, nil)
 		resp, err := tr.RoundTrip(req)
 		if resp != nil {
 			resp.Body.Close()
