@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"net"
@@ -168,5 +169,30 @@ func sendRetryStorm(t *testing.T, httpAddr string) {
 	root.End()
 	if err := tp.Shutdown(ctx); err != nil {
 		t.Fatalf("export to %s: %v", httpAddr, err)
+	}
+}
+
+const stormFixture = "../../fixtures/amplification-27-reference.jsonl"
+
+// TestDashboardCommandsRefuseWithoutTerminal: piped or in CI, each dashboard command says what to
+// run instead, and exits 2.
+func TestDashboardCommandsRefuseWithoutTerminal(t *testing.T) {
+	for _, args := range [][]string{{}, {"demo"}, {"replay", stormFixture}} {
+		var out, errb bytes.Buffer
+		err := run(context.Background(), args, strings.NewReader(""), &out, &errb)
+		if err == nil {
+			t.Fatalf("%v: started without a terminal", args)
+		}
+		if code := exitCode(err, &errb); code != 2 {
+			t.Errorf("%v: exit %d, want 2", args, code)
+		}
+		for _, want := range []string{"needs a terminal", "stormwatch collect", "stormwatch analyze"} {
+			if !strings.Contains(errb.String(), want) {
+				t.Errorf("%v: message lacks %q: %s", args, want, errb.String())
+			}
+		}
+		if out.Len() != 0 {
+			t.Errorf("%v: wrote to stdout: %q", args, out.String())
+		}
 	}
 }
