@@ -51,14 +51,18 @@ func appendProtoAsJSONSlow(dst, body []byte) ([]byte, error) {
 func JSONToProto(body []byte) ([]byte, error) { return appendJSONToProto(nil, body) }
 
 func appendJSONToProto(dst, body []byte) ([]byte, error) {
-	if out, err := appendJSONAsProto(dst, body); err == nil {
-		return out, nil
-	}
-	pb, err := jsonToProtoSlow(body)
+	out, err := appendJSONAsProto(dst, body)
 	if err != nil {
-		return nil, err
+		var pb []byte
+		if pb, err = jsonToProtoSlow(body); err != nil {
+			return nil, err
+		}
+		out = append(dst, pb...)
 	}
-	return append(dst, pb...), nil
+	if out == nil {
+		out = []byte{} // an empty request is zero bytes of protobuf, not "none"
+	}
+	return out, nil
 }
 
 func jsonToProtoSlow(body []byte) ([]byte, error) {
