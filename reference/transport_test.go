@@ -552,3 +552,34 @@ func TestClientPerRequestIsProtected(t *testing.T) {
 		t.Fatalf("%d calls reached the origin", h.stub.n())
 	}
 }
+
+// TestBreakerKeyByRoute: with KeyRoute a failing endpoint opens its own breaker and the origin's
+// other endpoints keep working; with the default KeyOrigin they share the verdict.
+func TestBreakerKeyByRoute(t *testing.T) {
+	for _, tc := range []struct {
+		key         BreakerKey
+		fastRefused bool
+	}{{KeyRoute, false}, {KeyOrigin, true}} {
+		h := newHarness(t, func(_ int, r *http.Request) (int, http.Header, time.Duration, error) {
+			if r.URL.Path == "/slow" {
+				return 503, nil, 0, nil
+			}
+			return 200, nil, 0, nil
+		})
+		tr := h.transport(Config{Retry: RetryConfig{MaxAttempts: 1}, Breaker: BreakerConfig{Threshold: 2, Key: tc.key}})
+		for i := 0; i < 2; i++ {
+			req, _ := http.NewRequest(http.MethodGet, "http://dep.test/slow", nil)
+			if resp, err := tr.RoundTrip(req); err == nil {
+				resp.Body.Close()
+			}
+		}
+		req, _ := http.NewRequest(http.MethodGet, "http://dep.test/fast", nil)
+		resp, err := tr.RoundTrip(req)
+		if resp != nil {
+			resp.Body.Close()
+		}
+		if refused := errors.Is(err, ErrBreakerOpen); refused != tc.fastRefused {
+			t.Errorf("key %d: /fast refused=%v, want %v", tc.key, refused, tc.fastRefused)
+		}
+	}
+}
