@@ -235,11 +235,13 @@ func LoadRequests(files []string, ropt tracefile.ReadOptions, p Protocol, now ti
 		delta = now.UnixNano() - last
 	}
 	out := make([]*Request, 0, len(recs))
-	for _, x := range recs {
+	for i, x := range recs {
 		raw, err := ShiftRequest(x.raw, delta, 0)
 		if err != nil {
 			return nil, err
 		}
+		recs[i].raw = nil // hold each request once, not twice
+
 		req, err := Encode(p, raw, x.spans)
 		if err != nil {
 			return nil, err
