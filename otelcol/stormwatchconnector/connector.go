@@ -79,7 +79,7 @@ func newShared(set connector.Settings, cfg *Config, release func()) (*shared, er
 	}
 	policy.Configure(&acfg, p, policy.Live)
 	s.an = analyzer.New(acfg)
-	s.emit = newEmitter(set, s.an, s.now())
+	s.emit = newEmitter(set, s.an, acfg.Detectors, s.now())
 	return s, nil
 }
 

@@ -61,6 +61,10 @@ type emitter struct {
 	version  string
 	start    pcommon.Timestamp
 
+	// window names the cross-trace detectors: their findings are about a window of traffic, not
+	// a trace, so the trace they cite (an example) is left out of their key.
+	window map[string]bool
+
 	mu sync.Mutex
 	// seen are the findings of the previous report, for counting each once; logged those
 	// delivered as log records, by key, with the content sent (a re-analysis that changes a
@@ -83,7 +87,7 @@ func content(f *analyzer.Finding) string {
 	return f.Severity.String() + "\x00" + f.Summary + "\x00" + strings.Join(f.SpanIDs, ",")
 }
 
-func newEmitter(set connector.Settings, an *analyzer.Analyzer, start time.Time) *emitter {
+func newEmitter(set connector.Settings, an *analyzer.Analyzer, detectors []*analyzer.Detector, start time.Time) *emitter {
 	// The collector's own resource (service.name, service.instance.id) identifies the backend
 	// that computed the figures, so series from several backends do not collide when they are
 	// pushed to one metrics backend.
@@ -91,8 +95,15 @@ func newEmitter(set connector.Settings, an *analyzer.Analyzer, start time.Time) 
 	if set.Resource != (pcommon.Resource{}) {
 		set.Resource.CopyTo(res)
 	}
+	window := map[string]bool{}
+	for _, d := range detectors {
+		if d.Scope == analyzer.ScopeWindow {
+			window[d.Name] = true
+		}
+	}
 	return &emitter{
 		an:       an,
+		window:   window,
 		resource: res,
 		version:  set.BuildInfo.Version,
 		start:    pcommon.NewTimestampFromTime(start),
@@ -123,6 +134,9 @@ func (e *emitter) collect(now time.Time, wantMetrics, wantLogs bool) output {
 	for i := range rep.Findings {
 		f := &rep.Findings[i]
 		k := findingKey{f.Detector, f.TraceID, f.Service, f.Dependency, 0}
+		if e.window[f.Detector] {
+			k.trace = ""
+		}
 		for cur[k] {
 			k.nth++
 		}
