@@ -51,21 +51,25 @@ them too. Keys: press ? in the dashboard, or see docs/tui.md.`,
 }
 
 func runDemo(ctx context.Context, io streams, f *collectorFlags, d *dashboardFlags) error {
-	if err := requireTerminal(io); err != nil {
-		return err
-	}
 	if f.tokenFile != "" || isTLS(f) {
 		return withExitCode(2, errors.New("demo sends to its own collector in plaintext: drop --token-file and --tls-cert"))
+	}
+	if _, err := f.config(); err != nil {
+		return withExitCode(2, err)
+	}
+	s, err := newSession(d, f.maxSpans, nil)
+	if err != nil {
+		return withExitCode(2, err)
+	}
+	if err := requireTerminal(io); err != nil {
+		return err
 	}
 	log, closeLog, err := openLog(d.logFile)
 	if err != nil {
 		return withExitCode(2, err)
 	}
 	defer closeLog()
-	s, err := newSession(d, f.maxSpans, log)
-	if err != nil {
-		return withExitCode(2, err)
-	}
+	s.log = log
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go s.run(runCtx)

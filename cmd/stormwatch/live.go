@@ -87,22 +87,23 @@ func requireTerminal(io streams) error {
 }
 
 func runLive(ctx context.Context, io streams, f *collectorFlags, d *dashboardFlags) error {
-	if err := requireTerminal(io); err != nil {
-		return err
-	}
+	// Bad flags and a bad policy file are reported first, wherever the command runs.
 	if _, err := f.config(); err != nil {
 		return withExitCode(2, err)
+	}
+	s, err := newSession(d, f.maxSpans, nil)
+	if err != nil {
+		return withExitCode(2, err)
+	}
+	if err := requireTerminal(io); err != nil {
+		return err
 	}
 	log, closeLog, err := openLog(d.logFile)
 	if err != nil {
 		return withExitCode(2, err)
 	}
 	defer closeLog()
-
-	s, err := newSession(d, f.maxSpans, log)
-	if err != nil {
-		return withExitCode(2, err)
-	}
+	s.log = log
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go s.run(runCtx)
@@ -239,7 +240,9 @@ func (s *session) Snapshot(now time.Time) *analyzer.Snapshot { return s.cur.Load
 // Clear drops everything held: the next spans start a fresh analysis.
 func (s *session) Clear() {
 	s.cur.Store(analyzer.New(s.cfg))
-	s.log.Info("cleared: a fresh analysis starts now")
+	if s.log != nil {
+		s.log.Info("cleared: a fresh analysis starts now")
+	}
 }
 
 func (s *session) held() collector.HeldStats {

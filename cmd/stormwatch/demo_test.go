@@ -1,0 +1,97 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spf13/pflag"
+)
+
+// TestDemoTrafficReachesTheAnalyzer: the demo's lab scenarios, exported by the OpenTelemetry SDK
+// over OTLP to a real collector, come out of the session as the 27-call storm; C (Clear) empties it.
+func TestDemoTrafficReachesTheAnalyzer(t *testing.T) {
+	var f collectorFlags
+	fs := pflag.NewFlagSet("demo", pflag.ContinueOnError)
+	f.register(fs)
+	if err := fs.Parse([]string{"--grpc", "127.0.0.1:0", "--http", "127.0.0.1:0"}); err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.DiscardHandler)
+	s, err := newSession(&dashboardFlags{settle: 200 * time.Millisecond, refresh: 100 * time.Millisecond}, f.maxSpans, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go s.run(ctx)
+	c, err := startCollector(ctx, &f, s, s.held, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	demo := &demoTraffic{log: log, grpcAddr: c.GRPCAddr(), httpAddr: c.HTTPAddr()}
+	if err := demo.start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := demo.start(ctx); err != nil { // a second d press does nothing
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	found := false
+	for !found && time.Now().Before(deadline) {
+		for _, d := range s.Snapshot(time.Now()).Report.Dependencies {
+			if d.Amplification == 27 {
+				found = true
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if !found {
+		t.Fatalf("the demo's 27-call storm never reached the analyzer: %+v", s.Snapshot(time.Now()).Report.Dependencies)
+	}
+	if held := s.held(); held.Spans == 0 || held.Traces == 0 {
+		t.Errorf("held stats for the collector's metrics: %+v", held)
+	}
+	cancel()
+	demo.wait()
+	if err := stopCollector(c, &f); err != nil {
+		t.Error(err)
+	}
+	s.Clear()
+	if snap := s.Snapshot(time.Now()); len(snap.Report.Dependencies) != 0 || snap.Stats.SpansHeld != 0 {
+		t.Errorf("Clear left %d dependencies, %d spans", len(snap.Report.Dependencies), snap.Stats.SpansHeld)
+	}
+}
+
+// TestDashboardFlagErrors: bad flags and a bad policy are reported before anything else (even
+// without a terminal), with the flag named, exit 2.
+func TestDashboardFlagErrors(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "policy.yaml")
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--policy", missing}, "--policy"},
+		{[]string{"--settle", "0s"}, "--settle 0s: must be positive"},
+		{[]string{"--refresh", "-1s"}, "--refresh -1s: must be positive"},
+		{[]string{"--queue-size", "0"}, "--queue-size 0"},
+		{[]string{"demo", "--token-file", missing}, "demo sends to its own collector in plaintext"},
+		{[]string{"demo", "--settle", "0s"}, "--settle 0s"},
+	} {
+		var out, errb bytes.Buffer
+		err := run(context.Background(), c.args, strings.NewReader(""), &out, &errb)
+		if code := exitCode(err, &errb); code != 2 {
+			t.Errorf("%v: exit %d, want 2 (%v)", c.args, code, err)
+		}
+		if !strings.Contains(errb.String(), c.want) {
+			t.Errorf("%v: %q lacks %q", c.args, errb.String(), c.want)
+		}
+		if strings.Contains(errb.String(), "needs a terminal") {
+			t.Errorf("%v: the flag error must come before the terminal check: %s", c.args, errb.String())
+		}
+	}
+}
