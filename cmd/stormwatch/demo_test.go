@@ -4,12 +4,15 @@ import (
 	"bytes"
 	"context"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/spf13/pflag"
+
+	"github.com/stormwatch/stormwatch/tracefile"
 )
 
 // TestDemoTrafficReachesTheAnalyzer: the demo's lab scenarios, exported by the OpenTelemetry SDK
@@ -93,5 +96,49 @@ func TestDashboardFlagErrors(t *testing.T) {
 		if strings.Contains(errb.String(), "needs a terminal") {
 			t.Errorf("%v: the flag error must come before the terminal check: %s", c.args, errb.String())
 		}
+	}
+}
+
+// TestPolicyAppliesLive: --policy reaches the live analyzer: a detector the policy turns off
+// reports nothing on the storm fixture, which it otherwise flags.
+func TestPolicyAppliesLive(t *testing.T) {
+	dir := t.TempDir()
+	pol := filepath.Join(dir, "policy.yaml")
+	if err := os.WriteFile(pol, []byte("version: 1\ndetectors:\n  retry-amplification: {enabled: false}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	count := func(policyFile string) int {
+		s, err := newSession(&dashboardFlags{policy: policyFile, settle: time.Millisecond, refresh: time.Second}, 100_000, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := tracefile.Open(stormFixture, tracefile.ReadOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Close()
+		for {
+			rec, err := r.Next()
+			if err != nil {
+				break
+			}
+			if err := s.ConsumeBatch(context.Background(), rec.Batch); err != nil {
+				t.Fatal(err)
+			}
+		}
+		s.cur.Load().Settle(time.Now().Add(time.Hour))
+		n := 0
+		for _, f := range s.Snapshot(time.Now()).Report.Findings {
+			if f.Detector == "retry-amplification" {
+				n++
+			}
+		}
+		return n
+	}
+	if n := count(""); n == 0 {
+		t.Fatal("without a policy the storm fixture must be flagged")
+	}
+	if n := count(pol); n != 0 {
+		t.Errorf("with retry-amplification disabled by --policy: %d findings", n)
 	}
 }
