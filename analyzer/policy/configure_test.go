@@ -102,4 +102,9 @@ func TestClassMaxFanout(t *testing.T) {
 	if got := passtest.Of(passtest.Analyze(t, "fanout-stock", "", ""), "unbounded-fanout"); len(got) == 0 {
 		t.Errorf("default maxFanout 1 must fire")
 	}
+	// A maxFanout of 1 written in the file is cited with its line.
+	got := passtest.Of(passtest.Analyze(t, "fanout-stock", "p.yaml", "defaults:\n  maxFanout: 1\n"), "unbounded-fanout")
+	if len(got) == 0 || got[0].Evidence["rule"] != "maxFanout" || got[0].Evidence["policy"] != "p.yaml:2" {
+		t.Errorf("maxFanout from the file not cited: %+v", got)
+	}
 }

@@ -3,9 +3,11 @@ package unboundedfanout
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/stormwatch/stormwatch/analyzer"
+	"github.com/stormwatch/stormwatch/analyzer/passes/internal/audit"
 )
 
 // Detector is the unbounded-fanout detector.
@@ -34,19 +36,25 @@ func run(pass *analyzer.Pass) error {
 			if op.DependencyService != "" {
 				dep = op.DependencyService
 			}
+			ev := map[string]any{
+				"fanout":  len(a.Origins),
+				"limit":   limit,
+				"targets": targets,
+			}
+			// A limit set by a policy file's class is cited with its line (rule, policy).
+			cite := ""
+			if cls := audit.Policy(pass.Settings).Lookup(audit.Key(nil, op)); cls.MaxFanout.Value == limit {
+				cite = audit.Cite(ev, "maxFanout", cls.MaxFanout, strconv.Itoa(limit))
+			}
 			pass.Report(analyzer.Finding{
 				Severity:   pass.Detector.Severity,
 				SpanIDs:    ids,
 				Service:    op.Caller,
 				Dependency: a.Origins[0],
-				Summary: fmt.Sprintf("attempt %d of %s's call to %s reached %d origins (allowed %d): %s",
-					a.Number, op.Caller, dep, len(a.Origins), limit, strings.Join(targets, ", ")),
-				Action: "choose the replica before the attempt and send one copy: enforce an integer maxFanout per attempt in the client, and count every copy against the retry budget",
-				Evidence: map[string]any{
-					"fanout":  len(a.Origins),
-					"limit":   limit,
-					"targets": targets,
-				},
+				Summary: fmt.Sprintf("attempt %d of %s's call to %s reached %d origins (allowed %d): %s%s",
+					a.Number, op.Caller, dep, len(a.Origins), limit, strings.Join(targets, ", "), cite),
+				Action:   "choose the replica before the attempt and send one copy: enforce an integer maxFanout per attempt in the client, and count every copy against the retry budget",
+				Evidence: ev,
 			})
 		}
 	}
