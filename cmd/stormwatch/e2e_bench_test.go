@@ -301,6 +301,9 @@ func blastOnce(b *testing.B, consumer string, p replay.Protocol, reqs []*replay.
 	} else {
 		args = append(args, "--status-interval", "0")
 	}
+	if prof := os.Getenv("STORMWATCH_E2E_CPUPROFILE"); prof != "" {
+		env = append(env, "STORMWATCH_E2E_CPUPROFILE="+prof+"."+consumer) // one profile per collector
+	}
 	cmd := exec.Command(os.Args[0], "-test.run=^TestCollectorHelperProcess$")
 	cmd.Env = append(append(os.Environ(), env...), "STORMWATCH_E2E_ARGS="+strings.Join(args, "\x1f"))
 	if consumer == "otelcol" {
