@@ -187,6 +187,7 @@ type progress struct {
 	spans int
 	last  time.Time
 	shown bool
+	now   func() time.Time // time.Now; tests set their own
 }
 
 func newProgress(w io.Writer, forced bool) *progress {
@@ -196,15 +197,15 @@ func newProgress(w io.Writer, forced bool) *progress {
 			on = true
 		}
 	}
-	return &progress{w: w, on: on, last: time.Now()}
+	return &progress{w: w, on: on, last: time.Now(), now: time.Now}
 }
 
 func (p *progress) add(file string, n int) {
 	p.spans += n
-	if !p.on || time.Since(p.last) < time.Second {
+	if !p.on || p.now().Sub(p.last) < time.Second {
 		return
 	}
-	p.last = time.Now()
+	p.last = p.now()
 	p.shown = true
 	fmt.Fprintf(p.w, "stormwatch: read %d spans (%s)\n", p.spans, file)
 }

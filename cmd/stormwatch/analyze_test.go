@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stormwatch/stormwatch/analyzer"
 	"github.com/stormwatch/stormwatch/fixtures"
@@ -152,5 +153,29 @@ func TestAnalyzeReleaseWhileReadingAgrees(t *testing.T) {
 	_, b, _ := runCLI(t, "", "analyze", "--format", "json", "--settle", "0", path)
 	if a != b || !strings.Contains(a, "retry-amplification") {
 		t.Errorf("reports differ between --settle 200ms and --settle 0 (%d and %d bytes)", len(a), len(b))
+	}
+}
+
+func TestAnalyzeProgress(t *testing.T) {
+	var buf bytes.Buffer
+	at := time.Unix(1000, 0)
+	p := newProgress(&buf, true)
+	p.last, p.now = at, func() time.Time { return at }
+	p.add("a.jsonl", 500) // within the second: quiet
+	at = at.Add(1500 * time.Millisecond)
+	p.add("a.jsonl", 700)
+	p.done()
+	want := "stormwatch: read 1200 spans (a.jsonl)\nstormwatch: read 1200 spans; analyzing\n"
+	if buf.String() != want {
+		t.Errorf("progress wrote %q, want %q", buf.String(), want)
+	}
+	// Off (not forced, not a terminal): silent.
+	buf.Reset()
+	q := newProgress(&buf, false)
+	q.now = func() time.Time { return at.Add(time.Hour) }
+	q.add("a.jsonl", 1)
+	q.done()
+	if buf.Len() != 0 {
+		t.Errorf("progress off wrote %q", buf.String())
 	}
 }
