@@ -82,3 +82,37 @@ func cpuTime() time.Duration {
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
+
+// BenchmarkSnapshot is the TUI's cost: a snapshot taken after every change (the worst case; an
+// unchanged analyzer shares the previous one) with about 100k operations held.
+func BenchmarkSnapshot(b *testing.B) {
+	a := analyzer.New(analyzer.Config{Detectors: suite.Default(), MaxSpans: -1})
+	w := analyzertest.NewWorkload(t0)
+	for done := 0; done < 300_000; {
+		batch := &spans.Batch{}
+		done += w.Fill(batch, 512)
+		a.ConsumeBatch(context.Background(), batch)
+	}
+	a.Flush()
+	now := time.Unix(0, t0)
+	if s := a.Snapshot(now); len(s.Operations) < 100_000 {
+		b.Fatalf("only %d operations held", len(s.Operations))
+	}
+	b.Run("changed", func(b *testing.B) {
+		b.ReportAllocs()
+		for range b.N {
+			batch := &spans.Batch{}
+			w.Fill(batch, 1)
+			a.ConsumeBatch(context.Background(), batch) // a change: the next snapshot is rebuilt
+			now = now.Add(time.Millisecond)
+			_ = a.Snapshot(now)
+		}
+	})
+	b.Run("unchanged", func(b *testing.B) {
+		b.ReportAllocs()
+		for range b.N {
+			now = now.Add(time.Millisecond)
+			_ = a.Snapshot(now)
+		}
+	})
+}
