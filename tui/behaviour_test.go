@@ -561,3 +561,22 @@ func TestErrorShare(t *testing.T) {
 		}
 	}
 }
+
+// TestPaintMatchesLipgloss: the row painter writes what lipgloss would, in colour and without.
+func TestPaintMatchesLipgloss(t *testing.T) {
+	for _, profile := range []termenv.Profile{termenv.TrueColor, termenv.ANSI256, termenv.Ascii} {
+		r := lipgloss.NewRenderer(&strings.Builder{})
+		r.SetColorProfile(profile)
+		th := NewTheme(r, true)
+		for name, c := range map[string]struct {
+			st lipgloss.Style
+			p  paint
+		}{"selected": {th.Selected, th.Rows.Selected}, "warn": {th.Warn, th.Rows.Warn}, "worst": {th.Worst, th.Rows.Worst},
+			"bar": {th.Bar, th.Rows.Bar}, "barerr": {th.BarErr, th.Rows.BarErr}} {
+			const row = "> adapter   http://dep:8080   3  503 503 503   ▒▒▒"
+			if got, want := c.p.Render(row), c.st.Render(row); got != want {
+				t.Errorf("profile %v, %s: paint %q, lipgloss %q", profile, name, got, want)
+			}
+		}
+	}
+}

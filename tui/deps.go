@@ -324,11 +324,11 @@ func (m depsModel) View() string {
 			ampl, r.errText, r.breaker, sparkline(r.history, cols[depTrendCol].width))
 		switch {
 		case i == m.cur.pos:
-			line = t.Selected.Render(line)
+			line = t.Rows.Selected.Render(line)
 		case r.worst:
-			line = t.Worst.Render(line)
+			line = t.Rows.Worst.Render(line)
 		case r.d.Amplification >= 1.5:
-			line = t.Warn.Render(line)
+			line = t.Rows.Warn.Render(line)
 		}
 		lines = append(lines, line)
 	}

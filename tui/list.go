@@ -167,9 +167,15 @@ func shortURL(s string, narrow bool) string {
 	return s
 }
 
-// row joins cells into one line of the table.
+// row joins cells into one line of the table. It writes into one buffer sized for the line: it
+// runs for every visible row on every frame.
 func row(cols []column, cells ...string) string {
 	var b strings.Builder
+	n := 0
+	for _, c := range cols {
+		n += c.width + 1
+	}
+	b.Grow(n + n/2) // box-drawing and block glyphs take three bytes
 	for i, c := range cols {
 		if c.weight < 0 {
 			continue
@@ -181,13 +187,34 @@ func row(cols []column, cells ...string) string {
 		if i < len(cells) {
 			v = cells[i]
 		}
-		if c.right {
-			b.WriteString(fitLeft(v, c.width))
-		} else {
-			b.WriteString(fit(v, c.width))
-		}
+		writeCell(&b, v, c.width, c.right)
 	}
 	return b.String()
+}
+
+// writeCell writes v padded (or cut with an ellipsis) to exactly w cells.
+func writeCell(b *strings.Builder, v string, w int, right bool) {
+	if w <= 0 {
+		return
+	}
+	sw := ansi.StringWidth(v)
+	if sw > w {
+		v = ansi.Truncate(v, w, "…")
+		sw = ansi.StringWidth(v)
+	}
+	if right {
+		spaces(b, w-sw)
+		b.WriteString(v)
+		return
+	}
+	b.WriteString(v)
+	spaces(b, w-sw)
+}
+
+func spaces(b *strings.Builder, n int) {
+	for ; n > 0; n-- {
+		b.WriteByte(' ')
+	}
 }
 
 // padLines makes body exactly h lines, so the footer stays put.

@@ -304,9 +304,9 @@ func (m opsModel) View() string {
 			fmtDur(op.Latency()), find)
 		switch {
 		case i == m.cur.pos:
-			line = t.Selected.Render(line)
+			line = t.Rows.Selected.Render(line)
 		case op.Findings > 0:
-			line = t.Warn.Render(line)
+			line = t.Rows.Warn.Render(line)
 		}
 		lines = append(lines, line)
 	}

@@ -1,6 +1,8 @@
 package tui
 
 import (
+	"strings"
+
 	"github.com/charmbracelet/bubbles/help"
 	"github.com/charmbracelet/lipgloss"
 )
@@ -30,6 +32,36 @@ type Theme struct {
 	Overlay   lipgloss.Style // the help box
 	Status    lipgloss.Style // the bottom status line (filter, messages)
 	Help      help.Styles
+	// Rows are the styles applied to whole table rows and waterfall bars on every frame, reduced to
+	// their escape sequences (see paint).
+	Rows struct {
+		Selected, Warn, Worst, Crit, Match, Bar, BarErr, BarLate paint
+	}
+}
+
+// paint is a style reduced to the escape sequences around its text. lipgloss.Style.Render
+// allocates a few dozen times per call; a row is painted on every frame, so the hot path
+// concatenates instead. Only for one-line text without tabs, which is what rows are.
+type paint struct{ pre, post string }
+
+// paintMark is a private-use rune no row contains, rendered once to find where the text goes.
+const paintMark = "\ue000"
+
+func newPaint(st lipgloss.Style) paint {
+	out := st.Render(paintMark)
+	i := strings.Index(out, paintMark)
+	if i < 0 {
+		return paint{}
+	}
+	return paint{pre: out[:i], post: out[i+len(paintMark):]}
+}
+
+// Render wraps s in the style's sequences.
+func (p paint) Render(s string) string {
+	if p.pre == "" && p.post == "" {
+		return s
+	}
+	return p.pre + s + p.post
 }
 
 // NewTheme builds the styles from r. With color false (NO_COLOR) it keeps bold and reverse video but
@@ -70,6 +102,8 @@ func NewTheme(r *lipgloss.Renderer, color bool) Theme {
 		Overlay:   fg(s().Border(lipgloss.RoundedBorder()).Padding(0, 1), "45"),
 		Status:    fg(s(), "250"),
 	}
+	t.Rows.Selected, t.Rows.Warn, t.Rows.Worst, t.Rows.Crit = newPaint(t.Selected), newPaint(t.Warn), newPaint(t.Worst), newPaint(t.Crit)
+	t.Rows.Match, t.Rows.Bar, t.Rows.BarErr, t.Rows.BarLate = newPaint(t.Match), newPaint(t.Bar), newPaint(t.BarErr), newPaint(t.BarLate)
 	t.Help = help.Styles{
 		ShortKey:       fg(s().Bold(true), "45"),
 		ShortDesc:      fg(s(), "250"),

@@ -586,24 +586,24 @@ func (m traceModel) rowView(i int, selected bool, nameW, statusW, barW, dlCol in
 	barStr := string(bar)
 	switch {
 	case a.late:
-		barStr = t.BarLate.Render(barStr)
+		barStr = t.Rows.BarLate.Render(barStr)
 	case a.err:
-		barStr = t.BarErr.Render(barStr)
+		barStr = t.Rows.BarErr.Render(barStr)
 	default:
-		barStr = t.Bar.Render(barStr)
+		barStr = t.Rows.Bar.Render(barStr)
 	}
 
 	left := cursorMark + flag + fit(name.String(), nameW) + " " + fitLeft(fmtDur(time.Duration(sp.DurationNanos())), trDurW) +
 		" " + fit(st, statusW) + " "
 	switch {
 	case selected:
-		left = t.Selected.Render(left)
+		left = t.Rows.Selected.Render(left)
 	case m.match != nil && m.match[i]:
-		left = t.Match.Render(left)
+		left = t.Rows.Match.Render(left)
 	case a.finding || a.err:
-		left = t.Crit.Render(left)
+		left = t.Rows.Crit.Render(left)
 	case a.late:
-		left = t.Warn.Render(left)
+		left = t.Rows.Warn.Render(left)
 	}
 	return left + barStr
 }
