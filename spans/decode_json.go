@@ -33,7 +33,10 @@ func DecodeJSON(buf []byte, opt DecodeOptions) (*Batch, error) {
 	// Sizes are estimates, not bounds; the slices grow, then get trimmed or compacted when the guess
 	// was far off. Attributes are guessed from the body length: about 100 bytes each in compact
 	// OTLP/JSON.
-	d.b.Spans = make([]Span, 0, estimateSpans(buf))
+	// Bounded by the body length too (real spans take more than 256 bytes of JSON; a request of
+	// smaller ones grows the slice), so that a body of capital I's cannot reserve a span for every
+	// three bytes.
+	d.b.Spans = make([]Span, 0, min(estimateSpans(buf), len(buf)/256+1))
 	d.attrs.init(len(buf)/96 + 8)
 	if err := d.request(); err != nil {
 		return nil, malformed("decode OTLP/JSON request", err)

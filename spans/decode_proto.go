@@ -99,10 +99,12 @@ const (
 // request it was found. Parts the decoder does not read - the values of dropped attributes,
 // fields it does not keep - are not validated. Nothing panics on any input (fuzzed).
 //
-// Memory is allocated per request, not per span or attribute: the spans and resources of a request
-// each live in one slice sized by a counting pass, the attributes in one slab sized from the
-// request length (grown in chunks when short, compacted when far over), links and events in one
-// slice each when there are any, and arrays, maps and bytes values in one text arena.
+// Memory is allocated per request, not per span or attribute: the spans of a request live in one
+// slice sized by a counting pass (bounded by what valid spans could fit in buf, so hostile input
+// cannot reserve more), the attributes in one slab sized from the request length (grown in chunks
+// when short, compacted when far over), links and events in one slice each when there are any,
+// arrays, maps and bytes values in one text arena, and each resource once, when the first span
+// that shares it is kept.
 func DecodeProto(buf []byte, opt DecodeOptions) (*Batch, error) {
 	var c protoCounts
 	if err := c.request(buf); err != nil {
@@ -110,7 +112,9 @@ func DecodeProto(buf []byte, opt DecodeOptions) (*Batch, error) {
 	}
 	d := protoDecoder{opt: opt, b: &Batch{}}
 	if c.spans > 0 {
-		d.b.Spans = make([]Span, 0, c.spans)
+		// Bounded too: junk that only looks like spans must not reserve 184 bytes for each 30 of
+		// input. Real spans are bigger; a request of tiny ones grows the slice instead.
+		d.b.Spans = make([]Span, 0, min(c.spans, len(buf)/64+1))
 	}
 	// Attributes are not counted: that would mean walking every span twice. The slab starts from an
 	// estimate - about one attribute per 56 bytes of request, what SDK spans with HTTP semconv
@@ -118,9 +122,6 @@ func DecodeProto(buf []byte, opt DecodeOptions) (*Batch, error) {
 	// held memory stays near what is used. Allocating (and zeroing) less than a generous guess is
 	// a measurable part of the decode.
 	d.attrs.init(len(buf)/56 + 8)
-	if c.resources > 0 {
-		d.resources = make([]Resource, 0, c.resources)
-	}
 	if err := d.request(buf); err != nil {
 		return nil, malformed("decode OTLP protobuf request", err)
 	}
@@ -151,9 +152,9 @@ func skipGroup(fc *easyproto.FieldContext, src []byte, err error) ([]byte, error
 }
 
 // protoCounts is the first pass: it walks the request down to the spans (not into them), so that
-// the spans and resources each get exactly one allocation per request.
+// the spans get exactly one allocation per request.
 type protoCounts struct {
-	resources, spans int
+	spans int
 }
 
 func (c *protoCounts) request(src []byte) error {
@@ -172,7 +173,6 @@ func (c *protoCounts) request(src []byte) error {
 		if !ok {
 			continue
 		}
-		c.resources++
 		if err := c.resourceSpans(data); err != nil {
 			return fmt.Errorf("resource_spans[%d]: %w", i, err)
 		}
@@ -214,7 +214,9 @@ func (c *protoCounts) scopeSpans(src []byte) error {
 		} else if src, err = skipGroup(&fc, src, ferr); err != nil {
 			return err
 		}
-		if _, ok := fc.MessageData(); ok && fc.FieldNum == fSSSpans {
+		// A span shorter than its two ids (28 bytes with their tags) cannot be kept: not counting
+		// it keeps a body of empty span messages from reserving memory for each.
+		if data, ok := fc.MessageData(); ok && fc.FieldNum == fSSSpans && len(data) >= 28 {
 			c.spans++
 		}
 	}
@@ -224,13 +226,12 @@ func (c *protoCounts) scopeSpans(src []byte) error {
 // protoDecoder is the second pass. attrs holds resource and span attributes, xattrs those of links
 // and events, so that each span's attributes stay contiguous whatever order its fields come in.
 type protoDecoder struct {
-	opt       DecodeOptions
-	b         *Batch
-	attrs     attrSlab
-	xattrs    attrSlab
-	links     []Link
-	events    []Event
-	resources []Resource
+	opt    DecodeOptions
+	b      *Batch
+	attrs  attrSlab
+	xattrs attrSlab
+	links  []Link
+	events []Event
 	// other holds the rendered form of array, map and bytes values. Strings alias it; when append
 	// moves it to a bigger array the old one stays alive and is never written again.
 	other []byte
@@ -266,8 +267,7 @@ func (d *protoDecoder) request(src []byte) error {
 func (d *protoDecoder) resourceSpans(src []byte) error {
 	// The resource may follow the scope spans on the wire and may occur more than once (protobuf
 	// merges the occurrences), so it is read in a pass of its own before the spans that share it.
-	d.resources = append(d.resources, Resource{})
-	res := &d.resources[len(d.resources)-1]
+	var res resHolder
 	d.attrs.begin()
 	var fc easyproto.FieldContext
 	var err error
@@ -284,11 +284,11 @@ func (d *protoDecoder) resourceSpans(src []byte) error {
 		if !ok {
 			continue
 		}
-		if err := d.resource(res, data); err != nil {
+		if err := d.resource(&res.val, data); err != nil {
 			return fmt.Errorf("resource: %w", err)
 		}
 	}
-	res.Attrs = d.attrs.end()
+	res.val.Attrs = d.attrs.end()
 	for i := 0; len(src) > 0; {
 		if next, ferr := fc.NextField(src); ferr == nil {
 			src = next
@@ -302,12 +302,28 @@ func (d *protoDecoder) resourceSpans(src []byte) error {
 		if !ok {
 			continue
 		}
-		if err := d.scopeSpans(res, data); err != nil {
+		if err := d.scopeSpans(&res, data); err != nil {
 			return fmt.Errorf("scope_spans[%d]: %w", i, err)
 		}
 		i++
 	}
 	return nil
+}
+
+// resHolder is a ResourceSpans' resource while its spans are decoded. It goes to the heap only
+// when the first span that uses it is kept, so a request of resources without valid spans
+// allocates nothing for them; the spans of one ResourceSpans share it.
+type resHolder struct {
+	val Resource
+	ptr *Resource
+}
+
+func (h *resHolder) get() *Resource {
+	if h.ptr == nil {
+		h.ptr = new(Resource)
+		*h.ptr = h.val
+	}
+	return h.ptr
 }
 
 func (d *protoDecoder) resource(res *Resource, src []byte) error {
@@ -380,7 +396,7 @@ func appendScalar(dst []byte, a Attr) []byte {
 	return dst
 }
 
-func (d *protoDecoder) scopeSpans(res *Resource, src []byte) error {
+func (d *protoDecoder) scopeSpans(res *resHolder, src []byte) error {
 	var fc easyproto.FieldContext
 	var err error
 	scope := ""
@@ -444,12 +460,12 @@ func lastString(src []byte, num uint32) (string, bool, error) {
 	return s, found, nil
 }
 
-func (d *protoDecoder) span(res *Resource, scope string, src []byte) error {
+func (d *protoDecoder) span(res *resHolder, scope string, src []byte) error {
 	// Filled in place rather than built and appended: saves copying the whole struct (and, while
 	// the GC marks, the bulk write barrier that copy takes).
 	d.b.Spans = append(d.b.Spans, Span{})
 	sp := &d.b.Spans[len(d.b.Spans)-1]
-	sp.Resource, sp.Scope = res, scope
+	sp.Scope = scope
 	var traceID, spanID []byte
 	d.attrs.begin()
 	attrMark, xMark := d.attrs.mark(), d.xattrs.mark()
@@ -570,6 +586,7 @@ func (d *protoDecoder) span(res *Resource, scope string, src []byte) error {
 		d.reject(attrMark, xMark, linkStart, eventStart)
 		return nil
 	}
+	sp.Resource = res.get()
 	sp.Attrs = d.attrs.end()
 	if len(d.links) > linkStart {
 		sp.Links = d.links[linkStart:len(d.links):len(d.links)]

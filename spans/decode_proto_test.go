@@ -3,6 +3,7 @@ package spans_test
 import (
 	"errors"
 	"math"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -369,5 +370,50 @@ func TestIntern(t *testing.T) {
 				t.Errorf("Intern(%q) found it", near)
 			}
 		}
+	}
+}
+
+// TestDecodeBoundsMemoryOnHostileInput: bodies of empty messages - nothing valid, a few bytes
+// each - must not make the decoders reserve a span or resource for every message.
+func TestDecodeBoundsMemoryOnHostileInput(t *testing.T) {
+	const size = 1 << 20
+	emptySpans := make([]byte, 0, size)
+	for len(emptySpans) < size-8 {
+		emptySpans = append(emptySpans, 0x12, 0x00) // ScopeSpans.spans: an empty span
+	}
+	emptySpans = field(1, field(2, emptySpans))
+	emptyResourceSpans := make([]byte, 0, size)
+	for len(emptyResourceSpans) < size-8 {
+		emptyResourceSpans = append(emptyResourceSpans, 0x0a, 0x04, 0x12, 0x02, 0x12, 0x00) // one empty span each
+	}
+	capitalIs := []byte(`{"resourceSpans":[{"scopeSpans":[{"spans":[],"scope":{"name":"` + strings.Repeat("I", size) + `"}}]}]}`)
+	emptyJSONSpans := []byte(`{"resourceSpans":[{"scopeSpans":[{"spans":[` + strings.Repeat(`{},`, size/3) + `{}]}]}]}`)
+	tests := []struct {
+		name   string
+		body   []byte
+		decode func([]byte, spans.DecodeOptions) (*spans.Batch, error)
+	}{
+		{"protobuf empty spans", emptySpans, spans.DecodeProto},
+		{"protobuf resource spans with an empty span each", emptyResourceSpans, spans.DecodeProto},
+		{"JSON capital I's", capitalIs, spans.DecodeJSON},
+		{"JSON empty spans", emptyJSONSpans, spans.DecodeJSON},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			b, err := tt.decode(tt.body, spans.DecodeOptions{})
+			runtime.ReadMemStats(&after)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(b.Spans) != 0 {
+				t.Fatalf("kept %d spans", len(b.Spans))
+			}
+			// A valid span needs tens of bytes, so a fair reservation is well under the body's size.
+			if got := after.TotalAlloc - before.TotalAlloc; got > uint64(2*len(tt.body)) {
+				t.Errorf("decoding %d bytes allocated %d bytes", len(tt.body), got)
+			}
+		})
 	}
 }
