@@ -29,16 +29,21 @@ lint:
 
 ## bench: every benchmark, several counts so medians can be read (see docs/performance.md)
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem -count 5 ./...
+	$(GO) test -run '^$$' -bench . -benchmem -count 5 -timeout 60m ./...
 
 ## fixtures: regenerate fixtures/ from the generators (review the diff like code)
 fixtures:
 	$(GO) run ./fixtures/gen
 
-## fuzz: run each fuzz target for FUZZTIME (default 30s)
+## fuzz: run each fuzz target for FUZZTIME (default 30s); `make test` already runs their seed corpora
 FUZZTIME ?= 30s
+FUZZ_TARGETS := ./spans:FuzzDecodeProto ./spans:FuzzDecodeJSON ./tracefile:FuzzReader \
+	./tracefile:FuzzProtoToJSON ./tracefile:FuzzJSONToProto
 fuzz:
-	@echo "see docs/development.md for the fuzz targets"
+	@set -e; for t in $(FUZZ_TARGETS); do \
+		echo "== $${t#*:} ($${t%%:*}) for $(FUZZTIME)"; \
+		$(GO) test -run '^$$' -fuzz "^$${t#*:}$$" -fuzztime $(FUZZTIME) $${t%%:*}; \
+	done
 
 clean:
 	rm -rf bin

@@ -28,6 +28,8 @@ type analyzeOptions struct {
 	progress bool
 	maxSpans int
 	settle   time.Duration
+	// maxRecord bounds one record read from a file, as in replay.
+	maxRecord int
 }
 
 func newAnalyzeCmd(io streams) *cobra.Command {
@@ -58,6 +60,7 @@ unreadable input (the file and line are named).`,
 	f.StringVar(&o.whatIf, "what-if", "", "also predict the calls per dependency under changed per-layer settings, e.g. 'edge.maxAttempts=1,api.maxAttempts=1' (docs/policy.md)")
 	f.BoolVar(&o.progress, "progress", false, "report reading progress on stderr (on by default when stderr is a terminal)")
 	f.DurationVar(&o.settle, "settle", 30*time.Second, "analyze a trace once no span of it has arrived for this long in recorded time, and release its spans (bounds memory on large inputs); 0 holds every span until the end")
+	f.IntVar(&o.maxRecord, "max-record-bytes", tracefile.DefaultMaxRecordBytes, "the largest record (line, request) read from a file; a larger one is skipped with a warning")
 	f.IntVar(&o.maxSpans, "max-spans", analyzer.DefaultMaxSpans, "spans held at once; beyond it the least recently updated traces are analyzed early and released (negative: no bound)")
 	// cobra reports flag errors as plain errors; they are usage errors: exit 2.
 	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return withExitCode(2, err) })
@@ -104,7 +107,7 @@ func runAnalyze(ctx context.Context, io streams, o analyzeOptions, files []strin
 	a := analyzer.New(cfg)
 	prog := newProgress(io.err, o.progress)
 	for _, file := range files {
-		if err := readInto(ctx, a, file, io, o.strict, prog, o.settle > 0); err != nil {
+		if err := readInto(ctx, a, file, io, o, prog); err != nil {
 			return withExitCode(2, err)
 		}
 	}
@@ -125,10 +128,12 @@ func runAnalyze(ctx context.Context, io streams, o analyzeOptions, files []strin
 // readInto feeds one file's records to the analyzer. Malformed records are skipped with a warning
 // on stderr (the file and line named) unless strict; a file that cannot be read at all, or with no
 // readable record, is an error.
-func readInto(ctx context.Context, a *analyzer.Analyzer, file string, io streams, strict bool, prog *progress, settle bool) error {
+func readInto(ctx context.Context, a *analyzer.Analyzer, file string, io streams, o analyzeOptions, prog *progress) error {
+	strict, settle := o.strict, o.settle > 0
 	r, err := tracefile.Open(file, tracefile.ReadOptions{
-		Strict: strict,
-		Stdin:  io.in,
+		MaxRecordBytes: o.maxRecord,
+		Strict:         strict,
+		Stdin:          io.in,
 		OnWarning: func(err error) {
 			fmt.Fprintln(io.err, "stormwatch: warning:", err)
 		},

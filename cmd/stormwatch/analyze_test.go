@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -177,5 +178,32 @@ func TestAnalyzeProgress(t *testing.T) {
 	q.done()
 	if buf.Len() != 0 {
 		t.Errorf("progress off wrote %q", buf.String())
+	}
+}
+
+// A record over --max-record-bytes is skipped with a warning that names the line and the flag, and
+// the records around it are still analyzed.
+func TestAnalyzeMaxRecordBytes(t *testing.T) {
+	data, err := fixtures.Read("amplification-27-stock")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.SplitAfter(strings.TrimRight(string(data), "\n"), "\n")
+	longest := 0
+	for _, l := range lines {
+		longest = max(longest, len(l))
+	}
+	huge := `{"resourceSpans":[],"padding":"` + strings.Repeat("x", 2*longest) + `"}` + "\n"
+	path := filepath.Join(t.TempDir(), "big.jsonl")
+	if err := os.WriteFile(path, []byte(lines[0]+huge+strings.Join(lines[1:], "")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	limit := strconv.Itoa(longest + 64)
+	code, out, stderr := runCLI(t, "", "analyze", "--max-record-bytes", limit, path)
+	if code != 1 || !strings.Contains(out, "retry-amplification") {
+		t.Errorf("exit %d (want 1, the amplification still found), stdout:\n%s\nstderr:\n%s", code, out, stderr)
+	}
+	if !strings.Contains(stderr, "big.jsonl:2:") || !strings.Contains(stderr, "--max-record-bytes") {
+		t.Errorf("warning should name big.jsonl:2 and the flag, got:\n%s", stderr)
 	}
 }
