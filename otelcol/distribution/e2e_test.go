@@ -211,6 +211,8 @@ func TestShardedByTraceIDMatchesOneProcess(t *testing.T) {
 				}
 			}
 		}
+		// A trace split across the backends would be counted once on each: the sum equal to one
+		// process's count (checked again below, with spans) means no trace was split.
 		if traces == int64(want.Input.Traces) && pending == 0 && found >= len(wantTrace) {
 			break
 		}
