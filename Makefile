@@ -30,6 +30,7 @@ lint:
 ## bench: every benchmark, several counts so medians can be read (see docs/performance.md)
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -count 5 -timeout 60m ./...
+	$(MAKE) bench-otelcol
 
 ## fixtures: regenerate fixtures/ from the generators (review the diff like code)
 fixtures:
