@@ -1,9 +1,9 @@
 package spans
 
 import (
-	"math"
 	"strconv"
-	"unicode/utf8"
+
+	"github.com/stormwatch/stormwatch/spans/jsonlex"
 )
 
 // EncodeJSON encodes a batch as one OTLP/JSON ExportTraceServiceRequest object; see [AppendJSON].
@@ -85,7 +85,7 @@ func AppendJSON(dst []byte, b *Batch) []byte {
 				dst = append(dst, ',')
 			}
 			dst = append(dst, `{"scope":{"name":`...)
-			dst = appendJSONString(dst, sc.name)
+			dst = jsonlex.AppendString(dst, sc.name)
 			dst = append(dst, `},"spans":[`...)
 			for k, i := range sc.spans {
 				if k > 0 {
@@ -112,7 +112,7 @@ func appendSpanJSON(dst []byte, s *Span) []byte {
 		dst = append(dst, '"')
 	}
 	dst = append(dst, `,"name":`...)
-	dst = appendJSONString(dst, s.Name)
+	dst = jsonlex.AppendString(dst, s.Name)
 	dst = append(dst, `,"kind":`...)
 	dst = strconv.AppendUint(dst, uint64(s.Kind), 10)
 	dst = append(dst, `,"startTimeUnixNano":"`...)
@@ -134,7 +134,7 @@ func appendSpanJSON(dst []byte, s *Span) []byte {
 			dst = append(dst, `{"timeUnixNano":"`...)
 			dst = strconv.AppendUint(dst, uint64(e.TimeUnixNano), 10)
 			dst = append(dst, `","name":`...)
-			dst = appendJSONString(dst, e.Name)
+			dst = jsonlex.AppendString(dst, e.Name)
 			if len(e.Attrs) > 0 {
 				dst = append(dst, `,"attributes":[`...)
 				dst = appendAttrsJSON(dst, e.Attrs)
@@ -169,7 +169,7 @@ func appendSpanJSON(dst []byte, s *Span) []byte {
 		dst = strconv.AppendUint(dst, uint64(s.Status), 10)
 		if s.StatusMessage != "" {
 			dst = append(dst, `,"message":`...)
-			dst = appendJSONString(dst, s.StatusMessage)
+			dst = jsonlex.AppendString(dst, s.StatusMessage)
 		}
 		dst = append(dst, '}')
 	}
@@ -188,74 +188,22 @@ func appendAttrsJSON(dst []byte, attrs []Attr) []byte {
 
 func appendAttrJSON(dst []byte, a Attr) []byte {
 	dst = append(dst, `{"key":`...)
-	dst = appendJSONString(dst, a.Key)
+	dst = jsonlex.AppendString(dst, a.Key)
 	dst = append(dst, `,"value":{`...)
 	switch a.Type {
 	case ValueString, ValueOther:
 		dst = append(dst, `"stringValue":`...)
-		dst = appendJSONString(dst, a.Str)
+		dst = jsonlex.AppendString(dst, a.Str)
 	case ValueInt:
 		dst = append(dst, `"intValue":"`...)
 		dst = strconv.AppendInt(dst, a.Num, 10)
 		dst = append(dst, '"')
 	case ValueDouble:
 		dst = append(dst, `"doubleValue":`...)
-		switch f := a.Float(); {
-		case math.IsNaN(f):
-			dst = append(dst, `"NaN"`...)
-		case math.IsInf(f, 1):
-			dst = append(dst, `"Infinity"`...)
-		case math.IsInf(f, -1):
-			dst = append(dst, `"-Infinity"`...)
-		default:
-			dst = strconv.AppendFloat(dst, f, 'g', -1, 64)
-		}
+		dst = jsonlex.AppendFloat(dst, a.Float())
 	case ValueBool:
 		dst = append(dst, `"boolValue":`...)
 		dst = strconv.AppendBool(dst, a.Num != 0)
 	}
 	return append(dst, "}}"...)
-}
-
-// appendJSONString writes s as a JSON string. Invalid UTF-8 (which strings aliasing a received
-// body may hold) becomes U+FFFD so the output is always valid JSON.
-func appendJSONString(dst []byte, s string) []byte {
-	dst = append(dst, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' {
-				i++
-				continue
-			}
-			dst = append(dst, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				dst = append(dst, '\\', c)
-			case '\n':
-				dst = append(dst, '\\', 'n')
-			case '\r':
-				dst = append(dst, '\\', 'r')
-			case '\t':
-				dst = append(dst, '\\', 't')
-			default:
-				dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, `\ufffd`...)
-			i++
-			start = i
-			continue
-		}
-		i += size
-	}
-	dst = append(dst, s[start:]...)
-	return append(dst, '"')
 }

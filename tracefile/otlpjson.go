@@ -4,9 +4,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"fmt"
-	"math"
 	"strconv"
-	"unicode/utf8"
 
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
@@ -14,6 +12,8 @@ import (
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/stormwatch/stormwatch/spans/jsonlex"
 )
 
 // OTLP/JSON is protobuf's JSON mapping with three differences: trace and span ids are hex (not
@@ -203,7 +203,7 @@ func (o *jsonObj) key(k string) {
 func (o *jsonObj) str(k, v string) {
 	if v != "" {
 		o.key(k)
-		o.dst = appendJSONString(o.dst, v)
+		o.dst = jsonlex.AppendString(o.dst, v)
 	}
 }
 
@@ -302,7 +302,7 @@ func (o *jsonObj) strs(k string, v []string) {
 			if i > 0 {
 				o.dst = append(o.dst, ',')
 			}
-			o.dst = appendJSONString(o.dst, s)
+			o.dst = jsonlex.AppendString(o.dst, s)
 		}
 		o.dst = append(o.dst, ']')
 	}
@@ -400,7 +400,7 @@ func appendKeyValues(dst []byte, kvs []*commonpb.KeyValue) []byte {
 		}
 		o := jsonObj{dst: append(dst, '{')}
 		o.key("key")
-		o.dst = appendJSONString(o.dst, kv.GetKey())
+		o.dst = jsonlex.AppendString(o.dst, kv.GetKey())
 		if kv.GetKeyStrindex() != 0 {
 			o.key("keyStrindex")
 			o.dst = strconv.AppendInt(o.dst, int64(kv.GetKeyStrindex()), 10)
@@ -418,7 +418,7 @@ func appendAnyValue(dst []byte, v *commonpb.AnyValue) []byte {
 	switch x := v.GetValue().(type) {
 	case *commonpb.AnyValue_StringValue:
 		dst = append(dst, `{"stringValue":`...)
-		dst = appendJSONString(dst, x.StringValue)
+		dst = jsonlex.AppendString(dst, x.StringValue)
 	case *commonpb.AnyValue_BoolValue:
 		dst = append(dst, `{"boolValue":`...)
 		dst = strconv.AppendBool(dst, x.BoolValue)
@@ -428,7 +428,7 @@ func appendAnyValue(dst []byte, v *commonpb.AnyValue) []byte {
 		dst = append(dst, '"')
 	case *commonpb.AnyValue_DoubleValue:
 		dst = append(dst, `{"doubleValue":`...)
-		dst = appendJSONFloat(dst, x.DoubleValue)
+		dst = jsonlex.AppendFloat(dst, x.DoubleValue)
 	case *commonpb.AnyValue_BytesValue:
 		dst = append(dst, `{"bytesValue":"`...)
 		dst = base64.StdEncoding.AppendEncode(dst, x.BytesValue)
@@ -461,63 +461,4 @@ func appendAnyValue(dst []byte, v *commonpb.AnyValue) []byte {
 		return append(dst, "{}"...)
 	}
 	return append(dst, '}')
-}
-
-// appendJSONFloat writes NaN and the infinities as the strings protobuf's JSON mapping uses; JSON
-// has no literal for them.
-func appendJSONFloat(dst []byte, f float64) []byte {
-	switch {
-	case math.IsNaN(f):
-		return append(dst, `"NaN"`...)
-	case math.IsInf(f, 1):
-		return append(dst, `"Infinity"`...)
-	case math.IsInf(f, -1):
-		return append(dst, `"-Infinity"`...)
-	}
-	return strconv.AppendFloat(dst, f, 'g', -1, 64)
-}
-
-const hexDigits = "0123456789abcdef"
-
-// appendJSONString quotes s for JSON. Invalid UTF-8 becomes U+FFFD, as encoding/json does; the
-// generated protobuf decoder never hands us any, but hand-built requests can.
-func appendJSONString(dst []byte, s string) []byte {
-	dst = append(dst, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' {
-				i++
-				continue
-			}
-			dst = append(dst, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				dst = append(dst, '\\', c)
-			case '\n':
-				dst = append(dst, '\\', 'n')
-			case '\r':
-				dst = append(dst, '\\', 'r')
-			case '\t':
-				dst = append(dst, '\\', 't')
-			default:
-				dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, `\ufffd`...)
-			i++
-			start = i
-			continue
-		}
-		i += size
-	}
-	dst = append(dst, s[start:]...)
-	return append(dst, '"')
 }

@@ -7,6 +7,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/VictoriaMetrics/easyproto"
+
+	"github.com/stormwatch/stormwatch/spans/jsonlex"
 )
 
 // The recorder transcodes every protobuf request it writes to a .jsonl file. Unmarshalling into the
@@ -316,7 +318,7 @@ func (w *wireJSON) strs(m *wireMsg, o *jsonObj, key string, n uint32) {
 			o.dst = append(o.dst, ',')
 		}
 		first = false
-		o.dst = appendJSONString(o.dst, s)
+		o.dst = jsonlex.AppendString(o.dst, s)
 	}))
 	o.dst = append(o.dst, ']')
 }
@@ -452,7 +454,7 @@ func (w *wireJSON) keyValues(m *wireMsg, n uint32) {
 			return w.err
 		}
 		o.key("key")
-		o.dst = appendJSONString(o.dst, key)
+		o.dst = jsonlex.AppendString(o.dst, key)
 		ks, err := kv.int32v(3)
 		w.fail(err)
 		if ks != 0 {
@@ -504,7 +506,7 @@ func (w *wireJSON) anyValue(b []byte) {
 		var s string
 		if s, ok = fc.String(); ok && utf8.ValidString(s) {
 			w.dst = append(w.dst, `{"stringValue":`...)
-			w.dst = appendJSONString(w.dst, s)
+			w.dst = jsonlex.AppendString(w.dst, s)
 		} else {
 			ok = false
 		}
@@ -525,7 +527,7 @@ func (w *wireJSON) anyValue(b []byte) {
 		var v float64
 		if v, ok = fc.Double(); ok {
 			w.dst = append(w.dst, `{"doubleValue":`...)
-			w.dst = appendJSONFloat(w.dst, v)
+			w.dst = jsonlex.AppendFloat(w.dst, v)
 		}
 	case 5, 6:
 		var inner []byte
