@@ -150,6 +150,8 @@ type Collector struct {
 	log  *slog.Logger
 	rec  Recorder
 	held func() HeldStats
+	// handlers are the extra routes of the HTTP port (WithHTTPHandler).
+	handlers []extraHandler
 
 	metrics *metrics
 	queue   *queue

@@ -34,6 +34,7 @@ func (c *Collector) newHTTPServer() *http.Server {
 	h := &httpHandler{c: c}
 	mux.Handle(tracesPath, h)
 	mux.Handle(metricsPath, promhttp.HandlerFor(c.metrics.reg, promhttp.HandlerOpts{}))
+	c.mountHandlers(mux)
 	// Everything else is a 404 in the OTLP shape, which names the path that is served.
 	mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()

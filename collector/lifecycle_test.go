@@ -9,8 +9,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/stormwatch/stormwatch/spans"
 )
 
 func TestShutdownDrainsTheQueueAndClosesTheRecording(t *testing.T) {
@@ -128,11 +126,13 @@ func TestRequestsDuringShutdownAreRefusedRetryably(t *testing.T) {
 }
 
 func TestMetricsExposeHeldAndEvicted(t *testing.T) {
-	tc := NewTraceCounter(8)
-	c := start(t, Config{}, tc, WithHeldStats(tc.HeldStats))
-	// 12 spans in 3 traces (request puts 4 spans in each): the oldest trace is evicted.
+	// The holder downstream (the analyzer) reports what it holds and evicted; the collector
+	// exports it and puts it in the status line.
+	held := func() HeldStats { return HeldStats{Spans: 8, Traces: 2, EvictedSpans: 4, EvictedTraces: 1} }
+	s := &sink{}
+	c := start(t, Config{}, s, WithHeldStats(held))
 	post(t, c, protoBody(t, request(0, 12, 0)), map[string]string{"Content-Type": contentTypeProto}).Body.Close()
-	waitFor(t, "spans counted", func() bool { return tc.HeldStats().EvictedTraces == 1 })
+	waitFor(t, "spans delivered", func() bool { return len(s.spans()) == 12 })
 	m := scrape(t, c)
 	for _, want := range []string{
 		"stormwatch_held_spans 8", "stormwatch_held_traces 2",
@@ -149,41 +149,6 @@ func TestMetricsExposeHeldAndEvicted(t *testing.T) {
 	line := StatusLine(Stats{}, c.Stats(), 2*time.Second)
 	if want := "6 spans/s · 12 spans · 2 traces held (8 spans) · 0 rejected · 4 evicted · queue 0/64"; line != want {
 		t.Errorf("status line\n got %q\nwant %q", line, want)
-	}
-}
-
-func TestTraceCounterEvictsOldestTracesFirst(t *testing.T) {
-	tc := NewTraceCounter(5)
-	batch := func(traces ...byte) *spans.Batch {
-		b := &spans.Batch{}
-		for _, tr := range traces {
-			b.Spans = append(b.Spans, spans.Span{TraceID: spans.TraceID{tr}})
-		}
-		return b
-	}
-	tc.ConsumeBatch(context.Background(), batch(1, 1, 2))
-	tc.ConsumeBatch(context.Background(), batch(3, 2))
-	if got := tc.HeldStats(); got != (HeldStats{Spans: 5, Traces: 3}) {
-		t.Fatalf("%+v", got)
-	}
-	tc.ConsumeBatch(context.Background(), batch(4, 4)) // 7 held: trace 1 (2 spans) goes
-	if got := tc.HeldStats(); got != (HeldStats{Spans: 5, Traces: 3, EvictedSpans: 2, EvictedTraces: 1}) {
-		t.Fatalf("after eviction %+v", got)
-	}
-	tc.ConsumeBatch(context.Background(), batch(5)) // trace 2 (2 spans) goes
-	if got := tc.HeldStats(); got != (HeldStats{Spans: 4, Traces: 3, EvictedSpans: 4, EvictedTraces: 2}) {
-		t.Fatalf("after second eviction %+v", got)
-	}
-	// Many traces: the FIFO's evicted prefix is reclaimed, the counts stay right.
-	big := NewTraceCounter(100)
-	for i := range 10_000 {
-		big.ConsumeBatch(context.Background(), &spans.Batch{Spans: []spans.Span{{TraceID: spans.TraceID{byte(i), byte(i >> 8)}}}})
-	}
-	if got := big.HeldStats(); got != (HeldStats{Spans: 100, Traces: 100, EvictedSpans: 9900, EvictedTraces: 9900}) {
-		t.Fatalf("big %+v", got)
-	}
-	if len(big.order)-big.head != 100 || len(big.order) > 2200 {
-		t.Errorf("FIFO holds %d (head %d): not reclaimed", len(big.order), big.head)
 	}
 }
 

@@ -3,64 +3,91 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
+	"os"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/stormwatch/stormwatch/analyzer"
+	"github.com/stormwatch/stormwatch/analyzer/render"
 	"github.com/stormwatch/stormwatch/collector"
 )
 
+// collectOptions are collect's own flags, beside the collector's and the analyzer's.
+type collectOptions struct {
+	statusEvery time.Duration
+	report      string
+}
+
 func newCollectCmd(io streams) *cobra.Command {
 	var (
-		f           collectorFlags
-		statusEvery time.Duration
+		f collectorFlags
+		a analysisFlags
+		o collectOptions
 	)
 	cmd := &cobra.Command{
 		Use:   "collect",
-		Short: "Run the OTLP collector headless: receive, count, record, expose /metrics",
+		Short: "Run the collector and analyzer headless: receive, analyze, record, expose /metrics and the report",
 		Long: `collect receives OpenTelemetry traces over OTLP/gRPC (--grpc, default 127.0.0.1:4317) and
 OTLP/HTTP (--http, default 127.0.0.1:4318: POST /v1/traces with application/x-protobuf or
-application/json, gzip accepted), counts them, optionally records every accepted request (--record),
-serves Prometheus metrics at GET /metrics on the HTTP port, and prints a status line on stderr.
+application/json, gzip accepted) and analyzes them live, as the dashboard does (--settle, --policy,
+--max-spans). It optionally records every accepted request (--record), serves Prometheus metrics
+(collector and analysis figures) at GET /metrics and the current report as JSON at
+GET /api/v1/report on the HTTP port, and prints a status line on stderr.
 
 Both addresses bind loopback only unless you say otherwise; binding another address exposes the
 collector to the network and logs a warning: protect it with --token-file and --tls-cert/--tls-key.
+With --token-file, /api/v1/report needs the token too; /metrics does not.
 
-Ctrl-C (SIGINT) or SIGTERM stops accepting, drains the queue, flushes the recording and exits 0.
+Ctrl-C (SIGINT) or SIGTERM stops accepting, drains the queue, flushes the recording, analyzes what
+is still settling, prints the final summary (and writes --report) and exits 0.
 See docs/collector.md for pointing an OpenTelemetry SDK or Collector at it.`,
 		Example: `  stormwatch collect
-  stormwatch collect --record traces.jsonl
+  stormwatch collect --record traces.jsonl --report final.json
   stormwatch collect --grpc 0.0.0.0:4317 --http none --token-file ./token --tls-cert cert.pem --tls-key key.pem
+  curl -s http://127.0.0.1:4318/api/v1/report | jq '.dependencies[0]'
   OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:4318 OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf ./your-service`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runCollect(cmd.Context(), io, &f, statusEvery)
+			return runCollect(cmd.Context(), io, &f, &a, &o)
 		},
 	}
 	f.register(cmd.Flags())
-	cmd.Flags().DurationVar(&statusEvery, "status-interval", 5*time.Second,
-		"how often to print the status line (spans/s, totals, rejected, queue depth) on stderr; 0 turns it off")
+	a.register(cmd.Flags(), 2*time.Second)
+	cmd.Flags().DurationVar(&o.statusEvery, "status-interval", 5*time.Second,
+		"how often to print the status line (spans/s, totals, rejected, queue depth, findings, worst amplification) on stderr; 0 turns it off")
+	cmd.Flags().StringVar(&o.report, "report", "",
+		"at shutdown, write the final report to `FILE` in the --format json contract of 'stormwatch analyze'")
 	return cmd
 }
 
-// runCollect runs the headless collector until ctx is cancelled (Ctrl-C).
-func runCollect(ctx context.Context, io streams, f *collectorFlags, statusEvery time.Duration) error {
-	if statusEvery < 0 {
-		return fmt.Errorf("--status-interval %s: must not be negative", statusEvery)
+// runCollect runs the headless collector and analyzer until ctx is cancelled (Ctrl-C).
+func runCollect(ctx context.Context, io streams, f *collectorFlags, a *analysisFlags, o *collectOptions) error {
+	if o.statusEvery < 0 {
+		return fmt.Errorf("--status-interval %s: must not be negative", o.statusEvery)
 	}
-	log := newLogger(io.err)
-	// Nothing analyzes spans in headless mode yet: the trace counter holds ids only, so --max-spans,
-	// the held/evicted metrics and the status line mean what they will mean with the analyzer.
-	counter := collector.NewTraceCounter(f.maxSpans)
-	c, err := startCollector(ctx, f, counter, counter.HeldStats, log)
+	s, err := newAnalysisSession(a, f.maxSpans, nil)
+	if err != nil {
+		return err
+	}
+	var reportFile *os.File
+	if o.report != "" {
+		// Opened now, so a path that cannot be written fails at start, not after hours of traffic.
+		if reportFile, err = os.Create(o.report); err != nil {
+			return fmt.Errorf("--report: %w", err)
+		}
+		defer reportFile.Close()
+	}
+	p, err := startPipeline(ctx, f, s, newLogger(io.err))
 	if err != nil {
 		return err
 	}
 
-	prev, prevAt := c.Stats(), time.Now()
+	prev, prevAt := p.c.Stats(), time.Now()
 	var tick <-chan time.Time
-	if statusEvery > 0 {
-		t := time.NewTicker(statusEvery)
+	if o.statusEvery > 0 {
+		t := time.NewTicker(o.statusEvery)
 		defer t.Stop()
 		tick = t.C
 	}
@@ -69,16 +96,66 @@ func runCollect(ctx context.Context, io streams, f *collectorFlags, statusEvery 
 		case <-ctx.Done():
 			running = false
 		case now := <-tick:
-			cur := c.Stats()
-			fmt.Fprintln(io.err, "stormwatch:", collector.StatusLine(prev, cur, now.Sub(prevAt)))
+			cur := p.c.Stats()
+			fmt.Fprintln(io.err, "stormwatch:", collector.StatusLine(prev, cur, now.Sub(prevAt))+analysisStatus(p.cache.Latest()))
 			prev, prevAt = cur, now
 		}
 	}
 
-	log.Info("shutting down: draining the queue and flushing the recording")
-	err = stopCollector(c, f)
-	final := c.Stats()
+	p.log.Info("shutting down: draining the queue and flushing the recording")
+	err = p.stop()
+	final := p.c.Stats()
 	fmt.Fprintf(io.err, "stormwatch: stopped: %d spans accepted, %d rejected, %d requests refused\n",
 		final.AcceptedSpans, final.RejectedSpans, final.RefusedRequests)
+	// Nothing arrives any more: what is still settling is analyzed as it is.
+	p.flush()
+	snap := p.cache.Fresh()
+	finalSummary(io.err, &snap.Report)
+	if reportFile != nil {
+		if werr := render.JSON(reportFile, &snap.Report); werr != nil {
+			return fmt.Errorf("--report %s: %w", o.report, werr)
+		}
+		if cerr := reportFile.Close(); cerr != nil {
+			return fmt.Errorf("--report %s: %w", o.report, cerr)
+		}
+		fmt.Fprintf(io.err, "stormwatch: report written to %s\n", o.report)
+	}
 	return err
+}
+
+// analysisStatus is the status line's analysis part: findings by severity and the worst
+// dependency's amplification, e.g. " · findings 2 critical 1 warning 0 info · worst 27.00x http://dep:8080".
+func analysisStatus(snap *analyzer.Snapshot) string {
+	if snap == nil {
+		return ""
+	}
+	c, w, i := render.Counts(&snap.Report)
+	s := fmt.Sprintf(" · findings %d critical %d warning %d info", c, w, i)
+	if deps := snap.Report.Dependencies; len(deps) > 0 {
+		s += fmt.Sprintf(" · worst %.2fx %s", deps[0].Amplification, deps[0].Dependency)
+	}
+	return s
+}
+
+// finalSummaryDeps is how many dependencies the shutdown summary lists.
+const finalSummaryDeps = 5
+
+// finalSummary prints what the analysis found: the headline counts, the worst dependencies and
+// the findings by severity. The whole report is GET /api/v1/report while running, --report at exit.
+func finalSummary(w io.Writer, r *analyzer.Report) {
+	c, wn, in := render.Counts(r)
+	fmt.Fprintf(w, "stormwatch: analyzed %d traces, %d spans, %d logical operations; findings: %d critical, %d warning, %d info\n",
+		r.Input.Traces, r.Input.Spans, r.Input.Operations, c, wn, in)
+	for i, d := range r.Dependencies {
+		if i == finalSummaryDeps {
+			fmt.Fprintf(w, "stormwatch:   ... and %d more dependencies\n", len(r.Dependencies)-i)
+			break
+		}
+		svc := ""
+		if d.Service != "" {
+			svc = " (" + d.Service + ")"
+		}
+		fmt.Fprintf(w, "stormwatch:   %s%s: %d calls for %d operations (%.2fx)\n",
+			d.Dependency, svc, d.PhysicalCalls, d.LogicalOperations, d.Amplification)
+	}
 }

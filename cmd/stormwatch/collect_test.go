@@ -281,6 +281,9 @@ func TestCollectFlagErrors(t *testing.T) {
 		{[]string{"--grpc", "none", "--http", "none"}, "nothing to listen on"},
 		{[]string{"--http", busy.Addr().String()}, "listen for OTLP/HTTP on " + busy.Addr().String()},
 		{[]string{"--status-interval", "-1s"}, "--status-interval"},
+		{[]string{"--settle", "0s"}, "--settle 0s: must be positive"},
+		{[]string{"--policy", filepath.Join(dir, "missing.yaml")}, "--policy"},
+		{[]string{"--report", filepath.Join(dir, "no", "such", "dir", "r.json")}, "--report: open " + filepath.Join(dir, "no")},
 		{[]string{"extra-arg"}, "unknown command"},
 	} {
 		args := append([]string{"collect", "--grpc", "127.0.0.1:0", "--http", "127.0.0.1:0", "--status-interval", "0"}, tc.args...)

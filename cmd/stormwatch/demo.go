@@ -54,42 +54,21 @@ func runDemo(ctx context.Context, io streams, f *collectorFlags, d *dashboardFla
 	if f.tokenFile != "" || isTLS(f) {
 		return withExitCode(2, errors.New("demo sends to its own collector in plaintext: drop --token-file and --tls-cert"))
 	}
-	if _, err := f.config(); err != nil {
-		return withExitCode(2, err)
-	}
-	s, err := newSession(d, f.maxSpans, nil)
-	if err != nil {
-		return withExitCode(2, err)
-	}
-	if err := requireTerminal(io); err != nil {
-		return err
-	}
-	log, closeLog, err := openLog(d.logFile)
-	if err != nil {
-		return withExitCode(2, err)
-	}
-	defer closeLog()
-	s.log = log
-	runCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	go s.run(runCtx)
-	c, err := startCollector(ctx, f, s, s.held, log)
+	p, err := startDashboard(ctx, io, f, d)
 	if err != nil {
 		return err
 	}
-	demo := &demoTraffic{log: log, grpcAddr: c.GRPCAddr(), httpAddr: c.HTTPAddr()}
-	if err := demo.start(runCtx); err != nil {
-		cancel()
-		return errors.Join(err, stopCollector(c, f))
+	defer p.closeLog()
+	demo := &demoTraffic{log: p.log, grpcAddr: p.c.GRPCAddr(), httpAddr: p.c.HTTPAddr()}
+	if err := demo.start(p.ctx); err != nil {
+		p.cancel()
+		return errors.Join(err, p.stop())
 	}
-	opt := s.tuiOptions(d)
-	opt.Endpoints, opt.HTTPEndpoint = endpoints(c, false)
-	opt.Dropped = func() int64 { return c.Stats().RejectedSpans }
-	uiErr := runDashboard(ctx, io, opt)
-	cancel()
+	uiErr := runDashboard(ctx, io, p.tuiOptions(f, d))
+	p.cancel()
 	demo.wait()
-	stopErr := stopCollector(c, f)
-	fmt.Fprintf(io.err, "stormwatch: logs are in %s\n", s.logPath(d))
+	stopErr := p.stop()
+	fmt.Fprintf(io.err, "stormwatch: logs are in %s\n", p.logPath(d))
 	return errors.Join(uiErr, stopErr)
 }
 

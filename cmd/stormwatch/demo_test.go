@@ -25,7 +25,7 @@ func TestDemoTrafficReachesTheAnalyzer(t *testing.T) {
 		t.Fatal(err)
 	}
 	log := slog.New(slog.DiscardHandler)
-	s, err := newSession(&dashboardFlags{settle: 200 * time.Millisecond, refresh: 100 * time.Millisecond}, f.maxSpans, log)
+	s, err := newSession(&dashboardFlags{analysisFlags: analysisFlags{settle: 200 * time.Millisecond}, refresh: 100 * time.Millisecond}, f.maxSpans, log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +108,7 @@ func TestPolicyAppliesLive(t *testing.T) {
 		t.Fatal(err)
 	}
 	count := func(policyFile string) int {
-		s, err := newSession(&dashboardFlags{policy: policyFile, settle: time.Millisecond, refresh: time.Second}, 100_000, nil)
+		s, err := newSession(&dashboardFlags{analysisFlags: analysisFlags{policy: policyFile, settle: time.Millisecond}, refresh: time.Second}, 100_000, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

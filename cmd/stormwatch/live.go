@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"sync/atomic"
 	"time"
 
 	tea "github.com/charmbracelet/bubbletea"
@@ -16,29 +15,21 @@ import (
 	"github.com/charmbracelet/x/term"
 	"github.com/spf13/cobra"
 
-	"github.com/stormwatch/stormwatch/analyzer"
-	"github.com/stormwatch/stormwatch/analyzer/policy"
-	"github.com/stormwatch/stormwatch/analyzer/suite"
 	"github.com/stormwatch/stormwatch/collector"
-	"github.com/stormwatch/stormwatch/spans"
 	"github.com/stormwatch/stormwatch/tui"
 )
 
 // dashboardFlags are the flags every command that opens the dashboard shares (live, demo, replay).
+// The analyzer's own flags (--policy, --settle) are in analysisFlags, shared with collect.
 type dashboardFlags struct {
-	policy  string
+	analysisFlags
 	logFile string
-	settle  time.Duration
 	refresh time.Duration
 }
 
-func (d *dashboardFlags) register(fs interface {
-	StringVar(p *string, name, value, usage string)
-	DurationVar(p *time.Duration, name string, value time.Duration, usage string)
-}, settle time.Duration) {
-	fs.StringVar(&d.policy, "policy", "", "retry policy `FILE` (docs/policy.md): detector settings and per-class rules, applied live")
+func (d *dashboardFlags) register(fs flagSet, settle time.Duration) {
+	d.analysisFlags.register(fs, settle)
 	fs.StringVar(&d.logFile, "log-file", "", "write logs to `FILE` (default: stormwatch.log in the user cache directory); the terminal belongs to the dashboard")
-	fs.DurationVar(&d.settle, "settle", settle, "how long a trace must stay quiet before it is analyzed (longer than your exporters' batch delay)")
 	fs.DurationVar(&d.refresh, "refresh", tui.DefaultRefresh, "how often the dashboard takes a snapshot of the analysis")
 }
 
@@ -87,45 +78,23 @@ func requireTerminal(io streams) error {
 }
 
 func runLive(ctx context.Context, io streams, f *collectorFlags, d *dashboardFlags) error {
-	// Bad flags and a bad policy file are reported first, wherever the command runs.
-	if _, err := f.config(); err != nil {
-		return withExitCode(2, err)
-	}
-	s, err := newSession(d, f.maxSpans, nil)
-	if err != nil {
-		return withExitCode(2, err)
-	}
-	if err := requireTerminal(io); err != nil {
-		return err
-	}
-	log, closeLog, err := openLog(d.logFile)
-	if err != nil {
-		return withExitCode(2, err)
-	}
-	defer closeLog()
-	s.log = log
-	runCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	go s.run(runCtx)
-
-	c, err := startCollector(ctx, f, s, s.held, log)
+	p, err := startDashboard(ctx, io, f, d)
 	if err != nil {
 		return err
 	}
-	demo := &demoTraffic{log: log, grpcAddr: c.GRPCAddr(), httpAddr: c.HTTPAddr()}
-	opt := s.tuiOptions(d)
-	opt.Endpoints, opt.HTTPEndpoint = endpoints(c, isTLS(f))
-	opt.Dropped = func() int64 { return c.Stats().RejectedSpans }
+	defer p.closeLog()
+	demo := &demoTraffic{log: p.log, grpcAddr: p.c.GRPCAddr(), httpAddr: p.c.HTTPAddr()}
+	opt := p.tuiOptions(f, d)
 	if !isTLS(f) && f.tokenFile == "" {
 		// The demo sends through the collector's own OTLP port, which a token or TLS would refuse.
-		opt.StartDemo = func() error { return demo.start(runCtx) }
+		opt.StartDemo = func() error { return demo.start(p.ctx) }
 	}
-	log.Info("dashboard starting", "grpc", c.GRPCAddr(), "http", c.HTTPAddr())
+	p.log.Info("dashboard starting", "grpc", p.c.GRPCAddr(), "http", p.c.HTTPAddr())
 	uiErr := runDashboard(ctx, io, opt)
-	cancel()
+	p.cancel()
 	demo.wait()
-	stopErr := stopCollector(c, f)
-	fmt.Fprintf(io.err, "stormwatch: logs are in %s\n", s.logPath(d))
+	stopErr := p.stop()
+	fmt.Fprintf(io.err, "stormwatch: logs are in %s\n", p.logPath(d))
 	return errors.Join(uiErr, stopErr)
 }
 
@@ -197,82 +166,4 @@ func defaultLogPath() string {
 		dir = os.TempDir()
 	}
 	return filepath.Join(dir, "stormwatch", "stormwatch.log")
-}
-
-// session is the analysis behind a dashboard: the analyzer, behind a pointer so that C (clear)
-// swaps in a fresh one without stopping ingestion, and the ticker that settles traces.
-type session struct {
-	cfg analyzer.Config
-	cur atomic.Pointer[analyzer.Analyzer]
-	log *slog.Logger
-}
-
-func newSession(d *dashboardFlags, maxSpans int, log *slog.Logger) (*session, error) {
-	if d.settle <= 0 {
-		return nil, fmt.Errorf("--settle %s: must be positive", d.settle)
-	}
-	if d.refresh <= 0 {
-		return nil, fmt.Errorf("--refresh %s: must be positive", d.refresh)
-	}
-	cfg := analyzer.Config{Settle: d.settle, MaxSpans: maxSpans, Detectors: suite.Default(), Now: time.Now}
-	if d.policy != "" {
-		p, err := policy.Load(d.policy)
-		if err != nil {
-			return nil, fmt.Errorf("--policy: %w", err)
-		}
-		policy.Configure(&cfg, p, policy.Live)
-	} else {
-		policy.Configure(&cfg, nil, policy.Live)
-	}
-	s := &session{cfg: cfg, log: log}
-	s.cur.Store(analyzer.New(cfg))
-	return s, nil
-}
-
-// ConsumeBatch implements spans.Consumer for the collector and the players.
-func (s *session) ConsumeBatch(ctx context.Context, b *spans.Batch) error {
-	return s.cur.Load().ConsumeBatch(ctx, b)
-}
-
-// Snapshot implements tui.Source.
-func (s *session) Snapshot(now time.Time) *analyzer.Snapshot { return s.cur.Load().Snapshot(now) }
-
-// Clear drops everything held: the next spans start a fresh analysis.
-func (s *session) Clear() {
-	s.cur.Store(analyzer.New(s.cfg))
-	if s.log != nil {
-		s.log.Info("cleared: a fresh analysis starts now")
-	}
-}
-
-func (s *session) held() collector.HeldStats {
-	st := s.cur.Load().Stats()
-	return collector.HeldStats{Spans: int64(st.SpansHeld), Traces: int64(st.TracesHeld),
-		EvictedSpans: int64(st.EvictedSpans), EvictedTraces: int64(st.EvictedTraces)}
-}
-
-// run settles quiet traces until ctx ends; the analyzer reads no clock of its own.
-func (s *session) run(ctx context.Context) {
-	t := time.NewTicker(200 * time.Millisecond)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case now := <-t.C:
-			s.cur.Load().Settle(now)
-		}
-	}
-}
-
-func (s *session) tuiOptions(d *dashboardFlags) tui.Options {
-	dir, _ := os.Getwd()
-	return tui.Options{Source: s, Refresh: d.refresh, Clear: s.Clear, ExportDir: dir}
-}
-
-func (s *session) logPath(d *dashboardFlags) string {
-	if d.logFile != "" {
-		return d.logFile
-	}
-	return defaultLogPath()
 }

@@ -1,0 +1,172 @@
+package metrics
+
+import (
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/stormwatch/stormwatch/analyzer"
+)
+
+// Label names: the connector's attributes (stormwatch.dependency, ...) with the dots the
+// Prometheus exporter turns into underscores.
+const (
+	LabelDependency        = "stormwatch_dependency"
+	LabelDependencyService = "stormwatch_dependency_service"
+	LabelOutcome           = "stormwatch_attempt_outcome"
+	LabelDetector          = "stormwatch_finding_detector"
+	LabelSeverity          = "stormwatch_finding_severity"
+)
+
+// Metric names: the connector's metric names as its Prometheus exporter renders them (dots to
+// underscores, _total on counters, _ratio on the unit-1 gauge). docs/collector.md has the table.
+const (
+	NamePhysicalCalls  = "stormwatch_dependency_physical_calls_total"
+	NameLogicalOps     = "stormwatch_dependency_logical_operations_total"
+	NameAmplification  = "stormwatch_dependency_amplification_ratio"
+	NameAttempts       = "stormwatch_dependency_attempts_total"
+	NameFindings       = "stormwatch_findings_total"
+	NameSpansAnalyzed  = "stormwatch_analyzed_spans_total"
+	NameTracesAnalyzed = "stormwatch_analyzed_traces_total"
+	NameOperations     = "stormwatch_analyzed_operations_total"
+	NamePendingTraces  = "stormwatch_pending_traces"
+)
+
+// Collector is a prometheus.Collector over the latest snapshot of a [Cache]. Held and evicted
+// spans are not among its series: the collector package already exports them (the same names)
+// from the analyzer's held stats.
+type Collector struct {
+	cache *Cache
+	// window names the cross-trace detectors: their findings are about a window of traffic, not
+	// a trace, so the trace they cite as an example is left out of their key (as in the connector).
+	window map[string]bool
+
+	phys, logi, amp, att, fnd, spans, traces, ops, pending *prometheus.Desc
+
+	mu sync.Mutex
+	// counted is the snapshot the findings were last counted from, and out the series built from
+	// it: a scrape that finds the same snapshot resends them.
+	counted *analyzer.Snapshot
+	out     []prometheus.Metric
+	// seen are the findings of the last counted report; counts the findings first seen, by
+	// (detector, severity), since the collector started.
+	seen   map[findingKey]bool
+	counts map[[2]string]float64
+}
+
+// findingKey identifies a finding across re-analyses of its trace, as the connector keys it: a
+// late span changes the span list and the numbers, not what the finding is about; nth tells
+// apart findings of one detector about the same trace and dependency.
+type findingKey struct {
+	detector, trace, service, dependency string
+	nth                                  int
+}
+
+// NewCollector builds the collector; detectors is the analyzer's suite (for which are cross-trace).
+func NewCollector(cache *Cache, detectors []*analyzer.Detector) *Collector {
+	window := map[string]bool{}
+	for _, d := range detectors {
+		if d != nil && d.Scope == analyzer.ScopeWindow {
+			window[d.Name] = true
+		}
+	}
+	dep := []string{LabelDependency, LabelDependencyService}
+	return &Collector{
+		cache:  cache,
+		window: window,
+		phys: prometheus.NewDesc(NamePhysicalCalls,
+			"Physical calls (CLIENT spans) that reached the dependency, in the traces analyzed.", dep, nil),
+		logi: prometheus.NewDesc(NameLogicalOps,
+			"Logical operations the top layer asked of the dependency; physical_calls / logical_operations is the amplification.", dep, nil),
+		amp: prometheus.NewDesc(NameAmplification,
+			"Physical calls per logical operation toward the dependency, over everything analyzed since start.", dep, nil),
+		att: prometheus.NewDesc(NameAttempts,
+			"Physical calls to the dependency by outcome: the HTTP status, the gRPC code, or a class (ok, timeout, connect error, refused).",
+			append(slices.Clone(dep), LabelOutcome), nil),
+		fnd: prometheus.NewDesc(NameFindings,
+			"Distinct findings reported, by detector and severity.", []string{LabelDetector, LabelSeverity}, nil),
+		spans:   prometheus.NewDesc(NameSpansAnalyzed, "Spans in the traces analyzed (duplicates dropped).", nil, nil),
+		traces:  prometheus.NewDesc(NameTracesAnalyzed, "Traces analyzed at least once.", nil, nil),
+		ops:     prometheus.NewDesc(NameOperations, "Logical operations found in the traces analyzed.", nil, nil),
+		pending: prometheus.NewDesc(NamePendingTraces, "Traces waiting for their settle period.", nil, nil),
+		seen:    map[findingKey]bool{},
+		counts:  map[[2]string]float64{},
+	}
+}
+
+// Describe implements prometheus.Collector.
+func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.phys, c.logi, c.amp, c.att, c.fnd, c.spans, c.traces, c.ops, c.pending} {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector: the series of the cache's latest snapshot, built once
+// per snapshot.
+func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+	snap := c.cache.Latest()
+	c.mu.Lock()
+	if snap != c.counted {
+		c.out = c.build(snap)
+		c.counted = snap
+	}
+	out := c.out
+	c.mu.Unlock()
+	for _, m := range out {
+		ch <- m
+	}
+}
+
+// build counts the findings new in snap and renders every series. Called with c.mu held.
+func (c *Collector) build(snap *analyzer.Snapshot) []prometheus.Metric {
+	if snap == nil {
+		return nil
+	}
+	rep := &snap.Report
+	cur := make(map[findingKey]bool, len(rep.Findings))
+	for i := range rep.Findings {
+		f := &rep.Findings[i]
+		k := findingKey{f.Detector, f.TraceID, f.Service, f.Dependency, 0}
+		if c.window[f.Detector] {
+			k.trace = ""
+		}
+		for cur[k] {
+			k.nth++
+		}
+		cur[k] = true
+		if !c.seen[k] {
+			c.counts[[2]string{f.Detector, f.Severity.String()}]++
+		}
+	}
+	// Findings that left the report will not come back under the same key: forgetting them keeps
+	// the set bounded by the report's own bound on findings.
+	c.seen = cur
+
+	out := make([]prometheus.Metric, 0, 4*len(rep.Dependencies)+len(c.counts)+4)
+	for i := range rep.Dependencies {
+		d := &rep.Dependencies[i]
+		out = append(out,
+			prometheus.MustNewConstMetric(c.phys, prometheus.CounterValue, float64(d.PhysicalCalls), d.Dependency, d.Service),
+			prometheus.MustNewConstMetric(c.logi, prometheus.CounterValue, float64(d.LogicalOperations), d.Dependency, d.Service),
+			prometheus.MustNewConstMetric(c.amp, prometheus.GaugeValue, d.Amplification, d.Dependency, d.Service))
+		for o, n := range d.Outcomes {
+			out = append(out, prometheus.MustNewConstMetric(c.att, prometheus.CounterValue, float64(n), d.Dependency, d.Service, o))
+		}
+	}
+	keys := make([][2]string, 0, len(c.counts))
+	for k := range c.counts {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b [2]string) int { return strings.Compare(a[0]+"\x00"+a[1], b[0]+"\x00"+b[1]) })
+	for _, k := range keys {
+		out = append(out, prometheus.MustNewConstMetric(c.fnd, prometheus.CounterValue, c.counts[k], k[0], k[1]))
+	}
+	out = append(out,
+		prometheus.MustNewConstMetric(c.spans, prometheus.CounterValue, float64(rep.Input.Spans)),
+		prometheus.MustNewConstMetric(c.traces, prometheus.CounterValue, float64(rep.Input.Traces)),
+		prometheus.MustNewConstMetric(c.ops, prometheus.CounterValue, float64(rep.Input.Operations)),
+		prometheus.MustNewConstMetric(c.pending, prometheus.GaugeValue, float64(snap.Stats.PendingTraces)))
+	return out
+}

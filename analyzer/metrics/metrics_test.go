@@ -1,0 +1,223 @@
+package metrics
+
+import (
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/stormwatch/stormwatch/analyzer"
+)
+
+// fakeSource hands out the report it holds and counts the snapshots taken.
+type fakeSource struct {
+	mu    sync.Mutex
+	rep   analyzer.Report
+	stats analyzer.StoreStats
+	taken int
+}
+
+func (f *fakeSource) Snapshot(now time.Time) *analyzer.Snapshot {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.taken++
+	return &analyzer.Snapshot{AtUnixNano: now.UnixNano(), Report: f.rep, Stats: f.stats}
+}
+
+func (f *fakeSource) set(r analyzer.Report) {
+	f.mu.Lock()
+	f.rep = r
+	f.mu.Unlock()
+}
+
+// clock is a settable clock.
+type clock struct{ t time.Time }
+
+func (c *clock) now() time.Time { return c.t }
+
+func TestCacheTakesOneSnapshotPerInterval(t *testing.T) {
+	src := &fakeSource{}
+	clk := &clock{t: time.Unix(1000, 0)}
+	c := NewCache(src, time.Second, clk.now)
+	first := c.Latest()
+	for range 100 {
+		if c.Latest() != first {
+			t.Fatal("a fresh cache must hand out the same snapshot")
+		}
+	}
+	if src.taken != 1 {
+		t.Fatalf("100 reads within the interval took %d snapshots, want 1", src.taken)
+	}
+	clk.t = clk.t.Add(999 * time.Millisecond)
+	c.Latest()
+	if src.taken != 1 {
+		t.Fatalf("before the interval ended: %d snapshots", src.taken)
+	}
+	clk.t = clk.t.Add(time.Millisecond)
+	if c.Latest() == first || src.taken != 2 {
+		t.Fatalf("after the interval: %d snapshots, want a new one", src.taken)
+	}
+	// A clock that steps back (NTP) must not pin an old snapshot forever.
+	clk.t = clk.t.Add(-time.Hour)
+	c.Latest()
+	if src.taken != 3 {
+		t.Fatalf("after the clock stepped back: %d snapshots, want 3", src.taken)
+	}
+	c.Fresh()
+	if src.taken != 4 {
+		t.Fatalf("Fresh must take a snapshot: %d", src.taken)
+	}
+}
+
+func TestCacheConcurrentReadersShareOneSnapshot(t *testing.T) {
+	src := &fakeSource{}
+	c := NewCache(src, time.Hour, nil)
+	var wg sync.WaitGroup
+	for range 50 {
+		wg.Go(func() { c.Latest() })
+	}
+	wg.Wait()
+	if src.taken != 1 {
+		t.Fatalf("50 concurrent readers took %d snapshots, want 1", src.taken)
+	}
+}
+
+var (
+	window = &analyzer.Detector{Name: "retry-budget-exceeded", Scope: analyzer.ScopeWindow}
+	perTr  = &analyzer.Detector{Name: "retry-amplification"}
+)
+
+func storm() analyzer.Report {
+	return analyzer.Report{
+		Version: analyzer.ReportVersion,
+		Input:   analyzer.InputStats{Spans: 158, Traces: 2, Operations: 26},
+		Dependencies: []analyzer.DependencyStats{
+			{Dependency: "http://dep:8080", Service: "dep", PhysicalCalls: 54, LogicalOperations: 2, Amplification: 27,
+				Outcomes: map[string]int{"503": 54}},
+			{Dependency: "http://cache:6379", PhysicalCalls: 3, LogicalOperations: 2, Amplification: 1.5,
+				Outcomes: map[string]int{"ok": 2, "timeout": 1}},
+		},
+		Findings: []analyzer.Finding{
+			{Detector: "retry-amplification", Severity: analyzer.SeverityCritical, TraceID: "t1", Service: "edge", Dependency: "http://dep:8080"},
+			{Detector: "retry-amplification", Severity: analyzer.SeverityCritical, TraceID: "t2", Service: "edge", Dependency: "http://dep:8080"},
+			{Detector: "retry-budget-exceeded", Severity: analyzer.SeverityWarning, TraceID: "t1", Service: "adapter", Dependency: "http://dep:8080"},
+		},
+	}
+}
+
+func TestCollectorSeries(t *testing.T) {
+	src := &fakeSource{rep: storm(), stats: analyzer.StoreStats{PendingTraces: 4}}
+	c := NewCollector(NewCache(src, -1, nil), []*analyzer.Detector{window, perTr})
+	want := map[string]float64{
+		`stormwatch_dependency_amplification_ratio{stormwatch_dependency="http://cache:6379",stormwatch_dependency_service=""}`:                                 1.5,
+		`stormwatch_dependency_amplification_ratio{stormwatch_dependency="http://dep:8080",stormwatch_dependency_service="dep"}`:                                27,
+		`stormwatch_dependency_attempts_total{stormwatch_attempt_outcome="503",stormwatch_dependency="http://dep:8080",stormwatch_dependency_service="dep"}`:    54,
+		`stormwatch_dependency_attempts_total{stormwatch_attempt_outcome="ok",stormwatch_dependency="http://cache:6379",stormwatch_dependency_service=""}`:      2,
+		`stormwatch_dependency_attempts_total{stormwatch_attempt_outcome="timeout",stormwatch_dependency="http://cache:6379",stormwatch_dependency_service=""}`: 1,
+		`stormwatch_dependency_logical_operations_total{stormwatch_dependency="http://cache:6379",stormwatch_dependency_service=""}`:                            2,
+		`stormwatch_dependency_logical_operations_total{stormwatch_dependency="http://dep:8080",stormwatch_dependency_service="dep"}`:                           2,
+		`stormwatch_dependency_physical_calls_total{stormwatch_dependency="http://cache:6379",stormwatch_dependency_service=""}`:                                3,
+		`stormwatch_dependency_physical_calls_total{stormwatch_dependency="http://dep:8080",stormwatch_dependency_service="dep"}`:                               54,
+		`stormwatch_findings_total{stormwatch_finding_detector="retry-amplification",stormwatch_finding_severity="critical"}`:                                   2,
+		`stormwatch_findings_total{stormwatch_finding_detector="retry-budget-exceeded",stormwatch_finding_severity="warning"}`:                                  1,
+		`stormwatch_analyzed_spans_total`:      158,
+		`stormwatch_analyzed_traces_total`:     2,
+		`stormwatch_analyzed_operations_total`: 26,
+		`stormwatch_pending_traces`:            4,
+	}
+	got := gather(t, c)
+	for k, v := range want {
+		if g, ok := got[k]; !ok || g != v {
+			t.Errorf("%s = %v (present %v), want %v", k, g, ok, v)
+		}
+	}
+	for k := range got {
+		if _, ok := want[k]; !ok {
+			t.Errorf("unexpected series %s", k)
+		}
+	}
+}
+
+// gather scrapes c through a pedantic registry (which checks the series against Describe) and
+// renders each series as name{label="value",...} in label order, as the exposition does.
+func gather(t *testing.T, c prometheus.Collector) map[string]float64 {
+	t.Helper()
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(c)
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]float64{}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			var ls []string
+			for _, p := range m.GetLabel() {
+				ls = append(ls, p.GetName()+`="`+p.GetValue()+`"`)
+			}
+			k := mf.GetName()
+			if len(ls) > 0 {
+				k += "{" + strings.Join(ls, ",") + "}"
+			}
+			v := m.GetGauge().GetValue()
+			if mf.GetType() == dto.MetricType_COUNTER {
+				v = m.GetCounter().GetValue()
+			}
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// TestFindingsCountedOnceAcrossReanalysis: a finding is counted when first seen, not at every
+// scrape or re-analysis; a cross-trace finding that cites another example trace is the same
+// finding; one that leaves the report and comes back counts again (as in the connector).
+func TestFindingsCountedOnceAcrossReanalysis(t *testing.T) {
+	src := &fakeSource{rep: storm()}
+	c := NewCollector(NewCache(src, -1, nil), []*analyzer.Detector{window, perTr})
+	count := func(det, sev string) float64 {
+		t.Helper()
+		return gather(t, c)[NameFindings+`{`+LabelDetector+`="`+det+`",`+LabelSeverity+`="`+sev+`"}`]
+	}
+	for range 3 {
+		if n := count("retry-amplification", "critical"); n != 2 {
+			t.Fatalf("repeated scrapes: %v findings, want 2", n)
+		}
+	}
+	r := storm()
+	r.Findings[0].Summary = "late span: 28 calls" // re-analysis changed its content, not its key
+	r.Findings[2].TraceID = "t9"                  // the cross-trace finding cites another example
+	r.Findings = append(r.Findings, analyzer.Finding{Detector: "retry-amplification", Severity: analyzer.SeverityCritical,
+		TraceID: "t3", Service: "edge", Dependency: "http://dep:8080"})
+	src.set(r)
+	if n := count("retry-amplification", "critical"); n != 3 {
+		t.Errorf("after one new finding: %v, want 3", n)
+	}
+	if n := count("retry-budget-exceeded", "warning"); n != 1 {
+		t.Errorf("the cross-trace finding with a new example trace was counted again: %v", n)
+	}
+	src.set(analyzer.Report{})
+	count("retry-amplification", "critical")
+	src.set(storm())
+	if n := count("retry-amplification", "critical"); n != 5 {
+		t.Errorf("findings that left and came back: %v, want 5", n)
+	}
+}
+
+// TestCollectorReusesSeriesForTheSameSnapshot: scrapes within the cache interval build nothing
+// new and take no snapshot.
+func TestCollectorReusesSeriesForTheSameSnapshot(t *testing.T) {
+	src := &fakeSource{rep: storm()}
+	c := NewCollector(NewCache(src, time.Hour, nil), nil)
+	for range 20 {
+		if n := len(gather(t, c)); n != 15 {
+			t.Fatalf("%d series, want 15", n)
+		}
+	}
+	if src.taken != 1 {
+		t.Errorf("20 scrapes took %d snapshots, want 1", src.taken)
+	}
+}

@@ -1,0 +1,253 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stormwatch/stormwatch/analyzer"
+	"github.com/stormwatch/stormwatch/tracefile"
+	"github.com/stormwatch/stormwatch/tracefile/replay"
+)
+
+// ampFixture is the stock-instrumentation storm: 2 requests, three retrying layers, 54 calls to
+// http://dep:8080 (27x).
+const ampFixture = "../../fixtures/amplification-27-stock.jsonl"
+
+// sendFixture sends a recorded fixture to the running collector over real OTLP (the replay
+// blaster: pre-encoded requests, shifted to now).
+func sendFixture(t *testing.T, endpoint string, proto replay.Protocol, token, path string) {
+	t.Helper()
+	reqs, err := replay.LoadRequests([]string{path}, tracefile.ReadOptions{Strict: true}, proto, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := replay.Blast(context.Background(), reqs, replay.SendOptions{
+		Target: replay.Target{Endpoint: endpoint, Protocol: proto, Insecure: true, Token: token}})
+	if err != nil {
+		t.Fatalf("send %s: %v", path, err)
+	}
+	if st.Refused > 0 || st.Rejected > 0 {
+		t.Fatalf("send %s: %+v", path, st)
+	}
+}
+
+// get fetches url with an optional bearer token.
+func get(t *testing.T, url, token string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, url, nil)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// eventually polls f until it returns "" (success) or 15 s pass, then fails with its last message.
+func eventually(t *testing.T, f func() string) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		msg := f()
+		if msg == "" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal(msg)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+var depAmplification = regexp.MustCompile(
+	`(?m)^stormwatch_dependency_amplification_ratio\{stormwatch_dependency="http://dep:8080",stormwatch_dependency_service="dep"\} (\S+)$`)
+
+// TestCollectAnalyzesLive: `stormwatch collect` runs the live analyzer. The 27x fixture, sent over
+// OTLP/gRPC, shows up in /metrics (the connector's series), in GET /api/v1/report (the --format
+// json contract, the same dependencies as the golden `analyze` report), in the status line, in
+// the shutdown summary and in --report.
+func TestCollectAnalyzesLive(t *testing.T) {
+	reportFile := filepath.Join(t.TempDir(), "final.json")
+	r := startCollect(t, "--settle", "100ms", "--status-interval", "50ms", "--report", reportFile)
+	sendFixture(t, r.grpc, replay.GRPC, "", ampFixture)
+
+	eventually(t, func() string {
+		_, body := get(t, "http://"+r.http+"/metrics", "")
+		m := depAmplification.FindStringSubmatch(body)
+		if m == nil || m[1] != "27" {
+			return "/metrics never showed http://dep:8080 at 27x:\n" + grepLines(body, "stormwatch_dependency_amplification")
+		}
+		return ""
+	})
+	_, body := get(t, "http://"+r.http+"/metrics", "")
+	for _, want := range []string{
+		`stormwatch_dependency_physical_calls_total{stormwatch_dependency="http://dep:8080",stormwatch_dependency_service="dep"} 54`,
+		`stormwatch_dependency_logical_operations_total{stormwatch_dependency="http://dep:8080",stormwatch_dependency_service="dep"} 2`,
+		`stormwatch_dependency_attempts_total{stormwatch_attempt_outcome="503",stormwatch_dependency="http://dep:8080",stormwatch_dependency_service="dep"} 54`,
+		`stormwatch_findings_total{stormwatch_finding_detector="retry-amplification",stormwatch_finding_severity="critical"}`,
+		`stormwatch_analyzed_traces_total 2`,
+		`stormwatch_held_traces 2`,
+		`stormwatch_collector_received_spans_total{transport="grpc"} 158`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+
+	code, js := get(t, "http://"+r.http+reportPath, "")
+	if code != http.StatusOK {
+		t.Fatalf("GET %s: %d %s", reportPath, code, js)
+	}
+	var got, golden analyzer.Report
+	if err := json.Unmarshal([]byte(js), &got); err != nil {
+		t.Fatalf("the report is not the JSON contract: %v\n%s", err, js)
+	}
+	gb, err := os.ReadFile("../../fixtures/golden/amplification-27-stock.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(gb, &golden); err != nil {
+		t.Fatal(err)
+	}
+	if got.Version != analyzer.ReportVersion || got.Input != golden.Input {
+		t.Errorf("report input %+v (version %d), want %+v", got.Input, got.Version, golden.Input)
+	}
+	gd, _ := json.Marshal(got.Dependencies)
+	wd, _ := json.Marshal(golden.Dependencies)
+	if !bytes.Equal(gd, wd) {
+		t.Errorf("live dependencies differ from analyze's:\n got %s\nwant %s", gd, wd)
+	}
+	if !hasFinding(got, "retry-amplification", analyzer.SeverityCritical) {
+		t.Errorf("no critical retry-amplification in the live report: %+v", got.Findings)
+	}
+	if code, _ := get(t, "http://"+r.http+reportPath, ""); code != http.StatusOK {
+		t.Errorf("second GET: %d", code)
+	}
+	resp, err := http.Post("http://"+r.http+reportPath, "application/json", strings.NewReader("{}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusMethodNotAllowed || resp.Header.Get("Allow") != "GET, HEAD" {
+		t.Errorf("POST %s: %d Allow %q, want 405 GET, HEAD", reportPath, resp.StatusCode, resp.Header.Get("Allow"))
+	}
+
+	r.waitStderr(t, regexp.MustCompile(`stormwatch: .*158 spans .* · findings [1-9]\d* critical \d+ warning \d+ info · worst 27\.00x http://dep:8080\n`))
+	if err := r.stop(t); err != nil {
+		t.Fatalf("Ctrl-C: %v", err)
+	}
+	out := r.stderr.String()
+	for _, want := range []string{
+		"stormwatch: analyzed 2 traces, 158 spans, 26 logical operations; findings: ",
+		"stormwatch:   http://dep:8080 (dep): 54 calls for 2 operations (27.00x)",
+		"stormwatch: report written to " + reportFile,
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, out)
+		}
+	}
+	fb, err := os.ReadFile(reportFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var final analyzer.Report
+	if err := json.Unmarshal(fb, &final); err != nil {
+		t.Fatalf("--report is not the JSON contract: %v", err)
+	}
+	if fd, _ := json.Marshal(final.Dependencies); !bytes.Equal(fd, wd) {
+		t.Errorf("--report dependencies:\n got %s\nwant %s", fd, wd)
+	}
+}
+
+// TestCollectFinalReportIncludesUnsettledTraces: traces still inside --settle at Ctrl-C are
+// analyzed before the final summary and --report.
+func TestCollectFinalReportIncludesUnsettledTraces(t *testing.T) {
+	reportFile := filepath.Join(t.TempDir(), "final.json")
+	r := startCollect(t, "--settle", "1h", "--status-interval", "0", "--report", reportFile)
+	sendFixture(t, "http://"+r.http, replay.HTTPProtobuf, "", ampFixture)
+	eventually(t, func() string {
+		if _, body := get(t, "http://"+r.http+"/metrics", ""); !strings.Contains(body, "stormwatch_pending_traces 2") {
+			return "the fixture's traces never arrived:\n" + grepLines(body, "stormwatch_pending")
+		}
+		return ""
+	})
+	if err := r.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(r.stderr.String(), "http://dep:8080 (dep): 54 calls for 2 operations (27.00x)") {
+		t.Errorf("the final summary lacks the unsettled storm:\n%s", r.stderr.String())
+	}
+	fb, err := os.ReadFile(reportFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var final analyzer.Report
+	if err := json.Unmarshal(fb, &final); err != nil || len(final.Dependencies) == 0 || final.Dependencies[0].Amplification != 27 {
+		t.Errorf("--report: %v %+v", err, final.Dependencies)
+	}
+}
+
+// TestCollectReportNeedsTheToken: with --token-file the report API wants the token (it names
+// services and endpoints); /metrics stays open to scrapers.
+func TestCollectReportNeedsTheToken(t *testing.T) {
+	const token = "tok-report-51"
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(tokenFile, []byte(token), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := startCollect(t, "--token-file", tokenFile, "--settle", "100ms", "--status-interval", "0")
+	sendFixture(t, r.grpc, replay.GRPC, token, ampFixture)
+	for _, c := range []struct {
+		path, token string
+		want        int
+	}{
+		{reportPath, "", http.StatusUnauthorized},
+		{reportPath, "wrong", http.StatusUnauthorized},
+		{reportPath, token, http.StatusOK},
+		{"/metrics", "", http.StatusOK},
+	} {
+		code, body := get(t, "http://"+r.http+c.path, c.token)
+		if code != c.want {
+			t.Errorf("GET %s with token %q: %d, want %d: %s", c.path, c.token, code, c.want, body)
+		}
+		if code == http.StatusUnauthorized && (strings.Contains(body, "dep:8080") || strings.Contains(body, token)) {
+			t.Errorf("a refused request got report content or the token: %s", body)
+		}
+	}
+	if err := r.stop(t); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func hasFinding(r analyzer.Report, detector string, sev analyzer.Severity) bool {
+	for _, f := range r.Findings {
+		if f.Detector == detector && f.Severity == sev {
+			return true
+		}
+	}
+	return false
+}
+
+// grepLines keeps the lines of s that contain sub, for failure messages.
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}

@@ -1,0 +1,230 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"sync/atomic"
+	"time"
+
+	"github.com/stormwatch/stormwatch/analyzer"
+	"github.com/stormwatch/stormwatch/analyzer/metrics"
+	"github.com/stormwatch/stormwatch/analyzer/policy"
+	"github.com/stormwatch/stormwatch/analyzer/render"
+	"github.com/stormwatch/stormwatch/analyzer/suite"
+	"github.com/stormwatch/stormwatch/collector"
+	"github.com/stormwatch/stormwatch/spans"
+	"github.com/stormwatch/stormwatch/tui"
+)
+
+// flagSet is what the flag groups register into: a pflag.FlagSet, or cobra's.
+type flagSet interface {
+	StringVar(p *string, name, value, usage string)
+	DurationVar(p *time.Duration, name string, value time.Duration, usage string)
+}
+
+// analysisFlags are the live analyzer's flags, the same for collect, the dashboard, demo and replay.
+type analysisFlags struct {
+	policy string
+	settle time.Duration
+}
+
+func (a *analysisFlags) register(fs flagSet, settle time.Duration) {
+	fs.StringVar(&a.policy, "policy", "", "retry policy `FILE` (docs/policy.md): detector settings and per-class rules, applied live")
+	fs.DurationVar(&a.settle, "settle", settle, "how long a trace must stay quiet before it is analyzed (longer than your exporters' batch delay)")
+}
+
+// reportPath is where the analysis API serves the current report.
+const reportPath = "/api/v1/report"
+
+// session is the live analysis: the analyzer, behind a pointer so that C (clear) swaps in a fresh
+// one without stopping ingestion, and the ticker that settles traces.
+type session struct {
+	cfg analyzer.Config
+	cur atomic.Pointer[analyzer.Analyzer]
+	log *slog.Logger
+}
+
+// newSession is the dashboard's session: the analysis flags plus --refresh.
+func newSession(d *dashboardFlags, maxSpans int, log *slog.Logger) (*session, error) {
+	if d.refresh <= 0 {
+		return nil, fmt.Errorf("--refresh %s: must be positive", d.refresh)
+	}
+	return newAnalysisSession(&d.analysisFlags, maxSpans, log)
+}
+
+// newAnalysisSession builds the analyzer every live command runs: the default suite, the policy
+// (or the built-in one) in live mode, --settle and --max-spans.
+func newAnalysisSession(a *analysisFlags, maxSpans int, log *slog.Logger) (*session, error) {
+	if a.settle <= 0 {
+		return nil, fmt.Errorf("--settle %s: must be positive", a.settle)
+	}
+	cfg := analyzer.Config{Settle: a.settle, MaxSpans: maxSpans, Detectors: suite.Default(), Now: time.Now}
+	var p *policy.Policy
+	if a.policy != "" {
+		var err error
+		if p, err = policy.Load(a.policy); err != nil {
+			return nil, fmt.Errorf("--policy: %w", err)
+		}
+	}
+	policy.Configure(&cfg, p, policy.Live)
+	s := &session{cfg: cfg, log: log}
+	s.cur.Store(analyzer.New(cfg))
+	return s, nil
+}
+
+// ConsumeBatch implements spans.Consumer for the collector and the players.
+func (s *session) ConsumeBatch(ctx context.Context, b *spans.Batch) error {
+	return s.cur.Load().ConsumeBatch(ctx, b)
+}
+
+// Snapshot implements tui.Source and metrics.Source.
+func (s *session) Snapshot(now time.Time) *analyzer.Snapshot { return s.cur.Load().Snapshot(now) }
+
+// Clear drops everything held: the next spans start a fresh analysis.
+func (s *session) Clear() {
+	s.cur.Store(analyzer.New(s.cfg))
+	if s.log != nil {
+		s.log.Info("cleared: a fresh analysis starts now")
+	}
+}
+
+// flush analyzes every trace still waiting for its settle period: at shutdown, once nothing more
+// arrives, so the final report holds everything received.
+func (s *session) flush() { s.cur.Load().Flush() }
+
+func (s *session) held() collector.HeldStats {
+	st := s.cur.Load().Stats()
+	return collector.HeldStats{Spans: int64(st.SpansHeld), Traces: int64(st.TracesHeld),
+		EvictedSpans: int64(st.EvictedSpans), EvictedTraces: int64(st.EvictedTraces)}
+}
+
+// run settles quiet traces until ctx ends; the analyzer reads no clock of its own.
+func (s *session) run(ctx context.Context) {
+	t := time.NewTicker(200 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			s.cur.Load().Settle(now)
+		}
+	}
+}
+
+func (s *session) tuiOptions(d *dashboardFlags) tui.Options {
+	dir, _ := os.Getwd()
+	return tui.Options{Source: s, Refresh: d.refresh, Clear: s.Clear, ExportDir: dir}
+}
+
+func (s *session) logPath(d *dashboardFlags) string {
+	if d.logFile != "" {
+		return d.logFile
+	}
+	return defaultLogPath()
+}
+
+// pipeline is a running collector feeding a session, with the analysis published on the HTTP
+// port: the shared start-up of collect, the dashboard and demo.
+type pipeline struct {
+	*session
+	c     *collector.Collector
+	f     *collectorFlags
+	log   *slog.Logger
+	cache *metrics.Cache
+	// ctx ends with cancel: the settle loop and anything else that lives as long as the pipeline
+	// (the demo's traffic).
+	ctx      context.Context
+	cancel   context.CancelFunc
+	closeLog func()
+}
+
+// startPipeline starts s's settle loop and the collector delivering into s, with the analysis
+// figures in /metrics and the report at GET /api/v1/report (token-protected like exports).
+func startPipeline(ctx context.Context, f *collectorFlags, s *session, log *slog.Logger) (*pipeline, error) {
+	s.log = log
+	cache := metrics.NewCache(s, metrics.DefaultMaxAge, nil)
+	runCtx, cancel := context.WithCancel(ctx)
+	go s.run(runCtx)
+	c, err := startCollector(ctx, f, s, s.held, log,
+		collector.WithHTTPHandler(reportPath, reportHandler(cache), true))
+	if err == nil {
+		if err = c.Registry().Register(metrics.NewCollector(cache, s.cfg.Detectors)); err != nil {
+			err = fmt.Errorf("register the analysis metrics: %w", err)
+			stopCollector(c, f)
+		}
+	}
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	return &pipeline{session: s, c: c, f: f, log: log, cache: cache, ctx: runCtx, cancel: cancel, closeLog: func() {}}, nil
+}
+
+// startDashboard is the start-up of the commands that show the dashboard (live, demo): flags and
+// policy checked before the terminal (so a mistake is reported wherever the command runs), the
+// log file opened (the terminal belongs to the dashboard), then the pipeline.
+func startDashboard(ctx context.Context, io streams, f *collectorFlags, d *dashboardFlags) (*pipeline, error) {
+	if _, err := f.config(); err != nil {
+		return nil, withExitCode(2, err)
+	}
+	s, err := newSession(d, f.maxSpans, nil)
+	if err != nil {
+		return nil, withExitCode(2, err)
+	}
+	if err := requireTerminal(io); err != nil {
+		return nil, err
+	}
+	log, closeLog, err := openLog(d.logFile)
+	if err != nil {
+		return nil, withExitCode(2, err)
+	}
+	p, err := startPipeline(ctx, f, s, log)
+	if err != nil {
+		closeLog()
+		return nil, err
+	}
+	p.closeLog = closeLog
+	return p, nil
+}
+
+// tuiOptions are the dashboard's options for this pipeline: its source, its endpoints, its drops.
+func (p *pipeline) tuiOptions(f *collectorFlags, d *dashboardFlags) tui.Options {
+	opt := p.session.tuiOptions(d)
+	opt.Endpoints, opt.HTTPEndpoint = endpoints(p.c, isTLS(f))
+	opt.Dropped = func() int64 { return p.c.Stats().RejectedSpans }
+	return opt
+}
+
+// stop stops accepting and drains the queue into the analyzer, then ends the settle loop.
+func (p *pipeline) stop() error {
+	err := stopCollector(p.c, p.f)
+	p.cancel()
+	return err
+}
+
+// reportHandler serves the latest report in the --format json contract. It reads the shared
+// snapshot cache, so it is as fresh as /metrics (at most metrics.DefaultMaxAge old) and a burst
+// of requests costs the analyzer one snapshot.
+func reportHandler(cache *metrics.Cache) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			w.Header().Set("Allow", "GET, HEAD")
+			http.Error(w, fmt.Sprintf("%s %s: use GET", r.Method, reportPath), http.StatusMethodNotAllowed)
+			return
+		}
+		snap := cache.Latest()
+		var buf bytes.Buffer
+		if err := render.JSON(&buf, &snap.Report); err != nil {
+			http.Error(w, "render the report: "+err.Error(), http.StatusInternalServerError)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Cache-Control", "no-store")
+		w.Write(buf.Bytes())
+	})
+}
