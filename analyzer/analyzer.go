@@ -30,6 +30,10 @@ type Analyzer struct {
 	seed   maphash.Seed
 	intern *interner
 
+	// passMu lets one analysis pass (Settle, Flush) run at a time. mu guards everything below;
+	// a pass holds it only to take due traces out and to publish their results, never while it
+	// analyzes, so ConsumeBatch, Snapshot and Report do not wait for the analysis.
+	passMu sync.Mutex
 	mu     sync.Mutex
 	traces map[spans.TraceID]*traceState
 	// held: every trace, least recently updated first (eviction order). pending: traces with
@@ -74,13 +78,17 @@ type traceState struct {
 	id          spans.TraceID
 	spans       []spans.Span // every span received and kept (analyzed ones included)
 	analyzedLen int          // spans[:analyzedLen] are in res
-	res         *traceResult
-	lastSeen    int64
-	dropped     int // over the per-trace cap
-	seq         uint64
-	inHeld      elem
-	inPending   elem
-	gone        bool
+	// job is the analysis in flight (nil when none): it owns the spans it took (out of them,
+	// still counted as held), and spans arriving meanwhile start a new t.spans.
+	job       *job
+	out       int
+	res       *traceResult
+	lastSeen  int64
+	dropped   int // over the per-trace cap
+	seq       uint64
+	inHeld    elem
+	inPending elem
+	gone      bool
 }
 
 type depAgg struct {
@@ -159,7 +167,7 @@ func (a *Analyzer) ConsumeBatch(ctx context.Context, b *spans.Batch) error {
 			}
 			last = t
 		}
-		if capT > 0 && len(t.spans) >= capT {
+		if capT > 0 && len(t.spans)+t.out >= capT {
 			if t.dropped == 0 {
 				a.truncatedT++
 			}
@@ -188,29 +196,37 @@ func (a *Analyzer) touch(t *traceState, now int64) {
 }
 
 // evict pushes out the least recently updated traces until the span bound holds. An evicted trace
-// is analyzed as it is first, so the report keeps its findings and counts.
+// is analyzed as it is first, so the report keeps its findings and counts. Traces whose analysis is
+// in flight are passed over (they are about to be analyzed, and released when ReleaseSpans is on):
+// the bound may be exceeded by their spans until the next batch.
 func (a *Analyzer) evict() {
 	limit := a.maxSpans()
 	if limit < 0 {
 		return
 	}
-	for a.spansHeld > limit {
-		t := a.held.front()
-		if t == nil {
-			return
+	for t := a.held.front(); t != nil && a.spansHeld > limit; {
+		next := a.held.next(t)
+		if t.job != nil {
+			t = next
+			continue
 		}
 		if t.res != nil && t.res.released && len(t.spans) == 0 {
 			// Only its operations were held: it leaves the windowed detectors' window, but
 			// no span is lost, so it is not counted as evicted.
 			a.drop(t)
+			t = next
 			continue
 		}
 		if len(t.spans) > t.analyzedLen || t.res == nil {
-			a.analyze(t)
+			// Under the lock: eviction is the ingest path's own back-pressure.
+			j := a.take(t)
+			a.run(j)
+			a.publish(j)
 		}
 		a.evictedT++
 		a.evictedS += len(t.spans)
 		a.drop(t)
+		t = next
 	}
 }
 
@@ -227,70 +243,138 @@ func (a *Analyzer) drop(t *traceState) {
 	t.res = nil
 }
 
+// passChunk is how many traces a pass takes out per lock: few enough that eviction and the
+// window see little in flight, enough that the lock is not taken per trace.
+const passChunk = 64
+
 // Settle analyzes the traces that have been quiet for Config.Settle (live mode) and, every
 // WindowInterval, re-runs the windowed detectors. The caller ticks it; now is the caller's clock.
+// The analysis runs outside the lock that ConsumeBatch, Snapshot and Report take.
 func (a *Analyzer) Settle(now time.Time) {
 	n := now.UnixNano()
+	a.passMu.Lock()
+	defer a.passMu.Unlock()
 	a.mu.Lock()
-	defer a.mu.Unlock()
 	a.now = max(a.now, n)
+	a.mu.Unlock()
 	settle := a.cfg.settle()
-	for {
-		t := a.pending.front()
-		if t == nil || t.lastSeen+settle > n {
-			break
-		}
-		a.analyze(t)
-	}
+	a.pass(func(t *traceState) bool { return t.lastSeen+settle <= n })
+	a.mu.Lock()
 	a.tickHistory(n)
 	wi := int64(a.cfg.WindowInterval)
 	if wi == 0 {
 		wi = int64(DefaultWindowInterval)
 	}
-	if wi > 0 && n-a.lastWindow >= wi {
-		a.runWindow()
+	due := wi > 0 && n-a.lastWindow >= wi
+	if due {
 		a.lastWindow = n
+	}
+	a.mu.Unlock()
+	if due {
+		a.runWindow()
 	}
 }
 
 // Flush analyzes every trace held, complete or not, then runs the windowed detectors over all
 // operations held (offline mode: call it once after the last batch).
 func (a *Analyzer) Flush() {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	for t := a.pending.front(); t != nil; t = a.pending.front() {
-		a.analyze(t)
-	}
+	a.passMu.Lock()
+	defer a.passMu.Unlock()
+	a.pass(func(*traceState) bool { return true })
 	a.runWindow()
 }
 
-// analyze (re)analyzes one trace and swaps its contribution to the report.
-func (a *Analyzer) analyze(t *traceState) {
+// pass analyzes pending traces, oldest first, while due says so: it takes a chunk out under the
+// lock, analyzes it without the lock and publishes the results with the next chunk's taking.
+// Spans that arrive for a trace while it is analyzed put it back in pending, so it is analyzed
+// again (with them) once quiet; the pass itself stops at the first trace not due, so it ends.
+func (a *Analyzer) pass(due func(*traceState) bool) {
+	var jobs []*job
+	for {
+		a.mu.Lock()
+		for _, j := range jobs {
+			a.publish(j)
+		}
+		jobs = jobs[:0]
+		for t := a.pending.front(); t != nil && len(jobs) < passChunk; {
+			next := a.pending.next(t)
+			if !due(t) {
+				break
+			}
+			if t.job == nil {
+				jobs = append(jobs, a.take(t))
+			}
+			t = next
+		}
+		a.mu.Unlock()
+		if len(jobs) == 0 {
+			return
+		}
+		for _, j := range jobs {
+			a.run(j)
+		}
+	}
+}
+
+// job is one trace's analysis in flight: take (locked) -> run (unlocked) -> publish (locked).
+type job struct {
+	t       *traceState
+	ss      []spans.Span // the spans taken; the job owns them (clone: a copy is made first)
+	clone   bool         // the previous result shares ss's array (snapshots may hold it)
+	late    bool         // a fragment of a released trace (Config.ReleaseSpans)
+	dropped int
+	res     *traceResult
+}
+
+// take moves a trace's unanalyzed state into a job. The trace stays held and its spans counted.
+func (a *Analyzer) take(t *traceState) *job {
 	if t.inPending.linked {
 		a.pending.remove(t)
+	}
+	j := &job{t: t, ss: t.spans, dropped: t.dropped}
+	j.late = t.res != nil && t.res.released
+	// The analysis sorts and compacts its spans in place. The first time nobody else sees them;
+	// on re-analysis the previous result shares the array, so the new one gets a copy.
+	j.clone = t.res != nil && !j.late
+	t.out = len(t.spans)
+	t.spans = nil
+	t.analyzedLen = 0
+	t.job = j
+	return j
+}
+
+// run analyzes a taken trace. It touches nothing of the analyzer but its immutable config and the
+// interner's own locked cache, so it runs without a.mu.
+func (a *Analyzer) run(j *job) {
+	ss := j.ss
+	if j.clone {
+		ss = slices.Clone(ss)
+	}
+	j.res = analyzeTrace(j.t.id, ss, j.dropped, &a.cfg, a.seed, a.intern)
+	j.ss = nil
+}
+
+// publish swaps a trace's contribution to the report for its new analysis.
+func (a *Analyzer) publish(j *job) {
+	t, res := j.t, j.res
+	t.job = nil
+	// Duplicates are dropped for good: the held count shrinks to what the analysis kept.
+	a.spansHeld -= t.out - len(res.trace.Spans)
+	t.out = 0
+	// Spans that arrived during the analysis go after the analyzed ones, where the result never
+	// looks, so held spans are not stored twice; the trace is pending again for them.
+	arrived := t.spans
+	if j.late {
+		a.publishLate(t, res, arrived)
+		return
 	}
 	if t.res != nil && !t.res.released {
 		a.contribute(t.res, -1)
 	} else {
 		a.inTraces++
 	}
-	// The analysis sorts and compacts its spans in place. The first time nobody else sees them;
-	// on re-analysis the previous result (which snapshots may hold) shares the array, so the new
-	// one gets a copy. Afterwards t.spans is the analyzed slice itself: late spans are appended
-	// past its length, where the result never looks, so held spans are not stored twice.
-	if t.res != nil && t.res.released {
-		a.analyzeLate(t)
-		return
-	}
-	ss := t.spans
-	if t.res != nil {
-		ss = slices.Clone(t.spans)
-	}
-	res := analyzeTrace(t.id, ss, t.dropped, &a.cfg, a.seed, a.intern)
-	// Duplicates are dropped for good: the held count shrinks to what the analysis kept.
-	a.spansHeld -= len(t.spans) - len(res.trace.Spans)
-	t.spans = res.trace.Spans
-	t.analyzedLen = len(t.spans)
+	t.spans = append(res.trace.Spans, arrived...)
+	t.analyzedLen = len(res.trace.Spans)
 	t.res = res
 	a.contribute(res, +1)
 	if a.cfg.ReleaseSpans {
@@ -300,26 +384,32 @@ func (a *Analyzer) analyze(t *traceState) {
 }
 
 // release drops an analyzed trace's spans and index; its operations and findings stay (for the
-// windowed detectors and the report).
+// windowed detectors and the report). Spans not analyzed yet stay, for the next analysis.
 func (a *Analyzer) release(t *traceState) {
-	a.spansHeld -= len(t.spans)
-	a.releasedSpans += len(t.spans)
-	t.spans = nil
+	n := t.analyzedLen
+	a.spansHeld -= n
+	a.releasedSpans += n
+	if len(t.spans) > n {
+		t.spans = slices.Clone(t.spans[n:])
+	} else {
+		t.spans = nil
+	}
 	t.analyzedLen = 0
 	t.res = &traceResult{ops: t.res.ops, findings: t.res.findings, released: true}
 }
 
-// analyzeLate analyzes spans that arrived after their trace was analyzed and released: on their
-// own, as a fragment, since the rest of the trace is gone. Counted and noted in the report.
-func (a *Analyzer) analyzeLate(t *traceState) {
+// publishLate accounts spans that arrived after their trace was analyzed and released: analyzed
+// on their own, as a fragment, since the rest of the trace is gone. Counted and noted in the report.
+func (a *Analyzer) publishLate(t *traceState, res *traceResult, arrived []spans.Span) {
 	a.lateFragments++
-	res := analyzeTrace(t.id, t.spans, t.dropped, &a.cfg, a.seed, a.intern)
-	a.spansHeld -= len(t.spans) - len(res.trace.Spans)
-	t.spans = res.trace.Spans
 	a.contribute(res, +1)
-	a.inTraces-- // the same trace, not a new one
-	a.release(t)
-	t.res = &traceResult{ops: append(slices.Clip(t.res.ops), res.ops...), released: true}
+	n := len(res.trace.Spans)
+	a.spansHeld -= n
+	a.releasedSpans += n
+	t.spans = arrived
+	t.analyzedLen = 0
+	t.res = &traceResult{ops: append(slices.Clip(t.res.ops), res.ops...),
+		findings: append(slices.Clip(t.res.findings), res.findings...), released: true}
 	a.version++
 }
 
@@ -371,7 +461,8 @@ func (a *Analyzer) contribute(r *traceResult, sign int) {
 	}
 }
 
-// runWindow runs the ScopeWindow detectors over the operations of every trace held.
+// runWindow runs the ScopeWindow detectors over the operations of every trace held: the
+// operations are gathered under the lock (they are immutable), the detectors run without it.
 func (a *Analyzer) runWindow() {
 	var win []*Detector
 	for _, d := range a.cfg.Detectors {
@@ -382,26 +473,35 @@ func (a *Analyzer) runWindow() {
 	if len(win) == 0 {
 		return
 	}
-	var ops []*Operation
+	a.mu.Lock()
+	ops := make([]*Operation, 0, a.inOps)
 	for t := a.held.front(); t != nil; t = a.held.next(t) {
 		if t.res != nil {
 			ops = append(ops, t.res.ops...)
 		}
 	}
-	a.windowFindings = a.windowFindings[:0]
+	a.mu.Unlock()
+	var found []Finding
+	var errs []string
 	for _, d := range win {
 		pass := &Pass{Detector: d, Operations: ops, Settings: a.cfg.Settings}
 		pass.Report = func(f Finding) {
 			if f.Detector == "" {
 				f.Detector = d.Name
 			}
-			a.windowFindings = append(a.windowFindings, f)
+			found = append(found, f)
 		}
 		if err := runDetector(d, pass); err != nil {
-			a.detErrs[err.Error()] = true
+			errs = append(errs, err.Error())
 		}
 	}
+	a.mu.Lock()
+	a.windowFindings = found
+	for _, e := range errs {
+		a.detErrs[e] = true
+	}
 	a.version++
+	a.mu.Unlock()
 }
 
 // Report is the report over everything analyzed so far (held and evicted traces).

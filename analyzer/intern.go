@@ -2,6 +2,7 @@ package analyzer
 
 import (
 	"strings"
+	"sync"
 
 	"github.com/stormwatch/stormwatch/spans"
 )
@@ -18,9 +19,12 @@ type interner struct {
 	strs map[string]string
 	// derived caches the origin and target computed from a call's attributes: the same URLs
 	// come back call after call, and building "scheme://host:port" each time is an allocation.
-	derived map[derivedKey]string
-	res     map[*spans.Resource]*spans.Resource // per batch: the decoder's resource -> ours
-	ress    map[resKey]*spans.Resource          // ours, by identity
+	// The analysis reads it outside the analyzer's lock (ingestion must not wait for it), so it
+	// has a lock of its own; everything else here is used under the analyzer's lock.
+	derivedMu sync.Mutex
+	derived   map[derivedKey]string
+	res       map[*spans.Resource]*spans.Resource // per batch: the decoder's resource -> ours
+	ress      map[resKey]*spans.Resource          // ours, by identity
 }
 
 type resKey struct{ service, instance string }
@@ -128,14 +132,19 @@ func (in *interner) target(s *spans.Span) string {
 }
 
 func (in *interner) cached(k derivedKey, s *spans.Span, f func(*spans.Span) string) string {
-	if v, ok := in.derived[k]; ok {
+	in.derivedMu.Lock()
+	v, ok := in.derived[k]
+	in.derivedMu.Unlock()
+	if ok {
 		return v
 	}
-	v := f(s)
+	v = f(s)
+	in.derivedMu.Lock()
 	if len(in.derived) < maxInterned {
 		// The key's strings are already interned (held spans' strings are), so the cache
 		// pins nothing.
 		in.derived[k] = v
 	}
+	in.derivedMu.Unlock()
 	return v
 }
