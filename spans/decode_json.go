@@ -7,8 +7,8 @@ import (
 	"fmt"
 	"math"
 	"strconv"
-	"unicode/utf16"
-	"unicode/utf8"
+
+	"github.com/stormwatch/stormwatch/spans/jsonlex"
 )
 
 // maxJSONDepth bounds the nesting of JSON values the decoder skips (unknown fields), so hostile
@@ -145,7 +145,7 @@ func (s *jsonScanner) key(scratch *[]byte) ([]byte, error) {
 		return nil, err
 	}
 	if esc {
-		*scratch = appendUnescaped((*scratch)[:0], raw)
+		*scratch, _ = jsonlex.AppendUnescaped((*scratch)[:0], raw)
 		raw = *scratch
 	}
 	if err := s.expect(':'); err != nil {
@@ -164,7 +164,7 @@ func (s *jsonScanner) rawString() ([]byte, bool, error) {
 	start := s.pos
 	esc := false
 	for s.pos < len(s.buf) {
-		s.pos = skipPlain(s.buf, s.pos)
+		s.pos = jsonlex.SkipPlain(s.buf, s.pos)
 		if s.pos >= len(s.buf) {
 			break
 		}
@@ -184,127 +184,21 @@ func (s *jsonScanner) rawString() ([]byte, bool, error) {
 	return nil, false, s.errorf("unterminated string")
 }
 
-// skipPlain returns the offset of the first byte at or after i that ends plain string content
-// (see strSpecial), or len(buf). Strings are most of an OTLP/JSON body, so it looks at eight bytes
-// at a time: a word holds no special byte when none of its bytes is '"', '\\' or below 0x20.
-func skipPlain(buf []byte, i int) int {
-	const (
-		ones  = 0x0101010101010101
-		highs = 0x8080808080808080
-	)
-	for ; i+8 <= len(buf); i += 8 {
-		x := load64(buf[i : i+8])
-		q := x ^ (ones * '"')
-		b := x ^ (ones * '\\')
-		// A byte of v is zero (or v's byte is below c) exactly when the classic
-		// (v - ones*c) & ^v & highs test sets its high bit; the other bytes never do.
-		if ((q-ones)&^q|(b-ones)&^b|(x-ones*0x20)&^x)&highs != 0 {
-			break
-		}
-	}
-	for i < len(buf) && !strSpecial[buf[i]] {
-		i++
-	}
-	return i
-}
-
-// strSpecial marks the bytes that end a run of plain string content: the quote, the backslash and
-// the control characters JSON forbids in strings.
-var strSpecial = func() (t [256]bool) {
-	for c := 0; c < 0x20; c++ {
-		t[c] = true
-	}
-	t['"'], t['\\'] = true, true
-	return t
-}()
-
-// escape validates the escape sequence at pos and steps over it.
+// escape steps over the escape sequence at pos, or says what is wrong with it.
 func (s *jsonScanner) escape() error {
-	if s.pos+1 >= len(s.buf) {
+	if n := jsonlex.EscapeLen(s.buf[s.pos:]); n > 0 {
+		s.pos += n
+		return nil
+	}
+	switch {
+	case s.pos+1 >= len(s.buf):
 		return s.errorf("unterminated escape")
+	case s.buf[s.pos+1] != 'u':
+		return s.errorf("bad escape \\%c", s.buf[s.pos+1])
+	case s.pos+6 > len(s.buf):
+		return s.errorf("short \\u escape")
 	}
-	switch s.buf[s.pos+1] {
-	case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-		s.pos += 2
-		return nil
-	case 'u':
-		if s.pos+6 > len(s.buf) {
-			return s.errorf("short \\u escape")
-		}
-		for _, h := range s.buf[s.pos+2 : s.pos+6] {
-			if unhex(h) < 0 {
-				return s.errorf("bad \\u escape")
-			}
-		}
-		s.pos += 6
-		return nil
-	}
-	return s.errorf("bad escape \\%c", s.buf[s.pos+1])
-}
-
-func unhex(c byte) int { return int(hexValue[c]) }
-
-// hexValue maps a byte to its value as a hex digit, or -1.
-var hexValue = func() (t [256]int8) {
-	for i := range t {
-		t[i] = -1
-	}
-	for c := '0'; c <= '9'; c++ {
-		t[c] = int8(c - '0')
-	}
-	for c := 'a'; c <= 'f'; c++ {
-		t[c] = int8(c-'a') + 10
-		t[c-'a'+'A'] = int8(c-'a') + 10
-	}
-	return t
-}()
-
-// appendUnescaped decodes the escapes of a string the scanner has validated. Lone surrogates
-// become U+FFFD, as in encoding/json.
-func appendUnescaped(dst, raw []byte) []byte {
-	for i := 0; i < len(raw); {
-		c := raw[i]
-		if c != '\\' {
-			dst = append(dst, c)
-			i++
-			continue
-		}
-		switch raw[i+1] {
-		case 'b':
-			dst = append(dst, '\b')
-		case 'f':
-			dst = append(dst, '\f')
-		case 'n':
-			dst = append(dst, '\n')
-		case 'r':
-			dst = append(dst, '\r')
-		case 't':
-			dst = append(dst, '\t')
-		case 'u':
-			r := hex4(raw[i+2:])
-			i += 6
-			if utf16.IsSurrogate(r) {
-				if i+6 <= len(raw) && raw[i] == '\\' && raw[i+1] == 'u' {
-					if r2 := utf16.DecodeRune(r, hex4(raw[i+2:])); r2 != utf8.RuneError {
-						dst = utf8.AppendRune(dst, r2)
-						i += 6
-						continue
-					}
-				}
-				r = utf8.RuneError
-			}
-			dst = utf8.AppendRune(dst, r)
-			continue
-		default: // '"', '\\', '/'
-			dst = append(dst, raw[i+1])
-		}
-		i += 2
-	}
-	return dst
-}
-
-func hex4(b []byte) rune {
-	return rune(unhex(b[0])<<12 | unhex(b[1])<<8 | unhex(b[2])<<4 | unhex(b[3]))
+	return s.errorf("bad \\u escape")
 }
 
 // skip steps over one value of any kind, validating it.
@@ -440,13 +334,8 @@ func (s *jsonScanner) float64Value() (float64, error) {
 		if err != nil {
 			return 0, err
 		}
-		switch string(raw) {
-		case "NaN":
-			return math.NaN(), nil
-		case "Infinity":
-			return math.Inf(1), nil
-		case "-Infinity":
-			return math.Inf(-1), nil
+		if f, ok := jsonlex.NonFinite(raw); ok {
+			return f, nil
 		}
 		f, err := strconv.ParseFloat(bstr(raw), 64)
 		if err != nil {
@@ -620,7 +509,7 @@ func (d *jsonDecoder) str() (string, error) {
 	}
 	d.reserveArena()
 	start := len(d.other)
-	d.other = appendUnescaped(d.other, raw)
+	d.other, _ = jsonlex.AppendUnescaped(d.other, raw)
 	return bstr(d.other[start:]), nil
 }
 
@@ -725,7 +614,7 @@ func hexID(dst []byte, src []byte) bool {
 		return false
 	}
 	for i := range dst {
-		hi, lo := unhex(src[2*i]), unhex(src[2*i+1])
+		hi, lo := jsonlex.Unhex(src[2*i]), jsonlex.Unhex(src[2*i+1])
 		if hi < 0 || lo < 0 {
 			return false
 		}
@@ -744,7 +633,7 @@ func (d *jsonDecoder) id() ([]byte, error) {
 		return nil, err
 	}
 	if esc {
-		d.scratch = appendUnescaped(d.scratch[:0], raw)
+		d.scratch, _ = jsonlex.AppendUnescaped(d.scratch[:0], raw)
 		raw = d.scratch
 	}
 	return raw, nil
@@ -1000,7 +889,7 @@ func (d *jsonDecoder) attrFast(slab *attrSlab) bool {
 // plainString reads string content starting at i up to its closing quote, when it has no escapes or
 // control characters; it returns the content and the offset after the quote.
 func plainString(buf []byte, i int) ([]byte, int, bool) {
-	j := skipPlain(buf, i)
+	j := jsonlex.SkipPlain(buf, i)
 	if j >= len(buf) || buf[j] != '"' {
 		return nil, 0, false
 	}
@@ -1022,7 +911,7 @@ func (d *jsonDecoder) keyValue() (k string, a Attr, keep bool, err error) {
 			if esc {
 				d.reserveArena()
 				start := len(d.other)
-				d.other = appendUnescaped(d.other, raw)
+				d.other, _ = jsonlex.AppendUnescaped(d.other, raw)
 				raw = d.other[start:]
 			}
 			haveKey = true
@@ -1127,7 +1016,7 @@ func (d *jsonDecoder) renderAny(depth int) error {
 			var esc bool
 			if raw, esc, err = d.s.rawString(); err == nil {
 				if esc {
-					d.scratch = appendUnescaped(d.scratch[:0], raw)
+					d.scratch, _ = jsonlex.AppendUnescaped(d.scratch[:0], raw)
 					raw = d.scratch
 				}
 				d.other = strconv.AppendQuote(d.other, bstr(raw))
@@ -1173,7 +1062,7 @@ func (d *jsonDecoder) renderMember(k string, depth int) error {
 			return err
 		}
 		if esc {
-			d.scratch = appendUnescaped(d.scratch[:0], raw)
+			d.scratch, _ = jsonlex.AppendUnescaped(d.scratch[:0], raw)
 			raw = d.scratch
 		}
 		return d.appendBase64Hex(raw)

@@ -57,28 +57,3 @@ func TestAttrSlabGrowsCompactsAndRollsBack(t *testing.T) {
 		t.Errorf("resource attrs lost: %v", res.Attrs)
 	}
 }
-
-func TestSkipPlainFindsEverySpecialByte(t *testing.T) {
-	for special := 0; special < 256; special++ {
-		if !strSpecial[special] {
-			continue
-		}
-		for pos := 0; pos < 20; pos++ {
-			for _, fill := range []byte{'a', 0x7f, 0x80, 0xff, 0x21, 0x5b, 0x5d} {
-				buf := make([]byte, 20)
-				for i := range buf {
-					buf[i] = fill
-				}
-				buf[pos] = byte(special)
-				for start := 0; start <= pos; start++ {
-					if got := skipPlain(buf, start); got != pos {
-						t.Fatalf("special %#x at %d, fill %#x, from %d: got %d", special, pos, fill, start, got)
-					}
-				}
-			}
-		}
-	}
-	if got := skipPlain([]byte("plain text without specials"), 3); got != 27 {
-		t.Fatalf("no special: got %d, want the length", got)
-	}
-}

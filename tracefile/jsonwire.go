@@ -7,8 +7,9 @@ import (
 	"errors"
 	"math"
 	"strconv"
-	"unicode/utf16"
 	"unicode/utf8"
+
+	"github.com/stormwatch/stormwatch/spans/jsonlex"
 )
 
 // OTLP/JSON to protobuf without protojson: replaying a .jsonl recording needs the protobuf form of
@@ -478,13 +479,8 @@ func (t *jsonToPB) double() (float64, error) {
 		if err != nil {
 			return 0, err
 		}
-		switch string(s) {
-		case "NaN":
-			return math.NaN(), nil
-		case "Infinity":
-			return math.Inf(1), nil
-		case "-Infinity":
-			return math.Inf(-1), nil
+		if f, ok := jsonlex.NonFinite(s); ok {
+			return f, nil
 		}
 		return 0, errSlowJSON
 	}
@@ -500,99 +496,42 @@ func (t *jsonToPB) double() (float64, error) {
 }
 
 // stringValue reads a JSON string and returns its content: the input itself when it has no
-// escapes, else an unescaped copy in scratch that is valid until the next call.
+// escapes, else an unescaped copy in scratch that is valid until the next call. A lone UTF-16
+// surrogate, which protojson refuses, goes to protojson to be refused.
 func (t *jsonToPB) stringValue() ([]byte, error) {
 	if err := t.expect('"'); err != nil {
 		return nil, err
 	}
-	start := t.i
-	for t.i < len(t.s) {
-		c := t.s[t.i]
-		switch {
-		case c == '"':
-			t.i++
-			return t.s[start : t.i-1], nil
-		case c == '\\':
-			return t.escapedString(start)
-		case c < 0x20:
+	start, esc := t.i, false
+	for {
+		t.i = jsonlex.SkipPlain(t.s, t.i)
+		if t.i >= len(t.s) {
 			return nil, errSlowJSON
 		}
-		t.i++
-	}
-	return nil, errSlowJSON
-}
-
-func (t *jsonToPB) escapedString(start int) ([]byte, error) {
-	out := append(t.str[:0], t.s[start:t.i]...)
-	for t.i < len(t.s) {
-		c := t.s[t.i]
-		switch {
+		switch c := t.s[t.i]; {
 		case c == '"':
 			t.i++
+			raw := t.s[start : t.i-1]
+			if !esc {
+				return raw, nil
+			}
+			out, ok := jsonlex.AppendUnescaped(t.str[:0], raw)
 			t.str = out
-			return out, nil
-		case c < 0x20:
-			return nil, errSlowJSON
-		case c != '\\':
-			out = append(out, c)
-			t.i++
-			continue
-		}
-		if t.i+1 >= len(t.s) {
-			return nil, errSlowJSON
-		}
-		e := t.s[t.i+1]
-		t.i += 2
-		switch e {
-		case '"', '\\', '/':
-			out = append(out, e)
-		case 'b':
-			out = append(out, '\b')
-		case 'f':
-			out = append(out, '\f')
-		case 'n':
-			out = append(out, '\n')
-		case 'r':
-			out = append(out, '\r')
-		case 't':
-			out = append(out, '\t')
-		case 'u':
-			r, ok := t.hex4()
 			if !ok {
 				return nil, errSlowJSON
 			}
-			if utf16.IsSurrogate(r) {
-				// A pair is two escapes; a lone half is invalid UTF-16, which protojson decides.
-				if len(t.s)-t.i < 6 || t.s[t.i] != '\\' || t.s[t.i+1] != 'u' {
-					return nil, errSlowJSON
-				}
-				t.i += 2
-				r2, ok := t.hex4()
-				if !ok {
-					return nil, errSlowJSON
-				}
-				if r = utf16.DecodeRune(r, r2); r == utf8.RuneError {
-					return nil, errSlowJSON
-				}
+			return out, nil
+		case c == '\\':
+			n := jsonlex.EscapeLen(t.s[t.i:])
+			if n == 0 {
+				return nil, errSlowJSON
 			}
-			out = utf8.AppendRune(out, r)
-		default:
+			t.i += n
+			esc = true
+		default: // a control character
 			return nil, errSlowJSON
 		}
 	}
-	return nil, errSlowJSON
-}
-
-func (t *jsonToPB) hex4() (rune, bool) {
-	if len(t.s)-t.i < 4 {
-		return 0, false
-	}
-	v, err := strconv.ParseUint(string(t.s[t.i:t.i+4]), 16, 32)
-	if err != nil {
-		return 0, false
-	}
-	t.i += 4
-	return rune(v), true
 }
 
 // skip passes over one JSON value of an unknown field.
