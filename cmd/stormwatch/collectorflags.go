@@ -49,7 +49,7 @@ func (f *collectorFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.grpcAddr, "grpc", collector.DefaultGRPCAddr,
 		`OTLP/gRPC listen address; "none" turns gRPC off. Loopback by default: a non-loopback address (e.g. 0.0.0.0:4317) exposes the collector to the network - use it with --token-file and --tls-cert`)
 	fs.StringVar(&f.httpAddr, "http", collector.DefaultHTTPAddr,
-		`OTLP/HTTP listen address (POST /v1/traces, GET /metrics); "none" turns HTTP off. Loopback by default, like --grpc`)
+		`OTLP/HTTP listen address (POST /v1/traces, GET /metrics, GET /api/v1/report); "none" turns HTTP off. Loopback by default, like --grpc`)
 	fs.Var(&f.maxRequestBytes, "max-request-bytes",
 		"largest request body accepted, and separately its gzip-decompressed size (e.g. 20MiB, 512KiB); larger gets 413 / RESOURCE_EXHAUSTED")
 	fs.IntVar(&f.queueSize, "queue-size", collector.DefaultQueueSize,

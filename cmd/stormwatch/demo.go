@@ -65,11 +65,7 @@ func runDemo(ctx context.Context, io streams, f *collectorFlags, d *dashboardFla
 		return errors.Join(err, p.stop())
 	}
 	uiErr := runDashboard(ctx, io, p.tuiOptions(f, d))
-	p.cancel()
-	demo.wait()
-	stopErr := p.stop()
-	fmt.Fprintf(io.err, "stormwatch: logs are in %s\n", p.logPath(d))
-	return errors.Join(uiErr, stopErr)
+	return p.endDashboard(io, d, demo, uiErr)
 }
 
 // demoScenarios are the lab scenarios the demo cycles through: the storm first, so the landing

@@ -91,11 +91,7 @@ func runLive(ctx context.Context, io streams, f *collectorFlags, d *dashboardFla
 	}
 	p.log.Info("dashboard starting", "grpc", p.c.GRPCAddr(), "http", p.c.HTTPAddr())
 	uiErr := runDashboard(ctx, io, opt)
-	p.cancel()
-	demo.wait()
-	stopErr := p.stop()
-	fmt.Fprintf(io.err, "stormwatch: logs are in %s\n", p.logPath(d))
-	return errors.Join(uiErr, stopErr)
+	return p.endDashboard(io, d, demo, uiErr)
 }
 
 func isTLS(f *collectorFlags) bool { return f.tlsCert != "" }

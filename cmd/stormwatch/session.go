@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -205,6 +206,16 @@ func (p *pipeline) stop() error {
 	err := stopCollector(p.c, p.f)
 	p.cancel()
 	return err
+}
+
+// endDashboard ends what a dashboard command started once the dashboard is gone: the demo
+// traffic, then the pipeline (draining the queue); it says where the logs went.
+func (p *pipeline) endDashboard(io streams, d *dashboardFlags, demo *demoTraffic, uiErr error) error {
+	p.cancel()
+	demo.wait()
+	stopErr := p.stop()
+	fmt.Fprintf(io.err, "stormwatch: logs are in %s\n", p.logPath(d))
+	return errors.Join(uiErr, stopErr)
 }
 
 // reportHandler serves the latest report in the --format json contract. It reads the shared
