@@ -15,6 +15,9 @@ type traceResult struct {
 	ops      []*Operation
 	findings []Finding
 	errs     []string // detectors that failed
+	// acct is the trace's accounting, made once with the analysis (outside the analyzer's lock)
+	// and added to or taken from the totals as the trace is published or re-analyzed.
+	acct []acctRow
 	// released: the spans and the index were dropped after analysis (Config.ReleaseSpans).
 	released bool
 }
@@ -25,7 +28,7 @@ func analyzeTrace(id spans.TraceID, ss []spans.Span, truncated int, cfg *Config,
 	r := &traceResult{trace: t}
 	r.ops = t.inferOperations(seed, cfg.Settings.Skew(), in)
 	t.occurrences, t.occList = nil, nil
-	t.account(r.ops, true, nil) // the issues; the counts go straight to the totals (contribute)
+	r.acct = t.accountRows(r.ops)
 	pass := Pass{Trace: t, Operations: r.ops, Settings: cfg.Settings}
 	// One Report for all the detectors of this trace: it names whichever detector is running.
 	// Made per detector, the closure was an allocation per detector per trace (about one per ten
@@ -177,6 +180,57 @@ func (t *Trace) account(ops []*Operation, noteIssues bool, add func(c *callInfo,
 			add(c, op.Caller, statusKey(c.outcome, c.status), logical)
 		}
 	}
+}
+
+// acctRow is one trace's count of physical calls and logical operations toward one dependency,
+// from one caller, with one outcome.
+type acctRow struct {
+	dep, service, caller, status string
+	physical, logical            int32
+}
+
+// accountRows runs account once per analysis (noting the issues) and folds the calls into rows.
+// Few rows per trace: a linear search, indexed by a map past 16 rows.
+func (t *Trace) accountRows(ops []*Operation) []acctRow {
+	type rowKey struct{ dep, caller, status string }
+	var rows []acctRow
+	var idx map[rowKey]int
+	t.account(ops, true, func(c *callInfo, caller, status string, logical bool) {
+		k := -1
+		if idx != nil {
+			if v, ok := idx[rowKey{c.origin, caller, status}]; ok {
+				k = v
+			}
+		} else {
+			for i := range rows {
+				if r := &rows[i]; r.dep == c.origin && r.caller == caller && r.status == status {
+					k = i
+					break
+				}
+			}
+		}
+		if k < 0 {
+			k = len(rows)
+			rows = append(rows, acctRow{dep: c.origin, caller: caller, status: status})
+			if idx != nil {
+				idx[rowKey{c.origin, caller, status}] = k
+			} else if len(rows) > 16 {
+				idx = make(map[rowKey]int, 64)
+				for i, r := range rows {
+					idx[rowKey{r.dep, r.caller, r.status}] = i
+				}
+			}
+		}
+		r := &rows[k]
+		if r.service == "" {
+			r.service = c.service
+		}
+		r.physical++
+		if logical {
+			r.logical++
+		}
+	})
+	return slices.Clip(rows)
 }
 
 func decodeHex(dst []byte, s string) error {

@@ -96,7 +96,12 @@ type depAgg struct {
 	physical int
 	logical  int
 	outcomes map[string]int
-	callers  map[string]int
+	byCaller map[string]*callerAgg
+}
+
+type callerAgg struct {
+	physical, logical int
+	outcomes          map[string]int
 }
 
 type findingRec struct {
@@ -417,32 +422,40 @@ func (a *Analyzer) contribute(r *traceResult, sign int) {
 	a.inSpans += sign * len(r.trace.Spans)
 	a.inOps += sign * len(r.ops)
 	a.issues.add(r.trace.issues, sign)
-	// The accounting is recomputed (it is deterministic) rather than held per trace.
-	r.trace.account(r.ops, false, func(c *callInfo, caller, status string, logical bool) {
-		g := a.deps[c.origin]
+	// The accounting was made with the analysis (outside the lock): adding it is a few map updates.
+	for i := range r.acct {
+		row := &r.acct[i]
+		g := a.deps[row.dep]
 		if g == nil {
-			g = &depAgg{outcomes: map[string]int{}, callers: map[string]int{}}
-			a.deps[c.origin] = g
+			g = &depAgg{outcomes: map[string]int{}, byCaller: map[string]*callerAgg{}}
+			a.deps[row.dep] = g
 		}
 		if g.service == "" {
-			g.service = c.service
+			g.service = row.service
 		}
-		g.physical += sign
-		if logical {
-			g.logical += sign
+		p, l := sign*int(row.physical), sign*int(row.logical)
+		g.physical += p
+		g.logical += l
+		if g.outcomes[row.status] += p; g.outcomes[row.status] <= 0 {
+			delete(g.outcomes, row.status)
 		}
-		if g.outcomes[status] += sign; g.outcomes[status] <= 0 {
-			delete(g.outcomes, status)
+		c := g.byCaller[row.caller]
+		if c == nil {
+			c = &callerAgg{outcomes: map[string]int{}}
+			g.byCaller[row.caller] = c
 		}
-		if caller != "" {
-			if g.callers[caller] += sign; g.callers[caller] <= 0 {
-				delete(g.callers, caller)
-			}
+		c.physical += p
+		c.logical += l
+		if c.outcomes[row.status] += p; c.outcomes[row.status] <= 0 {
+			delete(c.outcomes, row.status)
+		}
+		if c.physical <= 0 && c.logical <= 0 {
+			delete(g.byCaller, row.caller)
 		}
 		if g.physical <= 0 && g.logical <= 0 {
-			delete(a.deps, c.origin)
+			delete(a.deps, row.dep)
 		}
-	})
+	}
 	for _, e := range r.errs {
 		a.detErrs[e] = true
 	}
@@ -527,10 +540,28 @@ func (a *Analyzer) report() Report {
 		for k, v := range g.outcomes {
 			ds.Outcomes[k] = v
 		}
-		for c := range g.callers {
-			ds.Callers = append(ds.Callers, c)
+		ds.ByCaller = make([]CallerStats, 0, len(g.byCaller))
+		for name, c := range g.byCaller {
+			if name != "" && c.physical > 0 {
+				ds.Callers = append(ds.Callers, name)
+			}
+			cs := CallerStats{Caller: name, PhysicalCalls: c.physical, LogicalOperations: c.logical,
+				Outcomes: make(map[string]int, len(c.outcomes))}
+			if c.logical > 0 {
+				cs.Amplification = float64(c.physical) / float64(c.logical)
+			}
+			for k, v := range c.outcomes {
+				cs.Outcomes[k] = v
+			}
+			ds.ByCaller = append(ds.ByCaller, cs)
 		}
 		sort.Strings(ds.Callers)
+		slices.SortFunc(ds.ByCaller, func(x, y CallerStats) int {
+			if c := cmp.Compare(y.PhysicalCalls, x.PhysicalCalls); c != 0 {
+				return c
+			}
+			return cmp.Compare(x.Caller, y.Caller)
+		})
 		r.Dependencies = append(r.Dependencies, ds)
 	}
 	slices.SortFunc(r.Dependencies, func(x, y DependencyStats) int {

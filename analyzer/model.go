@@ -89,6 +89,24 @@ type DependencyStats struct {
 	Outcomes map[string]int `json:"outcomes"`
 	// Callers are the services that called the dependency.
 	Callers []string `json:"callers,omitempty"`
+	// ByCaller splits the figures by calling service (most physical calls first): their physical
+	// calls, logical operations and outcomes sum to the dependency's. A call whose caller span has
+	// no service.name is under caller "".
+	ByCaller []CallerStats `json:"by_caller,omitempty"`
+}
+
+// CallerStats are one calling service's figures toward one dependency: issue 7's "physical calls,
+// logical operations and amplification per (caller service, dependency)".
+type CallerStats struct {
+	// Caller is the calling service's service.name.
+	Caller            string `json:"caller"`
+	PhysicalCalls     int    `json:"physical_calls"`
+	LogicalOperations int    `json:"logical_operations"`
+	// Amplification is PhysicalCalls / LogicalOperations (0 when no logical operation is
+	// credited to this caller: all its calls were copies made by a layer above, or continued
+	// another trace's operation).
+	Amplification float64        `json:"amplification"`
+	Outcomes      map[string]int `json:"outcomes"`
 }
 
 // InputStats says what was analysed.
