@@ -151,6 +151,33 @@ func skipGroup(fc *easyproto.FieldContext, src []byte, err error) ([]byte, error
 	return src[n+m:], nil
 }
 
+// eachMessage calls fn with each occurrence of the message field num in src, the walk from the
+// request down to its spans that both passes make, and names a failing one in the error as
+// name[i]. (Its indirect call is once per span at most; the loops inside a span keep theirs inline.)
+func eachMessage(src []byte, num uint32, name string, fn func(data []byte) error) error {
+	var fc easyproto.FieldContext
+	var err error
+	for i := 0; len(src) > 0; {
+		if next, ferr := fc.NextField(src); ferr == nil {
+			src = next
+		} else if src, err = skipGroup(&fc, src, ferr); err != nil {
+			return err
+		}
+		if fc.FieldNum != num {
+			continue
+		}
+		data, ok := fc.MessageData()
+		if !ok {
+			continue
+		}
+		if err := fn(data); err != nil {
+			return fmt.Errorf("%s[%d]: %w", name, i, err)
+		}
+		i++
+	}
+	return nil
+}
+
 // protoCounts is the first pass: it walks the request down to the spans (not into them), so that
 // the spans get exactly one allocation per request.
 type protoCounts struct {
@@ -158,51 +185,11 @@ type protoCounts struct {
 }
 
 func (c *protoCounts) request(src []byte) error {
-	var fc easyproto.FieldContext
-	var err error
-	for i := 0; len(src) > 0; {
-		if next, ferr := fc.NextField(src); ferr == nil {
-			src = next
-		} else if src, err = skipGroup(&fc, src, ferr); err != nil {
-			return err
-		}
-		if fc.FieldNum != fReqResourceSpans {
-			continue
-		}
-		data, ok := fc.MessageData()
-		if !ok {
-			continue
-		}
-		if err := c.resourceSpans(data); err != nil {
-			return fmt.Errorf("resource_spans[%d]: %w", i, err)
-		}
-		i++
-	}
-	return nil
+	return eachMessage(src, fReqResourceSpans, "resource_spans", c.resourceSpans)
 }
 
 func (c *protoCounts) resourceSpans(src []byte) error {
-	var fc easyproto.FieldContext
-	var err error
-	for i := 0; len(src) > 0; {
-		if next, ferr := fc.NextField(src); ferr == nil {
-			src = next
-		} else if src, err = skipGroup(&fc, src, ferr); err != nil {
-			return err
-		}
-		data, ok := fc.MessageData()
-		if !ok {
-			continue
-		}
-		switch fc.FieldNum {
-		case fRSScopeSpans:
-			if err := c.scopeSpans(data); err != nil {
-				return fmt.Errorf("scope_spans[%d]: %w", i, err)
-			}
-			i++
-		}
-	}
-	return nil
+	return eachMessage(src, fRSScopeSpans, "scope_spans", c.scopeSpans)
 }
 
 func (c *protoCounts) scopeSpans(src []byte) error {
@@ -241,27 +228,7 @@ type protoDecoder struct {
 func bstr(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
 
 func (d *protoDecoder) request(src []byte) error {
-	var fc easyproto.FieldContext
-	var err error
-	for i := 0; len(src) > 0; {
-		if next, ferr := fc.NextField(src); ferr == nil {
-			src = next
-		} else if src, err = skipGroup(&fc, src, ferr); err != nil {
-			return err
-		}
-		if fc.FieldNum != fReqResourceSpans {
-			continue
-		}
-		data, ok := fc.MessageData()
-		if !ok {
-			continue
-		}
-		if err := d.resourceSpans(data); err != nil {
-			return fmt.Errorf("resource_spans[%d]: %w", i, err)
-		}
-		i++
-	}
-	return nil
+	return eachMessage(src, fReqResourceSpans, "resource_spans", d.resourceSpans)
 }
 
 func (d *protoDecoder) resourceSpans(src []byte) error {
@@ -289,25 +256,9 @@ func (d *protoDecoder) resourceSpans(src []byte) error {
 		}
 	}
 	res.val.Attrs = d.attrs.end()
-	for i := 0; len(src) > 0; {
-		if next, ferr := fc.NextField(src); ferr == nil {
-			src = next
-		} else if src, err = skipGroup(&fc, src, ferr); err != nil {
-			return err
-		}
-		if fc.FieldNum != fRSScopeSpans {
-			continue
-		}
-		data, ok := fc.MessageData()
-		if !ok {
-			continue
-		}
-		if err := d.scopeSpans(&res, data); err != nil {
-			return fmt.Errorf("scope_spans[%d]: %w", i, err)
-		}
-		i++
-	}
-	return nil
+	return eachMessage(src, fRSScopeSpans, "scope_spans", func(data []byte) error {
+		return d.scopeSpans(&res, data)
+	})
 }
 
 // resHolder is a ResourceSpans' resource while its spans are decoded. It goes to the heap only
@@ -419,25 +370,9 @@ func (d *protoDecoder) scopeSpans(res *resHolder, src []byte) error {
 			scope = name
 		}
 	}
-	for i := 0; len(src) > 0; {
-		if next, ferr := fc.NextField(src); ferr == nil {
-			src = next
-		} else if src, err = skipGroup(&fc, src, ferr); err != nil {
-			return err
-		}
-		if fc.FieldNum != fSSSpans {
-			continue
-		}
-		data, ok := fc.MessageData()
-		if !ok {
-			continue
-		}
-		if err := d.span(res, scope, data); err != nil {
-			return fmt.Errorf("spans[%d]: %w", i, err)
-		}
-		i++
-	}
-	return nil
+	return eachMessage(src, fSSSpans, "spans", func(data []byte) error {
+		return d.span(res, scope, data)
+	})
 }
 
 // lastString returns the last occurrence of string field num in src.
