@@ -13,9 +13,13 @@ package fakeclock
 import (
 	"container/heap"
 	"context"
+	"errors"
 	"sync"
 	"time"
 )
+
+// ErrClosed is what Sleep returns once the clock is closed: time will never move again.
+var ErrClosed = errors.New("fakeclock: clock closed")
 
 // Clock is a fake clock. The zero value is not usable; call New.
 type Clock struct {
@@ -27,6 +31,7 @@ type Clock struct {
 	sleepers map[*timer]struct{}
 	vetoes   []func() bool
 	kick     chan struct{}
+	closed   bool
 }
 
 type timer struct {
@@ -38,6 +43,7 @@ type timer struct {
 	ctx   context.Context
 	f     func()
 	fired bool
+	err   error // set when the clock closed instead of firing
 }
 
 // New returns a clock reading start, in manual mode.
@@ -65,6 +71,10 @@ func (c *Clock) Sleep(ctx context.Context, d time.Duration) error {
 		return nil
 	}
 	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return ErrClosed
+	}
 	t := &timer{at: c.now.Add(d), seq: c.seq, ch: make(chan struct{}), ctx: ctx}
 	c.seq++
 	heap.Push(&c.timers, t)
@@ -74,13 +84,13 @@ func (c *Clock) Sleep(ctx context.Context, d time.Duration) error {
 	c.poke()
 	select {
 	case <-t.ch:
-		return nil
+		return t.err
 	case <-ctx.Done():
 		c.mu.Lock()
 		if t.fired {
-			// The clock woke us at the same moment and already gave the token back.
+			// The clock woke us (or closed) at the same moment and already gave the token back.
 			c.mu.Unlock()
-			return nil
+			return t.err
 		}
 		heap.Remove(&c.timers, t.index)
 		delete(c.sleepers, t)
@@ -95,6 +105,11 @@ func (c *Clock) Sleep(ctx context.Context, d time.Duration) error {
 // must not block (the client and the middleware only cancel contexts there).
 func (c *Clock) AfterFunc(d time.Duration, f func()) func() bool {
 	c.mu.Lock()
+	if c.closed {
+		// A closed clock never reaches any time: f never runs.
+		c.mu.Unlock()
+		return func() bool { return false }
+	}
 	t := &timer{at: c.now.Add(d), seq: c.seq, f: f}
 	c.seq++
 	heap.Push(&c.timers, t)
@@ -110,6 +125,30 @@ func (c *Clock) AfterFunc(d time.Duration, f func()) func() bool {
 		t.index = -1
 		return true
 	}
+}
+
+// Close ends the clock: every sleeper wakes at once with [ErrClosed], later Sleeps return it
+// without waiting, and pending and later AfterFuncs never run. Without it, a goroutine still
+// sleeping when its owner stops moving the clock (stops Auto) would wait for good: a server
+// waiting for such a handler would never finish closing. Close is idempotent.
+func (c *Clock) Close() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return
+	}
+	c.closed = true
+	for _, t := range c.timers {
+		t.index = -1
+		t.fired = true
+		if t.ch != nil {
+			t.err = ErrClosed
+			c.busy++ // the sleeper's token, handed back as if it had fired
+			close(t.ch)
+		}
+	}
+	c.timers = nil
+	clear(c.sleepers)
 }
 
 // Hold takes a token: someone is working and time must not move.

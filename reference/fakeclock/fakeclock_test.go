@@ -105,3 +105,38 @@ func TestVetoHoldsTime(t *testing.T) {
 		t.Fatalf("now %v", c.Now())
 	}
 }
+
+// TestCloseWakesSleepers: a sleeper left behind when the clock stops moving wakes at Close with
+// ErrClosed (it would otherwise wait for good), later Sleeps fail at once, AfterFuncs never run.
+func TestCloseWakesSleepers(t *testing.T) {
+	c := New(t0)
+	stop := c.Auto()
+	c.Hold()
+	done := make(chan error, 1)
+	c.Go(func() { done <- c.Sleep(context.Background(), time.Hour) })
+	for c.Pending() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	ran := false
+	c.AfterFunc(time.Minute, func() { ran = true })
+	stop() // the owner stops moving the clock while the sleeper still waits
+	c.Close()
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrClosed) {
+			t.Fatalf("sleeper woke with %v, want ErrClosed", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("sleeper still waiting after Close")
+	}
+	if err := c.Sleep(context.Background(), time.Second); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Sleep after Close: %v", err)
+	}
+	if c.AfterFunc(0, func() { ran = true })() || ran || c.Pending() != 0 {
+		t.Fatal("an AfterFunc ran or stayed pending after Close")
+	}
+	if c.Now() != t0 {
+		t.Fatalf("Close moved the clock to %v", c.Now())
+	}
+	c.Close() // idempotent
+}

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log"
+	"log/slog"
 	"math/rand/v2"
 	"net/http"
 	"sort"
@@ -18,20 +20,38 @@ import (
 
 // env is one scenario run: its clock, its origins, its transport and what it was given.
 type env struct {
-	ctx     context.Context
-	clk     clock
-	flows   *flows
-	opts    Options
-	base    *http.Transport
-	rt      http.RoundTripper
-	closers []func()
-	origins []*origin
-	seq     uint64
-	seqMu   sync.Mutex
+	// parent is the caller's context; ctx is the run's own, derived from it and cancelled when the
+	// run ends. Every caller's call and every origin's work lives under ctx, so nothing the run
+	// started outlives it and the caller's cancellation reaches all of it.
+	parent context.Context
+	ctx    context.Context
+	end    context.CancelCauseFunc
+	clk    clock
+	flows  *flows
+	opts   Options
+	log    *slog.Logger
+	// errorLog is the origins' http.Server.ErrorLog: the caller's logger, never the standard one.
+	errorLog *log.Logger
+	base     *http.Transport
+	rt       http.RoundTripper
+	origins  []*origin
+	seq      uint64
+	seqMu    sync.Mutex
+	errMu    sync.Mutex
+	err      error // the first failure to set the run up (an origin that could not listen)
 }
 
+// errRunOver stops what is still running for callers that left when the run ends normally.
+var errRunOver = errors.New("lab run over")
+
 func newEnv(ctx context.Context, opts Options) *env {
-	e := &env{ctx: ctx, opts: opts}
+	e := &env{parent: ctx, opts: opts}
+	e.ctx, e.end = context.WithCancelCause(ctx)
+	e.log = opts.Logger
+	if e.log == nil {
+		e.log = slog.New(slog.DiscardHandler)
+	}
+	e.errorLog = slog.NewLogLogger(e.log.Handler(), slog.LevelWarn)
 	if opts.Realtime {
 		e.clk = wallClock{}
 	} else {
@@ -53,7 +73,10 @@ func newEnv(ctx context.Context, opts Options) *env {
 	return e
 }
 
-// run executes body with the clock moving by itself, and cleans up.
+// run executes body with the clock moving by itself, then takes everything down: origins still
+// working for callers that left may finish (unless the run was cancelled), then whatever still runs
+// is told to stop, the clock is closed so no waiter on it is left behind, and the servers close.
+// It returns promptly once the caller's context is cancelled.
 func (e *env) run(body func() (*Result, error)) (*Result, error) {
 	var stop func()
 	if f := e.clk.fake(); f != nil {
@@ -61,17 +84,50 @@ func (e *env) run(body func() (*Result, error)) (*Result, error) {
 		stop = f.Auto()
 	}
 	res, err := body()
-	// Origins may still be working for callers that left: let them finish before the servers close.
+	// Origins may still be working for callers that left: let them finish, as the seeds' origins
+	// did. A handler that has not started yet (its caller gave up while the request was in flight)
+	// is not waited for: the end of the run stops it below.
 	e.idleAll()
+	e.end(errRunOver)
 	if f := e.clk.fake(); f != nil {
 		f.Release()
 		stop()
+		// Wake anything still asleep on the clock: nothing will move it again.
+		f.Close()
 	}
 	e.base.CloseIdleConnections()
-	for i := len(e.closers) - 1; i >= 0; i-- {
-		e.closers[i]()
+	var cerrs []error
+	for i := len(e.origins) - 1; i >= 0; i-- {
+		if cerr := e.origins[i].close(); cerr != nil {
+			cerrs = append(cerrs, cerr)
+		}
+	}
+	e.base.CloseIdleConnections()
+	if cerr := errors.Join(cerrs...); cerr != nil {
+		e.log.Warn("lab: origins did not stop cleanly", "err", cerr)
+		if err == nil {
+			err = cerr
+		}
+	}
+	if serr := e.setupErr(); serr != nil && err == nil {
+		err = serr
 	}
 	return res, err
+}
+
+// fail records a failure to set the run up; the run goes on (its calls fail fast) and reports it.
+func (e *env) fail(err error) {
+	e.errMu.Lock()
+	defer e.errMu.Unlock()
+	if e.err == nil {
+		e.err = err
+	}
+}
+
+func (e *env) setupErr() error {
+	e.errMu.Lock()
+	defer e.errMu.Unlock()
+	return e.err
 }
 
 func (e *env) tracerProvider(service string) trace.TracerProvider {
@@ -122,10 +178,10 @@ func (e *env) parallel(n int, f func(i int)) {
 	e.clk.Wait(wg.Wait)
 }
 
-// idleAll waits until no origin of the run is working.
+// idleAll waits until no origin of the run is working, or the run is cancelled.
 func (e *env) idleAll() {
 	for _, o := range e.origins {
-		o.idle()
+		o.idle(e.ctx)
 	}
 }
 

@@ -2,9 +2,10 @@ package lab
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net"
 	"net/http"
-	"net/http/httptest"
 	"strconv"
 	"sync"
 	"time"
@@ -32,7 +33,7 @@ type behaviour func(r *http.Request, n int) reply
 type origin struct {
 	name string
 	url  string
-	srv  *httptest.Server
+	srv  *http.Server // nil when it could not listen (the run then fails)
 	clk  clock
 
 	mu        sync.Mutex
@@ -42,7 +43,53 @@ type origin struct {
 	arrivals  []time.Time
 	completed int // requests whose work ran to the end
 	stopped   int // requests whose work was cut short by the propagated deadline
-	busy      sync.WaitGroup
+	// busy counts handlers from the moment the server calls them until they return.
+	busy activity
+}
+
+// activity counts running handlers and tells when none is. (A WaitGroup would not do: idle waits
+// are abandoned when the run is cancelled, and a WaitGroup must not be reused while a Wait is
+// still pending.)
+type activity struct {
+	mu   sync.Mutex
+	n    int
+	zero chan struct{} // closed when n drops to 0
+}
+
+func (a *activity) start() {
+	a.mu.Lock()
+	if a.n == 0 {
+		a.zero = make(chan struct{})
+	}
+	a.n++
+	a.mu.Unlock()
+}
+
+func (a *activity) done() {
+	a.mu.Lock()
+	a.n--
+	if a.n == 0 {
+		close(a.zero)
+	}
+	a.mu.Unlock()
+}
+
+func (a *activity) running() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.n
+}
+
+var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+// idleChan is closed once no handler runs.
+func (a *activity) idleChan() <-chan struct{} {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.n == 0 {
+		return closedChan
+	}
+	return a.zero
 }
 
 type originOptions struct {
@@ -54,7 +101,7 @@ type originOptions struct {
 
 // newOrigin starts an origin. Its work ignores the caller's disconnect, as the seed's origin did
 // (the Go server would otherwise notice it): only the propagated deadline, read by the middleware,
-// can stop it.
+// can stop it - and the end (or cancellation) of the run, so that nothing outlives it.
 func (e *env) newOrigin(name string, b behaviour, o originOptions) *origin {
 	org := &origin{name: name, clk: e.clk, behave: b}
 	e.origins = append(e.origins, org)
@@ -67,8 +114,6 @@ func (e *env) newOrigin(name string, b behaviour, o originOptions) *origin {
 	}
 	inner := work
 	work = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		org.busy.Add(1)
-		defer org.busy.Done()
 		org.mu.Lock()
 		org.saw++
 		org.arrivals = append(org.arrivals, org.clk.Now())
@@ -76,18 +121,75 @@ func (e *env) newOrigin(name string, b behaviour, o originOptions) *origin {
 		inner.ServeHTTP(w, r)
 	})
 	h := e.serverSpans(name, work)
-	h = detach(h)
+	h = e.detach(h)
 	h = e.flows.handler(h)
-	org.srv = httptest.NewServer(h)
-	org.url = org.srv.URL
-	e.closers = append(e.closers, org.srv.Close)
+	// busy is the outermost layer: it covers a handler from its first instruction to its last, token
+	// hand-over included.
+	counted := h
+	h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		org.busy.start()
+		defer org.busy.done()
+		counted.ServeHTTP(w, r)
+	})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		e.fail(fmt.Errorf("start origin %s: %w", name, err))
+		org.url = "http://127.0.0.1:1" // nothing listens there: its callers fail at once
+		return org
+	}
+	org.srv = &http.Server{
+		Handler: h,
+		// The server's own complaints go to the caller's logger, never to the process's stderr.
+		ErrorLog:          e.errorLog,
+		ReadHeaderTimeout: 10 * time.Second,
+	}
+	org.url = "http://" + ln.Addr().String()
+	go func() { _ = org.srv.Serve(ln) }()
 	return org
 }
 
-// detach cuts the request's work from its connection.
-func detach(next http.Handler) http.Handler {
+// originCloseWait bounds how long closing an origin waits for its handlers once the run has told
+// them to stop. They stop at once; this is a guard against a lab bug, not a pause.
+const originCloseWait = 2 * time.Second
+
+// close stops the origin's server: it refuses new connections and closes idle ones, then waits
+// (at most originCloseWait) for handlers still running, which the end of the run has already told
+// to stop. Past that it closes every connection and reports the handlers it left behind instead
+// of waiting for them for good.
+func (o *origin) close() error {
+	if o.srv == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), originCloseWait)
+	defer cancel()
+	serr := o.srv.Shutdown(ctx)
+	if serr == nil {
+		return nil
+	}
+	_ = o.srv.Close()
+	// Shutdown also waits for connections that were dialled but never used: those are harmless.
+	// Only a handler still running is a fault.
+	select {
+	case <-o.busy.idleChan():
+		return nil
+	case <-time.After(100 * time.Millisecond):
+	}
+	if n := o.busy.running(); n > 0 {
+		return fmt.Errorf("origin %s: %d handler(s) still running %s after the run ended: %w", o.name, n, originCloseWait, serr)
+	}
+	return nil
+}
+
+// detach cuts the request's work from its connection, so a caller hanging up does not stop it (as
+// the seed's origin did not notice), but keeps it bound to the run: when the run ends or is
+// cancelled, every origin's work and its downstream calls stop.
+func (e *env) detach(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		next.ServeHTTP(w, r.WithContext(context.WithoutCancel(r.Context())))
+		ctx, cancel := context.WithCancelCause(context.WithoutCancel(r.Context()))
+		defer cancel(nil)
+		stop := context.AfterFunc(e.ctx, func() { cancel(context.Cause(e.ctx)) })
+		defer stop()
+		next.ServeHTTP(w, r.WithContext(ctx))
 	})
 }
 
@@ -186,17 +288,31 @@ func (o *origin) countsAfter(t time.Time) int {
 	return n
 }
 
-// idle waits (letting the lab clock move) until no request is being worked on.
-func (o *origin) idle() { o.clk.Wait(o.busy.Wait) }
+// idle waits (letting the lab clock move) until no request is being worked on, or the run is
+// cancelled (the work then stops by itself, and the end of the run waits for it).
+func (o *origin) idle(ctx context.Context) {
+	o.clk.Wait(func() {
+		select {
+		case <-o.busy.idleChan():
+		case <-ctx.Done():
+		}
+	})
+}
 
 func always(status int, latency time.Duration) behaviour {
 	return func(*http.Request, int) reply { return reply{status: status, latency: latency} }
 }
 
-// refusedOrigin is an address where nothing listens: a server started and closed at once.
-func refusedOrigin() string {
-	s := httptest.NewServer(http.NotFoundHandler())
-	u := s.URL
-	s.Close()
+// refusedOrigin is an address where nothing listens: a loopback port opened and closed at once.
+func (e *env) refusedOrigin() string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		e.fail(fmt.Errorf("reserve a refused port: %w", err))
+		return "http://127.0.0.1:1"
+	}
+	u := "http://" + ln.Addr().String()
+	if err := ln.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
+		e.fail(fmt.Errorf("close the refused port: %w", err))
+	}
 	return u
 }

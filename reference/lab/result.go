@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"time"
 
 	"go.opentelemetry.io/otel/metric"
@@ -25,6 +26,10 @@ type Options struct {
 	TracerProvider func(service string) trace.TracerProvider
 	// MeterProvider receives the reference clients' metrics; nil records none.
 	MeterProvider metric.MeterProvider
+	// Logger receives what the lab's servers have to say (http.Server's error log: a handler that
+	// panicked, a failed accept) and the lab's own warnings. Nil discards them: the lab never
+	// writes to the process's stderr or the standard log, which a dashboard may be drawing on.
+	Logger *slog.Logger
 }
 
 // Refusals are calls or retries refused before reaching the origin.

@@ -71,6 +71,10 @@ func Run(ctx context.Context, name string, opts Options) (*Result, error) {
 	}
 	e := newEnv(ctx, opts)
 	res, err := e.run(func() (*Result, error) { return s.run(e) })
+	if ctx.Err() != nil {
+		// The figures of a cancelled run are not the experiment's: report the cancellation alone.
+		return nil, fmt.Errorf("lab scenario %s: %w", name, stopped(ctx))
+	}
 	if err != nil {
 		return nil, fmt.Errorf("lab scenario %s: %w", name, err)
 	}
@@ -79,6 +83,16 @@ func Run(ctx context.Context, name string, opts Options) (*Result, error) {
 		res.Rows[i].Scenario = s.Name
 	}
 	return res, nil
+}
+
+// stopped describes a cancelled run: ctx.Err (so errors.Is finds context.Canceled), with the
+// cause when the canceller gave one.
+func stopped(ctx context.Context) error {
+	err := ctx.Err()
+	if cause := context.Cause(ctx); cause != nil && cause != err {
+		return fmt.Errorf("stopped (%v): %w", cause, err)
+	}
+	return fmt.Errorf("stopped: %w", err)
 }
 
 const callers = 40
@@ -182,7 +196,7 @@ func deadlineScenario(e *env) (*Result, error) {
 		o := e.newOrigin("origin-slow", always(200, slowLatency), originOptions{middleware: v.middleware})
 		c := e.client("caller", naive(3, time.Second), reference.NewRuntime(0))
 		r := e.wave(v.label, c, o, callers)
-		o.idle() // let the origin finish (or stop) what it was given
+		o.idle(e.ctx) // let the origin finish (or stop) what it was given
 		cn := o.counts()
 		r.OriginCompleted, r.OriginStopped = intp(cn.completed), intp(cn.stopped)
 		res.Rows = append(res.Rows, r)
@@ -238,6 +252,9 @@ func breakerWaves(e *env) (*Result, error) {
 	var first time.Duration
 	var polls []outcome
 	for i := 0; i < 10000; i++ {
+		if e.ctx.Err() != nil {
+			return nil, stopped(e.ctx)
+		}
 		out := e.get(c, o.url+"/item", nil)
 		polls = append(polls, out)
 		if out.ok {
@@ -322,7 +339,7 @@ func breakerSignals(e *env) (*Result, error) {
 	tooMany := e.newOrigin("rate-limited", always(429, failLatency), originOptions{})
 	unavailable := e.newOrigin("unavailable", always(503, failLatency), originOptions{})
 	notFound := e.newOrigin("not-found", always(404, failLatency), originOptions{})
-	refused := refusedOrigin()
+	refused := e.refusedOrigin()
 	c := e.client("caller", reference.Config{
 		Retry:   reference.RetryConfig{MaxAttempts: 1},
 		Budget:  reference.BudgetConfig{Disabled: true},
@@ -570,7 +587,7 @@ func fanout(e *env) (*Result, error) {
 	r.Detail = "attempt 1 primary-a: timeout; attempt 2 primary-b: ok"
 	res.Rows = append(res.Rows, r)
 	res.Lines = append(res.Lines, fmt.Sprintf("%-40s replicas saw %d for read-01: %s (%s)", r.Variant, r.OriginSaw, outcomesText(r.Outcomes), r.Detail))
-	a.idle()
+	a.idle(e.ctx)
 	return res, nil
 }
 
@@ -628,7 +645,7 @@ func postDeadline(e *env) (*Result, error) {
 		start := e.clk.Now()
 		out := e.get(c, o.url+"/report", nil)
 		gaveUp := out.end
-		o.idle()
+		o.idle(e.ctx)
 		e.idleAll()
 		wasted := e.clk.Now().Sub(gaveUp)
 		r := Row{Variant: v.label}
@@ -730,7 +747,7 @@ func unsafeWrite(e *env) (*Result, error) {
 		}
 		start := e.clk.Now()
 		out := e.do(c, http.MethodPost, o.url+"/shipments", nil, []byte(`{"order":"o-1"}`))
-		o.idle()
+		o.idle(e.ctx)
 		r := Row{Variant: v.label}
 		tally(&r, []outcome{out}, start)
 		r.OriginSaw = o.counts().saw
