@@ -251,3 +251,36 @@ func grepLines(s, sub string) string {
 	}
 	return strings.Join(out, "\n")
 }
+
+func TestAnalysisStatusAndFinalSummary(t *testing.T) {
+	if got := analysisStatus(nil); got != "" {
+		t.Errorf("no snapshot yet: %q", got)
+	}
+	empty := &analyzer.Snapshot{}
+	if got, want := analysisStatus(empty), " · findings 0 critical 0 warning 0 info"; got != want {
+		t.Errorf("nothing analyzed: %q, want %q (no worst dependency)", got, want)
+	}
+	var r analyzer.Report
+	for i := range 7 {
+		r.Dependencies = append(r.Dependencies, analyzer.DependencyStats{
+			Dependency: "http://d" + string(rune('a'+i)) + ":80", PhysicalCalls: 10 - i, LogicalOperations: 2, Amplification: float64(10-i) / 2})
+	}
+	r.Dependencies[0].Service = "da"
+	r.Findings = []analyzer.Finding{{Severity: analyzer.SeverityCritical}, {Severity: analyzer.SeverityWarning}, {Severity: analyzer.SeverityWarning}}
+	if got, want := analysisStatus(&analyzer.Snapshot{Report: r}), " · findings 1 critical 2 warning 0 info · worst 5.00x http://da:80"; got != want {
+		t.Errorf("\n got %q\nwant %q", got, want)
+	}
+	var b bytes.Buffer
+	finalSummary(&b, &r)
+	want := `stormwatch: analyzed 0 traces, 0 spans, 0 logical operations; findings: 1 critical, 2 warning, 0 info
+stormwatch:   http://da:80 (da): 10 calls for 2 operations (5.00x)
+stormwatch:   http://db:80: 9 calls for 2 operations (4.50x)
+stormwatch:   http://dc:80: 8 calls for 2 operations (4.00x)
+stormwatch:   http://dd:80: 7 calls for 2 operations (3.50x)
+stormwatch:   http://de:80: 6 calls for 2 operations (3.00x)
+stormwatch:   ... and 2 more dependencies
+`
+	if b.String() != want {
+		t.Errorf("final summary\n got %s\nwant %s", b.String(), want)
+	}
+}

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -16,7 +18,8 @@ import (
 )
 
 // TestDemoTrafficReachesTheAnalyzer: the demo's lab scenarios, exported by the OpenTelemetry SDK
-// over OTLP to a real collector, come out of the session as the 27-call storm; C (Clear) empties it.
+// over OTLP to a real collector started by the pipeline the dashboard commands share, come out of
+// the session as the 27-call storm - and out of its /metrics and /api/v1/report; C (Clear) empties it.
 func TestDemoTrafficReachesTheAnalyzer(t *testing.T) {
 	var f collectorFlags
 	fs := pflag.NewFlagSet("demo", pflag.ContinueOnError)
@@ -29,18 +32,15 @@ func TestDemoTrafficReachesTheAnalyzer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go s.run(ctx)
-	c, err := startCollector(ctx, &f, s, s.held, log)
+	p, err := startPipeline(context.Background(), &f, s, log)
 	if err != nil {
 		t.Fatal(err)
 	}
-	demo := &demoTraffic{log: log, grpcAddr: c.GRPCAddr(), httpAddr: c.HTTPAddr()}
-	if err := demo.start(ctx); err != nil {
+	demo := &demoTraffic{log: log, grpcAddr: p.c.GRPCAddr(), httpAddr: p.c.HTTPAddr()}
+	if err := demo.start(p.ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := demo.start(ctx); err != nil { // a second d press does nothing
+	if err := demo.start(p.ctx); err != nil { // a second d press does nothing
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(30 * time.Second)
@@ -59,9 +59,18 @@ func TestDemoTrafficReachesTheAnalyzer(t *testing.T) {
 	if held := s.held(); held.Spans == 0 || held.Traces == 0 {
 		t.Errorf("held stats for the collector's metrics: %+v", held)
 	}
-	cancel()
+	eventually(t, func() string {
+		if _, body := get(t, "http://"+p.c.HTTPAddr()+"/metrics", ""); !regexp.MustCompile(`(?m)^stormwatch_dependency_amplification_ratio\{.*\} 27$`).MatchString(body) {
+			return "the dashboard's /metrics lacks the 27x storm:\n" + grepLines(body, "amplification")
+		}
+		if code, js := get(t, "http://"+p.c.HTTPAddr()+reportPath, ""); code != http.StatusOK || !strings.Contains(js, `"amplification": 27`) {
+			return "the dashboard's report API lacks the 27x storm"
+		}
+		return ""
+	})
+	p.cancel()
 	demo.wait()
-	if err := stopCollector(c, &f); err != nil {
+	if err := p.stop(); err != nil {
 		t.Error(err)
 	}
 	s.Clear()
