@@ -478,12 +478,8 @@ func (d *protoDecoder) span(res *resHolder, scope string, src []byte) error {
 			if typ != 2 {
 				continue
 			}
-			key, val, err := keyValue(data)
-			if err != nil {
-				return fmt.Errorf("attributes[%d]: %w", nAttr, err)
-			}
-			if err = d.keep(&d.attrs, key, val); err != nil {
-				return fmt.Errorf("attributes[%d] %q: %w", nAttr, key, err)
+			if err := d.attribute(&d.attrs, nAttr, data); err != nil {
+				return err
 			}
 			nAttr++
 		case fSpanEvents:
@@ -594,12 +590,8 @@ func (d *protoDecoder) event(src []byte) error {
 			if !ok {
 				continue
 			}
-			key, val, err := keyValue(data)
-			if err != nil {
-				return fmt.Errorf("attributes[%d]: %w", i, err)
-			}
-			if err = d.keep(&d.xattrs, key, val); err != nil {
-				return fmt.Errorf("attributes[%d] %q: %w", i, key, err)
+			if err := d.attribute(&d.xattrs, i, data); err != nil {
+				return err
 			}
 			i++
 		}
@@ -636,12 +628,8 @@ func (d *protoDecoder) link(src []byte) error {
 			if !ok {
 				continue
 			}
-			key, val, err := keyValue(data)
-			if err != nil {
-				return fmt.Errorf("attributes[%d]: %w", i, err)
-			}
-			if err = d.keep(&d.xattrs, key, val); err != nil {
-				return fmt.Errorf("attributes[%d] %q: %w", i, key, err)
+			if err := d.attribute(&d.xattrs, i, data); err != nil {
+				return err
 			}
 			i++
 		}
@@ -700,6 +688,18 @@ func keyValue(src []byte) (key, val []byte, err error) {
 		}
 	}
 	return key, val, nil
+}
+
+// attribute keeps the KeyValue message data, element i of an attributes field, in slab.
+func (d *protoDecoder) attribute(slab *attrSlab, i int, data []byte) error {
+	key, val, err := keyValue(data)
+	if err != nil {
+		return fmt.Errorf("attributes[%d]: %w", i, err)
+	}
+	if err = d.keep(slab, key, val); err != nil {
+		return fmt.Errorf("attributes[%d] %q: %w", i, key, err)
+	}
+	return nil
 }
 
 // keep appends the attribute to slab when its key is kept. val is the AnyValue message, nil when
