@@ -680,9 +680,7 @@ func (d *jsonDecoder) span(res *Resource) error {
 				sp.EndUnixNano, err = s.uint64Value()
 			}
 		case "attributes":
-			d.attrs.begin()
-			err = d.array("attributes", func() error { return d.attr(&d.attrs) })
-			sp.Attrs = d.attrs.end()
+			sp.Attrs, err = d.attrList(&d.attrs)
 			return err
 		case "events":
 			d.events = d.events[:eventStart]
@@ -753,9 +751,7 @@ func (d *jsonDecoder) event() error {
 		case "name":
 			e.Name, err = d.optStr()
 		case "attributes":
-			d.xattrs.begin()
-			err = d.array("attributes", func() error { return d.attr(&d.xattrs) })
-			e.Attrs = d.xattrs.end()
+			e.Attrs, err = d.attrList(&d.xattrs)
 			return err
 		default:
 			return d.s.skip(0)
@@ -786,9 +782,7 @@ func (d *jsonDecoder) link() error {
 				spanOK = hexID(l.SpanID[:], raw)
 			}
 		case "attributes":
-			d.xattrs.begin()
-			err = d.array("attributes", func() error { return d.attr(&d.xattrs) })
-			l.Attrs = d.xattrs.end()
+			l.Attrs, err = d.attrList(&d.xattrs)
 			return err
 		default:
 			return d.s.skip(0)
@@ -803,6 +797,14 @@ func (d *jsonDecoder) link() error {
 		d.links = append(d.links, l)
 	}
 	return err
+}
+
+// attrList reads an attributes array into slab and returns what it kept: a span's, an event's or a
+// link's.
+func (d *jsonDecoder) attrList(slab *attrSlab) ([]Attr, error) {
+	slab.begin()
+	err := d.array("attributes", func() error { return d.attr(slab) })
+	return slab.end(), err
 }
 
 // attr decodes one KeyValue into slab when its key is kept.
