@@ -951,22 +951,42 @@ func (d *jsonDecoder) keyValue() (k string, a Attr, keep bool, err error) {
 
 var errOneofTwice = errors.New("more than one of stringValue, boolValue, intValue, doubleValue, arrayValue, kvlistValue, bytesValue")
 
-// anyValue decodes an AnyValue object; arrays, maps and bytes are rendered into the arena.
-func (d *jsonDecoder) anyValue() (Attr, error) {
-	var a Attr
-	set := false
-	d.reserveArena()
-	start := len(d.other)
-	err := d.object(func(key []byte) error {
+// errUnknownMember is how an anyValueMember callback says it does not know a member's name.
+var errUnknownMember = errors.New("unknown AnyValue member")
+
+// anyValueMember walks an AnyValue object for anyValue and renderAny: it calls member with the name
+// of the one member that is set - a null member counts as absent, one member too many is an error
+// (as in protojson), a member it does not know (errUnknownMember) is skipped - and names the member
+// in member's error. set says whether a member was set.
+func (d *jsonDecoder) anyValueMember(member func(k string) error) (set bool, err error) {
+	err = d.object(func(key []byte) error {
 		if d.s.null() {
 			return nil
 		}
 		if set {
 			return errOneofTwice
 		}
-		set = true
-		var err error
 		k := bstr(key)
+		switch err := member(k); err {
+		case nil:
+			set = true
+			return nil
+		case errUnknownMember:
+			return d.s.skip(0)
+		default:
+			set = true
+			return fmt.Errorf("%s: %w", k, err)
+		}
+	})
+	return set, err
+}
+
+// anyValue decodes an AnyValue object; arrays, maps and bytes are rendered into the arena.
+func (d *jsonDecoder) anyValue() (Attr, error) {
+	var a Attr
+	d.reserveArena()
+	start := len(d.other)
+	_, err := d.anyValueMember(func(k string) (err error) {
 		switch k {
 		case "stringValue", "string_value":
 			a.Type = ValueString
@@ -987,30 +1007,16 @@ func (d *jsonDecoder) anyValue() (Attr, error) {
 			err = d.renderMember(k, 1)
 			a.Str = bstr(d.other[start:])
 		default:
-			set = false
-			return d.s.skip(0)
+			return errUnknownMember
 		}
-		if err != nil {
-			return fmt.Errorf("%s: %w", k, err)
-		}
-		return nil
+		return err
 	})
 	return a, err
 }
 
 // renderAny appends the display form of an AnyValue object (see spanstest.OtherString).
 func (d *jsonDecoder) renderAny(depth int) error {
-	set := false
-	err := d.object(func(key []byte) error {
-		if d.s.null() {
-			return nil
-		}
-		if set {
-			return errOneofTwice
-		}
-		set = true
-		var err error
-		k := bstr(key)
+	set, err := d.anyValueMember(func(k string) (err error) {
 		switch k {
 		case "stringValue", "string_value":
 			// Unescaped into scratch, not the arena: the arena holds the rendering being built.
@@ -1041,13 +1047,9 @@ func (d *jsonDecoder) renderAny(depth int) error {
 		case "arrayValue", "array_value", "kvlistValue", "kvlist_value", "bytesValue", "bytes_value":
 			err = d.renderMember(k, depth)
 		default:
-			set = false
-			return d.s.skip(0)
+			return errUnknownMember
 		}
-		if err != nil {
-			return fmt.Errorf("%s: %w", k, err)
-		}
-		return nil
+		return err
 	})
 	if err == nil && !set {
 		d.other = append(d.other, "null"...)
