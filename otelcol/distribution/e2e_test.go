@@ -103,6 +103,31 @@ func (v backendView) int(name, key, value string) int64 {
 	return n
 }
 
+// intWhere sums the points of a metric whose attributes have every key=value of kv (pairs).
+func (v backendView) intWhere(name string, kv ...string) int64 {
+	m, ok := v.metrics[name]
+	if !ok {
+		return 0
+	}
+	var dps pmetric.NumberDataPointSlice
+	if m.Type() == pmetric.MetricTypeSum {
+		dps = m.Sum().DataPoints()
+	} else {
+		dps = m.Gauge().DataPoints()
+	}
+	var n int64
+next:
+	for i := 0; i < dps.Len(); i++ {
+		for k := 0; k+1 < len(kv); k += 2 {
+			if a, ok := dps.At(i).Attributes().Get(kv[k]); !ok || a.Str() != kv[k+1] {
+				continue next
+			}
+		}
+		n += dps.At(i).IntValue()
+	}
+	return n
+}
+
 // traceFinding is a finding about one trace, as comparable text.
 func traceFinding(detector, traceID, severity, summary string, spanIDs []string) string {
 	return strings.Join([]string{detector, traceID, severity, summary, strings.Join(spanIDs, ",")}, " | ")
@@ -245,6 +270,25 @@ func TestShardedByTraceIDMatchesOneProcess(t *testing.T) {
 		} else if amp := float64(phys) / float64(logi); amp != d.Amplification {
 			t.Errorf("%s: summed amplification %v, one process %v", d.Dependency, amp, d.Amplification)
 		}
+	}
+	// The same per (caller service, dependency).
+	callers := 0
+	for _, d := range want.Dependencies {
+		for _, c := range d.ByCaller {
+			callers++
+			var phys, logi int64
+			for _, v := range views {
+				phys += v.intWhere("stormwatch.caller.physical_calls", "stormwatch.dependency", d.Dependency, "stormwatch.caller", c.Caller)
+				logi += v.intWhere("stormwatch.caller.logical_operations", "stormwatch.dependency", d.Dependency, "stormwatch.caller", c.Caller)
+			}
+			if phys != int64(c.PhysicalCalls) || logi != int64(c.LogicalOperations) {
+				t.Errorf("%s from %s: backends sum to %d calls for %d operations, one process says %d for %d",
+					d.Dependency, c.Caller, phys, logi, c.PhysicalCalls, c.LogicalOperations)
+			}
+		}
+	}
+	if callers <= len(want.Dependencies) {
+		t.Errorf("%d (caller, dependency) pairs for %d dependencies: the traffic should have a dependency with two callers", callers, len(want.Dependencies))
 	}
 	var spansSum int64
 	for _, v := range views {

@@ -291,6 +291,27 @@ func TestFixtureMetricsAndFindingLogs(t *testing.T) {
 		if d.Service != "" {
 			mustValue(t, ms, metricPhysicalCalls, dep, attrDependencyService+"="+d.Service)
 		}
+		// Per (caller, dependency): the single process's split, caller by caller.
+		if len(d.ByCaller) == 0 {
+			t.Errorf("%s: the reference report has no caller", d.Dependency)
+		}
+		for _, c := range d.ByCaller {
+			caller := attrCaller + "=" + c.Caller
+			if got := mustValue(t, ms, metricCallerPhysical, dep, caller); got != float64(c.PhysicalCalls) {
+				t.Errorf("%s from %s: physical calls %v, want %d", d.Dependency, c.Caller, got, c.PhysicalCalls)
+			}
+			if got := mustValue(t, ms, metricCallerLogical, dep, caller); got != float64(c.LogicalOperations) {
+				t.Errorf("%s from %s: logical operations %v, want %d", d.Dependency, c.Caller, got, c.LogicalOperations)
+			}
+			if got := mustValue(t, ms, metricCallerAmp, dep, caller); got != c.Amplification {
+				t.Errorf("%s from %s: amplification %v, want %v", d.Dependency, c.Caller, got, c.Amplification)
+			}
+		}
+	}
+	// adapter's retry loop is the one that sends 27 calls to dep per request.
+	callerLeaf := []string{attrDependency + "=http://dep:8080", attrCaller + "=adapter"}
+	if p, l, a := mustValue(t, ms, metricCallerPhysical, callerLeaf...), mustValue(t, ms, metricCallerLogical, callerLeaf...), mustValue(t, ms, metricCallerAmp, callerLeaf...); p != 54 || l != 2 || a != 27 {
+		t.Errorf("adapter -> dep: %v calls for %v operations (%vx), want 54 for 2 (27x)", p, l, a)
 	}
 	// The seed's numbers, stated plainly: 3 layers x 3 attempts = 27 calls to dep per request.
 	leaf := attrDependency + "=http://dep:8080"
@@ -396,8 +417,10 @@ func TestMetricsFormat(t *testing.T) {
 			}
 		}
 	}
-	if _, ok := metricsByName(md)[metricAmplification]; !ok || metricsByName(md)[metricAmplification].Type() != pmetric.MetricTypeGauge {
-		t.Error("amplification should be a gauge: a ratio does not sum")
+	for _, name := range []string{metricAmplification, metricCallerAmp} {
+		if m, ok := metricsByName(md)[name]; !ok || m.Type() != pmetric.MetricTypeGauge {
+			t.Errorf("%s should be a gauge: a ratio does not sum", name)
+		}
 	}
 	h.shutdown()
 }

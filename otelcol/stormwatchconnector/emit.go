@@ -24,10 +24,14 @@ const scopeName = "github.com/stormwatch/stormwatch/otelcol/stormwatchconnector"
 // OpenTelemetry naming rules (dotted namespace, no unit or _total in the name, units in UCUM
 // annotations), so the Prometheus exporter turns them into the single binary's series names.
 const (
-	metricPhysicalCalls  = "stormwatch.dependency.physical_calls"
-	metricLogicalOps     = "stormwatch.dependency.logical_operations"
-	metricAmplification  = "stormwatch.dependency.amplification"
-	metricAttempts       = "stormwatch.dependency.attempts"
+	metricPhysicalCalls = "stormwatch.dependency.physical_calls"
+	metricLogicalOps    = "stormwatch.dependency.logical_operations"
+	metricAmplification = "stormwatch.dependency.amplification"
+	metricAttempts      = "stormwatch.dependency.attempts"
+	// Per (caller service, dependency): the same figures split by who called (issue 7).
+	metricCallerPhysical = "stormwatch.caller.physical_calls"
+	metricCallerLogical  = "stormwatch.caller.logical_operations"
+	metricCallerAmp      = "stormwatch.caller.amplification"
 	metricFindings       = "stormwatch.findings"
 	metricSpansAnalyzed  = "stormwatch.analyzed.spans"
 	metricTracesAnalyzed = "stormwatch.analyzed.traces"
@@ -41,6 +45,7 @@ const (
 	attrDependency        = "stormwatch.dependency"
 	attrDependencyService = "stormwatch.dependency.service"
 	attrOutcome           = "stormwatch.attempt.outcome"
+	attrCaller            = "stormwatch.caller"
 	attrDetector          = "stormwatch.finding.detector"
 	attrSeverity          = "stormwatch.finding.severity"
 	attrService           = "stormwatch.finding.service"
@@ -231,6 +236,34 @@ func (e *emitter) metrics(rep *analyzer.Report, st analyzer.StoreStats, ts pcomm
 			depAttrs(dp.Attributes(), d)
 			dp.Attributes().PutStr(attrOutcome, o)
 			dp.SetIntValue(int64(d.Outcomes[o]))
+		}
+	}
+
+	// Per (caller, dependency), in metrics of their own: adding a caller attribute to the
+	// dependency series would change what their names have always meant (one series per
+	// dependency, as the single binary's /metrics), and a sum over both would count twice.
+	cphys := e.sum(ms, metricCallerPhysical, "{call}", "Physical calls (CLIENT spans) the calling service made to the dependency; summed over callers, the dependency's physical_calls.")
+	clogi := e.sum(ms, metricCallerLogical, "{operation}", "Logical operations the calling service asked of the dependency (copies made by layers above counted once); summed over callers, the dependency's logical_operations.")
+	camp := e.gauge(ms, metricCallerAmp, "1", "Physical calls per logical operation from the calling service to the dependency. Does not sum across instances: divide the summed counters instead.")
+	for i := range deps {
+		d := &deps[i]
+		callers := slices.Clone(d.ByCaller)
+		slices.SortFunc(callers, func(a, b analyzer.CallerStats) int { return strings.Compare(a.Caller, b.Caller) })
+		for j := range callers {
+			c := &callers[j]
+			dp := e.point(cphys, ts)
+			depAttrs(dp.Attributes(), d)
+			dp.Attributes().PutStr(attrCaller, c.Caller)
+			dp.SetIntValue(int64(c.PhysicalCalls))
+			dp = e.point(clogi, ts)
+			depAttrs(dp.Attributes(), d)
+			dp.Attributes().PutStr(attrCaller, c.Caller)
+			dp.SetIntValue(int64(c.LogicalOperations))
+			g := camp.DataPoints().AppendEmpty()
+			g.SetTimestamp(ts)
+			depAttrs(g.Attributes(), d)
+			g.Attributes().PutStr(attrCaller, c.Caller)
+			g.SetDoubleValue(c.Amplification)
 		}
 	}
 
