@@ -46,7 +46,9 @@ func newLiveCmd(io streams) *cobra.Command {
 operations from attempt spans, and shows which dependency is being hammered, by how much and by whom.
 
 With no subcommand it runs the collector and the live dashboard in one process; it needs a
-terminal. Headless: 'stormwatch collect'. Offline reports: 'stormwatch analyze FILE'.
+terminal. The HTTP port also serves Prometheus metrics (GET /metrics) and the current report
+(GET /api/v1/report), as 'stormwatch collect' does. Headless: 'stormwatch collect'.
+Offline reports: 'stormwatch analyze FILE'.
 Keys, screens and troubleshooting: docs/tui.md (or press ? in the dashboard).`,
 		Example: `  stormwatch
   stormwatch --grpc 127.0.0.1:14317 --http 127.0.0.1:14318 --policy retry-policy.yaml
