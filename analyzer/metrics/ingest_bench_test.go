@@ -78,4 +78,3 @@ func BenchmarkIngestWhileScraped(b *testing.B) {
 		})
 	}
 }
-
