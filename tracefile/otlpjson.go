@@ -174,14 +174,27 @@ func AppendRequestJSON(dst []byte, req *coltracepb.ExportTraceServiceRequest) []
 
 // appendResourceSpansList writes the elements of the resourceSpans array, comma-separated; the
 // single-request writer uses it to merge several requests into one document.
-func appendResourceSpansList(dst []byte, list []*tracepb.ResourceSpans) []byte {
-	for i, rs := range list {
+func appendResourceSpansList(dst []byte, rss []*tracepb.ResourceSpans) []byte {
+	return appendList(dst, rss, appendResourceSpans)
+}
+
+// appendList writes the elements of v comma-separated, each by elem: the inside of a JSON array.
+func appendList[T any](dst []byte, v []T, elem func([]byte, T) []byte) []byte {
+	for i, x := range v {
 		if i > 0 {
 			dst = append(dst, ',')
 		}
-		dst = appendResourceSpans(dst, rs)
+		dst = elem(dst, x)
 	}
 	return dst
+}
+
+// listMember writes v as the array member k, unless it is empty (proto3 JSON leaves empty lists out).
+func listMember[T any](o *jsonObj, k string, v []T, elem func([]byte, T) []byte) {
+	if len(v) != 0 {
+		o.key(k)
+		o.dst = append(appendList(append(o.dst, '['), v, elem), ']')
+	}
 }
 
 // jsonObj writes the commas of one JSON object whose fields are all optional.
@@ -256,17 +269,7 @@ func appendResourceSpans(dst []byte, rs *tracepb.ResourceSpans) []byte {
 		o.key("resource")
 		o.dst = appendResource(o.dst, r)
 	}
-	if ss := rs.GetScopeSpans(); len(ss) != 0 {
-		o.key("scopeSpans")
-		o.dst = append(o.dst, '[')
-		for i, s := range ss {
-			if i > 0 {
-				o.dst = append(o.dst, ',')
-			}
-			o.dst = appendScopeSpans(o.dst, s)
-		}
-		o.dst = append(o.dst, ']')
-	}
+	listMember(&o, "scopeSpans", rs.GetScopeSpans(), appendScopeSpans)
 	o.str("schemaUrl", rs.GetSchemaUrl())
 	return append(o.dst, '}')
 }
@@ -275,37 +278,17 @@ func appendResource(dst []byte, r *resourcepb.Resource) []byte {
 	o := jsonObj{dst: append(dst, '{')}
 	o.attrs("attributes", r.GetAttributes())
 	o.u32("droppedAttributesCount", r.GetDroppedAttributesCount())
-	if refs := r.GetEntityRefs(); len(refs) != 0 {
-		o.key("entityRefs")
-		o.dst = append(o.dst, '[')
-		for i, ref := range refs {
-			if i > 0 {
-				o.dst = append(o.dst, ',')
-			}
-			e := jsonObj{dst: append(o.dst, '{')}
-			e.str("schemaUrl", ref.GetSchemaUrl())
-			e.str("type", ref.GetType())
-			e.strs("idKeys", ref.GetIdKeys())
-			e.strs("descriptionKeys", ref.GetDescriptionKeys())
-			o.dst = append(e.dst, '}')
-		}
-		o.dst = append(o.dst, ']')
-	}
+	listMember(&o, "entityRefs", r.GetEntityRefs(), appendEntityRef)
 	return append(o.dst, '}')
 }
 
-func (o *jsonObj) strs(k string, v []string) {
-	if len(v) != 0 {
-		o.key(k)
-		o.dst = append(o.dst, '[')
-		for i, s := range v {
-			if i > 0 {
-				o.dst = append(o.dst, ',')
-			}
-			o.dst = jsonlex.AppendString(o.dst, s)
-		}
-		o.dst = append(o.dst, ']')
-	}
+func appendEntityRef(dst []byte, ref *commonpb.EntityRef) []byte {
+	e := jsonObj{dst: append(dst, '{')}
+	e.str("schemaUrl", ref.GetSchemaUrl())
+	e.str("type", ref.GetType())
+	listMember(&e, "idKeys", ref.GetIdKeys(), jsonlex.AppendString)
+	listMember(&e, "descriptionKeys", ref.GetDescriptionKeys(), jsonlex.AppendString)
+	return append(e.dst, '}')
 }
 
 func appendScopeSpans(dst []byte, ss *tracepb.ScopeSpans) []byte {
@@ -319,17 +302,7 @@ func appendScopeSpans(dst []byte, ss *tracepb.ScopeSpans) []byte {
 		s.u32("droppedAttributesCount", sc.GetDroppedAttributesCount())
 		o.dst = append(s.dst, '}')
 	}
-	if sp := ss.GetSpans(); len(sp) != 0 {
-		o.key("spans")
-		o.dst = append(o.dst, '[')
-		for i, s := range sp {
-			if i > 0 {
-				o.dst = append(o.dst, ',')
-			}
-			o.dst = appendSpan(o.dst, s)
-		}
-		o.dst = append(o.dst, ']')
-	}
+	listMember(&o, "spans", ss.GetSpans(), appendSpan)
 	o.str("schemaUrl", ss.GetSchemaUrl())
 	return append(o.dst, '}')
 }
@@ -347,41 +320,9 @@ func appendSpan(dst []byte, s *tracepb.Span) []byte {
 	o.u64("endTimeUnixNano", s.GetEndTimeUnixNano())
 	o.attrs("attributes", s.GetAttributes())
 	o.u32("droppedAttributesCount", s.GetDroppedAttributesCount())
-	if evs := s.GetEvents(); len(evs) != 0 {
-		o.key("events")
-		o.dst = append(o.dst, '[')
-		for i, e := range evs {
-			if i > 0 {
-				o.dst = append(o.dst, ',')
-			}
-			eo := jsonObj{dst: append(o.dst, '{')}
-			eo.u64("timeUnixNano", e.GetTimeUnixNano())
-			eo.str("name", e.GetName())
-			eo.attrs("attributes", e.GetAttributes())
-			eo.u32("droppedAttributesCount", e.GetDroppedAttributesCount())
-			o.dst = append(eo.dst, '}')
-		}
-		o.dst = append(o.dst, ']')
-	}
+	listMember(&o, "events", s.GetEvents(), appendEvent)
 	o.u32("droppedEventsCount", s.GetDroppedEventsCount())
-	if links := s.GetLinks(); len(links) != 0 {
-		o.key("links")
-		o.dst = append(o.dst, '[')
-		for i, l := range links {
-			if i > 0 {
-				o.dst = append(o.dst, ',')
-			}
-			lo := jsonObj{dst: append(o.dst, '{')}
-			lo.id("traceId", l.GetTraceId())
-			lo.id("spanId", l.GetSpanId())
-			lo.str("traceState", l.GetTraceState())
-			lo.attrs("attributes", l.GetAttributes())
-			lo.u32("droppedAttributesCount", l.GetDroppedAttributesCount())
-			lo.u32("flags", l.GetFlags())
-			o.dst = append(lo.dst, '}')
-		}
-		o.dst = append(o.dst, ']')
-	}
+	listMember(&o, "links", s.GetLinks(), appendLink)
 	o.u32("droppedLinksCount", s.GetDroppedLinksCount())
 	// The file exporter always writes a status object; doing the same keeps files comparable.
 	o.key("status")
@@ -392,26 +333,43 @@ func appendSpan(dst []byte, s *tracepb.Span) []byte {
 	return append(o.dst, '}')
 }
 
+func appendEvent(dst []byte, e *tracepb.Span_Event) []byte {
+	o := jsonObj{dst: append(dst, '{')}
+	o.u64("timeUnixNano", e.GetTimeUnixNano())
+	o.str("name", e.GetName())
+	o.attrs("attributes", e.GetAttributes())
+	o.u32("droppedAttributesCount", e.GetDroppedAttributesCount())
+	return append(o.dst, '}')
+}
+
+func appendLink(dst []byte, l *tracepb.Span_Link) []byte {
+	o := jsonObj{dst: append(dst, '{')}
+	o.id("traceId", l.GetTraceId())
+	o.id("spanId", l.GetSpanId())
+	o.str("traceState", l.GetTraceState())
+	o.attrs("attributes", l.GetAttributes())
+	o.u32("droppedAttributesCount", l.GetDroppedAttributesCount())
+	o.u32("flags", l.GetFlags())
+	return append(o.dst, '}')
+}
+
 func appendKeyValues(dst []byte, kvs []*commonpb.KeyValue) []byte {
-	dst = append(dst, '[')
-	for i, kv := range kvs {
-		if i > 0 {
-			dst = append(dst, ',')
-		}
-		o := jsonObj{dst: append(dst, '{')}
-		o.key("key")
-		o.dst = jsonlex.AppendString(o.dst, kv.GetKey())
-		if kv.GetKeyStrindex() != 0 {
-			o.key("keyStrindex")
-			o.dst = strconv.AppendInt(o.dst, int64(kv.GetKeyStrindex()), 10)
-		}
-		if v := kv.GetValue(); v != nil {
-			o.key("value")
-			o.dst = appendAnyValue(o.dst, v)
-		}
-		dst = append(o.dst, '}')
+	return append(appendList(append(dst, '['), kvs, appendKeyValue), ']')
+}
+
+func appendKeyValue(dst []byte, kv *commonpb.KeyValue) []byte {
+	o := jsonObj{dst: append(dst, '{')}
+	o.key("key")
+	o.dst = jsonlex.AppendString(o.dst, kv.GetKey())
+	if kv.GetKeyStrindex() != 0 {
+		o.key("keyStrindex")
+		o.dst = strconv.AppendInt(o.dst, int64(kv.GetKeyStrindex()), 10)
 	}
-	return append(dst, ']')
+	if v := kv.GetValue(); v != nil {
+		o.key("value")
+		o.dst = appendAnyValue(o.dst, v)
+	}
+	return append(o.dst, '}')
 }
 
 func appendAnyValue(dst []byte, v *commonpb.AnyValue) []byte {
@@ -436,14 +394,7 @@ func appendAnyValue(dst []byte, v *commonpb.AnyValue) []byte {
 	case *commonpb.AnyValue_ArrayValue:
 		dst = append(dst, `{"arrayValue":{`...)
 		if vals := x.ArrayValue.GetValues(); len(vals) != 0 {
-			dst = append(dst, `"values":[`...)
-			for i, e := range vals {
-				if i > 0 {
-					dst = append(dst, ',')
-				}
-				dst = appendAnyValue(dst, e)
-			}
-			dst = append(dst, ']')
+			dst = append(appendList(append(dst, `"values":[`...), vals, appendAnyValue), ']')
 		}
 		dst = append(dst, '}')
 	case *commonpb.AnyValue_KvlistValue:
