@@ -39,7 +39,7 @@ type collectorFlags struct {
 	decode spans.DecodeOptions
 }
 
-// defaultMaxSpans is --max-spans' default: the analyzer (or the trace counter) holds this many spans
+// defaultMaxSpans is --max-spans' default: the analyzer holds this many spans
 // and evicts the oldest traces beyond it.
 const defaultMaxSpans = 1_000_000
 

@@ -163,6 +163,9 @@ func startPipeline(ctx context.Context, f *collectorFlags, s *session, log *slog
 		cancel()
 		return nil, err
 	}
+	if _, httpURL := endpoints(c, isTLS(f)); httpURL != "" {
+		log.Info("analysis report served", "url", httpURL+reportPath, "needs_token", f.tokenFile != "")
+	}
 	return &pipeline{session: s, c: c, f: f, log: log, cache: cache, ctx: runCtx, cancel: cancel, closeLog: func() {}}, nil
 }
 
