@@ -1,5 +1,6 @@
 // Package metrics publishes the live analysis as Prometheus series: physical calls, logical
-// operations and amplification per dependency, attempts by outcome, findings by detector and
+// operations and amplification per dependency and per (caller service, dependency), attempts by
+// outcome, findings by detector and
 // severity - the figures, names and labels of the OpenTelemetry Collector connector
 // (otelcol/stormwatchconnector) as its Prometheus exporter spells them, so a dashboard built on
 // one works on the other.

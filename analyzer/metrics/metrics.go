@@ -16,6 +16,7 @@ const (
 	LabelDependency        = "stormwatch_dependency"
 	LabelDependencyService = "stormwatch_dependency_service"
 	LabelOutcome           = "stormwatch_attempt_outcome"
+	LabelCaller            = "stormwatch_caller"
 	LabelDetector          = "stormwatch_finding_detector"
 	LabelSeverity          = "stormwatch_finding_severity"
 )
@@ -27,6 +28,9 @@ const (
 	NameLogicalOps     = "stormwatch_dependency_logical_operations_total"
 	NameAmplification  = "stormwatch_dependency_amplification_ratio"
 	NameAttempts       = "stormwatch_dependency_attempts_total"
+	NameCallerPhysical = "stormwatch_caller_physical_calls_total"
+	NameCallerLogical  = "stormwatch_caller_logical_operations_total"
+	NameCallerAmp      = "stormwatch_caller_amplification_ratio"
 	NameFindings       = "stormwatch_findings_total"
 	NameSpansAnalyzed  = "stormwatch_analyzed_spans_total"
 	NameTracesAnalyzed = "stormwatch_analyzed_traces_total"
@@ -43,7 +47,7 @@ type Collector struct {
 	// a trace, so the trace they cite as an example is left out of their key (as in the connector).
 	window map[string]bool
 
-	phys, logi, amp, att, fnd, spans, traces, ops, pending *prometheus.Desc
+	phys, logi, amp, att, cphys, clogi, camp, fnd, spans, traces, ops, pending *prometheus.Desc
 
 	mu sync.Mutex
 	// counted is the snapshot the findings were last counted from, and out the series built from
@@ -73,6 +77,7 @@ func NewCollector(cache *Cache, detectors []*analyzer.Detector) *Collector {
 		}
 	}
 	dep := []string{LabelDependency, LabelDependencyService}
+	caller := append(slices.Clone(dep), LabelCaller)
 	return &Collector{
 		cache:  cache,
 		window: window,
@@ -85,6 +90,14 @@ func NewCollector(cache *Cache, detectors []*analyzer.Detector) *Collector {
 		att: prometheus.NewDesc(NameAttempts,
 			"Physical calls to the dependency by outcome: the HTTP status, the gRPC code, or a class (ok, timeout, connect error, refused).",
 			append(slices.Clone(dep), LabelOutcome), nil),
+		// Per (caller, dependency) in series of their own, as in the connector: a caller label on
+		// the dependency series would change what they mean, and a sum over both would count twice.
+		cphys: prometheus.NewDesc(NameCallerPhysical,
+			"Physical calls (CLIENT spans) the calling service made to the dependency; summed over callers, the dependency's physical_calls.", caller, nil),
+		clogi: prometheus.NewDesc(NameCallerLogical,
+			"Logical operations the calling service asked of the dependency (copies made by layers above counted once); summed over callers, the dependency's logical_operations.", caller, nil),
+		camp: prometheus.NewDesc(NameCallerAmp,
+			"Physical calls per logical operation from the calling service to the dependency.", caller, nil),
 		fnd: prometheus.NewDesc(NameFindings,
 			"Distinct findings reported, by detector and severity.", []string{LabelDetector, LabelSeverity}, nil),
 		spans:   prometheus.NewDesc(NameSpansAnalyzed, "Spans in the traces analyzed (duplicates dropped).", nil, nil),
@@ -98,7 +111,7 @@ func NewCollector(cache *Cache, detectors []*analyzer.Detector) *Collector {
 
 // Describe implements prometheus.Collector.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.phys, c.logi, c.amp, c.att, c.fnd, c.spans, c.traces, c.ops, c.pending} {
+	for _, d := range []*prometheus.Desc{c.phys, c.logi, c.amp, c.att, c.cphys, c.clogi, c.camp, c.fnd, c.spans, c.traces, c.ops, c.pending} {
 		ch <- d
 	}
 }
@@ -144,7 +157,7 @@ func (c *Collector) build(snap *analyzer.Snapshot) []prometheus.Metric {
 	// the set bounded by the report's own bound on findings.
 	c.seen = cur
 
-	out := make([]prometheus.Metric, 0, 4*len(rep.Dependencies)+len(c.counts)+4)
+	out := make([]prometheus.Metric, 0, 7*len(rep.Dependencies)+len(c.counts)+4)
 	for i := range rep.Dependencies {
 		d := &rep.Dependencies[i]
 		out = append(out,
@@ -153,6 +166,13 @@ func (c *Collector) build(snap *analyzer.Snapshot) []prometheus.Metric {
 			prometheus.MustNewConstMetric(c.amp, prometheus.GaugeValue, d.Amplification, d.Dependency, d.Service))
 		for o, n := range d.Outcomes {
 			out = append(out, prometheus.MustNewConstMetric(c.att, prometheus.CounterValue, float64(n), d.Dependency, d.Service, o))
+		}
+		for j := range d.ByCaller {
+			cs := &d.ByCaller[j]
+			out = append(out,
+				prometheus.MustNewConstMetric(c.cphys, prometheus.CounterValue, float64(cs.PhysicalCalls), d.Dependency, d.Service, cs.Caller),
+				prometheus.MustNewConstMetric(c.clogi, prometheus.CounterValue, float64(cs.LogicalOperations), d.Dependency, d.Service, cs.Caller),
+				prometheus.MustNewConstMetric(c.camp, prometheus.GaugeValue, cs.Amplification, d.Dependency, d.Service, cs.Caller))
 		}
 	}
 	keys := make([][2]string, 0, len(c.counts))

@@ -96,7 +96,8 @@ func storm() analyzer.Report {
 		Input:   analyzer.InputStats{Spans: 158, Traces: 2, Operations: 26},
 		Dependencies: []analyzer.DependencyStats{
 			{Dependency: "http://dep:8080", Service: "dep", PhysicalCalls: 54, LogicalOperations: 2, Amplification: 27,
-				Outcomes: map[string]int{"503": 54}},
+				Outcomes: map[string]int{"503": 54},
+				ByCaller: []analyzer.CallerStats{{Caller: "adapter", PhysicalCalls: 54, LogicalOperations: 2, Amplification: 27}}},
 			{Dependency: "http://cache:6379", PhysicalCalls: 3, LogicalOperations: 2, Amplification: 1.5,
 				Outcomes: map[string]int{"ok": 2, "timeout": 1}},
 		},
@@ -121,6 +122,9 @@ func TestCollectorSeries(t *testing.T) {
 		`stormwatch_dependency_logical_operations_total{stormwatch_dependency="http://dep:8080",stormwatch_dependency_service="dep"}`:                           2,
 		`stormwatch_dependency_physical_calls_total{stormwatch_dependency="http://cache:6379",stormwatch_dependency_service=""}`:                                3,
 		`stormwatch_dependency_physical_calls_total{stormwatch_dependency="http://dep:8080",stormwatch_dependency_service="dep"}`:                               54,
+		`stormwatch_caller_physical_calls_total{stormwatch_caller="adapter",stormwatch_dependency="http://dep:8080",stormwatch_dependency_service="dep"}`:       54,
+		`stormwatch_caller_logical_operations_total{stormwatch_caller="adapter",stormwatch_dependency="http://dep:8080",stormwatch_dependency_service="dep"}`:   2,
+		`stormwatch_caller_amplification_ratio{stormwatch_caller="adapter",stormwatch_dependency="http://dep:8080",stormwatch_dependency_service="dep"}`:        27,
 		`stormwatch_findings_total{stormwatch_finding_detector="retry-amplification",stormwatch_finding_severity="critical"}`:                                   2,
 		`stormwatch_findings_total{stormwatch_finding_detector="retry-budget-exceeded",stormwatch_finding_severity="warning"}`:                                  1,
 		`stormwatch_analyzed_spans_total`:      158,
@@ -213,8 +217,8 @@ func TestCollectorReusesSeriesForTheSameSnapshot(t *testing.T) {
 	src := &fakeSource{rep: storm()}
 	c := NewCollector(NewCache(src, time.Hour, nil), nil)
 	for range 20 {
-		if n := len(gather(t, c)); n != 15 {
-			t.Fatalf("%d series, want 15", n)
+		if n := len(gather(t, c)); n != 18 {
+			t.Fatalf("%d series, want 18", n)
 		}
 	}
 	if src.taken != 1 {

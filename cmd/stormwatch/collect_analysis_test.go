@@ -97,6 +97,8 @@ func TestCollectAnalyzesLive(t *testing.T) {
 		`stormwatch_dependency_physical_calls_total{stormwatch_dependency="http://dep:8080",stormwatch_dependency_service="dep"} 54`,
 		`stormwatch_dependency_logical_operations_total{stormwatch_dependency="http://dep:8080",stormwatch_dependency_service="dep"} 2`,
 		`stormwatch_dependency_attempts_total{stormwatch_attempt_outcome="503",stormwatch_dependency="http://dep:8080",stormwatch_dependency_service="dep"} 54`,
+		`stormwatch_caller_physical_calls_total{stormwatch_caller="adapter",stormwatch_dependency="http://dep:8080",stormwatch_dependency_service="dep"} 54`,
+		`stormwatch_caller_amplification_ratio{stormwatch_caller="adapter",stormwatch_dependency="http://dep:8080",stormwatch_dependency_service="dep"} 27`,
 		`stormwatch_findings_total{stormwatch_finding_detector="retry-amplification",stormwatch_finding_severity="critical"}`,
 		`stormwatch_analyzed_traces_total 2`,
 		`stormwatch_held_traces 2`,
