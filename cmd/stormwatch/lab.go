@@ -41,6 +41,10 @@ is waiting on it: a 2 s origin or a 5 s breaker recovery takes no real time and 
 exact and the same on each run. --realtime runs them on the wall clock instead (about 30 s in
 all; timings then vary by a few milliseconds, counts do not).
 
+SIGINT or SIGTERM stops the running scenario at once (its origins' work and its clients' calls
+are cancelled, its servers closed) and lab exits with status 130 after flushing the spans
+recorded so far.
+
 Spans: --record FILE writes every span (callers, layers and origins, each its own service.name)
 to a trace file (.jsonl OTLP/JSON lines; .json, .pb, .gz also accepted) that 'stormwatch analyze'
 and 'stormwatch replay' read; --otlp ENDPOINT sends them over OTLP/gRPC to a collector such as
@@ -114,6 +118,11 @@ func runLab(ctx context.Context, io streams, o labOptions, args []string) error 
 	runErr := func() error {
 		for _, name := range names {
 			res, err := lab.Run(ctx, name, opts)
+			if ctx.Err() != nil {
+				// SIGINT/SIGTERM: the run has stopped its origins and clients; say so and exit
+				// non-zero, since the tables are incomplete.
+				return withExitCode(labInterruptedCode, fmt.Errorf("lab: interrupted during %s: origins and clients stopped, tables incomplete", name))
+			}
 			if err != nil {
 				return err
 			}
@@ -130,7 +139,13 @@ func runLab(ctx context.Context, io streams, o labOptions, args []string) error 
 	}()
 
 	if tracing != nil {
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		// Flush what was recorded even when interrupted, but do not keep an interrupted process
+		// waiting long on a collector that does not answer.
+		flush := 10 * time.Second
+		if ctx.Err() != nil {
+			flush = 2 * time.Second
+		}
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), flush)
 		defer cancel()
 		if err := tracing.Shutdown(sctx); err != nil && runErr == nil {
 			runErr = fmt.Errorf("lab: flush spans: %w", err)
@@ -146,6 +161,10 @@ func runLab(ctx context.Context, io streams, o labOptions, args []string) error 
 	}
 	return runErr
 }
+
+// labInterruptedCode is the exit code of a lab run stopped by SIGINT or SIGTERM (128+SIGINT, as
+// shells report an interrupted command).
+const labInterruptedCode = 130
 
 // otlpExporter dials endpoint (host:port) over OTLP/gRPC, plaintext only on loopback.
 func otlpExporter(ctx context.Context, endpoint string) (sdktrace.SpanExporter, error) {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"os"
@@ -209,5 +210,35 @@ func TestLabOTLP(t *testing.T) {
 			t.Fatalf("collector received %v", snapshot)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestLabStopsOnSignal: SIGINT/SIGTERM cancel run's context (signal.NotifyContext in main). A
+// wall-clock post-deadline run, whose origin works 2 s for a caller that leaves after 1 s, must
+// return promptly with a clear message and exit 130, not finish its tables or hang. The bound is
+// generous: this checks that the run stops, not how fast.
+func TestLabStopsOnSignal(t *testing.T) {
+	for _, args := range [][]string{
+		{"lab", "post-deadline", "--realtime"},
+		{"lab", "deadline", "--realtime", "--record", filepath.Join(t.TempDir(), "d.jsonl")},
+	} {
+		ctx, cancel := context.WithCancel(context.Background())
+		var out, errb bytes.Buffer
+		done := make(chan error, 1)
+		go func() { done <- run(ctx, args, strings.NewReader(""), &out, &errb) }()
+		time.Sleep(300 * time.Millisecond) // the first caller is waiting on its origin
+		cancel()
+		select {
+		case err := <-done:
+			code := exitCode(err, &errb)
+			if code != 130 || !strings.Contains(errb.String(), "lab: interrupted during "+args[1]+": origins and clients stopped") {
+				t.Errorf("%v: exit %d, stderr %q; want 130 and the interruption", args, code, errb.String())
+			}
+			if strings.Contains(out.String(), "origin saw") {
+				t.Errorf("%v: printed the figures of a cancelled run:\n%s", args, out.String())
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%v: still running 10 s after its context was cancelled", args)
+		}
 	}
 }
