@@ -203,39 +203,35 @@ func appendRequestJSONWire(dst, body []byte) ([]byte, error) {
 	if err := m.scan(body); err != nil {
 		return nil, err
 	}
-	first := true
-	err := m.each(1, func(b []byte) error {
-		if !first {
-			w.dst = append(w.dst, ',')
-		}
-		first = false
-		w.resourceSpans(b)
-		return w.err
-	})
-	if err != nil {
-		return nil, err
+	if w.elements(&m, 1, w.resourceSpans); w.err != nil {
+		return nil, w.err
 	}
 	return append(w.dst, "]}"...), nil
 }
 
+// elements writes the occurrences of repeated message field n of m to w.dst comma-separated, each
+// by elem: the inside of a JSON array.
+func (w *wireJSON) elements(m *wireMsg, n uint32, elem func([]byte)) {
+	first := true
+	w.fail(m.each(n, func(b []byte) error {
+		if !first {
+			w.dst = append(w.dst, ',')
+		}
+		first = false
+		elem(b)
+		return w.err
+	}))
+}
+
+// array writes repeated message field n of m as the array member key of o, unless it is absent.
 func (w *wireJSON) array(m *wireMsg, o *jsonObj, key string, n uint32, elem func([]byte)) {
 	if !m.has(n) || w.err != nil {
 		return
 	}
 	o.key(key)
-	o.dst = append(o.dst, '[')
-	first := true
-	w.fail(m.each(n, func(b []byte) error {
-		if !first {
-			o.dst = append(o.dst, ',')
-		}
-		first = false
-		w.dst = o.dst
-		elem(b)
-		o.dst = w.dst
-		return w.err
-	}))
-	o.dst = append(o.dst, ']')
+	w.dst = append(o.dst, '[')
+	w.elements(m, n, elem)
+	o.dst = append(w.dst, ']')
 }
 
 func (w *wireJSON) resourceSpans(b []byte) {
@@ -438,43 +434,39 @@ func (w *wireJSON) span(b []byte) {
 // keyValues writes repeated KeyValue field n of m as a JSON array.
 func (w *wireJSON) keyValues(m *wireMsg, n uint32) {
 	w.dst = append(w.dst, '[')
-	first := true
-	w.fail(m.each(n, func(b []byte) error {
-		if !first {
-			w.dst = append(w.dst, ',')
-		}
-		first = false
-		var kv wireMsg
-		if w.fail(kv.scan(b)) {
-			return w.err
-		}
-		o := jsonObj{dst: append(w.dst, '{')}
-		key, err := kv.str(1)
-		if w.fail(err) {
-			return w.err
-		}
-		o.key("key")
-		o.dst = jsonlex.AppendString(o.dst, key)
-		ks, err := kv.int32v(3)
-		w.fail(err)
-		if ks != 0 {
-			o.key("keyStrindex")
-			o.dst = strconv.AppendInt(o.dst, int64(ks), 10)
-		}
-		v, ok, err := kv.message(2)
-		if w.fail(err) {
-			return w.err
-		}
-		if ok {
-			o.key("value")
-			w.dst = o.dst
-			w.anyValue(v)
-			o.dst = w.dst
-		}
-		w.dst = append(o.dst, '}')
-		return w.err
-	}))
+	w.elements(m, n, w.keyValue)
 	w.dst = append(w.dst, ']')
+}
+
+func (w *wireJSON) keyValue(b []byte) {
+	var kv wireMsg
+	if w.fail(kv.scan(b)) {
+		return
+	}
+	o := jsonObj{dst: append(w.dst, '{')}
+	key, err := kv.str(1)
+	if w.fail(err) {
+		return
+	}
+	o.key("key")
+	o.dst = jsonlex.AppendString(o.dst, key)
+	ks, err := kv.int32v(3)
+	w.fail(err)
+	if ks != 0 {
+		o.key("keyStrindex")
+		o.dst = strconv.AppendInt(o.dst, int64(ks), 10)
+	}
+	v, ok, err := kv.message(2)
+	if w.fail(err) {
+		return
+	}
+	if ok {
+		o.key("value")
+		w.dst = o.dst
+		w.anyValue(v)
+		o.dst = w.dst
+	}
+	w.dst = append(o.dst, '}')
 }
 
 func (w *wireJSON) anyValue(b []byte) {
@@ -540,15 +532,7 @@ func (w *wireJSON) anyValue(b []byte) {
 				w.dst = append(w.dst, `{"arrayValue":{`...)
 				if a.has(1) {
 					w.dst = append(w.dst, `"values":[`...)
-					first := true
-					w.fail(a.each(1, func(e []byte) error {
-						if !first {
-							w.dst = append(w.dst, ',')
-						}
-						first = false
-						w.anyValue(e)
-						return w.err
-					}))
+					w.elements(&a, 1, w.anyValue)
 					w.dst = append(w.dst, ']')
 				}
 			} else {
