@@ -567,16 +567,8 @@ func (d *jsonDecoder) resource(res *Resource) error {
 
 // display renders a resource's service name or instance as the protobuf decoder does.
 func (d *jsonDecoder) display(a Attr) string {
-	switch a.Type {
-	case ValueString, ValueOther:
-		return a.Str
-	case ValueEmpty:
-		return "null"
-	}
 	d.reserveArena()
-	start := len(d.other)
-	d.other = appendScalar(d.other, a)
-	return bstr(d.other[start:])
+	return display(&d.other, a)
 }
 
 func (d *jsonDecoder) scopeSpans(res *Resource) error {

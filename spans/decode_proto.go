@@ -238,6 +238,7 @@ func (d *protoDecoder) resourceSpans(src []byte) error {
 	d.attrs.begin()
 	var fc easyproto.FieldContext
 	var err error
+	// Not eachMessage: the resource is a singular field (its occurrences merge), named without an index.
 	for rest := src; len(rest) > 0; {
 		if next, ferr := fc.NextField(rest); ferr == nil {
 			rest = next
@@ -320,18 +321,21 @@ func (d *protoDecoder) resource(res *Resource, src []byte) error {
 	return nil
 }
 
+func (d *protoDecoder) display(a Attr) string { return display(&d.other, a) }
+
 // display renders a resource's service name or instance as the reference does: strings as they
-// are, anything else in the display form of [ValueOther] (an absent value is "null").
-func (d *protoDecoder) display(a Attr) string {
+// are, anything else in the display form of [ValueOther] (an absent value is "null"), which it
+// appends to the decoder's arena other and aliases.
+func display(other *[]byte, a Attr) string {
 	switch a.Type {
 	case ValueString, ValueOther:
 		return a.Str
 	case ValueEmpty:
 		return "null"
 	}
-	start := len(d.other)
-	d.other = appendScalar(d.other, a)
-	return bstr(d.other[start:])
+	start := len(*other)
+	*other = appendScalar(*other, a)
+	return bstr((*other)[start:])
 }
 
 // appendScalar writes an int, double or bool the way OtherString does (%d, %g, %t).
@@ -351,6 +355,7 @@ func (d *protoDecoder) scopeSpans(res *resHolder, src []byte) error {
 	var fc easyproto.FieldContext
 	var err error
 	scope := ""
+	// Not eachMessage: the scope is a singular field (the last name wins), named without an index.
 	for rest := src; len(rest) > 0; {
 		if next, ferr := fc.NextField(rest); ferr == nil {
 			rest = next
