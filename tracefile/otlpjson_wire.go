@@ -234,6 +234,8 @@ func (w *wireJSON) array(m *wireMsg, o *jsonObj, key string, n uint32, elem func
 	o.dst = append(w.dst, ']')
 }
 
+// Each message writer below scans its own wireMsg and opens its own jsonObj: through a shared
+// object(b, fields func(*wireMsg, *jsonObj)) helper both would escape to the heap for every message.
 func (w *wireJSON) resourceSpans(b []byte) {
 	var m wireMsg
 	if w.fail(m.scan(b)) {
