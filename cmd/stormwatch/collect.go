@@ -73,8 +73,10 @@ func runCollect(ctx context.Context, io streams, f *collectorFlags, a *analysisF
 	}
 	var reportFile *os.File
 	if o.report != "" {
-		// Opened now, so a path that cannot be written fails at start, not after hours of traffic.
-		if reportFile, err = os.Create(o.report); err != nil {
+		// Opened now, so a path that cannot be written fails at start, not after hours of traffic;
+		// not truncated until the report is written, so a run that fails to start, or is killed,
+		// leaves a previous report as it was.
+		if reportFile, err = os.OpenFile(o.report, os.O_WRONLY|os.O_CREATE, 0o644); err != nil {
 			return fmt.Errorf("--report: %w", err)
 		}
 		defer reportFile.Close()
@@ -112,7 +114,7 @@ func runCollect(ctx context.Context, io streams, f *collectorFlags, a *analysisF
 	snap := p.cache.Fresh()
 	finalSummary(io.err, &snap.Report)
 	if reportFile != nil {
-		if werr := render.JSON(reportFile, &snap.Report); werr != nil {
+		if werr := writeReport(reportFile, &snap.Report); werr != nil {
 			return fmt.Errorf("--report %s: %w", o.report, werr)
 		}
 		if cerr := reportFile.Close(); cerr != nil {
@@ -121,6 +123,17 @@ func runCollect(ctx context.Context, io streams, f *collectorFlags, a *analysisF
 		fmt.Fprintf(io.err, "stormwatch: report written to %s\n", o.report)
 	}
 	return err
+}
+
+// writeReport replaces f's content with r in the JSON contract.
+func writeReport(f *os.File, r *analyzer.Report) error {
+	if err := f.Truncate(0); err != nil {
+		return err
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return err
+	}
+	return render.JSON(f, r)
 }
 
 // analysisStatus is the status line's analysis part: findings by severity and the worst

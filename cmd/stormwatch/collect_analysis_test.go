@@ -138,6 +138,12 @@ func TestCollectAnalyzesLive(t *testing.T) {
 	if code, _ := get(t, "http://"+r.http+reportPath, ""); code != http.StatusOK {
 		t.Errorf("second GET: %d", code)
 	}
+	if resp, err := http.Head("http://" + r.http + reportPath); err != nil || resp.StatusCode != http.StatusOK ||
+		resp.Header.Get("Content-Type") != "application/json" {
+		t.Errorf("HEAD %s: %v %v", reportPath, err, resp)
+	} else {
+		resp.Body.Close()
+	}
 	resp, err := http.Post("http://"+r.http+reportPath, "application/json", strings.NewReader("{}"))
 	if err != nil {
 		t.Fatal(err)
@@ -178,6 +184,10 @@ func TestCollectAnalyzesLive(t *testing.T) {
 // analyzed before the final summary and --report.
 func TestCollectFinalReportIncludesUnsettledTraces(t *testing.T) {
 	reportFile := filepath.Join(t.TempDir(), "final.json")
+	// A longer report from an earlier run: replaced whole, no tail of it left behind.
+	if err := os.WriteFile(reportFile, bytes.Repeat([]byte("x"), 1<<16), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	r := startCollect(t, "--settle", "1h", "--status-interval", "0", "--report", reportFile)
 	sendFixture(t, "http://"+r.http, replay.HTTPProtobuf, "", ampFixture)
 	eventually(t, func() string {
