@@ -39,7 +39,8 @@ type Analyzer struct {
 	// held: every trace, least recently updated first (eviction order). pending: traces with
 	// spans not analyzed yet, least recently updated first (settle order).
 	held, pending list
-	now           int64 // the latest time the caller gave us
+	now           int64         // the latest time the caller gave us
+	scratch       []*traceState // ConsumeBatch's per-span trace, reused between batches
 
 	spansHeld   int
 	evictedT    int
@@ -80,8 +81,13 @@ type traceState struct {
 	analyzedLen int          // spans[:analyzedLen] are in res
 	// job is the analysis in flight (nil when none): it owns the spans it took (out of them,
 	// still counted as held), and spans arriving meanwhile start a new t.spans.
-	job       *job
-	out       int
+	job *job
+	out int
+	// Used by ConsumeBatch within one batch: fresh (made by this batch), the spans coming for
+	// the trace and the index of the last of them.
+	fresh     bool
+	incoming  int32
+	lastIn    int32
 	res       *traceResult
 	lastSeen  int64
 	dropped   int // over the per-trace cap
@@ -153,24 +159,55 @@ func (a *Analyzer) ConsumeBatch(ctx context.Context, b *spans.Batch) error {
 	a.batches++
 	a.rejected += b.Rejected
 	capT := a.maxTraceSpans()
+	// First each span's trace (made when new) and how many spans each trace gets from this batch,
+	// so that a trace's storage is sized once per batch rather than grown span by span.
+	ts := a.scratch[:0]
 	var last *traceState
 	for i := range b.Spans {
-		s := &b.Spans[i]
+		id := b.Spans[i].TraceID
 		t := last
-		if t == nil || t.id != s.TraceID {
-			t = a.traces[s.TraceID]
+		if t == nil || t.id != id {
+			t = a.traces[id]
 			if t == nil {
-				// Exporters send a trace's spans together more often than not: size the
-				// slice for the run ahead instead of growing it span by span.
-				run := 1
-				for run < len(b.Spans)-i && b.Spans[i+run].TraceID == s.TraceID {
-					run++
-				}
-				t = &traceState{id: s.TraceID, spans: make([]spans.Span, 0, run)}
-				a.traces[s.TraceID] = t
+				t = &traceState{id: id, fresh: true}
+				a.traces[id] = t
 				a.held.pushBack(t)
 			}
 			last = t
+		}
+		t.incoming++
+		t.lastIn = int32(i)
+		ts = append(ts, t)
+	}
+	for i := 0; i < len(b.Spans); i++ {
+		t := ts[i]
+		if n := int(t.incoming); n > 0 {
+			// The trace's first span in this batch.
+			t.incoming = 0
+			room := n
+			if capT > 0 {
+				room = max(0, min(n, capT-len(t.spans)-t.out))
+			}
+			if t.fresh && room == n && int(t.lastIn)-i+1 == n {
+				// A new trace whose spans are one run of the batch: the run becomes the trace's
+				// storage, without a copy (ConsumeBatch owns b's spans). Capped, so a later
+				// span of the trace reallocates instead of writing over the next trace's.
+				seg := b.Spans[i : i+n : i+n]
+				for k := range seg {
+					a.intern.span(&seg[k])
+				}
+				t.spans = seg
+				t.fresh = false
+				a.spansHeld += n
+				a.touch(t, now)
+				i += n - 1
+				continue
+			}
+			t.fresh = false
+			if room > 0 {
+				t.spans = slices.Grow(t.spans, room)
+				a.touch(t, now)
+			}
 		}
 		if capT > 0 && len(t.spans)+t.out >= capT {
 			if t.dropped == 0 {
@@ -179,11 +216,13 @@ func (a *Analyzer) ConsumeBatch(ctx context.Context, b *spans.Batch) error {
 			t.dropped++
 			continue
 		}
+		s := &b.Spans[i]
 		a.intern.span(s)
 		t.spans = append(t.spans, *s)
 		a.spansHeld++
-		a.touch(t, now)
 	}
+	clear(ts) // the scratch must not keep dropped traces alive
+	a.scratch = ts[:0]
 	a.intern.endBatch()
 	a.version++
 	a.evict()

@@ -1,6 +1,7 @@
 package analyzer_test
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -126,5 +127,43 @@ func TestLateSpansDuringAnalysisWithReleasedSpans(t *testing.T) {
 	}
 	if st := a.Stats(); st.SpansHeld != 0 {
 		t.Fatalf("spans still held: %+v", st)
+	}
+}
+
+// ConsumeBatch files a trace's spans however the batch orders them: contiguous runs (kept in the
+// batch's own storage), traces interleaved, or one span per batch give the same report.
+func TestBatchShapesGiveTheSameReport(t *testing.T) {
+	one, two := twoLayerTrace(1), twoLayerTrace(2)
+	var interleaved []spans.Span
+	for i := range one {
+		interleaved = append(interleaved, one[i], two[i])
+	}
+	shapes := map[string][][]spans.Span{
+		"runs":        {append(append([]spans.Span{}, one...), two...)},
+		"interleaved": {interleaved},
+		"split":       {one[:3], append(append([]spans.Span{}, two...), one[3:]...)},
+	}
+	for _, s := range one {
+		shapes["single"] = append(shapes["single"], []spans.Span{s})
+	}
+	for _, s := range two {
+		shapes["single"] = append(shapes["single"], []spans.Span{s})
+	}
+	var want string
+	for _, name := range []string{"single", "runs", "interleaved", "split"} {
+		a := analyzer.New(analyzer.Config{})
+		for _, b := range shapes[name] {
+			consume(t, a, append([]spans.Span{}, b...)...)
+		}
+		a.Flush()
+		got := fmt.Sprintf("%+v", a.Report())
+		if st := a.Stats(); st.SpansHeld != len(one)+len(two) {
+			t.Errorf("%s: %d spans held, want %d", name, st.SpansHeld, len(one)+len(two))
+		}
+		if want == "" {
+			want = got
+		} else if got != want {
+			t.Errorf("%s batches: report\n%s\nwant (one span per batch)\n%s", name, got, want)
+		}
 	}
 }
