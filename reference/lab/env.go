@@ -37,15 +37,20 @@ type env struct {
 	origins  []*origin
 	seq      uint64
 	seqMu    sync.Mutex
-	errMu    sync.Mutex
-	err      error // the first failure to set the run up (an origin that could not listen)
+	// drainWait bounds the wait for origins finishing work for callers that left once the script is
+	// done (runDrainWait); closeWait bounds the wait for each origin's handlers after they were told
+	// to stop (originCloseWait). Tests shorten them.
+	drainWait time.Duration
+	closeWait time.Duration
+	errMu     sync.Mutex
+	err       error // the first failure to set the run up (an origin that could not listen)
 }
 
 // errRunOver stops what is still running for callers that left when the run ends normally.
 var errRunOver = errors.New("lab run over")
 
 func newEnv(ctx context.Context, opts Options) *env {
-	e := &env{parent: ctx, opts: opts}
+	e := &env{parent: ctx, opts: opts, drainWait: runDrainWait, closeWait: originCloseWait}
 	e.ctx, e.end = context.WithCancelCause(ctx)
 	e.log = opts.Logger
 	if e.log == nil {
@@ -85,9 +90,13 @@ func (e *env) run(body func() (*Result, error)) (*Result, error) {
 	}
 	res, err := body()
 	// Origins may still be working for callers that left: let them finish, as the seeds' origins
-	// did. A handler that has not started yet (its caller gave up while the request was in flight)
-	// is not waited for: the end of the run stops it below.
-	e.idleAll()
+	// did, within a bound. A handler that has not started yet (its caller gave up while the request
+	// was in flight) is not waited for: the end of the run stops it below.
+	drain, cancelDrain := context.WithTimeout(e.ctx, e.drainWait)
+	for _, o := range e.origins {
+		o.idle(drain)
+	}
+	cancelDrain()
 	e.end(errRunOver)
 	if f := e.clk.fake(); f != nil {
 		f.Release()
@@ -98,7 +107,7 @@ func (e *env) run(body func() (*Result, error)) (*Result, error) {
 	e.base.CloseIdleConnections()
 	var cerrs []error
 	for i := len(e.origins) - 1; i >= 0; i-- {
-		if cerr := e.origins[i].close(); cerr != nil {
+		if cerr := e.origins[i].close(e.closeWait); cerr != nil {
 			cerrs = append(cerrs, cerr)
 		}
 	}
@@ -114,6 +123,11 @@ func (e *env) run(body func() (*Result, error)) (*Result, error) {
 	}
 	return res, err
 }
+
+// runDrainWait bounds, in real time, how long the end of a run lets origins finish work for callers
+// that left. On the fake clock that work takes no real time; on the wall clock the longest is the
+// fan-out's 3 s replica.
+const runDrainWait = 10 * time.Second
 
 // fail records a failure to set the run up; the run goes on (its calls fail fast) and reports it.
 func (e *env) fail(err error) {

@@ -220,3 +220,35 @@ func TestServersLogToTheCallersLogger(t *testing.T) {
 		t.Errorf("the lab wrote to the standard logger: %q", std.String())
 	}
 }
+
+// TestRunReportsWorkThatWillNotStop: a handler that ignores the end of the run (a lab bug) is not
+// waited for forever: the run closes its origin after the bound and says which origin it was.
+func TestRunReportsWorkThatWillNotStop(t *testing.T) {
+	var logged bytes.Buffer
+	e := newEnv(context.Background(), Options{Realtime: true, Logger: slog.New(slog.NewTextHandler(&logged, nil))})
+	e.drainWait, e.closeWait = 50*time.Millisecond, 50*time.Millisecond
+	release := make(chan struct{})
+	defer close(release)
+	started := make(chan struct{})
+	err := within(t, 10*time.Second, "run with a stubborn handler", func() error {
+		_, err := e.run(func() (*Result, error) {
+			o := e.newOrigin("stubborn", nil, originOptions{handler: http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
+				close(started)
+				<-release // ignores its context
+			})})
+			ctx, cancel := context.WithCancel(e.ctx)
+			go func() { <-started; cancel() }()
+			c := e.client("caller", naive(1, 5*time.Second), reference.NewRuntime(0))
+			e.doCtx(ctx, c, http.MethodGet, o.url+"/x", nil, nil) // leaves once the handler started
+			return &Result{}, nil
+		})
+		return err
+	})
+	want := "origin stubborn: 1 handler(s) still running 50ms after the run ended"
+	if err == nil || err.Error() != want {
+		t.Fatalf("err %v, want %q", err, want)
+	}
+	if !strings.Contains(logged.String(), "origins did not stop cleanly") {
+		t.Errorf("not logged: %q", logged.String())
+	}
+}

@@ -152,30 +152,27 @@ func (e *env) newOrigin(name string, b behaviour, o originOptions) *origin {
 // them to stop. They stop at once; this is a guard against a lab bug, not a pause.
 const originCloseWait = 2 * time.Second
 
-// close stops the origin's server: it refuses new connections and closes idle ones, then waits
-// (at most originCloseWait) for handlers still running, which the end of the run has already told
-// to stop. Past that it closes every connection and reports the handlers it left behind instead
-// of waiting for them for good.
-func (o *origin) close() error {
+// close stops the origin's server once its handlers, which the end of the run has already told to
+// stop, have returned; after originCloseWait it closes anyway and reports the handlers it left
+// behind instead of waiting for them for good. (http.Server.Shutdown would also wait, up to its
+// bound, for connections a transport dialled but never used: nothing is lost by not waiting.)
+func (o *origin) close(wait time.Duration) error {
 	if o.srv == nil {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), originCloseWait)
-	defer cancel()
-	serr := o.srv.Shutdown(ctx)
-	if serr == nil {
-		return nil
-	}
-	_ = o.srv.Close()
-	// Shutdown also waits for connections that were dialled but never used: those are harmless.
-	// Only a handler still running is a fault.
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
 	select {
 	case <-o.busy.idleChan():
-		return nil
-	case <-time.After(100 * time.Millisecond):
+	case <-timer.C:
 	}
-	if n := o.busy.running(); n > 0 {
-		return fmt.Errorf("origin %s: %d handler(s) still running %s after the run ended: %w", o.name, n, originCloseWait, serr)
+	running := o.busy.running()
+	cerr := o.srv.Close()
+	switch {
+	case running > 0:
+		return fmt.Errorf("origin %s: %d handler(s) still running %s after the run ended", o.name, running, wait)
+	case cerr != nil:
+		return fmt.Errorf("close origin %s: %w", o.name, cerr)
 	}
 	return nil
 }
