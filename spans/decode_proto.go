@@ -483,8 +483,13 @@ func (d *protoDecoder) span(res *resHolder, scope string, src []byte) error {
 			if typ != 2 {
 				continue
 			}
-			if err := d.attribute(&d.attrs, nAttr, data); err != nil {
-				return err
+			// Inline, not d.attribute: the hottest loop of the decoder, one call fewer per attribute.
+			key, val, err := keyValue(data)
+			if err != nil {
+				return fmt.Errorf("attributes[%d]: %w", nAttr, err)
+			}
+			if err = d.keep(&d.attrs, key, val); err != nil {
+				return fmt.Errorf("attributes[%d] %q: %w", nAttr, key, err)
 			}
 			nAttr++
 		case fSpanEvents:
