@@ -42,6 +42,10 @@ func (c *converter) convert(td ptrace.Traces) *spans.Batch {
 	b := &spans.Batch{}
 	rss := td.ResourceSpans()
 	nSpans, nAttrs, nLinks, nEvents := 0, 0, 0, 0
+	// The spans are written grouped by trace (in order of first appearance, request order within
+	// a trace): pdata orders them by resource, so one trace's spans are spread over the request,
+	// and the analyzer keeps a new trace's contiguous run without copying it.
+	var groups traceGroups
 	for i := 0; i < rss.Len(); i++ {
 		rs := rss.At(i)
 		nAttrs += rs.Resource().Attributes().Len()
@@ -51,6 +55,9 @@ func (c *converter) convert(td ptrace.Traces) *spans.Batch {
 			nSpans += ss.Len()
 			for k := 0; k < ss.Len(); k++ {
 				s := ss.At(k)
+				if tid := s.TraceID(); !tid.IsEmpty() && !s.SpanID().IsEmpty() {
+					groups.count(tid)
+				}
 				nAttrs += s.Attributes().Len()
 				nLinks += s.Links().Len()
 				nEvents += s.Events().Len()
@@ -66,7 +73,8 @@ func (c *converter) convert(td ptrace.Traces) *spans.Batch {
 	if nSpans == 0 {
 		return b
 	}
-	b.Spans = make([]spans.Span, 0, nSpans)
+	b.Spans = make([]spans.Span, groups.offsets())
+	kept := 0
 	// The slabs are sized for every attribute: with only well-known keys kept this over-allocates,
 	// which is cheaper than a second counting pass over the keys.
 	attrs := make([]spans.Attr, 0, nAttrs)
@@ -166,14 +174,81 @@ func (c *converter) convert(td ptrace.Traces) *spans.Batch {
 				if len(events) > estart {
 					sp.Events = events[estart:len(events):len(events)]
 				}
-				b.Spans = append(b.Spans, sp)
+				b.Spans[groups.slot(tid)] = sp
+				kept++
 			}
 		}
 	}
-	if len(b.Spans) == 0 {
+	if kept == 0 {
 		b.Spans = nil
 	}
 	return b
+}
+
+// traceGroups counts a request's spans per trace, then hands out each span's slot so that the
+// spans of one trace are contiguous. Requests carry few traces: a slice, indexed by a map past 8.
+type traceGroups struct {
+	ids  []pcommon.TraceID
+	next []int // count, then (after offsets) the next free slot of each trace
+	idx  map[pcommon.TraceID]int
+	last int
+}
+
+func (g *traceGroups) find(id pcommon.TraceID) int {
+	if g.last < len(g.ids) && g.ids[g.last] == id {
+		return g.last
+	}
+	if g.idx != nil {
+		if k, ok := g.idx[id]; ok {
+			g.last = k
+			return k
+		}
+		return -1
+	}
+	for k := range g.ids {
+		if g.ids[k] == id {
+			g.last = k
+			return k
+		}
+	}
+	return -1
+}
+
+func (g *traceGroups) count(id pcommon.TraceID) {
+	k := g.find(id)
+	if k < 0 {
+		k = len(g.ids)
+		g.ids = append(g.ids, id)
+		g.next = append(g.next, 0)
+		if g.idx != nil {
+			g.idx[id] = k
+		} else if len(g.ids) > 8 {
+			g.idx = make(map[pcommon.TraceID]int, 32)
+			for j, x := range g.ids {
+				g.idx[x] = j
+			}
+		}
+		g.last = k
+	}
+	g.next[k]++
+}
+
+// offsets turns the counts into each trace's first slot and returns the total.
+func (g *traceGroups) offsets() int {
+	total := 0
+	for k, n := range g.next {
+		g.next[k] = total
+		total += n
+	}
+	return total
+}
+
+// slot is the next slot of a trace counted before.
+func (g *traceGroups) slot(id pcommon.TraceID) int {
+	k := g.find(id)
+	s := g.next[k]
+	g.next[k]++
+	return s
 }
 
 // sub is the attributes appended since start, capped so that a later append to the slab can never

@@ -24,10 +24,56 @@ func checkAgainstWire(t *testing.T, td ptrace.Traces, all bool) *spans.Batch {
 		t.Fatalf("DecodeProto: %v", err)
 	}
 	got := newConverter(all).convert(td)
+	// The converter groups spans by trace (first appearance first, request order within a
+	// trace); the wire decoder keeps request order. Same spans, same order within each trace.
+	want.Spans = groupedByTrace(want.Spans)
 	if d := spanstest.Diff(want, got); d != "" {
 		t.Fatalf("pdata conversion differs from DecodeProto:\n%s", d)
 	}
 	return got
+}
+
+func groupedByTrace(ss []spans.Span) []spans.Span {
+	if ss == nil {
+		return nil
+	}
+	var order []spans.TraceID
+	by := map[spans.TraceID][]spans.Span{}
+	for _, s := range ss {
+		if _, ok := by[s.TraceID]; !ok {
+			order = append(order, s.TraceID)
+		}
+		by[s.TraceID] = append(by[s.TraceID], s)
+	}
+	out := make([]spans.Span, 0, len(ss))
+	for _, id := range order {
+		out = append(out, by[id]...)
+	}
+	return out
+}
+
+// A request with many traces interleaved (past the slice-to-map switch) comes out grouped.
+func TestConvertGroupsSpansByTrace(t *testing.T) {
+	td := ptrace.NewTraces()
+	for r := range 3 {
+		ss := td.ResourceSpans().AppendEmpty().ScopeSpans().AppendEmpty().Spans()
+		for tr := range 12 {
+			s := ss.AppendEmpty()
+			s.SetTraceID(pcommon.TraceID{byte(tr + 1)})
+			s.SetSpanID(pcommon.SpanID{byte(r + 1), byte(tr + 1)})
+		}
+	}
+	bad := td.ResourceSpans().At(0).ScopeSpans().At(0).Spans().AppendEmpty() // no ids: rejected
+	bad.SetName("bad")
+	b := checkAgainstWire(t, td, false)
+	if len(b.Spans) != 36 || b.Rejected != 1 {
+		t.Fatalf("%d spans, %d rejected; want 36 and 1", len(b.Spans), b.Rejected)
+	}
+	for i, s := range b.Spans {
+		if s.TraceID[0] != byte(i/3+1) || s.SpanID[0] != byte(i%3+1) {
+			t.Fatalf("span %d is trace %d span %d: not grouped by trace in request order", i, s.TraceID[0], s.SpanID[0])
+		}
+	}
 }
 
 func TestConvertMatchesDecodeProtoOnFixtures(t *testing.T) {
