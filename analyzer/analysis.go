@@ -193,7 +193,8 @@ type acctRow struct {
 // Few rows per trace: a linear search, indexed by a map past 16 rows.
 func (t *Trace) accountRows(ops []*Operation) []acctRow {
 	type rowKey struct{ dep, caller, status string }
-	var rows []acctRow
+	// Most traces touch a handful of (dependency, caller, outcome) rows: one allocation.
+	rows := make([]acctRow, 0, 4)
 	var idx map[rowKey]int
 	t.account(ops, true, func(c *callInfo, caller, status string, logical bool) {
 		k := -1

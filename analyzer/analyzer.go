@@ -79,10 +79,10 @@ type traceState struct {
 	id          spans.TraceID
 	spans       []spans.Span // every span received and kept (analyzed ones included)
 	analyzedLen int          // spans[:analyzedLen] are in res
-	// job is the analysis in flight (nil when none): it owns the spans it took (out of them,
-	// still counted as held), and spans arriving meanwhile start a new t.spans.
-	job *job
-	out int
+	// inFlight: a job is analyzing the trace; it owns the spans it took (out of them, still
+	// counted as held), and spans arriving meanwhile start a new t.spans.
+	inFlight bool
+	out      int
 	// Used by ConsumeBatch within one batch: fresh (made by this batch), the spans coming for
 	// the trace and the index of the last of them.
 	fresh     bool
@@ -250,7 +250,7 @@ func (a *Analyzer) evict() {
 	}
 	for t := a.held.front(); t != nil && a.spansHeld > limit; {
 		next := a.held.next(t)
-		if t.job != nil {
+		if t.inFlight {
 			t = next
 			continue
 		}
@@ -264,8 +264,8 @@ func (a *Analyzer) evict() {
 		if len(t.spans) > t.analyzedLen || t.res == nil {
 			// Under the lock: eviction is the ingest path's own back-pressure.
 			j := a.take(t)
-			a.run(j)
-			a.publish(j)
+			a.run(&j)
+			a.publish(&j)
 		}
 		a.evictedT++
 		a.evictedS += len(t.spans)
@@ -333,19 +333,20 @@ func (a *Analyzer) Flush() {
 // Spans that arrive for a trace while it is analyzed put it back in pending, so it is analyzed
 // again (with them) once quiet; the pass itself stops at the first trace not due, so it ends.
 func (a *Analyzer) pass(due func(*traceState) bool) {
-	var jobs []*job
+	var jobs []job // reused chunk to chunk: a job is a value, not an allocation per trace
 	for {
 		a.mu.Lock()
-		for _, j := range jobs {
-			a.publish(j)
+		for i := range jobs {
+			a.publish(&jobs[i])
 		}
+		clear(jobs) // no trace or result kept alive by the reused chunk
 		jobs = jobs[:0]
 		for t := a.pending.front(); t != nil && len(jobs) < passChunk; {
 			next := a.pending.next(t)
 			if !due(t) {
 				break
 			}
-			if t.job == nil {
+			if !t.inFlight {
 				jobs = append(jobs, a.take(t))
 			}
 			t = next
@@ -354,8 +355,8 @@ func (a *Analyzer) pass(due func(*traceState) bool) {
 		if len(jobs) == 0 {
 			return
 		}
-		for _, j := range jobs {
-			a.run(j)
+		for i := range jobs {
+			a.run(&jobs[i])
 		}
 	}
 }
@@ -371,11 +372,11 @@ type job struct {
 }
 
 // take moves a trace's unanalyzed state into a job. The trace stays held and its spans counted.
-func (a *Analyzer) take(t *traceState) *job {
+func (a *Analyzer) take(t *traceState) job {
 	if t.inPending.linked {
 		a.pending.remove(t)
 	}
-	j := &job{t: t, ss: t.spans, dropped: t.dropped}
+	j := job{t: t, ss: t.spans, dropped: t.dropped}
 	j.late = t.res != nil && t.res.released
 	// The analysis sorts and compacts its spans in place. The first time nobody else sees them;
 	// on re-analysis the previous result shares the array, so the new one gets a copy.
@@ -383,7 +384,7 @@ func (a *Analyzer) take(t *traceState) *job {
 	t.out = len(t.spans)
 	t.spans = nil
 	t.analyzedLen = 0
-	t.job = j
+	t.inFlight = true
 	return j
 }
 
@@ -401,7 +402,7 @@ func (a *Analyzer) run(j *job) {
 // publish swaps a trace's contribution to the report for its new analysis.
 func (a *Analyzer) publish(j *job) {
 	t, res := j.t, j.res
-	t.job = nil
+	t.inFlight = false
 	// Duplicates are dropped for good: the held count shrinks to what the analysis kept.
 	a.spansHeld -= t.out - len(res.trace.Spans)
 	t.out = 0
