@@ -8,14 +8,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"runtime"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -386,23 +383,9 @@ func jsonIndent(dst *bytes.Buffer, src []byte) error { return json.Indent(dst, s
 // same tracer provider, sends them with the SDK's own OTLP/HTTP exporter to a test server: what the
 // file reads back must be what the OTLP exporter sent.
 func TestSpanExporterMatchesTheOTLPExporter(t *testing.T) {
-	var mu sync.Mutex
-	var sent []*coltracepb.ExportTraceServiceRequest
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		req := &coltracepb.ExportTraceServiceRequest{}
-		if err := proto.Unmarshal(body, req); err != nil {
-			t.Errorf("OTLP exporter sent: %v", err)
-		}
-		mu.Lock()
-		sent = append(sent, req)
-		mu.Unlock()
-		w.Header().Set("Content-Type", "application/x-protobuf")
-		w.Write(nil)
-	}))
-	defer srv.Close()
 	ctx := context.Background()
-	otlp, err := otlptracehttp.New(ctx, otlptracehttp.WithEndpointURL(srv.URL+"/v1/traces"), otlptracehttp.WithCompression(otlptracehttp.NoCompression))
+	url, received := spanstest.OTLPHTTPReceiver(t)
+	otlp, err := otlptracehttp.New(ctx, otlptracehttp.WithEndpointURL(url), otlptracehttp.WithCompression(otlptracehttp.NoCompression))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -458,10 +441,9 @@ func TestSpanExporterMatchesTheOTLPExporter(t *testing.T) {
 		proto.Unmarshal(rec.Raw, req)
 		raw = append(raw, req)
 	}
-	mu.Lock()
+	sent := received()
 	want := spanstest.FromProto(merge(sent...), allAttrs).Spans
 	sentSpans := protoSpans(sent)
-	mu.Unlock()
 	if len(want) != 4 {
 		t.Fatalf("the OTLP exporter sent %d spans, want 4", len(want))
 	}

@@ -2,10 +2,6 @@ package otlpsdk_test
 
 import (
 	"context"
-	"io"
-	"net/http"
-	"net/http/httptest"
-	"sync"
 	"testing"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -16,9 +12,9 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
-	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/stormwatch/stormwatch/spans/spanstest"
 	"github.com/stormwatch/stormwatch/tracefile/otlpsdk"
 )
 
@@ -28,22 +24,9 @@ import (
 // sent for it: remote-parent and link flags, scope attributes, every attribute value type, events,
 // links and status included.
 func TestRequestIsWhatTheOTLPExporterSends(t *testing.T) {
-	var mu sync.Mutex
-	var sent []*coltracepb.ExportTraceServiceRequest
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		req := &coltracepb.ExportTraceServiceRequest{}
-		if err := proto.Unmarshal(body, req); err != nil {
-			t.Errorf("OTLP exporter sent: %v", err)
-		}
-		mu.Lock()
-		sent = append(sent, req)
-		mu.Unlock()
-		w.Header().Set("Content-Type", "application/x-protobuf")
-	}))
-	defer srv.Close()
 	ctx := context.Background()
-	otlp, err := otlptracehttp.New(ctx, otlptracehttp.WithEndpointURL(srv.URL+"/v1/traces"),
+	url, received := spanstest.OTLPHTTPReceiver(t)
+	otlp, err := otlptracehttp.New(ctx, otlptracehttp.WithEndpointURL(url),
 		otlptracehttp.WithCompression(otlptracehttp.NoCompression))
 	if err != nil {
 		t.Fatal(err)
@@ -79,9 +62,7 @@ func TestRequestIsWhatTheOTLPExporterSends(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	ended := rec.Ended()
-	mu.Lock()
-	defer mu.Unlock()
+	ended, sent := rec.Ended(), received()
 	if len(ended) != 2 || len(sent) != 2 {
 		t.Fatalf("recorded %d spans, exporter sent %d requests; want 2 and 2", len(ended), len(sent))
 	}
