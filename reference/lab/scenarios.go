@@ -748,13 +748,18 @@ func unsafeWrite(e *env) (*Result, error) {
 		start := e.clk.Now()
 		out := e.do(c, http.MethodPost, o.url+"/shipments", nil, []byte(`{"order":"o-1"}`))
 		o.idle(e.ctx)
+		// The behaviour counts under the origin's lock; read it there too (a cancelled run stops
+		// waiting for the origin, whose handler may still be counting).
+		o.mu.Lock()
+		created := entities
+		o.mu.Unlock()
 		r := Row{Variant: v.label}
 		tally(&r, []outcome{out}, start)
 		r.OriginSaw = o.counts().saw
 		r.Amplification = amp(r.OriginSaw, 1)
-		r.EntitiesCreated = intp(entities)
+		r.EntitiesCreated = intp(created)
 		res.Rows = append(res.Rows, r)
-		res.Lines = append(res.Lines, fmt.Sprintf("%-50s origin saw %d, entities created %d, caller got %s", v.label, r.OriginSaw, entities, outcomesText(r.Outcomes)))
+		res.Lines = append(res.Lines, fmt.Sprintf("%-50s origin saw %d, entities created %d, caller got %s", v.label, r.OriginSaw, created, outcomesText(r.Outcomes)))
 	}
 	return res, nil
 }
