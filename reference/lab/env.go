@@ -20,16 +20,15 @@ import (
 
 // env is one scenario run: its clock, its origins, its transport and what it was given.
 type env struct {
-	// parent is the caller's context; ctx is the run's own, derived from it and cancelled when the
-	// run ends. Every caller's call and every origin's work lives under ctx, so nothing the run
-	// started outlives it and the caller's cancellation reaches all of it.
-	parent context.Context
-	ctx    context.Context
-	end    context.CancelCauseFunc
-	clk    clock
-	flows  *flows
-	opts   Options
-	log    *slog.Logger
+	// ctx is the run's own context, derived from the caller's and cancelled when the run ends.
+	// Every caller's call and every origin's work lives under it, so nothing the run started
+	// outlives it and the caller's cancellation reaches all of it.
+	ctx   context.Context
+	end   context.CancelCauseFunc
+	clk   clock
+	flows *flows
+	opts  Options
+	log   *slog.Logger
 	// errorLog is the origins' http.Server.ErrorLog: the caller's logger, never the standard one.
 	errorLog *log.Logger
 	base     *http.Transport
@@ -50,7 +49,7 @@ type env struct {
 var errRunOver = errors.New("lab run over")
 
 func newEnv(ctx context.Context, opts Options) *env {
-	e := &env{parent: ctx, opts: opts, drainWait: runDrainWait, closeWait: originCloseWait}
+	e := &env{opts: opts, drainWait: runDrainWait, closeWait: originCloseWait}
 	e.ctx, e.end = context.WithCancelCause(ctx)
 	e.log = opts.Logger
 	if e.log == nil {
