@@ -8,4 +8,7 @@
 // A token may travel with work handed to another goroutine (the lab hands a caller's token to the
 // origin handler that serves its request). Vetoes (AddVeto) report work that is about to resume
 // although nobody holds a token for it yet, such as a goroutine whose context was just cancelled.
+//
+// A clock whose owner stops moving it must be closed (Close): sleepers still waiting wake with
+// ErrClosed instead of waiting for good, and later Sleeps fail at once.
 package fakeclock
