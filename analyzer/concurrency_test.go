@@ -167,3 +167,46 @@ func TestBatchShapesGiveTheSameReport(t *testing.T) {
 		}
 	}
 }
+
+// The span bound passes over a trace whose analysis is in flight: the other traces are evicted
+// (analyzed as they are, under the lock), the one in flight is published whole afterwards.
+func TestEvictionPassesOverTraceInFlight(t *testing.T) {
+	clk := &clock{t: time.Unix(0, t0)}
+	started, release := make(chan struct{}), make(chan struct{})
+	slow := &analyzer.Detector{Name: "slow-on-one", Title: "blocks on trace 1", Doc: "waits on a channel while analyzing trace 1",
+		Run: func(p *analyzer.Pass) error {
+			if p.Trace.ID == tid(1) {
+				close(started)
+				<-release
+			}
+			return nil
+		}}
+	one := twoLayerTrace(1)
+	a := analyzer.New(analyzer.Config{Settle: time.Second, Now: clk.Now, WindowInterval: -1, MaxSpans: len(one) + 2,
+		Detectors: []*analyzer.Detector{slow}})
+	consume(t, a, one...)
+	settled := make(chan struct{})
+	go func() { defer close(settled); a.Settle(clk.Add(2 * time.Second)) }()
+	<-started
+	// Each new trace pushes the store over its bound: traces 2 and 3 are evicted in turn, and
+	// trace 1, the oldest, is passed over.
+	within(t, "ConsumeBatch over the bound", func() {
+		consume(t, a, twoLayerTrace(2)...)
+		consume(t, a, twoLayerTrace(3)...)
+	})
+	st := a.Stats()
+	if st.EvictedTraces != 2 || st.EvictedSpans != 2*len(one) || st.TracesHeld != 1 || st.SpansHeld != len(one) {
+		t.Fatalf("while trace 1 is in flight: %+v, want traces 2 and 3 evicted and trace 1 held", st)
+	}
+	close(release)
+	<-settled
+	a.Flush()
+	r := a.Report()
+	if r.Input.Traces != 3 || r.Input.Spans != 3*len(one) {
+		t.Fatalf("input %+v, want 3 traces of %d spans, each counted once", r.Input, len(one))
+	}
+	d := depStats(t, r, "http://dep:80")
+	if d.PhysicalCalls != 18 || d.LogicalOperations != 3 {
+		t.Fatalf("dep %+v, want 18 calls for 3 operations", d)
+	}
+}
