@@ -33,9 +33,11 @@ type env struct {
 	errorLog *log.Logger
 	base     *http.Transport
 	rt       http.RoundTripper
-	origins  []*origin
-	seq      uint64
-	seqMu    sync.Mutex
+	// names gives origins their stable addresses (http://catalog:8080) and is base's dialer.
+	names   *names
+	origins []*origin
+	seq     uint64
+	seqMu   sync.Mutex
 	// drainWait bounds the wait for origins finishing work for callers that left once the script is
 	// done (runDrainWait); closeWait bounds the wait for each origin's handlers after they were told
 	// to stop (originCloseWait). Tests shorten them.
@@ -66,12 +68,16 @@ func newEnv(ctx context.Context, opts Options) *env {
 		e.clk = fakeClock{fakeclock.New(start)}
 	}
 	e.flows = newFlows(e.clk.fake())
+	e.names = newNames()
 	e.base = &http.Transport{
 		// Forty concurrent callers to one origin: keep their connections instead of churning them.
 		MaxIdleConns:        256,
 		MaxIdleConnsPerHost: 128,
 		IdleConnTimeout:     30 * time.Second,
 		DisableCompression:  true,
+		// Every client of the run dials through the lab's names: origins are addressed as
+		// http://<name>:8080 and reached on their loopback ports; any other address is refused.
+		DialContext: e.names.dial,
 	}
 	e.rt = e.flows.transport(e.base)
 	return e

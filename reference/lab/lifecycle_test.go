@@ -178,7 +178,7 @@ func TestRunEndStopsLateWork(t *testing.T) {
 	}); err == nil {
 		t.Fatal("the fake clock still accepts sleepers after the run ended")
 	}
-	if _, err := http.Get(org.url); err == nil {
+	if _, err := http.Get("http://" + org.addr); err == nil {
 		t.Fatal("the origin still serves after the run ended")
 	}
 }

@@ -32,7 +32,10 @@ type behaviour func(r *http.Request, n int) reply
 // origin is an in-process HTTP server on 127.0.0.1 with fault injection and counters.
 type origin struct {
 	name string
+	// url is the origin's stable address, http://<name>:8080, which the lab's clients dial through
+	// the run's names; addr is where it really listens (127.0.0.1:<random port>).
 	url  string
+	addr string
 	srv  *http.Server // nil when it could not listen (the run then fails)
 	clk  clock
 
@@ -134,7 +137,8 @@ func (e *env) newOrigin(name string, b behaviour, o originOptions) *origin {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		e.fail(fmt.Errorf("start origin %s: %w", name, err))
-		org.url = "http://127.0.0.1:1" // nothing listens there: its callers fail at once
+		org.addr = "127.0.0.1:1" // nothing listens there: its callers fail at once
+		org.url = "http://" + e.names.add(name, org.addr)
 		return org
 	}
 	org.srv = &http.Server{
@@ -143,7 +147,8 @@ func (e *env) newOrigin(name string, b behaviour, o originOptions) *origin {
 		ErrorLog:          e.errorLog,
 		ReadHeaderTimeout: 10 * time.Second,
 	}
-	org.url = "http://" + ln.Addr().String()
+	org.addr = ln.Addr().String()
+	org.url = "http://" + e.names.add(name, org.addr)
 	go func() { _ = org.srv.Serve(ln) }()
 	return org
 }
@@ -300,16 +305,18 @@ func always(status int, latency time.Duration) behaviour {
 	return func(*http.Request, int) reply { return reply{status: status, latency: latency} }
 }
 
-// refusedOrigin is an address where nothing listens: a loopback port opened and closed at once.
-func (e *env) refusedOrigin() string {
+// refusedOrigin is the stable address of an origin called name where nothing listens: its name
+// maps to a loopback port opened and closed at once, so dialling it is refused by the system, as a
+// real stopped service would be.
+func (e *env) refusedOrigin(name string) string {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		e.fail(fmt.Errorf("reserve a refused port: %w", err))
-		return "http://127.0.0.1:1"
+		return "http://" + e.names.add(name, "127.0.0.1:1")
 	}
-	u := "http://" + ln.Addr().String()
+	real := ln.Addr().String()
 	if err := ln.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
 		e.fail(fmt.Errorf("close the refused port: %w", err))
 	}
-	return u
+	return "http://" + e.names.add(name, real)
 }

@@ -339,7 +339,7 @@ func breakerSignals(e *env) (*Result, error) {
 	tooMany := e.newOrigin("rate-limited", always(429, failLatency), originOptions{})
 	unavailable := e.newOrigin("unavailable", always(503, failLatency), originOptions{})
 	notFound := e.newOrigin("not-found", always(404, failLatency), originOptions{})
-	refused := e.refusedOrigin()
+	refused := e.refusedOrigin("refused")
 	c := e.client("caller", reference.Config{
 		Retry:   reference.RetryConfig{MaxAttempts: 1},
 		Budget:  reference.BudgetConfig{Disabled: true},
