@@ -39,11 +39,14 @@ type origin struct {
 	srv  *http.Server // nil when it could not listen (the run then fails)
 	clk  clock
 
-	mu        sync.Mutex
-	behave    behaviour
-	saw       int // requests received
-	nth       int // requests given to the behaviour
-	arrivals  []time.Time
+	mu       sync.Mutex
+	behave   behaviour
+	saw      int // requests received
+	nth      int // requests given to the behaviour
+	arrivals []time.Time
+	// arrived is closed when the first request reaches the work (its SERVER span started): the
+	// fan-out sends to its replicas in a fixed order through it (see fanout).
+	arrived   chan struct{}
 	completed int // requests whose work ran to the end
 	stopped   int // requests whose work was cut short by the propagated deadline
 	// busy counts handlers from the moment the server calls them until they return.
@@ -106,7 +109,7 @@ type originOptions struct {
 // (the Go server would otherwise notice it): only the propagated deadline, read by the middleware,
 // can stop it - and the end (or cancellation) of the run, so that nothing outlives it.
 func (e *env) newOrigin(name string, b behaviour, o originOptions) *origin {
-	org := &origin{name: name, clk: e.clk, behave: b}
+	org := &origin{name: name, clk: e.clk, behave: b, arrived: make(chan struct{})}
 	e.origins = append(e.origins, org)
 	var work http.Handler = http.HandlerFunc(org.serve)
 	if o.handler != nil {
@@ -119,6 +122,9 @@ func (e *env) newOrigin(name string, b behaviour, o originOptions) *origin {
 	work = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		org.mu.Lock()
 		org.saw++
+		if org.saw == 1 {
+			close(org.arrived)
+		}
 		org.arrivals = append(org.arrivals, org.clk.Now())
 		org.mu.Unlock()
 		inner.ServeHTTP(w, r)

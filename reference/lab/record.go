@@ -1,12 +1,14 @@
 package lab
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/fnv"
 	"math/rand/v2"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -137,8 +139,11 @@ func (g *seededIDs) span() trace.SpanID {
 	return sid
 }
 
-// Record runs scenario on the fake clock, starting at [FixtureStart] with span ids from a fixed seed, and writes every span to exp, which it shuts down at the end (for a
-// tracefile exporter that flushes the file; the caller still closes the file). This is what the
+// Record runs scenario on the fake clock, starting at [FixtureStart] with span ids from a fixed
+// seed, and writes every span to exp, one span per export, in the order they ended (ties broken by
+// start, then ids), so that two recordings of a scenario are the same byte for byte. It shuts exp
+// down at the end (for a tracefile exporter that flushes the file; the caller still closes the
+// file). This is what the
 // fixture generator calls for fixtures/lab-<scenario>.jsonl:
 //
 //	w, _ := tracefile.Create("fixtures/lab-retry-cost.jsonl")
@@ -148,10 +153,59 @@ func Record(ctx context.Context, scenario string, exp sdktrace.SpanExporter) (*R
 	// Ids seeded by the scenario's name: stable across regenerations, distinct across fixtures.
 	h := fnv.New64a()
 	h.Write([]byte(scenario))
-	tr := NewTracing(exp, WithIDSeed(h.Sum64()), WithSyncExport())
+	tr := NewTracing(&ordered{next: exp}, WithIDSeed(h.Sum64()), WithSyncExport())
 	res, err := Run(ctx, scenario, Options{Start: FixtureStart, TracerProvider: tr.Provider})
 	if serr := tr.Shutdown(ctx); serr != nil && err == nil {
 		err = serr
 	}
 	return res, err
+}
+
+// ordered holds the spans of a recording and hands them to next at Shutdown, sorted by end time
+// (then start time, trace id, span id): spans that end at the same lab instant are otherwise
+// exported in goroutine scheduling order, and a recording would differ from run to run.
+type ordered struct {
+	next  sdktrace.SpanExporter
+	mu    sync.Mutex
+	spans []sdktrace.ReadOnlySpan
+}
+
+func (o *ordered) ExportSpans(_ context.Context, ss []sdktrace.ReadOnlySpan) error {
+	o.mu.Lock()
+	o.spans = append(o.spans, ss...)
+	o.mu.Unlock()
+	return nil
+}
+
+func (o *ordered) Shutdown(ctx context.Context) error {
+	o.mu.Lock()
+	ss := o.spans
+	o.spans = nil
+	o.mu.Unlock()
+	sort.SliceStable(ss, func(i, j int) bool {
+		a, b := ss[i], ss[j]
+		if !a.EndTime().Equal(b.EndTime()) {
+			return a.EndTime().Before(b.EndTime())
+		}
+		if !a.StartTime().Equal(b.StartTime()) {
+			return a.StartTime().Before(b.StartTime())
+		}
+		at, bt := a.SpanContext().TraceID(), b.SpanContext().TraceID()
+		if c := bytes.Compare(at[:], bt[:]); c != 0 {
+			return c < 0
+		}
+		as, bs := a.SpanContext().SpanID(), b.SpanContext().SpanID()
+		return bytes.Compare(as[:], bs[:]) < 0
+	})
+	var errs []error
+	for _, s := range ss {
+		if err := o.next.ExportSpans(ctx, []sdktrace.ReadOnlySpan{s}); err != nil {
+			errs = append(errs, fmt.Errorf("export span %s: %w", s.Name(), err))
+			break
+		}
+	}
+	if err := o.next.Shutdown(ctx); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
 }

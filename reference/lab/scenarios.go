@@ -550,6 +550,16 @@ func fanout(e *env) (*Result, error) {
 	// One logical read, read-01, whose single attempt goes to every replica at once.
 	ctx, done := e.opSpan("edge", "read-01")
 	e.parallel(len(replicas), func(i int) {
+		// All three are sent at the same lab instant, but each only once the previous one has
+		// reached its replica: the spans then start, and take their seeded ids, in a fixed order,
+		// and recordings repeat byte for byte. (The clock cannot move meanwhile: this caller holds
+		// its token while it waits.)
+		if i > 0 {
+			select {
+			case <-replicas[i-1].arrived:
+			case <-e.ctx.Done():
+			}
+		}
 		outs[i] = e.doCtx(ctx, stock, http.MethodGet, replicas[i].url+"/read-01", nil, nil)
 	})
 	done()
