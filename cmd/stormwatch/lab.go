@@ -36,6 +36,10 @@ func newLabCmd(io streams) *cobra.Command {
 127.0.0.1 with injected latency, failures, refused connections and recovery) using the reference
 resilient client, and prints each article's table. Without SCENARIO it runs them all.
 
+Origins are addressed by stable names, http://<name>:8080 (http://catalog:8080,
+http://primary-a:8080), which the lab's own dialer maps to their loopback ports: spans and
+recordings name them the same on every run, and no request leaves the machine.
+
 Time: by default the scenarios run on a fake clock that moves only when every caller and origin
 is waiting on it: a 2 s origin or a 5 s breaker recovery takes no real time and every figure is
 exact and the same on each run. --realtime runs them on the wall clock instead (about 30 s in
