@@ -1,45 +1,17 @@
 package analyzer_test
 
 import (
-	"bytes"
-	"context"
-	"errors"
-	"io"
 	"maps"
 	"testing"
 
 	"github.com/stormwatch/stormwatch/analyzer"
-	"github.com/stormwatch/stormwatch/analyzer/suite"
-	"github.com/stormwatch/stormwatch/fixtures"
+	"github.com/stormwatch/stormwatch/analyzer/passes/passtest"
 	"github.com/stormwatch/stormwatch/spans"
-	"github.com/stormwatch/stormwatch/tracefile"
 )
 
 func analyzeFixture(t *testing.T, name string) analyzer.Report {
 	t.Helper()
-	data, err := fixtures.Read(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a := analyzer.New(analyzer.Config{Detectors: suite.Default()})
-	r, err := tracefile.NewReader(bytes.NewReader(data), name+".jsonl", tracefile.ReadOptions{Strict: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		rec, err := r.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := a.ConsumeBatch(context.Background(), rec.Batch); err != nil {
-			t.Fatal(err)
-		}
-	}
-	a.Flush()
-	return a.Report()
+	return passtest.Analyze(t, name, "", "")
 }
 
 func depStats(t *testing.T, r analyzer.Report, dep string) analyzer.DependencyStats {

@@ -1,10 +1,8 @@
 package stormwatchconnector
 
 import (
-	"bytes"
 	"context"
 	"errors"
-	"io"
 	"strings"
 	"sync"
 	"testing"
@@ -22,10 +20,9 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/stormwatch/stormwatch/analyzer"
+	"github.com/stormwatch/stormwatch/analyzer/passes/passtest"
 	"github.com/stormwatch/stormwatch/analyzer/policy"
 	"github.com/stormwatch/stormwatch/analyzer/suite"
-	"github.com/stormwatch/stormwatch/fixtures"
-	"github.com/stormwatch/stormwatch/tracefile"
 )
 
 // fakeClock is the connector's clock in tests: time moves only when the test says so.
@@ -140,29 +137,7 @@ func offlineReport(t testing.TB, names ...string) analyzer.Report {
 	cfg := analyzer.Config{Detectors: suite.Default()}
 	policy.Configure(&cfg, nil, policy.Offline)
 	a := analyzer.New(cfg)
-	for _, name := range names {
-		data, err := fixtures.Read(name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		r, err := tracefile.NewReader(bytes.NewReader(data), name, tracefile.ReadOptions{Strict: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for {
-			rec, err := r.Next()
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := a.ConsumeBatch(context.Background(), rec.Batch); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	a.Flush()
+	passtest.Feed(t, a, names...)
 	return a.Report()
 }
 

@@ -33,29 +33,38 @@ func Analyze(t testing.TB, name, policyFile, policyYAML string) analyzer.Report 
 // than the report (the operations of a snapshot).
 func Load(t testing.TB, name string, cfg analyzer.Config) *analyzer.Analyzer {
 	t.Helper()
-	data, err := fixtures.Read(name)
-	if err != nil {
-		t.Fatal(err)
-	}
 	a := analyzer.New(cfg)
-	r, err := tracefile.NewReader(bytes.NewReader(data), name+".jsonl", tracefile.ReadOptions{Strict: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		rec, err := r.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
+	Feed(t, a, name)
+	return a
+}
+
+// Feed reads the named fixtures into a, as `stormwatch analyze` reads files (a malformed record
+// fails the test), then flushes it.
+func Feed(t testing.TB, a *analyzer.Analyzer, names ...string) {
+	t.Helper()
+	for _, name := range names {
+		data, err := fixtures.Read(name)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := a.ConsumeBatch(context.Background(), rec.Batch); err != nil {
+		r, err := tracefile.NewReader(bytes.NewReader(data), name+".jsonl", tracefile.ReadOptions{Strict: true})
+		if err != nil {
 			t.Fatal(err)
+		}
+		for {
+			rec, err := r.Next()
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := a.ConsumeBatch(context.Background(), rec.Batch); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 	a.Flush()
-	return a
 }
 
 // Of returns the findings of one detector.
