@@ -88,21 +88,29 @@ func freeLoopbackPort(t *testing.T) string {
 	return addr
 }
 
-// TestLiveDashboardEndToEnd builds the real binary, runs `stormwatch` in a tmux terminal, sends a
-// retrying client's spans with the OpenTelemetry SDK's OTLP/HTTP exporter to its port, and reads
-// the dependency and its amplification off the screen.
-func TestLiveDashboardEndToEnd(t *testing.T) {
+// buildForTerminal builds the real binary into a temporary directory for a test that drives it in
+// tmux, or skips the test (-short, or no tmux on the machine). It returns the directory and the binary.
+func buildForTerminal(t *testing.T) (dir, bin string) {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("builds the binary and drives a terminal")
 	}
 	if _, err := exec.LookPath("tmux"); err != nil {
 		t.Skip("tmux is not installed: the end-to-end dashboard test needs a real terminal (CI installs tmux, see .ci/run)")
 	}
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "stormwatch")
+	dir = t.TempDir()
+	bin = filepath.Join(dir, "stormwatch")
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
+	return dir, bin
+}
+
+// TestLiveDashboardEndToEnd builds the real binary, runs `stormwatch` in a tmux terminal, sends a
+// retrying client's spans with the OpenTelemetry SDK's OTLP/HTTP exporter to its port, and reads
+// the dependency and its amplification off the screen.
+func TestLiveDashboardEndToEnd(t *testing.T) {
+	dir, bin := buildForTerminal(t)
 	grpcAddr, httpAddr := freeLoopbackPort(t), freeLoopbackPort(t)
 	logFile := filepath.Join(dir, "stormwatch.log")
 	cmd := fmt.Sprintf("%s --grpc %s --http %s --settle 300ms --log-file %s; echo EXITED $?; sleep 60",

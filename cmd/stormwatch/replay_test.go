@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -235,17 +234,7 @@ func TestReplayFromStdin(t *testing.T) {
 // TestReplayDashboardEndToEnd replays a fixture into the real dashboard in a tmux terminal: the
 // dependency appears, the header shows the replay and its speed, and space and + act on the player.
 func TestReplayDashboardEndToEnd(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the binary and drives a terminal")
-	}
-	if _, err := exec.LookPath("tmux"); err != nil {
-		t.Skip("tmux is not installed: the end-to-end dashboard test needs a real terminal (CI installs tmux, see .ci/run)")
-	}
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "stormwatch")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	dir, bin := buildForTerminal(t)
 	fixture, err := filepath.Abs("../../fixtures/amplification-27-reference.jsonl")
 	if err != nil {
 		t.Fatal(err)
