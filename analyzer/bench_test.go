@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"strconv"
 	"syscall"
 	"testing"
 	"time"
@@ -25,6 +26,11 @@ import (
 //
 // detectors=core runs the three detectors of the analyzer core; detectors=all the whole suite
 // (what `stormwatch analyze` runs).
+//
+// urls=unique gives every url.full a query string of its own ("?request_id=N"), as real traffic
+// carries request ids: caches keyed by whole URLs never hit there, and every URL is a fresh
+// string to copy. Rewriting the URLs is inside the timed loop too (one attribute slice and one
+// string per HTTP client span, the same for every build being compared).
 func BenchmarkAnalyze(b *testing.B) {
 	core := []*analyzer.Detector{retryamplification.Detector, unboundedfanout.Detector, postdeadline.Detector}
 	for _, set := range []struct {
@@ -32,14 +38,21 @@ func BenchmarkAnalyze(b *testing.B) {
 		ds   []*analyzer.Detector
 	}{{"core", core}, {"all", suite.Default()}} {
 		for _, n := range []int{10_000, 100_000, 1_000_000} {
-			benchAnalyze(b, set.name, set.ds, n)
+			benchAnalyze(b, set.name, set.ds, n, false)
 		}
+	}
+	for _, n := range []int{10_000, 100_000} {
+		benchAnalyze(b, "all", suite.Default(), n, true)
 	}
 }
 
-func benchAnalyze(b *testing.B, name string, detectors []*analyzer.Detector, n int) {
+func benchAnalyze(b *testing.B, name string, detectors []*analyzer.Detector, n int, uniqueURLs bool) {
 	{
-		b.Run(fmt.Sprintf("detectors=%s/spans=%d", name, n), func(b *testing.B) {
+		bname := fmt.Sprintf("detectors=%s/spans=%d", name, n)
+		if uniqueURLs {
+			bname = fmt.Sprintf("detectors=%s/urls=unique/spans=%d", name, n)
+		}
+		b.Run(bname, func(b *testing.B) {
 			var ms0, ms1 runtime.MemStats
 			runtime.GC()
 			runtime.ReadMemStats(&ms0)
@@ -48,9 +61,13 @@ func benchAnalyze(b *testing.B, name string, detectors []*analyzer.Detector, n i
 			for range b.N {
 				a := analyzer.New(analyzer.Config{Detectors: detectors, MaxSpans: -1})
 				w := analyzertest.NewWorkload(t0)
+				reqID := 0
 				for done := 0; done < n; {
 					batch := &spans.Batch{Spans: make([]spans.Span, 0, 600)}
 					done += w.Fill(batch, min(512, n-done))
+					if uniqueURLs {
+						uniqueURLsIn(batch, &reqID)
+					}
 					if err := a.ConsumeBatch(context.Background(), batch); err != nil {
 						b.Fatal(err)
 					}
@@ -71,6 +88,24 @@ func benchAnalyze(b *testing.B, name string, detectors []*analyzer.Detector, n i
 			// shared machine wall time says more about the neighbours than about the code.
 			b.ReportMetric(float64(cpu.Nanoseconds())/total, "cpu-ns/span")
 		})
+	}
+}
+
+// uniqueURLsIn gives each span's url.full a query string of its own. The workload shares
+// attribute slices between traces, so a span with a URL gets a copy of its slice first.
+func uniqueURLsIn(b *spans.Batch, next *int) {
+	for i := range b.Spans {
+		s := &b.Spans[i]
+		for k, a := range s.Attrs {
+			if a.Key != spans.AttrURLFull {
+				continue
+			}
+			*next++
+			as := append([]spans.Attr(nil), s.Attrs...)
+			as[k].Str = a.Str + "?request_id=" + strconv.Itoa(*next)
+			s.Attrs = as
+			break
+		}
 	}
 }
 

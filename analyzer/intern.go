@@ -13,8 +13,8 @@ const maxInterned = 1 << 16
 
 // interner gives held spans strings of their own. Decoders alias the request buffer, so a held
 // span would otherwise pin its whole request (or file line) - and an operation or finding made
-// from it would pin it for the rest of the run. Service names, methods, URLs and statuses repeat
-// endlessly, so most strings end up shared.
+// from it would pin it for the rest of the run. Service names, methods, paths and statuses repeat
+// endlessly, so most strings end up shared; values unique to a span are only copied.
 type interner struct {
 	strs map[string]string
 	// derived caches the origin and target computed from a call's attributes: the same URLs
@@ -50,8 +50,29 @@ func (in *interner) str(s string) string {
 func (in *interner) attrs(as []spans.Attr) {
 	for i := range as {
 		as[i].Key = in.str(as[i].Key)
-		as[i].Str = in.str(as[i].Str)
+		if as[i].Str == "" {
+			continue
+		}
+		if uniquePerSpan(as[i].Key) {
+			// A table lookup would miss and an insert would never be hit again: copy only.
+			as[i].Str = strings.Clone(as[i].Str)
+		} else {
+			as[i].Str = in.str(as[i].Str)
+		}
 	}
+}
+
+// uniquePerSpan reports the attributes whose values rarely repeat from one span to the next:
+// full URLs and targets carry request ids and query strings, operation ids and idempotency keys
+// are one per logical operation. Interning them costs a table lookup and insert per span and
+// fills the table with entries that are never hit.
+func uniquePerSpan(key string) bool {
+	switch key {
+	case spans.AttrURLFull, spans.AttrLegacyHTTPURL, spans.AttrLegacyHTTPTarget, spans.AttrOpID,
+		spans.AttrIdempotencyKey, spans.AttrReqHeaderIdempotencyKey:
+		return true
+	}
+	return false
 }
 
 func (in *interner) resource(r *spans.Resource) *spans.Resource {
@@ -96,16 +117,23 @@ func (in *interner) span(s *spans.Span) {
 func (in *interner) endBatch() { clear(in.res) }
 
 type derivedKey struct {
-	what    byte // 'o' origin from a URL, 'h' origin from host and port, 't' target
+	what    byte // 'o' origin from a URL's scheme and authority, 'h' from host and port, 'r'/'t' target
 	a, b, c string
 	rpc     bool
 }
 
-// origin is originOf, cached for the common shapes (a URL; or host, port and scheme).
+// origin is originOf, cached for the common shapes: a URL, keyed by its scheme://authority prefix
+// alone (originOfURL reads nothing else, and the rest of a real URL - path ids, query strings -
+// is different on every call); or host, port and scheme.
 func (in *interner) origin(s *spans.Span) string {
 	var k derivedKey
 	if u := s.Str(spans.AttrURLFull); strings.Contains(u, "://") {
-		k = derivedKey{what: 'o', a: u}
+		p, ok := urlAuthorityPrefix(u)
+		if !ok {
+			// originOfURL finds no origin there and originOf falls back to other attributes.
+			return originOf(s)
+		}
+		k = derivedKey{what: 'o', a: p}
 	} else if h := s.Str(spans.AttrServerAddress); h != "" && s.Str(spans.AttrLegacyHTTPURL) == "" {
 		k = derivedKey{what: 'h', a: h, b: s.Str(spans.AttrServerPort), c: s.Str(spans.AttrURLScheme),
 			rpc: s.Str(spans.AttrRPCSystem) != "" || s.Str(spans.AttrRPCMethod) != ""}
@@ -115,13 +143,36 @@ func (in *interner) origin(s *spans.Span) string {
 	return in.cached(k, s, originOf)
 }
 
-// target is targetOf, cached by method and URL (HTTP) or service and method (RPC).
+// urlAuthorityPrefix is the part of u that originOfURL reads - everything up to the end of the
+// authority ("scheme://userinfo@host:port") - and false when originOfURL would find no origin in
+// it. It cuts the same way originOfURL does, without allocating.
+func urlAuthorityPrefix(u string) (string, bool) {
+	i := strings.Index(u, "://")
+	if i <= 0 {
+		return "", false
+	}
+	end := len(u)
+	if j := strings.IndexAny(u[i+3:], "/?#"); j >= 0 {
+		end = i + 3 + j
+	}
+	auth := u[i+3 : end]
+	if j := strings.LastIndexByte(auth, '@'); j >= 0 {
+		auth = auth[j+1:]
+	}
+	if auth == "" {
+		return "", false
+	}
+	return u[:end], true
+}
+
+// target is targetOf, cached by method and path (HTTP: targetOf drops the query and fragment, which
+// differ on every call) or service and method (RPC).
 func (in *interner) target(s *spans.Span) string {
 	var k derivedKey
 	if m := s.Str(spans.AttrRPCMethod); m != "" {
 		k = derivedKey{what: 'r', a: s.Str(spans.AttrRPCService), b: m}
 	} else if u := s.Str(spans.AttrURLFull); u != "" {
-		k = derivedKey{what: 't', a: u, b: s.Str(spans.AttrHTTPMethod)}
+		k = derivedKey{what: 't', a: pathOfURL(u), b: s.Str(spans.AttrHTTPMethod)}
 		if k.b == "" {
 			return targetOf(s)
 		}
@@ -141,8 +192,9 @@ func (in *interner) cached(k derivedKey, s *spans.Span, f func(*spans.Span) stri
 	v = f(s)
 	in.derivedMu.Lock()
 	if len(in.derived) < maxInterned {
-		// The key's strings are already interned (held spans' strings are), so the cache
-		// pins nothing.
+		// The key's strings may be parts of a held span's URL (copied, not interned): a key of
+		// their own keeps the cache from pinning that span's strings.
+		k.a, k.b, k.c = strings.Clone(k.a), strings.Clone(k.b), strings.Clone(k.c)
 		in.derived[k] = v
 	}
 	in.derivedMu.Unlock()

@@ -1,0 +1,93 @@
+package analyzer
+
+import (
+	"fmt"
+	"testing"
+	"unsafe"
+
+	"github.com/stormwatch/stormwatch/spans"
+)
+
+// TestInternerDerivedMatchesInference checks the cached origin and target against originOf and
+// targetOf, uncached, for URLs that share a cache key with an earlier one but differ in what the
+// key leaves out (path, query, fragment, case, userinfo) and for shapes that are not cached. A
+// cache keyed too coarsely would hand a later span an earlier span's answer.
+func TestInternerDerivedMatchesInference(t *testing.T) {
+	urls := []string{
+		"http://api:8080/items/1?request_id=1",
+		"http://api:8080/items/2?request_id=2",
+		"http://api:8080/items/1?request_id=3#frag",
+		"http://api:8080",
+		"http://api:8080?q=1",
+		"http://api:8080#f",
+		"HTTP://API:8080/Items/1",
+		"https://api/items/1?x=1",
+		"https://user:pw@api/items/1",
+		"https://user@/items/1",
+		"http:///items/1",
+		"://api/items/1",
+		"http://[::1]:9000/a?b",
+		"http://[::1]/a?b",
+		"/relative/path?q=1",
+		"",
+	}
+	type extra struct{ name, host, port, legacyURL string }
+	extras := []extra{{}, {name: "host only", host: "db", port: "5432"}, {name: "legacy url", host: "db", legacyURL: "http://legacy:81/x?y"}}
+	in := newInterner()
+	for round := range 2 { // the second round reads what the first one cached
+		for _, method := range []string{"GET", "POST", ""} {
+			for _, u := range urls {
+				for _, e := range extras {
+					s := &spans.Span{Kind: spans.KindClient}
+					add := func(k, v string) {
+						if v != "" {
+							s.Attrs = append(s.Attrs, spans.StringAttr(k, v))
+						}
+					}
+					add(spans.AttrHTTPMethod, method)
+					add(spans.AttrURLFull, u)
+					add(spans.AttrServerAddress, e.host)
+					add(spans.AttrServerPort, e.port)
+					add(spans.AttrLegacyHTTPURL, e.legacyURL)
+					name := fmt.Sprintf("round %d %s %q %s", round, method, u, e.name)
+					if got, want := in.origin(s), originOf(s); got != want {
+						t.Errorf("%s: origin %q, want %q", name, got, want)
+					}
+					if got, want := in.target(s), targetOf(s); got != want {
+						t.Errorf("%s: target %q, want %q", name, got, want)
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestInternerCopiesUniqueValues checks that per-span values (URLs, operation ids) are copied -
+// they must not alias the decoder's buffer - but kept out of the shared table, and that repeating
+// values are still shared.
+func TestInternerCopiesUniqueValues(t *testing.T) {
+	in := newInterner()
+	buf := []byte("http://api:8080/items/1?request_id=7" + "op-7" + "GET")
+	// Strings over the buffer's bytes, as the decoders make them.
+	url, op, method := unsafe.String(&buf[0], 36), unsafe.String(&buf[36], 4), unsafe.String(&buf[40], 3)
+	attrs := []spans.Attr{spans.StringAttr(spans.AttrURLFull, url), spans.StringAttr(spans.AttrOpID, op),
+		spans.StringAttr(spans.AttrHTTPMethod, method)}
+	in.attrs(attrs)
+	for i, want := range []string{url, op, method} {
+		if attrs[i].Str != want {
+			t.Fatalf("attr %d = %q, want %q", i, attrs[i].Str, want)
+		}
+		if p := uintptr(unsafe.Pointer(unsafe.StringData(attrs[i].Str))); p >= uintptr(unsafe.Pointer(&buf[0])) && p < uintptr(unsafe.Pointer(&buf[0]))+uintptr(len(buf)) {
+			t.Fatalf("attr %d aliases the decoder's buffer", i)
+		}
+	}
+	if _, ok := in.strs[url]; ok {
+		t.Errorf("url.full %q was interned", url)
+	}
+	if _, ok := in.strs[op]; ok {
+		t.Errorf("resilience.operation.id %q was interned", op)
+	}
+	if _, ok := in.strs[method]; !ok {
+		t.Errorf("http.request.method %q was not interned", method)
+	}
+}
