@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc/credentials"
 
+	"github.com/stormwatch/stormwatch/collector/collectortest"
 	"github.com/stormwatch/stormwatch/spans"
 )
 
@@ -179,7 +180,7 @@ func TestSDKExportersDeliverEverySpanOnce(t *testing.T) {
 }
 
 func TestTLSOnBothTransports(t *testing.T) {
-	cert, pool := selfSigned(t)
+	cert, pool := collectortest.SelfSigned(t)
 	for _, ek := range []exporterKind{grpcSDKExporter(false), httpSDKExporter(true)} {
 		t.Run(ek.name, func(t *testing.T) {
 			s := &sink{}
