@@ -282,18 +282,7 @@ func TestAppendAddsToARecordingAcrossRestarts(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		n := 0
-		for {
-			_, err := r.Next()
-			if err == io.EOF {
-				break
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			n++
-		}
-		if n != 2 {
+		if n := len(readAll(t, r)); n != 2 {
 			t.Fatalf("%s: %d records after two sessions, want 2", name, n)
 		}
 	}
@@ -321,18 +310,7 @@ func TestWriterConcurrentWritesStayWhole(t *testing.T) {
 		t.Fatal(err)
 	}
 	r, _ := NewReader(&buf, "t.jsonl", ReadOptions{Strict: true})
-	n := 0
-	for {
-		_, err := r.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		n++
-	}
-	if n != 400 || w.Records() != 400 {
+	if n := len(readAll(t, r)); n != 400 || w.Records() != 400 {
 		t.Fatalf("read %d records, wrote %d, want 400", n, w.Records())
 	}
 }
