@@ -1,0 +1,128 @@
+package suite_test
+
+import (
+	"context"
+	"fmt"
+	"io/fs"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/stormwatch/stormwatch/analyzer"
+	"github.com/stormwatch/stormwatch/analyzer/analyzertest"
+	"github.com/stormwatch/stormwatch/analyzer/passes/passtest"
+	"github.com/stormwatch/stormwatch/analyzer/suite"
+	"github.com/stormwatch/stormwatch/fixtures"
+	"github.com/stormwatch/stormwatch/spans"
+)
+
+// captured is what the detectors of one corpus are given: every trace's pass (ScopeTrace) and
+// the one pass over all operations that Flush makes (ScopeWindow).
+type captured struct {
+	traces []analyzer.Pass
+	window analyzer.Pass
+}
+
+// capture analyzes a corpus with two detectors that only keep their passes. A Trace and its
+// operations are immutable once analyzed, and nothing here releases spans, so the passes can be
+// replayed to the real detectors as often as a benchmark likes.
+func capture(b *testing.B, feed func(*analyzer.Analyzer)) *captured {
+	c := &captured{}
+	keepTrace := &analyzer.Detector{Name: "keep-trace", Title: "t", Doc: "keeps every trace pass", Run: func(p *analyzer.Pass) error {
+		c.traces = append(c.traces, *p)
+		return nil
+	}}
+	keepWindow := &analyzer.Detector{Name: "keep-window", Title: "t", Doc: "keeps the window pass", Scope: analyzer.ScopeWindow, Run: func(p *analyzer.Pass) error {
+		c.window = *p
+		return nil
+	}}
+	a := analyzer.New(analyzer.Config{Detectors: []*analyzer.Detector{keepTrace, keepWindow}, MaxSpans: -1})
+	feed(a)
+	if len(c.traces) == 0 || len(c.window.Operations) == 0 {
+		b.Fatalf("captured %d traces and %d operations: nothing to measure", len(c.traces), len(c.window.Operations))
+	}
+	return c
+}
+
+// BenchmarkDetectorRun measures each detector alone, per analyzed trace: its Run replayed over
+// passes captured once (no assembly, inference or accounting in the timed loop, so a detector's
+// cost is not the small difference of two large, noisy figures as in BenchmarkDetectors).
+//
+// corpus=workload is 20,000 spans of the synthetic multi-layer traffic (analyzer/analyzertest:
+// healthy calls, transient retries and retry storms); corpus=fixtures is every fixture file, the
+// shapes each detector exists for (hedges, fallbacks, keys, deadlines, breakers). Per-trace
+// detectors report per trace; windowed ones run once over all the corpus's operations and report
+// per operation (ns/operation, allocs/operation).
+func BenchmarkDetectorRun(b *testing.B) {
+	corpora := []struct {
+		name string
+		feed func(b *testing.B, a *analyzer.Analyzer)
+	}{
+		{"workload", func(b *testing.B, a *analyzer.Analyzer) {
+			const n = 20_000
+			w := analyzertest.NewWorkload(1_767_225_600_000_000_000)
+			for done := 0; done < n; {
+				batch := &spans.Batch{Spans: make([]spans.Span, 0, 600)}
+				done += w.Fill(batch, min(512, n-done))
+				if err := a.ConsumeBatch(context.Background(), batch); err != nil {
+					b.Fatal(err)
+				}
+			}
+			a.Flush()
+		}},
+		{"fixtures", func(b *testing.B, a *analyzer.Analyzer) {
+			names, err := fs.Glob(fixtures.FS(), "*.jsonl")
+			if err != nil {
+				b.Fatal(err)
+			}
+			for i := range names {
+				names[i] = strings.TrimSuffix(names[i], ".jsonl")
+			}
+			passtest.Feed(b, a, names...)
+		}},
+	}
+	for _, corpus := range corpora {
+		var c *captured
+		for _, d := range suite.Default() {
+			b.Run(fmt.Sprintf("corpus=%s/detector=%s", corpus.name, d.Name), func(b *testing.B) {
+				if c == nil {
+					c = capture(b, func(a *analyzer.Analyzer) { corpus.feed(b, a) })
+				}
+				passes := c.traces
+				unit := "trace"
+				if d.Scope == analyzer.ScopeWindow {
+					passes, unit = []analyzer.Pass{c.window}, "operation"
+				}
+				findings := 0
+				report := func(analyzer.Finding) { findings++ }
+				per := float64(len(passes))
+				if d.Scope == analyzer.ScopeWindow {
+					per = float64(len(c.window.Operations))
+				}
+				var ms0, ms1 runtime.MemStats
+				runtime.GC()
+				runtime.ReadMemStats(&ms0)
+				// One Pass reused for every run: a Pass per run would escape (Run is called through a
+				// func value) and be counted against the detector.
+				p := new(analyzer.Pass)
+				b.ResetTimer()
+				for range b.N {
+					for i := range passes {
+						*p = passes[i]
+						p.Detector, p.Report = d, report
+						if err := d.Run(p); err != nil {
+							b.Fatal(err)
+						}
+					}
+				}
+				b.StopTimer()
+				runtime.ReadMemStats(&ms1)
+				total := float64(b.N) * per
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/total, "ns/"+unit)
+				b.ReportMetric(float64(ms1.TotalAlloc-ms0.TotalAlloc)/total, "B/"+unit)
+				b.ReportMetric(float64(ms1.Mallocs-ms0.Mallocs)/total, "allocs/"+unit)
+				b.ReportMetric(float64(findings)/float64(b.N), "findings")
+			})
+		}
+	}
+}
