@@ -38,7 +38,7 @@ fixtures:
 
 ## fuzz: run each fuzz target for FUZZTIME (default 30s); `make test` already runs their seed corpora
 FUZZTIME ?= 30s
-FUZZ_TARGETS := ./spans:FuzzDecodeProto ./spans:FuzzDecodeJSON ./tracefile:FuzzReader \
+FUZZ_TARGETS := ./spans:FuzzDecodeProto ./spans:FuzzDecodeJSON ./spans:FuzzUnpack ./tracefile:FuzzReader \
 	./tracefile:FuzzProtoToJSON ./tracefile:FuzzJSONToProto
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \

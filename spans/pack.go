@@ -1,0 +1,593 @@
+package spans
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"slices"
+	"unsafe"
+)
+
+// The packed form stores one trace's spans, already analyzed, while they wait to be looked at
+// again (the TUI's trace view, or late spans that make the analyzer re-analyze the trace). Held
+// as []Span, a span is a 184-byte struct plus 48 bytes per attribute, full of string pointers that
+// the garbage collector marks on every cycle; packed, it is a pointer-free byte string of about a
+// hundred bytes that the collector never looks into.
+//
+// Layout (all integers little endian; "uv" is an unsigned varint, "zz" a zigzag varint):
+//
+//	header:   version byte, then six uint32: spans, resources, attributes (all of them: span,
+//	          resource, link and event attributes), links, events, strings (inline strings);
+//	          then the trace id of the first span (16 bytes, zero when there are no spans)
+//	resource: str service.name, str service.instance.id, attrs
+//	span:     flags byte (1 trace id differs from the header's: 16 bytes follow; 2 has a parent:
+//	          8 bytes follow), span id (8), [trace id], [parent id], zz start - previous span's
+//	          start, zz end - start, kind byte, status byte, str name, str status message,
+//	          str scope, uv resource (0 none, k+1 the k-th resource), attrs, links, events
+//	link:     trace id (16), span id (8), attrs
+//	event:    zz time - span start, str name, attrs
+//	attrs, links, events: uv count+1, or 0 for a nil slice (so nil and empty survive the trip)
+//	attr:     str key, tag byte (0x80 Str follows, 0x40 Num follows, the low six bits the value
+//	          type, or 63 and a byte with the type), [str], [Num: 8 bytes for ValueDouble, zz else]
+//	str:      uv n: n even, an inline string of n/2 bytes (added to the table unless empty);
+//	          n odd, the (n-1)/2-th inline string of the table
+//
+// Strings repeat within a trace (attribute keys, service names, methods): the packer writes each
+// once and refers back to it after. It finds repeats by the strings' addresses, not their
+// contents - the analyzer interns what repeats, so equal strings share their bytes, and a cache
+// keyed by address costs no hashing of the text; a string it misses is only written again.
+
+// packVersion is the first byte of every packed trace.
+const packVersion = 1
+
+const (
+	packHeaderLen = 1 + 6*4 + 16
+	// Each element takes at least this many bytes, which bounds what a header may claim.
+	packMinSpan     = 1 + 8 + 1 + 1 + 1 + 1 + 3 + 1 + 3
+	packMinResource = 3 + 1
+	packMinAttr     = 2
+	packMinLink     = 16 + 8 + 1
+	packMinEvent    = 3
+	packMinString   = 2
+)
+
+const (
+	packTraceID   = 1
+	packHasParent = 2
+
+	tagStr     = 0x80
+	tagNum     = 0x40
+	tagType    = 0x3f
+	tagTypeEsc = 0x3f
+)
+
+// ErrPackCorrupt is wrapped by the errors of [AppendUnpacked]: the bytes are not a packed trace.
+var ErrPackCorrupt = errors.New("corrupt packed spans")
+
+// AppendPacked appends ss in packed form to dst and returns the extended buffer. Every field of
+// every span is kept; spans that share a resource (by pointer or by value) share it packed too.
+func AppendPacked(dst []byte, ss []Span) []byte {
+	p := packer{buf: dst}
+	p.pack(ss)
+	return p.buf
+}
+
+// PackedLen is the number of spans in a packed trace, read from its header.
+func PackedLen(b []byte) (int, error) {
+	if len(b) < packHeaderLen || b[0] != packVersion {
+		return 0, fmt.Errorf("packed spans header: %w", ErrPackCorrupt)
+	}
+	return int(binary.LittleEndian.Uint32(b[1:])), nil
+}
+
+// UnpackSpans rebuilds the spans of a packed trace (see [AppendUnpacked]).
+func UnpackSpans(b []byte) ([]Span, error) { return AppendUnpacked(nil, b) }
+
+// AppendUnpacked rebuilds the spans packed in b and appends them to dst. The spans' strings share
+// one copy of b (b may be reused afterwards), and their attributes, links, events and resources
+// share one array each: a handful of allocations per trace, none per span or string. Bad input
+// returns an error wrapping [ErrPackCorrupt] and dst unchanged; the allocations are bounded by
+// len(b), whatever the header claims.
+func AppendUnpacked(dst []Span, b []byte) ([]Span, error) {
+	if len(b) < packHeaderLen || b[0] != packVersion {
+		return dst, fmt.Errorf("packed spans header: %w", ErrPackCorrupt)
+	}
+	var n [6]int
+	for i := range n {
+		n[i] = int(binary.LittleEndian.Uint32(b[1+4*i:]))
+	}
+	nSpans, nRes, nAttrs, nLinks, nEvents, nStrs := n[0], n[1], n[2], n[3], n[4], n[5]
+	body := len(b) - packHeaderLen
+	if nSpans*packMinSpan > body || nRes*packMinResource > body || nAttrs*packMinAttr > body ||
+		nLinks*packMinLink > body || nEvents*packMinEvent > body || nStrs*packMinString > body {
+		return dst, fmt.Errorf("packed spans header claims more than its %d bytes hold: %w", len(b), ErrPackCorrupt)
+	}
+	u := unpacker{s: string(b), off: packHeaderLen, strs: make([]string, 0, nStrs)}
+	if nAttrs > 0 {
+		u.attrs = make([]Attr, nAttrs)
+	}
+	if nLinks > 0 {
+		u.links = make([]Link, nLinks)
+	}
+	if nEvents > 0 {
+		u.events = make([]Event, nEvents)
+	}
+	var res []Resource
+	if nRes > 0 {
+		res = make([]Resource, nRes)
+	}
+	var tid TraceID
+	copy(tid[:], u.s[1+6*4:packHeaderLen])
+	for i := range res {
+		r := &res[i]
+		r.ServiceName = u.str()
+		r.ServiceInstance = u.str()
+		r.Attrs = u.attrList()
+		if u.err != nil {
+			return dst, fmt.Errorf("unpacking resource %d: %w", i, u.err)
+		}
+	}
+	out := slices.Grow(dst, nSpans)
+	var prevStart int64
+	for i := range nSpans {
+		var s Span
+		flags := u.byte()
+		copy(s.SpanID[:], u.fixed(8))
+		s.TraceID = tid
+		if flags&packTraceID != 0 {
+			copy(s.TraceID[:], u.fixed(16))
+		}
+		if flags&packHasParent != 0 {
+			copy(s.ParentID[:], u.fixed(8))
+		}
+		if flags&^(packTraceID|packHasParent) != 0 {
+			u.fail("unknown span flags %#x", flags)
+		}
+		s.StartUnixNano = prevStart + u.zz()
+		prevStart = s.StartUnixNano
+		s.EndUnixNano = s.StartUnixNano + u.zz()
+		s.Kind = Kind(u.byte())
+		s.Status = StatusCode(u.byte())
+		s.Name = u.str()
+		s.StatusMessage = u.str()
+		s.Scope = u.str()
+		if k := u.uv(); k > 0 {
+			if k > uint64(len(res)) {
+				u.fail("resource %d of %d", k-1, len(res))
+			} else {
+				s.Resource = &res[k-1]
+			}
+		}
+		s.Attrs = u.attrList()
+		if c, ok := u.count(); ok && u.err == nil {
+			if c > len(u.links) {
+				u.fail("%d links, %d left of the header's", c, len(u.links))
+			} else if c == 0 {
+				s.Links = []Link{}
+			} else {
+				s.Links = u.links[:c:c]
+				u.links = u.links[c:]
+				for k := range s.Links {
+					l := &s.Links[k]
+					copy(l.TraceID[:], u.fixed(16))
+					copy(l.SpanID[:], u.fixed(8))
+					l.Attrs = u.attrList()
+				}
+			}
+		}
+		if c, ok := u.count(); ok && u.err == nil {
+			if c > len(u.events) {
+				u.fail("%d events, %d left of the header's", c, len(u.events))
+			} else if c == 0 {
+				s.Events = []Event{}
+			} else {
+				s.Events = u.events[:c:c]
+				u.events = u.events[c:]
+				for k := range s.Events {
+					e := &s.Events[k]
+					e.TimeUnixNano = s.StartUnixNano + u.zz()
+					e.Name = u.str()
+					e.Attrs = u.attrList()
+				}
+			}
+		}
+		if u.err != nil {
+			return dst, fmt.Errorf("unpacking span %d of %d: %w", i, nSpans, u.err)
+		}
+		out = append(out, s)
+	}
+	switch {
+	case u.off != len(u.s):
+		u.fail("%d bytes after the last span", len(u.s)-u.off)
+	case len(u.attrs) != 0 || len(u.links) != 0 || len(u.events) != 0 || len(u.strs) != nStrs:
+		u.fail("the header's counts do not match the spans")
+	}
+	if u.err != nil {
+		return dst, fmt.Errorf("unpacking spans: %w", u.err)
+	}
+	return out, nil
+}
+
+// packer writes one packed trace.
+type packer struct {
+	buf []byte
+	// cache maps a string's address and length to its index in the table, for back references.
+	// Direct-mapped: a collision overwrites, and the string is written inline again.
+	cache [256]strSlot
+	nStrs uint32
+	// The distinct resources in packed order: the first few in an array of the packer's own (one
+	// allocation per trace fewer), the rest in more, indexed by resAt past the first few.
+	res0  [8]*Resource
+	more  []*Resource
+	nRes  int
+	resAt map[*Resource]int
+	last  *Resource
+	lastK int
+}
+
+type strSlot struct {
+	p   uintptr
+	n   int
+	idx uint32 // table index + 1; 0 is an empty slot
+}
+
+func (p *packer) pack(ss []Span) {
+	var nAttrs, nLinks, nEvents int
+	for i := range ss {
+		s := &ss[i]
+		nAttrs += len(s.Attrs)
+		nLinks += len(s.Links)
+		nEvents += len(s.Events)
+		for k := range s.Links {
+			nAttrs += len(s.Links[k].Attrs)
+		}
+		for k := range s.Events {
+			nAttrs += len(s.Events[k].Attrs)
+		}
+		if s.Resource != nil {
+			if _, fresh := p.resource(s.Resource); fresh {
+				nAttrs += len(s.Resource.Attrs)
+			}
+		}
+	}
+	at := len(p.buf)
+	p.buf = append(p.buf, packVersion)
+	p.buf = append(p.buf, make([]byte, 6*4)...) // counts, filled in at the end
+	var tid TraceID
+	if len(ss) > 0 {
+		tid = ss[0].TraceID
+	}
+	p.buf = append(p.buf, tid[:]...)
+	for k := range p.nRes {
+		r := p.resourceAt(k)
+		p.str(r.ServiceName)
+		p.str(r.ServiceInstance)
+		p.attrs(r.Attrs)
+	}
+	var prevStart int64
+	for i := range ss {
+		s := &ss[i]
+		var flags byte
+		if s.TraceID != tid {
+			flags |= packTraceID
+		}
+		if !s.ParentID.IsZero() {
+			flags |= packHasParent
+		}
+		p.buf = append(p.buf, flags)
+		p.buf = append(p.buf, s.SpanID[:]...)
+		if flags&packTraceID != 0 {
+			p.buf = append(p.buf, s.TraceID[:]...)
+		}
+		if flags&packHasParent != 0 {
+			p.buf = append(p.buf, s.ParentID[:]...)
+		}
+		// Differences wrap around like the sums that undo them, so any pair of times survives.
+		p.zz(s.StartUnixNano - prevStart)
+		prevStart = s.StartUnixNano
+		p.zz(s.EndUnixNano - s.StartUnixNano)
+		p.buf = append(p.buf, byte(s.Kind), byte(s.Status))
+		p.str(s.Name)
+		p.str(s.StatusMessage)
+		p.str(s.Scope)
+		k := 0
+		if s.Resource != nil {
+			k, _ = p.resource(s.Resource)
+			k++
+		}
+		p.buf = binary.AppendUvarint(p.buf, uint64(k))
+		p.attrs(s.Attrs)
+		p.count(len(s.Links), s.Links == nil)
+		for k := range s.Links {
+			l := &s.Links[k]
+			p.buf = append(p.buf, l.TraceID[:]...)
+			p.buf = append(p.buf, l.SpanID[:]...)
+			p.attrs(l.Attrs)
+		}
+		p.count(len(s.Events), s.Events == nil)
+		for k := range s.Events {
+			e := &s.Events[k]
+			p.zz(e.TimeUnixNano - s.StartUnixNano)
+			p.str(e.Name)
+			p.attrs(e.Attrs)
+		}
+	}
+	h := p.buf[at+1:]
+	for i, v := range [6]int{len(ss), p.nRes, nAttrs, nLinks, nEvents, int(p.nStrs)} {
+		binary.LittleEndian.PutUint32(h[4*i:], uint32(v))
+	}
+}
+
+// resource returns r's index among the trace's distinct resources, adding it when new. Spans of
+// one batch share a resource pointer, and the analyzer's interner makes resources of one service
+// instance share one across batches, so the pointer usually decides; equal values are merged too.
+func (p *packer) resource(r *Resource) (int, bool) {
+	if r == p.last {
+		return p.lastK, false
+	}
+	k := -1
+	if p.resAt != nil {
+		if v, ok := p.resAt[r]; ok {
+			k = v
+		}
+	} else {
+		for i := range p.nRes {
+			if p.res0[i] == r {
+				k = i
+				break
+			}
+		}
+	}
+	if k < 0 {
+		for i := range p.nRes {
+			if sameResource(p.resourceAt(i), r) {
+				k = i
+				break
+			}
+		}
+	}
+	fresh := k < 0
+	if fresh {
+		k = p.nRes
+		if k < len(p.res0) {
+			p.res0[k] = r
+		} else {
+			p.more = append(p.more, r)
+		}
+		p.nRes++
+	}
+	if p.resAt == nil && p.nRes > len(p.res0) {
+		p.resAt = make(map[*Resource]int, 32)
+		for i := range p.nRes {
+			p.resAt[p.resourceAt(i)] = i
+		}
+	}
+	if p.resAt != nil {
+		p.resAt[r] = k
+	}
+	p.last, p.lastK = r, k
+	return k, fresh
+}
+
+func (p *packer) resourceAt(k int) *Resource {
+	if k < len(p.res0) {
+		return p.res0[k]
+	}
+	return p.more[k-len(p.res0)]
+}
+
+func sameResource(a, b *Resource) bool {
+	return a.ServiceName == b.ServiceName && a.ServiceInstance == b.ServiceInstance &&
+		(a.Attrs == nil) == (b.Attrs == nil) && slices.Equal(a.Attrs, b.Attrs)
+}
+
+func (p *packer) zz(v int64) {
+	p.buf = binary.AppendUvarint(p.buf, uint64(v<<1)^uint64(v>>63))
+}
+
+func (p *packer) count(n int, isNil bool) {
+	if isNil {
+		p.buf = append(p.buf, 0)
+		return
+	}
+	p.buf = binary.AppendUvarint(p.buf, uint64(n)+1)
+}
+
+func (p *packer) str(s string) {
+	if s == "" {
+		p.buf = append(p.buf, 0)
+		return
+	}
+	ptr := uintptr(unsafe.Pointer(unsafe.StringData(s)))
+	h := (uint64(ptr) ^ uint64(len(s))*0x9e3779b97f4a7c15) * 0x9e3779b97f4a7c15 >> 56
+	slot := &p.cache[h]
+	if slot.idx != 0 && slot.p == ptr && slot.n == len(s) {
+		p.buf = binary.AppendUvarint(p.buf, uint64(slot.idx-1)<<1|1)
+		return
+	}
+	*slot = strSlot{p: ptr, n: len(s), idx: p.nStrs + 1}
+	p.nStrs++
+	p.buf = binary.AppendUvarint(p.buf, uint64(len(s))<<1)
+	p.buf = append(p.buf, s...)
+}
+
+func (p *packer) attrs(as []Attr) {
+	p.count(len(as), as == nil)
+	for i := range as {
+		a := &as[i]
+		p.str(a.Key)
+		var tag byte
+		if a.Str != "" {
+			tag |= tagStr
+		}
+		if a.Num != 0 {
+			tag |= tagNum
+		}
+		if a.Type < tagTypeEsc {
+			p.buf = append(p.buf, tag|byte(a.Type))
+		} else {
+			p.buf = append(p.buf, tag|tagTypeEsc, byte(a.Type))
+		}
+		if a.Str != "" {
+			p.str(a.Str)
+		}
+		if a.Num != 0 {
+			if a.Type == ValueDouble {
+				p.buf = binary.LittleEndian.AppendUint64(p.buf, uint64(a.Num))
+			} else {
+				p.zz(a.Num)
+			}
+		}
+	}
+}
+
+// unpacker reads one packed trace. The first error sticks: later reads return zero values, and
+// the caller checks err once per span.
+type unpacker struct {
+	s      string // the one copy of the packed bytes that every string aliases
+	off    int
+	strs   []string
+	attrs  []Attr // what is left of the trace's arrays
+	links  []Link
+	events []Event
+	err    error
+}
+
+func (u *unpacker) fail(format string, args ...any) {
+	if u.err == nil {
+		u.err = fmt.Errorf("at byte %d: %s: %w", u.off, fmt.Sprintf(format, args...), ErrPackCorrupt)
+	}
+}
+
+func (u *unpacker) byte() byte {
+	if u.off >= len(u.s) {
+		u.fail("truncated")
+		return 0
+	}
+	c := u.s[u.off]
+	u.off++
+	return c
+}
+
+func (u *unpacker) fixed(n int) string {
+	if len(u.s)-u.off < n {
+		u.fail("truncated")
+		u.off = len(u.s)
+		return ""
+	}
+	v := u.s[u.off : u.off+n]
+	u.off += n
+	return v
+}
+
+func (u *unpacker) uv() uint64 {
+	var v uint64
+	for shift := uint(0); ; shift += 7 {
+		if u.off >= len(u.s) || shift > 63 {
+			u.fail("bad varint")
+			return 0
+		}
+		c := u.s[u.off]
+		u.off++
+		if shift == 63 && c > 1 {
+			u.fail("varint overflows 64 bits")
+			return 0
+		}
+		v |= uint64(c&0x7f) << shift
+		if c < 0x80 {
+			return v
+		}
+	}
+}
+
+func (u *unpacker) zz() int64 {
+	v := u.uv()
+	return int64(v>>1) ^ -int64(v&1)
+}
+
+// count reads a list's length: ok is false for a nil list (and after an error).
+func (u *unpacker) count() (int, bool) {
+	v := u.uv()
+	if v == 0 || u.err != nil {
+		return 0, false
+	}
+	if v-1 > uint64(len(u.s)) {
+		u.fail("list of %d", v-1)
+		return 0, false
+	}
+	return int(v - 1), true
+}
+
+func (u *unpacker) str() string {
+	v := u.uv()
+	if v&1 != 0 {
+		if k := v >> 1; k < uint64(len(u.strs)) {
+			return u.strs[k]
+		}
+		u.fail("string %d of %d", v>>1, len(u.strs))
+		return ""
+	}
+	n := v >> 1
+	if n == 0 {
+		return ""
+	}
+	if n > uint64(len(u.s)-u.off) {
+		u.fail("string of %d bytes, %d left", n, len(u.s)-u.off)
+		return ""
+	}
+	if len(u.strs) == cap(u.strs) {
+		u.fail("more strings than the header's %d", cap(u.strs))
+		return ""
+	}
+	s := u.s[u.off : u.off+int(n)]
+	u.off += int(n)
+	u.strs = append(u.strs, s)
+	return s
+}
+
+func (u *unpacker) attrList() []Attr {
+	c, ok := u.count()
+	if !ok {
+		return nil
+	}
+	if c > len(u.attrs) {
+		u.fail("%d attributes, %d left of the header's", c, len(u.attrs))
+		return nil
+	}
+	if c == 0 {
+		return []Attr{} // empty, not nil, as packed; a zero-size value allocates nothing
+	}
+	as := u.attrs[:c:c]
+	u.attrs = u.attrs[c:]
+	for i := range as {
+		a := &as[i]
+		a.Key = u.str()
+		tag := u.byte()
+		a.Type = ValueType(tag & tagType)
+		if tag&tagType == tagTypeEsc {
+			a.Type = ValueType(u.byte())
+		}
+		if tag&tagStr != 0 {
+			if a.Str = u.str(); a.Str == "" && u.err == nil {
+				u.fail("attribute %q: empty string marked present", a.Key)
+			}
+		}
+		if tag&tagNum != 0 {
+			if a.Type == ValueDouble {
+				if f := u.fixed(8); len(f) == 8 {
+					var v uint64
+					for k := 7; k >= 0; k-- {
+						v = v<<8 | uint64(f[k])
+					}
+					a.Num = int64(v)
+				}
+			} else {
+				a.Num = u.zz()
+			}
+		}
+		if u.err != nil {
+			return nil
+		}
+	}
+	return as
+}

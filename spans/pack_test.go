@@ -1,0 +1,395 @@
+package spans_test
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"math"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/stormwatch/stormwatch/analyzer/analyzertest"
+	"github.com/stormwatch/stormwatch/fixtures"
+	"github.com/stormwatch/stormwatch/spans"
+	"github.com/stormwatch/stormwatch/spans/spanstest"
+)
+
+// fixtureTraces decodes every recorded fixture (all attributes kept, so the packed form meets
+// the attribute types the well-known set drops) and groups the spans by trace, in arrival order.
+func fixtureTraces(t testing.TB) map[string][][]spans.Span {
+	t.Helper()
+	out := map[string][][]spans.Span{}
+	names, err := fs.Glob(fixtures.FS(), "*.jsonl")
+	if err != nil || len(names) == 0 {
+		t.Fatalf("no fixtures: %v", err)
+	}
+	for _, name := range names {
+		body, err := fs.ReadFile(fixtures.FS(), name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		byTrace := map[spans.TraceID]int{}
+		var traces [][]spans.Span
+		sc := bufio.NewScanner(bytes.NewReader(body))
+		sc.Buffer(nil, 64<<20)
+		for sc.Scan() {
+			b, err := spans.DecodeJSON(slices.Clone(sc.Bytes()), spans.DecodeOptions{AllAttributes: true})
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			for _, s := range b.Spans {
+				k, ok := byTrace[s.TraceID]
+				if !ok {
+					k = len(traces)
+					byTrace[s.TraceID] = k
+					traces = append(traces, nil)
+				}
+				traces[k] = append(traces[k], s)
+			}
+		}
+		if err := sc.Err(); err != nil {
+			t.Fatal(err)
+		}
+		out[name] = traces
+	}
+	return out
+}
+
+func roundTrip(t *testing.T, ss []spans.Span) []byte {
+	t.Helper()
+	b := spans.AppendPacked(nil, ss)
+	got, err := spans.UnpackSpans(b)
+	if err != nil {
+		t.Fatalf("UnpackSpans: %v", err)
+	}
+	if len(ss) == 0 && len(got) == 0 {
+		return b
+	}
+	if !reflect.DeepEqual(ss, got) {
+		t.Fatalf("round trip differs:\n%s", spanstest.Diff(&spans.Batch{Spans: ss}, &spans.Batch{Spans: got}))
+	}
+	if n, err := spans.PackedLen(b); err != nil || n != len(ss) {
+		t.Fatalf("PackedLen = %d, %v; want %d", n, err, len(ss))
+	}
+	return b
+}
+
+func TestPackRoundTripFixtures(t *testing.T) {
+	var nSpans, nBytes int
+	for name, traces := range fixtureTraces(t) {
+		t.Run(name, func(t *testing.T) {
+			for _, ss := range traces {
+				b := roundTrip(t, ss)
+				nSpans += len(ss)
+				nBytes += len(b)
+			}
+		})
+	}
+	t.Logf("%d spans packed in %d bytes (%.0f B/span, strings written inline at every occurrence: decoded, not interned)",
+		nSpans, nBytes, float64(nBytes)/float64(nSpans))
+}
+
+// TestPackRoundTripEdgeCases covers every field and value type, nil and empty lists, ids that
+// differ from the first span's trace, and times at the ends of the int64 range.
+func TestPackRoundTripEdgeCases(t *testing.T) {
+	tid := spans.TraceID{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}
+	other := spans.TraceID{0xff}
+	res := &spans.Resource{ServiceName: "api", ServiceInstance: "api-1",
+		Attrs: []spans.Attr{spans.StringAttr("deployment.environment.name", "prod"), spans.IntAttr("n", -7)}}
+	sameValue := &spans.Resource{ServiceName: "api", ServiceInstance: "api-1",
+		Attrs: []spans.Attr{spans.StringAttr("deployment.environment.name", "prod"), spans.IntAttr("n", -7)}}
+	emptyAttrs := &spans.Resource{ServiceName: "db", Attrs: []spans.Attr{}}
+	allTypes := []spans.Attr{
+		{Key: "empty", Type: spans.ValueEmpty},
+		spans.StringAttr("s", "value"),
+		spans.StringAttr("s-empty", ""),
+		spans.IntAttr("i", math.MinInt64),
+		spans.IntAttr("i-max", math.MaxInt64),
+		spans.DoubleAttr("d", -0.5),
+		spans.DoubleAttr("nan", math.NaN()),
+		spans.DoubleAttr("zero", 0),
+		spans.BoolAttr("t", true),
+		spans.BoolAttr("f", false),
+		{Key: "other", Str: `["a",1]`, Type: spans.ValueOther},
+		{Key: "odd", Str: "both", Num: 42, Type: spans.ValueString}, // not what a decoder makes, kept anyway
+		{Key: "type-beyond", Num: 3, Type: 200},
+		{Key: "type-63", Str: "x", Type: 63},
+		{Key: "", Str: "no key", Type: spans.ValueString},
+		{Key: "unicode é😀", Str: "\x00\xff", Type: spans.ValueString},
+	}
+	long := strings.Repeat("x", 70_000) // a length varint of three bytes
+	cases := map[string][]spans.Span{
+		"nil":       nil,
+		"empty":     {},
+		"zero span": {{}},
+		"every field": {{
+			TraceID: tid, SpanID: spans.SpanID{1}, ParentID: spans.SpanID{2},
+			StartUnixNano: 1_700_000_000_000_000_000, EndUnixNano: 1_700_000_000_250_000_000,
+			Kind: spans.KindClient, Status: spans.StatusError, Name: "GET", StatusMessage: "boom",
+			Resource: res, Scope: "otelhttp", Attrs: allTypes,
+			Links: []spans.Link{{TraceID: other, SpanID: spans.SpanID{9}, Attrs: allTypes[:3]},
+				{TraceID: tid, SpanID: spans.SpanID{8}}, {Attrs: []spans.Attr{}}},
+			Events: []spans.Event{{TimeUnixNano: 5, Name: "exception", Attrs: allTypes[3:]},
+				{TimeUnixNano: math.MaxInt64}, {Name: "e", Attrs: []spans.Attr{}}},
+		}},
+		"nil and empty lists": {
+			{TraceID: tid, SpanID: spans.SpanID{1}, Attrs: []spans.Attr{}, Links: []spans.Link{}, Events: []spans.Event{}},
+			{TraceID: tid, SpanID: spans.SpanID{2}},
+			{TraceID: tid, SpanID: spans.SpanID{3}, Resource: emptyAttrs},
+			{TraceID: tid, SpanID: spans.SpanID{4}, Resource: &spans.Resource{}},
+		},
+		"resources shared, equal, distinct and nil": {
+			{TraceID: tid, SpanID: spans.SpanID{1}, Resource: res},
+			{TraceID: tid, SpanID: spans.SpanID{2}, Resource: sameValue},
+			{TraceID: tid, SpanID: spans.SpanID{3}},
+			{TraceID: tid, SpanID: spans.SpanID{4}, Resource: emptyAttrs},
+			{TraceID: tid, SpanID: spans.SpanID{5}, Resource: res},
+		},
+		"times at the ends of int64 and in any order": {
+			{SpanID: spans.SpanID{1}, StartUnixNano: math.MaxInt64, EndUnixNano: math.MinInt64},
+			{SpanID: spans.SpanID{2}, StartUnixNano: math.MinInt64, EndUnixNano: math.MaxInt64},
+			{SpanID: spans.SpanID{3}, StartUnixNano: -1, EndUnixNano: -2,
+				Events: []spans.Event{{TimeUnixNano: math.MinInt64}}},
+		},
+		"trace ids differ": {
+			{TraceID: tid, SpanID: spans.SpanID{1}},
+			{TraceID: other, SpanID: spans.SpanID{2}},
+			{SpanID: spans.SpanID{3}},
+		},
+		"kinds and statuses beyond the enums": {{Kind: 250, Status: 9}},
+		"long and repeated strings": {
+			{Name: long, Scope: long, Attrs: []spans.Attr{spans.StringAttr(long, long)}},
+			{Name: long[:10], StatusMessage: long[1:]},
+		},
+	}
+	// Many resources: past the packer's linear search.
+	var many []spans.Span
+	for i := range 40 {
+		many = append(many, spans.Span{TraceID: tid, SpanID: spans.SpanID{byte(i)},
+			Resource: &spans.Resource{ServiceName: "svc-" + strconv.Itoa(i%20)}})
+	}
+	cases["many resources"] = many
+	for name, ss := range cases {
+		t.Run(name, func(t *testing.T) { roundTrip(t, ss) })
+	}
+}
+
+// TestPackSharesResourcesAndStrings: spans of one resource point at one unpacked resource, equal
+// resources are packed once, and repeated strings (same bytes, as interned strings are) are
+// written once.
+func TestPackSharesResourcesAndStrings(t *testing.T) {
+	key := "http.request.method"
+	mk := func(r *spans.Resource) []spans.Span {
+		var ss []spans.Span
+		for i := range 100 {
+			ss = append(ss, spans.Span{SpanID: spans.SpanID{byte(i)}, Resource: r, Name: key,
+				Attrs: []spans.Attr{spans.StringAttr(key, "GET")}})
+		}
+		return ss
+	}
+	r1 := &spans.Resource{ServiceName: "api"}
+	ss := mk(r1)
+	ss[50].Resource = &spans.Resource{ServiceName: "api"} // equal value, other pointer
+	b := spans.AppendPacked(nil, ss)
+	got, err := spans.UnpackSpans(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range got {
+		if got[i].Resource != got[0].Resource {
+			t.Fatalf("span %d has a resource of its own", i)
+		}
+	}
+	if n := bytes.Count(b, []byte(key)); n != 1 {
+		t.Errorf("%q packed %d times, want once", key, n)
+	}
+	if per := len(b) / len(ss); per > 24 {
+		t.Errorf("%d bytes per span, want <= 24 for spans that differ only in their id", per)
+	}
+}
+
+// TestUnpackAllocations: a handful of allocations per trace, however many spans and strings.
+func TestUnpackAllocations(t *testing.T) {
+	w := analyzertest.NewWorkload(1_700_000_000_000_000_000)
+	batch := &spans.Batch{}
+	w.Fill(batch, 200)
+	b := spans.AppendPacked(nil, batch.Spans)
+	dst := make([]spans.Span, 0, len(batch.Spans))
+	allocs := testing.AllocsPerRun(20, func() {
+		if _, err := spans.AppendUnpacked(dst[:0], b); err != nil {
+			t.Fatal(err)
+		}
+	})
+	// The string copy, the string table, the attributes, the resources; no links or events here.
+	if allocs > 4 {
+		t.Errorf("%v allocations to unpack %d spans, want <= 4", allocs, len(batch.Spans))
+	}
+}
+
+func TestUnpackRejectsCorruptInput(t *testing.T) {
+	ss := []spans.Span{{TraceID: spans.TraceID{1}, SpanID: spans.SpanID{1}, Name: "n",
+		Resource: &spans.Resource{ServiceName: "s"}, Attrs: []spans.Attr{spans.StringAttr("k", "v")},
+		Links: []spans.Link{{SpanID: spans.SpanID{2}}}, Events: []spans.Event{{Name: "e"}}},
+		{TraceID: spans.TraceID{1}, SpanID: spans.SpanID{2}, Name: "n"}}
+	good := spans.AppendPacked(nil, ss)
+	header := func(i int, v uint32) []byte {
+		b := slices.Clone(good)
+		b[1+4*i], b[2+4*i], b[3+4*i], b[4+4*i] = byte(v), byte(v>>8), byte(v>>16), byte(v>>24)
+		return b
+	}
+	bad := map[string][]byte{
+		"nil":                   nil,
+		"version":               append([]byte{2}, good[1:]...),
+		"trailing byte":         append(slices.Clone(good), 0),
+		"spans claimed huge":    header(0, math.MaxUint32),
+		"attrs claimed huge":    header(2, 1<<30),
+		"strings claimed huge":  header(5, 1<<30),
+		"spans count too small": header(0, 1),
+		"spans count too large": header(0, 3),
+		"resources count off":   header(1, 0),
+		"attrs count off":       header(2, 0),
+		"links count off":       header(3, 0),
+		"events count off":      header(4, 0),
+		"strings count off":     header(5, 1),
+	}
+	for n := range len(good) {
+		bad[fmt.Sprintf("truncated to %d bytes", n)] = good[:n]
+	}
+	for name, b := range bad {
+		got, err := spans.AppendUnpacked([]spans.Span{{Name: "kept"}}, b)
+		if !errors.Is(err, spans.ErrPackCorrupt) {
+			t.Errorf("%s: err = %v, want ErrPackCorrupt", name, err)
+		}
+		if len(got) != 1 || got[0].Name != "kept" {
+			t.Errorf("%s: dst changed on error: %d spans", name, len(got))
+		}
+	}
+	if _, err := spans.PackedLen(good[:10]); !errors.Is(err, spans.ErrPackCorrupt) {
+		t.Errorf("PackedLen of a short header: %v", err)
+	}
+}
+
+// TestUnpackBoundsHostileCounts: a header claiming 2^32 spans in a few bytes is refused before
+// anything is sized by it.
+func TestUnpackBoundsHostileCounts(t *testing.T) {
+	b := make([]byte, 41)
+	b[0] = 1
+	for i := 1; i < 25; i++ {
+		b[i] = 0xff
+	}
+	allocs := testing.AllocsPerRun(10, func() { _, _ = spans.UnpackSpans(b) })
+	if allocs > 3 { // the error and its wrapping
+		t.Errorf("%v allocations for a hostile header", allocs)
+	}
+}
+
+// packSeeds are FuzzUnpack's starting points (also checked in under testdata/fuzz/FuzzUnpack).
+func packSeeds(t testing.TB) [][]byte {
+	w := analyzertest.NewWorkload(1_700_000_000_000_000_000)
+	batch := &spans.Batch{}
+	w.Fill(batch, 20)
+	seeds := [][]byte{spans.AppendPacked(nil, nil), spans.AppendPacked(nil, batch.Spans[:3])}
+	ss := []spans.Span{{TraceID: spans.TraceID{1}, SpanID: spans.SpanID{1}, ParentID: spans.SpanID{2},
+		StartUnixNano: 10, EndUnixNano: 5, Name: "n", Resource: &spans.Resource{ServiceName: "s", Attrs: []spans.Attr{}},
+		Attrs: []spans.Attr{spans.StringAttr("k", "v"), spans.DoubleAttr("d", 1.5), spans.BoolAttr("b", true),
+			{Key: "o", Str: "[1]", Type: spans.ValueOther}, {Key: "x", Num: 1, Type: 99}},
+		Links:  []spans.Link{{TraceID: spans.TraceID{3}, SpanID: spans.SpanID{2}, Attrs: []spans.Attr{spans.IntAttr("i", -1)}}},
+		Events: []spans.Event{{TimeUnixNano: 12, Name: "e", Attrs: []spans.Attr{spans.StringAttr("k", "w")}}}},
+		{TraceID: spans.TraceID{2}, SpanID: spans.SpanID{2}, Name: "n"}}
+	seeds = append(seeds, spans.AppendPacked(nil, ss))
+	return seeds
+}
+
+// TestWritePackFuzzSeeds regenerates testdata/fuzz/FuzzUnpack when STORMWATCH_WRITE_FUZZ_SEEDS=1.
+func TestWritePackFuzzSeeds(t *testing.T) {
+	if os.Getenv("STORMWATCH_WRITE_FUZZ_SEEDS") != "1" {
+		t.Skip("set STORMWATCH_WRITE_FUZZ_SEEDS=1 to rewrite testdata/fuzz seeds")
+	}
+	dir := filepath.Join("testdata", "fuzz", "FuzzUnpack")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for i, s := range packSeeds(t) {
+		body := "go test fuzz v1\n[]byte(" + strconv.Quote(string(s)) + ")\n"
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("seed-%02d", i)), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// FuzzUnpack: AppendUnpacked never panics, refuses with ErrPackCorrupt what it cannot read, and
+// what it accepts packs and unpacks again to the same spans.
+func FuzzUnpack(f *testing.F) {
+	for _, s := range packSeeds(f) {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		got, err := spans.UnpackSpans(b)
+		if err != nil {
+			if !errors.Is(err, spans.ErrPackCorrupt) {
+				t.Fatalf("error without ErrPackCorrupt: %v", err)
+			}
+			return
+		}
+		again, err := spans.UnpackSpans(spans.AppendPacked(nil, got))
+		if err != nil {
+			t.Fatalf("repacked spans do not unpack: %v", err)
+		}
+		if len(got) != 0 && !reflect.DeepEqual(got, again) {
+			t.Fatalf("repacking changed the spans:\n%s", spanstest.Diff(&spans.Batch{Spans: got}, &spans.Batch{Spans: again}))
+		}
+	})
+}
+
+// BenchmarkPack is the store's cost per span: packing a trace once it is analyzed, and unpacking
+// it when late spans or the trace view need it back. The workload's strings are shared like the
+// analyzer's interned strings.
+func BenchmarkPack(b *testing.B) {
+	w := analyzertest.NewWorkload(1_700_000_000_000_000_000)
+	var traces [][]spans.Span
+	total := 0
+	for range 100 {
+		batch := &spans.Batch{}
+		n := w.Fill(batch, 1)
+		traces = append(traces, batch.Spans[:n])
+		total += n
+	}
+	var packed [][]byte
+	size := 0
+	for _, ss := range traces {
+		p := spans.AppendPacked(nil, ss)
+		packed = append(packed, p)
+		size += len(p)
+	}
+	b.Run("pack", func(b *testing.B) {
+		b.ReportAllocs()
+		var buf []byte
+		for range b.N {
+			for _, ss := range traces {
+				buf = spans.AppendPacked(buf[:0], ss)
+			}
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*total), "ns/span")
+		b.ReportMetric(float64(size)/float64(total), "packed-B/span")
+	})
+	b.Run("unpack", func(b *testing.B) {
+		b.ReportAllocs()
+		var dst []spans.Span
+		for range b.N {
+			for _, p := range packed {
+				var err error
+				if dst, err = spans.AppendUnpacked(dst[:0], p); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*total), "ns/span")
+	})
+}
