@@ -35,6 +35,34 @@ func Key(t *analyzer.Trace, op *analyzer.Operation) policy.Key {
 	return k
 }
 
+// Class is op's class under p: p.Lookup(Key(t, op)), for less. A policy without classes (the
+// built-in one, and any file that declares none) answers its defaults whatever the key, so no key
+// is made; and the route - a walk up the trace to the server span - is read only when a class
+// matches on routes, since a class without a route pattern matches any route.
+func Class(p *policy.Policy, t *analyzer.Trace, op *analyzer.Operation) *policy.Class {
+	if p == nil {
+		return p.Lookup(Key(t, op))
+	}
+	if len(p.Classes) == 0 {
+		return &p.Defaults
+	}
+	k := policy.Key{Operation: op.Name, Service: op.Caller, Dependency: op.Dependency, DependencyService: op.DependencyService}
+	if t != nil && matchesRoutes(p) {
+		k.Route = Route(t, op.SpanID)
+	}
+	return p.Lookup(k)
+}
+
+// matchesRoutes reports whether any class of p matches on the route.
+func matchesRoutes(p *policy.Policy) bool {
+	for i := range p.Classes {
+		if p.Classes[i].Match.Route != "" {
+			return true
+		}
+	}
+	return false
+}
+
 // Route is the route of the server span that op's caller span works for: http.route, else the RPC
 // method of the nearest SERVER span at or above id.
 func Route(t *analyzer.Trace, id spans.SpanID) string {
@@ -80,6 +108,26 @@ func Span(t *analyzer.Trace, id spans.SpanID) *spans.Span {
 	return nil
 }
 
+// Carries reports whether any span of t has an attribute named by one of keys: the cheap first
+// look of a detector whose evidence is such an attribute on an attempt's span, so that a trace
+// without one (most traffic) costs one pass over its attributes instead of a span lookup per
+// attempt.
+func Carries(t *analyzer.Trace, keys ...string) bool {
+	if t == nil {
+		return false
+	}
+	for i := range t.Spans {
+		for _, a := range t.Spans[i].Attrs {
+			for _, k := range keys {
+				if a.Key == k {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
 // Method is the HTTP method of a call, upper case, or "".
 func Method(s *spans.Span) string {
 	m := s.Str(spans.AttrHTTPMethod)
@@ -108,11 +156,14 @@ func HashKey(k string) string {
 // or the captured Retry-After response header (delay-seconds or an HTTP-date, read relative to the
 // span's end). ok is false when there is none.
 func RetryAfter(s *spans.Span) (int64, bool) {
-	if ms, ok := s.Int(spans.AttrRetryAfter); ok && ms >= 0 {
-		return ms * int64(time.Millisecond), true
-	}
-	if a, ok := s.Attr(spans.AttrRetryAfter); ok && a.Type == spans.ValueDouble && a.Float() >= 0 {
-		return int64(a.Float() * float64(time.Millisecond)), true
+	// One scan of the attributes for both readings of resilience.retry_after_ms.
+	if a, ok := s.Attr(spans.AttrRetryAfter); ok {
+		if ms, ok := a.AsInt(); ok && ms >= 0 {
+			return ms * int64(time.Millisecond), true
+		}
+		if a.Type == spans.ValueDouble && a.Float() >= 0 {
+			return int64(a.Float() * float64(time.Millisecond)), true
+		}
 	}
 	h := strings.TrimSpace(s.Str(spans.AttrResHeaderRetryAfter))
 	if h == "" {
@@ -131,10 +182,26 @@ func RetryAfter(s *spans.Span) (int64, bool) {
 }
 
 // IDs renders span ids for a finding.
-func IDs(ids ...spans.SpanID) []string {
+func IDs(ids ...spans.SpanID) []string { return HexIDs(ids) }
+
+// HexIDs renders span ids for a finding, as SpanID.String does each, with two allocations in
+// all (the slice, and one string the ids are cut from) instead of one or two per id.
+func HexIDs(ids []spans.SpanID) []string {
+	if len(ids) == 0 {
+		return []string{}
+	}
+	const n = 2 * len(spans.SpanID{})
+	var b strings.Builder
+	b.Grow(n * len(ids))
+	var buf [n]byte
+	for _, id := range ids {
+		hex.Encode(buf[:], id[:])
+		b.Write(buf[:])
+	}
+	all := b.String()
 	out := make([]string, len(ids))
-	for i, id := range ids {
-		out[i] = id.String()
+	for i := range out {
+		out[i] = all[i*n : (i+1)*n]
 	}
 	return out
 }

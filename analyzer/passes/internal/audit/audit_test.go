@@ -62,3 +62,29 @@ func TestHashKeyHidesTheKey(t *testing.T) {
 		t.Errorf("HashKey = %q", h)
 	}
 }
+
+// TraceSet counts distinct ids the same in its slice and after it moved them to a map, whatever
+// the order and the repeats.
+func TestTraceSetCountsDistinct(t *testing.T) {
+	id := func(n int) spans.TraceID { return spans.TraceID{byte(n), byte(n >> 8), 7} }
+	for _, n := range []int{0, 1, smallSet - 1, smallSet, smallSet + 1, 100} {
+		var s TraceSet
+		want := map[spans.TraceID]bool{}
+		for i := range 3 * n {
+			// Repeats right after, and of ids long added.
+			x := id((i * 7) % max(n, 1))
+			if n == 0 {
+				break
+			}
+			s.Add(x)
+			s.Add(x)
+			want[x] = true
+			if s.Len() != len(want) {
+				t.Fatalf("n=%d after %d adds: Len = %d, want %d", n, i+1, s.Len(), len(want))
+			}
+		}
+		if s.Len() != len(want) || len(want) != n {
+			t.Errorf("n=%d: Len = %d, distinct added %d", n, s.Len(), len(want))
+		}
+	}
+}
