@@ -29,7 +29,7 @@ func run(pass *analyzer.Pass) error {
 		if len(op.Attempts) == 0 {
 			continue
 		}
-		cls := p.Lookup(audit.Key(pass.Trace, op))
+		cls := audit.Class(p, pass.Trace, op)
 		v := violations{pass: pass, op: op, cls: cls}
 		if audit.FromFile(cls.Owner) && op.Tries() > 1 && op.Owner != cls.Owner.Value {
 			v.report("owner", cls.Owner.Pos, cls.Owner.Value, op.Owner, retryIDs(op),

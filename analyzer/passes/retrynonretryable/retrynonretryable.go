@@ -5,6 +5,7 @@ import (
 
 	"github.com/stormwatch/stormwatch/analyzer"
 	"github.com/stormwatch/stormwatch/analyzer/passes/internal/audit"
+	"github.com/stormwatch/stormwatch/analyzer/policy"
 )
 
 // Detector is the retry-non-retryable detector.
@@ -16,28 +17,37 @@ var Detector = &analyzer.Detector{
 	Run:      run,
 }
 
-// permanent are the outcomes seed 001 says never to retry.
-var permanent = map[string]bool{
-	"400": true, "401": true, "403": true, "404": true, "409": true, "422": true,
-	"INVALID_ARGUMENT": true, "NOT_FOUND": true, "PERMISSION_DENIED": true, "UNAUTHENTICATED": true,
-	"FAILED_PRECONDITION": true,
+// permanent reports the outcomes seed 001 says never to retry.
+func permanent(status string) bool {
+	switch status {
+	case "400", "401", "403", "404", "409", "422",
+		"INVALID_ARGUMENT", "NOT_FOUND", "PERMISSION_DENIED", "UNAUTHENTICATED", "FAILED_PRECONDITION":
+		return true
+	}
+	return false
 }
 
 func run(pass *analyzer.Pass) error {
 	p := audit.Policy(pass.Settings)
 	for _, op := range pass.Operations {
-		cls := p.Lookup(audit.Key(pass.Trace, op))
-		byPolicy := audit.FromFile(cls.Retryable)
+		// The class is looked up at the first failed attempt that was followed by another: most
+		// operations have none.
+		var cls *policy.Class
+		byPolicy := false
 		for i := 0; i+1 < len(op.Attempts); i++ {
 			a := &op.Attempts[i]
 			if a.Outcome == analyzer.OutcomeOK || a.Outcome == analyzer.OutcomeRefused || a.Outcome == analyzer.OutcomeCancelled {
 				continue
 			}
+			if cls == nil {
+				cls = audit.Class(p, pass.Trace, op)
+				byPolicy = audit.FromFile(cls.Retryable)
+			}
 			var bad bool
 			if byPolicy {
 				bad = !cls.Retryable.Value.Contains(a.Status, a.Outcome)
 			} else {
-				bad = permanent[a.Status] || (a.Status == "" && a.Outcome == analyzer.OutcomePermanent)
+				bad = permanent(a.Status) || (a.Status == "" && a.Outcome == analyzer.OutcomePermanent)
 			}
 			if !bad {
 				continue

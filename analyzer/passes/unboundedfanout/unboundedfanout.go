@@ -21,8 +21,14 @@ var Detector = &analyzer.Detector{
 
 func run(pass *analyzer.Pass) error {
 	for _, op := range pass.Operations {
+		// The limit is at least 1: an operation none of whose attempts reached two origins
+		// cannot exceed it, and its limit (a policy lookup) is not needed.
+		if !fansOut(op) {
+			continue
+		}
 		limit := pass.Settings.FanoutLimit(op)
-		for _, a := range op.Attempts {
+		for i := range op.Attempts {
+			a := &op.Attempts[i]
 			if len(a.Origins) <= limit {
 				continue
 			}
@@ -43,7 +49,7 @@ func run(pass *analyzer.Pass) error {
 			}
 			// A limit set by a policy file's class is cited with its line (rule, policy).
 			cite := ""
-			if cls := audit.Policy(pass.Settings).Lookup(audit.Key(nil, op)); cls.MaxFanout.Value == limit {
+			if cls := audit.Class(audit.Policy(pass.Settings), nil, op); cls.MaxFanout.Value == limit {
 				cite = audit.Cite(ev, "maxFanout", cls.MaxFanout, strconv.Itoa(limit))
 			}
 			pass.Report(analyzer.Finding{
@@ -59,4 +65,14 @@ func run(pass *analyzer.Pass) error {
 		}
 	}
 	return nil
+}
+
+// fansOut reports whether an attempt of op reached more than one origin.
+func fansOut(op *analyzer.Operation) bool {
+	for i := range op.Attempts {
+		if len(op.Attempts[i].Origins) > 1 {
+			return true
+		}
+	}
+	return false
 }

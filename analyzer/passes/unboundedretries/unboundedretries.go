@@ -30,7 +30,7 @@ func run(pass *analyzer.Pass) error {
 		if tries < 2 {
 			continue // one try is bounded by definition
 		}
-		cls := p.Lookup(audit.Key(pass.Trace, op))
+		cls := audit.Class(p, pass.Trace, op)
 		limit := cls.MaxAttempts.Value
 		if tries > limit {
 			ids := tryIDs(op)

@@ -38,7 +38,7 @@ func run(pass *analyzer.Pass) error {
 			continue
 		}
 		method := audit.Method(first)
-		cls := p.Lookup(audit.Key(t, op))
+		cls := audit.Class(p, t, op)
 		declared := audit.FromFile(cls.Idempotent)
 		switch {
 		case cls.Idempotent.Set && cls.Idempotent.Value:
