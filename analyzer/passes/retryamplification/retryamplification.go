@@ -1,11 +1,16 @@
 package retryamplification
 
 import (
+	"bytes"
 	"fmt"
+	"math/bits"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/stormwatch/stormwatch/analyzer"
+	"github.com/stormwatch/stormwatch/analyzer/passes/internal/audit"
+	"github.com/stormwatch/stormwatch/spans"
 )
 
 // Detector is the retry-amplification detector.
@@ -21,36 +26,44 @@ var Detector = &analyzer.Detector{
 const maxSpanIDs = 100
 
 func run(pass *analyzer.Pass) error {
-	reported := map[string]bool{}
+	need := pass.Settings.RetryingLayers()
+	if !mayFire(pass.Operations, need) {
+		return nil
+	}
+	var reported []string // leaf dependencies already reported: a handful per trace
 	for _, c := range analyzer.LeafChains(pass.Operations) {
-		if reported[c.Dependency] {
+		if slices.Contains(reported, c.Dependency) {
 			continue
 		}
 		layers := c.RetryingLayers()
-		if len(layers) < pass.Settings.RetryingLayers() {
+		if len(layers) < need {
 			continue
 		}
-		reported[c.Dependency] = true
+		reported = append(reported, c.Dependency)
 		sev := analyzer.SeverityWarning
 		if c.LeafCalls >= pass.Settings.Critical() {
 			sev = analyzer.SeverityCritical
 		}
-		var ids []string
+		var calls []spans.SpanID
 		for _, op := range c.Leaves {
-			for _, a := range op.Attempts {
-				for _, id := range a.Calls {
-					ids = append(ids, id.String())
-				}
+			for i := range op.Attempts {
+				calls = append(calls, op.Attempts[i].Calls...)
 			}
 		}
-		slices.Sort(ids)
-		if len(ids) > maxSpanIDs {
-			ids = ids[:maxSpanIDs]
+		// Sorted as their hex strings would sort (lowercase hex keeps the bytes' order), then
+		// rendered: only the ids the finding keeps are turned into strings.
+		slices.SortFunc(calls, func(a, b spans.SpanID) int { return bytes.Compare(a[:], b[:]) })
+		if len(calls) > maxSpanIDs {
+			calls = calls[:maxSpanIDs]
+		}
+		var ids []string
+		if len(calls) > 0 {
+			ids = audit.HexIDs(calls)
 		}
 		parts := make([]string, len(layers))
 		ev := make([]map[string]any, len(layers))
 		for i, l := range layers {
-			parts[i] = fmt.Sprintf("%s x%d", l.Service, l.Attempts)
+			parts[i] = l.Service + " x" + strconv.Itoa(l.Attempts)
 			ev[i] = map[string]any{"service": l.Service, "attempts": l.Attempts}
 		}
 		dep := c.Dependency
@@ -74,4 +87,36 @@ func run(pass *analyzer.Pass) error {
 		})
 	}
 	return nil
+}
+
+// mayFire is the cheap first look, so that most traces cost no allocation: a chain's layers are
+// the depths (counted from the root) of the operations above its leaves, and a layer retried when
+// one of its operations made more than one try. A chain can only have as many retrying layers as
+// there are depths at which some leaf's ancestor (or the leaf) retried, so fewer such depths than
+// needed means no finding. Chains deeper than 64 layers are left to the full count.
+func mayFire(ops []*analyzer.Operation, need int) bool {
+	if need <= 0 {
+		return true
+	}
+	var depths uint64
+	for _, op := range ops {
+		if !op.IsLeaf() || len(op.Attempts) == 0 {
+			continue
+		}
+		depth := 0
+		for p := op; p != nil; p = p.Parent {
+			depth++
+		}
+		if depth > 64 {
+			return true
+		}
+		d := depth - 1
+		for p := op; p != nil; p = p.Parent {
+			if p.Tries() > 1 {
+				depths |= 1 << d
+			}
+			d--
+		}
+	}
+	return bits.OnesCount64(depths) >= need
 }
