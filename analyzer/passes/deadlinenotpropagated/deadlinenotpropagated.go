@@ -19,8 +19,12 @@ var Detector = &analyzer.Detector{
 
 func run(pass *analyzer.Pass) error {
 	skew := pass.Settings.Skew()
+	// An attempt can only outlive a budget it had: its operation's deadline, or the remaining
+	// budget recorded on its span. Without the attribute anywhere in the trace (stock
+	// instrumentation) only operations with a deadline need their attempts' spans looked up.
+	remaining := audit.Carries(pass.Trace, spans.AttrDeadlineRemaining)
 	for _, op := range pass.Operations {
-		if reportAttempt(pass, op, skew) {
+		if (remaining || op.DeadlineUnixNano > 0) && reportAttempt(pass, op, skew) {
 			continue
 		}
 		parent := op.Parent

@@ -27,7 +27,7 @@ func run(pass *analyzer.Pass) error {
 	skew := pass.Settings.Skew()
 	// Fallback attempts inside one operation.
 	for _, op := range pass.Operations {
-		fi := slices.IndexFunc(op.Attempts, func(a analyzer.Attempt) bool { return a.Kind == analyzer.KindFallback })
+		fi := fallbackAt(op)
 		if fi <= 0 {
 			continue
 		}
@@ -131,6 +131,16 @@ func branches(pass *analyzer.Pass, t *analyzer.Trace) {
 		}
 		report(pass, primary, ids, primary.Dependency, name, tries, again, "", tries > 1)
 	}
+}
+
+// fallbackAt is the index of op's first fallback attempt, -1 when none.
+func fallbackAt(op *analyzer.Operation) int {
+	for i := range op.Attempts {
+		if op.Attempts[i].Kind == analyzer.KindFallback {
+			return i
+		}
+	}
+	return -1
 }
 
 func failed(op *analyzer.Operation) bool {

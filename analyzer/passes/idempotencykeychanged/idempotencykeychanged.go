@@ -5,6 +5,7 @@ import (
 
 	"github.com/stormwatch/stormwatch/analyzer"
 	"github.com/stormwatch/stormwatch/analyzer/passes/internal/audit"
+	"github.com/stormwatch/stormwatch/spans"
 )
 
 // Detector is the idempotency-key-changed detector.
@@ -43,7 +44,8 @@ func differ(t *analyzer.Trace, op *analyzer.Operation) bool {
 
 func run(pass *analyzer.Pass) error {
 	t := pass.Trace
-	if t == nil {
+	// No key anywhere in the trace: no attempts can differ, and no span needs looking up.
+	if t == nil || !audit.Carries(t, spans.AttrIdempotencyKey, spans.AttrReqHeaderIdempotencyKey) {
 		return nil
 	}
 	for _, op := range pass.Operations {

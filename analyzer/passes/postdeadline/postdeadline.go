@@ -3,6 +3,7 @@ package postdeadline
 import (
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/stormwatch/stormwatch/analyzer"
@@ -24,6 +25,18 @@ func run(pass *analyzer.Pass) error {
 		return nil
 	}
 	skew := pass.Settings.Skew()
+	// The cheap first look, so that a trace with neither a deadline nor a caller that gave up
+	// costs no allocation and no walk: most traces.
+	explicit := slices.ContainsFunc(pass.Operations, func(op *analyzer.Operation) bool { return op.DeadlineUnixNano > 0 })
+	gaveUp := false
+	for i := range t.Len() {
+		if gaveUp = givenUp(t, i); gaveUp {
+			break
+		}
+	}
+	if !explicit && !gaveUp {
+		return nil
+	}
 	counted := make([]bool, t.Len())
 
 	// Explicit deadlines first: they are the operation's own word.
@@ -59,15 +72,15 @@ func run(pass *analyzer.Pass) error {
 
 	// Then callers that gave up: outer ones first (pre-order over the roots), so work nested
 	// under several give-ups is counted once, against the first caller that stopped waiting.
+	if !gaveUp {
+		return nil
+	}
 	for _, r := range t.Roots() {
 		visit := func(c int) bool {
-			if !isCall(t, c) {
+			if !givenUp(t, c) {
 				return true
 			}
 			outcome, _ := t.Outcome(c)
-			if outcome != analyzer.OutcomeTimeout && outcome != analyzer.OutcomeCancelled {
-				return true
-			}
 			gaveUp := t.End(c)
 			var late []int
 			service := ""
@@ -100,6 +113,16 @@ func run(pass *analyzer.Pass) error {
 		}
 	}
 	return nil
+}
+
+// givenUp reports whether span i is a call that ended in a timeout or a cancellation: its caller
+// stopped waiting for it.
+func givenUp(t *analyzer.Trace, i int) bool {
+	if !isCall(t, i) {
+		return false
+	}
+	outcome, _ := t.Outcome(i)
+	return outcome == analyzer.OutcomeTimeout || outcome == analyzer.OutcomeCancelled
 }
 
 func isCall(t *analyzer.Trace, i int) bool {

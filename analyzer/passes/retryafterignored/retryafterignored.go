@@ -22,6 +22,10 @@ func run(pass *analyzer.Pass) error {
 	if t == nil {
 		return nil
 	}
+	// No Retry-After anywhere in the trace: no hint to ignore, and no span to look up.
+	if !audit.Carries(t, spans.AttrRetryAfter, spans.AttrResHeaderRetryAfter) {
+		return nil
+	}
 	skew := pass.Settings.Skew()
 	for _, op := range pass.Operations {
 		for i := 0; i+1 < len(op.Attempts); i++ {
