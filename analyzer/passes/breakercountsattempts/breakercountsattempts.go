@@ -25,12 +25,30 @@ type key struct{ caller, origin string }
 
 func run(pass *analyzer.Pass) error {
 	w := audit.Windowed(pass)
+	// Only a (caller, dependency) whose breaker refused something can be reported: find those
+	// first, so that a window without refusals - the usual one - costs one look at each operation
+	// and no allocation, and only their operations are gathered.
+	var refusing map[key]bool
+	for _, op := range w.Ops {
+		if _, ok := audit.Refusal(op); ok {
+			if refusing == nil {
+				refusing = map[key]bool{}
+			}
+			refusing[key{op.Caller, op.Dependency}] = true
+		}
+	}
+	if len(refusing) == 0 {
+		return nil
+	}
 	byKey := map[key][]*analyzer.Operation{}
 	for _, op := range w.Ops {
 		if len(op.Attempts) == 0 {
 			continue
 		}
 		k := key{op.Caller, op.Dependency}
+		if !refusing[k] {
+			continue
+		}
 		byKey[k] = append(byKey[k], op)
 	}
 	keys := slices.SortedFunc(maps.Keys(byKey), func(a, b key) int {

@@ -34,9 +34,28 @@ type originStats struct {
 
 func run(pass *analyzer.Pass) error {
 	w := audit.Windowed(pass)
+	// Only a caller whose breaker refused something can be reported, and what it is compared
+	// with is its own other origins: find those callers first, so that a window without refusals
+	// - the usual one - costs one look at each operation and no allocation, and only their
+	// operations are counted.
+	var refusing map[string]bool
+	for _, op := range w.Ops {
+		if _, ok := audit.Refusal(op); ok {
+			if refusing == nil {
+				refusing = map[string]bool{}
+			}
+			refusing[op.Caller] = true
+		}
+	}
+	if len(refusing) == 0 {
+		return nil
+	}
 	byOrigin := map[originKey]*originStats{}
 	for _, op := range w.Ops {
-		if at, ok := audit.Refusal(op); ok && !slices.ContainsFunc(op.Attempts, func(a analyzer.Attempt) bool { return audit.BreakerRefused(op, &a) }) {
+		if !refusing[op.Caller] {
+			continue
+		}
+		if at, ok := audit.Refusal(op); ok && !refusedAttempt(op) {
 			// Refused after attempts that were sent (reference client): the refusal has no span
 			// of its own; count it at the operation.
 			k := originKey{op.Caller, op.Dependency}
@@ -125,6 +144,17 @@ func run(pass *analyzer.Pass) error {
 		})
 	}
 	return nil
+}
+
+// refusedAttempt reports whether a breaker refused one of op's attempts (rather than stopping
+// the loop after attempts that were sent).
+func refusedAttempt(op *analyzer.Operation) bool {
+	for i := range op.Attempts {
+		if audit.BreakerRefused(op, &op.Attempts[i]) {
+			return true
+		}
+	}
+	return false
 }
 
 func answersText(m map[string]int) string {

@@ -1,6 +1,7 @@
 package retrybudgetexceeded
 
 import (
+	"bytes"
 	"cmp"
 	"fmt"
 	"slices"
@@ -37,10 +38,12 @@ type groupKey struct{ caller, dep, class string }
 type group struct {
 	first, retries int
 	ops            int
-	traces         map[spans.TraceID]bool
-	class          *policy.Class
-	worst          *analyzer.Operation
-	worstRetries   int
+	// traces are the group's operations' traces, an operation's repeat of the trace before it
+	// left out; distinct ones are counted only for a group over its budget (see distinct).
+	traces       []spans.TraceID
+	class        *policy.Class
+	worst        *analyzer.Operation
+	worstRetries int
 }
 
 func run(pass *analyzer.Pass) error {
@@ -56,15 +59,17 @@ func run(pass *analyzer.Pass) error {
 	w := audit.Windowed(pass)
 	groups := map[groupKey]*group{}
 	for _, op := range w.Ops {
-		cls := p.Lookup(audit.Key(nil, op))
+		cls := audit.Class(p, nil, op)
 		k := groupKey{op.Caller, op.Dependency, cls.Name}
 		g := groups[k]
 		if g == nil {
-			g = &group{traces: map[spans.TraceID]bool{}, class: cls}
+			g = &group{class: cls}
 			groups[k] = g
 		}
 		g.ops++
-		g.traces[op.TraceID] = true
+		if n := len(g.traces); n == 0 || g.traces[n-1] != op.TraceID {
+			g.traces = append(g.traces, op.TraceID)
+		}
 		retries := 0
 		for i := range op.Attempts {
 			a := &op.Attempts[i]
@@ -94,11 +99,15 @@ func run(pass *analyzer.Pass) error {
 		budget := g.class.RetryBudget.Value
 		// A ratio over a handful of requests says little: judge only groups with minSamples first
 		// attempts from as many different traces (independent requests).
-		if g.first < minSamples || len(g.traces) < minSamples {
+		if g.first < minSamples {
 			continue
 		}
 		ratio := float64(g.retries) / float64(g.first)
 		if float64(g.retries) <= budget*float64(g.first)+float64(reserve) {
+			continue
+		}
+		traces := distinct(g.traces)
+		if traces < minSamples {
 			continue
 		}
 		sev := pass.Detector.Severity
@@ -112,7 +121,7 @@ func run(pass *analyzer.Pass) error {
 			"budget":         budget,
 			"reserve":        reserve,
 			"operations":     g.ops,
-			"traces":         len(g.traces),
+			"traces":         traces,
 		}
 		w.Evidence(ev)
 		cite := audit.Cite(ev, "retryBudget", g.class.RetryBudget, strconv.FormatFloat(budget, 'g', -1, 64))
@@ -136,6 +145,13 @@ func run(pass *analyzer.Pass) error {
 		pass.Report(f)
 	}
 	return nil
+}
+
+// distinct counts the distinct trace ids in ids, which it sorts. Only groups over their budget
+// need it, where a set of every trace of every group cost a map insert per operation.
+func distinct(ids []spans.TraceID) int {
+	slices.SortFunc(ids, func(a, b spans.TraceID) int { return bytes.Compare(a[:], b[:]) })
+	return len(slices.Compact(ids))
 }
 
 func round3(f float64) float64 {

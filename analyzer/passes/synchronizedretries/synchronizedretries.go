@@ -30,19 +30,14 @@ var Detector = &analyzer.Detector{
 	Run:      run,
 }
 
-type ordKey struct {
-	dep string
-	n   int
-}
-
 // stats is a running mean and variance (Welford), so a group costs the same at any size.
 type stats struct {
 	n       int
 	mean, m float64
 	callers []string
-	traces  map[spans.TraceID]struct{}
+	traces  audit.TraceSet // up to minSamples
 	example *analyzer.Operation
-	ids     []string // a few of the retries, for the finding
+	ids     []spans.SpanID // a few of the retries, for the finding
 }
 
 func (s *stats) add(x float64) {
@@ -59,6 +54,14 @@ func (s *stats) cv() float64 {
 	return math.Sqrt(s.m/float64(s.n)) / s.mean
 }
 
+// dependency is what the retries toward one dependency add up to.
+type dependency struct {
+	// ords[n-1] are the pauses before the n-th retry of each operation (nil when none).
+	ords   []*stats
+	starts []int64        // the retries' start times
+	traces audit.TraceSet // up to minSamples
+}
+
 func run(pass *analyzer.Pass) error {
 	p := audit.Policy(pass.Settings)
 	set := p.Detector(name)
@@ -70,10 +73,9 @@ func run(pass *analyzer.Pass) error {
 		minSamples = set.MinSamples.Value
 	}
 	w := audit.Windowed(pass)
-	groups := map[ordKey]*stats{}
-	starts := map[string][]int64{}
-	depTraces := map[string]map[spans.TraceID]struct{}{} // up to minSamples per dependency
+	deps := map[string]*dependency{}
 	for _, op := range w.Ops {
+		var dep *dependency // one lookup per operation, at its first retry
 		n := 0
 		for i := range op.Attempts {
 			a := &op.Attempts[i]
@@ -81,62 +83,61 @@ func run(pass *analyzer.Pass) error {
 				continue
 			}
 			n++
-			k := ordKey{op.Dependency, n}
-			g := groups[k]
+			if dep == nil {
+				if dep = deps[op.Dependency]; dep == nil {
+					dep = &dependency{}
+					deps[op.Dependency] = dep
+				}
+			}
+			for len(dep.ords) < n {
+				dep.ords = append(dep.ords, nil)
+			}
+			g := dep.ords[n-1]
 			if g == nil {
-				g = &stats{example: op, traces: map[spans.TraceID]struct{}{}}
-				groups[k] = g
+				g = &stats{example: op}
+				dep.ords[n-1] = g
 			}
 			g.add(float64(a.BackoffNanos))
 			if len(g.ids) < 5 {
-				g.ids = append(g.ids, a.SpanID.String())
+				g.ids = append(g.ids, a.SpanID)
 			}
-			if len(g.traces) < minSamples {
-				g.traces[op.TraceID] = struct{}{}
+			if g.traces.Len() < minSamples {
+				g.traces.Add(op.TraceID)
 			}
 			if !slices.Contains(g.callers, op.Caller) && len(g.callers) < 10 {
 				g.callers = append(g.callers, op.Caller)
 			}
-			starts[op.Dependency] = append(starts[op.Dependency], a.StartUnixNano)
-			dt := depTraces[op.Dependency]
-			if dt == nil {
-				dt = map[spans.TraceID]struct{}{}
-				depTraces[op.Dependency] = dt
-			}
-			if len(dt) < minSamples {
-				dt[op.TraceID] = struct{}{}
+			dep.starts = append(dep.starts, a.StartUnixNano)
+			if dep.traces.Len() < minSamples {
+				dep.traces.Add(op.TraceID)
 			}
 		}
 	}
-	// The most uniform qualifying ordinal per dependency.
-	best := map[string]ordKey{}
-	for k, g := range groups {
-		// Too few to judge; or the copies of one request made by the layers above (one trace), not
-		// independent clients; or no pause at all (no-backoff's finding).
-		if g.n < minSamples || len(g.traces) < minSamples || g.mean <= float64(time.Millisecond) {
-			continue
-		}
-		b, ok := best[k.dep]
-		if !ok || g.cv() < groups[b].cv() || g.cv() == groups[b].cv() && k.n < b.n {
-			best[k.dep] = k
-		}
+	depNames := make([]string, 0, len(deps))
+	for d := range deps {
+		depNames = append(depNames, d)
 	}
-	deps := make([]string, 0, len(starts))
-	for d := range starts {
-		deps = append(deps, d)
-	}
-	slices.Sort(deps)
-	for _, dep := range deps {
-		k, hasGroup := best[dep]
+	slices.Sort(depNames)
+	for _, depName := range depNames {
+		dep := deps[depName]
+		// The most uniform qualifying ordinal (the first of equals).
 		var g *stats
-		if hasGroup {
-			g = groups[k]
+		retry := 0
+		for i, o := range dep.ords {
+			// Too few to judge; or the copies of one request made by the layers above (one trace),
+			// not independent clients; or no pause at all (no-backoff's finding).
+			if o == nil || o.n < minSamples || o.traces.Len() < minSamples || o.mean <= float64(time.Millisecond) {
+				continue
+			}
+			if g == nil || o.cv() < g.cv() {
+				g, retry = o, i+1
+			}
 		}
-		waves := findWaves(starts[dep], g, minSamples)
+		waves := findWaves(dep.starts, g, minSamples)
 		lockstep := g != nil && g.cv() <= maxCV
 		// A wave is a herd only when independent requests (traces) make it.
-		bunched := len(waves) > 0 && largest(waves) >= minSamples && 2*largest(waves) >= len(starts[dep]) &&
-			len(depTraces[dep]) >= minSamples
+		bunched := len(waves) > 0 && largest(waves) >= minSamples && 2*largest(waves) >= len(dep.starts) &&
+			dep.traces.Len() >= minSamples
 		if !lockstep && !bunched {
 			continue
 		}
@@ -150,24 +151,24 @@ func run(pass *analyzer.Pass) error {
 		}
 		ev["wave_starts"] = ws
 		summary := ""
-		f := analyzer.Finding{Severity: pass.Detector.Severity, Dependency: dep}
+		f := analyzer.Finding{Severity: pass.Detector.Severity, Dependency: depName}
 		if g != nil {
-			ev["retry"] = k.n
+			ev["retry"] = retry
 			ev["samples"] = g.n
 			ev["mean_pause_ms"] = audit.Ms(int64(g.mean))
 			ev["cv"] = math.Round(g.cv()*1000) / 1000
 			ev["callers"] = slices.Sorted(slices.Values(g.callers))
 			f.Service = g.example.Caller
 			f.TraceID = g.example.TraceID.String()
-			f.SpanIDs = g.ids
+			f.SpanIDs = audit.HexIDs(g.ids)
 			summary = fmt.Sprintf("retry %d toward %s waited %.0f ms in %d operations with a coefficient of variation of %.3f: no jitter",
-				k.n, dep, audit.Ms(int64(g.mean)), g.n, g.cv())
+				retry, depName, audit.Ms(int64(g.mean)), g.n, g.cv())
 		}
 		if bunched {
 			if summary != "" {
 				summary += "; "
 			}
-			summary += fmt.Sprintf("%d of %d retries arrived in one wave", largest(waves), len(starts[dep]))
+			summary += fmt.Sprintf("%d of %d retries arrived in one wave", largest(waves), len(dep.starts))
 		}
 		w.Evidence(ev)
 		f.Summary = summary
