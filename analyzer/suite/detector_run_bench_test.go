@@ -48,7 +48,7 @@ func capture(b *testing.B, feed func(*analyzer.Analyzer)) *captured {
 // passes captured once (no assembly, inference or accounting in the timed loop, so a detector's
 // cost is not the small difference of two large, noisy figures as in BenchmarkDetectors).
 //
-// corpus=workload is 20,000 spans of the synthetic multi-layer traffic (analyzer/analyzertest:
+// corpus=workload is 4,000 spans of the synthetic multi-layer traffic (analyzer/analyzertest:
 // healthy calls, transient retries and retry storms); corpus=fixtures is every fixture file, the
 // shapes each detector exists for (hedges, fallbacks, keys, deadlines, breakers). Per-trace
 // detectors report per trace; windowed ones run once over all the corpus's operations and report
@@ -59,7 +59,9 @@ func BenchmarkDetectorRun(b *testing.B) {
 		feed func(b *testing.B, a *analyzer.Analyzer)
 	}{
 		{"workload", func(b *testing.B, a *analyzer.Analyzer) {
-			const n = 20_000
+			// Small enough to stay in the cache, as a trace does in the analyzer, where its
+			// detectors run one after another right after its inference.
+			const n = 4_000
 			w := analyzertest.NewWorkload(1_767_225_600_000_000_000)
 			for done := 0; done < n; {
 				batch := &spans.Batch{Spans: make([]spans.Span, 0, 600)}
