@@ -24,21 +24,27 @@ type traceResult struct {
 
 // analyzeTrace is the whole per-trace pipeline: index, operations, accounting, detectors.
 func analyzeTrace(id spans.TraceID, ss []spans.Span, truncated int, cfg *Config, seed maphash.Seed, in *interner) *traceResult {
-	t := buildTrace(id, ss, truncated)
+	sc := in.getScratch()
+	defer in.putScratch(sc)
+	t := buildTrace(id, ss, truncated, sc)
 	r := &traceResult{trace: t}
-	r.ops = t.inferOperations(seed, cfg.Settings.Skew(), in)
-	t.occurrences, t.occList = nil, nil
-	r.acct = t.accountRows(r.ops)
+	r.ops = t.inferOperations(seed, cfg.Settings.Skew(), in, sc)
+	r.acct = t.accountRows(r.ops, sc)
 	pass := Pass{Trace: t, Operations: r.ops, Settings: cfg.Settings}
 	// One Report for all the detectors of this trace: it names whichever detector is running.
 	// Made per detector, the closure was an allocation per detector per trace (about one per ten
 	// spans each, with seventeen detectors 1.3 allocations per span).
+	traceHex := ""
 	report := func(f Finding) {
 		if f.Detector == "" {
 			f.Detector = pass.Detector.Name
 		}
 		if f.TraceID == "" {
-			f.TraceID = id.String()
+			// Made once per trace, for its first finding: most traces have none.
+			if traceHex == "" {
+				traceHex = id.String()
+			}
+			f.TraceID = traceHex
 		}
 		r.findings = append(r.findings, f)
 	}
@@ -88,7 +94,7 @@ func (t *Trace) countFinding(f *Finding) {
 		}
 		op := t.Operation(i)
 		if op == nil {
-			op = t.enclosing[i]
+			op = t.Enclosing(i)
 		}
 		if op != nil && !slices.Contains(seen, op) {
 			seen = append(seen, op)
@@ -115,16 +121,26 @@ func sortFindings(fs []Finding) {
 	})
 }
 
-// account counts, per origin, the physical calls, the logical operations (distinct intents, so
-// copies made by the retries of layers above count once) and the outcomes.
-func (t *Trace) account(ops []*Operation, noteIssues bool, add func(c *callInfo, caller, status string, logical bool)) {
-	// Few intents per trace in the common case: a slice, becoming a map past 16 so that ten
-	// thousand distinct operations under one caller stay linear.
-	type intentAt struct {
-		dep    string
-		intent uint64
-	}
-	var seenList []intentAt
+// intentAt is one logical operation toward one dependency, for counting each once.
+type intentAt struct {
+	dep    string
+	intent uint64
+}
+
+// acctRow is one trace's count of physical calls and logical operations toward one dependency,
+// from one caller, with one outcome.
+type acctRow struct {
+	dep, service, caller, status string
+	physical, logical            int32
+}
+
+// accountRows counts, per origin, caller and outcome, the physical calls, the logical operations
+// (distinct intents, so copies made by the retries of layers above count once) and the outcomes,
+// once per analysis, and notes the trace's split-trace issues. Few intents and rows per trace in
+// the common case: slices, each becoming a map past 16 entries, so that ten thousand distinct
+// operations under one caller stay linear.
+func (t *Trace) accountRows(ops []*Operation, sc *scratch) []acctRow {
+	seenList := sc.seen[:0]
 	var seenMap map[intentAt]struct{}
 	seen := func(ia intentAt) bool {
 		if seenMap != nil {
@@ -146,6 +162,9 @@ func (t *Trace) account(ops []*Operation, noteIssues bool, add func(c *callInfo,
 		}
 		return false
 	}
+	type rowKey struct{ dep, caller, status string }
+	var rows []acctRow
+	var idx map[rowKey]int
 	for _, op := range ops {
 		joined := false
 		if op.Parent == nil && len(op.calls) > 0 {
@@ -162,75 +181,58 @@ func (t *Trace) account(ops []*Operation, noteIssues bool, add func(c *callInfo,
 				if first.Str(spans.AttrOpID) != "" && op.Attempts[0].refNumber > 1 {
 					joined = true
 				}
-				if !noteIssues {
-					// Recomputing a contribution: the issues were counted the first time.
-				} else if joined {
+				if joined {
 					t.issues.splitLinked++
 				} else if first.Str(spans.AttrOpID) == "" && op.Attempts[len(op.Attempts)-1].Outcome != OutcomeOK {
 					t.issues.clientRoots++
 				}
 			}
 		}
-		if add == nil {
-			continue
-		}
-		for _, k := range op.calls {
-			c := &t.calls[k]
+		for _, ck := range op.calls {
+			c := &t.calls[ck]
 			logical := !joined && !seen(intentAt{c.origin, op.intent})
-			add(c, op.Caller, statusKey(c.outcome, c.status), logical)
+			caller, status := op.Caller, statusKey(c.outcome, c.status)
+			k := -1
+			if idx != nil {
+				if v, ok := idx[rowKey{c.origin, caller, status}]; ok {
+					k = v
+				}
+			} else {
+				for i := range rows {
+					if r := &rows[i]; r.dep == c.origin && r.caller == caller && r.status == status {
+						k = i
+						break
+					}
+				}
+			}
+			if k < 0 {
+				if rows == nil {
+					// Most traces touch a handful of (dependency, caller, outcome) rows.
+					rows = make([]acctRow, 0, 4)
+				}
+				k = len(rows)
+				rows = append(rows, acctRow{dep: c.origin, caller: caller, status: status})
+				if idx != nil {
+					idx[rowKey{c.origin, caller, status}] = k
+				} else if len(rows) > 16 {
+					idx = make(map[rowKey]int, 64)
+					for i, r := range rows {
+						idx[rowKey{r.dep, r.caller, r.status}] = i
+					}
+				}
+			}
+			r := &rows[k]
+			if r.service == "" {
+				r.service = c.service
+			}
+			r.physical++
+			if logical {
+				r.logical++
+			}
 		}
 	}
-}
-
-// acctRow is one trace's count of physical calls and logical operations toward one dependency,
-// from one caller, with one outcome.
-type acctRow struct {
-	dep, service, caller, status string
-	physical, logical            int32
-}
-
-// accountRows runs account once per analysis (noting the issues) and folds the calls into rows.
-// Few rows per trace: a linear search, indexed by a map past 16 rows.
-func (t *Trace) accountRows(ops []*Operation) []acctRow {
-	type rowKey struct{ dep, caller, status string }
-	// Most traces touch a handful of (dependency, caller, outcome) rows: one allocation.
-	rows := make([]acctRow, 0, 4)
-	var idx map[rowKey]int
-	t.account(ops, true, func(c *callInfo, caller, status string, logical bool) {
-		k := -1
-		if idx != nil {
-			if v, ok := idx[rowKey{c.origin, caller, status}]; ok {
-				k = v
-			}
-		} else {
-			for i := range rows {
-				if r := &rows[i]; r.dep == c.origin && r.caller == caller && r.status == status {
-					k = i
-					break
-				}
-			}
-		}
-		if k < 0 {
-			k = len(rows)
-			rows = append(rows, acctRow{dep: c.origin, caller: caller, status: status})
-			if idx != nil {
-				idx[rowKey{c.origin, caller, status}] = k
-			} else if len(rows) > 16 {
-				idx = make(map[rowKey]int, 64)
-				for i, r := range rows {
-					idx[rowKey{r.dep, r.caller, r.status}] = i
-				}
-			}
-		}
-		r := &rows[k]
-		if r.service == "" {
-			r.service = c.service
-		}
-		r.physical++
-		if logical {
-			r.logical++
-		}
-	})
+	clear(seenList)
+	sc.seen = seenList[:0]
 	return slices.Clip(rows)
 }
 

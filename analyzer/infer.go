@@ -2,6 +2,7 @@ package analyzer
 
 import (
 	"cmp"
+	"encoding/hex"
 	"hash/maphash"
 	"slices"
 	"strconv"
@@ -13,17 +14,19 @@ import (
 // callInfo is what inference needs of one CLIENT span, computed once.
 type callInfo struct {
 	idx     int32
+	op      int32  // index of its operation in the trace's ops; -1 until grouped
 	origin  string // scheme://host:port
 	service string // the callee's service.name, when a SERVER child (or another call to origin) says
 	target  string // method and path, or the RPC method: what was asked
 	outcome string
 	status  string
 	// Reference-client and protocol hints; -1 when absent.
-	attempt int64
-	resend  int64
-	kind    string
-	opID    string
-	op      *Operation
+	attempt  int64
+	resend   int64
+	backoff  int64 // resilience.backoff_ms
+	deadline int64 // resilience.deadline
+	kind     string
+	opID     string
 }
 
 // AttemptKindResend marks a resend that is not a retry: the request sent again after a redirect
@@ -45,11 +48,12 @@ var grpcCodes = [...]string{"OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "D
 	"OUT_OF_RANGE", "UNIMPLEMENTED", "INTERNAL", "UNAVAILABLE", "DATA_LOSS", "UNAUTHENTICATED"}
 
 // classify finds a CLIENT span's outcome class and status text.
-func classify(s *spans.Span) (outcome, status string) {
-	explicit := s.Str(spans.AttrOutcome)
-	a, ok := s.Attr(spans.AttrHTTPStatus)
+func classify(k *known) (outcome, status string) {
+	s := k.s
+	explicit := k.str(wkOutcome)
+	a, ok := k.attr(wkHTTPStatus)
 	if !ok {
-		a, ok = s.Attr(spans.AttrLegacyHTTPStatusCode)
+		a, ok = k.attr(wkLegacyHTTPStatusCode)
 	}
 	if ok {
 		status = statusText(a)
@@ -64,7 +68,7 @@ func classify(s *spans.Span) (outcome, status string) {
 		default:
 			outcome = OutcomePermanent
 		}
-	} else if g := grpcStatus(s); g != "" {
+	} else if g := grpcStatus(k); g != "" {
 		status = g
 		switch g {
 		case "OK":
@@ -78,8 +82,8 @@ func classify(s *spans.Span) (outcome, status string) {
 		default:
 			outcome = OutcomePermanent
 		}
-	} else if s.Status == spans.StatusError || s.Str(spans.AttrErrorType) != "" {
-		outcome = errorClass(s)
+	} else if s.Status == spans.StatusError || k.str(wkErrorType) != "" {
+		outcome = errorClass(k)
 	} else {
 		outcome = OutcomeOK
 	}
@@ -91,10 +95,10 @@ func classify(s *spans.Span) (outcome, status string) {
 
 // grpcStatus reads either spelling of the gRPC status: the current string attribute or the older
 // integer one.
-func grpcStatus(s *spans.Span) string {
-	a, ok := s.Attr(spans.AttrRPCStatus)
+func grpcStatus(k *known) string {
+	a, ok := k.attr(wkRPCStatus)
 	if !ok {
-		a, ok = s.Attr(spans.AttrRPCGRPCStatus)
+		a, ok = k.attr(wkRPCGRPCStatus)
 	}
 	if !ok {
 		return ""
@@ -139,8 +143,9 @@ func statusText(a spans.Attr) string {
 
 // errorClass reads a failed call with no status code: a timeout, a cancellation, a breaker's
 // refusal, or (anything else) a connect-level error that is worth retrying.
-func errorClass(s *spans.Span) string {
-	text := strings.ToLower(s.Str(spans.AttrErrorType) + " " + s.StatusMessage + " " + s.Str("exception.type") + " " + s.Str("exception.message"))
+func errorClass(k *known) string {
+	s := k.s
+	text := strings.ToLower(k.str(wkErrorType) + " " + s.StatusMessage + " " + k.str(wkExceptionType) + " " + k.str(wkExceptionMessage))
 	for i := range s.Events {
 		for _, a := range s.Events[i].Attrs {
 			if a.Key == "exception.message" || a.Key == "exception.type" {
@@ -173,30 +178,36 @@ func statusKey(outcome, status string) string {
 
 // originOf finds scheme://host:port of a CLIENT span.
 func originOf(s *spans.Span) string {
-	if u := s.Str(spans.AttrURLFull); u != "" {
+	k := knownOf(s)
+	return k.origin()
+}
+
+// origin is originOf of the indexed span.
+func (k *known) origin() string {
+	if u := k.str(wkURLFull); u != "" {
 		if o := originOfURL(u); o != "" {
 			return o
 		}
 	}
-	if u := s.Str(spans.AttrLegacyHTTPURL); u != "" {
+	if u := k.str(wkLegacyHTTPURL); u != "" {
 		if o := originOfURL(u); o != "" {
 			return o
 		}
 	}
-	isRPC := s.Str(spans.AttrRPCSystem) != "" || s.Str(spans.AttrRPCMethod) != ""
-	scheme := s.Str(spans.AttrURLScheme)
+	isRPC := k.str(wkRPCSystem) != "" || k.str(wkRPCMethod) != ""
+	scheme := k.str(wkURLScheme)
 	if scheme == "" {
 		scheme = "http"
 		if isRPC {
 			scheme = "grpc"
 		}
 	}
-	host, port := s.Str(spans.AttrServerAddress), s.Str(spans.AttrServerPort)
+	host, port := k.str(wkServerAddress), k.str(wkServerPort)
 	if host == "" {
-		host, port = s.Str(spans.AttrLegacyNetPeerName), s.Str(spans.AttrLegacyNetPeerPort)
+		host, port = k.str(wkLegacyNetPeerName), k.str(wkLegacyNetPeerPort)
 	}
 	if host == "" {
-		host, port = s.Str(spans.AttrNetworkPeerAddress), s.Str(spans.AttrNetworkPeerPort)
+		host, port = k.str(wkNetworkPeerAddress), k.str(wkNetworkPeerPort)
 	}
 	if host != "" {
 		if port == "" {
@@ -204,7 +215,7 @@ func originOf(s *spans.Span) string {
 		}
 		return scheme + "://" + joinHostPort(host, port)
 	}
-	if svc := s.Str(spans.AttrRPCService); svc != "" {
+	if svc := k.str(wkRPCService); svc != "" {
 		return "grpc://" + svc
 	}
 	return ""
@@ -275,28 +286,33 @@ func pathOfURL(u string) string {
 // targetOf is what a call asked for, independent of which replica it went to: method and path for
 // HTTP, the full method for RPC. Span names are not used: they differ by language and protocol.
 func targetOf(s *spans.Span) string {
-	if m := s.Str(spans.AttrRPCMethod); m != "" {
-		if svc := s.Str(spans.AttrRPCService); svc != "" && !strings.Contains(m, "/") {
+	k := knownOf(s)
+	return k.target()
+}
+
+// target is targetOf of the indexed span.
+func (k *known) target() string {
+	if m := k.str(wkRPCMethod); m != "" {
+		if svc := k.str(wkRPCService); svc != "" && !strings.Contains(m, "/") {
 			return svc + "/" + m
 		}
 		return m
 	}
-	method := s.Str(spans.AttrHTTPMethod)
+	method := k.str(wkHTTPMethod)
 	if method == "" {
-		method = s.Str(spans.AttrLegacyHTTPMethod)
+		method = k.str(wkLegacyHTTPMethod)
 	}
 	path := ""
-	switch {
-	case s.Str(spans.AttrURLFull) != "":
-		path = pathOfURL(s.Str(spans.AttrURLFull))
-	case s.Str(spans.AttrURLPath) != "":
-		path = s.Str(spans.AttrURLPath)
-	case s.Str(spans.AttrLegacyHTTPURL) != "":
-		path = pathOfURL(s.Str(spans.AttrLegacyHTTPURL))
-	case s.Str(spans.AttrLegacyHTTPTarget) != "":
-		path = pathOfURL(s.Str(spans.AttrLegacyHTTPTarget))
-	case s.Str(spans.AttrHTTPRoute) != "":
-		path = s.Str(spans.AttrHTTPRoute)
+	if u := k.str(wkURLFull); u != "" {
+		path = pathOfURL(u)
+	} else if p := k.str(wkURLPath); p != "" {
+		path = p
+	} else if u := k.str(wkLegacyHTTPURL); u != "" {
+		path = pathOfURL(u)
+	} else if u := k.str(wkLegacyHTTPTarget); u != "" {
+		path = pathOfURL(u)
+	} else if r := k.str(wkHTTPRoute); r != "" {
+		path = r
 	}
 	if method == "" && path == "" {
 		return ""
@@ -311,42 +327,66 @@ func intAttr(s *spans.Span, key string) int64 {
 	return -1
 }
 
+// opBufs hold one trace's operations as inference makes them. Operations, their attempts, the
+// attempts' calls and origins, and each operation's call indexes are carved out of one buffer
+// each, sized for the trace's CLIENT spans (none of them can outnumber the calls): a handful of
+// allocations per trace instead of several per operation and per caller. Each carved slice is
+// capped when complete, so nothing appended later can spill into a neighbour.
+type opBufs struct {
+	slab    []Operation
+	att     []Attempt
+	calls   []spans.SpanID
+	origins []string
+	idx     []int32
+	// hexIDs is every call's span id in hex, 16 digits each by call index, made when the first
+	// operation needs one for its id: one string for the trace instead of one per operation.
+	hexIDs string
+}
+
 // inferOperations groups the CLIENT spans of t into logical operations and links each operation
 // to the one it runs inside. It runs in one pre-order pass over the tree, so parents' operations
 // exist before their children's; grouping under one caller sorts the caller's calls once, so ten
 // thousand siblings cost n log n, not n squared.
-func (t *Trace) inferOperations(seed maphash.Seed, skew int64, in *interner) []*Operation {
+func (t *Trace) inferOperations(seed maphash.Seed, skew int64, in *interner, sc *scratch) []*Operation {
 	n := len(t.Spans)
-	// t.call was carved by buildTrace.
-	t.enclosing = make([]*Operation, n)
+	// t.call and t.enclosing were carved by buildTrace. Every span's attributes are indexed once.
+	kn := slices.Grow(sc.known[:0], n)[:n]
+	sc.known = kn
 	nClient := 0
 	for i := range t.Spans {
 		t.call[i] = -1
-		if t.Spans[i].Kind == spans.KindClient {
+		t.enclosing[i] = -1
+		s := &t.Spans[i]
+		kn[i].read(s)
+		if s.Kind == spans.KindClient {
 			nClient++
 		}
 	}
 	t.calls = make([]callInfo, 0, nClient)
 	// origin -> service, for calls whose callee span is missing; few per trace, so a slice.
-	var originService [][2]string
+	originService := sc.originService[:0]
 	for i := range t.Spans {
 		s := &t.Spans[i]
 		if s.Kind != spans.KindClient {
 			continue
 		}
+		k := &kn[i]
 		c := callInfo{
-			idx:     int32(i),
-			origin:  in.origin(s),
-			target:  in.target(s),
-			attempt: intAttr(s, spans.AttrAttempt),
-			resend:  intAttr(s, spans.AttrHTTPResendCount),
-			kind:    s.Str(spans.AttrAttemptKind),
-			opID:    s.Str(spans.AttrOpID),
+			idx:      int32(i),
+			op:       -1,
+			origin:   in.origin(k),
+			target:   in.target(k),
+			attempt:  k.intOr(wkAttempt),
+			resend:   k.intOr(wkHTTPResendCount),
+			backoff:  k.intOr(wkBackoff),
+			deadline: k.intOr(wkDeadline),
+			kind:     k.str(wkAttemptKind),
+			opID:     k.str(wkOpID),
 		}
 		if c.resend < 0 {
-			c.resend = intAttr(s, spans.AttrGRPCPreviousAttempts)
+			c.resend = k.intOr(wkGRPCPreviousAttempts)
 		}
-		c.outcome, c.status = classify(s)
+		c.outcome, c.status = classify(k)
 		for _, ch := range t.Children(i) {
 			if cs := &t.Spans[ch]; cs.Kind == spans.KindServer && cs.Service() != "" {
 				c.service = cs.Service()
@@ -377,9 +417,20 @@ func (t *Trace) inferOperations(seed maphash.Seed, skew int64, in *interner) []*
 			}
 		}
 	}
+	clear(originService)
+	sc.originService = originService[:0]
 
-	var ops []*Operation
-	var group []int32
+	if nClient > 0 {
+		t.ops = make([]*Operation, 0, nClient)
+		sc.bufs = opBufs{
+			slab:    make([]Operation, 0, nClient),
+			att:     make([]Attempt, 0, nClient),
+			calls:   make([]spans.SpanID, 0, nClient),
+			origins: make([]string, 0, nClient),
+			idx:     make([]int32, 0, nClient),
+		}
+	}
+	group := sc.group[:0]
 	// Root CLIENT spans (a client without a parent span) are grouped together as if under one
 	// unseen caller.
 	for _, r := range t.roots {
@@ -388,10 +439,10 @@ func (t *Trace) inferOperations(seed maphash.Seed, skew int64, in *interner) []*
 		}
 	}
 	if len(group) > 0 {
-		ops = t.groupCalls(ops, -1, group, nil, seed, skew)
+		t.groupCalls(-1, group, -1, seed, skew, sc)
 	}
 	for _, i := range t.order {
-		if c := t.call[i]; c >= 0 && t.calls[c].op != nil {
+		if c := t.call[i]; c >= 0 && t.calls[c].op >= 0 {
 			t.enclosing[i] = t.calls[c].op
 		} else if p := t.parent[i]; p >= 0 {
 			t.enclosing[i] = t.enclosing[p]
@@ -403,23 +454,23 @@ func (t *Trace) inferOperations(seed maphash.Seed, skew int64, in *interner) []*
 			}
 		}
 		if len(group) > 0 {
-			ops = t.groupCalls(ops, int(i), group, t.enclosing[i], seed, skew)
+			t.groupCalls(int(i), group, t.enclosing[i], seed, skew, sc)
 		}
 	}
-	return t.refusedOperations(ops)
+	sc.group = group
+	t.ops = t.refusedOperations(t.ops)
+	return t.ops
 }
 
-// groupCalls turns the CLIENT children of one caller into operations: per destination, attempts
-// in start order; overlapping calls are one attempt's copies (hedges to one origin, fan-out to
-// several); a call after a success starts a new operation; a call after a redirect or 401 is a
-// resend, not a retry.
-func (t *Trace) groupCalls(ops []*Operation, caller int, calls []int32, parent *Operation, seed maphash.Seed, skew int64) []*Operation {
-	type keyed struct {
-		key    uint64 // grouping: the operation id when given, else the destination
-		intent uint64 // what was asked, for the intent key (never the per-call operation id)
-		idx    int32
-	}
-	ks := make([]keyed, len(calls))
+// groupCalls turns the CLIENT children of one caller into operations, appended to t.ops: per
+// destination, attempts in start order; overlapping calls are one attempt's copies (hedges to one
+// origin, fan-out to several); a call after a success starts a new operation; a call after a
+// redirect or 401 is a resend, not a retry. parentIdx is the index in t.ops of the operation the
+// calls run inside, -1 for none.
+func (t *Trace) groupCalls(caller int, calls []int32, parentIdx int32, seed maphash.Seed, skew int64, sc *scratch) {
+	parent := t.op(parentIdx)
+	ks := slices.Grow(sc.keyed[:0], len(calls))[:len(calls)]
+	sc.keyed = ks
 	for k, i := range calls {
 		c := &t.calls[t.call[i]]
 		if parent != nil && c.opID != "" && c.opID == parent.ID {
@@ -441,17 +492,19 @@ func (t *Trace) groupCalls(ops []*Operation, caller int, calls []int32, parent *
 		ks[k] = keyed{key, intent, i}
 	}
 	// By destination, then start time: one sort, then runs. No pairwise matching.
-	slices.SortStableFunc(ks, func(a, b keyed) int {
-		if c := cmp.Compare(a.key, b.key); c != 0 {
-			return c
-		}
-		return cmp.Compare(t.Spans[a.idx].StartUnixNano, t.Spans[b.idx].StartUnixNano)
-	})
-	callerSpan := (*spans.Span)(nil)
-	if caller >= 0 {
-		callerSpan = &t.Spans[caller]
+	if len(ks) > 1 {
+		slices.SortStableFunc(ks, func(a, b keyed) int {
+			if c := cmp.Compare(a.key, b.key); c != 0 {
+				return c
+			}
+			return cmp.Compare(t.Spans[a.idx].StartUnixNano, t.Spans[b.idx].StartUnixNano)
+		})
 	}
-	first := len(ops)
+	var callerKnown *known
+	if caller >= 0 {
+		callerKnown = &sc.known[caller]
+	}
+	first := len(t.ops)
 	// Occurrences are counted per scope: the caller span, or, when the caller is an INTERNAL
 	// span (the reference client wraps each call in an operation span), the nearest SERVER (or
 	// other non-INTERNAL) span above it. Four reads in a row under one request are four
@@ -462,39 +515,33 @@ func (t *Trace) groupCalls(ops []*Operation, caller int, calls []int32, parent *
 	}
 	occurrence := 0
 	var op *Operation
+	opIdx := int32(-1)
 	var cur *Attempt
 	var curEnd int64
-	// The group's attempts, calls and origins are carved out of buffers sized for the
-	// caller (attempts and origins never outnumber calls): one allocation each per
-	// caller instead of several per operation. Each slice is capped when it is
-	// complete, so nothing appended later can spill into a neighbour.
-	m := len(ks)
-	attBuf := make([]Attempt, 0, m)
-	callBuf := make([]spans.SpanID, 0, m)
-	originBuf := make([]string, 0, m)
-	idxBuf := make([]int32, 0, m)
+	b := &sc.bufs
 	var attStart, callStart, originStart, idxStart int
 	closeAttempt := func() {
 		if cur != nil {
-			cur.Calls = callBuf[callStart:len(callBuf):len(callBuf)]
-			cur.Origins = originBuf[originStart:len(originBuf):len(originBuf)]
-			callStart, originStart = len(callBuf), len(originBuf)
+			cur.Calls = b.calls[callStart:len(b.calls):len(b.calls)]
+			cur.Origins = b.origins[originStart:len(b.origins):len(b.origins)]
+			callStart, originStart = len(b.calls), len(b.origins)
 		}
 	}
 	closeOp := func() {
 		if op != nil {
 			closeAttempt()
-			op.Attempts = attBuf[attStart:len(attBuf):len(attBuf)]
-			op.calls = idxBuf[idxStart:len(idxBuf):len(idxBuf)]
-			attStart, idxStart = len(attBuf), len(idxBuf)
+			op.Attempts = b.att[attStart:len(b.att):len(b.att)]
+			op.calls = b.idx[idxStart:len(b.idx):len(b.idx)]
+			attStart, idxStart = len(b.att), len(b.idx)
 		}
 	}
+	attStart, callStart, originStart, idxStart = len(b.att), len(b.calls), len(b.origins), len(b.idx)
 	for lo := 0; lo < len(ks); {
 		hi := lo + 1
 		for hi < len(ks) && ks[hi].key == ks[lo].key {
 			hi++
 		}
-		op, cur, curEnd = nil, nil, 0
+		op, opIdx, cur, curEnd = nil, -1, nil, 0
 		for _, kc := range ks[lo:hi] {
 			i := kc.idx
 			c := &t.calls[t.call[i]]
@@ -520,10 +567,11 @@ func (t *Trace) groupCalls(ops []*Operation, caller int, calls []int32, parent *
 			}
 			if newOp {
 				closeOp()
-				op = t.newOperation(callerSpan, c, parent)
-				occurrence = t.nextOccurrence(scope, kc.intent)
+				op = t.newOperation(callerKnown, c, parent, sc)
+				occurrence = sc.nextOccurrence(scope, kc.intent)
 				op.intent = intentKey(seed, parent, kc.intent, occurrence)
-				ops = append(ops, op)
+				opIdx = int32(len(t.ops))
+				t.ops = append(t.ops, op)
 				cur = nil
 				newAttempt = true
 			}
@@ -533,7 +581,7 @@ func (t *Trace) groupCalls(ops []*Operation, caller int, calls []int32, parent *
 				if cur != nil {
 					prevStatus = cur.Status
 				}
-				nAttempts := len(attBuf) - attStart
+				nAttempts := len(b.att) - attStart
 				switch {
 				case kind != "":
 				case nAttempts == 0:
@@ -547,41 +595,41 @@ func (t *Trace) groupCalls(ops []*Operation, caller int, calls []int32, parent *
 				}
 				a := Attempt{Number: nAttempts + 1, Kind: kind, SpanID: s.SpanID,
 					StartUnixNano: start, EndUnixNano: end, refNumber: c.attempt}
-				if b := intAttr(s, spans.AttrBackoff); b >= 0 {
-					a.BackoffNanos = b * 1e6
+				if c.backoff >= 0 {
+					a.BackoffNanos = c.backoff * 1e6
 				} else if cur != nil {
 					a.BackoffNanos = max(0, start-cur.EndUnixNano)
 				}
 				closeAttempt()
-				attBuf = append(attBuf, a) // within capacity: cur stays valid
-				cur = &attBuf[len(attBuf)-1]
+				b.att = append(b.att, a) // within capacity: cur stays valid
+				cur = &b.att[len(b.att)-1]
 				cur.Outcome, cur.Status = c.outcome, c.status
 				curEnd = end
 			} else if c.outcome == OutcomeOK && cur.Outcome != OutcomeOK {
 				// Of several copies, the attempt's outcome is the best one.
 				cur.Outcome, cur.Status = c.outcome, c.status
 			}
-			callBuf = append(callBuf, s.SpanID)
-			if !slices.Contains(originBuf[originStart:], c.origin) {
-				originBuf = append(originBuf, c.origin)
+			b.calls = append(b.calls, s.SpanID)
+			if !slices.Contains(b.origins[originStart:], c.origin) {
+				b.origins = append(b.origins, c.origin)
 			}
 			cur.EndUnixNano = max(cur.EndUnixNano, end)
 			curEnd = max(curEnd, end)
 			op.StartUnixNano = min(op.StartUnixNano, start)
 			op.EndUnixNano = max(op.EndUnixNano, end)
-			if d := intAttr(s, spans.AttrDeadline); d > 0 && op.DeadlineUnixNano == 0 {
+			if d := c.deadline; d > 0 && op.DeadlineUnixNano == 0 {
 				op.DeadlineUnixNano = d
 			}
 			if c.attempt >= 0 || c.opID != "" {
 				op.Inferred = false
 			}
-			idxBuf = append(idxBuf, t.call[i])
-			c.op = op
+			b.idx = append(b.idx, t.call[i])
+			c.op = opIdx
 		}
 		closeOp()
 		lo = hi
 	}
-	for _, op := range ops[first:] {
+	for _, op := range t.ops[first:] {
 		if len(op.Attempts) > 0 && op.Terminal == "" {
 			last := op.Attempts[len(op.Attempts)-1]
 			if last.Outcome == OutcomeOK {
@@ -594,15 +642,28 @@ func (t *Trace) groupCalls(ops []*Operation, caller int, calls []int32, parent *
 			}
 		}
 	}
-	return ops
+}
+
+// keyed is one call of a caller with its grouping keys.
+type keyed struct {
+	key    uint64 // grouping: the operation id when given, else the destination
+	intent uint64 // what was asked, for the intent key (never the per-call operation id)
+	idx    int32
 }
 
 func isRedirect(status string) bool { return len(status) == 3 && status[0] == '3' }
 
-// newOperation starts an operation with what the caller span and the first call say.
-func (t *Trace) newOperation(callerSpan *spans.Span, c *callInfo, parent *Operation) *Operation {
+// newOperation starts an operation with what the caller span and the first call say. The
+// operation is carved from the trace's buffers.
+func (t *Trace) newOperation(callerKnown *known, c *callInfo, parent *Operation, sc *scratch) *Operation {
+	b := &sc.bufs
 	s := &t.Spans[c.idx]
-	op := &Operation{
+	if len(b.slab) == cap(b.slab) {
+		// Not reached (a trace has no more operations than calls), but never grow the slab in
+		// place: earlier operations are pointed to.
+		b.slab = make([]Operation, 0, 4)
+	}
+	b.slab = append(b.slab, Operation{
 		TraceID:           t.ID,
 		Dependency:        c.origin,
 		DependencyService: c.service,
@@ -610,42 +671,62 @@ func (t *Trace) newOperation(callerSpan *spans.Span, c *callInfo, parent *Operat
 		Inferred:          true,
 		StartUnixNano:     s.StartUnixNano,
 		EndUnixNano:       s.EndUnixNano,
-	}
+	})
+	op := &b.slab[len(b.slab)-1]
 	if parent != nil {
 		parent.children++
 	}
-	src := s
-	if callerSpan != nil {
-		op.SpanID = callerSpan.SpanID
-		op.Caller = callerSpan.Service()
-		if callerSpan.Str(spans.AttrOpID) != "" {
-			src = callerSpan
+	src := &sc.known[c.idx]
+	if callerKnown != nil {
+		cs := callerKnown.s
+		op.SpanID = cs.SpanID
+		op.Caller = cs.Service()
+		if callerKnown.str(wkOpID) != "" {
+			src = callerKnown
 		}
 	} else {
 		op.SpanID = s.SpanID
 		op.Caller = s.Service()
 	}
-	op.ID = src.Str(spans.AttrOpID)
+	op.ID = src.str(wkOpID)
 	if op.ID == "" {
 		op.ID = c.opID
 	}
 	if op.ID == "" {
-		op.ID = s.SpanID.String()
+		op.ID = t.hexID(c, b)
 	}
-	op.Name = src.Str(spans.AttrOpName)
+	op.Name = src.str(wkOpName)
 	if op.Name == "" {
 		op.Name = c.target
 	}
-	op.Owner = src.Str(spans.AttrOwner)
+	op.Owner = src.str(wkOwner)
 	if op.Owner == "" {
 		op.Owner = op.Caller
 	}
-	op.Terminal = src.Str(spans.AttrTerminal)
-	op.StopReason = src.Str(spans.AttrStopReason)
-	if d := intAttr(src, spans.AttrDeadline); d > 0 {
+	op.Terminal = src.str(wkTerminal)
+	op.StopReason = src.str(wkStopReason)
+	if d := src.intOr(wkDeadline); d > 0 {
 		op.DeadlineUnixNano = d
 	}
 	return op
+}
+
+// hexID is call c's span id in hex (SpanID.String), cut from one string made for the trace's
+// calls the first time an operation needs one.
+func (t *Trace) hexID(c *callInfo, b *opBufs) string {
+	if b.hexIDs == "" {
+		var sb strings.Builder
+		sb.Grow(16 * len(t.calls))
+		var digits [16]byte
+		for k := range t.calls {
+			id := t.Spans[t.calls[k].idx].SpanID
+			hex.Encode(digits[:], id[:])
+			sb.Write(digits[:])
+		}
+		b.hexIDs = sb.String()
+	}
+	k := int(t.call[c.idx])
+	return b.hexIDs[16*k : 16*k+16]
 }
 
 // intentKey identifies what an operation was asked to do, independent of which attempt of its
@@ -680,27 +761,27 @@ func hashStrings(seed maphash.Seed, a, b, c string) uint64 {
 
 // nextOccurrence numbers the operations of one intent within one scope, in the order they are
 // made (pre-order, siblings by start time).
-func (t *Trace) nextOccurrence(scope int32, intent uint64) int {
+func (sc *scratch) nextOccurrence(scope int32, intent uint64) int {
 	k := scopeIntent{scope, intent}
-	if t.occurrences == nil {
+	if sc.occurrences == nil {
 		// Few per trace: a slice, becoming a map past 16 (ten thousand distinct siblings).
-		for i := range t.occList {
-			if t.occList[i].k == k {
-				t.occList[i].n++
-				return t.occList[i].n - 1
+		for i := range sc.occList {
+			if sc.occList[i].k == k {
+				sc.occList[i].n++
+				return sc.occList[i].n - 1
 			}
 		}
-		t.occList = append(t.occList, occCount{k, 1})
-		if len(t.occList) > 16 {
-			t.occurrences = make(map[scopeIntent]int, 64)
-			for _, o := range t.occList {
-				t.occurrences[o.k] = o.n
+		sc.occList = append(sc.occList, occCount{k, 1})
+		if len(sc.occList) > 16 {
+			sc.occurrences = make(map[scopeIntent]int, 64)
+			for _, o := range sc.occList {
+				sc.occurrences[o.k] = o.n
 			}
 		}
 		return 0
 	}
-	n := t.occurrences[k]
-	t.occurrences[k] = n + 1
+	n := sc.occurrences[k]
+	sc.occurrences[k] = n + 1
 	return n
 }
 

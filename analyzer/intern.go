@@ -25,6 +25,22 @@ type interner struct {
 	derived   map[derivedKey]string
 	res       map[*spans.Resource]*spans.Resource // per batch: the decoder's resource -> ours
 	ress      map[resKey]*spans.Resource          // ours, by identity
+	// scratches are the analyses' reusable buffers (see scratch): taken and given back by the
+	// analyses, which run outside the analyzer's lock, so a pool (locked on its own).
+	scratches sync.Pool
+}
+
+// getScratch takes a scratch for one trace's analysis; putScratch gives it back.
+func (in *interner) getScratch() *scratch {
+	if sc, ok := in.scratches.Get().(*scratch); ok {
+		return sc
+	}
+	return &scratch{}
+}
+
+func (in *interner) putScratch(sc *scratch) {
+	sc.reset()
+	in.scratches.Put(sc)
 }
 
 type resKey struct{ service, instance string }
@@ -117,30 +133,37 @@ func (in *interner) span(s *spans.Span) {
 func (in *interner) endBatch() { clear(in.res) }
 
 type derivedKey struct {
-	what    byte // 'o' origin from a URL's scheme and authority, 'h' from host and port, 'r'/'t' target
+	what    byte // 'o' origin from a URL's scheme and authority, 'h'/'n' from host and port, 'r'/'t' target
 	a, b, c string
+	port    int64 // 'n': an integer server.port (as a number, not made into text for the key)
 	rpc     bool
 }
 
 // origin is originOf, cached for the common shapes: a URL, keyed by its scheme://authority prefix
 // alone (originOfURL reads nothing else, and the rest of a real URL - path ids, query strings -
 // is different on every call); or host, port and scheme.
-func (in *interner) origin(s *spans.Span) string {
+func (in *interner) origin(s *known) string {
 	var k derivedKey
-	if u := s.Str(spans.AttrURLFull); strings.Contains(u, "://") {
+	if u := s.str(wkURLFull); strings.Contains(u, "://") {
 		p, ok := urlAuthorityPrefix(u)
 		if !ok {
 			// originOfURL finds no origin there and originOf falls back to other attributes.
-			return originOf(s)
+			return s.origin()
 		}
 		k = derivedKey{what: 'o', a: p}
-	} else if h := s.Str(spans.AttrServerAddress); h != "" && s.Str(spans.AttrLegacyHTTPURL) == "" {
-		k = derivedKey{what: 'h', a: h, b: s.Str(spans.AttrServerPort), c: s.Str(spans.AttrURLScheme),
-			rpc: s.Str(spans.AttrRPCSystem) != "" || s.Str(spans.AttrRPCMethod) != ""}
+	} else if h := s.str(wkServerAddress); h != "" && s.str(wkLegacyHTTPURL) == "" {
+		k = derivedKey{what: 'h', a: h, c: s.str(wkURLScheme),
+			rpc: s.str(wkRPCSystem) != "" || s.str(wkRPCMethod) != ""}
+		if p, ok := s.attr(wkServerPort); ok && p.Type == spans.ValueInt {
+			// The number is the key: its text would be an allocation per call.
+			k.what, k.port = 'n', p.Num
+		} else {
+			k.b = p.AsString()
+		}
 	} else {
-		return originOf(s)
+		return s.origin()
 	}
-	return in.cached(k, s, originOf)
+	return in.cached(k, s, (*known).origin)
 }
 
 // urlAuthorityPrefix is the part of u that originOfURL reads - everything up to the end of the
@@ -167,22 +190,22 @@ func urlAuthorityPrefix(u string) (string, bool) {
 
 // target is targetOf, cached by method and path (HTTP: targetOf drops the query and fragment, which
 // differ on every call) or service and method (RPC).
-func (in *interner) target(s *spans.Span) string {
+func (in *interner) target(s *known) string {
 	var k derivedKey
-	if m := s.Str(spans.AttrRPCMethod); m != "" {
-		k = derivedKey{what: 'r', a: s.Str(spans.AttrRPCService), b: m}
-	} else if u := s.Str(spans.AttrURLFull); u != "" {
-		k = derivedKey{what: 't', a: pathOfURL(u), b: s.Str(spans.AttrHTTPMethod)}
+	if m := s.str(wkRPCMethod); m != "" {
+		k = derivedKey{what: 'r', a: s.str(wkRPCService), b: m}
+	} else if u := s.str(wkURLFull); u != "" {
+		k = derivedKey{what: 't', a: pathOfURL(u), b: s.str(wkHTTPMethod)}
 		if k.b == "" {
-			return targetOf(s)
+			return s.target()
 		}
 	} else {
-		return targetOf(s)
+		return s.target()
 	}
-	return in.cached(k, s, targetOf)
+	return in.cached(k, s, (*known).target)
 }
 
-func (in *interner) cached(k derivedKey, s *spans.Span, f func(*spans.Span) string) string {
+func (in *interner) cached(k derivedKey, s *known, f func(*known) string) string {
 	in.derivedMu.Lock()
 	v, ok := in.derived[k]
 	in.derivedMu.Unlock()

@@ -50,10 +50,11 @@ func TestInternerDerivedMatchesInference(t *testing.T) {
 					add(spans.AttrServerPort, e.port)
 					add(spans.AttrLegacyHTTPURL, e.legacyURL)
 					name := fmt.Sprintf("round %d %s %q %s", round, method, u, e.name)
-					if got, want := in.origin(s), originOf(s); got != want {
+					k := knownOf(s)
+					if got, want := in.origin(&k), originOf(s); got != want {
 						t.Errorf("%s: origin %q, want %q", name, got, want)
 					}
-					if got, want := in.target(s), targetOf(s); got != want {
+					if got, want := in.target(&k), targetOf(s); got != want {
 						t.Errorf("%s: target %q, want %q", name, got, want)
 					}
 				}

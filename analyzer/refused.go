@@ -27,7 +27,7 @@ func (t *Trace) refusedOperations(ops []*Operation) []*Operation {
 		if have[s.SpanID] {
 			continue // it did make calls: an ordinary operation
 		}
-		parent := t.enclosing[i]
+		parent := t.Enclosing(i)
 		op := &Operation{
 			TraceID:       t.ID,
 			SpanID:        s.SpanID,

@@ -1,8 +1,8 @@
 package analyzer
 
 import (
-	"bytes"
 	"cmp"
+	"encoding/binary"
 	"fmt"
 	"slices"
 
@@ -19,21 +19,23 @@ type Trace struct {
 	// Truncated is true when the trace hit the per-trace span cap and spans were dropped.
 	Truncated bool
 
-	parent   []int32 // index of the parent, -1 for roots, orphans and broken links
-	childOff []int32 // children of i are child[childOff[i]:childOff[i+1]], by start time
+	ids      []uint64 // Spans' ids as big-endian numbers (sorted): what Lookup searches
+	parent   []int32  // index of the parent, -1 for roots, orphans and broken links
+	childOff []int32  // children of i are child[childOff[i]:childOff[i+1]], by start time
 	child    []int32
 	roots    []int32 // by start time
 	order    []int32 // display order: pre-order, siblings by start
 	depth    []int32
 
-	call      []int32      // index into calls for CLIENT spans, -1 otherwise
-	calls     []callInfo   // one per CLIENT span
-	enclosing []*Operation // the innermost operation whose call is span i or an ancestor of it
+	call  []int32    // index into calls for CLIENT spans, -1 otherwise
+	calls []callInfo // one per CLIENT span
+	// enclosing: index into ops of the innermost operation whose call is span i or an ancestor
+	// of it, -1 for none. Indexes, not pointers: nothing for the garbage collector to trace.
+	enclosing []int32
+	ops       []*Operation // the trace's operations, as inference made them
 
-	issues      traceIssues
-	notes       []string
-	occurrences map[scopeIntent]int // only while inferring
-	occList     []occCount
+	issues traceIssues
+	notes  []string
 }
 
 // traceIssues counts what was wrong with the data; the report turns them into notes.
@@ -66,9 +68,9 @@ func (t *Trace) Len() int { return len(t.Spans) }
 
 // Lookup finds a span's index by id.
 func (t *Trace) Lookup(id spans.SpanID) (int, bool) {
-	return slices.BinarySearchFunc(t.Spans, id, func(s spans.Span, id spans.SpanID) int {
-		return bytes.Compare(s.SpanID[:], id[:])
-	})
+	// A binary search over the ids as numbers: eight bytes a step, next to each other, where a
+	// search over the spans compared byte slices a span's size apart.
+	return slices.BinarySearch(t.ids, binary.BigEndian.Uint64(id[:]))
 }
 
 // Parent is the index of span i's parent, or -1 for a root, an orphan (parent never arrived) or a
@@ -94,14 +96,22 @@ func (t *Trace) End(i int) int64 {
 // Operation is the operation whose attempt made CLIENT span i, or nil.
 func (t *Trace) Operation(i int) *Operation {
 	if c := t.call[i]; c >= 0 {
-		return t.calls[c].op
+		return t.op(t.calls[c].op)
 	}
 	return nil
 }
 
 // Enclosing is the innermost operation that span i works for: the operation of the nearest
 // CLIENT call at or above it. nil for work done directly for the root request.
-func (t *Trace) Enclosing(i int) *Operation { return t.enclosing[i] }
+func (t *Trace) Enclosing(i int) *Operation { return t.op(t.enclosing[i]) }
+
+// op is operation k of the trace, nil for -1.
+func (t *Trace) op(k int32) *Operation {
+	if k < 0 {
+		return nil
+	}
+	return t.ops[k]
+}
 
 // Outcome is the outcome class (ok, retryable, permanent, timeout, cancelled, refused) and the
 // status text (HTTP status, gRPC code, "" when no answer) of CLIENT span i; "" for other spans.
@@ -141,28 +151,37 @@ func (t *Trace) Walk(i int, fn func(j int) bool) {
 // Notes are what the analysis of this trace had to work around.
 func (t *Trace) Notes() []string { return t.notes }
 
-// buildTrace sorts, deduplicates and indexes the spans of one trace. It owns ss.
-func buildTrace(id spans.TraceID, ss []spans.Span, truncated int) *Trace {
+// buildTrace sorts, deduplicates and indexes the spans of one trace. It owns ss; sc is the
+// analysis's scratch.
+func buildTrace(id spans.TraceID, ss []spans.Span, truncated int, sc *scratch) *Trace {
 	t := &Trace{ID: id, Truncated: truncated > 0}
 	t.issues.truncated = truncated
-	sortByID(ss)
+	sortByID(ss, &sc.keys)
+	n := len(ss)
+	// The span ids as numbers, in order: Lookup's keys, compared as bytes.Compare compares the ids.
+	ids := make([]uint64, n)
 	w := 0
 	for i := range ss {
-		if w > 0 && ss[w-1].SpanID == ss[i].SpanID {
+		k := binary.BigEndian.Uint64(ss[i].SpanID[:])
+		if w > 0 && ids[w-1] == k {
 			t.issues.duplicates++
 			continue
 		}
-		ss[w] = ss[i]
+		if w != i {
+			ss[w] = ss[i]
+		}
+		ids[w] = k
 		w++
 	}
 	clear(ss[w:])
 	ss = ss[:w]
 	t.Spans = ss
-	n := len(ss)
+	t.ids = ids[:w:w]
+	n = w
 
 	// The per-span index arrays share one allocation: parent, childOff (n+1), child (at most
-	// n), order, depth, and the inference's call index.
-	arena := make([]int32, 6*n+1)
+	// n), roots (at most n), order, depth, and the inference's call and enclosing indexes.
+	arena := make([]int32, 8*n+1)
 	carve := func(size int) []int32 {
 		c := arena[:size:size]
 		arena = arena[size:]
@@ -190,10 +209,11 @@ func buildTrace(id spans.TraceID, ss []spans.Span, truncated int) *Trace {
 			t.issues.orphans++
 		}
 	}
-	t.breakCycles()
+	t.breakCycles(sc)
 
 	// Children in CSR form, each list by start time (then id, for determinism).
 	t.childOff = carve(n + 1)
+	t.roots = carve(n)[:0]
 	for i := range n {
 		if p := t.parent[i]; p >= 0 {
 			t.childOff[p+1]++
@@ -201,6 +221,7 @@ func buildTrace(id spans.TraceID, ss []spans.Span, truncated int) *Trace {
 			t.roots = append(t.roots, int32(i))
 		}
 	}
+	t.roots = t.roots[:len(t.roots):len(t.roots)]
 	for i := range n {
 		t.childOff[i+1] += t.childOff[i]
 	}
@@ -225,13 +246,16 @@ func buildTrace(id spans.TraceID, ss []spans.Span, truncated int) *Trace {
 			slices.SortFunc(ch, byStart)
 		}
 	}
-	slices.SortFunc(t.roots, byStart)
+	if len(t.roots) > 1 {
+		slices.SortFunc(t.roots, byStart)
+	}
 
 	// Display order and depth.
 	t.order = carve(n)[:0]
 	clear(t.depth)
 	t.call = carve(n)
-	stack := make([]int32, 0, 64)
+	t.enclosing = carve(n)
+	stack := sc.stack[:0]
 	for k := len(t.roots) - 1; k >= 0; k-- {
 		stack = append(stack, t.roots[k])
 	}
@@ -245,19 +269,21 @@ func buildTrace(id spans.TraceID, ss []spans.Span, truncated int) *Trace {
 			stack = append(stack, ch[k])
 		}
 	}
+	sc.stack = stack
 	return t
 }
 
 // breakCycles cuts parent links that form a loop (a->b->a): the span where the walk found the loop
 // becomes a root. Each span is walked once, so this is linear.
-func (t *Trace) breakCycles() {
+func (t *Trace) breakCycles(sc *scratch) {
 	const (
 		unseen = iota
 		onPath
 		done
 	)
-	state := make([]uint8, len(t.parent))
-	path := make([]int32, 0, 16)
+	state := slices.Grow(sc.state[:0], len(t.parent))[:len(t.parent)]
+	clear(state)
+	path := sc.path[:0]
 	for i := range t.parent {
 		if state[i] != unseen {
 			continue
@@ -278,6 +304,7 @@ func (t *Trace) breakCycles() {
 			state[k] = done
 		}
 	}
+	sc.state, sc.path = state, path
 }
 
 // makeNotes turns the counts into sentences for the trace view.
@@ -298,28 +325,32 @@ func (t *Trace) makeNotes() {
 	add(is.splitLinked, "%d operations continue an operation of another trace (joined by a link or resilience.operation.id)")
 }
 
+// idKey is a span id as a number (big-endian, so numbers compare as the ids' bytes do) and the
+// span's position before sorting.
+type idKey struct {
+	id uint64
+	i  int32
+}
+
 // sortByID sorts spans by span id, stably (the first copy of a duplicate to arrive stays first).
 // It sorts small pointer-free keys and then moves each span once, following the permutation's
 // cycles: sorting the 180-byte span structs themselves moved each several times, with a write
-// barrier for every pointer in it.
-func sortByID(ss []spans.Span) {
-	type key struct {
-		id spans.SpanID
-		i  int32
-	}
-	keys := make([]key, len(ss))
+// barrier for every pointer in it. keys is scratch, kept for the next call.
+func sortByID(ss []spans.Span, scratchKeys *[]idKey) {
+	keys := slices.Grow((*scratchKeys)[:0], len(ss))[:len(ss)]
+	*scratchKeys = keys
 	sorted := true
 	for i := range ss {
-		keys[i] = key{ss[i].SpanID, int32(i)}
-		if i > 0 && bytes.Compare(ss[i-1].SpanID[:], ss[i].SpanID[:]) > 0 {
+		keys[i] = idKey{binary.BigEndian.Uint64(ss[i].SpanID[:]), int32(i)}
+		if i > 0 && keys[i-1].id > keys[i].id {
 			sorted = false
 		}
 	}
 	if sorted {
 		return
 	}
-	slices.SortFunc(keys, func(a, b key) int {
-		if c := bytes.Compare(a.id[:], b.id[:]); c != 0 {
+	slices.SortFunc(keys, func(a, b idKey) int {
+		if c := cmp.Compare(a.id, b.id); c != 0 {
 			return c
 		}
 		return cmp.Compare(a.i, b.i)

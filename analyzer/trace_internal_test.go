@@ -20,7 +20,8 @@ func TestSortByIDIsStableAndComplete(t *testing.T) {
 		slices.SortStableFunc(want, func(a, b spans.Span) int {
 			return slices.Compare(a.SpanID[:], b.SpanID[:])
 		})
-		sortByID(ss)
+		var keys []idKey
+		sortByID(ss, &keys)
 		for i := range ss {
 			if ss[i].SpanID != want[i].SpanID || ss[i].StartUnixNano != want[i].StartUnixNano {
 				t.Fatalf("n=%d: position %d = %v/%d, want %v/%d", n, i, ss[i].SpanID, ss[i].StartUnixNano, want[i].SpanID, want[i].StartUnixNano)

@@ -1,0 +1,67 @@
+package analyzer
+
+// scratch holds one trace analysis's temporary buffers. The analyzer keeps a pool of them (in its
+// interner), so a trace's analysis allocates what it returns and little else: the sort keys,
+// the cycle walk's marks, the traversal stack, the attribute indexes, the grouping keys and the
+// occurrence counts are reused from one trace to the next. A scratch is used by one analysis at a
+// time (Settle's pass and an eviction may analyze at once, each with its own).
+type scratch struct {
+	keys          []idKey
+	state         []uint8
+	path, stack   []int32
+	known         []known
+	group         []int32
+	keyed         []keyed
+	originService [][2]string
+	occList       []occCount
+	occurrences   map[scopeIntent]int
+	bufs          opBufs // the trace being inferred; its buffers go with the result
+	seen          []intentAt
+	seenMap       map[intentAt]struct{}
+}
+
+// maxScratch is the largest buffer (in elements) a scratch keeps between traces: one huge trace
+// must not leave a huge buffer pinned in the pool.
+const maxScratch = 4096
+
+// reset drops what the last analysis left that points into its trace or result, so a pooled
+// scratch keeps neither alive, and buffers grown beyond maxScratch.
+func (sc *scratch) reset() {
+	clear(sc.known)
+	sc.known = sc.known[:0]
+	sc.bufs = opBufs{}
+	clear(sc.originService)
+	clear(sc.occList)
+	sc.occList = sc.occList[:0]
+	sc.occurrences = nil
+	clear(sc.seen)
+	sc.seen = sc.seen[:0]
+	sc.seenMap = nil
+	if cap(sc.keys) > maxScratch {
+		sc.keys = nil
+	}
+	if cap(sc.state) > maxScratch {
+		sc.state = nil
+	}
+	if cap(sc.path) > maxScratch {
+		sc.path = nil
+	}
+	if cap(sc.stack) > maxScratch {
+		sc.stack = nil
+	}
+	if cap(sc.known) > maxScratch {
+		sc.known = nil
+	}
+	if cap(sc.group) > maxScratch {
+		sc.group = nil
+	}
+	if cap(sc.keyed) > maxScratch {
+		sc.keyed = nil
+	}
+	if cap(sc.occList) > maxScratch {
+		sc.occList = nil
+	}
+	if cap(sc.seen) > maxScratch {
+		sc.seen = nil
+	}
+}
