@@ -43,6 +43,7 @@ type Analyzer struct {
 	scratch       []*traceState // ConsumeBatch's per-span trace, reused between batches
 
 	spansHeld   int
+	packedBytes int // the analyzed traces' packed spans (traceState.packed), in bytes
 	evictedT    int
 	evictedS    int
 	truncatedT  int
@@ -76,11 +77,19 @@ type Analyzer struct {
 }
 
 type traceState struct {
-	id          spans.TraceID
-	spans       []spans.Span // every span received and kept (analyzed ones included)
-	analyzedLen int          // spans[:analyzedLen] are in res
+	id    spans.TraceID
+	spans []spans.Span // spans received and not analyzed yet
+	// packed holds the spans res was made from (deduplicated, by span id) in packed form: a
+	// pointer-free byte string that the garbage collector never scans, unpacked when late spans
+	// make the trace be analyzed again or the TUI looks it up (see store.go). nil with
+	// ReleaseSpans (nothing is kept) and when an evicted trace is about to be dropped.
+	packed []byte
+	// held is how many analyzed spans (packed) count in spansHeld; resSpans how many spans res
+	// was made from (what res contributed to the report's input count).
+	held, resSpans int
 	// inFlight: a job is analyzing the trace; it owns the spans it took (out of them, still
-	// counted as held), and spans arriving meanwhile start a new t.spans.
+	// counted as held; packed stays for lookups until the new analysis replaces it), and spans
+	// arriving meanwhile start a new t.spans.
 	inFlight bool
 	out      int
 	// Used by ConsumeBatch within one batch: fresh (made by this batch), the spans coming for
@@ -186,7 +195,7 @@ func (a *Analyzer) ConsumeBatch(ctx context.Context, b *spans.Batch) error {
 			t.incoming = 0
 			room := n
 			if capT > 0 {
-				room = max(0, min(n, capT-len(t.spans)-t.out))
+				room = max(0, min(n, capT-len(t.spans)-t.held-t.out))
 			}
 			if t.fresh && room == n && int(t.lastIn)-i+1 == n {
 				// A new trace whose spans are one run of the batch: the run becomes the trace's
@@ -209,7 +218,7 @@ func (a *Analyzer) ConsumeBatch(ctx context.Context, b *spans.Batch) error {
 				a.touch(t, now)
 			}
 		}
-		if capT > 0 && len(t.spans)+t.out >= capT {
+		if capT > 0 && len(t.spans)+t.held+t.out >= capT {
 			if t.dropped == 0 {
 				a.truncatedT++
 			}
@@ -261,14 +270,16 @@ func (a *Analyzer) evict() {
 			t = next
 			continue
 		}
-		if len(t.spans) > t.analyzedLen || t.res == nil {
-			// Under the lock: eviction is the ingest path's own back-pressure.
+		if len(t.spans) > 0 || t.res == nil {
+			// Under the lock: eviction is the ingest path's own back-pressure. Not packed: the
+			// spans are dropped right after.
 			j := a.take(t)
-			a.run(&j)
+			j.noPack = true
+			a.run(&j, nil)
 			a.publish(&j)
 		}
 		a.evictedT++
-		a.evictedS += len(t.spans)
+		a.evictedS += len(t.spans) + t.held
 		a.drop(t)
 		t = next
 	}
@@ -276,7 +287,8 @@ func (a *Analyzer) evict() {
 
 // drop forgets a trace's spans and operations; its findings and counts stay in the report.
 func (a *Analyzer) drop(t *traceState) {
-	a.spansHeld -= len(t.spans)
+	a.spansHeld -= len(t.spans) + t.held
+	a.packedBytes -= len(t.packed)
 	if t.inPending.linked {
 		a.pending.remove(t)
 	}
@@ -284,6 +296,7 @@ func (a *Analyzer) drop(t *traceState) {
 	delete(a.traces, t.id)
 	t.gone = true
 	t.spans = nil
+	t.packed, t.held = nil, 0
 	t.res = nil
 }
 
@@ -334,6 +347,7 @@ func (a *Analyzer) Flush() {
 // again (with them) once quiet; the pass itself stops at the first trace not due, so it ends.
 func (a *Analyzer) pass(due func(*traceState) bool) {
 	var jobs []job // reused chunk to chunk: a job is a value, not an allocation per trace
+	var scratch []byte
 	for {
 		a.mu.Lock()
 		for i := range jobs {
@@ -356,19 +370,23 @@ func (a *Analyzer) pass(due func(*traceState) bool) {
 			return
 		}
 		for i := range jobs {
-			a.run(&jobs[i])
+			a.run(&jobs[i], &scratch)
 		}
 	}
 }
 
 // job is one trace's analysis in flight: take (locked) -> run (unlocked) -> publish (locked).
 type job struct {
-	t       *traceState
-	ss      []spans.Span // the spans taken; the job owns them (clone: a copy is made first)
-	clone   bool         // the previous result shares ss's array (snapshots may hold it)
-	late    bool         // a fragment of a released trace (Config.ReleaseSpans)
+	t    *traceState
+	ss   []spans.Span // the spans taken, not analyzed yet; the job owns them
+	from []byte       // the previous analysis's spans, packed: unpacked in front of ss
+	late bool         // a fragment of a released trace (Config.ReleaseSpans)
+	// noPack: the result keeps its spans unpacked (an evicted trace, dropped once published).
+	noPack  bool
 	dropped int
 	res     *traceResult
+	n       int    // the spans res was made from (after deduplication)
+	packed  []byte // res's spans, packed; res then holds no spans (see strip)
 }
 
 // take moves a trace's unanalyzed state into a job. The trace stays held and its spans counted.
@@ -378,25 +396,41 @@ func (a *Analyzer) take(t *traceState) job {
 	}
 	j := job{t: t, ss: t.spans, dropped: t.dropped}
 	j.late = t.res != nil && t.res.released
-	// The analysis sorts and compacts its spans in place. The first time nobody else sees them;
-	// on re-analysis the previous result shares the array, so the new one gets a copy.
-	j.clone = t.res != nil && !j.late
-	t.out = len(t.spans)
+	// Re-analysis starts from the spans analyzed before, then the new ones, as it always has.
+	// The packed spans stay with the trace (immutable) so that lookups see them until the new
+	// analysis is published; they are counted in out meanwhile.
+	j.from = t.packed
+	t.out = len(t.spans) + t.held
+	t.held = 0
 	t.spans = nil
-	t.analyzedLen = 0
 	t.inFlight = true
 	return j
 }
 
 // run analyzes a taken trace. It touches nothing of the analyzer but its immutable config and the
-// interner's own locked cache, so it runs without a.mu.
-func (a *Analyzer) run(j *job) {
+// interner's own locked cache, so it runs without a.mu. scratch, when not nil, is a packing buffer
+// reused from job to job.
+func (a *Analyzer) run(j *job, scratch *[]byte) {
 	ss := j.ss
-	if j.clone {
-		ss = slices.Clone(ss)
+	var lost error
+	if j.from != nil {
+		if all, err := unpackFor(j.from, len(ss)); err != nil {
+			lost = err
+		} else {
+			ss = append(all, ss...)
+		}
 	}
 	j.res = analyzeTrace(j.t.id, ss, j.dropped, &a.cfg, a.seed, a.intern)
-	j.ss = nil
+	if lost != nil {
+		// Only a bug in the packed form gets here; the report says so rather than hiding it.
+		j.res.errs = append(j.res.errs, fmt.Sprintf("analyzer: trace %s re-analyzed without its earlier spans: %v", j.t.id, lost))
+	}
+	j.n = len(j.res.trace.Spans)
+	if !a.cfg.ReleaseSpans && !j.late && !j.noPack {
+		j.packed = pack(j.res.trace.Spans, scratch)
+		j.res = strip(j.res)
+	}
+	j.ss, j.from = nil, nil
 }
 
 // publish swaps a trace's contribution to the report for its new analysis.
@@ -404,24 +438,23 @@ func (a *Analyzer) publish(j *job) {
 	t, res := j.t, j.res
 	t.inFlight = false
 	// Duplicates are dropped for good: the held count shrinks to what the analysis kept.
-	a.spansHeld -= t.out - len(res.trace.Spans)
+	a.spansHeld -= t.out - j.n
 	t.out = 0
-	// Spans that arrived during the analysis go after the analyzed ones, where the result never
-	// looks, so held spans are not stored twice; the trace is pending again for them.
-	arrived := t.spans
+	// Spans that arrived during the analysis stay in t.spans (the trace is pending again for
+	// them); the analyzed ones are held packed.
 	if j.late {
-		a.publishLate(t, res, arrived)
+		a.publishLate(t, res, j.n)
 		return
 	}
 	if t.res != nil && !t.res.released {
-		a.contribute(t.res, -1)
+		a.contribute(t.res, t.resSpans, -1)
 	} else {
 		a.inTraces++
 	}
-	t.spans = append(res.trace.Spans, arrived...)
-	t.analyzedLen = len(res.trace.Spans)
-	t.res = res
-	a.contribute(res, +1)
+	t.res, t.resSpans = res, j.n
+	a.contribute(res, j.n, +1)
+	a.packedBytes += len(j.packed) - len(t.packed)
+	t.packed, t.held = j.packed, j.n
 	if a.cfg.ReleaseSpans {
 		a.release(t)
 	}
@@ -431,35 +464,30 @@ func (a *Analyzer) publish(j *job) {
 // release drops an analyzed trace's spans and index; its operations and findings stay (for the
 // windowed detectors and the report). Spans not analyzed yet stay, for the next analysis.
 func (a *Analyzer) release(t *traceState) {
-	n := t.analyzedLen
+	n := t.held
 	a.spansHeld -= n
 	a.releasedSpans += n
-	if len(t.spans) > n {
-		t.spans = slices.Clone(t.spans[n:])
-	} else {
-		t.spans = nil
-	}
-	t.analyzedLen = 0
+	a.packedBytes -= len(t.packed)
+	t.packed, t.held, t.resSpans = nil, 0, 0
 	t.res = &traceResult{ops: t.res.ops, findings: t.res.findings, released: true}
 }
 
 // publishLate accounts spans that arrived after their trace was analyzed and released: analyzed
 // on their own, as a fragment, since the rest of the trace is gone. Counted and noted in the report.
-func (a *Analyzer) publishLate(t *traceState, res *traceResult, arrived []spans.Span) {
+func (a *Analyzer) publishLate(t *traceState, res *traceResult, n int) {
 	a.lateFragments++
-	a.contribute(res, +1)
-	n := len(res.trace.Spans)
+	a.contribute(res, n, +1)
 	a.spansHeld -= n
 	a.releasedSpans += n
-	t.spans = arrived
-	t.analyzedLen = 0
 	t.res = &traceResult{ops: append(slices.Clip(t.res.ops), res.ops...),
 		findings: append(slices.Clip(t.res.findings), res.findings...), released: true}
 	a.version++
 }
 
-func (a *Analyzer) contribute(r *traceResult, sign int) {
-	a.inSpans += sign * len(r.trace.Spans)
+// contribute adds (sign +1) or takes back (-1) an analysis's counts and findings; n is the number
+// of spans it was made from (the result itself may hold them packed, elsewhere).
+func (a *Analyzer) contribute(r *traceResult, n int, sign int) {
+	a.inSpans += sign * n
 	a.inOps += sign * len(r.ops)
 	a.issues.add(r.trace.issues, sign)
 	// The accounting was made with the analysis (outside the lock): adding it is a few map updates.
@@ -661,6 +689,7 @@ func (a *Analyzer) Stats() StoreStats {
 func (a *Analyzer) stats() StoreStats {
 	return StoreStats{
 		SpansHeld:       a.spansHeld,
+		PackedBytes:     a.packedBytes,
 		TracesHeld:      len(a.traces),
 		PendingTraces:   a.pending.len,
 		EvictedTraces:   a.evictedT,
@@ -733,17 +762,22 @@ func (a *Analyzer) tickHistory(n int64) {
 	a.version++
 }
 
-// lookup finds a held trace's latest analysis (Snapshot.TraceLookup).
+// lookup finds a held trace's latest analysis (Snapshot.TraceLookup). A trace held packed is
+// unpacked and indexed again outside the lock: the view is the same as the analysis's own.
 func (a *Analyzer) lookup(id spans.TraceID) (*TraceView, bool) {
 	a.mu.Lock()
 	t := a.traces[id]
 	var r *traceResult
+	var packed []byte
 	if t != nil {
-		r = t.res
+		r, packed = t.res, t.packed
 	}
 	a.mu.Unlock()
 	if r == nil {
 		return nil, false
+	}
+	if packed != nil {
+		return a.viewPacked(r, packed), true
 	}
 	return r.view(), true
 }

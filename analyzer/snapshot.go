@@ -29,6 +29,9 @@ type Snapshot struct {
 type StoreStats struct {
 	SpansHeld  int
 	TracesHeld int
+	// PackedBytes is the memory of the analyzed spans among SpansHeld: once analyzed, a trace's
+	// spans are held packed (about a hundred bytes a span), until late spans or a lookup need them.
+	PackedBytes int
 	// PendingTraces are traces still waiting for their settle period.
 	PendingTraces int
 	// EvictedTraces and EvictedSpans count what the --max-spans bound pushed out, oldest first.

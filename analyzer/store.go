@@ -1,0 +1,73 @@
+package analyzer
+
+import (
+	"bytes"
+	"fmt"
+
+	"github.com/stormwatch/stormwatch/spans"
+)
+
+// The live analyzer holds every analyzed trace until --max-spans pushes it out: for re-analysis
+// when late spans arrive, and for the TUI's trace view. Held as []spans.Span plus the trace's
+// index, that was about 730 bytes per span, and the garbage collector marked every string pointer
+// of every attribute on every cycle (close to a fifth of the collector's CPU). So once a trace is
+// analyzed its spans are packed (spans.AppendPacked: one pointer-free byte string per trace) and
+// its index dropped; what the report and the windowed detectors read - operations, findings,
+// accounting - stays as it was. The spans come back (spans.AppendUnpacked) only when needed.
+
+// pack packs the analyzed spans into a byte string of its own, exactly sized, through the reused
+// scratch buffer when there is one.
+func pack(ss []spans.Span, scratch *[]byte) []byte {
+	if scratch == nil {
+		return spans.AppendPacked(nil, ss)
+	}
+	*scratch = spans.AppendPacked((*scratch)[:0], ss)
+	return bytes.Clone(*scratch)
+}
+
+// strip is the analysis as held once its spans are packed: operations, findings, accounting and
+// detector errors, and of the trace only what the report (issues, on re-analysis) and the trace
+// view (truncation, notes) read. The spans and the index go.
+func strip(r *traceResult) *traceResult {
+	t := r.trace
+	held := *r
+	held.trace = &Trace{ID: t.ID, Truncated: t.Truncated, issues: t.issues, notes: t.notes}
+	return &held
+}
+
+// unpackFor unpacks a trace's analyzed spans with room for extra more (the late spans).
+func unpackFor(packed []byte, extra int) ([]spans.Span, error) {
+	n, err := spans.PackedLen(packed)
+	if err != nil {
+		return nil, fmt.Errorf("unpacking held spans: %w", err)
+	}
+	ss, err := spans.AppendUnpacked(make([]spans.Span, 0, n+extra), packed)
+	if err != nil {
+		return nil, fmt.Errorf("unpacking held spans: %w", err)
+	}
+	return ss, nil
+}
+
+// viewPacked rebuilds the trace view of an analysis held packed: the spans unpacked and indexed
+// again (they are the ones the analysis indexed, already deduplicated and in span-id order, so the
+// display order and depths come out the same), with the analysis's own operations, findings,
+// truncation and notes.
+//
+// The index is rebuilt through analyzeTrace without detectors rather than buildTrace alone: the
+// trace assembly's internals are being reworked, and analyzeTrace is their stable entry point. The
+// inference it also runs is thrown away; lookups are rare (the TUI opens one trace at a time).
+func (a *Analyzer) viewPacked(r *traceResult, packed []byte) *TraceView {
+	ss, err := unpackFor(packed, 0)
+	if err != nil {
+		// Only a bug in the packed form gets here: show what is left, and say why.
+		return &TraceView{TraceID: r.trace.ID, Operations: r.ops, Findings: r.findings,
+			Notes: append(append([]string(nil), r.trace.notes...), fmt.Sprintf("spans lost: %v", err))}
+	}
+	index := Config{Settings: a.cfg.Settings}
+	t := analyzeTrace(r.trace.ID, ss, 0, &index, a.seed, a.intern).trace
+	t.Truncated = r.trace.Truncated
+	t.notes = r.trace.notes
+	full := *r
+	full.trace = t
+	return full.view()
+}

@@ -1,0 +1,78 @@
+package analyzer_test
+
+import (
+	"context"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/stormwatch/stormwatch/analyzer"
+	"github.com/stormwatch/stormwatch/analyzer/analyzertest"
+	"github.com/stormwatch/stormwatch/analyzer/suite"
+	"github.com/stormwatch/stormwatch/spans"
+)
+
+// BenchmarkHeldMemory is what a live analyzer (collect, live, the connector) holds per span once
+// its traces are analyzed and wait, held for the trace view and for late spans, until --max-spans
+// pushes them out: the heap in use after a GC, less the heap before the analyzer was made, over
+// the spans held. gc-ns/span is the time of one forced collection with all of it held - the
+// marking the collector's garbage collector repeats every cycle.
+//
+// The spans arrive as the decoders deliver them: each batch's attributes in one array of the
+// batch's own (the workload shares attribute slices between traces, which no decoder does).
+func BenchmarkHeldMemory(b *testing.B) {
+	const n = 100_000
+	var heldB, objs, gcNs float64
+	for range b.N {
+		b.StopTimer()
+		runtime.GC()
+		var ms0, ms1 runtime.MemStats
+		runtime.ReadMemStats(&ms0)
+		b.StartTimer()
+		a := analyzer.New(analyzer.Config{Detectors: suite.Default(), MaxSpans: 1_000_000, Settle: time.Second})
+		w := analyzertest.NewWorkload(t0)
+		for done := 0; done < n; {
+			batch := &spans.Batch{Spans: make([]spans.Span, 0, 600)}
+			done += w.Fill(batch, min(512, n-done))
+			ownAttrs(batch)
+			if err := a.ConsumeBatch(context.Background(), batch); err != nil {
+				b.Fatal(err)
+			}
+		}
+		a.Settle(time.Unix(0, t0).Add(time.Hour))
+		b.StopTimer()
+		st := a.Stats()
+		if st.PendingTraces != 0 || st.SpansHeld < n {
+			b.Fatalf("not settled: %+v", st)
+		}
+		runtime.GC()
+		start := time.Now()
+		runtime.GC()
+		gc := time.Since(start)
+		runtime.ReadMemStats(&ms1)
+		heldB = float64(int64(ms1.HeapAlloc)-int64(ms0.HeapAlloc)) / float64(st.SpansHeld)
+		objs = float64(int64(ms1.HeapObjects)-int64(ms0.HeapObjects)) / float64(st.SpansHeld)
+		gcNs = float64(gc.Nanoseconds()) / float64(st.SpansHeld)
+		runtime.KeepAlive(a)
+		b.StartTimer()
+	}
+	b.ReportMetric(heldB, "held-B/span")
+	b.ReportMetric(objs, "heap-objects/span")
+	b.ReportMetric(gcNs, "gc-ns/span")
+}
+
+// ownAttrs gives the batch's spans attribute slices of their own, carved from one array per
+// batch, as the decoders do.
+func ownAttrs(b *spans.Batch) {
+	total := 0
+	for i := range b.Spans {
+		total += len(b.Spans[i].Attrs)
+	}
+	slab := make([]spans.Attr, 0, total)
+	for i := range b.Spans {
+		s := &b.Spans[i]
+		at := len(slab)
+		slab = append(slab, s.Attrs...)
+		s.Attrs = slab[at:len(slab):len(slab)]
+	}
+}

@@ -1,0 +1,214 @@
+package analyzer_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"reflect"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stormwatch/stormwatch/analyzer"
+	"github.com/stormwatch/stormwatch/analyzer/suite"
+	"github.com/stormwatch/stormwatch/fixtures"
+	"github.com/stormwatch/stormwatch/spans"
+	"github.com/stormwatch/stormwatch/tracefile"
+)
+
+// fixtureSpans reads a fixture's spans in file order.
+func fixtureSpans(t *testing.T, name string) []spans.Span {
+	t.Helper()
+	data, err := fixtures.Read(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := tracefile.NewReader(bytes.NewReader(data), name+".jsonl", tracefile.ReadOptions{Strict: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []spans.Span
+	for {
+		rec, err := r.Next()
+		if errors.Is(err, io.EOF) {
+			return out
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, rec.Batch.Spans...)
+	}
+}
+
+// halves splits each trace's spans in two, in file order: the first half of every trace, then
+// the second.
+func halves(ss []spans.Span) (first, second []spans.Span) {
+	total := map[spans.TraceID]int{}
+	for _, s := range ss {
+		total[s.TraceID]++
+	}
+	seen := map[spans.TraceID]int{}
+	for _, s := range ss {
+		if seen[s.TraceID]++; seen[s.TraceID] <= (total[s.TraceID]+1)/2 {
+			first = append(first, s)
+		} else {
+			second = append(second, s)
+		}
+	}
+	return first, second
+}
+
+// TestHeldTracesTakeLateSpansAsBefore: every trace of every fixture is analyzed (and held packed)
+// with half its spans, then the other half arrives and the trace is analyzed again. The report
+// and every trace view must be the ones an analyzer gets from all the spans at once: the spans
+// come back from the packed form as they went in.
+func TestHeldTracesTakeLateSpansAsBefore(t *testing.T) {
+	for _, c := range fixtures.Cases {
+		t.Run(c.Name, func(t *testing.T) {
+			first, second := halves(fixtureSpans(t, c.Name))
+			clk := &clock{t: time.Unix(0, t0)}
+			late := analyzer.New(analyzer.Config{Detectors: suite.Default(), Settle: time.Second, Now: clk.Now})
+			consume(t, late, first...)
+			late.Settle(clk.Add(time.Hour))
+			st := late.Stats()
+			if st.PendingTraces != 0 || st.SpansHeld == 0 || st.PackedBytes == 0 {
+				t.Fatalf("after the first half: %+v", st)
+			}
+			consume(t, late, second...)
+			late.Settle(clk.Add(time.Hour))
+			late.Flush()
+
+			whole := analyzer.New(analyzer.Config{Detectors: suite.Default()})
+			consume(t, whole, first...)
+			consume(t, whole, second...)
+			whole.Flush()
+
+			if got, want := late.Report(), whole.Report(); !reflect.DeepEqual(got, want) {
+				t.Errorf("report after late spans differs from the report of all spans at once:\n got %+v\nwant %+v", got, want)
+			}
+			if got, want := late.Stats().SpansHeld, whole.Stats().SpansHeld; got != want {
+				t.Errorf("spans held: %d after late spans, %d at once", got, want)
+			}
+			snapL, snapW := late.Snapshot(clk.Now()), whole.Snapshot(clk.Now())
+			ids := map[spans.TraceID]bool{}
+			for _, s := range first {
+				ids[s.TraceID] = true
+			}
+			for id := range ids {
+				vl, okL := snapL.Trace(id)
+				vw, okW := snapW.Trace(id)
+				if !okL || !okW {
+					t.Fatalf("trace %s: held %v after late spans, %v at once", id, okL, okW)
+				}
+				if len(vl.Spans) == 0 {
+					t.Fatalf("trace %s: view without spans", id)
+				}
+				if !sameView(t, vl, vw) {
+					t.Errorf("trace %s: view after late spans differs from the view of all spans at once", id)
+				}
+			}
+		})
+	}
+}
+
+// TestHeldTraceCapCountsPackedSpans: the per-trace cap counts the spans held packed, so late
+// spans beyond it are dropped and the trace marked truncated, as when they were held unpacked.
+func TestHeldTraceCapCountsPackedSpans(t *testing.T) {
+	clk := &clock{t: time.Unix(0, t0)}
+	a := analyzer.New(analyzer.Config{Settle: time.Second, Now: clk.Now, MaxTraceSpans: 8})
+	ss := twoLayerTrace(1) // 11 spans
+	consume(t, a, ss[:6]...)
+	a.Settle(clk.Add(2 * time.Second))
+	if st := a.Stats(); st.SpansHeld != 6 || st.PackedBytes == 0 || st.TruncatedTraces != 0 {
+		t.Fatalf("after 6 spans: %+v", st)
+	}
+	consume(t, a, ss[6:]...)
+	a.Settle(clk.Add(2 * time.Second))
+	st, r := a.Stats(), a.Report()
+	if st.SpansHeld != 8 || st.TruncatedTraces != 1 || r.Input.Spans != 8 || !hasNote(r, "truncated (3 spans dropped)") {
+		t.Fatalf("after 5 late spans with a cap of 8: stats %+v input %+v notes %q", st, r.Input, r.Notes)
+	}
+	v, ok := a.Snapshot(clk.Now()).Trace(tid(1))
+	if !ok || len(v.Spans) != 8 || !v.Truncated {
+		t.Fatalf("view: ok %v, %d spans, truncated %v", ok, len(v.Spans), v.Truncated)
+	}
+}
+
+// TestEvictionCountsPackedSpans: the span bound counts packed spans as before, and eviction
+// gives their bytes back.
+func TestEvictionCountsPackedSpans(t *testing.T) {
+	clk := &clock{t: time.Unix(0, t0)}
+	a := analyzer.New(analyzer.Config{MaxSpans: 25, Settle: time.Second, Now: clk.Now, Detectors: suite.Default()})
+	consume(t, a, twoLayerTrace(1)...)
+	consume(t, a, twoLayerTrace(2)...)
+	a.Settle(clk.Add(2 * time.Second))
+	st := a.Stats()
+	if st.SpansHeld != 22 || st.PackedBytes == 0 {
+		t.Fatalf("two traces settled: %+v", st)
+	}
+	perTrace := st.PackedBytes / 2
+	consume(t, a, twoLayerTrace(3)...) // 33 > 25: the oldest goes
+	st = a.Stats()
+	if st.SpansHeld != 22 || st.EvictedTraces != 1 || st.EvictedSpans != 11 || st.TracesHeld != 2 {
+		t.Fatalf("after the bound: %+v", st)
+	}
+	if st.PackedBytes <= 0 || st.PackedBytes > perTrace+perTrace/4 {
+		t.Fatalf("packed bytes %d after evicting one of two packed traces (%d each)", st.PackedBytes, perTrace)
+	}
+	if _, ok := a.Snapshot(clk.Now()).Trace(tid(1)); ok {
+		t.Error("the evicted trace is still looked up")
+	}
+	if v, ok := a.Snapshot(clk.Now()).Trace(tid(2)); !ok || len(v.Spans) != 11 {
+		t.Errorf("the packed trace left: ok %v", ok)
+	}
+	a.Settle(clk.Add(2 * time.Second))
+	if r := a.Report(); r.Input.Spans != 33 || r.Input.Traces != 3 {
+		t.Errorf("input %+v", r.Input)
+	}
+}
+
+// TestReleaseSpansHoldsNothingPacked: offline, nothing is kept for lookups, packed or not.
+func TestReleaseSpansHoldsNothingPacked(t *testing.T) {
+	a := analyzer.New(analyzer.Config{ReleaseSpans: true, Detectors: suite.Default()})
+	consume(t, a, twoLayerTrace(1)...)
+	a.Flush()
+	if st := a.Stats(); st.SpansHeld != 0 || st.PackedBytes != 0 {
+		t.Fatalf("released: %+v", st)
+	}
+	if r := a.Report(); r.Input.Spans != 11 {
+		t.Fatalf("input %+v", r.Input)
+	}
+}
+
+// sameView compares two trace views by their exported content, the operations in any order:
+// operations' unexported intent keys are hashes seeded per analyzer, and the order of a trace's
+// operations follows them, so two analyzers agree on neither (at 27cf466 as now).
+func sameView(t *testing.T, a, b *analyzer.TraceView) bool {
+	t.Helper()
+	enc := func(v *analyzer.TraceView) (string, []string) {
+		c := *v
+		c.Operations = nil
+		j, err := json.Marshal(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ops []string
+		for _, op := range v.Operations {
+			o, err := json.Marshal(op)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ops = append(ops, string(o))
+		}
+		slices.Sort(ops)
+		return string(j), ops
+	}
+	ja, oa := enc(a)
+	jb, ob := enc(b)
+	if ja != jb || !slices.Equal(oa, ob) {
+		t.Logf("views differ:\n%s\n%q\n%s\n%q", ja, oa, jb, ob)
+		return false
+	}
+	return true
+}
