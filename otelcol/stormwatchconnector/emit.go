@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"encoding/hex"
 	"encoding/json"
+	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"go.opentelemetry.io/collector/connector"
 	"go.opentelemetry.io/collector/pdata/pcommon"
@@ -149,7 +152,11 @@ func (e *emitter) collect(now time.Time, wantMetrics, wantLogs bool) output {
 		if !e.seen[k] {
 			e.counts[[2]string{f.Detector, f.Severity.String()}]++
 		}
-		if !wantLogs || e.logged[k] == content(f) {
+		if !wantLogs {
+			continue
+		}
+		said := content(f)
+		if e.logged[k] == said {
 			continue
 		}
 		if out.pending == nil {
@@ -161,7 +168,7 @@ func (e *emitter) collect(now time.Time, wantMetrics, wantLogs bool) output {
 			out.pending = map[findingKey]string{}
 		}
 		findingRecord(sl.LogRecords().AppendEmpty(), f, ts)
-		out.pending[k] = content(f)
+		out.pending[k] = said
 	}
 	e.seen = cur
 	// Findings that left the report (older than max_findings, or replaced by a re-analysis)
@@ -382,10 +389,21 @@ func findingRecord(lr plog.LogRecord, f *analyzer.Finding, ts pcommon.Timestamp)
 	}
 }
 
-// putEvidence stores one evidence value. Evidence may hold detector-defined structs (the layers of
-// retry-amplification), so it goes through its JSON form - the same one the --format json report
-// shows - with integers kept as integers.
+// putEvidence stores one evidence value. Evidence may hold detector-defined structs, so the rule
+// is its JSON form - the same one the --format json report shows - with integers kept as integers.
+// The values detectors use (numbers, strings, and slices and maps of them) are written directly,
+// exactly as that round trip would write them; anything else goes through encoding/json, which
+// costs a marshal and a decode per value (it was most of the cost of a finding record).
 func putEvidence(v pcommon.Value, x any) {
+	if direct(x) {
+		setDirect(v, x)
+		return
+	}
+	putJSON(v, x)
+}
+
+// putJSON is putEvidence through the JSON form: the rule itself, for any value.
+func putJSON(v pcommon.Value, x any) {
 	data, err := json.Marshal(x)
 	if err != nil {
 		v.SetStr(err.Error())
@@ -399,6 +417,185 @@ func putEvidence(v pcommon.Value, x any) {
 		return
 	}
 	setValue(v, generic)
+}
+
+// direct reports whether setDirect writes x as the JSON round trip would: strings that JSON keeps
+// as they are (valid UTF-8), integers that fit an int64, finite float64s, and slices and maps of
+// such values. float32 is left to JSON, which formats it at 32-bit precision.
+func direct(x any) bool {
+	switch t := x.(type) {
+	case nil, bool, int, int8, int16, int32, int64, uint8, uint16, uint32:
+		return true
+	case uint:
+		return uint64(t) <= math.MaxInt64
+	case uint64:
+		return t <= math.MaxInt64
+	case string:
+		return utf8.ValidString(t)
+	case float64:
+		return !math.IsNaN(t) && !math.IsInf(t, 0)
+	case []string:
+		for _, e := range t {
+			if !utf8.ValidString(e) {
+				return false
+			}
+		}
+		return true
+	case []int, []int64:
+		return true
+	case []float64:
+		for _, e := range t {
+			if !direct(e) {
+				return false
+			}
+		}
+		return true
+	case []any:
+		for _, e := range t {
+			if !direct(e) {
+				return false
+			}
+		}
+		return true
+	case map[string]any:
+		for k, e := range t {
+			if !utf8.ValidString(k) || !direct(e) {
+				return false
+			}
+		}
+		return true
+	case []map[string]any:
+		for _, e := range t {
+			if !direct(e) {
+				return false
+			}
+		}
+		return true
+	}
+	return false
+}
+
+// setDirect writes a value direct accepted. A nil map or slice is JSON's null, which leaves the
+// value empty, as setValue does.
+func setDirect(v pcommon.Value, x any) {
+	switch t := x.(type) {
+	case nil:
+	case bool:
+		v.SetBool(t)
+	case int:
+		v.SetInt(int64(t))
+	case int8:
+		v.SetInt(int64(t))
+	case int16:
+		v.SetInt(int64(t))
+	case int32:
+		v.SetInt(int64(t))
+	case int64:
+		v.SetInt(t)
+	case uint8:
+		v.SetInt(int64(t))
+	case uint16:
+		v.SetInt(int64(t))
+	case uint32:
+		v.SetInt(int64(t))
+	case uint:
+		v.SetInt(int64(t))
+	case uint64:
+		v.SetInt(int64(t))
+	case string:
+		v.SetStr(t)
+	case float64:
+		setFloat(v, t)
+	case []string:
+		if t != nil {
+			s := v.SetEmptySlice()
+			s.EnsureCapacity(len(t))
+			for _, e := range t {
+				s.AppendEmpty().SetStr(e)
+			}
+		}
+	case []int:
+		if t != nil {
+			s := v.SetEmptySlice()
+			s.EnsureCapacity(len(t))
+			for _, e := range t {
+				s.AppendEmpty().SetInt(int64(e))
+			}
+		}
+	case []int64:
+		if t != nil {
+			s := v.SetEmptySlice()
+			s.EnsureCapacity(len(t))
+			for _, e := range t {
+				s.AppendEmpty().SetInt(e)
+			}
+		}
+	case []float64:
+		if t != nil {
+			s := v.SetEmptySlice()
+			s.EnsureCapacity(len(t))
+			for _, e := range t {
+				setFloat(s.AppendEmpty(), e)
+			}
+		}
+	case []any:
+		if t != nil {
+			s := v.SetEmptySlice()
+			s.EnsureCapacity(len(t))
+			for _, e := range t {
+				setDirect(s.AppendEmpty(), e)
+			}
+		}
+	case map[string]any:
+		if t != nil {
+			setMap(v.SetEmptyMap(), t)
+		}
+	case []map[string]any:
+		if t != nil {
+			s := v.SetEmptySlice()
+			s.EnsureCapacity(len(t))
+			for _, e := range t {
+				if e == nil {
+					s.AppendEmpty()
+					continue
+				}
+				setMap(s.AppendEmpty().SetEmptyMap(), e)
+			}
+		}
+	}
+}
+
+// setMap writes a map's entries in key order, as setValue does.
+func setMap(m pcommon.Map, t map[string]any) {
+	keys := make([]string, 0, len(t))
+	for k := range t {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	m.EnsureCapacity(len(keys))
+	for _, k := range keys {
+		setDirect(m.PutEmpty(k), t[k])
+	}
+}
+
+// setFloat writes a finite float64 as JSON's decoding with UseNumber reads it back. JSON writes
+// integral values below 1e21 without a fraction or exponent, in their shortest form (digits
+// padded with zeros), and the decoding makes an integer of what parses as an int64: below 2^53
+// that is the value itself; above, the padded text decides.
+func setFloat(v pcommon.Value, f float64) {
+	if f == math.Trunc(f) {
+		if math.Abs(f) < 1<<53 {
+			v.SetInt(int64(f))
+			return
+		}
+		if math.Abs(f) < 1e21 {
+			if n, err := strconv.ParseInt(strconv.FormatFloat(f, 'f', -1, 64), 10, 64); err == nil {
+				v.SetInt(n)
+				return
+			}
+		}
+	}
+	v.SetDouble(f)
 }
 
 func setValue(v pcommon.Value, x any) {
