@@ -1,10 +1,16 @@
 package distribution
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/binary"
 	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -15,6 +21,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/encoding"
 )
@@ -109,7 +116,7 @@ type payloads struct {
 
 type idAt struct{ off, id int }
 
-func newPayloads(b *testing.B, fixture string) *payloads {
+func newPayloads(b testing.TB, fixture string) *payloads {
 	td := fixtureTraces(b, fixture)
 	body, err := (&ptrace.ProtoMarshaler{}).MarshalTraces(td)
 	if err != nil {
@@ -153,11 +160,25 @@ func (p *payloads) make(i int) []byte {
 	return out
 }
 
+// benchFixture is what every request of the throughput benchmark carries.
+const benchFixture = "amplification-27-reference"
+
+// The client of BenchmarkConnectorThroughput runs in a child process (this test binary again, as
+// TestBenchClient), so that the CPU time and the allocations measured are the collector's alone:
+// in one process the client's gRPC work and payload copies (about a tenth of the pass-through's
+// CPU) would be counted in both arms and flatter the ratio between them. The child says "ready"
+// once connected, waits for a line on stdin, sends, and says "sent".
+const (
+	envBenchAddr     = "STORMWATCH_BENCH_CLIENT_ADDR"
+	envBenchRequests = "STORMWATCH_BENCH_CLIENT_REQUESTS"
+)
+
 // BenchmarkConnectorThroughput: one op is one export request of the amplification-27 fixture
-// (184 spans, 2 traces) through one collector; spans/s is the figure to compare between the
-// stormwatch connector and the pass-through. Run the arms interleaved (-count) and compare medians.
+// (184 spans, 2 traces) through one collector; spans per CPU-second of the collector is the
+// figure to compare between the stormwatch connector and the pass-through. Run the arms
+// interleaved (one process per arm and round, as `make bench-otelcol` does) and compare medians.
 func BenchmarkConnectorThroughput(b *testing.B) {
-	p := newPayloads(b, "amplification-27-reference")
+	p := newPayloads(b, benchFixture)
 	for _, arm := range []struct{ name, conf string }{
 		{"connector=forward", benchForward},
 		{"connector=stormwatch", benchStormwatch},
@@ -165,59 +186,155 @@ func BenchmarkConnectorThroughput(b *testing.B) {
 		b.Run(arm.name, func(b *testing.B) {
 			addr := freePort(b)
 			c := startBenchCollector(b, arm.name, fmt.Sprintf(arm.conf, addr))
-			conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
-				grpc.WithDefaultCallOptions(grpc.ForceCodecV2(encoding.GetCodecV2("proto"))))
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer conn.Close()
-			reqs := make(chan int, 64)
-			go func() {
-				defer close(reqs)
-				for i := 0; i < b.N; i++ {
-					reqs <- i
-				}
-			}()
+			client := startBenchClient(b, addr, b.N)
 			b.ReportAllocs()
 			b.ResetTimer()
 			cpu0 := cpuTime(b)
 			start := time.Now()
-			var wg sync.WaitGroup
-			errs := make(chan error, 4)
-			for range 4 {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					for i := range reqs {
-						body := p.make(i)
-						var reply []byte
-						if err := conn.Invoke(context.Background(), exportMethod, &body, &reply, grpc.ForceCodec(rawCodec{})); err != nil {
-							errs <- err
-							return
-						}
-					}
-				}()
-			}
-			wg.Wait()
-			close(errs)
-			for err := range errs {
-				b.Fatal(err)
-			}
+			client.send(b)
 			c.stop(b)
 			elapsed := time.Since(start)
 			cpu := cpuTime(b) - cpu0
 			b.StopTimer()
+			client.wait(b)
 			if arm.name == "connector=stormwatch" {
 				if got, want := view(c).int("stormwatch.analyzed.traces", "", ""), int64(b.N*p.traces()); got != want {
 					b.Fatalf("the connector analyzed %d traces, want %d", got, want)
 				}
 			}
 			b.ReportMetric(float64(b.N*p.spans)/elapsed.Seconds(), "spans/s")
-			// Spans per CPU-second of the process (collector and client): unlike spans/s it hardly
-			// moves when other work shares the machine.
+			// Spans per CPU-second of the collector: unlike spans/s it hardly moves when other
+			// work shares the machine.
 			b.ReportMetric(float64(b.N*p.spans)/cpu.Seconds(), "spans/cpu-s")
+			b.ReportMetric(float64(client.cpu.Nanoseconds())/float64(b.N), "client-cpu-ns/op")
 		})
 	}
+}
+
+// benchClient is the child process that sends the requests.
+type benchClient struct {
+	cmd   *exec.Cmd
+	in    io.WriteCloser
+	out   *bufio.Scanner
+	lines []string // what the child printed, for the error message when it fails
+	cpu   time.Duration
+}
+
+func startBenchClient(b *testing.B, addr string, n int) *benchClient {
+	b.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestBenchClient$", "-test.count=1", "-test.v")
+	cmd.Env = append(os.Environ(), envBenchAddr+"="+addr, envBenchRequests+"="+strconv.Itoa(n))
+	cmd.Stderr = os.Stderr
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		b.Fatalf("start the benchmark client: %v", err)
+	}
+	c := &benchClient{cmd: cmd, in: in, out: bufio.NewScanner(out)}
+	b.Cleanup(func() {
+		if c.cmd.ProcessState == nil {
+			_ = c.cmd.Process.Kill()
+			_ = c.cmd.Wait()
+		}
+	})
+	c.await(b, "ready")
+	return c
+}
+
+// await reads the child's output up to a line that is exactly word.
+func (c *benchClient) await(b *testing.B, word string) {
+	b.Helper()
+	for c.out.Scan() {
+		line := c.out.Text()
+		if line == word {
+			return
+		}
+		c.lines = append(c.lines, line)
+	}
+	b.Fatalf("the benchmark client ended before saying %q:\n%s", word, strings.Join(c.lines, "\n"))
+}
+
+func (c *benchClient) send(b *testing.B) {
+	b.Helper()
+	if _, err := io.WriteString(c.in, "go\n"); err != nil {
+		b.Fatalf("start the benchmark client's requests: %v", err)
+	}
+	c.await(b, "sent")
+}
+
+func (c *benchClient) wait(b *testing.B) {
+	b.Helper()
+	c.in.Close()
+	for c.out.Scan() {
+		c.lines = append(c.lines, c.out.Text())
+	}
+	if err := c.cmd.Wait(); err != nil {
+		b.Fatalf("the benchmark client: %v\n%s", err, strings.Join(c.lines, "\n"))
+	}
+	c.cpu = c.cmd.ProcessState.UserTime() + c.cmd.ProcessState.SystemTime()
+}
+
+// TestBenchClient is BenchmarkConnectorThroughput's client; it does nothing unless run by it.
+func TestBenchClient(t *testing.T) {
+	addr := os.Getenv(envBenchAddr)
+	if addr == "" {
+		t.Skip("run by BenchmarkConnectorThroughput as its client process")
+	}
+	n, err := strconv.Atoi(os.Getenv(envBenchRequests))
+	if err != nil || n <= 0 {
+		t.Fatalf("%s=%q: want a positive number of requests", envBenchRequests, os.Getenv(envBenchRequests))
+	}
+	p := newPayloads(t, benchFixture)
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn.Connect()
+	for s := conn.GetState(); s != connectivity.Ready; s = conn.GetState() {
+		if !conn.WaitForStateChange(ctx, s) {
+			t.Fatalf("connect to %s: %v (state %s)", addr, ctx.Err(), s)
+		}
+	}
+	fmt.Println("ready")
+	if _, err := bufio.NewReader(os.Stdin).ReadString('\n'); err != nil {
+		t.Fatalf("wait for the benchmark to start: %v", err)
+	}
+	reqs := make(chan int, 64)
+	go func() {
+		defer close(reqs)
+		for i := range n {
+			reqs <- i
+		}
+	}()
+	var wg sync.WaitGroup
+	errs := make(chan error, 4)
+	for range 4 {
+		wg.Go(func() {
+			for i := range reqs {
+				body := p.make(i)
+				var reply []byte
+				if err := conn.Invoke(context.Background(), exportMethod, &body, &reply, grpc.ForceCodec(rawCodec{})); err != nil {
+					errs <- fmt.Errorf("request %d: %w", i, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	fmt.Println("sent")
 }
 
 func startBenchCollector(b *testing.B, name, conf string) *collector {
