@@ -1,8 +1,8 @@
 package retrybudgetexceeded
 
 import (
-	"bytes"
 	"cmp"
+	"encoding/binary"
 	"fmt"
 	"slices"
 	"strconv"
@@ -33,17 +33,16 @@ var Detector = &analyzer.Detector{
 	Run:      run,
 }
 
-type groupKey struct{ caller, dep, class string }
-
 type group struct {
+	caller, dep    string
 	first, retries int
 	ops            int
-	// traces are the group's operations' traces, an operation's repeat of the trace before it
-	// left out; distinct ones are counted only for a group over its budget (see distinct).
-	traces       []spans.TraceID
-	class        *policy.Class
-	worst        *analyzer.Operation
-	worstRetries int
+	class          *policy.Class
+	worst          *analyzer.Operation
+	worstRetries   int
+	// judged: enough first attempts and over the budget, so its distinct traces are counted.
+	judged bool
+	traces []spans.TraceID
 }
 
 func run(pass *analyzer.Pass) error {
@@ -57,19 +56,30 @@ func run(pass *analyzer.Pass) error {
 		reserve = s.Value
 	}
 	w := audit.Windowed(pass)
-	groups := map[groupKey]*group{}
-	for _, op := range w.Ops {
+	// Groups are (caller, dependency, class). They are found through the dependency alone - one
+	// string hashed per operation, a few groups compared - and each operation's group is noted,
+	// so that the distinct traces of a group need counting only when it is over its budget (a
+	// set of every group's traces cost a map insert per operation).
+	var groups []*group
+	byDep := map[string][]int32{}
+	of := make([]int32, len(w.Ops))
+	for oi, op := range w.Ops {
 		cls := audit.Class(p, nil, op)
-		k := groupKey{op.Caller, op.Dependency, cls.Name}
-		g := groups[k]
-		if g == nil {
-			g = &group{class: cls}
-			groups[k] = g
+		gi := int32(-1)
+		for _, i := range byDep[op.Dependency] {
+			if g := groups[i]; g.caller == op.Caller && g.class.Name == cls.Name {
+				gi = i
+				break
+			}
 		}
+		if gi < 0 {
+			gi = int32(len(groups))
+			groups = append(groups, &group{caller: op.Caller, dep: op.Dependency, class: cls})
+			byDep[op.Dependency] = append(byDep[op.Dependency], gi)
+		}
+		of[oi] = gi
+		g := groups[gi]
 		g.ops++
-		if n := len(g.traces); n == 0 || g.traces[n-1] != op.TraceID {
-			g.traces = append(g.traces, op.TraceID)
-		}
 		retries := 0
 		for i := range op.Attempts {
 			a := &op.Attempts[i]
@@ -87,25 +97,37 @@ func run(pass *analyzer.Pass) error {
 			g.worst, g.worstRetries = op, retries
 		}
 	}
-	keys := make([]groupKey, 0, len(groups))
-	for k := range groups {
-		keys = append(keys, k)
+	// A ratio over a handful of requests says little: judge only groups with minSamples first
+	// attempts from as many different traces (independent requests).
+	judged := 0
+	for _, g := range groups {
+		if g.first >= minSamples && float64(g.retries) > g.class.RetryBudget.Value*float64(g.first)+float64(reserve) {
+			g.judged = true
+			judged++
+		}
 	}
-	slices.SortFunc(keys, func(a, b groupKey) int {
-		return cmp.Or(cmp.Compare(a.caller, b.caller), cmp.Compare(a.dep, b.dep), cmp.Compare(a.class, b.class))
+	if judged == 0 {
+		return nil
+	}
+	for oi, op := range w.Ops {
+		if g := groups[of[oi]]; g.judged {
+			if g.traces == nil {
+				g.traces = make([]spans.TraceID, 0, g.ops)
+			}
+			if n := len(g.traces); n == 0 || g.traces[n-1] != op.TraceID {
+				g.traces = append(g.traces, op.TraceID)
+			}
+		}
+	}
+	slices.SortFunc(groups, func(a, b *group) int {
+		return cmp.Or(cmp.Compare(a.caller, b.caller), cmp.Compare(a.dep, b.dep), cmp.Compare(a.class.Name, b.class.Name))
 	})
-	for _, k := range keys {
-		g := groups[k]
+	for _, g := range groups {
+		if !g.judged {
+			continue
+		}
 		budget := g.class.RetryBudget.Value
-		// A ratio over a handful of requests says little: judge only groups with minSamples first
-		// attempts from as many different traces (independent requests).
-		if g.first < minSamples {
-			continue
-		}
 		ratio := float64(g.retries) / float64(g.first)
-		if float64(g.retries) <= budget*float64(g.first)+float64(reserve) {
-			continue
-		}
 		traces := distinct(g.traces)
 		if traces < minSamples {
 			continue
@@ -124,13 +146,14 @@ func run(pass *analyzer.Pass) error {
 			"traces":         traces,
 		}
 		w.Evidence(ev)
+		start, end := w.Bounds()
 		cite := audit.Cite(ev, "retryBudget", g.class.RetryBudget, strconv.FormatFloat(budget, 'g', -1, 64))
 		f := analyzer.Finding{
 			Severity:   sev,
-			Service:    k.caller,
-			Dependency: k.dep,
+			Service:    g.caller,
+			Dependency: g.dep,
 			Summary: fmt.Sprintf("%s sent %d retries for %d first attempts to %s (ratio %.2f, budget %.2f) over %.1f s%s",
-				k.caller, g.retries, g.first, k.dep, ratio, budget, audit.Ms(w.EndNanos-w.StartNanos)/1000, cite),
+				g.caller, g.retries, g.first, g.dep, ratio, budget, audit.Ms(end-start)/1000, cite),
 			Action:   "put a retry budget in the client (retries at most ratio x requests, shared by all calls to the dependency) so mass failures stop multiplying load",
 			Evidence: ev,
 		}
@@ -150,7 +173,11 @@ func run(pass *analyzer.Pass) error {
 // distinct counts the distinct trace ids in ids, which it sorts. Only groups over their budget
 // need it, where a set of every trace of every group cost a map insert per operation.
 func distinct(ids []spans.TraceID) int {
-	slices.SortFunc(ids, func(a, b spans.TraceID) int { return bytes.Compare(a[:], b[:]) })
+	// Any order puts equal ids together: two integer comparisons instead of a byte comparison.
+	slices.SortFunc(ids, func(a, b spans.TraceID) int {
+		return cmp.Or(cmp.Compare(binary.LittleEndian.Uint64(a[:8]), binary.LittleEndian.Uint64(b[:8])),
+			cmp.Compare(binary.LittleEndian.Uint64(a[8:]), binary.LittleEndian.Uint64(b[8:])))
+	})
 	return len(slices.Compact(ids))
 }
 

@@ -1,6 +1,7 @@
 package audit
 
 import (
+	"slices"
 	"time"
 
 	"github.com/stormwatch/stormwatch/analyzer"
@@ -9,9 +10,11 @@ import (
 
 // Window is what a windowed detector judged: the operations, and the time they span.
 type Window struct {
-	Ops        []*analyzer.Operation
-	StartNanos int64
-	EndNanos   int64
+	Ops []*analyzer.Operation
+	// start and end are the time the operations span, found by Bounds when a finding needs
+	// them: a loop over every operation that a window without findings never pays.
+	start, end int64
+	bounded    bool
 }
 
 // Windowed selects the operations a cross-trace detector looks at: offline every operation held
@@ -19,31 +22,52 @@ type Window struct {
 // The analyzer bounds what is held (MaxSpans), so this never grows without limit.
 func Windowed(pass *analyzer.Pass) Window {
 	ops := pass.Operations
+	d := policy.Window(pass.Settings)
+	if d <= 0 {
+		return Window{Ops: ops}
+	}
 	var latest int64
 	for _, op := range ops {
 		latest = max(latest, op.EndUnixNano)
 	}
-	w := Window{Ops: ops, EndNanos: latest}
-	if d := policy.Window(pass.Settings); d > 0 {
-		from := latest - int64(d)
-		kept := make([]*analyzer.Operation, 0, len(ops))
-		for _, op := range ops {
-			if op.EndUnixNano >= from {
-				kept = append(kept, op)
-			}
+	from := latest - int64(d)
+	// Shared, not copied, when the window holds every operation (each of the four windowed
+	// detectors made its own copy).
+	first := slices.IndexFunc(ops, func(op *analyzer.Operation) bool { return op.EndUnixNano < from })
+	if first < 0 {
+		return Window{Ops: ops}
+	}
+	kept := make([]*analyzer.Operation, first, len(ops))
+	copy(kept, ops[:first])
+	for _, op := range ops[first+1:] {
+		if op.EndUnixNano >= from {
+			kept = append(kept, op)
 		}
-		w.Ops = kept
 	}
-	w.StartNanos = latest
-	for _, op := range w.Ops {
-		w.StartNanos = min(w.StartNanos, op.StartUnixNano)
+	return Window{Ops: kept}
+}
+
+// Bounds is the time the window's operations span: from the earliest start to the latest end
+// (0 when there are none). The latest end of the operations kept is the latest of all held, as
+// the window is measured back from it.
+func (w *Window) Bounds() (start, end int64) {
+	if !w.bounded {
+		for _, op := range w.Ops {
+			w.end = max(w.end, op.EndUnixNano)
+		}
+		w.start = w.end
+		for _, op := range w.Ops {
+			w.start = min(w.start, op.StartUnixNano)
+		}
+		w.bounded = true
 	}
-	return w
+	return w.start, w.end
 }
 
 // Evidence adds the window to a finding's evidence: its bounds (RFC 3339, UTC) and length.
-func (w Window) Evidence(ev map[string]any) {
-	ev["window_start"] = time.Unix(0, w.StartNanos).UTC().Format(time.RFC3339Nano)
-	ev["window_end"] = time.Unix(0, w.EndNanos).UTC().Format(time.RFC3339Nano)
-	ev["window_ms"] = Ms(w.EndNanos - w.StartNanos)
+func (w *Window) Evidence(ev map[string]any) {
+	start, end := w.Bounds()
+	ev["window_start"] = time.Unix(0, start).UTC().Format(time.RFC3339Nano)
+	ev["window_end"] = time.Unix(0, end).UTC().Format(time.RFC3339Nano)
+	ev["window_ms"] = Ms(end - start)
 }
