@@ -87,6 +87,9 @@ type traceState struct {
 	// held is how many analyzed spans (packed) count in spansHeld; resSpans how many spans res
 	// was made from (what res contributed to the report's input count).
 	held, resSpans int
+	// meta is what res's trace had to say when res is held without it (see hold); nil when that
+	// is nothing, as for most traces.
+	meta *heldTrace
 	// inFlight: a job is analyzing the trace; it owns the spans it took (out of them, still
 	// counted as held; packed stays for lookups until the new analysis replaces it), and spans
 	// arriving meanwhile start a new t.spans.
@@ -296,7 +299,7 @@ func (a *Analyzer) drop(t *traceState) {
 	delete(a.traces, t.id)
 	t.gone = true
 	t.spans = nil
-	t.packed, t.held = nil, 0
+	t.packed, t.held, t.meta = nil, 0, nil
 	t.res = nil
 }
 
@@ -385,8 +388,9 @@ type job struct {
 	noPack  bool
 	dropped int
 	res     *traceResult
-	n       int    // the spans res was made from (after deduplication)
-	packed  []byte // res's spans, packed; res then holds no spans (see strip)
+	n       int        // the spans res was made from (after deduplication)
+	packed  []byte     // res's spans, packed; res then holds no trace (see hold)
+	meta    *heldTrace // what res's trace had to say, when it has been let go
 }
 
 // take moves a trace's unanalyzed state into a job. The trace stays held and its spans counted.
@@ -428,7 +432,7 @@ func (a *Analyzer) run(j *job, scratch *[]byte) {
 	j.n = len(j.res.trace.Spans)
 	if !a.cfg.ReleaseSpans && !j.late && !j.noPack {
 		j.packed = pack(j.res.trace.Spans, scratch)
-		j.res = strip(j.res)
+		j.meta = hold(j.res)
 	}
 	j.ss, j.from = nil, nil
 }
@@ -447,12 +451,12 @@ func (a *Analyzer) publish(j *job) {
 		return
 	}
 	if t.res != nil && !t.res.released {
-		a.contribute(t.res, t.resSpans, -1)
+		a.contribute(t.res, t.id, t.resSpans, issuesOf(t.res, t.meta), -1)
 	} else {
 		a.inTraces++
 	}
-	t.res, t.resSpans = res, j.n
-	a.contribute(res, j.n, +1)
+	t.res, t.resSpans, t.meta = res, j.n, j.meta
+	a.contribute(res, t.id, j.n, issuesOf(res, j.meta), +1)
 	a.packedBytes += len(j.packed) - len(t.packed)
 	t.packed, t.held = j.packed, j.n
 	if a.cfg.ReleaseSpans {
@@ -468,7 +472,7 @@ func (a *Analyzer) release(t *traceState) {
 	a.spansHeld -= n
 	a.releasedSpans += n
 	a.packedBytes -= len(t.packed)
-	t.packed, t.held, t.resSpans = nil, 0, 0
+	t.packed, t.held, t.resSpans, t.meta = nil, 0, 0, nil
 	t.res = &traceResult{ops: t.res.ops, findings: t.res.findings, released: true}
 }
 
@@ -476,7 +480,7 @@ func (a *Analyzer) release(t *traceState) {
 // on their own, as a fragment, since the rest of the trace is gone. Counted and noted in the report.
 func (a *Analyzer) publishLate(t *traceState, res *traceResult, n int) {
 	a.lateFragments++
-	a.contribute(res, n, +1)
+	a.contribute(res, t.id, n, res.trace.issues, +1)
 	a.spansHeld -= n
 	a.releasedSpans += n
 	t.res = &traceResult{ops: append(slices.Clip(t.res.ops), res.ops...),
@@ -484,12 +488,13 @@ func (a *Analyzer) publishLate(t *traceState, res *traceResult, n int) {
 	a.version++
 }
 
-// contribute adds (sign +1) or takes back (-1) an analysis's counts and findings; n is the number
-// of spans it was made from (the result itself may hold them packed, elsewhere).
-func (a *Analyzer) contribute(r *traceResult, n int, sign int) {
+// contribute adds (sign +1) or takes back (-1) the counts and findings of trace id's analysis r;
+// n is the number of spans it was made from and is the data issues its trace found (r may be held
+// without its trace: see hold).
+func (a *Analyzer) contribute(r *traceResult, id spans.TraceID, n int, is traceIssues, sign int) {
 	a.inSpans += sign * n
 	a.inOps += sign * len(r.ops)
-	a.issues.add(r.trace.issues, sign)
+	a.issues.add(is, sign)
 	// The accounting was made with the analysis (outside the lock): adding it is a few map updates.
 	for i := range r.acct {
 		row := &r.acct[i]
@@ -529,7 +534,7 @@ func (a *Analyzer) contribute(r *traceResult, n int, sign int) {
 	}
 	if sign > 0 {
 		for _, f := range r.findings {
-			a.findings = append(a.findings, findingRec{r.trace.ID, f})
+			a.findings = append(a.findings, findingRec{id, f})
 		}
 		// Dropped in chunks of a quarter, so a full list costs amortized O(1) per finding.
 		if m := a.maxFindings(); m > 0 && len(a.findings) > m+m/4 {
@@ -538,7 +543,7 @@ func (a *Analyzer) contribute(r *traceResult, n int, sign int) {
 			a.findings = slices.Delete(a.findings, 0, over)
 		}
 	} else if len(r.findings) > 0 {
-		a.findings = slices.DeleteFunc(a.findings, func(fr findingRec) bool { return fr.trace == r.trace.ID })
+		a.findings = slices.DeleteFunc(a.findings, func(fr findingRec) bool { return fr.trace == id })
 	}
 }
 
@@ -769,15 +774,16 @@ func (a *Analyzer) lookup(id spans.TraceID) (*TraceView, bool) {
 	t := a.traces[id]
 	var r *traceResult
 	var packed []byte
+	var meta *heldTrace
 	if t != nil {
-		r, packed = t.res, t.packed
+		r, packed, meta = t.res, t.packed, t.meta
 	}
 	a.mu.Unlock()
 	if r == nil {
 		return nil, false
 	}
 	if packed != nil {
-		return a.viewPacked(r, packed), true
+		return a.viewPacked(id, r, meta, packed), true
 	}
 	return r.view(), true
 }

@@ -3,6 +3,7 @@ package analyzer
 import (
 	"bytes"
 	"fmt"
+	"slices"
 
 	"github.com/stormwatch/stormwatch/spans"
 )
@@ -25,14 +26,36 @@ func pack(ss []spans.Span, scratch *[]byte) []byte {
 	return bytes.Clone(*scratch)
 }
 
-// strip is the analysis as held once its spans are packed: operations, findings, accounting and
-// detector errors, and of the trace only what the report (issues, on re-analysis) and the trace
-// view (truncation, notes) read. The spans and the index go.
-func strip(r *traceResult) *traceResult {
+// heldTrace is what a held analysis keeps of its trace besides the packed spans: the data issues
+// (the report's counts, taken back when late spans re-analyze the trace) and what the trace view
+// shows. Most traces have none of it, and hold none (nil).
+type heldTrace struct {
+	issues    traceIssues
+	notes     []string
+	truncated bool
+}
+
+// hold lets go of a fresh analysis's trace (spans and index; they are packed by then), keeping
+// operations, findings, accounting and detector errors, and returns what the trace had to say.
+// It changes r in place: called before r is published, when nothing else sees it.
+func hold(r *traceResult) *heldTrace {
 	t := r.trace
-	held := *r
-	held.trace = &Trace{ID: t.ID, Truncated: t.Truncated, issues: t.issues, notes: t.notes}
-	return &held
+	r.trace = nil
+	if t.issues == (traceIssues{}) && t.notes == nil && !t.Truncated {
+		return nil
+	}
+	return &heldTrace{issues: t.issues, notes: t.notes, truncated: t.Truncated}
+}
+
+// issuesOf is the data issues of analysis r, held (meta) or not.
+func issuesOf(r *traceResult, meta *heldTrace) traceIssues {
+	switch {
+	case r.trace != nil:
+		return r.trace.issues
+	case meta != nil:
+		return meta.issues
+	}
+	return traceIssues{}
 }
 
 // unpackFor unpacks a trace's analyzed spans with room for extra more (the late spans).
@@ -56,17 +79,20 @@ func unpackFor(packed []byte, extra int) ([]spans.Span, error) {
 // The index is rebuilt through analyzeTrace without detectors rather than buildTrace alone: the
 // trace assembly's internals are being reworked, and analyzeTrace is their stable entry point. The
 // inference it also runs is thrown away; lookups are rare (the TUI opens one trace at a time).
-func (a *Analyzer) viewPacked(r *traceResult, packed []byte) *TraceView {
+func (a *Analyzer) viewPacked(id spans.TraceID, r *traceResult, meta *heldTrace, packed []byte) *TraceView {
+	if meta == nil {
+		meta = &heldTrace{}
+	}
 	ss, err := unpackFor(packed, 0)
 	if err != nil {
 		// Only a bug in the packed form gets here: show what is left, and say why.
-		return &TraceView{TraceID: r.trace.ID, Operations: r.ops, Findings: r.findings,
-			Notes: append(append([]string(nil), r.trace.notes...), fmt.Sprintf("spans lost: %v", err))}
+		return &TraceView{TraceID: id, Operations: r.ops, Findings: r.findings, Truncated: meta.truncated,
+			Notes: append(slices.Clip(meta.notes), fmt.Sprintf("spans lost: %v", err))}
 	}
 	index := Config{Settings: a.cfg.Settings}
-	t := analyzeTrace(r.trace.ID, ss, 0, &index, a.seed, a.intern).trace
-	t.Truncated = r.trace.Truncated
-	t.notes = r.trace.notes
+	t := analyzeTrace(id, ss, 0, &index, a.seed, a.intern).trace
+	t.Truncated = meta.truncated
+	t.notes = meta.notes
 	full := *r
 	full.trace = t
 	return full.view()

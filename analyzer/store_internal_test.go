@@ -76,11 +76,11 @@ func TestPackedViewIsTheAnalysisView(t *testing.T) {
 		res := analyzeTrace(id, ss, 0, &cfg, seed, in)
 		want := res.view()
 		packed := pack(res.trace.Spans, nil)
-		held := strip(res)
-		if held.trace.Spans != nil || held.trace.order != nil {
-			t.Fatalf("trace %s: the held analysis keeps its spans or index", id)
+		meta := hold(res)
+		if res.trace != nil {
+			t.Fatalf("trace %s: the held analysis keeps its trace", id)
 		}
-		got := a.viewPacked(held, packed)
+		got := a.viewPacked(id, res, meta, packed)
 		if !reflect.DeepEqual(got, want) {
 			t.Fatalf("trace %s: the view from the packed spans differs:\n got %+v\nwant %+v", id, got, want)
 		}
@@ -89,7 +89,8 @@ func TestPackedViewIsTheAnalysisView(t *testing.T) {
 	ss := fixtureTraces(t)[0]
 	res := analyzeTrace(ss[0].TraceID, ss, 3, &cfg, seed, in)
 	want := res.view()
-	if got := a.viewPacked(strip(res), pack(res.trace.Spans, nil)); !want.Truncated || !reflect.DeepEqual(got, want) {
+	packed := pack(res.trace.Spans, nil)
+	if got := a.viewPacked(ss[0].TraceID, res, hold(res), packed); !want.Truncated || !reflect.DeepEqual(got, want) {
 		t.Fatalf("truncated trace: got %+v\nwant %+v", got, want)
 	}
 }
@@ -108,7 +109,7 @@ func TestSettledTracesHoldOnlyPackedSpans(t *testing.T) {
 	a.Settle(time.Unix(0, 1).Add(1000 * time.Hour))
 	held, bytes := 0, 0
 	for _, ts := range a.traces {
-		if ts.spans != nil || ts.res == nil || ts.res.trace.Spans != nil || ts.res.trace.order != nil || ts.packed == nil {
+		if ts.spans != nil || ts.res == nil || ts.res.trace != nil || ts.packed == nil {
 			t.Fatalf("trace %s: spans %d, packed %d bytes, result %+v", ts.id, len(ts.spans), len(ts.packed), ts.res)
 		}
 		n, err := spans.PackedLen(ts.packed)
