@@ -49,7 +49,8 @@ func capture(b *testing.B, feed func(*analyzer.Analyzer)) *captured {
 // cost is not the small difference of two large, noisy figures as in BenchmarkDetectors).
 //
 // corpus=workload is 4,000 spans of the synthetic multi-layer traffic (analyzer/analyzertest:
-// healthy calls, transient retries and retry storms); corpus=fixtures is every fixture file, the
+// healthy calls, transient retries and retry storms); corpus=amplification-27-reference is the
+// request of the otelcol connector's benchmark; corpus=fixtures is every fixture file, the
 // shapes each detector exists for (hedges, fallbacks, keys, deadlines, breakers). Per-trace
 // detectors report per trace; windowed ones run once over all the corpus's operations and report
 // per operation (ns/operation, allocs/operation).
@@ -71,6 +72,11 @@ func BenchmarkDetectorRun(b *testing.B) {
 				}
 			}
 			a.Flush()
+		}},
+		// The request the otelcol connector benchmark sends (docs/performance.md, Connector): two
+		// traces of 92 spans from the reference client, every resilience.* attribute set.
+		{"amplification-27-reference", func(b *testing.B, a *analyzer.Analyzer) {
+			passtest.Feed(b, a, "amplification-27-reference")
 		}},
 		{"fixtures", func(b *testing.B, a *analyzer.Analyzer) {
 			names, err := fs.Glob(fixtures.FS(), "*.jsonl")
