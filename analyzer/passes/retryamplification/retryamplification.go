@@ -30,7 +30,8 @@ func run(pass *analyzer.Pass) error {
 	if !mayFire(pass.Operations, need) {
 		return nil
 	}
-	var reported []string // leaf dependencies already reported: a handful per trace
+	var buf [4]string
+	reported := buf[:0] // leaf dependencies already reported: a handful per trace
 	for _, c := range analyzer.LeafChains(pass.Operations) {
 		if slices.Contains(reported, c.Dependency) {
 			continue
@@ -44,7 +45,7 @@ func run(pass *analyzer.Pass) error {
 		if c.LeafCalls >= pass.Settings.Critical() {
 			sev = analyzer.SeverityCritical
 		}
-		var calls []spans.SpanID
+		calls := make([]spans.SpanID, 0, c.LeafCalls) // LeafCalls counts them
 		for _, op := range c.Leaves {
 			for i := range op.Attempts {
 				calls = append(calls, op.Attempts[i].Calls...)
