@@ -26,8 +26,14 @@ type traceResult struct {
 func analyzeTrace(id spans.TraceID, ss []spans.Span, truncated int, cfg *Config, seed maphash.Seed, in *interner) *traceResult {
 	sc := in.getScratch()
 	defer in.putScratch(sc)
-	t := buildTrace(id, ss, truncated, sc)
-	r := &traceResult{trace: t}
+	// The result and its trace are one allocation: they are made and dropped together.
+	both := &struct {
+		r traceResult
+		t Trace
+	}{}
+	r, t := &both.r, &both.t
+	r.trace = t
+	buildTrace(t, id, ss, truncated, sc)
 	r.ops = t.inferOperations(seed, cfg.Settings.Skew(), in, sc)
 	r.acct = t.accountRows(r.ops, sc)
 	pass := Pass{Trace: t, Operations: r.ops, Settings: cfg.Settings}
@@ -63,6 +69,7 @@ func analyzeTrace(id spans.TraceID, ss []spans.Span, truncated int, cfg *Config,
 		t.countFinding(&r.findings[i])
 	}
 	t.makeNotes()
+	t.calls = nil // the scratch's: it goes back to the pool with the scratch
 	return r
 }
 
@@ -165,11 +172,12 @@ func (t *Trace) accountRows(ops []*Operation, sc *scratch) []acctRow {
 	type rowKey struct{ dep, caller, status string }
 	var rows []acctRow
 	var idx map[rowKey]int
-	for _, op := range ops {
+	for k, op := range ops {
 		joined := false
-		if op.Parent == nil && len(op.calls) > 0 {
-			first := &t.Spans[t.calls[op.calls[0]].idx]
-			if first.ParentID.IsZero() || t.parent[t.calls[op.calls[0]].idx] < 0 {
+		opCalls := sc.callsOf(k)
+		if op.Parent == nil && len(opCalls) > 0 {
+			first := &t.Spans[t.calls[opCalls[0]].idx]
+			if first.ParentID.IsZero() || t.parent[t.calls[opCalls[0]].idx] < 0 {
 				// A client with no parent span: its other attempts, if any, are in other traces.
 				for _, l := range first.Links {
 					if l.TraceID != t.ID {
@@ -188,7 +196,7 @@ func (t *Trace) accountRows(ops []*Operation, sc *scratch) []acctRow {
 				}
 			}
 		}
-		for _, ck := range op.calls {
+		for _, ck := range opCalls {
 			c := &t.calls[ck]
 			logical := !joined && !seen(intentAt{c.origin, op.intent})
 			caller, status := op.Caller, statusKey(c.outcome, c.status)

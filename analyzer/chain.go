@@ -23,7 +23,16 @@ type LeafChain struct {
 
 // RetryingLayers are the layers that tried more than once.
 func (c *LeafChain) RetryingLayers() []Layer {
-	var out []Layer
+	n := 0
+	for _, l := range c.Layers {
+		if l.Attempts > 1 {
+			n++
+		}
+	}
+	if n == 0 {
+		return nil
+	}
+	out := make([]Layer, 0, n)
 	for _, l := range c.Layers {
 		if l.Attempts > 1 {
 			out = append(out, l)
@@ -34,49 +43,91 @@ func (c *LeafChain) RetryingLayers() []Layer {
 
 // LeafChains groups the leaf operations of one trace by intent and measures each chain. The
 // result is ordered by LeafCalls, most first, then by dependency.
+//
+// It runs in two passes so that the chains, their leaves and their layers are three allocations
+// whatever their number: the first finds each leaf's chain and each chain's size, the second
+// fills slices carved from one buffer each.
 func LeafChains(ops []*Operation) []LeafChain {
-	// Few chains per trace: a linear scan, with a map past 16 (many distinct siblings).
-	var byIntent map[uint64]int
-	var out []LeafChain
+	// Pass 1. chainOf[j] is the chain of the j-th leaf. Few chains per trace: a linear scan
+	// over each chain's first leaf, with a map past 16 chains (many distinct siblings).
+	var chainOfArr [32]int32
+	chainOf := chainOfArr[:0]
+	type size struct {
+		first  *Operation // the first leaf: names the chain
+		leaves int
+		depth  int
+	}
+	var sizeArr [8]size
+	sizes := sizeArr[:0]
+	var byIntent map[uint64]int32
+	nLayers := 0
 	for _, op := range ops {
 		if !op.IsLeaf() || len(op.Attempts) == 0 {
 			continue
 		}
-		k := -1
+		k := int32(-1)
 		if byIntent != nil {
 			if v, ok := byIntent[op.intent]; ok {
 				k = v
 			}
 		} else {
-			for j := range out {
-				if out[j].Leaves[0].intent == op.intent {
-					k = j
+			for j := range sizes {
+				if sizes[j].first.intent == op.intent {
+					k = int32(j)
 					break
 				}
 			}
 		}
 		if k < 0 {
-			k = len(out)
-			out = append(out, LeafChain{Dependency: op.Dependency, Service: op.DependencyService})
+			k = int32(len(sizes))
+			sizes = append(sizes, size{first: op})
 			if byIntent != nil {
 				byIntent[op.intent] = k
-			} else if len(out) > 16 {
-				byIntent = make(map[uint64]int, 64)
-				for j := range out[:len(out)-1] {
-					byIntent[out[j].Leaves[0].intent] = j
+			} else if len(sizes) > 16 {
+				byIntent = make(map[uint64]int32, 64)
+				for j := range sizes {
+					byIntent[sizes[j].first.intent] = int32(j)
 				}
-				byIntent[op.intent] = k
 			}
 		}
-		c := &out[k]
+		chainOf = append(chainOf, k)
+		z := &sizes[k]
+		z.leaves++
+		depth := 0
+		for p := op; p != nil; p = p.Parent {
+			depth++
+		}
+		if depth > z.depth {
+			nLayers += depth - z.depth
+			z.depth = depth
+		}
+	}
+	if len(sizes) == 0 {
+		return nil
+	}
+	// Pass 2: every chain's slices carved to its size; leaves and layers filled in op order,
+	// each layer's service from the first leaf that reaches it, its attempts the most of any.
+	out := make([]LeafChain, len(sizes))
+	leafBuf := make([]*Operation, len(chainOf))
+	layerBuf := make([]Layer, nLayers)
+	for k := range sizes {
+		z := &sizes[k]
+		out[k] = LeafChain{Dependency: z.first.Dependency, Service: z.first.DependencyService,
+			Leaves: leafBuf[:0:z.leaves], Layers: layerBuf[:z.depth:z.depth]}
+		leafBuf, layerBuf = leafBuf[z.leaves:], layerBuf[z.depth:]
+	}
+	j := 0
+	for _, op := range ops {
+		if !op.IsLeaf() || len(op.Attempts) == 0 {
+			continue
+		}
+		c := &out[chainOf[j]]
+		j++
 		c.LeafCalls += op.PhysicalCalls()
 		c.Leaves = append(c.Leaves, op)
 		depth := 0
 		for p := op; p != nil; p = p.Parent {
 			depth++
-		}
-		if len(c.Layers) < depth {
-			c.Layers = append(c.Layers, make([]Layer, depth-len(c.Layers))...)
 		}
 		d := depth - 1
 		for p := op; p != nil; p = p.Parent {

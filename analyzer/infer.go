@@ -337,7 +337,6 @@ type opBufs struct {
 	att     []Attempt
 	calls   []spans.SpanID
 	origins []string
-	idx     []int32
 	// hexIDs is every call's span id in hex, 16 digits each by call index, made when the first
 	// operation needs one for its id: one string for the trace instead of one per operation.
 	hexIDs string
@@ -362,7 +361,9 @@ func (t *Trace) inferOperations(seed maphash.Seed, skew int64, in *interner, sc 
 			nClient++
 		}
 	}
-	t.calls = make([]callInfo, 0, nClient)
+	// The calls are read only while the trace is analyzed (see analyzeTrace): scratch.
+	t.calls = slices.Grow(sc.calls[:0], nClient)
+	sc.opCalls, sc.opStart = sc.opCalls[:0], sc.opStart[:0]
 	// origin -> service, for calls whose callee span is missing; few per trace, so a slice.
 	originService := sc.originService[:0]
 	for i := range t.Spans {
@@ -427,7 +428,6 @@ func (t *Trace) inferOperations(seed maphash.Seed, skew int64, in *interner, sc 
 			att:     make([]Attempt, 0, nClient),
 			calls:   make([]spans.SpanID, 0, nClient),
 			origins: make([]string, 0, nClient),
-			idx:     make([]int32, 0, nClient),
 		}
 	}
 	group := sc.group[:0]
@@ -458,6 +458,8 @@ func (t *Trace) inferOperations(seed maphash.Seed, skew int64, in *interner, sc 
 		}
 	}
 	sc.group = group
+	sc.calls = t.calls
+	sc.opStart = append(sc.opStart, int32(len(sc.opCalls)))
 	t.ops = t.refusedOperations(t.ops)
 	return t.ops
 }
@@ -519,7 +521,7 @@ func (t *Trace) groupCalls(caller int, calls []int32, parentIdx int32, seed maph
 	var cur *Attempt
 	var curEnd int64
 	b := &sc.bufs
-	var attStart, callStart, originStart, idxStart int
+	var attStart, callStart, originStart int
 	closeAttempt := func() {
 		if cur != nil {
 			cur.Calls = b.calls[callStart:len(b.calls):len(b.calls)]
@@ -531,11 +533,10 @@ func (t *Trace) groupCalls(caller int, calls []int32, parentIdx int32, seed maph
 		if op != nil {
 			closeAttempt()
 			op.Attempts = b.att[attStart:len(b.att):len(b.att)]
-			op.calls = b.idx[idxStart:len(b.idx):len(b.idx)]
-			attStart, idxStart = len(b.att), len(b.idx)
+			attStart = len(b.att)
 		}
 	}
-	attStart, callStart, originStart, idxStart = len(b.att), len(b.calls), len(b.origins), len(b.idx)
+	attStart, callStart, originStart = len(b.att), len(b.calls), len(b.origins)
 	for lo := 0; lo < len(ks); {
 		hi := lo + 1
 		for hi < len(ks) && ks[hi].key == ks[lo].key {
@@ -572,6 +573,7 @@ func (t *Trace) groupCalls(caller int, calls []int32, parentIdx int32, seed maph
 				op.intent = intentKey(seed, parent, kc.intent, occurrence)
 				opIdx = int32(len(t.ops))
 				t.ops = append(t.ops, op)
+				sc.opStart = append(sc.opStart, int32(len(sc.opCalls)))
 				cur = nil
 				newAttempt = true
 			}
@@ -623,7 +625,7 @@ func (t *Trace) groupCalls(caller int, calls []int32, parentIdx int32, seed maph
 			if c.attempt >= 0 || c.opID != "" {
 				op.Inferred = false
 			}
-			b.idx = append(b.idx, t.call[i])
+			sc.opCalls = append(sc.opCalls, t.call[i])
 			c.op = opIdx
 		}
 		closeOp()

@@ -193,9 +193,8 @@ type Operation struct {
 	// Findings counts the findings that name this operation's spans.
 	Findings int
 
-	intent   uint64  // what was asked, independent of the parent's attempt (see intentKey)
-	children int     // operations whose Parent is this one
-	calls    []int32 // indexes into the trace's calls
+	intent   uint64 // what was asked, independent of the parent's attempt (see intentKey)
+	children int    // operations whose Parent is this one
 }
 
 // IsLeaf reports whether no operation runs inside this one: its dependency is a leaf of the

@@ -16,8 +16,14 @@ type scratch struct {
 	occList       []occCount
 	occurrences   map[scopeIntent]int
 	bufs          opBufs // the trace being inferred; its buffers go with the result
-	seen          []intentAt
-	seenMap       map[intentAt]struct{}
+	// calls are the trace's CLIENT spans (Trace.calls, while it is analyzed). Operation k of
+	// the trace made calls opCalls[opStart[k]:opStart[k+1]] (indexes into calls); the
+	// operations after len(opStart)-1 (refused before any call) made none.
+	calls   []callInfo
+	opCalls []int32
+	opStart []int32
+	seen    []intentAt
+	seenMap map[intentAt]struct{}
 }
 
 // maxScratch is the largest buffer (in elements) a scratch keeps between traces: one huge trace
@@ -30,6 +36,8 @@ func (sc *scratch) reset() {
 	clear(sc.known)
 	sc.known = sc.known[:0]
 	sc.bufs = opBufs{}
+	clear(sc.calls)
+	sc.calls = sc.calls[:0]
 	clear(sc.originService)
 	clear(sc.occList)
 	sc.occList = sc.occList[:0]
@@ -55,6 +63,15 @@ func (sc *scratch) reset() {
 	if cap(sc.group) > maxScratch {
 		sc.group = nil
 	}
+	if cap(sc.calls) > maxScratch {
+		sc.calls = nil
+	}
+	if cap(sc.opCalls) > maxScratch {
+		sc.opCalls = nil
+	}
+	if cap(sc.opStart) > maxScratch {
+		sc.opStart = nil
+	}
 	if cap(sc.keyed) > maxScratch {
 		sc.keyed = nil
 	}
@@ -64,4 +81,12 @@ func (sc *scratch) reset() {
 	if cap(sc.seen) > maxScratch {
 		sc.seen = nil
 	}
+}
+
+// callsOf are the indexes into the trace's calls of the calls operation k made.
+func (sc *scratch) callsOf(k int) []int32 {
+	if k+1 >= len(sc.opStart) {
+		return nil
+	}
+	return sc.opCalls[sc.opStart[k]:sc.opStart[k+1]]
 }

@@ -19,16 +19,22 @@ type Trace struct {
 	// Truncated is true when the trace hit the per-trace span cap and spans were dropped.
 	Truncated bool
 
-	ids      []uint64 // Spans' ids as big-endian numbers (sorted): what Lookup searches
-	parent   []int32  // index of the parent, -1 for roots, orphans and broken links
-	childOff []int32  // children of i are child[childOff[i]:childOff[i+1]], by start time
+	// ids are Spans' ids (sorted) as pairs of big-endian halves, the high one first: what Lookup
+	// searches, eight bytes a step next to each other, with no pointer for the collector.
+	ids      []int32
+	parent   []int32 // index of the parent, -1 for roots, orphans and broken links
+	childOff []int32 // children of i are child[childOff[i]:childOff[i+1]], by start time
 	child    []int32
 	roots    []int32 // by start time
 	order    []int32 // display order: pre-order, siblings by start
 	depth    []int32
+	pos      []int32 // position of span i in order
+	size     []int32 // spans in the subtree under span i, i included: order[pos[i]:pos[i]+size[i]]
 
-	call  []int32    // index into calls for CLIENT spans, -1 otherwise
-	calls []callInfo // one per CLIENT span
+	call []int32 // index into calls for CLIENT spans, -1 otherwise
+	// calls has one entry per CLIENT span while the trace is analyzed (the detectors' pass);
+	// it is the analysis's scratch, dropped when the analysis ends.
+	calls []callInfo
 	// enclosing: index into ops of the innermost operation whose call is span i or an ancestor
 	// of it, -1 for none. Indexes, not pointers: nothing for the garbage collector to trace.
 	enclosing []int32
@@ -68,9 +74,19 @@ func (t *Trace) Len() int { return len(t.Spans) }
 
 // Lookup finds a span's index by id.
 func (t *Trace) Lookup(id spans.SpanID) (int, bool) {
-	// A binary search over the ids as numbers: eight bytes a step, next to each other, where a
-	// search over the spans compared byte slices a span's size apart.
-	return slices.BinarySearch(t.ids, binary.BigEndian.Uint64(id[:]))
+	// Compared as bytes.Compare compares the ids: the big-endian high halves, then the low ones.
+	hi, lo := binary.BigEndian.Uint32(id[:4]), binary.BigEndian.Uint32(id[4:])
+	ids := t.ids
+	i, j := 0, len(ids)/2
+	for i < j {
+		h := int(uint(i+j) >> 1)
+		if hh := uint32(ids[2*h]); hh < hi || hh == hi && uint32(ids[2*h+1]) < lo {
+			i = h + 1
+		} else {
+			j = h
+		}
+	}
+	return i, 2*i < len(ids) && uint32(ids[2*i]) == hi && uint32(ids[2*i+1]) == lo
 }
 
 // Parent is the index of span i's parent, or -1 for a root, an orphan (parent never arrived) or a
@@ -93,9 +109,11 @@ func (t *Trace) End(i int) int64 {
 	return max(s.StartUnixNano, s.EndUnixNano)
 }
 
-// Operation is the operation whose attempt made CLIENT span i, or nil.
+// Operation is the operation whose attempt made CLIENT span i, or nil. Operation, Outcome and
+// Origin answer while the trace is analyzed (for the detectors); afterwards they answer as for
+// a span that is not a call.
 func (t *Trace) Operation(i int) *Operation {
-	if c := t.call[i]; c >= 0 {
+	if c := t.call[i]; c >= 0 && int(c) < len(t.calls) {
 		return t.op(t.calls[c].op)
 	}
 	return nil
@@ -116,7 +134,7 @@ func (t *Trace) op(k int32) *Operation {
 // Outcome is the outcome class (ok, retryable, permanent, timeout, cancelled, refused) and the
 // status text (HTTP status, gRPC code, "" when no answer) of CLIENT span i; "" for other spans.
 func (t *Trace) Outcome(i int) (outcome, status string) {
-	if c := t.call[i]; c >= 0 {
+	if c := t.call[i]; c >= 0 && int(c) < len(t.calls) {
 		return t.calls[c].outcome, t.calls[c].status
 	}
 	return "", ""
@@ -124,7 +142,7 @@ func (t *Trace) Outcome(i int) (outcome, status string) {
 
 // Origin is CLIENT span i's destination (scheme://host:port), "" for other spans.
 func (t *Trace) Origin(i int) string {
-	if c := t.call[i]; c >= 0 {
+	if c := t.call[i]; c >= 0 && int(c) < len(t.calls) {
 		return t.calls[c].origin
 	}
 	return ""
@@ -133,17 +151,13 @@ func (t *Trace) Origin(i int) string {
 // Walk visits the subtree under span i (not i itself) in pre-order; fn returns false to skip a
 // node's descendants.
 func (t *Trace) Walk(i int, fn func(j int) bool) {
-	stack := append([]int32(nil), t.Children(i)...)
-	slices.Reverse(stack)
-	for len(stack) > 0 {
-		j := stack[len(stack)-1]
-		stack = stack[:len(stack)-1]
-		if !fn(int(j)) {
-			continue
-		}
-		ch := t.Children(int(j))
-		for k := len(ch) - 1; k >= 0; k-- {
-			stack = append(stack, ch[k])
+	// The display order is the pre-order, so a subtree is one run of it: no stack to allocate.
+	for k, end := t.pos[i]+1, t.pos[i]+t.size[i]; k < end; {
+		j := t.order[k]
+		if fn(int(j)) {
+			k++
+		} else {
+			k += t.size[j]
 		}
 	}
 }
@@ -151,42 +165,42 @@ func (t *Trace) Walk(i int, fn func(j int) bool) {
 // Notes are what the analysis of this trace had to work around.
 func (t *Trace) Notes() []string { return t.notes }
 
-// buildTrace sorts, deduplicates and indexes the spans of one trace. It owns ss; sc is the
+// buildTrace sorts, deduplicates and indexes the spans of one trace into t. It owns ss; sc is the
 // analysis's scratch.
-func buildTrace(id spans.TraceID, ss []spans.Span, truncated int, sc *scratch) *Trace {
-	t := &Trace{ID: id, Truncated: truncated > 0}
+func buildTrace(t *Trace, id spans.TraceID, ss []spans.Span, truncated int, sc *scratch) {
+	*t = Trace{ID: id, Truncated: truncated > 0}
 	t.issues.truncated = truncated
 	sortByID(ss, &sc.keys)
 	n := len(ss)
-	// The span ids as numbers, in order: Lookup's keys, compared as bytes.Compare compares the ids.
-	ids := make([]uint64, n)
+	// The per-span index arrays share one allocation, sized before duplicates are dropped: the
+	// ids (two each), parent, childOff (n+1), child (at most n), roots (at most n), order, depth,
+	// pos, size, and the inference's call and enclosing indexes.
+	arena := make([]int32, 12*n+1)
+	carve := func(size int) []int32 {
+		c := arena[:size:size]
+		arena = arena[size:]
+		return c
+	}
+	ids := carve(2 * n)
 	w := 0
 	for i := range ss {
-		k := binary.BigEndian.Uint64(ss[i].SpanID[:])
-		if w > 0 && ids[w-1] == k {
+		k := sc.keys[i].id // sortByID left the ids in order
+		if w > 0 && uint64(uint32(ids[2*w-2]))<<32|uint64(uint32(ids[2*w-1])) == k {
 			t.issues.duplicates++
 			continue
 		}
 		if w != i {
 			ss[w] = ss[i]
 		}
-		ids[w] = k
+		ids[2*w], ids[2*w+1] = int32(uint32(k>>32)), int32(uint32(k))
 		w++
 	}
 	clear(ss[w:])
 	ss = ss[:w]
 	t.Spans = ss
-	t.ids = ids[:w:w]
+	t.ids = ids[: 2*w : 2*w]
 	n = w
 
-	// The per-span index arrays share one allocation: parent, childOff (n+1), child (at most
-	// n), roots (at most n), order, depth, and the inference's call and enclosing indexes.
-	arena := make([]int32, 8*n+1)
-	carve := func(size int) []int32 {
-		c := arena[:size:size]
-		arena = arena[size:]
-		return c
-	}
 	t.parent = carve(n)
 	for i := range ss {
 		s := &ss[i]
@@ -253,6 +267,8 @@ func buildTrace(id spans.TraceID, ss []spans.Span, truncated int, sc *scratch) *
 	// Display order and depth.
 	t.order = carve(n)[:0]
 	clear(t.depth)
+	t.pos = carve(n)
+	t.size = carve(n)
 	t.call = carve(n)
 	t.enclosing = carve(n)
 	stack := sc.stack[:0]
@@ -270,7 +286,15 @@ func buildTrace(id spans.TraceID, ss []spans.Span, truncated int, sc *scratch) *
 		}
 	}
 	sc.stack = stack
-	return t
+	// Subtree sizes, children before parents (a parent comes first in pre-order).
+	for k := n - 1; k >= 0; k-- {
+		j := t.order[k]
+		t.pos[j] = int32(k)
+		t.size[j]++
+		if p := t.parent[j]; p >= 0 {
+			t.size[p] += t.size[j]
+		}
+	}
 }
 
 // breakCycles cuts parent links that form a loop (a->b->a): the span where the walk found the loop
@@ -355,7 +379,8 @@ func sortByID(ss []spans.Span, scratchKeys *[]idKey) {
 		}
 		return cmp.Compare(a.i, b.i)
 	})
-	// Position k must receive the span now at keys[k].i. Walk each cycle once.
+	// Position k must receive the span now at keys[k].i. Walk each cycle once. keys[k].id stays
+	// the id of the span that ends at k: buildTrace reads the sorted ids there.
 	for k := range keys {
 		if keys[k].i < 0 || int(keys[k].i) == k {
 			continue
