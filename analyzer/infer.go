@@ -375,8 +375,8 @@ func (t *Trace) inferOperations(seed maphash.Seed, skew int64, in *interner, sc 
 		c := callInfo{
 			idx:      int32(i),
 			op:       -1,
-			origin:   in.origin(k),
-			target:   in.target(k),
+			origin:   in.origin(k, &sc.derived),
+			target:   in.target(k, &sc.derived),
 			attempt:  k.intOr(wkAttempt),
 			resend:   k.intOr(wkHTTPResendCount),
 			backoff:  k.intOr(wkBackoff),

@@ -25,6 +25,9 @@ type interner struct {
 	derived   map[derivedKey]string
 	res       map[*spans.Resource]*spans.Resource // per batch: the decoder's resource -> ours
 	ress      map[resKey]*spans.Resource          // ours, by identity
+	// last holds, per attribute position, the key and value interned there for the previous
+	// span (see attrs). Interned strings only: it pins nothing of a request.
+	last [16][2]string
 	// scratches are the analyses' reusable buffers (see scratch): taken and given back by the
 	// analyses, which run outside the analyzer's lock, so a pool (locked on its own).
 	scratches sync.Pool
@@ -65,15 +68,35 @@ func (in *interner) str(s string) string {
 
 func (in *interner) attrs(as []spans.Attr) {
 	for i := range as {
-		as[i].Key = in.str(as[i].Key)
-		if as[i].Str == "" {
+		a := &as[i]
+		// Spans from one source carry the same keys in the same order, and often the same
+		// values: the previous span's interned string at the same position is checked first,
+		// a compare where the table costs a hash of the whole string.
+		var last *[2]string
+		if i < len(in.last) {
+			last = &in.last[i]
+		}
+		if last != nil && a.Key == last[0] {
+			a.Key = last[0]
+		} else {
+			a.Key = in.str(a.Key)
+			if last != nil {
+				last[0], last[1] = a.Key, ""
+			}
+		}
+		if a.Str == "" {
 			continue
 		}
-		if uniquePerSpan(as[i].Key) {
+		if uniquePerSpan(a.Key) {
 			// A table lookup would miss and an insert would never be hit again: copy only.
-			as[i].Str = strings.Clone(as[i].Str)
+			a.Str = strings.Clone(a.Str)
+		} else if last != nil && a.Str == last[1] {
+			a.Str = last[1]
 		} else {
-			as[i].Str = in.str(as[i].Str)
+			a.Str = in.str(a.Str)
+			if last != nil {
+				last[1] = a.Str
+			}
 		}
 	}
 }
@@ -142,7 +165,7 @@ type derivedKey struct {
 // origin is originOf, cached for the common shapes: a URL, keyed by its scheme://authority prefix
 // alone (originOfURL reads nothing else, and the rest of a real URL - path ids, query strings -
 // is different on every call); or host, port and scheme.
-func (in *interner) origin(s *known) string {
+func (in *interner) origin(s *known, l1 *derivedL1) string {
 	var k derivedKey
 	if u := s.str(wkURLFull); strings.Contains(u, "://") {
 		p, ok := urlAuthorityPrefix(u)
@@ -163,7 +186,7 @@ func (in *interner) origin(s *known) string {
 	} else {
 		return s.origin()
 	}
-	return in.cached(k, s, (*known).origin)
+	return in.cached(k, s, (*known).origin, l1)
 }
 
 // urlAuthorityPrefix is the part of u that originOfURL reads - everything up to the end of the
@@ -190,7 +213,7 @@ func urlAuthorityPrefix(u string) (string, bool) {
 
 // target is targetOf, cached by method and path (HTTP: targetOf drops the query and fragment, which
 // differ on every call) or service and method (RPC).
-func (in *interner) target(s *known) string {
+func (in *interner) target(s *known, l1 *derivedL1) string {
 	var k derivedKey
 	if m := s.str(wkRPCMethod); m != "" {
 		k = derivedKey{what: 'r', a: s.str(wkRPCService), b: m}
@@ -202,17 +225,33 @@ func (in *interner) target(s *known) string {
 	} else {
 		return s.target()
 	}
-	return in.cached(k, s, (*known).target)
+	return in.cached(k, s, (*known).target, l1)
 }
 
-func (in *interner) cached(k derivedKey, s *known, f func(*known) string) string {
+// cached looks k up in l1 (when not nil), then in the shared cache, and computes f(s) when
+// neither has it.
+func (in *interner) cached(k derivedKey, s *known, f func(*known) string, l1 *derivedL1) string {
+	var e *derivedEntry
+	if l1 != nil {
+		e = &l1[k.slot()]
+		if e.ok && e.k == k {
+			return e.v
+		}
+	}
 	in.derivedMu.Lock()
 	v, ok := in.derived[k]
 	in.derivedMu.Unlock()
-	if ok {
-		return v
+	if !ok {
+		v = in.derive(k, s, f)
 	}
-	v = f(s)
+	if e != nil {
+		*e = derivedEntry{k: k, v: v, ok: true}
+	}
+	return v
+}
+
+func (in *interner) derive(k derivedKey, s *known, f func(*known) string) string {
+	v := f(s)
 	in.derivedMu.Lock()
 	if len(in.derived) < maxInterned {
 		// The key's strings may be parts of a held span's URL (copied, not interned): a key of
@@ -222,4 +261,44 @@ func (in *interner) cached(k derivedKey, s *known, f func(*known) string) string
 	}
 	in.derivedMu.Unlock()
 	return v
+}
+
+// derivedL1 is a small cache of derived values in front of the interner's shared one, private to
+// one analysis at a time (it lives in a scratch, and stays there from trace to trace): a hit
+// costs a few compares where the shared cache costs a lock and a map lookup that hashes every
+// string of the key. Direct-mapped: a key that collides with another replaces it.
+type derivedL1 [64]derivedEntry
+
+type derivedEntry struct {
+	k  derivedKey
+	v  string
+	ok bool
+}
+
+// slot picks k's entry in a derivedL1 from its lengths, its last bytes and its port: cheap, and
+// different for the origins and targets a workload has (they differ in their hosts, ports and
+// paths, which end their strings).
+func (k *derivedKey) slot() int {
+	h := uint64(k.what) | uint64(len(k.a))<<8 | uint64(len(k.b))<<24 | uint64(len(k.c))<<40
+	h ^= tail8(k.a) * 0x9e3779b97f4a7c15
+	h ^= tail8(k.b) * 0xff51afd7ed558ccd
+	h ^= tail8(k.c) * 0xc4ceb9fe1a85ec53
+	h ^= uint64(k.port)
+	if k.rpc {
+		h ^= 0x5bd1e995
+	}
+	h *= 0x9e3779b97f4a7c15
+	return int(h >> 58)
+}
+
+// tail8 is the last (up to) eight bytes of s as a number.
+func tail8(s string) uint64 {
+	if len(s) > 8 {
+		s = s[len(s)-8:]
+	}
+	var x uint64
+	for i := 0; i < len(s); i++ {
+		x = x<<8 | uint64(s[i])
+	}
+	return x
 }

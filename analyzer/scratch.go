@@ -23,7 +23,9 @@ type scratch struct {
 	opCalls []int32
 	opStart []int32
 	seen    []intentAt
-	seenMap map[intentAt]struct{}
+	// derived caches origins and targets in front of the interner's shared cache. Kept from
+	// trace to trace (reset leaves it): what it holds is true for any trace.
+	derived derivedL1
 }
 
 // maxScratch is the largest buffer (in elements) a scratch keeps between traces: one huge trace
@@ -44,7 +46,6 @@ func (sc *scratch) reset() {
 	sc.occurrences = nil
 	clear(sc.seen)
 	sc.seen = sc.seen[:0]
-	sc.seenMap = nil
 	if cap(sc.keys) > maxScratch {
 		sc.keys = nil
 	}
