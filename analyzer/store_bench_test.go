@@ -3,6 +3,7 @@ package analyzer_test
 import (
 	"context"
 	"runtime"
+	"runtime/metrics"
 	"testing"
 	"time"
 
@@ -15,19 +16,23 @@ import (
 // BenchmarkHeldMemory is what a live analyzer (collect, live, the connector) holds per span once
 // its traces are analyzed and wait, held for the trace view and for late spans, until --max-spans
 // pushes them out: the heap in use after a GC, less the heap before the analyzer was made, over
-// the spans held. gc-ns/span is the time of one forced collection with all of it held - the
-// marking the collector's garbage collector repeats every cycle.
+// the spans held. scan-B/span is the part of that heap the garbage collector must scan for
+// pointers (runtime/metrics /gc/scan/heap:bytes), the marking it repeats every cycle; gc-ns/span
+// times one forced collection with all of it held (noisy on a shared machine; scan-B is not).
 //
 // The spans arrive as the decoders deliver them: each batch's attributes in one array of the
 // batch's own (the workload shares attribute slices between traces, which no decoder does).
 func BenchmarkHeldMemory(b *testing.B) {
 	const n = 100_000
-	var heldB, objs, gcNs float64
+	var heldB, objs, scanB, gcNs float64
+	scan := []metrics.Sample{{Name: "/gc/scan/heap:bytes"}}
 	for range b.N {
 		b.StopTimer()
 		runtime.GC()
 		var ms0, ms1 runtime.MemStats
 		runtime.ReadMemStats(&ms0)
+		metrics.Read(scan)
+		scan0 := scan[0].Value.Uint64()
 		b.StartTimer()
 		a := analyzer.New(analyzer.Config{Detectors: suite.Default(), MaxSpans: 1_000_000, Settle: time.Second})
 		w := analyzertest.NewWorkload(t0)
@@ -50,6 +55,8 @@ func BenchmarkHeldMemory(b *testing.B) {
 		runtime.GC()
 		gc := time.Since(start)
 		runtime.ReadMemStats(&ms1)
+		metrics.Read(scan)
+		scanB = float64(int64(scan[0].Value.Uint64())-int64(scan0)) / float64(st.SpansHeld)
 		heldB = float64(int64(ms1.HeapAlloc)-int64(ms0.HeapAlloc)) / float64(st.SpansHeld)
 		objs = float64(int64(ms1.HeapObjects)-int64(ms0.HeapObjects)) / float64(st.SpansHeld)
 		gcNs = float64(gc.Nanoseconds()) / float64(st.SpansHeld)
@@ -58,6 +65,7 @@ func BenchmarkHeldMemory(b *testing.B) {
 	}
 	b.ReportMetric(heldB, "held-B/span")
 	b.ReportMetric(objs, "heap-objects/span")
+	b.ReportMetric(scanB, "scan-B/span")
 	b.ReportMetric(gcNs, "gc-ns/span")
 }
 
