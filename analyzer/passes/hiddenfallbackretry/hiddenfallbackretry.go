@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/stormwatch/stormwatch/analyzer"
+	"github.com/stormwatch/stormwatch/analyzer/passes/internal/audit"
 	"github.com/stormwatch/stormwatch/spans"
 )
 
@@ -155,7 +156,10 @@ func anchor(t *analyzer.Trace, op *analyzer.Operation) int {
 		return -1
 	}
 	s := &t.Spans[i]
-	if s.Kind != spans.KindServer && (s.Str(spans.AttrOpID) != "" || s.Str(spans.AttrOpName) != "") {
+	if s.Kind == spans.KindServer {
+		return i
+	}
+	if id, name := audit.Strs(s, spans.AttrOpID, spans.AttrOpName); id != "" || name != "" {
 		if p := t.Parent(i); p >= 0 {
 			return p
 		}

@@ -130,9 +130,10 @@ func Carries(t *analyzer.Trace, keys ...string) bool {
 
 // Method is the HTTP method of a call, upper case, or "".
 func Method(s *spans.Span) string {
-	m := s.Str(spans.AttrHTTPMethod)
+	a, ok, legacy, okLegacy := either(s, spans.AttrHTTPMethod, spans.AttrLegacyHTTPMethod)
+	m := str(a, ok)
 	if m == "" {
-		m = s.Str(spans.AttrLegacyHTTPMethod)
+		m = str(legacy, okLegacy)
 	}
 	return strings.ToUpper(m)
 }
@@ -140,10 +141,42 @@ func Method(s *spans.Span) string {
 // IdempotencyKey is the call's idempotency key (resilience.idempotency_key, or the captured
 // Idempotency-Key request header), "" when none.
 func IdempotencyKey(s *spans.Span) string {
-	if k := s.Str(spans.AttrIdempotencyKey); k != "" {
+	a, ok, header, okHeader := either(s, spans.AttrIdempotencyKey, spans.AttrReqHeaderIdempotencyKey)
+	if k := str(a, ok); k != "" {
 		return k
 	}
-	return s.Str(spans.AttrReqHeaderIdempotencyKey)
+	return str(header, okHeader)
+}
+
+// either finds the first attribute named k1 and the first named k2 in one scan of the span's
+// attributes, as s.Attr(k1) and s.Attr(k2) would in two: a reference-client span carries a
+// dozen or more, and the readers above want one of two names.
+func either(s *spans.Span, k1, k2 string) (a1 spans.Attr, ok1 bool, a2 spans.Attr, ok2 bool) {
+	for i := range s.Attrs {
+		if k := s.Attrs[i].Key; !ok1 && k == k1 {
+			a1, ok1 = s.Attrs[i], true
+		} else if !ok2 && k == k2 {
+			a2, ok2 = s.Attrs[i], true
+		}
+		if ok1 && ok2 {
+			break
+		}
+	}
+	return a1, ok1, a2, ok2
+}
+
+// Strs is s.Str(k1), s.Str(k2) in one scan of the attributes.
+func Strs(s *spans.Span, k1, k2 string) (string, string) {
+	a1, ok1, a2, ok2 := either(s, k1, k2)
+	return str(a1, ok1), str(a2, ok2)
+}
+
+// str is what s.Str returns for an attribute found (ok) or not.
+func str(a spans.Attr, ok bool) string {
+	if !ok {
+		return ""
+	}
+	return a.AsString()
 }
 
 // HashKey shows an idempotency key without revealing it: the first 12 hex digits of its SHA-256.
@@ -156,8 +189,9 @@ func HashKey(k string) string {
 // or the captured Retry-After response header (delay-seconds or an HTTP-date, read relative to the
 // span's end). ok is false when there is none.
 func RetryAfter(s *spans.Span) (int64, bool) {
-	// One scan of the attributes for both readings of resilience.retry_after_ms.
-	if a, ok := s.Attr(spans.AttrRetryAfter); ok {
+	// One scan of the attributes for resilience.retry_after_ms (read two ways) and the header.
+	a, ok, header, okHeader := either(s, spans.AttrRetryAfter, spans.AttrResHeaderRetryAfter)
+	if ok {
 		if ms, ok := a.AsInt(); ok && ms >= 0 {
 			return ms * int64(time.Millisecond), true
 		}
@@ -165,7 +199,7 @@ func RetryAfter(s *spans.Span) (int64, bool) {
 			return int64(a.Float() * float64(time.Millisecond)), true
 		}
 	}
-	h := strings.TrimSpace(s.Str(spans.AttrResHeaderRetryAfter))
+	h := strings.TrimSpace(str(header, okHeader))
 	if h == "" {
 		return 0, false
 	}

@@ -1,6 +1,7 @@
 package audit
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -26,6 +27,9 @@ func TestRetryAfterForms(t *testing.T) {
 		{"garbage header", []spans.Attr{spans.StringAttr(spans.AttrResHeaderRetryAfter, "soon")}, 0, false},
 		{"negative seconds", []spans.Attr{spans.StringAttr(spans.AttrResHeaderRetryAfter, "-1")}, 0, false},
 		{"none", nil, 0, false},
+		{"both, the header first", []spans.Attr{spans.StringAttr(spans.AttrResHeaderRetryAfter, "2"), spans.IntAttr(spans.AttrRetryAfter, 1500)}, 1500 * time.Millisecond, true},
+		{"negative resilience ms, then the header", []spans.Attr{spans.IntAttr(spans.AttrRetryAfter, -1), spans.StringAttr(spans.AttrResHeaderRetryAfter, "3")}, 3 * time.Second, true},
+		{"the first of repeated names", []spans.Attr{spans.StringAttr(spans.AttrResHeaderRetryAfter, "4"), spans.StringAttr(spans.AttrResHeaderRetryAfter, "9")}, 4 * time.Second, true},
 	}
 	for _, c := range cases {
 		s := &spans.Span{EndUnixNano: end.UnixNano(), Attrs: c.attrs}
@@ -101,4 +105,50 @@ func TestTraceSetCountsDistinct(t *testing.T) {
 			t.Errorf("n=%d: Len = %d, distinct added %d", n, s.Len(), len(want))
 		}
 	}
+}
+
+// Method and IdempotencyKey read two attribute names in one scan; they must answer what reading
+// each name with Span.Str does, whatever the order, repeats, empty values and types.
+func TestOneScanReadersMatchStr(t *testing.T) {
+	method := func(s *spans.Span) string {
+		m := s.Str(spans.AttrHTTPMethod)
+		if m == "" {
+			m = s.Str(spans.AttrLegacyHTTPMethod)
+		}
+		return strings.ToUpper(m)
+	}
+	key := func(s *spans.Span) string {
+		if k := s.Str(spans.AttrIdempotencyKey); k != "" {
+			return k
+		}
+		return s.Str(spans.AttrReqHeaderIdempotencyKey)
+	}
+	pool := []spans.Attr{
+		spans.StringAttr(spans.AttrHTTPMethod, "post"), spans.StringAttr(spans.AttrHTTPMethod, ""),
+		spans.StringAttr(spans.AttrLegacyHTTPMethod, "PATCH"), spans.IntAttr(spans.AttrLegacyHTTPMethod, 7),
+		spans.StringAttr(spans.AttrIdempotencyKey, "k1"), spans.StringAttr(spans.AttrIdempotencyKey, ""),
+		spans.StringAttr(spans.AttrReqHeaderIdempotencyKey, "k2"), spans.IntAttr(spans.AttrIdempotencyKey, 42),
+		spans.StringAttr(spans.AttrURLFull, "http://x/"),
+	}
+	// Every ordered choice of up to three attributes from the pool.
+	var attrs []spans.Attr
+	var walk func(depth int)
+	walk = func(depth int) {
+		s := &spans.Span{Attrs: attrs}
+		if got, want := Method(s), method(s); got != want {
+			t.Errorf("Method(%v) = %q, want %q", attrs, got, want)
+		}
+		if got, want := IdempotencyKey(s), key(s); got != want {
+			t.Errorf("IdempotencyKey(%v) = %q, want %q", attrs, got, want)
+		}
+		if depth == 3 {
+			return
+		}
+		for _, a := range pool {
+			attrs = append(attrs, a)
+			walk(depth + 1)
+			attrs = attrs[:len(attrs)-1]
+		}
+	}
+	walk(0)
 }
