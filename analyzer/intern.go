@@ -25,9 +25,8 @@ type interner struct {
 	derived   map[derivedKey]string
 	res       map[*spans.Resource]*spans.Resource // per batch: the decoder's resource -> ours
 	ress      map[resKey]*spans.Resource          // ours, by identity
-	// last holds, per attribute position, the key and value interned there for the previous
-	// span (see attrs). Interned strings only: it pins nothing of a request.
-	last [16][2]string
+	// recent are strings interned lately, by recentSlot (see str).
+	recent [1 << recentBits]string
 	// scratches are the analyses' reusable buffers (see scratch): taken and given back by the
 	// analyses, which run outside the analyzer's lock, so a pool (locked on its own).
 	scratches sync.Pool
@@ -56,47 +55,61 @@ func (in *interner) str(s string) string {
 	if s == "" {
 		return ""
 	}
+	// Most strings were interned moments ago (the same keys, names and values on span after
+	// span): a small direct-mapped table of recent ones answers with one compare, where the
+	// map hashes the whole string.
+	e := &in.recent[recentSlot(s)]
+	if *e == s {
+		return *e
+	}
 	if v, ok := in.strs[s]; ok {
+		*e = v
 		return v
 	}
 	c := strings.Clone(s)
 	if len(in.strs) < maxInterned {
 		in.strs[c] = c
 	}
+	*e = c
 	return c
 }
+
+// recentSlot picks s's entry in interner.recent from its length and its first and last bytes.
+func recentSlot(s string) int {
+	n := len(s)
+	var x uint64
+	if n >= 8 {
+		x = load64(s) ^ load64(s[n-8:])*0xff51afd7ed558ccd
+	} else {
+		for i := 0; i < n; i++ {
+			x = x<<8 | uint64(s[i])
+		}
+	}
+	x ^= uint64(n) * 0xc4ceb9fe1a85ec53
+	x *= 0x9e3779b97f4a7c15
+	return int(x >> (64 - recentBits))
+}
+
+func load64(s string) uint64 {
+	_ = s[7]
+	return uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
+		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
+}
+
+const recentBits = 8
 
 func (in *interner) attrs(as []spans.Attr) {
 	for i := range as {
 		a := &as[i]
-		// Spans from one source carry the same keys in the same order, and often the same
-		// values: the previous span's interned string at the same position is checked first,
-		// a compare where the table costs a hash of the whole string.
-		var last *[2]string
-		if i < len(in.last) {
-			last = &in.last[i]
-		}
-		if last != nil && a.Key == last[0] {
-			a.Key = last[0]
-		} else {
-			a.Key = in.str(a.Key)
-			if last != nil {
-				last[0], last[1] = a.Key, ""
-			}
-		}
+		a.Key = in.str(a.Key)
 		if a.Str == "" {
 			continue
 		}
 		if uniquePerSpan(a.Key) {
 			// A table lookup would miss and an insert would never be hit again: copy only.
 			a.Str = strings.Clone(a.Str)
-		} else if last != nil && a.Str == last[1] {
-			a.Str = last[1]
 		} else {
 			a.Str = in.str(a.Str)
-			if last != nil {
-				last[1] = a.Str
-			}
 		}
 	}
 }

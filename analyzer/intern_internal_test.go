@@ -5,6 +5,7 @@ import (
 	"testing"
 	"unsafe"
 
+	"github.com/stormwatch/stormwatch/analyzer/analyzertest"
 	"github.com/stormwatch/stormwatch/spans"
 )
 
@@ -95,5 +96,23 @@ func TestInternerCopiesUniqueValues(t *testing.T) {
 	}
 	if _, ok := in.strs[method]; !ok {
 		t.Errorf("http.request.method %q was not interned", method)
+	}
+}
+
+// BenchmarkInternSpan is what ConsumeBatch pays per span to make it independent of its request:
+// the synthetic workload's spans (their keys and values repeat, as real traffic's do).
+func BenchmarkInternSpan(b *testing.B) {
+	w := analyzertest.NewWorkload(1)
+	batch := &spans.Batch{}
+	w.Fill(batch, 4096)
+	in := newInterner()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for k := 0; k < b.N; k++ {
+		s := batch.Spans[k%len(batch.Spans)]
+		in.span(&s)
+		if k%512 == 511 {
+			in.endBatch()
+		}
 	}
 }
