@@ -1,7 +1,8 @@
 package retryamplification
 
 import (
-	"bytes"
+	"cmp"
+	"encoding/binary"
 	"fmt"
 	"math/bits"
 	"slices"
@@ -51,9 +52,11 @@ func run(pass *analyzer.Pass) error {
 				calls = append(calls, op.Attempts[i].Calls...)
 			}
 		}
-		// Sorted as their hex strings would sort (lowercase hex keeps the bytes' order), then
-		// rendered: only the ids the finding keeps are turned into strings.
-		slices.SortFunc(calls, func(a, b spans.SpanID) int { return bytes.Compare(a[:], b[:]) })
+		// Sorted as their hex strings would sort (lowercase hex keeps the bytes' order, and so do
+		// big-endian integers), then rendered: only the ids the finding keeps become strings.
+		slices.SortFunc(calls, func(a, b spans.SpanID) int {
+			return cmp.Compare(binary.BigEndian.Uint64(a[:]), binary.BigEndian.Uint64(b[:]))
+		})
 		if len(calls) > maxSpanIDs {
 			calls = calls[:maxSpanIDs]
 		}
