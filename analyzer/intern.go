@@ -25,6 +25,8 @@ type interner struct {
 	derived   map[derivedKey]string
 	res       map[*spans.Resource]*spans.Resource // per batch: the decoder's resource -> ours
 	ress      map[resKey]*spans.Resource          // ours, by identity
+	// lastRes is the decoder's resource resource() mapped last, lastOurs what to; per batch.
+	lastRes, lastOurs *spans.Resource
 	// recent are strings interned lately, by recentSlot (see str).
 	recent [1 << recentBits]string
 	// scratches are the analyses' reusable buffers (see scratch): taken and given back by the
@@ -131,7 +133,12 @@ func (in *interner) resource(r *spans.Resource) *spans.Resource {
 	if r == nil {
 		return nil
 	}
+	if r == in.lastRes {
+		// The spans of one resource come one after another.
+		return in.lastOurs
+	}
 	if v, ok := in.res[r]; ok {
+		in.lastRes, in.lastOurs = r, v
 		return v
 	}
 	k := resKey{r.ServiceName, r.ServiceInstance}
@@ -145,6 +152,7 @@ func (in *interner) resource(r *spans.Resource) *spans.Resource {
 		}
 	}
 	in.res[r] = v
+	in.lastRes, in.lastOurs = r, v
 	return v
 }
 
@@ -166,7 +174,11 @@ func (in *interner) span(s *spans.Span) {
 }
 
 // endBatch forgets the per-batch resource mapping (the decoder's resources die with the batch).
-func (in *interner) endBatch() { clear(in.res) }
+func (in *interner) endBatch() {
+	clear(in.res)
+	// A later batch's resource may come at the same address.
+	in.lastRes, in.lastOurs = nil, nil
+}
 
 type derivedKey struct {
 	what    byte // 'o' origin from a URL's scheme and authority, 'h'/'n' from host and port, 'r'/'t' target
