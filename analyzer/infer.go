@@ -342,6 +342,41 @@ type opBufs struct {
 	hexIDs string
 }
 
+// make sizes the buffers for n calls and returns the operations' list, empty with room for n.
+// A trace with few calls gets all its buffers in one allocation (most traces make a handful of
+// calls: one allocation where there were five).
+func (b *opBufs) make(n int) []*Operation {
+	switch {
+	case n <= 4:
+		blk := new(struct {
+			ops     [4]*Operation
+			slab    [4]Operation
+			att     [4]Attempt
+			calls   [4]spans.SpanID
+			origins [4]string
+		})
+		*b = opBufs{slab: blk.slab[:0:n], att: blk.att[:0:n], calls: blk.calls[:0:n], origins: blk.origins[:0:n]}
+		return blk.ops[:0:n]
+	case n <= 8:
+		blk := new(struct {
+			ops     [8]*Operation
+			slab    [8]Operation
+			att     [8]Attempt
+			calls   [8]spans.SpanID
+			origins [8]string
+		})
+		*b = opBufs{slab: blk.slab[:0:n], att: blk.att[:0:n], calls: blk.calls[:0:n], origins: blk.origins[:0:n]}
+		return blk.ops[:0:n]
+	}
+	*b = opBufs{
+		slab:    make([]Operation, 0, n),
+		att:     make([]Attempt, 0, n),
+		calls:   make([]spans.SpanID, 0, n),
+		origins: make([]string, 0, n),
+	}
+	return make([]*Operation, 0, n)
+}
+
 // inferOperations groups the CLIENT spans of t into logical operations and links each operation
 // to the one it runs inside. It runs in one pre-order pass over the tree, so parents' operations
 // exist before their children's; grouping under one caller sorts the caller's calls once, so ten
@@ -422,13 +457,7 @@ func (t *Trace) inferOperations(seed maphash.Seed, skew int64, in *interner, sc 
 	sc.originService = originService[:0]
 
 	if nClient > 0 {
-		t.ops = make([]*Operation, 0, nClient)
-		sc.bufs = opBufs{
-			slab:    make([]Operation, 0, nClient),
-			att:     make([]Attempt, 0, nClient),
-			calls:   make([]spans.SpanID, 0, nClient),
-			origins: make([]string, 0, nClient),
-		}
+		t.ops = sc.bufs.make(nClient)
 	}
 	group := sc.group[:0]
 	// Root CLIENT spans (a client without a parent span) are grouped together as if under one

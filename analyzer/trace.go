@@ -165,10 +165,10 @@ func (t *Trace) Walk(i int, fn func(j int) bool) {
 // Notes are what the analysis of this trace had to work around.
 func (t *Trace) Notes() []string { return t.notes }
 
-// buildTrace sorts, deduplicates and indexes the spans of one trace into t. It owns ss; sc is the
-// analysis's scratch.
+// buildTrace sorts, deduplicates and indexes the spans of one trace into t, a zero Trace. It owns
+// ss; sc is the analysis's scratch.
 func buildTrace(t *Trace, id spans.TraceID, ss []spans.Span, truncated int, sc *scratch) {
-	*t = Trace{ID: id, Truncated: truncated > 0}
+	t.ID, t.Truncated = id, truncated > 0
 	t.issues.truncated = truncated
 	sortByID(ss, &sc.keys)
 	n := len(ss)
@@ -373,12 +373,24 @@ func sortByID(ss []spans.Span, scratchKeys *[]idKey) {
 	if sorted {
 		return
 	}
-	slices.SortFunc(keys, func(a, b idKey) int {
-		if c := cmp.Compare(a.id, b.id); c != 0 {
-			return c
+	if len(keys) <= 32 {
+		// Most traces: an insertion sort, stable as it moves a key only past greater ids.
+		for i := 1; i < len(keys); i++ {
+			k := keys[i]
+			j := i
+			for ; j > 0 && keys[j-1].id > k.id; j-- {
+				keys[j] = keys[j-1]
+			}
+			keys[j] = k
 		}
-		return cmp.Compare(a.i, b.i)
-	})
+	} else {
+		slices.SortFunc(keys, func(a, b idKey) int {
+			if c := cmp.Compare(a.id, b.id); c != 0 {
+				return c
+			}
+			return cmp.Compare(a.i, b.i)
+		})
+	}
 	// Position k must receive the span now at keys[k].i. Walk each cycle once. keys[k].id stays
 	// the id of the span that ends at k: buildTrace reads the sorted ids there.
 	for k := range keys {

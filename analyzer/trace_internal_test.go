@@ -10,7 +10,7 @@ import (
 
 func TestSortByIDIsStableAndComplete(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
-	for _, n := range []int{0, 1, 2, 7, 100, 1000} {
+	for _, n := range []int{0, 1, 2, 7, 31, 32, 33, 100, 1000} {
 		ss := make([]spans.Span, n)
 		for i := range ss {
 			ss[i].SpanID = spans.SpanID{byte(rng.IntN(8)), byte(rng.IntN(4))} // many duplicates
