@@ -432,7 +432,7 @@ func (a *Analyzer) run(j *job, scratch *[]byte) {
 	j.n = len(j.res.trace.Spans)
 	if !a.cfg.ReleaseSpans && !j.late && !j.noPack {
 		j.packed = pack(j.res.trace.Spans, scratch)
-		j.meta = hold(j.res)
+		j.res, j.meta = hold(j.res)
 	}
 	j.ss, j.from = nil, nil
 }

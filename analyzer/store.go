@@ -35,16 +35,19 @@ type heldTrace struct {
 	truncated bool
 }
 
-// hold lets go of a fresh analysis's trace (spans and index; they are packed by then), keeping
-// operations, findings, accounting and detector errors, and returns what the trace had to say.
-// It changes r in place: called before r is published, when nothing else sees it.
-func hold(r *traceResult) *heldTrace {
+// hold is a fresh analysis as held once its spans are packed: operations, findings, accounting
+// and detector errors, without the trace (spans and index), and what the trace had to say. The
+// held result is a copy of its own: the analysis makes the result and its trace in one
+// allocation, and holding the result there would keep the whole trace alive.
+func hold(r *traceResult) (*traceResult, *heldTrace) {
 	t := r.trace
-	r.trace = nil
+	held := new(traceResult)
+	*held = *r
+	held.trace = nil
 	if t.issues == (traceIssues{}) && t.notes == nil && !t.Truncated {
-		return nil
+		return held, nil
 	}
-	return &heldTrace{issues: t.issues, notes: t.notes, truncated: t.Truncated}
+	return held, &heldTrace{issues: t.issues, notes: t.notes, truncated: t.Truncated}
 }
 
 // issuesOf is the data issues of analysis r, held (meta) or not.

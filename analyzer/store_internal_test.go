@@ -76,11 +76,11 @@ func TestPackedViewIsTheAnalysisView(t *testing.T) {
 		res := analyzeTrace(id, ss, 0, &cfg, seed, in)
 		want := res.view()
 		packed := pack(res.trace.Spans, nil)
-		meta := hold(res)
-		if res.trace != nil {
+		held, meta := hold(res)
+		if held.trace != nil {
 			t.Fatalf("trace %s: the held analysis keeps its trace", id)
 		}
-		got := a.viewPacked(id, res, meta, packed)
+		got := a.viewPacked(id, held, meta, packed)
 		if !reflect.DeepEqual(got, want) {
 			t.Fatalf("trace %s: the view from the packed spans differs:\n got %+v\nwant %+v", id, got, want)
 		}
@@ -90,7 +90,8 @@ func TestPackedViewIsTheAnalysisView(t *testing.T) {
 	res := analyzeTrace(ss[0].TraceID, ss, 3, &cfg, seed, in)
 	want := res.view()
 	packed := pack(res.trace.Spans, nil)
-	if got := a.viewPacked(ss[0].TraceID, res, hold(res), packed); !want.Truncated || !reflect.DeepEqual(got, want) {
+	held, meta := hold(res)
+	if got := a.viewPacked(ss[0].TraceID, held, meta, packed); !want.Truncated || !reflect.DeepEqual(got, want) {
 		t.Fatalf("truncated trace: got %+v\nwant %+v", got, want)
 	}
 }

@@ -6,11 +6,13 @@ import (
 	"errors"
 	"io"
 	"reflect"
+	"runtime"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/stormwatch/stormwatch/analyzer"
+	"github.com/stormwatch/stormwatch/analyzer/analyzertest"
 	"github.com/stormwatch/stormwatch/analyzer/suite"
 	"github.com/stormwatch/stormwatch/fixtures"
 	"github.com/stormwatch/stormwatch/spans"
@@ -211,4 +213,36 @@ func sameView(t *testing.T, a, b *analyzer.TraceView) bool {
 		return false
 	}
 	return true
+}
+
+// TestHeldMemoryStaysPacked: once settled, the analyzer holds well under the 730 bytes a span cost
+// it unpacked (374 measured with the synthetic workload; see BenchmarkHeldMemory). A change that
+// keeps the analyzed spans or the trace's index reachable from the held state (a result allocated
+// together with its trace, say) doubles it.
+func TestHeldMemoryStaysPacked(t *testing.T) {
+	if testing.Short() {
+		t.Skip("measures the heap")
+	}
+	const n = 50_000
+	runtime.GC()
+	var ms0, ms1 runtime.MemStats
+	runtime.ReadMemStats(&ms0)
+	a := analyzer.New(analyzer.Config{Detectors: suite.Default(), Settle: time.Second})
+	w := analyzertest.NewWorkload(t0)
+	for done := 0; done < n; {
+		batch := &spans.Batch{}
+		done += w.Fill(batch, 512)
+		ownAttrs(batch)
+		consume(t, a, batch.Spans...)
+	}
+	a.Settle(time.Unix(0, t0).Add(time.Hour))
+	runtime.GC()
+	runtime.ReadMemStats(&ms1)
+	st := a.Stats()
+	per := float64(int64(ms1.HeapAlloc)-int64(ms0.HeapAlloc)) / float64(st.SpansHeld)
+	if st.PendingTraces != 0 || per > 550 {
+		t.Fatalf("%.0f heap bytes per held span (%+v), want <= 550", per, st)
+	}
+	t.Logf("%.0f heap bytes per held span", per)
+	runtime.KeepAlive(a)
 }
