@@ -121,6 +121,9 @@ func mayFire(ops []*analyzer.Operation, need int) bool {
 			}
 			d--
 		}
+		if bits.OnesCount64(depths) >= need {
+			return true // enough already: the full count decides
+		}
 	}
-	return bits.OnesCount64(depths) >= need
+	return false
 }

@@ -1,0 +1,4 @@
+package retryamplification
+
+// MayFire exposes the first look to the external tests.
+var MayFire = mayFire
