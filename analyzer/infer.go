@@ -2,6 +2,7 @@ package analyzer
 
 import (
 	"cmp"
+	"encoding/binary"
 	"encoding/hex"
 	"hash/maphash"
 	"slices"
@@ -246,7 +247,7 @@ func originOfURL(u string) string {
 	}
 	scheme := strings.ToLower(u[:i])
 	rest := u[i+3:]
-	if j := strings.IndexAny(rest, "/?#"); j >= 0 {
+	if j := indexEndOfAuthority(rest); j >= 0 {
 		rest = rest[:j]
 	}
 	if j := strings.LastIndexByte(rest, '@'); j >= 0 {
@@ -277,7 +278,7 @@ func pathOfURL(u string) string {
 		}
 		u = u[j:]
 	}
-	if j := strings.IndexAny(u, "?#"); j >= 0 {
+	if j := indexEndOfPath(u); j >= 0 {
 		u = u[:j]
 	}
 	return u
@@ -624,16 +625,23 @@ func (t *Trace) groupCalls(caller int, calls []int32, parentIdx int32, seed maph
 				default:
 					kind = KindRetry
 				}
-				a := Attempt{Number: nAttempts + 1, Kind: kind, SpanID: s.SpanID,
-					StartUnixNano: start, EndUnixNano: end, refNumber: c.attempt}
+				backoff := int64(0)
 				if c.backoff >= 0 {
-					a.BackoffNanos = c.backoff * 1e6
+					backoff = c.backoff * 1e6
 				} else if cur != nil {
-					a.BackoffNanos = max(0, start-cur.EndUnixNano)
+					backoff = max(0, start-cur.EndUnixNano)
 				}
 				closeAttempt()
-				b.att = append(b.att, a) // within capacity: cur stays valid
+				// Filled in place, as operations are. Within capacity: cur stays valid.
+				if len(b.att) == cap(b.att) {
+					b.att = append(b.att, Attempt{})
+				} else {
+					b.att = b.att[:len(b.att)+1]
+				}
 				cur = &b.att[len(b.att)-1]
+				cur.Number, cur.Kind, cur.SpanID = nAttempts+1, kind, s.SpanID
+				cur.StartUnixNano, cur.EndUnixNano, cur.refNumber = start, end, c.attempt
+				cur.BackoffNanos = backoff
 				cur.Outcome, cur.Status = c.outcome, c.status
 				curEnd = end
 			} else if c.outcome == OutcomeOK && cur.Outcome != OutcomeOK {
@@ -694,16 +702,15 @@ func (t *Trace) newOperation(callerKnown *known, c *callInfo, parent *Operation,
 		// place: earlier operations are pointed to.
 		b.slab = make([]Operation, 0, 4)
 	}
-	b.slab = append(b.slab, Operation{
-		TraceID:           t.ID,
-		Dependency:        c.origin,
-		DependencyService: c.service,
-		Parent:            parent,
-		Inferred:          true,
-		StartUnixNano:     s.StartUnixNano,
-		EndUnixNano:       s.EndUnixNano,
-	})
+	// Filled in place (the slab is zeroed): no 250-byte struct copied with a write barrier for
+	// each of its pointers.
+	b.slab = b.slab[:len(b.slab)+1]
 	op := &b.slab[len(b.slab)-1]
+	op.TraceID = t.ID
+	op.Dependency, op.DependencyService = c.origin, c.service
+	op.Parent = parent
+	op.Inferred = true
+	op.StartUnixNano, op.EndUnixNano = s.StartUnixNano, s.EndUnixNano
 	if parent != nil {
 		parent.children++
 	}
@@ -770,11 +777,9 @@ func intentKey(seed maphash.Seed, parent *Operation, key uint64, occurrence int)
 		pk = parent.intent
 	}
 	var buf [24]byte
-	for i := range 8 {
-		buf[i] = byte(pk >> (8 * i))
-		buf[8+i] = byte(uint64(occurrence) >> (8 * i))
-		buf[16+i] = byte(key >> (8 * i))
-	}
+	binary.LittleEndian.PutUint64(buf[0:], pk)
+	binary.LittleEndian.PutUint64(buf[8:], uint64(occurrence))
+	binary.LittleEndian.PutUint64(buf[16:], key)
 	return maphash.Bytes(seed, buf[:])
 }
 
@@ -824,4 +829,24 @@ type occCount struct {
 type scopeIntent struct {
 	scope  int32
 	intent uint64
+}
+
+// indexEndOfAuthority is strings.IndexAny(s, "/?#"), and indexEndOfPath strings.IndexAny(s, "?#"),
+// without building a character set on every call (they run for every URL of every call).
+func indexEndOfAuthority(s string) int {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c == '/' || c == '?' || c == '#' {
+			return i
+		}
+	}
+	return -1
+}
+
+func indexEndOfPath(s string) int {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c == '?' || c == '#' {
+			return i
+		}
+	}
+	return -1
 }

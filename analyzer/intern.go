@@ -223,7 +223,7 @@ func urlAuthorityPrefix(u string) (string, bool) {
 		return "", false
 	}
 	end := len(u)
-	if j := strings.IndexAny(u[i+3:], "/?#"); j >= 0 {
+	if j := indexEndOfAuthority(u[i+3:]); j >= 0 {
 		end = i + 3 + j
 	}
 	auth := u[i+3 : end]
