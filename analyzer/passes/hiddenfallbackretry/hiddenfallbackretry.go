@@ -44,7 +44,9 @@ func run(pass *analyzer.Pass) error {
 		anchor int
 		op     *analyzer.Operation
 	}
-	sibs := make([]sib, 0, len(pass.Operations))
+	// On the stack for the usual handful of operations.
+	var buf [32]sib
+	sibs := buf[:0]
 	for _, op := range pass.Operations {
 		if a := anchor(t, op); a >= 0 {
 			sibs = append(sibs, sib{a, op})
