@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"unsafe"
 )
 
 // The packed form stores one trace's spans, already analyzed, while they wait to be looked at
@@ -32,10 +31,9 @@ import (
 //	str:      uv n: n even, an inline string of n/2 bytes (added to the table unless empty);
 //	          n odd, the (n-1)/2-th inline string of the table
 //
-// Strings repeat within a trace (attribute keys, service names, methods): the packer writes each
-// once and refers back to it after. It finds repeats by the strings' addresses, not their
-// contents - the analyzer interns what repeats, so equal strings share their bytes, and a cache
-// keyed by address costs no hashing of the text; a string it misses is only written again.
+// Strings repeat within a trace (attribute keys, service names, methods, operation ids): the packer
+// writes each once and refers back to it after. It finds repeats through a small direct-mapped
+// cache keyed by a few words of the text (see strHash); a string it misses is only written again.
 
 // packVersion is the first byte of every packed trace.
 const packVersion = 1
@@ -226,8 +224,7 @@ type packer struct {
 }
 
 type strSlot struct {
-	p   uintptr
-	n   int
+	s   string
 	idx uint32 // table index + 1; 0 is an empty slot
 }
 
@@ -398,17 +395,42 @@ func (p *packer) str(s string) {
 		p.buf = append(p.buf, 0)
 		return
 	}
-	ptr := uintptr(unsafe.Pointer(unsafe.StringData(s)))
-	h := (uint64(ptr) ^ uint64(len(s))*0x9e3779b97f4a7c15) * 0x9e3779b97f4a7c15 >> 56
-	slot := &p.cache[h]
-	if slot.idx != 0 && slot.p == ptr && slot.n == len(s) {
+	slot := &p.cache[strHash(s)]
+	if slot.idx != 0 && slot.s == s {
 		p.buf = binary.AppendUvarint(p.buf, uint64(slot.idx-1)<<1|1)
 		return
 	}
-	*slot = strSlot{p: ptr, n: len(s), idx: p.nStrs + 1}
+	*slot = strSlot{s: s, idx: p.nStrs + 1}
 	p.nStrs++
 	p.buf = binary.AppendUvarint(p.buf, uint64(len(s))<<1)
 	p.buf = append(p.buf, s...)
+}
+
+// strHash picks a string's cache slot from its length and three 8-byte words (start, middle,
+// end), not from every byte: equal strings meet in one slot whether or not they share their
+// bytes (the analyzer interns most strings, but copies the per-span ones, such as the operation
+// id that every span of an operation repeats), and a string compared there is found equal in one
+// step when it does share them.
+func strHash(s string) uint8 {
+	n := len(s)
+	var x uint64
+	if n >= 8 {
+		x = word(s) ^ word(s[n/2-4:])*0xff51afd7ed558ccd ^ word(s[n-8:])*0xc4ceb9fe1a85ec53
+	} else {
+		for i := range n {
+			x = x<<8 | uint64(s[i])
+		}
+	}
+	x ^= uint64(n) * 0x9e3779b97f4a7c15
+	x *= 0x9e3779b97f4a7c15
+	return uint8(x >> 56)
+}
+
+// word is the first 8 bytes of s (len(s) >= 8), little endian.
+func word(s string) uint64 {
+	_ = s[7]
+	return uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
+		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
 }
 
 func (p *packer) attrs(as []Attr) {

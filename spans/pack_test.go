@@ -184,15 +184,16 @@ func TestPackRoundTripEdgeCases(t *testing.T) {
 }
 
 // TestPackSharesResourcesAndStrings: spans of one resource point at one unpacked resource, equal
-// resources are packed once, and repeated strings (same bytes, as interned strings are) are
-// written once.
+// resources are packed once, and repeated strings are written once, whether they share their
+// bytes (interned) or not (a per-span copy of the operation id).
 func TestPackSharesResourcesAndStrings(t *testing.T) {
 	key := "http.request.method"
+	opID := "4f1c2a9e-7d3c-4b1a-9e2f-00000001d3a7"
 	mk := func(r *spans.Resource) []spans.Span {
 		var ss []spans.Span
 		for i := range 100 {
 			ss = append(ss, spans.Span{SpanID: spans.SpanID{byte(i)}, Resource: r, Name: key,
-				Attrs: []spans.Attr{spans.StringAttr(key, "GET")}})
+				Attrs: []spans.Attr{spans.StringAttr(key, "GET"), spans.StringAttr(spans.AttrOpID, strings.Clone(opID))}})
 		}
 		return ss
 	}
@@ -209,11 +210,13 @@ func TestPackSharesResourcesAndStrings(t *testing.T) {
 			t.Fatalf("span %d has a resource of its own", i)
 		}
 	}
-	if n := bytes.Count(b, []byte(key)); n != 1 {
-		t.Errorf("%q packed %d times, want once", key, n)
+	for _, str := range []string{key, opID} {
+		if n := bytes.Count(b, []byte(str)); n != 1 {
+			t.Errorf("%q packed %d times, want once", str, n)
+		}
 	}
-	if per := len(b) / len(ss); per > 24 {
-		t.Errorf("%d bytes per span, want <= 24 for spans that differ only in their id", per)
+	if per := len(b) / len(ss); per > 28 {
+		t.Errorf("%d bytes per span, want <= 28 for spans that differ only in their id", per)
 	}
 }
 
