@@ -2,6 +2,7 @@ package idempotencykeychanged
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/stormwatch/stormwatch/analyzer"
 	"github.com/stormwatch/stormwatch/analyzer/passes/internal/audit"
@@ -44,8 +45,10 @@ func differ(t *analyzer.Trace, op *analyzer.Operation) bool {
 
 func run(pass *analyzer.Pass) error {
 	t := pass.Trace
-	// No key anywhere in the trace: no attempts can differ, and no span needs looking up.
-	if t == nil || !audit.Carries(t, spans.AttrIdempotencyKey, spans.AttrReqHeaderIdempotencyKey) {
+	// No operation with two attempts, or no key anywhere in the trace: no attempts can differ,
+	// and no span needs looking up. The attempts are the cheaper look, the attributes the surer.
+	if t == nil || !slices.ContainsFunc(pass.Operations, func(op *analyzer.Operation) bool { return len(op.Attempts) > 1 }) ||
+		!audit.Carries(t, spans.AttrIdempotencyKey, spans.AttrReqHeaderIdempotencyKey) {
 		return nil
 	}
 	for _, op := range pass.Operations {

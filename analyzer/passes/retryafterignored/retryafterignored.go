@@ -22,8 +22,9 @@ func run(pass *analyzer.Pass) error {
 	if t == nil {
 		return nil
 	}
-	// No Retry-After anywhere in the trace: no hint to ignore, and no span to look up.
-	if !audit.Carries(t, spans.AttrRetryAfter, spans.AttrResHeaderRetryAfter) {
+	// No retry, or no Retry-After anywhere in the trace: no hint to ignore, and no span to look
+	// up. The retries are the cheaper look (most traces have none), the attributes the surer.
+	if !retried(pass.Operations) || !audit.Carries(t, spans.AttrRetryAfter, spans.AttrResHeaderRetryAfter) {
 		return nil
 	}
 	skew := pass.Settings.Skew()
@@ -72,6 +73,19 @@ func run(pass *analyzer.Pass) error {
 		}
 	}
 	return nil
+}
+
+// retried reports whether an attempt of some operation after its first is a retry: only those
+// are judged.
+func retried(ops []*analyzer.Operation) bool {
+	for _, op := range ops {
+		for i := 1; i < len(op.Attempts); i++ {
+			if audit.IsRetry(&op.Attempts[i]) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // hintOf is the Retry-After on the response to attempt a: on any of its calls.
