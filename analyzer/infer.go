@@ -328,11 +328,11 @@ func intAttr(s *spans.Span, key string) int64 {
 	return -1
 }
 
-// opBufs hold one trace's operations as inference makes them. Operations, their attempts, the
-// attempts' calls and origins, and each operation's call indexes are carved out of one buffer
-// each, sized for the trace's CLIENT spans (none of them can outnumber the calls): a handful of
-// allocations per trace instead of several per operation and per caller. Each carved slice is
-// capped when complete, so nothing appended later can spill into a neighbour.
+// opBufs hold one trace's operations as inference makes them. Operations, their attempts and the
+// attempts' calls and origins are carved out of one buffer each, sized for the trace's CLIENT
+// spans (none of them can outnumber the calls): a few allocations per trace (one for most, see
+// make) instead of several per operation and per caller. Each carved slice is capped when
+// complete, so nothing appended later can spill into a neighbour.
 type opBufs struct {
 	slab    []Operation
 	att     []Attempt
