@@ -209,9 +209,9 @@ func AppendUnpacked(dst []Span, b []byte) ([]Span, error) {
 // packer writes one packed trace.
 type packer struct {
 	buf []byte
-	// cache maps a string's address and length to its index in the table, for back references.
-	// Direct-mapped: a collision overwrites, and the string is written inline again.
-	cache [256]strSlot
+	// cache maps a string to its index in the table, for back references: two-way sets, the
+	// older way replaced; a string pushed out is only written inline again.
+	cache [128][2]strSlot
 	nStrs uint32
 	// The distinct resources in packed order: the first few in an array of the packer's own (one
 	// allocation per trace fewer), the rest in more, indexed by resAt past the first few.
@@ -395,10 +395,20 @@ func (p *packer) str(s string) {
 		p.buf = append(p.buf, 0)
 		return
 	}
-	slot := &p.cache[strHash(s)]
-	if slot.idx != 0 && slot.s == s {
-		p.buf = binary.AppendUvarint(p.buf, uint64(slot.idx-1)<<1|1)
+	// Two ways per set: a string that shares its set with another (or with a run of unique
+	// strings alike in length and words, such as one host's URLs) still stays.
+	set := &p.cache[strHash(s)>>1]
+	if w := &set[0]; w.s == s && w.idx != 0 {
+		p.buf = binary.AppendUvarint(p.buf, uint64(w.idx-1)<<1|1)
 		return
+	}
+	if w := &set[1]; w.s == s && w.idx != 0 {
+		p.buf = binary.AppendUvarint(p.buf, uint64(w.idx-1)<<1|1)
+		return
+	}
+	slot := &set[0]
+	if set[1].idx < set[0].idx {
+		slot = &set[1] // the older goes (an empty way has idx 0)
 	}
 	*slot = strSlot{s: s, idx: p.nStrs + 1}
 	p.nStrs++
