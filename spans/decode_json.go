@@ -292,10 +292,64 @@ func (s *jsonScanner) numberText() ([]byte, error) {
 	return s.number()
 }
 
+// plainInt reads, at the start of a token, an integer in the forms exporters write - a number of
+// plain digits, or a string of them - and consumes it. Anything else (exponents, fractions,
+// escapes) returns false without consuming input, for the general path to parse or reject.
+func (s *jsonScanner) plainInt() (int64, bool) {
+	buf, i := s.buf, s.pos
+	quoted := i < len(buf) && buf[i] == '"'
+	if quoted {
+		i++
+	}
+	n, j, ok := parseInt(buf, i)
+	if !ok || !s.plainEnd(j, quoted) {
+		return 0, false
+	}
+	return n, true
+}
+
+// plainUint is plainInt for the unsigned timestamps.
+func (s *jsonScanner) plainUint() (uint64, bool) {
+	buf, i := s.buf, s.pos
+	quoted := i < len(buf) && buf[i] == '"'
+	if quoted {
+		i++
+	}
+	n, j, ok := parseUint(buf, i)
+	if !ok || !s.plainEnd(j, quoted) {
+		return 0, false
+	}
+	return n, true
+}
+
+// plainEnd checks that the digits of a plain integer end at j - at the closing quote of a string,
+// or, for a number, before anything but more of a number - and consumes the token.
+func (s *jsonScanner) plainEnd(j int, quoted bool) bool {
+	buf := s.buf
+	if quoted {
+		if j >= len(buf) || buf[j] != '"' {
+			return false
+		}
+		s.pos = j + 1
+		return true
+	}
+	if j < len(buf) {
+		switch buf[j] {
+		case '.', 'e', 'E', '+', '-':
+			return false
+		}
+	}
+	s.pos = j
+	return true
+}
+
 // int64Value parses an integer field. Integral numbers in exponent form are accepted, as protojson
 // does.
 func (s *jsonScanner) int64Value() (int64, error) {
 	start := s.tokenStart()
+	if n, ok := s.plainInt(); ok {
+		return n, nil
+	}
 	txt, err := s.numberText()
 	if err != nil {
 		return 0, err
@@ -313,6 +367,9 @@ func (s *jsonScanner) int64Value() (int64, error) {
 // uint64Value parses a fixed64 timestamp; values above MaxInt64 wrap as they do from protobuf.
 func (s *jsonScanner) uint64Value() (int64, error) {
 	start := s.tokenStart()
+	if n, ok := s.plainUint(); ok {
+		return int64(n), nil
+	}
 	txt, err := s.numberText()
 	if err != nil {
 		return 0, err
@@ -615,6 +672,24 @@ func hexID(dst []byte, src []byte) bool {
 	return true
 }
 
+// hexInto reads a hex id string into dst and says whether it was valid: len(dst) bytes of hex.
+// The usual case - a string of exactly that many hex digits - is decoded where it lies; anything
+// else (null, escapes, another length) takes the general path.
+func (d *jsonDecoder) hexInto(dst []byte) (bool, error) {
+	s := &d.s
+	s.ws()
+	buf, i, n := s.buf, s.pos, 2*len(dst)
+	if i+n+2 <= len(buf) && buf[i] == '"' && buf[i+n+1] == '"' && hexID(dst, buf[i+1:i+1+n]) {
+		s.pos = i + n + 2
+		return true, nil
+	}
+	raw, err := d.id()
+	if err != nil {
+		return false, err
+	}
+	return hexID(dst, raw), nil
+}
+
 // id reads a hex id string (null or absent is the empty id).
 func (d *jsonDecoder) id() ([]byte, error) {
 	if d.s.null() {
@@ -641,18 +716,12 @@ func (d *jsonDecoder) span(res *Resource) error {
 		k := bstr(key)
 		switch k {
 		case "traceId", "trace_id":
-			var raw []byte
-			if raw, err = d.id(); err == nil {
-				traceOK = hexID(sp.TraceID[:], raw)
-			}
+			traceOK, err = d.hexInto(sp.TraceID[:])
 		case "spanId", "span_id":
-			var raw []byte
-			if raw, err = d.id(); err == nil {
-				spanOK = hexID(sp.SpanID[:], raw)
-			}
+			spanOK, err = d.hexInto(sp.SpanID[:])
 		case "parentSpanId", "parent_span_id":
-			var raw []byte
-			if raw, err = d.id(); err == nil && !hexID(sp.ParentID[:], raw) {
+			var ok bool
+			if ok, err = d.hexInto(sp.ParentID[:]); err == nil && !ok {
 				sp.ParentID = SpanID{}
 			}
 		case "name":
@@ -762,17 +831,12 @@ func (d *jsonDecoder) link() error {
 	traceOK, spanOK := false, false
 	err := d.object(func(key []byte) error {
 		var err error
-		var raw []byte
 		k := bstr(key)
 		switch k {
 		case "traceId", "trace_id":
-			if raw, err = d.id(); err == nil {
-				traceOK = hexID(l.TraceID[:], raw)
-			}
+			traceOK, err = d.hexInto(l.TraceID[:])
 		case "spanId", "span_id":
-			if raw, err = d.id(); err == nil {
-				spanOK = hexID(l.SpanID[:], raw)
-			}
+			spanOK, err = d.hexInto(l.SpanID[:])
 		case "attributes":
 			l.Attrs, err = d.attrList(&d.xattrs)
 			return err
@@ -812,43 +876,68 @@ func (d *jsonDecoder) attr(slab *attrSlab) error {
 }
 
 // attrFast reads the layout that exporters write for almost every attribute - compact, key first,
-// a plain string, integer or bool value: {"key":"k","value":{"stringValue":"v"}} - without the
-// general object walk. Anything else (whitespace, escapes, other members or order) makes it
-// return false without consuming input, and the general path decodes the attribute.
+// a string, integer or bool value: {"key":"k","value":{"stringValue":"v"}} - without the general
+// object walk. Anything else (whitespace, escapes in the key, other members or order, a bad
+// escape) makes it return false without consuming input, and the general path decodes the
+// attribute (and reports what is wrong with it).
 func (d *jsonDecoder) attrFast(slab *attrSlab) bool {
 	buf, i := d.s.buf, d.s.pos
-	if !bytes.HasPrefix(buf[i:], []byte(`{"key":"`)) {
+	if !at(buf, i, `{"key":"`) {
 		return false
 	}
 	i += len(`{"key":"`)
-	key, i, ok := plainString(buf, i)
-	if !ok || !bytes.HasPrefix(buf[i:], []byte(`,"value":{"`)) {
+	j := jsonlex.SkipPlain(buf, i)
+	if j >= len(buf) || buf[j] != '"' {
+		return false
+	}
+	key := buf[i:j]
+	i = j + 1
+	if !at(buf, i, `,"value"`) || !at(buf, i+8, `:{"`) {
 		return false
 	}
 	i += len(`,"value":{"`)
+	// The key decides whether a string value is worth unescaping, so it is looked up first.
 	var a Attr
-	switch rest := buf[i:]; {
-	case bytes.HasPrefix(rest, []byte(`stringValue":"`)):
-		var v []byte
-		if v, i, ok = plainString(buf, i+len(`stringValue":"`)); !ok {
+	keep, arena := true, len(d.other)
+	if k, ok := Intern(key); ok {
+		a.Key = k
+	} else {
+		a.Key, keep = bstr(key), d.opt.AllAttributes
+	}
+	switch {
+	case at(buf, i, `stringVa`) && at(buf, i+8, `lue":"`):
+		i += len(`stringValue":"`)
+		j := jsonlex.SkipPlain(buf, i)
+		switch {
+		case j >= len(buf):
+			return false
+		case buf[j] == '"':
+			a.Str, i = bstr(buf[i:j]), j+1
+		case buf[j] == '\\':
+			// Go's encoding/json escapes & < > (URLs with a query); other exporters escape less.
+			end, ok := skipEscaped(buf, j)
+			if !ok {
+				return false
+			}
+			if keep {
+				d.reserveArena()
+				start := len(d.other)
+				d.other, _ = jsonlex.AppendUnescaped(d.other, buf[i:end-1])
+				a.Str = bstr(d.other[start:])
+			}
+			i = end
+		default:
 			return false
 		}
-		a.Type, a.Str = ValueString, bstr(v)
-	case bytes.HasPrefix(rest, []byte(`intValue":`)):
+		a.Type = ValueString
+	case at(buf, i, `intValue`) && at(buf, i+8, `":`):
 		i += len(`intValue":`)
 		quoted := i < len(buf) && buf[i] == '"'
 		if quoted {
 			i++
 		}
-		j := i
-		if j < len(buf) && buf[j] == '-' {
-			j++
-		}
-		for j < len(buf) && buf[j] >= '0' && buf[j] <= '9' {
-			j++
-		}
-		n, err := strconv.ParseInt(bstr(buf[i:j]), 10, 64)
-		if err != nil {
+		n, j, ok := parseInt(buf, i)
+		if !ok {
 			return false
 		}
 		if quoted {
@@ -858,36 +947,103 @@ func (d *jsonDecoder) attrFast(slab *attrSlab) bool {
 			j++
 		}
 		a.Type, a.Num, i = ValueInt, n, j
-	case bytes.HasPrefix(rest, []byte(`boolValue":true`)):
+	case at(buf, i, `boolValu`) && at(buf, i+8, `e":true`):
 		a.Type, a.Num, i = ValueBool, 1, i+len(`boolValue":true`)
-	case bytes.HasPrefix(rest, []byte(`boolValue":false`)):
+	case at(buf, i, `boolValu`) && at(buf, i+8, `e":false`):
 		a.Type, i = ValueBool, i+len(`boolValue":false`)
 	default:
 		return false
 	}
-	if !bytes.HasPrefix(buf[i:], []byte(`}}`)) {
+	if !at(buf, i, `}}`) {
+		d.other = d.other[:arena] // an unescaped value, if any, is decoded again by the general path
 		return false
 	}
 	d.s.pos = i + 2
-	if k, ok := Intern(key); ok {
-		a.Key = k
-	} else if d.opt.AllAttributes {
-		a.Key = bstr(key)
-	} else {
-		return true
+	if keep {
+		slab.add(a)
 	}
-	slab.add(a)
 	return true
 }
 
-// plainString reads string content starting at i up to its closing quote, when it has no escapes or
-// control characters; it returns the content and the offset after the quote.
-func plainString(buf []byte, i int) ([]byte, int, bool) {
-	j := jsonlex.SkipPlain(buf, i)
-	if j >= len(buf) || buf[j] != '"' {
-		return nil, 0, false
+// at reports whether buf holds lit at offset i. With a constant lit of up to eight bytes the
+// compiler turns the comparison into one load and compare, which bytes.HasPrefix (a call to
+// memequal) is not.
+func at(buf []byte, i int, lit string) bool {
+	return len(buf)-i >= len(lit) && string(buf[i:i+len(lit)]) == lit
+}
+
+// skipEscaped continues a string whose content has an escape at j: it returns the offset after
+// the closing quote, or false when an escape is invalid, a control character appears or the
+// input ends first.
+func skipEscaped(buf []byte, j int) (int, bool) {
+	for j < len(buf) {
+		switch buf[j] {
+		case '"':
+			return j + 1, true
+		case '\\':
+			n := jsonlex.EscapeLen(buf[j:])
+			if n == 0 {
+				return 0, false
+			}
+			j += n
+		default:
+			return 0, false
+		}
+		j = jsonlex.SkipPlain(buf, j)
 	}
-	return buf[i:j], j + 1, true
+	return 0, false
+}
+
+// parseInt reads an optional minus and decimal digits at i, the integer forms OTLP/JSON writes,
+// and returns the value and the offset after them. Up to 18 digits cannot overflow and are summed
+// as they are read; longer runs go through strconv, which judges the range.
+func parseInt(buf []byte, i int) (int64, int, bool) {
+	j := i
+	neg := j < len(buf) && buf[j] == '-'
+	if neg {
+		j++
+	}
+	digits := j
+	var n uint64
+	for ; j < len(buf); j++ {
+		c := buf[j] - '0'
+		if c > 9 {
+			break
+		}
+		n = n*10 + uint64(c)
+	}
+	switch {
+	case j == digits:
+		return 0, 0, false
+	case j-digits > 18:
+		v, err := strconv.ParseInt(bstr(buf[i:j]), 10, 64)
+		return v, j, err == nil
+	case neg:
+		return -int64(n), j, true
+	}
+	return int64(n), j, true
+}
+
+// parseUint reads decimal digits at i, the form of OTLP/JSON's fixed64 timestamps, like parseInt:
+// up to 19 digits are summed as read, longer runs go through strconv.
+func parseUint(buf []byte, i int) (uint64, int, bool) {
+	j := i
+	var n uint64
+	for ; j < len(buf); j++ {
+		c := buf[j] - '0'
+		if c > 9 {
+			break
+		}
+		n = n*10 + uint64(c)
+	}
+	switch {
+	case j == i:
+		return 0, 0, false
+	case j-i > 19:
+		v, err := strconv.ParseUint(bstr(buf[i:j]), 10, 64)
+		return v, j, err == nil
+	}
+	return n, j, true
 }
 
 // keyValue decodes a KeyValue object. keep says whether the key is well-known or all attributes

@@ -163,6 +163,43 @@ func TestDecodeJSONSpellings(t *testing.T) {
 	}
 }
 
+// TestDecodeJSONCompactForms covers the forms the fast paths read in place (compact attributes,
+// ids of the right length, plain integers) next to the ones they hand to the general path: both
+// must give what the protobuf JSON mapping means.
+func TestDecodeJSONCompactForms(t *testing.T) {
+	body := jsonSpan(`"traceId":"000000000000000000000000000000aa","spanId":"00000000000000bb","parentSpanId":"00000000000000c",` +
+		`"startTimeUnixNano":"0018446744073709551615","endTimeUnixNano":1700000000000000001,"kind":3,` +
+		`"attributes":[{"key":"url.full","value":{"stringValue":"http://h/p?a=1\u0026b=2"}},` +
+		`{"key":"not.known","value":{"stringValue":"x\u003cy"}},` +
+		`{"key":"resilience.attempt","value":{"intValue":"0007"}},` +
+		`{"key":"resilience.deadline","value":{"intValue":-9223372036854775808}},` +
+		`{"key":"resilience.backoff_ms","value":{"intValue":"+5"}},` +
+		`{"key":"resilience.budget.remaining","value":{"intValue":"123456789012345678"}},` +
+		`{"key":"resilience.terminal","value":{"boolValue":true}},` +
+		`{"key":"resilience.owner","value":{"stringValue":"o\"}"}}]`)
+	for _, o := range bothOptions {
+		t.Run(o.name, func(t *testing.T) {
+			b, err := spans.DecodeJSON([]byte(body), o.opt)
+			if err != nil {
+				t.Fatalf("DecodeJSON: %v", err)
+			}
+			s := b.Spans[0]
+			num := func(k string) int64 { n, _ := s.Int(k); return n }
+			term, _ := s.Attr(spans.AttrTerminal)
+			if s.Str(spans.AttrURLFull) != "http://h/p?a=1&b=2" || s.Str(spans.AttrOwner) != `o"}` ||
+				num(spans.AttrAttempt) != 7 || num(spans.AttrDeadline) != math.MinInt64 || num(spans.AttrBackoff) != 5 ||
+				num(spans.AttrBudgetRemaining) != 123456789012345678 || term.Type != spans.ValueBool || term.Num != 1 ||
+				s.StartUnixNano != -1 || s.EndUnixNano != 1700000000000000001 || s.Kind != spans.KindClient || !s.ParentID.IsZero() {
+				t.Fatalf("unexpected span: %+v", s)
+			}
+			unknown, kept := s.Attr("not.known")
+			if kept != o.opt.AllAttributes || (kept && unknown.Str != "x<y") {
+				t.Fatalf("not.known: kept %v, %+v; want kept only with AllAttributes, unescaped", kept, unknown)
+			}
+		})
+	}
+}
+
 func TestDecodeJSONBadInput(t *testing.T) {
 	deep := `{"stringValue":"x"}`
 	for i := 0; i < spans.MaxValueDepth+2; i++ {
@@ -197,6 +234,10 @@ func TestDecodeJSONBadInput(t *testing.T) {
 		{"key not a string", jsonSpan(jsonIDs + `,"attributes":[{"key":1}]`), `attributes[0]: key: at offset`, ``},
 		{"name not a string", jsonSpan(jsonIDs + `,"name":{}`), `name: at offset`, ``},
 		{"missing colon", `{"resourceSpans" []}`, `expected ':'`, ``},
+		{"bad escape in a compact attribute", jsonSpan(jsonIDs + `,"attributes":[{"key":"resilience.owner","value":{"stringValue":"a\qb"}}]`), `attributes[0]: value: stringValue: at offset @: bad escape \q`, `\qb`},
+		{"bad escape in a dropped attribute", jsonSpan(jsonIDs + `,"attributes":[{"key":"not.known","value":{"stringValue":"a\u12"}}]`), `attributes[0]: at offset @: bad \u escape`, `\u12`},
+		{"int of 19 digits out of range", jsonSpan(jsonIDs + `,"attributes":[{"key":"resilience.attempt","value":{"intValue":9999999999999999999}}]`), `invalid int64`, ``},
+		{"time of 20 digits out of range", jsonSpan(jsonIDs + `,"startTimeUnixNano":"99999999999999999999"`), `invalid uint64`, ``},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

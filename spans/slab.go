@@ -31,7 +31,13 @@ func (a *attrSlab) add(x Attr) {
 		a.gen++
 		a.allocated += n
 	}
-	a.buf = append(a.buf, x)
+	// Field by field into the slot, not append(a.buf, x): copying the whole struct into the heap
+	// while the garbage collector marks goes through its bulk write barrier (wbMove), which costs
+	// more than the two pointer stores' own barriers.
+	n := len(a.buf)
+	a.buf = a.buf[:n+1]
+	p := &a.buf[n]
+	p.Key, p.Str, p.Num, p.Type = x.Key, x.Str, x.Num, x.Type
 	a.used++
 }
 

@@ -31,6 +31,40 @@ func TestSkipPlainFindsEverySpecialByte(t *testing.T) {
 	}
 }
 
+// TestSkipPlainMatchesByteLoop compares the word-at-a-time scan with a plain byte loop on buffers
+// that mix specials with the bytes next to them in value (where a borrow could flag the wrong byte).
+func TestSkipPlainMatchesByteLoop(t *testing.T) {
+	alphabet := []byte{'"', '\\', 0x00, 0x1f, 0x20, 0x21, '#', ']', '[', 'a', 0x7f, 0x80, 0xff}
+	state := uint32(1)
+	next := func() uint32 { // xorshift: deterministic, no global source
+		state ^= state << 13
+		state ^= state >> 17
+		state ^= state << 5
+		return state
+	}
+	for n := 0; n < 20000; n++ {
+		buf := make([]byte, next()%40)
+		for i := range buf {
+			if next()%4 == 0 {
+				buf[i] = alphabet[next()%uint32(len(alphabet))]
+			} else {
+				buf[i] = 'x'
+			}
+		}
+		start := 0
+		if len(buf) > 0 {
+			start = int(next() % uint32(len(buf)))
+		}
+		want := start
+		for want < len(buf) && !strSpecial[buf[want]] {
+			want++
+		}
+		if got := SkipPlain(buf, start); got != want {
+			t.Fatalf("SkipPlain(%q, %d) = %d, want %d", buf, start, got, want)
+		}
+	}
+}
+
 func TestEscapeLen(t *testing.T) {
 	for in, want := range map[string]int{
 		`\"`: 2, `\\`: 2, `\/`: 2, `\b`: 2, `\f`: 2, `\n`: 2, `\r`: 2, `\t`: 2,

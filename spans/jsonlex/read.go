@@ -3,6 +3,7 @@ package jsonlex
 import (
 	"encoding/binary"
 	"math"
+	"math/bits"
 	"unicode/utf16"
 	"unicode/utf8"
 )
@@ -10,20 +11,23 @@ import (
 // SkipPlain returns the offset of the first byte at or after i that ends plain string content -
 // a quote, a backslash or a control character JSON forbids in strings - or len(buf). Strings are
 // most of an OTLP/JSON body, so it looks at eight bytes at a time: a word holds no special byte
-// when none of its bytes is '"', '\\' or below 0x20.
+// when none of its bytes is '"', '\\' or below 0x20, and when one does, the lowest flagged bit
+// says which byte (the test can flag bytes above a true hit, never below one), so the end of a
+// string costs no byte-by-byte walk.
 func SkipPlain(buf []byte, i int) int {
 	const (
 		ones  = 0x0101010101010101
 		highs = 0x8080808080808080
 	)
 	for ; i+8 <= len(buf); i += 8 {
-		x := binary.LittleEndian.Uint64(buf[i : i+8])
+		x := binary.LittleEndian.Uint64(buf[i:])
 		q := x ^ (ones * '"')
 		b := x ^ (ones * '\\')
-		// A byte of v is zero (or v's byte is below c) exactly when the classic
-		// (v - ones*c) & ^v & highs test sets its high bit; the other bytes never do.
-		if ((q-ones)&^q|(b-ones)&^b|(x-ones*0x20)&^x)&highs != 0 {
-			break
+		// A byte of v is zero (or v's byte is below c) when the classic
+		// (v - ones*c) & ^v & highs test sets its high bit; a borrow can also flag bytes above
+		// such a byte, but never one below it.
+		if m := ((q-ones)&^q | (b-ones)&^b | (x-ones*0x20)&^x) & highs; m != 0 {
+			return i + bits.TrailingZeros64(m)>>3
 		}
 	}
 	for i < len(buf) && !strSpecial[buf[i]] {
