@@ -32,20 +32,19 @@ type scratch struct {
 // must not leave a huge buffer pinned in the pool.
 const maxScratch = 4096
 
-// reset drops what the last analysis left that points into its trace or result, so a pooled
-// scratch keeps neither alive, and buffers grown beyond maxScratch.
+// reset drops buffers grown beyond maxScratch and what the last analysis left that points
+// into its result.
+//
+// The attribute indexes and the calls are only truncated, not cleared: clearing them cost more
+// than a percent of the analysis (write barriers for every pointer), and the next trace
+// overwrites them. Until then a pooled scratch may keep its last trace's spans reachable - one
+// trace per scratch, and the pool itself is emptied by the garbage collector.
 func (sc *scratch) reset() {
-	clear(sc.known)
 	sc.known = sc.known[:0]
-	sc.bufs = opBufs{}
-	clear(sc.calls)
 	sc.calls = sc.calls[:0]
-	clear(sc.originService)
-	clear(sc.occList)
+	sc.bufs = opBufs{} // the last result's buffers: the result may be dropped long before
 	sc.occList = sc.occList[:0]
 	sc.occurrences = nil
-	clear(sc.seen)
-	sc.seen = sc.seen[:0]
 	if cap(sc.keys) > maxScratch {
 		sc.keys = nil
 	}
