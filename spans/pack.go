@@ -223,9 +223,11 @@ type packer struct {
 	lastK int
 }
 
+// strSlot is a string written inline: where in buf, how long, and its table index + 1 (0 is an
+// empty slot). Offsets rather than the string itself: no pointer, so filling the cache costs no
+// write barrier while the garbage collector runs.
 type strSlot struct {
-	s   string
-	idx uint32 // table index + 1; 0 is an empty slot
+	off, n, idx uint32
 }
 
 func (p *packer) pack(ss []Span) {
@@ -398,21 +400,19 @@ func (p *packer) str(s string) {
 	// Two ways per set: a string that shares its set with another (or with a run of unique
 	// strings alike in length and words, such as one host's URLs) still stays.
 	set := &p.cache[strHash(s)>>1]
-	if w := &set[0]; w.s == s && w.idx != 0 {
-		p.buf = binary.AppendUvarint(p.buf, uint64(w.idx-1)<<1|1)
-		return
-	}
-	if w := &set[1]; w.s == s && w.idx != 0 {
-		p.buf = binary.AppendUvarint(p.buf, uint64(w.idx-1)<<1|1)
-		return
+	for k := range set {
+		if w := &set[k]; w.idx != 0 && int(w.n) == len(s) && string(p.buf[w.off:w.off+w.n]) == s {
+			p.buf = binary.AppendUvarint(p.buf, uint64(w.idx-1)<<1|1)
+			return
+		}
 	}
 	slot := &set[0]
 	if set[1].idx < set[0].idx {
 		slot = &set[1] // the older goes (an empty way has idx 0)
 	}
-	*slot = strSlot{s: s, idx: p.nStrs + 1}
-	p.nStrs++
 	p.buf = binary.AppendUvarint(p.buf, uint64(len(s))<<1)
+	*slot = strSlot{off: uint32(len(p.buf)), n: uint32(len(s)), idx: p.nStrs + 1}
+	p.nStrs++
 	p.buf = append(p.buf, s...)
 }
 
