@@ -74,6 +74,10 @@ func (s *jsonScanner) errorAt(pos int, format string, args ...any) error {
 
 func (s *jsonScanner) ws() {
 	buf, i := s.buf, s.pos
+	// Compact JSON has no space between tokens: one compare settles it.
+	if i < len(buf) && buf[i] > ' ' {
+		return
+	}
 	for i < len(buf) && (buf[i] == ' ' || buf[i] == '\n' || buf[i] == '\t' || buf[i] == '\r') {
 		i++
 	}
@@ -140,6 +144,14 @@ func (s *jsonScanner) more(close byte, first *bool) (bool, error) {
 // key reads an object member's name and the colon after it. Names with escapes are unescaped
 // into scratch so they still match.
 func (s *jsonScanner) key(scratch *[]byte) ([]byte, error) {
+	// Compact JSON: a plain name and the colon right after it.
+	if i := s.pos; i < len(s.buf) && s.buf[i] == '"' {
+		j := jsonlex.SkipPlain(s.buf, i+1)
+		if j+1 < len(s.buf) && s.buf[j] == '"' && s.buf[j+1] == ':' {
+			s.pos = j + 2
+			return s.buf[i+1 : j], nil
+		}
+	}
 	raw, esc, err := s.rawString()
 	if err != nil {
 		return nil, err
@@ -662,14 +674,15 @@ func hexID(dst []byte, src []byte) bool {
 	if len(src) != 2*len(dst) {
 		return false
 	}
+	// Invalid digits are -1, all bits set: or-ed together they are checked once at the end instead
+	// of a branch per digit.
+	bad := 0
 	for i := range dst {
 		hi, lo := jsonlex.Unhex(src[2*i]), jsonlex.Unhex(src[2*i+1])
-		if hi < 0 || lo < 0 {
-			return false
-		}
+		bad |= hi | lo
 		dst[i] = byte(hi<<4 | lo)
 	}
-	return true
+	return bad >= 0
 }
 
 // hexInto reads a hex id string into dst and says whether it was valid: len(dst) bytes of hex.
