@@ -7,7 +7,9 @@ const (
 	// DefaultSettle is how long a trace must stay quiet before live mode analyzes it: long enough
 	// for the slowest exporter's batch interval (the SDK default is 5 s) in most deployments.
 	DefaultSettle = 5 * time.Second
-	// DefaultMaxSpans bounds the spans held at once (about 600 MiB of decoded spans).
+	// DefaultMaxSpans bounds the spans held at once. Analyzed, a span costs 360-790 bytes with its
+	// trace's operations (spans packed; 0.7-1.5 GiB at this bound, see docs/performance.md "Held
+	// memory per stored span"); a span still settling, decoded, about 700 and more.
 	DefaultMaxSpans = 2_000_000
 	// DefaultMaxTraceSpans caps one trace; a trace over it is marked truncated.
 	DefaultMaxTraceSpans = 50_000
@@ -35,10 +37,11 @@ type Config struct {
 	// Settle is the quiet period after the last span of a trace before live mode analyzes it.
 	// 0 means DefaultSettle.
 	Settle time.Duration
-	// MaxSpans bounds the spans held across all traces. When it is exceeded the least recently
-	// updated traces are analyzed as they are and their spans released (counted in
-	// StoreStats.EvictedTraces/EvictedSpans and noted in the report); their findings and
-	// dependency counts stay in the report. 0 means DefaultMaxSpans; negative means no bound.
+	// MaxSpans bounds the spans held across all traces, analyzed ones (held packed) included.
+	// When it is exceeded the least recently updated traces are analyzed as they are and their
+	// spans released (counted in StoreStats.EvictedTraces/EvictedSpans and noted in the report);
+	// their findings and dependency counts stay in the report. 0 means DefaultMaxSpans; negative
+	// means no bound.
 	MaxSpans int
 	// MaxTraceSpans caps one trace: spans beyond it are dropped and the trace marked truncated.
 	// 0 means DefaultMaxTraceSpans; negative means no cap.
