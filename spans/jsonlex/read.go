@@ -1,6 +1,7 @@
 package jsonlex
 
 import (
+	"bytes"
 	"encoding/binary"
 	"math"
 	"math/bits"
@@ -10,23 +11,12 @@ import (
 
 // SkipPlain returns the offset of the first byte at or after i that ends plain string content -
 // a quote, a backslash or a control character JSON forbids in strings - or len(buf). Strings are
-// most of an OTLP/JSON body, so it looks at eight bytes at a time: a word holds no special byte
-// when none of its bytes is '"', '\\' or below 0x20, and when one does, the lowest flagged bit
-// says which byte (the test can flag bytes above a true hit, never below one), so the end of a
-// string costs no byte-by-byte walk.
+// most of an OTLP/JSON body, so it tests words, not bytes (see special), and the lowest flagged
+// byte of a word is the answer: the end of a string costs no byte-by-byte walk.
 func SkipPlain(buf []byte, i int) int {
-	const (
-		ones  = 0x0101010101010101
-		highs = 0x8080808080808080
-	)
 	for ; i+8 <= len(buf); i += 8 {
-		x := binary.LittleEndian.Uint64(buf[i:])
-		q := x ^ (ones * '"')
-		b := x ^ (ones * '\\')
-		// A byte of v is zero (or v's byte is below c) when the classic
-		// (v - ones*c) & ^v & highs test sets its high bit; a borrow can also flag bytes above
-		// such a byte, but never one below it.
-		if m := ((q-ones)&^q | (b-ones)&^b | (x-ones*0x20)&^x) & highs; m != 0 {
+		// buf[i:i+8], not buf[i:]: the compiler then needs no bounds check of its own.
+		if m := special(binary.LittleEndian.Uint64(buf[i : i+8])); m != 0 {
 			return i + bits.TrailingZeros64(m)>>3
 		}
 	}
@@ -34,6 +24,20 @@ func SkipPlain(buf []byte, i int) int {
 		i++
 	}
 	return i
+}
+
+// special flags the bytes of the little-endian word x that end plain string content: the high bit
+// of a byte is set when the byte is '"', '\\' or below 0x20. The classic (v - ones*c) & ^v & highs
+// test flags a zero byte (or, with ^x, a byte below c); a borrow can also flag bytes above a true
+// hit, never one below it, so the lowest flag is exact.
+func special(x uint64) uint64 {
+	const (
+		ones  = 0x0101010101010101
+		highs = 0x8080808080808080
+	)
+	q := x ^ (ones * '"')
+	b := x ^ (ones * '\\')
+	return ((q-ones)&^q | (b-ones)&^b | (x-ones*0x20)&^x) & highs
 }
 
 // strSpecial marks the bytes that end a run of plain string content.
@@ -92,12 +96,14 @@ var hexValue = func() (t [256]int8) {
 func AppendUnescaped(dst, raw []byte) (out []byte, ok bool) {
 	ok = true
 	for i := 0; i < len(raw); {
-		c := raw[i]
-		if c != '\\' {
-			dst = append(dst, c)
-			i++
-			continue
+		// Copy the run up to the next escape in one go: escapes are rare within a string
+		// (Go's encoding/json escapes only & < > and the like).
+		j := bytes.IndexByte(raw[i:], '\\')
+		if j < 0 {
+			return append(dst, raw[i:]...), ok
 		}
+		dst = append(dst, raw[i:i+j]...)
+		i += j
 		switch raw[i+1] {
 		case 'b':
 			dst = append(dst, '\b')
