@@ -1,6 +1,7 @@
 package spans
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -722,6 +723,29 @@ func (d *protoDecoder) keep(slab *attrSlab, key, val []byte) error {
 		a.Key = bstr(key)
 	} else {
 		return nil
+	}
+	// A value that is one short string or one int - nearly every attribute - is stored from here,
+	// without the call to value and the Attr it passes back. The varint is read as easyproto
+	// reads it; anything else (other members, several fields, a long string) goes to value.
+	if len(val) >= 2 && val[1] < 0x80 {
+		switch val[0] {
+		case fAnyString<<3 | 2:
+			if 2+int(val[1]) == len(val) {
+				slab.add(Attr{Key: a.Key, Str: bstr(val[2:]), Type: ValueString})
+				return nil
+			}
+		case fAnyInt << 3:
+			if len(val) == 2 {
+				slab.add(Attr{Key: a.Key, Num: int64(val[1]), Type: ValueInt})
+				return nil
+			}
+		}
+	}
+	if len(val) > 2 && val[0] == fAnyInt<<3 {
+		if n, size := binary.Uvarint(val[1:]); size > 0 && 1+size == len(val) {
+			slab.add(Attr{Key: a.Key, Num: int64(n), Type: ValueInt})
+			return nil
+		}
 	}
 	a, err := d.value(a, val)
 	if err != nil {
