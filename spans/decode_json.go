@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/bits"
 	"strconv"
 
 	"github.com/stormwatch/stormwatch/spans/jsonlex"
@@ -472,6 +473,19 @@ type jsonDecoder struct {
 	// protoDecoder.other for why aliasing it is safe.
 	other   []byte
 	scratch []byte // unescaped member names, reused
+	// keys caches the attribute keys met so far, by the 24 bytes from the start of the key (its
+	// text and, for short keys, what follows it, `","value":{"` and the value's kind, which
+	// repeat with the key). A hit is checked against the
+	// text, so it saves the scan of the key and its look-up in the well-known table, nothing else.
+	// Keys outside the well-known set alias buf, which the batch holds anyway.
+	keys [1 << jsonKeyBits]jsonKey
+}
+
+const jsonKeyBits = 6
+
+type jsonKey struct {
+	key  string
+	keep bool
 }
 
 func (d *jsonDecoder) request() error {
@@ -899,24 +913,39 @@ func (d *jsonDecoder) attrFast(slab *attrSlab) bool {
 		return false
 	}
 	i += len(`{"key":"`)
-	j := jsonlex.SkipPlain(buf, i)
-	if j >= len(buf) || buf[j] != '"' {
-		return false
+	// The key decides whether a string value is worth unescaping, so it is looked up first: in
+	// the cache of recent keys, else by scanning it and looking it up in the well-known table.
+	var a Attr
+	keep, arena := true, len(d.other)
+	var slot *jsonKey
+	if i+24 <= len(buf) {
+		h := load64(buf[i:i+8]) ^ bits.RotateLeft64(load64(buf[i+8:i+16]), 21) ^ bits.RotateLeft64(load64(buf[i+16:i+24]), 42)
+		slot = &d.keys[h*0x9E3779B97F4A7C15>>(64-jsonKeyBits)]
+		if n := len(slot.key); n > 0 && i+n < len(buf) && buf[i+n] == '"' && string(buf[i:i+n]) == slot.key {
+			a.Key, keep, i = slot.key, slot.keep, i+n+1
+			slot = nil
+		}
 	}
-	key := buf[i:j]
-	i = j + 1
+	if a.Key == "" {
+		j := jsonlex.SkipPlain(buf, i)
+		if j >= len(buf) || buf[j] != '"' {
+			return false
+		}
+		key := buf[i:j]
+		i = j + 1
+		if k, ok := Intern(key); ok {
+			a.Key = k
+		} else {
+			a.Key, keep = bstr(key), d.opt.AllAttributes
+		}
+		if slot != nil && len(key) > 0 {
+			*slot = jsonKey{key: a.Key, keep: keep}
+		}
+	}
 	if !at(buf, i, `,"value"`) || !at(buf, i+8, `:{"`) {
 		return false
 	}
 	i += len(`,"value":{"`)
-	// The key decides whether a string value is worth unescaping, so it is looked up first.
-	var a Attr
-	keep, arena := true, len(d.other)
-	if k, ok := Intern(key); ok {
-		a.Key = k
-	} else {
-		a.Key, keep = bstr(key), d.opt.AllAttributes
-	}
 	switch {
 	case at(buf, i, `stringVa`) && at(buf, i+8, `lue":"`):
 		i += len(`stringValue":"`)
