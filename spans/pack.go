@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"unsafe"
 )
 
 // The packed form stores one trace's spans, already analyzed, while they wait to be looked at
@@ -209,8 +210,8 @@ func AppendUnpacked(dst []Span, b []byte) ([]Span, error) {
 // packer writes one packed trace.
 type packer struct {
 	buf []byte
-	// cache maps a string to its index in the table, for back references: two-way sets, the
-	// older way replaced; a string pushed out is only written inline again.
+	// cache maps a string to its index in the table, for back references: two-way sets; a
+	// string pushed out is only written inline again.
 	cache [128][2]strSlot
 	nStrs uint32
 	// The distinct resources in packed order: the first few in an array of the packer's own (one
@@ -223,10 +224,12 @@ type packer struct {
 	lastK int
 }
 
-// strSlot is a string written inline: where in buf, how long, and its table index + 1 (0 is an
-// empty slot). Offsets rather than the string itself: no pointer, so filling the cache costs no
-// write barrier while the garbage collector runs.
+// strSlot is a string written inline: where in buf, how long, its table index + 1 (0 is an empty
+// slot), and the address of the string it was written from. No pointer (the address is a number,
+// compared only while the strings packed are alive), so filling the cache costs no write barrier
+// while the garbage collector runs.
 type strSlot struct {
+	addr        uintptr
 	off, n, idx uint32
 }
 
@@ -397,21 +400,26 @@ func (p *packer) str(s string) {
 		p.buf = append(p.buf, 0)
 		return
 	}
-	// Two ways per set: a string that shares its set with another (or with a run of unique
-	// strings alike in length and words, such as one host's URLs) still stays.
+	// Two ways per set: a string that shares its set with another still stays.
+	// The same bytes again (an interned string) is found without comparing them; equal bytes
+	// elsewhere (a copy) by comparing.
+	addr := uintptr(unsafe.Pointer(unsafe.StringData(s)))
 	set := &p.cache[strHash(s)>>1]
 	for k := range set {
-		if w := &set[k]; w.idx != 0 && int(w.n) == len(s) && string(p.buf[w.off:w.off+w.n]) == s {
+		w := &set[k]
+		if w.idx != 0 && int(w.n) == len(s) && (w.addr == addr || string(p.buf[w.off:w.off+w.n]) == s) {
 			p.buf = binary.AppendUvarint(p.buf, uint64(w.idx-1)<<1|1)
 			return
 		}
 	}
+	// The older way goes, an empty one first. (Strings alike in length and words, such as one
+	// host's URLs, meet in one set and push out only each other.)
 	slot := &set[0]
 	if set[1].idx < set[0].idx {
-		slot = &set[1] // the older goes (an empty way has idx 0)
+		slot = &set[1]
 	}
 	p.buf = binary.AppendUvarint(p.buf, uint64(len(s))<<1)
-	*slot = strSlot{off: uint32(len(p.buf)), n: uint32(len(s)), idx: p.nStrs + 1}
+	*slot = strSlot{addr: addr, off: uint32(len(p.buf)), n: uint32(len(s)), idx: p.nStrs + 1}
 	p.nStrs++
 	p.buf = append(p.buf, s...)
 }

@@ -354,26 +354,40 @@ func FuzzUnpack(f *testing.F) {
 }
 
 // BenchmarkPack is the store's cost per span: packing a trace once it is analyzed, and unpacking
-// it when late spans or the trace view need it back. The workload's strings are shared like the
-// analyzer's interned strings.
+// it when late spans or the trace view need it back. traces=synthetic: the analyzer benchmarks'
+// workload (1.6 attributes a span), its strings shared like the analyzer's interned strings;
+// traces=issue2: issue 2's payload shape (10 attributes a span, a unique URL or path on each, the
+// operation id copied onto every span, as the analyzer's interner copies it).
 func BenchmarkPack(b *testing.B) {
 	w := analyzertest.NewWorkload(1_700_000_000_000_000_000)
-	var traces [][]spans.Span
-	total := 0
+	var synthetic, issue2 [][]spans.Span
 	for range 100 {
 		batch := &spans.Batch{}
 		n := w.Fill(batch, 1)
-		traces = append(traces, batch.Spans[:n])
-		total += n
+		synthetic = append(synthetic, batch.Spans[:n])
 	}
+	for n := range 100 {
+		issue2 = append(issue2, issue2Trace(n))
+	}
+	for _, c := range []struct {
+		name   string
+		traces [][]spans.Span
+	}{{"synthetic", synthetic}, {"issue2", issue2}} {
+		benchPack(b, c.name, c.traces)
+	}
+}
+
+func benchPack(b *testing.B, name string, traces [][]spans.Span) {
+	total := 0
 	var packed [][]byte
 	size := 0
 	for _, ss := range traces {
+		total += len(ss)
 		p := spans.AppendPacked(nil, ss)
 		packed = append(packed, p)
 		size += len(p)
 	}
-	b.Run("pack", func(b *testing.B) {
+	b.Run("traces="+name+"/pack", func(b *testing.B) {
 		b.ReportAllocs()
 		var buf []byte
 		cpu0 := processCPU()
@@ -386,7 +400,7 @@ func BenchmarkPack(b *testing.B) {
 		b.ReportMetric(float64((processCPU()-cpu0).Nanoseconds())/float64(b.N*total), "cpu-ns/span")
 		b.ReportMetric(float64(size)/float64(total), "packed-B/span")
 	})
-	b.Run("unpack", func(b *testing.B) {
+	b.Run("traces="+name+"/unpack", func(b *testing.B) {
 		b.ReportAllocs()
 		var dst []spans.Span
 		cpu0 := processCPU()
@@ -401,6 +415,56 @@ func BenchmarkPack(b *testing.B) {
 		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*total), "ns/span")
 		b.ReportMetric(float64((processCPU()-cpu0).Nanoseconds())/float64(b.N*total), "cpu-ns/span")
 	})
+}
+
+// issue2Trace is one trace of issue 2's payload shape, its strings as the analyzer holds them:
+// keys and repeated values shared, URLs, paths and operation ids copies of their own.
+func issue2Trace(n int) []spans.Span {
+	res := &spans.Resource{ServiceName: "checkout", ServiceInstance: "checkout-7d9f8b6c5-x2x4q"}
+	tid := spans.TraceID{byte(n), byte(n >> 8), 2}
+	opID := fmt.Sprintf("%08x-7d3c-4b1a-9e2f-%012x", n*7919, n*104729)
+	var ss []spans.Span
+	for i := range 10 {
+		item := (n*10 + i) * 7919 % 1_000_000
+		s := spans.Span{TraceID: tid, SpanID: spans.SpanID{byte(i + 1), byte(n), byte(n >> 8)},
+			StartUnixNano: 1_700_000_000_000_000_000 + int64(n)*1e6 + int64(i)*1000, Resource: res,
+			Scope: "go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"}
+		s.EndUnixNano = s.StartUnixNano + 43_210_987
+		if i > 0 {
+			s.ParentID = spans.SpanID{byte((i-1)/2*2 + 1), byte(n), byte(n >> 8)}
+		}
+		if i%2 == 1 {
+			s.Name, s.Kind, s.Status, s.StatusMessage = "GET inventory", spans.KindClient, spans.StatusError, "503 Service Unavailable"
+			s.Attrs = []spans.Attr{
+				spans.StringAttr(spans.AttrHTTPMethod, "GET"),
+				spans.StringAttr(spans.AttrServerAddress, "inventory.shop.svc.cluster.local"),
+				spans.IntAttr(spans.AttrServerPort, 8080),
+				spans.StringAttr(spans.AttrURLFull, fmt.Sprintf("http://inventory.shop.svc.cluster.local:8080/api/v1/inventory/items/%06d?fields=price,stock,warehouse&currency=EUR", item)),
+				spans.IntAttr(spans.AttrHTTPStatus, 503),
+				spans.StringAttr(spans.AttrErrorType, "503"),
+				spans.StringAttr(spans.AttrOpID, strings.Clone(opID)),
+				spans.IntAttr(spans.AttrAttempt, int64(i/2%3+1)),
+				spans.StringAttr(spans.AttrAttemptKind, "retry"),
+				spans.StringAttr(spans.AttrOutcome, "retryable"),
+			}
+		} else {
+			s.Name, s.Kind = "GET /api/v1/inventory/items/{id}", spans.KindServer
+			s.Attrs = []spans.Attr{
+				spans.StringAttr(spans.AttrHTTPMethod, "GET"),
+				spans.StringAttr(spans.AttrHTTPRoute, "/api/v1/inventory/items/{id}"),
+				spans.StringAttr(spans.AttrURLPath, fmt.Sprintf("/api/v1/inventory/items/%06d", item)),
+				spans.StringAttr(spans.AttrURLScheme, "http"),
+				spans.IntAttr(spans.AttrHTTPStatus, 200),
+				spans.StringAttr(spans.AttrServerAddress, "inventory.shop.svc.cluster.local"),
+				spans.IntAttr(spans.AttrServerPort, 8080),
+				spans.StringAttr(spans.AttrNetworkPeerAddress, "10.42.17.203"),
+				spans.StringAttr("user_agent.original", "Go-http-client/1.1 (stormwatch-reference/0.1; checkout-7d9f8b6c5-x2x4q)"),
+				spans.StringAttr(spans.AttrOpID, strings.Clone(opID)),
+			}
+		}
+		ss = append(ss, s)
+	}
+	return ss
 }
 
 // processCPU is the process's user+system CPU time: on a shared machine, wall time says more
