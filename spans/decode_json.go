@@ -692,7 +692,8 @@ func hexID(dst []byte, src []byte) bool {
 	// of a branch per digit.
 	bad := 0
 	for i := range dst {
-		hi, lo := jsonlex.Unhex(src[2*i]), jsonlex.Unhex(src[2*i+1])
+		pair := src[2*i : 2*i+2 : 2*i+2] // one bounds check for the two digits
+		hi, lo := jsonlex.Unhex(pair[0]), jsonlex.Unhex(pair[1])
 		bad |= hi | lo
 		dst[i] = byte(hi<<4 | lo)
 	}

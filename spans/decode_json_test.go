@@ -263,3 +263,78 @@ func TestDecodeJSONBadInput(t *testing.T) {
 		})
 	}
 }
+
+// spaced inserts a space after every '{', '[', ',' and ':' outside strings: the same JSON, but not
+// in the compact layout the decoder's fast paths read in place, so it goes the general way.
+func spaced(body []byte) []byte {
+	out := make([]byte, 0, len(body)*5/4)
+	inString, escaped := false, false
+	for _, c := range body {
+		out = append(out, c)
+		switch {
+		case inString && escaped:
+			escaped = false
+		case inString && c == '\\':
+			escaped = true
+		case c == '"':
+			inString = !inString
+		case !inString && (c == '{' || c == '[' || c == ',' || c == ':'):
+			out = append(out, ' ')
+		}
+	}
+	return out
+}
+
+// TestDecodeJSONFastPathsMatchGeneralPaths decodes each seed body, and mutations of it, both as
+// it is and spaced out: the compact-layout fast paths (attributes, member names, ids, integers)
+// must accept and reject exactly what the general paths do, with the same result.
+func TestDecodeJSONFastPathsMatchGeneralPaths(t *testing.T) {
+	_, bench, _ := benchBodies(t)
+	seeds := append(jsonSeeds(t), bench)
+	state := uint64(0x9E3779B97F4A7C15)
+	rnd := func(n int) int { // xorshift: deterministic, no global source
+		state ^= state << 13
+		state ^= state >> 7
+		state ^= state << 17
+		return int(state % uint64(n))
+	}
+	// What the fast paths look at: quotes, escapes, digits, signs, exponents, brackets.
+	edits := []string{`"`, `\`, `\u0026`, `\u12`, `\q`, "0", "9", "-", "+", ".", "e", "}", "{", "]", ",", "\x01", "null", `"7"`,
+		"99999999999999999999", "1e3", `"a\"b"`}
+	checked, accepted := 0, 0
+	for _, seed := range seeds {
+		for k := 0; k < 100; k++ {
+			body := append([]byte(nil), seed...)
+			for m := 0; k > 0 && m <= rnd(2) && len(body) > 0; m++ {
+				i := rnd(len(body))
+				switch e := []byte(edits[rnd(len(edits))]); rnd(7) {
+				case 0, 1, 2:
+					body = append(body[:i], append(e, body[i+1:]...)...)
+				case 3, 4, 5:
+					body = append(body[:i], append(e, body[i:]...)...)
+				default:
+					body = body[:i]
+				}
+			}
+			for _, o := range bothOptions {
+				fast, ferr := spans.DecodeJSON(body, o.opt)
+				general, gerr := spans.DecodeJSON(spaced(body), o.opt)
+				checked++
+				if (ferr == nil) != (gerr == nil) {
+					t.Fatalf("%s: compact error %v, spaced error %v\n%s", o.name, ferr, gerr, body)
+				}
+				if ferr != nil {
+					continue
+				}
+				accepted++
+				if d := spanstest.Diff(general, fast); d != "" {
+					t.Fatalf("%s: compact and spaced decode differently:\n%s\n%s", o.name, d, body)
+				}
+			}
+		}
+	}
+	t.Logf("%d of %d decoded", accepted, checked)
+	if accepted < checked/5 {
+		t.Fatalf("only %d of %d bodies decoded: the mutations are too harsh to compare much", accepted, checked)
+	}
+}
