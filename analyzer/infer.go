@@ -344,38 +344,90 @@ type opBufs struct {
 }
 
 // make sizes the buffers for n calls and returns the operations' list, empty with room for n.
-// A trace with few calls gets all its buffers in one allocation (most traces make a handful of
-// calls: one allocation where there were five).
+// A trace with up to 8 calls (most traces) gets all its buffers in one allocation of exactly its
+// size, where there were five; a larger one gets one per buffer.
 func (b *opBufs) make(n int) []*Operation {
-	switch {
-	case n <= 4:
-		blk := new(struct {
-			ops     [4]*Operation
-			slab    [4]Operation
-			att     [4]Attempt
-			calls   [4]spans.SpanID
-			origins [4]string
+	switch n {
+	case 1:
+		k := new(struct {
+			o [1]*Operation
+			s [1]Operation
+			a [1]Attempt
+			c [1]spans.SpanID
+			r [1]string
 		})
-		*b = opBufs{slab: blk.slab[:0:n], att: blk.att[:0:n], calls: blk.calls[:0:n], origins: blk.origins[:0:n]}
-		return blk.ops[:0:n]
-	case n <= 8:
-		blk := new(struct {
-			ops     [8]*Operation
-			slab    [8]Operation
-			att     [8]Attempt
-			calls   [8]spans.SpanID
-			origins [8]string
+		return b.carve(k.o[:], k.s[:], k.a[:], k.c[:], k.r[:])
+	case 2:
+		k := new(struct {
+			o [2]*Operation
+			s [2]Operation
+			a [2]Attempt
+			c [2]spans.SpanID
+			r [2]string
 		})
-		*b = opBufs{slab: blk.slab[:0:n], att: blk.att[:0:n], calls: blk.calls[:0:n], origins: blk.origins[:0:n]}
-		return blk.ops[:0:n]
+		return b.carve(k.o[:], k.s[:], k.a[:], k.c[:], k.r[:])
+	case 3:
+		k := new(struct {
+			o [3]*Operation
+			s [3]Operation
+			a [3]Attempt
+			c [3]spans.SpanID
+			r [3]string
+		})
+		return b.carve(k.o[:], k.s[:], k.a[:], k.c[:], k.r[:])
+	case 4:
+		k := new(struct {
+			o [4]*Operation
+			s [4]Operation
+			a [4]Attempt
+			c [4]spans.SpanID
+			r [4]string
+		})
+		return b.carve(k.o[:], k.s[:], k.a[:], k.c[:], k.r[:])
+	case 5:
+		k := new(struct {
+			o [5]*Operation
+			s [5]Operation
+			a [5]Attempt
+			c [5]spans.SpanID
+			r [5]string
+		})
+		return b.carve(k.o[:], k.s[:], k.a[:], k.c[:], k.r[:])
+	case 6:
+		k := new(struct {
+			o [6]*Operation
+			s [6]Operation
+			a [6]Attempt
+			c [6]spans.SpanID
+			r [6]string
+		})
+		return b.carve(k.o[:], k.s[:], k.a[:], k.c[:], k.r[:])
+	case 7:
+		k := new(struct {
+			o [7]*Operation
+			s [7]Operation
+			a [7]Attempt
+			c [7]spans.SpanID
+			r [7]string
+		})
+		return b.carve(k.o[:], k.s[:], k.a[:], k.c[:], k.r[:])
+	case 8:
+		k := new(struct {
+			o [8]*Operation
+			s [8]Operation
+			a [8]Attempt
+			c [8]spans.SpanID
+			r [8]string
+		})
+		return b.carve(k.o[:], k.s[:], k.a[:], k.c[:], k.r[:])
 	}
-	*b = opBufs{
-		slab:    make([]Operation, 0, n),
-		att:     make([]Attempt, 0, n),
-		calls:   make([]spans.SpanID, 0, n),
-		origins: make([]string, 0, n),
-	}
-	return make([]*Operation, 0, n)
+	return b.carve(make([]*Operation, n), make([]Operation, n), make([]Attempt, n), make([]spans.SpanID, n), make([]string, n))
+}
+
+// carve makes the buffers empty slices of the given arrays, and returns the operations' list.
+func (b *opBufs) carve(ops []*Operation, slab []Operation, att []Attempt, calls []spans.SpanID, origins []string) []*Operation {
+	*b = opBufs{slab: slab[:0], att: att[:0], calls: calls[:0], origins: origins[:0]}
+	return ops[:0]
 }
 
 // inferOperations groups the CLIENT spans of t into logical operations and links each operation
