@@ -8,6 +8,10 @@
 // as OTLP/JSON (the TUI's trace export). Strings may alias the buffer a batch was decoded from, so a
 // Batch keeps that buffer alive for as long as its spans are held, and the buffer must not be reused.
 //
+// [AppendPacked] and [AppendUnpacked] turn one trace's spans into a single pointer-free byte string
+// and back: the analyzer holds analyzed traces that way, so the garbage collector has nothing to scan
+// in them and a held span costs tens to a few hundred bytes, strings included.
+//
 // The decoders allocate per request, not per span or attribute, and agree with the slow reference
 // conversion in spanstest (spanstest.FromProto over the generated protobuf types), which the tests
 // and fuzz targets check them against. docs/performance.md has the figures.
