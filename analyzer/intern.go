@@ -3,6 +3,7 @@ package analyzer
 import (
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/stormwatch/stormwatch/spans"
 )
@@ -23,8 +24,11 @@ type interner struct {
 	// has a lock of its own; everything else here is used under the analyzer's lock.
 	derivedMu sync.Mutex
 	derived   map[derivedKey]string
-	res       map[*spans.Resource]*spans.Resource // per batch: the decoder's resource -> ours
-	ress      map[resKey]*spans.Resource          // ours, by identity
+	// derivedCounts (under derivedMu) and bypass: see countDerived.
+	derivedCounts [5]derivedCount
+	bypass        [5]atomic.Int64
+	res           map[*spans.Resource]*spans.Resource // per batch: the decoder's resource -> ours
+	ress          map[resKey]*spans.Resource          // ours, by identity
 	// lastRes is the decoder's resource resource() mapped last, lastOurs what to; per batch.
 	lastRes, lastOurs *spans.Resource
 	// recent are strings interned lately, by recentSlot (see str).
@@ -117,12 +121,12 @@ func (in *interner) attrs(as []spans.Attr) {
 }
 
 // uniquePerSpan reports the attributes whose values rarely repeat from one span to the next:
-// full URLs and targets carry request ids and query strings, operation ids and idempotency keys
-// are one per logical operation. Interning them costs a table lookup and insert per span and
-// fills the table with entries that are never hit.
+// full URLs, paths and targets carry request ids and query strings, operation ids and
+// idempotency keys are one per logical operation. Interning them costs a table lookup and insert
+// per span and fills the table with entries that are never hit.
 func uniquePerSpan(key string) bool {
 	switch key {
-	case spans.AttrURLFull, spans.AttrLegacyHTTPURL, spans.AttrLegacyHTTPTarget, spans.AttrOpID,
+	case spans.AttrURLFull, spans.AttrURLPath, spans.AttrLegacyHTTPURL, spans.AttrLegacyHTTPTarget, spans.AttrOpID,
 		spans.AttrIdempotencyKey, spans.AttrReqHeaderIdempotencyKey:
 		return true
 	}
@@ -263,16 +267,70 @@ func (in *interner) cached(k derivedKey, s *known, f func(*known) string, l1 *de
 			return e.v
 		}
 	}
-	in.derivedMu.Lock()
-	v, ok := in.derived[k]
-	in.derivedMu.Unlock()
-	if !ok {
-		v = in.derive(k, s, f)
+	kind := derivedKind(k.what)
+	var v string
+	if in.bypass[kind].Load() > 0 {
+		// This kind's keys have not been coming back: made again, not looked up.
+		in.bypass[kind].Add(-1)
+		v = f(s)
+	} else {
+		in.derivedMu.Lock()
+		var ok bool
+		v, ok = in.derived[k]
+		in.countDerived(kind, ok)
+		in.derivedMu.Unlock()
+		if !ok {
+			v = in.derive(k, s, f)
+		}
 	}
 	if e != nil {
 		*e = derivedEntry{k: k, v: v, ok: true}
 	}
 	return v
+}
+
+// Derived values are cheap to make again; the shared cache pays when their keys come back. When
+// they do not - targets of URLs with an id in the path, on every call - a lookup is a lock and a
+// hash of the key for nothing, and, until the cache is full, an insert with three copies. So the
+// cache counts its hits per kind of key over windows of derivedWindow lookups, and a kind that hit
+// less than one lookup in eight skips the shared cache for its next derivedBypass values (the
+// analysis's own small cache still answers first), then is measured again.
+const (
+	derivedWindow = 4096
+	derivedBypass = 1 << 16
+)
+
+type derivedCount struct{ lookups, hits int }
+
+// derivedKind numbers derivedKey.what: 'o', 'h', 'n' (origins), 'r', 't' (targets).
+func derivedKind(what byte) int {
+	switch what {
+	case 'o':
+		return 0
+	case 'h':
+		return 1
+	case 'n':
+		return 2
+	case 'r':
+		return 3
+	}
+	return 4
+}
+
+// countDerived counts a lookup of a kind (under derivedMu) and starts a bypass when the window
+// ends with too few hits.
+func (in *interner) countDerived(kind int, hit bool) {
+	c := &in.derivedCounts[kind]
+	c.lookups++
+	if hit {
+		c.hits++
+	}
+	if c.lookups >= derivedWindow {
+		if c.hits*8 < c.lookups {
+			in.bypass[kind].Store(derivedBypass)
+		}
+		*c = derivedCount{}
+	}
 }
 
 func (in *interner) derive(k derivedKey, s *known, f func(*known) string) string {

@@ -97,6 +97,48 @@ func TestInternerCopiesUniqueValues(t *testing.T) {
 	if _, ok := in.strs[method]; !ok {
 		t.Errorf("http.request.method %q was not interned", method)
 	}
+	// url.path carries the same ids as url.full on server spans.
+	path := []spans.Attr{spans.StringAttr(spans.AttrURLPath, "/items/7")}
+	in.attrs(path)
+	if _, ok := in.strs["/items/7"]; ok || path[0].Str != "/items/7" {
+		t.Errorf("url.path %q was interned", path[0].Str)
+	}
+}
+
+// TestInternerBypassesKeysThatDoNotComeBack checks that targets whose keys never repeat (an id
+// in every path) stop going through the shared cache - it stops growing - while every answer
+// stays targetOf's, and that a bypassed kind is measured again and cached once its keys repeat.
+func TestInternerBypassesKeysThatDoNotComeBack(t *testing.T) {
+	in := newInterner()
+	target := func(path string) {
+		t.Helper()
+		s := &spans.Span{Kind: spans.KindClient, Attrs: []spans.Attr{spans.StringAttr(spans.AttrHTTPMethod, "GET"),
+			spans.StringAttr(spans.AttrURLFull, "http://api:8080"+path+"?q=1")}}
+		k := knownOf(s)
+		if got, want := in.target(&k, nil), targetOf(s); got != want {
+			t.Fatalf("target of %s = %q, want %q", path, got, want)
+		}
+	}
+	for i := range 3 * derivedWindow {
+		target(fmt.Sprintf("/items/%d", i))
+	}
+	kind := derivedKind('t')
+	if in.bypass[kind].Load() <= 0 {
+		t.Fatalf("no bypass after %d unrepeated keys", 3*derivedWindow)
+	}
+	if n := len(in.derived); n > derivedWindow+1 {
+		t.Errorf("the shared cache grew to %d entries for keys that never came back", n)
+	}
+	// Past the bypass, repeated keys are looked up (and found) again.
+	for i := range derivedBypass + 2*derivedWindow {
+		target(fmt.Sprintf("/route/%d", i%8))
+	}
+	if in.bypass[kind].Load() > 0 {
+		t.Errorf("still bypassing after a window of repeated keys")
+	}
+	if _, ok := in.derived[derivedKey{what: 't', a: "/route/3", b: "GET"}]; !ok {
+		t.Errorf("a repeated target is not in the shared cache")
+	}
 }
 
 // BenchmarkInternSpan is what ConsumeBatch pays per span to make it independent of its request:
