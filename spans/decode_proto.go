@@ -403,8 +403,14 @@ func lastString(src []byte, num uint32) (string, bool, error) {
 
 func (d *protoDecoder) span(res *resHolder, scope string, src []byte) error {
 	// Filled in place rather than built and appended: saves copying the whole struct (and, while
-	// the GC marks, the bulk write barrier that copy takes).
-	d.b.Spans = append(d.b.Spans, Span{})
+	// the GC marks, the bulk write barrier that copy takes). The spare capacity is always zero (a
+	// fresh array, and reject zeroes the slot it gives back), so taking the next slot needs no
+	// clearing either - append(spans, Span{}) would write 184 bytes of zeroes through the barrier.
+	if n := len(d.b.Spans); n < cap(d.b.Spans) {
+		d.b.Spans = d.b.Spans[:n+1]
+	} else {
+		d.b.Spans = append(d.b.Spans, Span{})
+	}
 	sp := &d.b.Spans[len(d.b.Spans)-1]
 	sp.Scope = scope
 	var traceID, spanID []byte
