@@ -575,7 +575,8 @@ func (t *Trace) groupCalls(caller int, calls []int32, parentIdx int32, seed maph
 		}
 		ks[k] = keyed{key, intent, i}
 	}
-	// By destination, then start time: one sort, then runs. No pairwise matching.
+	// By grouping key, then start time: one sort, then runs (taken in the order they began, see
+	// groupsInOrder). No pairwise matching.
 	if len(ks) > 1 {
 		slices.SortStableFunc(ks, func(a, b keyed) int {
 			if c := cmp.Compare(a.key, b.key); c != 0 {
@@ -619,13 +620,9 @@ func (t *Trace) groupCalls(caller int, calls []int32, parentIdx int32, seed maph
 		}
 	}
 	attStart, callStart, originStart = len(b.att), len(b.calls), len(b.origins)
-	for lo := 0; lo < len(ks); {
-		hi := lo + 1
-		for hi < len(ks) && ks[hi].key == ks[lo].key {
-			hi++
-		}
+	for _, g := range t.groupsInOrder(ks, sc) {
 		op, opIdx, cur, curEnd = nil, -1, nil, 0
-		for _, kc := range ks[lo:hi] {
+		for _, kc := range ks[g.lo:g.hi] {
 			i := kc.idx
 			c := &t.calls[t.call[i]]
 			s := &t.Spans[i]
@@ -718,7 +715,6 @@ func (t *Trace) groupCalls(caller int, calls []int32, parentIdx int32, seed maph
 			c.op = opIdx
 		}
 		closeOp()
-		lo = hi
 	}
 	for _, op := range t.ops[first:] {
 		if len(op.Attempts) > 0 && op.Terminal == "" {
@@ -734,6 +730,41 @@ func (t *Trace) groupCalls(caller int, calls []int32, parentIdx int32, seed maph
 		}
 	}
 }
+
+// groupsInOrder cuts ks, sorted by grouping key, into its groups (runs of one key) and orders
+// them by their first call: its start, then its span id. Each group's first call is its earliest
+// (ties: the caller's children are ordered by start, then span id, and the sort is stable), so
+// this is the order in which the groups began. The keys are hashes seeded per analyzer: they
+// find the groups, but their order must not be the groups' order, for what follows it - the
+// order of the trace's operations and, through the occurrence numbering, which operations
+// under another caller are copies of which (intent keys, hence logical operations) - would
+// then change from one analyzer to the next on the same input.
+func (t *Trace) groupsInOrder(ks []keyed, sc *scratch) []keyRun {
+	runs := sc.runs[:0]
+	for lo := 0; lo < len(ks); {
+		hi := lo + 1
+		for hi < len(ks) && ks[hi].key == ks[lo].key {
+			hi++
+		}
+		runs = append(runs, keyRun{int32(lo), int32(hi)})
+		lo = hi
+	}
+	if len(runs) > 1 {
+		slices.SortFunc(runs, func(a, b keyRun) int {
+			x, y := ks[a.lo].idx, ks[b.lo].idx
+			if c := cmp.Compare(t.Spans[x].StartUnixNano, t.Spans[y].StartUnixNano); c != 0 {
+				return c
+			}
+			// Spans are sorted by span id: the index orders them as their ids do.
+			return cmp.Compare(x, y)
+		})
+	}
+	sc.runs = runs
+	return runs
+}
+
+// keyRun is one group of a caller's calls: ks[lo:hi] share a grouping key.
+type keyRun struct{ lo, hi int32 }
 
 // keyed is one call of a caller with its grouping keys.
 type keyed struct {

@@ -12,6 +12,7 @@ type scratch struct {
 	known         []known
 	group         []int32
 	keyed         []keyed
+	runs          []keyRun
 	originService [][2]string
 	occList       []occCount
 	occurrences   map[scopeIntent]int
@@ -74,6 +75,9 @@ func (sc *scratch) reset() {
 	}
 	if cap(sc.keyed) > maxScratch {
 		sc.keyed = nil
+	}
+	if cap(sc.runs) > maxScratch {
+		sc.runs = nil
 	}
 	if cap(sc.occList) > maxScratch {
 		sc.occList = nil
