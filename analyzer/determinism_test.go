@@ -288,3 +288,53 @@ func TestReportIsTheSameForAnySeedAndArrivalOrder(t *testing.T) {
 		}
 	}
 }
+
+// TestGroupsAreTakenInTheOrderTheyBegan: a caller's operations come in the order their first
+// calls started, then by span id for calls that started together - for a few groups and for
+// many (two ways of sorting them) - whatever the analyzer's seed.
+func TestGroupsAreTakenInTheOrderTheyBegan(t *testing.T) {
+	for _, n := range []int{2, 5, 16, 17, 60} {
+		ss := []spans.Span{sp(1, 1, 0, spans.KindServer, "api", 0, 1000)}
+		for k := range n {
+			// Starts out of span-id order, many at once; every path its own operation, the
+			// odd ones grouped by an operation id (a second call each, after the first).
+			start := int64(k*7%5) * 10
+			url := fmt.Sprintf("http://dep:80/p%d", k)
+			if k%2 == 1 {
+				id := spans.StringAttr(spans.AttrOpID, fmt.Sprintf("op-%d", k))
+				ss = append(ss, sp(1, 1000+k, 1, spans.KindClient, "api", start+100, start+105, append(get(url, 200), id)...))
+				ss = append(ss, sp(1, 10+k, 1, spans.KindClient, "api", start, start+5, append(get(url, 503), id)...))
+			} else {
+				ss = append(ss, sp(1, 10+k, 1, spans.KindClient, "api", start, start+5, get(url, 200)...))
+			}
+		}
+		// The first call of each operation, in the order expected: by start, then span id.
+		var want []spans.SpanID
+		for _, s := range ss {
+			if s.Kind == spans.KindClient && s.StartUnixNano < t0+100*msec {
+				want = append(want, s.SpanID)
+			}
+		}
+		slices.SortFunc(want, func(a, b spans.SpanID) int {
+			sa, sb := ss[slices.IndexFunc(ss, func(s spans.Span) bool { return s.SpanID == a })], ss[slices.IndexFunc(ss, func(s spans.Span) bool { return s.SpanID == b })]
+			if sa.StartUnixNano != sb.StartUnixNano {
+				return int(sa.StartUnixNano - sb.StartUnixNano)
+			}
+			return bytes.Compare(a[:], b[:])
+		})
+		for range 4 {
+			a, _ := run(t, analyzer.Config{}, slices.Clone(ss)...)
+			v, ok := a.Snapshot(time.Unix(0, t0)).Trace(tid(1))
+			if !ok {
+				t.Fatal("trace not held")
+			}
+			var got []spans.SpanID
+			for _, op := range v.Operations {
+				got = append(got, op.Attempts[0].SpanID)
+			}
+			if !slices.Equal(got, want) {
+				t.Fatalf("%d groups: operations begin with %v, want %v", n, got, want)
+			}
+		}
+	}
+}

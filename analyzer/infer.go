@@ -749,18 +749,37 @@ func (t *Trace) groupsInOrder(ks []keyed, sc *scratch) []keyRun {
 		runs = append(runs, keyRun{int32(lo), int32(hi)})
 		lo = hi
 	}
-	if len(runs) > 1 {
+	if len(runs) <= 16 {
+		// Most callers have one or two groups: an insertion sort, no call per comparison.
+		for i := 1; i < len(runs); i++ {
+			r := runs[i]
+			j := i
+			for ; j > 0 && t.beganAfter(ks[runs[j-1].lo].idx, ks[r.lo].idx); j-- {
+				runs[j] = runs[j-1]
+			}
+			runs[j] = r
+		}
+	} else {
 		slices.SortFunc(runs, func(a, b keyRun) int {
 			x, y := ks[a.lo].idx, ks[b.lo].idx
-			if c := cmp.Compare(t.Spans[x].StartUnixNano, t.Spans[y].StartUnixNano); c != 0 {
-				return c
+			if t.beganAfter(x, y) {
+				return 1
 			}
-			// Spans are sorted by span id: the index orders them as their ids do.
-			return cmp.Compare(x, y)
+			if x == y {
+				return 0
+			}
+			return -1
 		})
 	}
 	sc.runs = runs
 	return runs
+}
+
+// beganAfter reports whether span x started after span y: later, or at the same time with a
+// greater span id (spans are sorted by id, so the index orders them as their ids do).
+func (t *Trace) beganAfter(x, y int32) bool {
+	sx, sy := t.Spans[x].StartUnixNano, t.Spans[y].StartUnixNano
+	return sx > sy || sx == sy && x > y
 }
 
 // keyRun is one group of a caller's calls: ks[lo:hi] share a grouping key.
