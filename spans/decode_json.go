@@ -887,8 +887,51 @@ func (d *jsonDecoder) link() error {
 // link's.
 func (d *jsonDecoder) attrList(slab *attrSlab) ([]Attr, error) {
 	slab.begin()
+	if d.attrsCompact(slab) {
+		return slab.end(), nil
+	}
 	err := d.array("attributes", func() error { return d.attr(slab) })
 	return slab.end(), err
+}
+
+// attrsCompact reads a whole attributes array written compactly - '[', attributes in the layout
+// attrFast reads separated by bare commas, ']' - in one loop, without the general array walk and
+// its callbacks. On anything else it undoes what it added and returns false with the input where
+// it was, for the general walk to read the array from its start (and report what is wrong, with
+// the attribute's index).
+func (d *jsonDecoder) attrsCompact(slab *attrSlab) bool {
+	s := &d.s
+	s.ws()
+	start := s.pos
+	if start >= len(s.buf) || s.buf[start] != '[' {
+		return false
+	}
+	mark, arena := slab.mark(), len(d.other)
+	s.pos++
+	if s.pos < len(s.buf) && s.buf[s.pos] == ']' {
+		s.pos++
+		return true
+	}
+	for d.attrFast(slab) {
+		if s.pos >= len(s.buf) {
+			break
+		}
+		if c := s.buf[s.pos]; c == ',' {
+			s.pos++
+			continue
+		} else if c == ']' {
+			s.pos++
+			return true
+		}
+		break
+	}
+	// When the slab moved meanwhile, rollback cannot give the space back; begin then starts the
+	// run after what was added, which nothing refers to.
+	slab.rollback(mark)
+	slab.begin()
+	d.other = d.other[:arena]
+	s.pos = start
+	return false
 }
 
 // attr decodes one KeyValue into slab when its key is kept.
