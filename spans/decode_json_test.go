@@ -300,7 +300,7 @@ func TestDecodeJSONFastPathsMatchGeneralPaths(t *testing.T) {
 	}
 	// What the fast paths look at: quotes, escapes, digits, signs, exponents, brackets.
 	edits := []string{`"`, `\`, `\u0026`, `\u12`, `\q`, "0", "9", "-", "+", ".", "e", "}", "{", "]", ",", "\x01", "null", `"7"`,
-		"99999999999999999999", "1e3", `"a\"b"`}
+		"99999999999999999999", "1e3", `"a\"b"`, " ", "\n"}
 	checked, accepted := 0, 0
 	for _, seed := range seeds {
 		for k := 0; k < 100; k++ {
