@@ -503,7 +503,9 @@ func (a *Analyzer) contribute(r *traceResult, id spans.TraceID, n int, is traceI
 			g = &depAgg{outcomes: map[string]int{}, byCaller: map[string]*callerAgg{}}
 			a.deps[row.dep] = g
 		}
-		if g.service == "" {
+		// An origin answered by several services shows the smallest name, not the first seen:
+		// the report must not depend on the order traces were analyzed in.
+		if row.service != "" && (g.service == "" || row.service < g.service) {
 			g.service = row.service
 		}
 		p, l := sign*int(row.physical), sign*int(row.logical)

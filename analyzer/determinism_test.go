@@ -338,3 +338,29 @@ func TestGroupsAreTakenInTheOrderTheyBegan(t *testing.T) {
 		}
 	}
 }
+
+// TestDependencyServiceIsTheSameInAnyTraceOrder: when one origin is answered by several services
+// (a shared host, a load balancer in front of two deployments), the dependency row names the
+// smallest of them, whichever trace was analyzed first.
+func TestDependencyServiceIsTheSameInAnyTraceOrder(t *testing.T) {
+	trace := func(n byte, service string) []spans.Span {
+		return []spans.Span{
+			sp(n, 1, 0, spans.KindServer, "edge", 0, 100),
+			sp(n, 2, 1, spans.KindClient, "edge", 10, 50, get("http://shared:80/x", 200)...),
+			sp(n, 3, 2, spans.KindServer, service, 11, 49),
+		}
+	}
+	zeta, alpha := trace(1, "zeta"), trace(2, "alpha")
+	for _, order := range [][]spans.Span{append(slices.Clone(zeta), alpha...), append(slices.Clone(alpha), zeta...)} {
+		_, r := run(t, analyzer.Config{Detectors: suite.Default()}, order...)
+		var got []string
+		for _, d := range r.Dependencies {
+			if d.Dependency == "http://shared:80" {
+				got = append(got, d.Service)
+			}
+		}
+		if len(got) != 1 || got[0] != "alpha" {
+			t.Fatalf("dependency http://shared:80 names service %q, want [alpha] whatever the trace order", got)
+		}
+	}
+}
