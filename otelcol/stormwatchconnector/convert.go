@@ -49,8 +49,8 @@ func wellKnown(key string) (string, bool) {
 //
 // Fields are written in place in the slabs rather than built in a local and copied: with the
 // garbage collector marking (most of the time, at the collector's allocation rate), copying a
-// struct that holds pointers goes through the runtime's bulk write barrier, which cost more than
-// the conversion itself.
+// struct that holds pointers goes through the runtime's bulk write barrier (a seventh of the
+// conversion's CPU in BenchmarkConvert's profile).
 func (c *converter) convert(td ptrace.Traces) *spans.Batch {
 	b := &spans.Batch{}
 	rss := td.ResourceSpans()
