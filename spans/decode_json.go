@@ -1081,33 +1081,24 @@ func skipEscaped(buf []byte, j int) (int, bool) {
 }
 
 // parseInt reads an optional minus and decimal digits at i, the integer forms OTLP/JSON writes,
-// and returns the value and the offset after them. Up to 18 digits cannot overflow and are summed
-// as they are read; longer runs go through strconv, which judges the range.
+// and returns the value and the offset after them: parseUint reads the digits, and the sign
+// decides which magnitudes fit in an int64.
 func parseInt(buf []byte, i int) (int64, int, bool) {
 	j := i
 	neg := j < len(buf) && buf[j] == '-'
 	if neg {
 		j++
 	}
-	digits := j
-	var n uint64
-	for ; j < len(buf); j++ {
-		c := buf[j] - '0'
-		if c > 9 {
-			break
-		}
-		n = n*10 + uint64(c)
-	}
+	n, end, ok := parseUint(buf, j)
 	switch {
-	case j == digits:
+	case !ok:
 		return 0, 0, false
-	case j-digits > 18:
-		v, err := strconv.ParseInt(bstr(buf[i:j]), 10, 64)
-		return v, j, err == nil
-	case neg:
-		return -int64(n), j, true
+	case neg && n <= 1<<63:
+		return int64(-n), end, true // -(1<<63) wraps to itself: math.MinInt64
+	case !neg && n <= math.MaxInt64:
+		return int64(n), end, true
 	}
-	return int64(n), j, true
+	return 0, 0, false
 }
 
 // parseUint reads decimal digits at i, the form of OTLP/JSON's fixed64 timestamps, like parseInt:
