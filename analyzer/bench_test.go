@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"runtime"
 	"strconv"
-	"syscall"
 	"testing"
 	"time"
 
@@ -15,6 +14,7 @@ import (
 	"github.com/stormwatch/stormwatch/analyzer/passes/retryamplification"
 	"github.com/stormwatch/stormwatch/analyzer/passes/unboundedfanout"
 	"github.com/stormwatch/stormwatch/analyzer/suite"
+	"github.com/stormwatch/stormwatch/internal/cputime"
 	"github.com/stormwatch/stormwatch/spans"
 )
 
@@ -56,7 +56,7 @@ func benchAnalyze(b *testing.B, name string, detectors []*analyzer.Detector, n i
 			var ms0, ms1 runtime.MemStats
 			runtime.GC()
 			runtime.ReadMemStats(&ms0)
-			cpu0 := cpuTime()
+			cpu0 := cputime.Process()
 			b.ResetTimer()
 			for range b.N {
 				a := analyzer.New(analyzer.Config{Detectors: detectors, MaxSpans: -1})
@@ -78,7 +78,7 @@ func benchAnalyze(b *testing.B, name string, detectors []*analyzer.Detector, n i
 				}
 			}
 			b.StopTimer()
-			cpu := cpuTime() - cpu0
+			cpu := cputime.Process() - cpu0
 			runtime.ReadMemStats(&ms1)
 			total := float64(b.N) * float64(n)
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/total, "ns/span")
@@ -107,15 +107,6 @@ func uniqueURLsIn(b *spans.Batch, next *int) {
 			break
 		}
 	}
-}
-
-// cpuTime is the process's user+system CPU time so far.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // BenchmarkSnapshot is the TUI's cost: a snapshot taken after every change (the worst case; an

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"syscall"
 	"testing"
 	"time"
 
@@ -15,6 +14,7 @@ import (
 	resourcepb "go.opentelemetry.io/proto/otlp/resource/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 
+	"github.com/stormwatch/stormwatch/internal/cputime"
 	"github.com/stormwatch/stormwatch/spans"
 )
 
@@ -82,9 +82,7 @@ type mark struct {
 }
 
 func now() mark {
-	var ru syscall.Rusage
-	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return mark{time.Now(), time.Duration(ru.Utime.Nano() + ru.Stime.Nano())}
+	return mark{time.Now(), cputime.Process()}
 }
 
 func reportSpans(b *testing.B, start mark) {

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"runtime"
-	"syscall"
 	"testing"
 
 	"go.opentelemetry.io/collector/pdata/ptrace"
@@ -15,6 +14,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/stormwatch/stormwatch/internal/cputime"
 	"github.com/stormwatch/stormwatch/spans"
 )
 
@@ -110,7 +110,7 @@ func runPerSpan(b *testing.B, body []byte, decode func([]byte) error) {
 	b.ReportAllocs()
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
-	cpu0 := cpuTime(b)
+	cpu0 := int64(cputime.Process())
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		if err := decode(body); err != nil {
@@ -118,7 +118,7 @@ func runPerSpan(b *testing.B, body []byte, decode func([]byte) error) {
 		}
 	}
 	b.StopTimer()
-	cpu1 := cpuTime(b)
+	cpu1 := int64(cputime.Process())
 	runtime.ReadMemStats(&after)
 	n := float64(b.N) * benchSpans
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/n, "ns/span")
@@ -126,15 +126,6 @@ func runPerSpan(b *testing.B, body []byte, decode func([]byte) error) {
 	// swings with the neighbours' load, CPU time much less.
 	b.ReportMetric(float64(cpu1-cpu0)/n, "cpu-ns/span")
 	b.ReportMetric(float64(after.Mallocs-before.Mallocs)/n, "allocs/span")
-}
-
-// cpuTime is the process's user+system CPU time in nanoseconds.
-func cpuTime(b *testing.B) int64 {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return ru.Utime.Nano() + ru.Stime.Nano()
 }
 
 // BenchmarkDecode compares, on the same payload in one run, our decoders with pdata's (what the

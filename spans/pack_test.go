@@ -13,12 +13,11 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/stormwatch/stormwatch/analyzer/analyzertest"
 	"github.com/stormwatch/stormwatch/fixtures"
+	"github.com/stormwatch/stormwatch/internal/cputime"
 	"github.com/stormwatch/stormwatch/spans"
 	"github.com/stormwatch/stormwatch/spans/spanstest"
 )
@@ -390,20 +389,20 @@ func benchPack(b *testing.B, name string, traces [][]spans.Span) {
 	b.Run("traces="+name+"/pack", func(b *testing.B) {
 		b.ReportAllocs()
 		var buf []byte
-		cpu0 := processCPU()
+		cpu0 := cputime.Process()
 		for range b.N {
 			for _, ss := range traces {
 				buf = spans.AppendPacked(buf[:0], ss)
 			}
 		}
 		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*total), "ns/span")
-		b.ReportMetric(float64((processCPU()-cpu0).Nanoseconds())/float64(b.N*total), "cpu-ns/span")
+		b.ReportMetric(float64((cputime.Process()-cpu0).Nanoseconds())/float64(b.N*total), "cpu-ns/span")
 		b.ReportMetric(float64(size)/float64(total), "packed-B/span")
 	})
 	b.Run("traces="+name+"/unpack", func(b *testing.B) {
 		b.ReportAllocs()
 		var dst []spans.Span
-		cpu0 := processCPU()
+		cpu0 := cputime.Process()
 		for range b.N {
 			for _, p := range packed {
 				var err error
@@ -413,7 +412,7 @@ func benchPack(b *testing.B, name string, traces [][]spans.Span) {
 			}
 		}
 		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*total), "ns/span")
-		b.ReportMetric(float64((processCPU()-cpu0).Nanoseconds())/float64(b.N*total), "cpu-ns/span")
+		b.ReportMetric(float64((cputime.Process()-cpu0).Nanoseconds())/float64(b.N*total), "cpu-ns/span")
 	})
 }
 
@@ -465,14 +464,4 @@ func issue2Trace(n int) []spans.Span {
 		ss = append(ss, s)
 	}
 	return ss
-}
-
-// processCPU is the process's user+system CPU time: on a shared machine, wall time says more
-// about the neighbours than about the code.
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -3,10 +3,9 @@ package tracefile
 import (
 	"bytes"
 	"io"
-	"syscall"
 	"testing"
-	"time"
 
+	"github.com/stormwatch/stormwatch/internal/cputime"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
@@ -36,7 +35,7 @@ func BenchmarkRead(b *testing.B) {
 		b.Run(label, func(b *testing.B) {
 			b.SetBytes(int64(len(data)))
 			b.ReportAllocs()
-			cpu0 := processCPU()
+			cpu0 := cputime.Process()
 			spans := 0
 			for b.Loop() {
 				r, err := NewReader(bytes.NewReader(data), name, ReadOptions{Raw: c.raw})
@@ -55,7 +54,7 @@ func BenchmarkRead(b *testing.B) {
 				}
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(spans), "ns/span")
-			b.ReportMetric(float64(processCPU()-cpu0)/float64(spans), "cpu-ns/span")
+			b.ReportMetric(float64(cputime.Process()-cpu0)/float64(spans), "cpu-ns/span")
 		})
 	}
 }
@@ -102,12 +101,6 @@ func BenchmarkProtoToJSON(b *testing.B) {
 // reportCPU reports the process's CPU time per operation (GC included): on a shared machine wall
 // time per operation mostly measures the neighbours.
 func reportCPU(b *testing.B) func() {
-	start := processCPU()
-	return func() { b.ReportMetric(float64(processCPU()-start)/float64(b.N), "cpu-ns/op") }
-}
-
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	start := cputime.Process()
+	return func() { b.ReportMetric(float64(cputime.Process()-start)/float64(b.N), "cpu-ns/op") }
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/stormwatch/stormwatch/analyzer/passes/passtest"
 	"github.com/stormwatch/stormwatch/analyzer/suite"
 	"github.com/stormwatch/stormwatch/fixtures"
+	"github.com/stormwatch/stormwatch/internal/cputime"
 	"github.com/stormwatch/stormwatch/spans"
 )
 
@@ -113,7 +114,7 @@ func BenchmarkDetectorRun(b *testing.B) {
 				// One Pass reused for every run: a Pass per run would escape (Run is called through a
 				// func value) and be counted against the detector.
 				p := new(analyzer.Pass)
-				cpu0 := cpuNanos()
+				cpu0 := int64(cputime.Process())
 				b.ResetTimer()
 				for range b.N {
 					for i := range passes {
@@ -125,7 +126,7 @@ func BenchmarkDetectorRun(b *testing.B) {
 					}
 				}
 				b.StopTimer()
-				cpu := cpuNanos() - cpu0
+				cpu := int64(cputime.Process()) - cpu0
 				runtime.ReadMemStats(&ms1)
 				total := float64(b.N) * per
 				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/total, "ns/"+unit)

@@ -4,12 +4,12 @@ import (
 	"context"
 	"fmt"
 	"runtime"
-	"syscall"
 	"testing"
 
 	"github.com/stormwatch/stormwatch/analyzer"
 	"github.com/stormwatch/stormwatch/analyzer/analyzertest"
 	"github.com/stormwatch/stormwatch/analyzer/suite"
+	"github.com/stormwatch/stormwatch/internal/cputime"
 	"github.com/stormwatch/stormwatch/spans"
 )
 
@@ -25,7 +25,7 @@ func BenchmarkDetectors(b *testing.B) {
 			var ms0, ms1 runtime.MemStats
 			runtime.GC()
 			runtime.ReadMemStats(&ms0)
-			cpu0 := cpuNanos()
+			cpu0 := int64(cputime.Process())
 			b.ResetTimer()
 			for range b.N {
 				a := analyzer.New(analyzer.Config{Detectors: ds, MaxSpans: -1})
@@ -41,7 +41,7 @@ func BenchmarkDetectors(b *testing.B) {
 				_ = a.Report()
 			}
 			b.StopTimer()
-			cpu := cpuNanos() - cpu0
+			cpu := int64(cputime.Process()) - cpu0
 			runtime.ReadMemStats(&ms1)
 			total := float64(b.N) * n
 			// CPU time (user+system of the process) tells the cost apart from a busy machine's
@@ -61,12 +61,4 @@ func BenchmarkDetectors(b *testing.B) {
 		bench(fmt.Sprintf("scope=%s/detector=%s", scope, d.Name), []*analyzer.Detector{d})
 	}
 	bench("detector=all", suite.Default())
-}
-
-func cpuNanos() int64 {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return ru.Utime.Nano() + ru.Stime.Nano()
 }

@@ -12,10 +12,10 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/stormwatch/stormwatch/internal/cputime"
 	"go.opentelemetry.io/collector/exporter/exportertest"
 	"go.opentelemetry.io/collector/otelcol"
 	"go.opentelemetry.io/collector/pdata/pcommon"
@@ -189,12 +189,12 @@ func BenchmarkConnectorThroughput(b *testing.B) {
 			client := startBenchClient(b, addr, b.N)
 			b.ReportAllocs()
 			b.ResetTimer()
-			cpu0 := cpuTime(b)
+			cpu0 := cputime.Process()
 			start := time.Now()
 			client.send(b)
 			c.stop(b)
 			elapsed := time.Since(start)
-			cpu := cpuTime(b) - cpu0
+			cpu := cputime.Process() - cpu0
 			b.StopTimer()
 			client.wait(b)
 			if arm.name == "connector=stormwatch" {
@@ -354,13 +354,4 @@ func startBenchCollector(b *testing.B, name, conf string) *collector {
 		return f, nil
 	}
 	return runCollector(b, c, set)
-}
-
-// cpuTime is the process's user + system time so far.
-func cpuTime(b *testing.B) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

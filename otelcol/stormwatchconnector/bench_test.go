@@ -2,7 +2,6 @@ package stormwatchconnector
 
 import (
 	"context"
-	"syscall"
 	"testing"
 	"time"
 
@@ -12,6 +11,7 @@ import (
 	"github.com/stormwatch/stormwatch/analyzer"
 	"github.com/stormwatch/stormwatch/analyzer/suite"
 	"github.com/stormwatch/stormwatch/fixtures"
+	"github.com/stormwatch/stormwatch/internal/cputime"
 	"github.com/stormwatch/stormwatch/spans"
 )
 
@@ -28,34 +28,24 @@ func BenchmarkConvert(b *testing.B) {
 	b.Run("from=pdata", func(b *testing.B) {
 		c := newConverter(false)
 		b.ReportAllocs()
-		cpu0 := cpuTime(b)
+		cpu0 := cputime.Process()
 		for b.Loop() {
 			c.convert(td)
 		}
 		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/span")
-		b.ReportMetric(float64((cpuTime(b)-cpu0).Nanoseconds())/float64(b.N*n), "cpu-ns/span")
+		b.ReportMetric(float64((cputime.Process()-cpu0).Nanoseconds())/float64(b.N*n), "cpu-ns/span")
 	})
 	b.Run("from=protobuf", func(b *testing.B) {
 		b.ReportAllocs()
-		cpu0 := cpuTime(b)
+		cpu0 := cputime.Process()
 		for b.Loop() {
 			if _, err := spans.DecodeProto(body, spans.DecodeOptions{}); err != nil {
 				b.Fatal(err)
 			}
 		}
 		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/span")
-		b.ReportMetric(float64((cpuTime(b)-cpu0).Nanoseconds())/float64(b.N*n), "cpu-ns/span")
+		b.ReportMetric(float64((cputime.Process()-cpu0).Nanoseconds())/float64(b.N*n), "cpu-ns/span")
 	})
-}
-
-// cpuTime is the process's user + system time so far: on a machine shared with other work it
-// moves far less than the wall clock (garbage collection on other threads included).
-func cpuTime(b *testing.B) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // BenchmarkEmitFindings is one emission that carries every finding of the fixtures as a new log
@@ -74,12 +64,12 @@ func BenchmarkEmitFindings(b *testing.B) {
 	n := len(an.Report().Findings)
 	set := connectortest.NewNopSettings(NewFactory().Type())
 	b.ReportAllocs()
-	cpu0 := cpuTime(b)
+	cpu0 := cputime.Process()
 	for b.Loop() {
 		em := newEmitter(set, an, dets, time.Unix(0, 0))
 		if out := em.collect(time.Unix(1, 0), true, true); out.logs.LogRecordCount() != n {
 			b.Fatalf("%d records, want %d", out.logs.LogRecordCount(), n)
 		}
 	}
-	b.ReportMetric(float64((cpuTime(b)-cpu0).Nanoseconds())/float64(b.N*n), "cpu-ns/finding")
+	b.ReportMetric(float64((cputime.Process()-cpu0).Nanoseconds())/float64(b.N*n), "cpu-ns/finding")
 }
