@@ -366,7 +366,7 @@ func BenchmarkPack(b *testing.B) {
 		synthetic = append(synthetic, batch.Spans[:n])
 	}
 	for n := range 100 {
-		issue2 = append(issue2, issue2Trace(n))
+		issue2 = append(issue2, analyzertest.Issue2Trace(n, 1_700_000_000_000_000_000))
 	}
 	for _, c := range []struct {
 		name   string
@@ -414,54 +414,4 @@ func benchPack(b *testing.B, name string, traces [][]spans.Span) {
 		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*total), "ns/span")
 		b.ReportMetric(float64((cputime.Process()-cpu0).Nanoseconds())/float64(b.N*total), "cpu-ns/span")
 	})
-}
-
-// issue2Trace is one trace of issue 2's payload shape, its strings as the analyzer holds them:
-// keys and repeated values shared, URLs, paths and operation ids copies of their own.
-func issue2Trace(n int) []spans.Span {
-	res := &spans.Resource{ServiceName: "checkout", ServiceInstance: "checkout-7d9f8b6c5-x2x4q"}
-	tid := spans.TraceID{byte(n), byte(n >> 8), 2}
-	opID := fmt.Sprintf("%08x-7d3c-4b1a-9e2f-%012x", n*7919, n*104729)
-	var ss []spans.Span
-	for i := range 10 {
-		item := (n*10 + i) * 7919 % 1_000_000
-		s := spans.Span{TraceID: tid, SpanID: spans.SpanID{byte(i + 1), byte(n), byte(n >> 8)},
-			StartUnixNano: 1_700_000_000_000_000_000 + int64(n)*1e6 + int64(i)*1000, Resource: res,
-			Scope: "go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"}
-		s.EndUnixNano = s.StartUnixNano + 43_210_987
-		if i > 0 {
-			s.ParentID = spans.SpanID{byte((i-1)/2*2 + 1), byte(n), byte(n >> 8)}
-		}
-		if i%2 == 1 {
-			s.Name, s.Kind, s.Status, s.StatusMessage = "GET inventory", spans.KindClient, spans.StatusError, "503 Service Unavailable"
-			s.Attrs = []spans.Attr{
-				spans.StringAttr(spans.AttrHTTPMethod, "GET"),
-				spans.StringAttr(spans.AttrServerAddress, "inventory.shop.svc.cluster.local"),
-				spans.IntAttr(spans.AttrServerPort, 8080),
-				spans.StringAttr(spans.AttrURLFull, fmt.Sprintf("http://inventory.shop.svc.cluster.local:8080/api/v1/inventory/items/%06d?fields=price,stock,warehouse&currency=EUR", item)),
-				spans.IntAttr(spans.AttrHTTPStatus, 503),
-				spans.StringAttr(spans.AttrErrorType, "503"),
-				spans.StringAttr(spans.AttrOpID, strings.Clone(opID)),
-				spans.IntAttr(spans.AttrAttempt, int64(i/2%3+1)),
-				spans.StringAttr(spans.AttrAttemptKind, "retry"),
-				spans.StringAttr(spans.AttrOutcome, "retryable"),
-			}
-		} else {
-			s.Name, s.Kind = "GET /api/v1/inventory/items/{id}", spans.KindServer
-			s.Attrs = []spans.Attr{
-				spans.StringAttr(spans.AttrHTTPMethod, "GET"),
-				spans.StringAttr(spans.AttrHTTPRoute, "/api/v1/inventory/items/{id}"),
-				spans.StringAttr(spans.AttrURLPath, fmt.Sprintf("/api/v1/inventory/items/%06d", item)),
-				spans.StringAttr(spans.AttrURLScheme, "http"),
-				spans.IntAttr(spans.AttrHTTPStatus, 200),
-				spans.StringAttr(spans.AttrServerAddress, "inventory.shop.svc.cluster.local"),
-				spans.IntAttr(spans.AttrServerPort, 8080),
-				spans.StringAttr(spans.AttrNetworkPeerAddress, "10.42.17.203"),
-				spans.StringAttr("user_agent.original", "Go-http-client/1.1 (stormwatch-reference/0.1; checkout-7d9f8b6c5-x2x4q)"),
-				spans.StringAttr(spans.AttrOpID, strings.Clone(opID)),
-			}
-		}
-		ss = append(ss, s)
-	}
-	return ss
 }
