@@ -1,10 +1,7 @@
 package analyzer_test
 
 import (
-	"bytes"
 	"encoding/json"
-	"errors"
-	"io"
 	"reflect"
 	"runtime"
 	"slices"
@@ -13,35 +10,11 @@ import (
 
 	"github.com/stormwatch/stormwatch/analyzer"
 	"github.com/stormwatch/stormwatch/analyzer/analyzertest"
+	"github.com/stormwatch/stormwatch/analyzer/passes/passtest"
 	"github.com/stormwatch/stormwatch/analyzer/suite"
 	"github.com/stormwatch/stormwatch/fixtures"
 	"github.com/stormwatch/stormwatch/spans"
-	"github.com/stormwatch/stormwatch/tracefile"
 )
-
-// fixtureSpans reads a fixture's spans in file order.
-func fixtureSpans(t *testing.T, name string) []spans.Span {
-	t.Helper()
-	data, err := fixtures.Read(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := tracefile.NewReader(bytes.NewReader(data), name+".jsonl", tracefile.ReadOptions{Strict: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []spans.Span
-	for {
-		rec, err := r.Next()
-		if errors.Is(err, io.EOF) {
-			return out
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, rec.Batch.Spans...)
-	}
-}
 
 // halves splits each trace's spans in two, in file order: the first half of every trace, then
 // the second.
@@ -68,7 +41,7 @@ func halves(ss []spans.Span) (first, second []spans.Span) {
 func TestHeldTracesTakeLateSpansAsBefore(t *testing.T) {
 	for _, c := range fixtures.Cases {
 		t.Run(c.Name, func(t *testing.T) {
-			first, second := halves(fixtureSpans(t, c.Name))
+			first, second := halves(passtest.Spans(t, c.Name))
 			clk := &clock{t: time.Unix(0, t0)}
 			late := analyzer.New(analyzer.Config{Detectors: suite.Default(), Settle: time.Second, Now: clk.Now})
 			consume(t, late, first...)

@@ -11,6 +11,7 @@ import (
 	"github.com/stormwatch/stormwatch/analyzer/policy"
 	"github.com/stormwatch/stormwatch/analyzer/suite"
 	"github.com/stormwatch/stormwatch/fixtures"
+	"github.com/stormwatch/stormwatch/spans"
 	"github.com/stormwatch/stormwatch/tracefile"
 )
 
@@ -43,28 +44,48 @@ func Load(t testing.TB, name string, cfg analyzer.Config) *analyzer.Analyzer {
 func Feed(t testing.TB, a *analyzer.Analyzer, names ...string) {
 	t.Helper()
 	for _, name := range names {
-		data, err := fixtures.Read(name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		r, err := tracefile.NewReader(bytes.NewReader(data), name+".jsonl", tracefile.ReadOptions{Strict: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for {
-			rec, err := r.Next()
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := a.ConsumeBatch(context.Background(), rec.Batch); err != nil {
+		for _, b := range Batches(t, name) {
+			if err := a.ConsumeBatch(context.Background(), b); err != nil {
 				t.Fatal(err)
 			}
 		}
 	}
 	a.Flush()
+}
+
+// Batches reads a fixture's records, one batch each, in file order; a malformed record fails the
+// test.
+func Batches(t testing.TB, name string) []*spans.Batch {
+	t.Helper()
+	data, err := fixtures.Read(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := tracefile.NewReader(bytes.NewReader(data), name+".jsonl", tracefile.ReadOptions{Strict: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []*spans.Batch
+	for {
+		rec, err := r.Next()
+		if errors.Is(err, io.EOF) {
+			return out
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, rec.Batch)
+	}
+}
+
+// Spans reads a fixture's spans in file order.
+func Spans(t testing.TB, name string) []spans.Span {
+	t.Helper()
+	var out []spans.Span
+	for _, b := range Batches(t, name) {
+		out = append(out, b.Spans...)
+	}
+	return out
 }
 
 // Of returns the findings of one detector.
