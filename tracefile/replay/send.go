@@ -99,20 +99,36 @@ func progress(w io.Writer, every time.Duration, c *counters, stop <-chan struct{
 	}
 }
 
+// openSenders opens one Sender per connection opt asks for; on an error it closes those already open.
+func openSenders(opt SendOptions) ([]*Sender, error) {
+	senders := make([]*Sender, 0, opt.connections())
+	for range cap(senders) {
+		s, err := NewSender(opt.Target)
+		if err != nil {
+			closeSenders(senders)
+			return nil, err
+		}
+		senders = append(senders, s)
+	}
+	return senders, nil
+}
+
+func closeSenders(senders []*Sender) {
+	for _, s := range senders {
+		s.Close()
+	}
+}
+
 // Send plays p into the target: each record, when the player says it is due, is shifted, encoded for
 // the protocol and handed to one of opt.Connections workers. A request the collector refuses for
 // cause, or an unreachable collector, stops the replay with an error saying which.
 func Send(ctx context.Context, p *Player, opt SendOptions) (Stats, error) {
-	n := opt.connections()
-	senders := make([]*Sender, n)
-	for i := range senders {
-		s, err := NewSender(opt.Target)
-		if err != nil {
-			return Stats{}, err
-		}
-		defer s.Close()
-		senders[i] = s
+	senders, err := openSenders(opt)
+	if err != nil {
+		return Stats{}, err
 	}
+	defer closeSenders(senders)
+	n := len(senders)
 	retries := opt.Retries
 	if retries <= 0 {
 		retries = 5
@@ -258,16 +274,11 @@ func Blast(ctx context.Context, reqs []*Request, opt SendOptions) (Stats, error)
 	if len(reqs) == 0 {
 		return Stats{}, ErrNoRecords
 	}
-	n := opt.connections()
-	senders := make([]*Sender, n)
-	for i := range senders {
-		s, err := NewSender(opt.Target)
-		if err != nil {
-			return Stats{}, err
-		}
-		defer s.Close()
-		senders[i] = s
+	senders, err := openSenders(opt)
+	if err != nil {
+		return Stats{}, err
 	}
+	defer closeSenders(senders)
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	if opt.Duration > 0 {
