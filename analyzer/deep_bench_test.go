@@ -1,0 +1,79 @@
+package analyzer_test
+
+import (
+	"context"
+	"encoding/binary"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/stormwatch/stormwatch/analyzer"
+	"github.com/stormwatch/stormwatch/analyzer/passes/passtest"
+	"github.com/stormwatch/stormwatch/analyzer/policy"
+	"github.com/stormwatch/stormwatch/analyzer/suite"
+	"github.com/stormwatch/stormwatch/internal/cputime"
+	"github.com/stormwatch/stormwatch/spans"
+)
+
+// BenchmarkAnalyzeDeep is the analyzer's share of the collector connector's work (issue #7): the
+// request its benchmark sends, the amplification-27-reference fixture (2 traces of 92 spans,
+// three retrying layers), analyzed over and over by one long-lived analyzer configured as the
+// connector configures it (the default suite, the built-in policy in live mode, spans held and
+// packed after analysis: ReleaseSpans off). Each iteration gives the fixture's traces fresh ids,
+// feeds them and settles, so every trace is assembled, inferred, detected and packed once.
+// The windowed re-runs are off (WindowInterval -1): the fake clock jumps a settle period per
+// iteration and would run them every time, which the connector does once a minute.
+//
+// Copying the spans with new trace ids is inside the timed loop (one slice copy per request,
+// the same for every build being compared).
+func BenchmarkAnalyzeDeep(b *testing.B) {
+	src := passtest.Batches(b, "amplification-27-reference")
+	n := 0
+	for _, bt := range src {
+		n += len(bt.Spans)
+	}
+	cfg := analyzer.Config{Settle: time.Second, WindowInterval: -1, Detectors: suite.Default()}
+	policy.Configure(&cfg, nil, policy.Live)
+	a := analyzer.New(cfg)
+	now := time.Unix(1_800_000_000, 0)
+	ids := map[spans.TraceID]spans.TraceID{}
+	var seq uint64
+	var ms0, ms1 runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&ms0)
+	cpu0 := cputime.Process()
+	b.ResetTimer()
+	for range b.N {
+		clear(ids)
+		for _, bt := range src {
+			batch := &spans.Batch{Spans: append([]spans.Span(nil), bt.Spans...)}
+			for i := range batch.Spans {
+				s := &batch.Spans[i]
+				id, ok := ids[s.TraceID]
+				if !ok {
+					seq++
+					binary.BigEndian.PutUint64(id[8:], seq)
+					id[0] = 0x5e
+					ids[s.TraceID] = id
+				}
+				s.TraceID = id
+			}
+			if err := a.ConsumeBatch(context.Background(), batch); err != nil {
+				b.Fatal(err)
+			}
+		}
+		now = now.Add(2 * time.Second)
+		a.Settle(now)
+	}
+	b.StopTimer()
+	cpu := cputime.Process() - cpu0
+	runtime.ReadMemStats(&ms1)
+	if r := a.Report(); r.Input.Spans < b.N*n {
+		b.Fatalf("analyzed %d spans, want %d", r.Input.Spans, b.N*n)
+	}
+	total := float64(b.N) * float64(n)
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/total, "ns/span")
+	b.ReportMetric(float64(ms1.TotalAlloc-ms0.TotalAlloc)/total, "B/span")
+	b.ReportMetric(float64(ms1.Mallocs-ms0.Mallocs)/total, "allocs/span")
+	b.ReportMetric(float64(cpu.Nanoseconds())/total, "cpu-ns/span")
+}
