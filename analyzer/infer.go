@@ -440,15 +440,18 @@ func (t *Trace) inferOperations(seed maphash.Seed, skew int64, in *interner, sc 
 	kn := slices.Grow(sc.known[:0], n)[:n]
 	sc.known = kn
 	nClient := 0
+	var carried uint8
 	for i := range t.Spans {
 		t.call[i] = -1
 		t.enclosing[i] = -1
 		s := &t.Spans[i]
 		kn[i].read(s)
+		carried |= kn[i].carried()
 		if s.Kind == spans.KindClient {
 			nClient++
 		}
 	}
+	t.carried, t.carriedRead = carried, true
 	// The calls are read only while the trace is analyzed (see analyzeTrace): scratch.
 	t.calls = slices.Grow(sc.calls[:0], nClient)
 	sc.opCalls, sc.opStart = sc.opCalls[:0], sc.opStart[:0]

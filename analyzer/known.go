@@ -45,8 +45,19 @@ const (
 	wkStopReason
 	wkDeadline
 	wkBackoff
+	// The keys below are not read by inference: the detectors ask only whether any span of the
+	// trace carries them ([Trace.CarriesAttr]), and indexing them here, in the one pass over every
+	// attribute that inference makes anyway, answers that without a pass per detector.
+	wkDeadlineRemaining
+	wkRetryAfter
+	wkResHeaderRetryAfter
+	wkIdempotencyKey
+	wkReqHeaderIdempotencyKey
 	nWK
 )
+
+// wkCarried is the first of the keys indexed only for [Trace.CarriesAttr].
+const wkCarried = wkDeadlineRemaining
 
 // wkKeys are the attribute keys by number (for spans too large for a [known] index).
 var wkKeys = [nWK]string{
@@ -86,6 +97,12 @@ var wkKeys = [nWK]string{
 	wkStopReason:           spans.AttrStopReason,
 	wkDeadline:             spans.AttrDeadline,
 	wkBackoff:              spans.AttrBackoff,
+
+	wkDeadlineRemaining:       spans.AttrDeadlineRemaining,
+	wkRetryAfter:              spans.AttrRetryAfter,
+	wkResHeaderRetryAfter:     spans.AttrResHeaderRetryAfter,
+	wkIdempotencyKey:          spans.AttrIdempotencyKey,
+	wkReqHeaderIdempotencyKey: spans.AttrReqHeaderIdempotencyKey,
 }
 
 // wkOf numbers a key; false for keys inference does not read. The decoders intern well-known keys,
@@ -164,6 +181,16 @@ func wkOf(key string) (wk, bool) {
 		return wkDeadline, true
 	case spans.AttrBackoff:
 		return wkBackoff, true
+	case spans.AttrDeadlineRemaining:
+		return wkDeadlineRemaining, true
+	case spans.AttrRetryAfter:
+		return wkRetryAfter, true
+	case spans.AttrResHeaderRetryAfter:
+		return wkResHeaderRetryAfter, true
+	case spans.AttrIdempotencyKey:
+		return wkIdempotencyKey, true
+	case spans.AttrReqHeaderIdempotencyKey:
+		return wkReqHeaderIdempotencyKey, true
 	}
 	return 0, false
 }
@@ -230,4 +257,23 @@ func (k *known) intOr(w wk) int64 {
 		}
 	}
 	return -1
+}
+
+// carried is the set of keys from wkCarried on that the span has, one bit each (bit w-wkCarried).
+func (k *known) carried() uint8 {
+	var bits uint8
+	if k.scan {
+		for i := range k.s.Attrs {
+			if w, ok := wkOf(k.s.Attrs[i].Key); ok && w >= wkCarried {
+				bits |= 1 << (w - wkCarried)
+			}
+		}
+		return bits
+	}
+	for w := wkCarried; w < nWK; w++ {
+		if k.at[w] != 0 {
+			bits |= 1 << (w - wkCarried)
+		}
+	}
+	return bits
 }

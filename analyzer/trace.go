@@ -42,6 +42,11 @@ type Trace struct {
 
 	issues traceIssues
 	notes  []string
+
+	// carried: which of the keys indexed for CarriesAttr (see wkCarried) some span has, one bit
+	// each, set by inference's pass over every attribute; carriedRead says that pass has run.
+	carried     uint8
+	carriedRead bool
 }
 
 // traceIssues counts what was wrong with the data; the report turns them into notes.
@@ -71,6 +76,25 @@ func (a *traceIssues) add(b traceIssues, sign int) {
 
 // Len is the number of spans.
 func (t *Trace) Len() int { return len(t.Spans) }
+
+// CarriesAttr reports whether any span of t has an attribute named key. The keys the detectors
+// ask about (deadline remaining, retry-after, idempotency key, as attribute or header) are
+// answered from inference's index; any other key, or a trace not yet inferred, by a scan.
+func (t *Trace) CarriesAttr(key string) bool {
+	if t.carriedRead {
+		if w, ok := wkOf(key); ok && w >= wkCarried {
+			return t.carried&(1<<(w-wkCarried)) != 0
+		}
+	}
+	for i := range t.Spans {
+		for j := range t.Spans[i].Attrs {
+			if t.Spans[i].Attrs[j].Key == key {
+				return true
+			}
+		}
+	}
+	return false
+}
 
 // Lookup finds a span's index by id.
 func (t *Trace) Lookup(id spans.SpanID) (int, bool) {
@@ -170,6 +194,7 @@ func (t *Trace) Notes() []string { return t.notes }
 func buildTrace(t *Trace, id spans.TraceID, ss []spans.Span, truncated int, sc *scratch) {
 	t.ID, t.Truncated = id, truncated > 0
 	t.issues.truncated = truncated
+	t.carried, t.carriedRead = 0, false // inference indexes the attributes again
 	sortByID(ss, &sc.keys)
 	n := len(ss)
 	// The per-span index arrays share one allocation, sized before duplicates are dropped: the

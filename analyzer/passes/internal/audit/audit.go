@@ -110,19 +110,15 @@ func Span(t *analyzer.Trace, id spans.SpanID) *spans.Span {
 
 // Carries reports whether any span of t has an attribute named by one of keys: the cheap first
 // look of a detector whose evidence is such an attribute on an attempt's span, so that a trace
-// without one (most traffic) costs one pass over its attributes instead of a span lookup per
-// attempt.
+// without one (most traffic) costs no span lookup per attempt. The well-known keys are answered
+// from the analyzer's index ([analyzer.Trace.CarriesAttr]), not by a pass over the attributes.
 func Carries(t *analyzer.Trace, keys ...string) bool {
 	if t == nil {
 		return false
 	}
-	for i := range t.Spans {
-		for _, a := range t.Spans[i].Attrs {
-			for _, k := range keys {
-				if a.Key == k {
-					return true
-				}
-			}
+	for _, k := range keys {
+		if t.CarriesAttr(k) {
+			return true
 		}
 	}
 	return false
