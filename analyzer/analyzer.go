@@ -34,8 +34,12 @@ type Analyzer struct {
 	// a pass holds it only to take due traces out and to publish their results, never while it
 	// analyzes, so ConsumeBatch, Snapshot and Report do not wait for the analysis.
 	passMu sync.Mutex
-	mu     sync.Mutex
-	traces map[spans.TraceID]*traceState
+	// packBuf is the packing scratch, kept from pass to pass (guarded by passMu): live, a pass
+	// (a Settle tick) packs only a few traces, and a buffer grown afresh for each pass cost more
+	// in its regrowth than the packing of a deep trace did. See maxPackBuf.
+	packBuf []byte
+	mu      sync.Mutex
+	traces  map[spans.TraceID]*traceState
 	// held: every trace, least recently updated first (eviction order). pending: traces with
 	// spans not analyzed yet, least recently updated first (settle order).
 	held, pending list
@@ -344,13 +348,25 @@ func (a *Analyzer) Flush() {
 	a.runWindow()
 }
 
+// maxPackBuf bounds the packing scratch an Analyzer keeps between passes: deep traces of a few
+// hundred spans pack into tens of kilobytes; a trace of a million spans does not leave its
+// hundreds of megabytes behind.
+const maxPackBuf = 1 << 20
+
 // pass analyzes pending traces, oldest first, while due says so: it takes a chunk out under the
 // lock, analyzes it without the lock and publishes the results with the next chunk's taking.
 // Spans that arrive for a trace while it is analyzed put it back in pending, so it is analyzed
 // again (with them) once quiet; the pass itself stops at the first trace not due, so it ends.
 func (a *Analyzer) pass(due func(*traceState) bool) {
 	var jobs []job // reused chunk to chunk: a job is a value, not an allocation per trace
-	var scratch []byte
+	scratch := a.packBuf
+	defer func() {
+		if cap(scratch) <= maxPackBuf {
+			a.packBuf = scratch[:0]
+		} else {
+			a.packBuf = nil // a huge trace's buffer is not held for the ones after it
+		}
+	}()
 	for {
 		a.mu.Lock()
 		for i := range jobs {
