@@ -400,18 +400,24 @@ func TestDecodeBoundsMemoryOnHostileInput(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var before, after runtime.MemStats
-			runtime.ReadMemStats(&before)
-			b, err := tt.decode(tt.body, spans.DecodeOptions{})
-			runtime.ReadMemStats(&after)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(b.Spans) != 0 {
-				t.Fatalf("kept %d spans", len(b.Spans))
+			// TotalAlloc is the whole process's: the least of three decodes leaves out what the
+			// runtime or the test framework happened to allocate meanwhile.
+			got := uint64(math.MaxUint64)
+			for range 3 {
+				var before, after runtime.MemStats
+				runtime.ReadMemStats(&before)
+				b, err := tt.decode(tt.body, spans.DecodeOptions{})
+				runtime.ReadMemStats(&after)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(b.Spans) != 0 {
+					t.Fatalf("kept %d spans", len(b.Spans))
+				}
+				got = min(got, after.TotalAlloc-before.TotalAlloc)
 			}
 			// A valid span needs tens of bytes, so a fair reservation is well under the body's size.
-			if got := after.TotalAlloc - before.TotalAlloc; got > uint64(2*len(tt.body)) {
+			if got > uint64(2*len(tt.body)) {
 				t.Errorf("decoding %d bytes allocated %d bytes", len(tt.body), got)
 			}
 		})
