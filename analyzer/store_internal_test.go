@@ -1,50 +1,21 @@
 package analyzer
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"io/fs"
 	"reflect"
-	"slices"
 	"testing"
 	"time"
 
-	"github.com/stormwatch/stormwatch/fixtures"
 	"github.com/stormwatch/stormwatch/spans"
+	"github.com/stormwatch/stormwatch/spans/spanstest"
 )
 
-// fixtureTraces decodes every fixture and groups its spans by trace, in arrival order.
+// fixtureTraces is every fixture's traces, fixture after fixture, each in arrival order.
 func fixtureTraces(t *testing.T) [][]spans.Span {
 	t.Helper()
-	names, err := fs.Glob(fixtures.FS(), "*.jsonl")
-	if err != nil || len(names) == 0 {
-		t.Fatalf("no fixtures: %v", err)
-	}
 	var traces [][]spans.Span
-	for _, name := range names {
-		body, err := fs.ReadFile(fixtures.FS(), name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		at := map[spans.TraceID]int{}
-		sc := bufio.NewScanner(bytes.NewReader(body))
-		sc.Buffer(nil, 64<<20)
-		for sc.Scan() {
-			b, err := spans.DecodeJSON(slices.Clone(sc.Bytes()), spans.DecodeOptions{})
-			if err != nil {
-				t.Fatalf("%s: %v", name, err)
-			}
-			for _, s := range b.Spans {
-				k, ok := at[s.TraceID]
-				if !ok {
-					k = len(traces)
-					at[s.TraceID] = k
-					traces = append(traces, nil)
-				}
-				traces[k] = append(traces[k], s)
-			}
-		}
+	for _, f := range spanstest.FixtureTraces(t, spans.DecodeOptions{}) {
+		traces = append(traces, f.Traces...)
 	}
 	return traces
 }

@@ -1,11 +1,9 @@
 package spans_test
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
-	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
@@ -16,52 +14,10 @@ import (
 	"testing"
 
 	"github.com/stormwatch/stormwatch/analyzer/analyzertest"
-	"github.com/stormwatch/stormwatch/fixtures"
 	"github.com/stormwatch/stormwatch/internal/cputime"
 	"github.com/stormwatch/stormwatch/spans"
 	"github.com/stormwatch/stormwatch/spans/spanstest"
 )
-
-// fixtureTraces decodes every recorded fixture (all attributes kept, so the packed form meets
-// the attribute types the well-known set drops) and groups the spans by trace, in arrival order.
-func fixtureTraces(t testing.TB) map[string][][]spans.Span {
-	t.Helper()
-	out := map[string][][]spans.Span{}
-	names, err := fs.Glob(fixtures.FS(), "*.jsonl")
-	if err != nil || len(names) == 0 {
-		t.Fatalf("no fixtures: %v", err)
-	}
-	for _, name := range names {
-		body, err := fs.ReadFile(fixtures.FS(), name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		byTrace := map[spans.TraceID]int{}
-		var traces [][]spans.Span
-		sc := bufio.NewScanner(bytes.NewReader(body))
-		sc.Buffer(nil, 64<<20)
-		for sc.Scan() {
-			b, err := spans.DecodeJSON(slices.Clone(sc.Bytes()), spans.DecodeOptions{AllAttributes: true})
-			if err != nil {
-				t.Fatalf("%s: %v", name, err)
-			}
-			for _, s := range b.Spans {
-				k, ok := byTrace[s.TraceID]
-				if !ok {
-					k = len(traces)
-					byTrace[s.TraceID] = k
-					traces = append(traces, nil)
-				}
-				traces[k] = append(traces[k], s)
-			}
-		}
-		if err := sc.Err(); err != nil {
-			t.Fatal(err)
-		}
-		out[name] = traces
-	}
-	return out
-}
 
 func roundTrip(t *testing.T, ss []spans.Span) []byte {
 	t.Helper()
@@ -84,9 +40,10 @@ func roundTrip(t *testing.T, ss []spans.Span) []byte {
 
 func TestPackRoundTripFixtures(t *testing.T) {
 	var nSpans, nBytes int
-	for name, traces := range fixtureTraces(t) {
-		t.Run(name, func(t *testing.T) {
-			for _, ss := range traces {
+	// All attributes kept, so the packed form meets the attribute types the well-known set drops.
+	for _, f := range spanstest.FixtureTraces(t, spans.DecodeOptions{AllAttributes: true}) {
+		t.Run(f.Name, func(t *testing.T) {
+			for _, ss := range f.Traces {
 				b := roundTrip(t, ss)
 				nSpans += len(ss)
 				nBytes += len(b)

@@ -3,9 +3,7 @@ package suite_test
 import (
 	"context"
 	"fmt"
-	"io/fs"
 	"runtime"
-	"strings"
 	"testing"
 
 	"github.com/stormwatch/stormwatch/analyzer"
@@ -80,14 +78,7 @@ func BenchmarkDetectorRun(b *testing.B) {
 			passtest.Feed(b, a, "amplification-27-reference")
 		}},
 		{"fixtures", func(b *testing.B, a *analyzer.Analyzer) {
-			names, err := fs.Glob(fixtures.FS(), "*.jsonl")
-			if err != nil {
-				b.Fatal(err)
-			}
-			for i := range names {
-				names[i] = strings.TrimSuffix(names[i], ".jsonl")
-			}
-			passtest.Feed(b, a, names...)
+			passtest.Feed(b, a, fixtures.Names()...)
 		}},
 	}
 	for _, corpus := range corpora {

@@ -3,5 +3,6 @@
 // OtherString), a batch comparison (Diff), the conversion of spans recorded by the real
 // OpenTelemetry Go SDK to the export request an OTLP exporter sends (RequestFromSDK), the reference
 // OTLP/JSON encoding of a request (RequestToJSON), and a loopback OTLP/HTTP receiver to point the
-// SDK's own exporter at (OTLPHTTPReceiver).
+// SDK's own exporter at (OTLPHTTPReceiver), and the recorded fixtures decoded and grouped by trace
+// (FixtureTraces).
 package spanstest

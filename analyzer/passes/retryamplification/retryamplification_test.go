@@ -2,8 +2,6 @@ package retryamplification_test
 
 import (
 	"context"
-	"io/fs"
-	"strings"
 	"testing"
 
 	"github.com/stormwatch/stormwatch/analyzer"
@@ -24,12 +22,8 @@ func TestMayFireNeverSkipsAFinding(t *testing.T) {
 		return nil
 	}}
 	cfg := analyzer.Config{Detectors: []*analyzer.Detector{keep}, MaxSpans: -1}
-	names, err := fs.Glob(fixtures.FS(), "*.jsonl")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, n := range names {
-		passtest.Feed(t, analyzer.New(cfg), strings.TrimSuffix(n, ".jsonl"))
+	for _, n := range fixtures.Names() {
+		passtest.Feed(t, analyzer.New(cfg), n)
 	}
 	a := analyzer.New(cfg)
 	w := analyzertest.NewWorkload(1_767_225_600_000_000_000)
