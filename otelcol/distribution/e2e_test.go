@@ -81,26 +81,10 @@ func view(c *collector) backendView {
 
 // int sums the metric's points whose attribute key has value (all points when key is "").
 func (v backendView) int(name, key, value string) int64 {
-	m, ok := v.metrics[name]
-	if !ok {
-		return 0
+	if key == "" {
+		return v.intWhere(name)
 	}
-	var dps pmetric.NumberDataPointSlice
-	if m.Type() == pmetric.MetricTypeSum {
-		dps = m.Sum().DataPoints()
-	} else {
-		dps = m.Gauge().DataPoints()
-	}
-	var n int64
-	for i := 0; i < dps.Len(); i++ {
-		if key != "" {
-			if a, ok := dps.At(i).Attributes().Get(key); !ok || a.Str() != value {
-				continue
-			}
-		}
-		n += dps.At(i).IntValue()
-	}
-	return n
+	return v.intWhere(name, key, value)
 }
 
 // intWhere sums the points of a metric whose attributes have every key=value of kv (pairs).
