@@ -61,16 +61,13 @@ func benchAnalyze(b *testing.B, name string, detectors []*analyzer.Detector, n i
 			for range b.N {
 				a := analyzer.New(analyzer.Config{Detectors: detectors, MaxSpans: -1})
 				w := analyzertest.NewWorkload(t0)
-				reqID := 0
-				for done := 0; done < n; {
-					batch := &spans.Batch{Spans: make([]spans.Span, 0, 600)}
-					done += w.Fill(batch, min(512, n-done))
-					if uniqueURLs {
-						uniqueURLsIn(batch, &reqID)
-					}
-					if err := a.ConsumeBatch(context.Background(), batch); err != nil {
-						b.Fatal(err)
-					}
+				var edit func(*spans.Batch)
+				if uniqueURLs {
+					reqID := 0
+					edit = func(batch *spans.Batch) { uniqueURLsIn(batch, &reqID) }
+				}
+				if err := w.Feed(a, n, edit); err != nil {
+					b.Fatal(err)
 				}
 				a.Flush()
 				if r := a.Report(); r.Input.Spans < n {

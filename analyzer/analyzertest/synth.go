@@ -1,6 +1,8 @@
 package analyzertest
 
 import (
+	"context"
+
 	"github.com/stormwatch/stormwatch/spans"
 )
 
@@ -138,4 +140,21 @@ func spanID(trace uint64, i int) spans.SpanID {
 		s[k] = byte(v >> (8 * k))
 	}
 	return s
+}
+
+// Feed hands c at least n spans of the workload in batches of about 512 spans, as a collector
+// would, each batch in storage of its own (consumers may keep it). edit, when not nil, may rewrite
+// each batch before it is handed over.
+func (w *Workload) Feed(c spans.Consumer, n int, edit func(*spans.Batch)) error {
+	for done := 0; done < n; {
+		batch := &spans.Batch{Spans: make([]spans.Span, 0, 600)}
+		done += w.Fill(batch, min(512, n-done))
+		if edit != nil {
+			edit(batch)
+		}
+		if err := c.ConsumeBatch(context.Background(), batch); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -1,7 +1,6 @@
 package suite_test
 
 import (
-	"context"
 	"fmt"
 	"runtime"
 	"testing"
@@ -12,7 +11,6 @@ import (
 	"github.com/stormwatch/stormwatch/analyzer/suite"
 	"github.com/stormwatch/stormwatch/fixtures"
 	"github.com/stormwatch/stormwatch/internal/cputime"
-	"github.com/stormwatch/stormwatch/spans"
 )
 
 // captured is what the detectors of one corpus are given: every trace's pass (ScopeTrace) and
@@ -63,12 +61,8 @@ func BenchmarkDetectorRun(b *testing.B) {
 			// detectors run one after another right after its inference.
 			const n = 4_000
 			w := analyzertest.NewWorkload(1_767_225_600_000_000_000)
-			for done := 0; done < n; {
-				batch := &spans.Batch{Spans: make([]spans.Span, 0, 600)}
-				done += w.Fill(batch, min(512, n-done))
-				if err := a.ConsumeBatch(context.Background(), batch); err != nil {
-					b.Fatal(err)
-				}
+			if err := w.Feed(a, n, nil); err != nil {
+				b.Fatal(err)
 			}
 			a.Flush()
 		}},

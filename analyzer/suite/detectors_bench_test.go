@@ -1,7 +1,6 @@
 package suite_test
 
 import (
-	"context"
 	"fmt"
 	"runtime"
 	"testing"
@@ -10,7 +9,6 @@ import (
 	"github.com/stormwatch/stormwatch/analyzer/analyzertest"
 	"github.com/stormwatch/stormwatch/analyzer/suite"
 	"github.com/stormwatch/stormwatch/internal/cputime"
-	"github.com/stormwatch/stormwatch/spans"
 )
 
 // BenchmarkDetectors measures each detector's cost per span: the whole offline analysis of 100k
@@ -30,12 +28,8 @@ func BenchmarkDetectors(b *testing.B) {
 			for range b.N {
 				a := analyzer.New(analyzer.Config{Detectors: ds, MaxSpans: -1})
 				w := analyzertest.NewWorkload(1_767_225_600_000_000_000)
-				for done := 0; done < n; {
-					batch := &spans.Batch{Spans: make([]spans.Span, 0, 600)}
-					done += w.Fill(batch, min(512, n-done))
-					if err := a.ConsumeBatch(context.Background(), batch); err != nil {
-						b.Fatal(err)
-					}
+				if err := w.Feed(a, n, nil); err != nil {
+					b.Fatal(err)
 				}
 				a.Flush()
 				_ = a.Report()

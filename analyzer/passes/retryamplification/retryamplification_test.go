@@ -1,7 +1,6 @@
 package retryamplification_test
 
 import (
-	"context"
 	"testing"
 
 	"github.com/stormwatch/stormwatch/analyzer"
@@ -9,7 +8,6 @@ import (
 	"github.com/stormwatch/stormwatch/analyzer/passes/passtest"
 	"github.com/stormwatch/stormwatch/analyzer/passes/retryamplification"
 	"github.com/stormwatch/stormwatch/fixtures"
-	"github.com/stormwatch/stormwatch/spans"
 )
 
 // The first look may only skip traces the full count would not report: over every fixture and
@@ -27,12 +25,8 @@ func TestMayFireNeverSkipsAFinding(t *testing.T) {
 	}
 	a := analyzer.New(cfg)
 	w := analyzertest.NewWorkload(1_767_225_600_000_000_000)
-	for done := 0; done < 20_000; {
-		batch := &spans.Batch{}
-		done += w.Fill(batch, 512)
-		if err := a.ConsumeBatch(context.Background(), batch); err != nil {
-			t.Fatal(err)
-		}
+	if err := w.Feed(a, 20_000, nil); err != nil {
+		t.Fatal(err)
 	}
 	a.Flush()
 
