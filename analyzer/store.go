@@ -92,8 +92,12 @@ func (a *Analyzer) viewPacked(id spans.TraceID, r *traceResult, meta *heldTrace,
 		return &TraceView{TraceID: id, Operations: r.ops, Findings: r.findings, Truncated: meta.truncated,
 			Notes: append(slices.Clip(meta.notes), fmt.Sprintf("spans lost: %v", err))}
 	}
-	index := Config{Settings: a.cfg.Settings}
-	t := analyzeTrace(id, ss, 0, &index, a.seed, a.intern).trace
+	// The view reads the trace's index (order, depths), not its inference: the held result's
+	// operations and findings are the analysis's own.
+	t := &Trace{}
+	sc := a.intern.getScratch()
+	buildTrace(t, id, ss, 0, sc)
+	a.intern.putScratch(sc)
 	t.Truncated = meta.truncated
 	t.notes = meta.notes
 	full := *r
