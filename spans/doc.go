@@ -9,8 +9,10 @@
 // Batch keeps that buffer alive for as long as its spans are held, and the buffer must not be reused.
 //
 // [AppendPacked] and [AppendUnpacked] turn one trace's spans into a single pointer-free byte string
-// and back: the analyzer holds analyzed traces that way, so the garbage collector has nothing to scan
-// in them and a held span costs tens to a few hundred bytes, strings included.
+// and back: the analyzer holds every span that way from the moment it arrives, so the garbage
+// collector has nothing to scan in them and a held span costs tens to a few hundred bytes, strings
+// included. An [Unpacker] reads packed spans back without allocating, for a reader that keeps none
+// of them (an analysis): their strings alias the packed bytes.
 //
 // The decoders allocate per request, not per span or attribute, and agree with the slow reference
 // conversion in spanstest (spanstest.FromProto over the generated protobuf types), which the tests

@@ -88,6 +88,71 @@ func UnpackSpans(b []byte) ([]Span, error) { return AppendUnpacked(nil, b) }
 // returns an error wrapping [ErrPackCorrupt] and dst unchanged; the allocations are bounded by
 // len(b), whatever the header claims.
 func AppendUnpacked(dst []Span, b []byte) ([]Span, error) {
+	return unpackInto(dst, b, string(b), nil)
+}
+
+// Unpacker unpacks packed traces again and again without allocating: the spans it makes alias
+// the packed bytes for their strings and its own buffers for their attributes, links, events and
+// resources. It is for a reader that uses the spans briefly and keeps none of them, such as one
+// analysis after another. The zero value is ready to use; it is not safe for concurrent use.
+type Unpacker struct {
+	attrs  []Attr
+	links  []Link
+	events []Event
+	res    []Resource
+	strs   []string
+}
+
+// Append appends the spans packed in b to dst, as [AppendUnpacked] does, except that:
+//   - their strings alias b, which must not change while they are in use (a string kept longer
+//     keeps all of b from being freed);
+//   - their attributes, links, events and resources live in u's buffers, valid until u's next
+//     Reset: several packed traces can be appended one after another and used together.
+func (u *Unpacker) Append(dst []Span, b []byte) ([]Span, error) {
+	if len(b) == 0 {
+		return unpackInto(dst, b, "", u)
+	}
+	return unpackInto(dst, b, unsafe.String(unsafe.SliceData(b), len(b)), u)
+}
+
+// maxUnpackerKeep is the largest buffer (in elements) Reset keeps: one huge trace does not leave
+// its arrays behind for the small ones after it.
+const maxUnpackerKeep = 1 << 14
+
+// Reset makes u's buffers free for the next spans; the spans appended since the last Reset must
+// not be used after it.
+func (u *Unpacker) Reset() {
+	u.attrs = keep(u.attrs)
+	u.links = keep(u.links)
+	u.events = keep(u.events)
+	u.res = keep(u.res)
+	u.strs = keep(u.strs)
+}
+
+func keep[T any](s []T) []T {
+	if cap(s) > maxUnpackerKeep {
+		return nil
+	}
+	return s[:0]
+}
+
+// carve returns n elements at the end of *buf, growing it (into a new array, which leaves the
+// elements carved before where they were) when there is no room. The elements hold what an
+// earlier use left: the unpacker assigns every field.
+func carve[T any](buf *[]T, n int) []T {
+	b := *buf
+	if cap(b)-len(b) < n {
+		b = make([]T, 0, max(n, 2*cap(b)))
+	}
+	at := len(b)
+	b = b[:at+n]
+	*buf = b
+	return b[at : at+n : at+n]
+}
+
+// unpackInto reads b (whose text s is, as a copy or aliasing it) into dst. With bufs nil the
+// arrays are allocated for this trace alone.
+func unpackInto(dst []Span, b []byte, s string, bufs *Unpacker) ([]Span, error) {
 	if len(b) < packHeaderLen || b[0] != packVersion {
 		return dst, fmt.Errorf("packed spans header: %w", ErrPackCorrupt)
 	}
@@ -101,27 +166,34 @@ func AppendUnpacked(dst []Span, b []byte) ([]Span, error) {
 		nLinks*packMinLink > body || nEvents*packMinEvent > body || nStrs*packMinString > body {
 		return dst, fmt.Errorf("packed spans header claims more than its %d bytes hold: %w", len(b), ErrPackCorrupt)
 	}
-	u := unpacker{s: string(b), off: packHeaderLen, strs: make([]string, 0, nStrs)}
-	if nAttrs > 0 {
-		u.attrs = make([]Attr, nAttrs)
-	}
-	if nLinks > 0 {
-		u.links = make([]Link, nLinks)
-	}
-	if nEvents > 0 {
-		u.events = make([]Event, nEvents)
-	}
+	u := unpacker{s: s, off: packHeaderLen}
 	var res []Resource
-	if nRes > 0 {
-		res = make([]Resource, nRes)
+	if bufs == nil {
+		u.strs = make([]string, 0, nStrs)
+		if nAttrs > 0 {
+			u.attrs = make([]Attr, nAttrs)
+		}
+		if nLinks > 0 {
+			u.links = make([]Link, nLinks)
+		}
+		if nEvents > 0 {
+			u.events = make([]Event, nEvents)
+		}
+		if nRes > 0 {
+			res = make([]Resource, nRes)
+		}
+	} else {
+		// The string table is the block's own; the arrays are carved from the buffers.
+		u.strs = carve(&bufs.strs, nStrs)[:0]
+		u.attrs = carve(&bufs.attrs, nAttrs)
+		u.links = carve(&bufs.links, nLinks)
+		u.events = carve(&bufs.events, nEvents)
+		res = carve(&bufs.res, nRes)
 	}
 	var tid TraceID
 	copy(tid[:], u.s[1+6*4:packHeaderLen])
 	for i := range res {
-		r := &res[i]
-		r.ServiceName = u.str()
-		r.ServiceInstance = u.str()
-		r.Attrs = u.attrList()
+		res[i] = Resource{ServiceName: u.str(), ServiceInstance: u.str(), Attrs: u.attrList()}
 		if u.err != nil {
 			return dst, fmt.Errorf("unpacking resource %d: %w", i, u.err)
 		}
@@ -601,7 +673,8 @@ func (u *unpacker) attrList() []Attr {
 	u.attrs = u.attrs[c:]
 	for i := range as {
 		a := &as[i]
-		a.Key = u.str()
+		// Every field, since an Unpacker's array holds what its last use left.
+		*a = Attr{Key: u.str()}
 		tag := u.byte()
 		a.Type = ValueType(tag & tagType)
 		if tag&tagType == tagTypeEsc {
