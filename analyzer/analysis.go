@@ -22,10 +22,10 @@ type traceResult struct {
 	released bool
 }
 
-// analyzeTrace is the whole per-trace pipeline: index, operations, accounting, detectors.
-func analyzeTrace(id spans.TraceID, ss []spans.Span, truncated int, cfg *Config, seed maphash.Seed, in *interner) *traceResult {
-	sc := in.getScratch()
-	defer in.putScratch(sc)
+// analyzeTrace is the whole per-trace pipeline: index, operations, accounting, detectors. The
+// trace it returns with the result uses sc's buffers. When src is not nil, ss's strings alias src
+// and the result is detached from it (see detach).
+func analyzeTrace(id spans.TraceID, ss []spans.Span, truncated int, cfg *Config, seed maphash.Seed, in *interner, sc *scratch, src *sources) *traceResult {
 	// The result and its trace are one allocation: they are made and dropped together.
 	both := &struct {
 		r traceResult
@@ -36,6 +36,7 @@ func analyzeTrace(id spans.TraceID, ss []spans.Span, truncated int, cfg *Config,
 	buildTrace(t, id, ss, truncated, sc)
 	r.ops = t.inferOperations(seed, cfg.Settings.Skew(), in, sc)
 	r.acct = t.accountRows(r.ops, sc)
+	detachOps(r.ops, r.acct, src, in)
 	pass := Pass{Trace: t, Operations: r.ops, Settings: cfg.Settings}
 	// One Report for all the detectors of this trace: it names whichever detector is running.
 	// Made per detector, the closure was an allocation per detector per trace (about one per ten
@@ -69,6 +70,7 @@ func analyzeTrace(id spans.TraceID, ss []spans.Span, truncated int, cfg *Config,
 		t.countFinding(&r.findings[i])
 	}
 	t.makeNotes()
+	detachRest(r, src)
 	t.calls = nil // the scratch's: it goes back to the pool with the scratch
 	return r
 }

@@ -43,11 +43,16 @@ type Analyzer struct {
 	// held: every trace, least recently updated first (eviction order). pending: traces with
 	// spans not analyzed yet, least recently updated first (settle order).
 	held, pending list
-	now           int64         // the latest time the caller gave us
-	scratch       []*traceState // ConsumeBatch's per-span trace, reused between batches
+	now           int64 // the latest time the caller gave us
+	// ConsumeBatch's scratches, reused between batches: each span's trace, the traces in the
+	// order they came, the batch regrouped by trace (see regroup) and the packing buffer.
+	scratch []*traceState
+	order   []*traceState
+	gather  []spans.Span
+	ingest  []byte
 
 	spansHeld   int
-	packedBytes int // the analyzed traces' packed spans (traceState.packed), in bytes
+	packedBytes int // the held spans, packed (traceState.pending and packed), in bytes
 	evictedT    int
 	evictedS    int
 	truncatedT  int
@@ -81,29 +86,31 @@ type Analyzer struct {
 }
 
 type traceState struct {
-	id    spans.TraceID
-	spans []spans.Span // spans received and not analyzed yet
-	// packed holds the spans res was made from (deduplicated, by span id) in packed form: a
-	// pointer-free byte string that the garbage collector never scans, unpacked when late spans
-	// make the trace be analyzed again or the TUI looks it up (see store.go). nil with
-	// ReleaseSpans (nothing is kept) and when an evicted trace is about to be dropped.
+	id spans.TraceID
+	// pending are the spans received and not analyzed yet, packed on arrival (one block per
+	// batch that brought some; see store.go); npending counts them.
+	pending  []byte
+	npending int
+	// packed holds the spans res was made from (deduplicated) in the same blocks: pointer-free
+	// bytes that the garbage collector never scans, unpacked when late spans make the trace be
+	// analyzed again or the TUI looks it up (see store.go). nil with ReleaseSpans (nothing is
+	// kept) and when an evicted trace is about to be dropped.
 	packed []byte
 	// held is how many analyzed spans (packed) count in spansHeld; resSpans how many spans res
 	// was made from (what res contributed to the report's input count).
 	held, resSpans int
-	// meta is what res's trace had to say when res is held without it (see hold); nil when that
-	// is nothing, as for most traces.
+	// meta is what res's trace had to say (see hold); nil when that is nothing, as for most
+	// traces.
 	meta *heldTrace
-	// inFlight: a job is analyzing the trace; it owns the spans it took (out of them, still
-	// counted as held; packed stays for lookups until the new analysis replaces it), and spans
-	// arriving meanwhile start a new t.spans.
+	// inFlight: a job is analyzing the trace; it owns the pending spans it took (out of them,
+	// still counted as held; packed stays for lookups until the new analysis replaces it), and
+	// spans arriving meanwhile start a new pending.
 	inFlight bool
 	out      int
-	// Used by ConsumeBatch within one batch: fresh (made by this batch), the spans coming for
-	// the trace and the index of the last of them.
-	fresh     bool
+	// Used by ConsumeBatch within one batch: the spans coming for the trace, and where regroup
+	// writes the next of them.
 	incoming  int32
-	lastIn    int32
+	cursor    int32
 	res       *traceResult
 	lastSeen  int64
 	dropped   int // over the per-trace cap
@@ -152,7 +159,8 @@ func (a *Analyzer) maxSpans() int      { return orDefault(a.cfg.MaxSpans, Defaul
 func (a *Analyzer) maxTraceSpans() int { return orDefault(a.cfg.MaxTraceSpans, DefaultMaxTraceSpans) }
 func (a *Analyzer) maxFindings() int   { return orDefault(a.cfg.MaxFindings, DefaultMaxFindings) }
 
-// ConsumeBatch takes ownership of b's spans and files them under their traces. It implements
+// ConsumeBatch files b's spans under their traces, packed (see store.go): it copies what it
+// keeps, so b is free for its caller to reuse once ConsumeBatch returns. It implements
 // spans.Consumer, so the collector and the trace-file reader can hand batches straight to it. It
 // never fails for bad data (that ends up in the report's notes); it returns ctx's error when ctx
 // is already done.
@@ -176,70 +184,70 @@ func (a *Analyzer) ConsumeBatch(ctx context.Context, b *spans.Batch) error {
 	a.rejected += b.Rejected
 	capT := a.maxTraceSpans()
 	// First each span's trace (made when new) and how many spans each trace gets from this batch,
-	// so that a trace's storage is sized once per batch rather than grown span by span.
+	// the traces in the order they first appear.
 	ts := a.scratch[:0]
+	order := a.order[:0]
 	var last *traceState
+	grouped := true // every trace's spans are one run of the batch
 	for i := range b.Spans {
 		id := b.Spans[i].TraceID
 		t := last
 		if t == nil || t.id != id {
 			t = a.traces[id]
 			if t == nil {
-				t = &traceState{id: id, fresh: true}
+				t = &traceState{id: id}
 				a.traces[id] = t
 				a.held.pushBack(t)
+			}
+			if t.incoming > 0 {
+				grouped = false // seen before in this batch, with another trace in between
+			} else {
+				order = append(order, t)
 			}
 			last = t
 		}
 		t.incoming++
-		t.lastIn = int32(i)
 		ts = append(ts, t)
 	}
-	for i := 0; i < len(b.Spans); i++ {
-		t := ts[i]
-		if n := int(t.incoming); n > 0 {
-			// The trace's first span in this batch.
-			t.incoming = 0
-			room := n
-			if capT > 0 {
-				room = max(0, min(n, capT-len(t.spans)-t.held-t.out))
-			}
-			if t.fresh && room == n && int(t.lastIn)-i+1 == n {
-				// A new trace whose spans are one run of the batch: the run becomes the trace's
-				// storage, without a copy (ConsumeBatch owns b's spans). Capped, so a later
-				// span of the trace reallocates instead of writing over the next trace's.
-				seg := b.Spans[i : i+n : i+n]
-				for k := range seg {
-					a.intern.span(&seg[k])
-				}
-				t.spans = seg
-				t.fresh = false
-				a.spansHeld += n
-				a.touch(t, now)
-				i += n - 1
-				continue
-			}
-			t.fresh = false
-			if room > 0 {
-				t.spans = slices.Grow(t.spans, room)
-				a.touch(t, now)
-			}
+	// Each trace's spans of the batch packed as one block of its pending spans (see store.go):
+	// where traces arrive interleaved, the batch is regrouped by trace first, in arrival order.
+	ss := b.Spans
+	if !grouped {
+		ss = a.regroup(b.Spans, ts, order)
+	}
+	at := 0
+	for _, t := range order {
+		n := int(t.incoming)
+		t.incoming = 0
+		run := ss[at : at+n]
+		at += n
+		room := n
+		if capT > 0 {
+			room = max(0, min(n, capT-t.npending-t.held-t.out))
 		}
-		if capT > 0 && len(t.spans)+t.held+t.out >= capT {
+		if room < n {
 			if t.dropped == 0 {
 				a.truncatedT++
 			}
-			t.dropped++
+			t.dropped += n - room
+		}
+		if room == 0 {
 			continue
 		}
-		s := &b.Spans[i]
-		a.intern.span(s)
-		t.spans = append(t.spans, *s)
-		a.spansHeld++
+		before := len(t.pending)
+		t.pending = a.appendPending(t.pending, run[:room])
+		a.packedBytes += len(t.pending) - before
+		t.npending += room
+		a.spansHeld += room
+		a.touch(t, now)
 	}
-	clear(ts) // the scratch must not keep dropped traces alive
+	if !grouped {
+		a.endRegroup()
+	}
+	clear(ts) // the scratches must not keep dropped traces alive
 	a.scratch = ts[:0]
-	a.intern.endBatch()
+	clear(order)
+	a.order = order[:0]
 	a.version++
 	a.evict()
 	return nil
@@ -270,14 +278,14 @@ func (a *Analyzer) evict() {
 			t = next
 			continue
 		}
-		if t.res != nil && t.res.released && len(t.spans) == 0 {
+		if t.res != nil && t.res.released && t.npending == 0 {
 			// Only its operations were held: it leaves the windowed detectors' window, but
 			// no span is lost, so it is not counted as evicted.
 			a.drop(t)
 			t = next
 			continue
 		}
-		if len(t.spans) > 0 || t.res == nil {
+		if t.npending > 0 || t.res == nil {
 			// Under the lock: eviction is the ingest path's own back-pressure. Not packed: the
 			// spans are dropped right after.
 			j := a.take(t)
@@ -286,7 +294,7 @@ func (a *Analyzer) evict() {
 			a.publish(&j)
 		}
 		a.evictedT++
-		a.evictedS += len(t.spans) + t.held
+		a.evictedS += t.npending + t.held
 		a.drop(t)
 		t = next
 	}
@@ -294,15 +302,15 @@ func (a *Analyzer) evict() {
 
 // drop forgets a trace's spans and operations; its findings and counts stay in the report.
 func (a *Analyzer) drop(t *traceState) {
-	a.spansHeld -= len(t.spans) + t.held
-	a.packedBytes -= len(t.packed)
+	a.spansHeld -= t.npending + t.held
+	a.packedBytes -= len(t.pending) + len(t.packed)
 	if t.inPending.linked {
 		a.pending.remove(t)
 	}
 	a.held.remove(t)
 	delete(a.traces, t.id)
 	t.gone = true
-	t.spans = nil
+	t.pending, t.npending = nil, 0
 	t.packed, t.held, t.meta = nil, 0, nil
 	t.res = nil
 }
@@ -396,17 +404,17 @@ func (a *Analyzer) pass(due func(*traceState) bool) {
 
 // job is one trace's analysis in flight: take (locked) -> run (unlocked) -> publish (locked).
 type job struct {
-	t    *traceState
-	ss   []spans.Span // the spans taken, not analyzed yet; the job owns them
-	from []byte       // the previous analysis's spans, packed: unpacked in front of ss
-	late bool         // a fragment of a released trace (Config.ReleaseSpans)
-	// noPack: the result keeps its spans unpacked (an evicted trace, dropped once published).
+	t       *traceState
+	pending []byte // the spans taken, not analyzed yet, packed; the job owns them
+	from    []byte // the previous analysis's spans, packed: read in front of pending
+	late    bool   // a fragment of a released trace (Config.ReleaseSpans)
+	// noPack: nothing of the spans is kept (an evicted trace, dropped once published).
 	noPack  bool
 	dropped int
 	res     *traceResult
 	n       int        // the spans res was made from (after deduplication)
-	packed  []byte     // res's spans, packed; res then holds no trace (see hold)
-	meta    *heldTrace // what res's trace had to say, when it has been let go
+	packed  []byte     // res's spans, packed, unless the trace's spans are not kept
+	meta    *heldTrace // what res's trace had to say
 }
 
 // take moves a trace's unanalyzed state into a job. The trace stays held and its spans counted.
@@ -414,43 +422,43 @@ func (a *Analyzer) take(t *traceState) job {
 	if t.inPending.linked {
 		a.pending.remove(t)
 	}
-	j := job{t: t, ss: t.spans, dropped: t.dropped}
+	j := job{t: t, pending: t.pending, dropped: t.dropped}
 	j.late = t.res != nil && t.res.released
 	// Re-analysis starts from the spans analyzed before, then the new ones, as it always has.
 	// The packed spans stay with the trace (immutable) so that lookups see them until the new
 	// analysis is published; they are counted in out meanwhile.
 	j.from = t.packed
-	t.out = len(t.spans) + t.held
+	t.out = t.npending + t.held
+	a.packedBytes -= len(t.pending)
 	t.held = 0
-	t.spans = nil
+	t.pending, t.npending = nil, 0
 	t.inFlight = true
 	return j
 }
 
 // run analyzes a taken trace. It touches nothing of the analyzer but its immutable config and the
-// interner's own locked cache, so it runs without a.mu. scratch, when not nil, is a packing buffer
-// reused from job to job.
+// interner's own locked parts, so it runs without a.mu. scratch, when not nil, is a packing
+// buffer reused from job to job.
 func (a *Analyzer) run(j *job, scratch *[]byte) {
-	ss := j.ss
-	var lost error
-	if j.from != nil {
-		if all, err := unpackFor(j.from, len(ss)); err != nil {
-			lost = err
-		} else {
-			ss = append(all, ss...)
-		}
-	}
-	j.res = analyzeTrace(j.t.id, ss, j.dropped, &a.cfg, a.seed, a.intern)
+	sc := a.intern.getScratch()
+	defer a.intern.putScratch(sc)
+	// The spans are read back into the scratch, their strings aliasing the packed bytes: what
+	// the analysis keeps is detached from them (see detach), so the packed bytes stay the only
+	// copy of the spans.
+	src := sources{j.from, j.pending}
+	ss, lost := sc.unpack(src)
+	res := analyzeTrace(j.t.id, ss, j.dropped, &a.cfg, a.seed, a.intern, sc, &src)
 	if lost != nil {
 		// Only a bug in the packed form gets here; the report says so rather than hiding it.
-		j.res.errs = append(j.res.errs, fmt.Sprintf("analyzer: trace %s re-analyzed without its earlier spans: %v", j.t.id, lost))
+		res.errs = append(res.errs, fmt.Sprintf("analyzer: trace %s analyzed without some of its spans: %v", j.t.id, lost))
 	}
-	j.n = len(j.res.trace.Spans)
+	j.n = len(res.trace.Spans)
 	if !a.cfg.ReleaseSpans && !j.late && !j.noPack {
-		j.packed = pack(j.res.trace.Spans, scratch)
-		j.res, j.meta = hold(j.res)
+		j.packed = keepPacked(src, res.trace.Spans, len(ss), lost, scratch)
 	}
-	j.ss, j.from = nil, nil
+	// The trace (spans and index) lives in the scratch: the result goes on without it.
+	j.res, j.meta = hold(res)
+	j.pending, j.from = nil, nil
 }
 
 // publish swaps a trace's contribution to the report for its new analysis.
@@ -460,10 +468,10 @@ func (a *Analyzer) publish(j *job) {
 	// Duplicates are dropped for good: the held count shrinks to what the analysis kept.
 	a.spansHeld -= t.out - j.n
 	t.out = 0
-	// Spans that arrived during the analysis stay in t.spans (the trace is pending again for
+	// Spans that arrived during the analysis stay in t.pending (the trace is pending again for
 	// them); the analyzed ones are held packed.
 	if j.late {
-		a.publishLate(t, res, j.n)
+		a.publishLate(t, res, j.meta, j.n)
 		return
 	}
 	if t.res != nil && !t.res.released {
@@ -494,9 +502,9 @@ func (a *Analyzer) release(t *traceState) {
 
 // publishLate accounts spans that arrived after their trace was analyzed and released: analyzed
 // on their own, as a fragment, since the rest of the trace is gone. Counted and noted in the report.
-func (a *Analyzer) publishLate(t *traceState, res *traceResult, n int) {
+func (a *Analyzer) publishLate(t *traceState, res *traceResult, meta *heldTrace, n int) {
 	a.lateFragments++
-	a.contribute(res, t.id, n, res.trace.issues, +1)
+	a.contribute(res, t.id, n, issuesOf(res, meta), +1)
 	a.spansHeld -= n
 	a.releasedSpans += n
 	t.res = &traceResult{ops: append(slices.Clip(t.res.ops), res.ops...),

@@ -12,27 +12,26 @@ import (
 // copied instead of shared, so the table cannot grow without limit in a long live session.
 const maxInterned = 1 << 16
 
-// interner gives held spans strings of their own. Decoders alias the request buffer, so a held
-// span would otherwise pin its whole request (or file line) - and an operation or finding made
-// from it would pin it for the rest of the run. Service names, methods, paths and statuses repeat
-// endlessly, so most strings end up shared; values unique to a span are only copied.
+// interner gives what the analysis keeps strings of its own (see detach): held spans are packed,
+// and an analysis reads them back with strings aliasing the packed bytes, so an operation or a
+// finding made from them would otherwise keep those bytes alive after the trace is dropped.
+// Service names, methods, dependencies and statuses repeat endlessly, so most strings end up
+// shared; values unique to an operation are only copied.
 type interner struct {
-	strs map[string]string
+	// strMu guards strs and recent: analyses run outside the analyzer's lock, and an eviction
+	// (under it) may analyze while a pass does.
+	strMu sync.Mutex
+	strs  map[string]string
+	// recent are strings interned lately, by recentSlot (see str).
+	recent [1 << recentBits]string
 	// derived caches the origin and target computed from a call's attributes: the same URLs
 	// come back call after call, and building "scheme://host:port" each time is an allocation.
-	// The analysis reads it outside the analyzer's lock (ingestion must not wait for it), so it
-	// has a lock of its own; everything else here is used under the analyzer's lock.
+	// It has a lock of its own.
 	derivedMu sync.Mutex
 	derived   map[derivedKey]string
 	// derivedCounts (under derivedMu) and bypass: see countDerived.
 	derivedCounts [5]derivedCount
 	bypass        [5]atomic.Int64
-	res           map[*spans.Resource]*spans.Resource // per batch: the decoder's resource -> ours
-	ress          map[resKey]*spans.Resource          // ours, by identity
-	// lastRes is the decoder's resource resource() mapped last, lastOurs what to; per batch.
-	lastRes, lastOurs *spans.Resource
-	// recent are strings interned lately, by recentSlot (see str).
-	recent [1 << recentBits]string
 	// scratches are the analyses' reusable buffers (see scratch): taken and given back by the
 	// analyses, which run outside the analyzer's lock, so a pool (locked on its own).
 	scratches sync.Pool
@@ -51,19 +50,23 @@ func (in *interner) putScratch(sc *scratch) {
 	in.scratches.Put(sc)
 }
 
-type resKey struct{ service, instance string }
-
 func newInterner() *interner {
-	return &interner{strs: map[string]string{}, derived: map[derivedKey]string{}, res: map[*spans.Resource]*spans.Resource{}, ress: map[resKey]*spans.Resource{}}
+	return &interner{strs: map[string]string{}, derived: map[derivedKey]string{}}
 }
 
-func (in *interner) str(s string) string {
+// lockStr and unlockStr bracket calls of strLocked.
+func (in *interner) lockStr()   { in.strMu.Lock() }
+func (in *interner) unlockStr() { in.strMu.Unlock() }
+
+// strLocked is s as a string of the interner's own, shared with every equal string interned
+// before (while the table has room; a copy after). The caller holds lockStr.
+func (in *interner) strLocked(s string) string {
 	if s == "" {
 		return ""
 	}
-	// Most strings were interned moments ago (the same keys, names and values on span after
-	// span): a small direct-mapped table of recent ones answers with one compare, where the
-	// map hashes the whole string.
+	// Most strings were interned moments ago (the same services, names and statuses operation
+	// after operation): a small direct-mapped table of recent ones answers with one compare,
+	// where the map hashes the whole string.
 	e := &in.recent[recentSlot(s)]
 	if *e == s {
 		return *e
@@ -103,86 +106,6 @@ func load64(s string) uint64 {
 }
 
 const recentBits = 8
-
-func (in *interner) attrs(as []spans.Attr) {
-	for i := range as {
-		a := &as[i]
-		a.Key = in.str(a.Key)
-		if a.Str == "" {
-			continue
-		}
-		if uniquePerSpan(a.Key) {
-			// A table lookup would miss and an insert would never be hit again: copy only.
-			a.Str = strings.Clone(a.Str)
-		} else {
-			a.Str = in.str(a.Str)
-		}
-	}
-}
-
-// uniquePerSpan reports the attributes whose values rarely repeat from one span to the next:
-// full URLs, paths and targets carry request ids and query strings, operation ids and
-// idempotency keys are one per logical operation. Interning them costs a table lookup and insert
-// per span and fills the table with entries that are never hit.
-func uniquePerSpan(key string) bool {
-	switch key {
-	case spans.AttrURLFull, spans.AttrURLPath, spans.AttrLegacyHTTPURL, spans.AttrLegacyHTTPTarget, spans.AttrOpID,
-		spans.AttrIdempotencyKey, spans.AttrReqHeaderIdempotencyKey:
-		return true
-	}
-	return false
-}
-
-func (in *interner) resource(r *spans.Resource) *spans.Resource {
-	if r == nil {
-		return nil
-	}
-	if r == in.lastRes {
-		// The spans of one resource come one after another.
-		return in.lastOurs
-	}
-	if v, ok := in.res[r]; ok {
-		in.lastRes, in.lastOurs = r, v
-		return v
-	}
-	k := resKey{r.ServiceName, r.ServiceInstance}
-	v, ok := in.ress[k]
-	if !ok || len(v.Attrs) != len(r.Attrs) {
-		v = &spans.Resource{ServiceName: in.str(r.ServiceName), ServiceInstance: in.str(r.ServiceInstance),
-			Attrs: append([]spans.Attr(nil), r.Attrs...)}
-		in.attrs(v.Attrs)
-		if len(in.ress) < maxInterned {
-			in.ress[resKey{v.ServiceName, v.ServiceInstance}] = v
-		}
-	}
-	in.res[r] = v
-	in.lastRes, in.lastOurs = r, v
-	return v
-}
-
-// span makes s independent of the buffer it was decoded from. Attribute slices are the
-// decoder's; their strings are replaced in place (the batch is ours).
-func (in *interner) span(s *spans.Span) {
-	s.Name = in.str(s.Name)
-	s.StatusMessage = in.str(s.StatusMessage)
-	s.Scope = in.str(s.Scope)
-	s.Resource = in.resource(s.Resource)
-	in.attrs(s.Attrs)
-	for i := range s.Links {
-		in.attrs(s.Links[i].Attrs)
-	}
-	for i := range s.Events {
-		s.Events[i].Name = in.str(s.Events[i].Name)
-		in.attrs(s.Events[i].Attrs)
-	}
-}
-
-// endBatch forgets the per-batch resource mapping (the decoder's resources die with the batch).
-func (in *interner) endBatch() {
-	clear(in.res)
-	// A later batch's resource may come at the same address.
-	in.lastRes, in.lastOurs = nil, nil
-}
 
 type derivedKey struct {
 	what    byte // 'o' origin from a URL's scheme and authority, 'h'/'n' from host and port, 'r'/'t' target
@@ -269,21 +192,24 @@ func (in *interner) cached(k derivedKey, s *known, f func(*known) string, l1 *de
 	}
 	kind := derivedKind(k.what)
 	var v string
+	// owned: v is the cache's own string, not part of the span's (a URL's authority is a slice
+	// of it). Only those go in l1, which outlives the trace: a value that pointed into one
+	// trace's spans would otherwise be handed to the operations of the traces after it.
+	owned := false
 	if in.bypass[kind].Load() > 0 {
 		// This kind's keys have not been coming back: made again, not looked up.
 		in.bypass[kind].Add(-1)
 		v = f(s)
 	} else {
 		in.derivedMu.Lock()
-		var ok bool
-		v, ok = in.derived[k]
-		in.countDerived(kind, ok)
+		v, owned = in.derived[k]
+		in.countDerived(kind, owned)
 		in.derivedMu.Unlock()
-		if !ok {
-			v = in.derive(k, s, f)
+		if !owned {
+			v, owned = in.derive(k, s, f)
 		}
 	}
-	if e != nil {
+	if e != nil && owned {
 		*e = derivedEntry{k: k, v: v, ok: true}
 	}
 	return v
@@ -333,17 +259,21 @@ func (in *interner) countDerived(kind int, hit bool) {
 	}
 }
 
-func (in *interner) derive(k derivedKey, s *known, f func(*known) string) string {
-	v := f(s)
+// derive makes k's value and caches it while the cache has room; owned says the value returned
+// is the cache's own copy.
+func (in *interner) derive(k derivedKey, s *known, f func(*known) string) (v string, owned bool) {
+	v = f(s)
 	in.derivedMu.Lock()
-	if len(in.derived) < maxInterned {
-		// The key's strings may be parts of a held span's URL (copied, not interned): a key of
-		// their own keeps the cache from pinning that span's strings.
-		k.a, k.b, k.c = strings.Clone(k.a), strings.Clone(k.b), strings.Clone(k.c)
-		in.derived[k] = v
+	defer in.derivedMu.Unlock()
+	if len(in.derived) >= maxInterned {
+		return v, false
 	}
-	in.derivedMu.Unlock()
-	return v
+	// The key's strings and the value may be parts of the spans' strings, which alias their
+	// packed bytes: copies of their own keep the cache from pinning them.
+	k.a, k.b, k.c = strings.Clone(k.a), strings.Clone(k.b), strings.Clone(k.c)
+	v = strings.Clone(v)
+	in.derived[k] = v
+	return v, true
 }
 
 // derivedL1 is a small cache of derived values in front of the interner's shared one, private to

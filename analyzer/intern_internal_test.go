@@ -3,9 +3,7 @@ package analyzer
 import (
 	"fmt"
 	"testing"
-	"unsafe"
 
-	"github.com/stormwatch/stormwatch/analyzer/analyzertest"
 	"github.com/stormwatch/stormwatch/spans"
 )
 
@@ -69,42 +67,6 @@ func TestInternerDerivedMatchesInference(t *testing.T) {
 	}
 }
 
-// TestInternerCopiesUniqueValues checks that per-span values (URLs, operation ids) are copied -
-// they must not alias the decoder's buffer - but kept out of the shared table, and that repeating
-// values are still shared.
-func TestInternerCopiesUniqueValues(t *testing.T) {
-	in := newInterner()
-	buf := []byte("http://api:8080/items/1?request_id=7" + "op-7" + "GET")
-	// Strings over the buffer's bytes, as the decoders make them.
-	url, op, method := unsafe.String(&buf[0], 36), unsafe.String(&buf[36], 4), unsafe.String(&buf[40], 3)
-	attrs := []spans.Attr{spans.StringAttr(spans.AttrURLFull, url), spans.StringAttr(spans.AttrOpID, op),
-		spans.StringAttr(spans.AttrHTTPMethod, method)}
-	in.attrs(attrs)
-	for i, want := range []string{url, op, method} {
-		if attrs[i].Str != want {
-			t.Fatalf("attr %d = %q, want %q", i, attrs[i].Str, want)
-		}
-		if p := uintptr(unsafe.Pointer(unsafe.StringData(attrs[i].Str))); p >= uintptr(unsafe.Pointer(&buf[0])) && p < uintptr(unsafe.Pointer(&buf[0]))+uintptr(len(buf)) {
-			t.Fatalf("attr %d aliases the decoder's buffer", i)
-		}
-	}
-	if _, ok := in.strs[url]; ok {
-		t.Errorf("url.full %q was interned", url)
-	}
-	if _, ok := in.strs[op]; ok {
-		t.Errorf("resilience.operation.id %q was interned", op)
-	}
-	if _, ok := in.strs[method]; !ok {
-		t.Errorf("http.request.method %q was not interned", method)
-	}
-	// url.path carries the same ids as url.full on server spans.
-	path := []spans.Attr{spans.StringAttr(spans.AttrURLPath, "/items/7")}
-	in.attrs(path)
-	if _, ok := in.strs["/items/7"]; ok || path[0].Str != "/items/7" {
-		t.Errorf("url.path %q was interned", path[0].Str)
-	}
-}
-
 // TestInternerBypassesKeysThatDoNotComeBack checks that targets whose keys never repeat (an id
 // in every path) stop going through the shared cache - it stops growing - while every answer
 // stays targetOf's, and that a bypassed kind is measured again and cached once its keys repeat.
@@ -138,23 +100,5 @@ func TestInternerBypassesKeysThatDoNotComeBack(t *testing.T) {
 	}
 	if _, ok := in.derived[derivedKey{what: 't', a: "/route/3", b: "GET"}]; !ok {
 		t.Errorf("a repeated target is not in the shared cache")
-	}
-}
-
-// BenchmarkInternSpan is what ConsumeBatch pays per span to make it independent of its request:
-// the synthetic workload's spans (their keys and values repeat, as real traffic's do).
-func BenchmarkInternSpan(b *testing.B) {
-	w := analyzertest.NewWorkload(1)
-	batch := &spans.Batch{}
-	w.Fill(batch, 4096)
-	in := newInterner()
-	b.ReportAllocs()
-	b.ResetTimer()
-	for k := 0; k < b.N; k++ {
-		s := batch.Spans[k%len(batch.Spans)]
-		in.span(&s)
-		if k%512 == 511 {
-			in.endBatch()
-		}
 	}
 }

@@ -1,5 +1,7 @@
 package analyzer
 
+import "github.com/stormwatch/stormwatch/spans"
+
 // scratch holds one trace analysis's temporary buffers. The analyzer keeps a pool of them (in its
 // interner), so a trace's analysis allocates what it returns and little else: the sort keys,
 // the cycle walk's marks, the traversal stack, the attribute indexes, the grouping keys and the
@@ -27,6 +29,10 @@ type scratch struct {
 	// derived caches origins and targets in front of the interner's shared cache. Kept from
 	// trace to trace (reset leaves it): what it holds is true for any trace.
 	derived derivedL1
+	// unpacker and spans hold the trace's spans read back from their packed bytes (see
+	// scratch.unpack).
+	unpacker spans.Unpacker
+	spans    []spans.Span
 }
 
 // maxScratch is the largest buffer (in elements) a scratch keeps between traces: one huge trace
@@ -41,6 +47,14 @@ const maxScratch = 4096
 // overwrites them. Until then a pooled scratch may keep its last trace's spans reachable - one
 // trace per scratch, and the pool itself is emptied by the garbage collector.
 func (sc *scratch) reset() {
+	// The spans read back alias their packed bytes and the unpacker's buffers: truncated only,
+	// like the indexes below, they keep one trace's packed bytes reachable until the next.
+	if cap(sc.spans) > maxScratch {
+		sc.spans = nil
+	} else {
+		sc.spans = sc.spans[:0]
+	}
+	sc.unpacker.Reset()
 	sc.known = sc.known[:0]
 	sc.calls = sc.calls[:0]
 	sc.bufs = opBufs{} // the last result's buffers: the result may be dropped long before

@@ -2,28 +2,173 @@ package analyzer
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"slices"
+	"strings"
+	"unsafe"
 
 	"github.com/stormwatch/stormwatch/spans"
 )
 
-// The live analyzer holds every analyzed trace until --max-spans pushes it out: for re-analysis
-// when late spans arrive, and for the TUI's trace view. Held as []spans.Span plus the trace's
-// index, that was about 730 bytes per span, and the garbage collector marked every string pointer
-// of every attribute on every cycle (close to a fifth of the collector's CPU). So once a trace is
-// analyzed its spans are packed (spans.AppendPacked: one pointer-free byte string per trace) and
-// its index dropped; what the report and the windowed detectors read - operations, findings,
-// accounting - stays as it was. The spans come back (spans.AppendUnpacked) only when needed.
+// The analyzer holds every span it is given until --max-spans pushes it out: while its trace
+// settles, then for re-analysis when late spans arrive and for the TUI's trace view. Held as
+// []spans.Span, a span was about 730 bytes with its strings, and the garbage collector marked
+// every string pointer of every attribute on every cycle (close to a fifth of the collector's
+// CPU). So spans are packed the moment they arrive (spans.AppendPacked: pointer-free bytes the
+// collector never looks into), and stay packed until the trace is dropped:
+//
+//   - ConsumeBatch packs each trace's spans of a batch as one block, appended to the trace's
+//     pending bytes (a trace's blocks are framed: a 4-byte length, then the block).
+//   - An analysis reads the blocks back into its scratch (spans.Unpacker: no allocation, strings
+//     aliasing the packed bytes), and detaches what it keeps - operations, findings, notes - from
+//     those bytes (see detach), so that nothing held points into them but the trace itself.
+//   - The analyzed spans are then held as they came: the blocks read, unless the analysis
+//     dropped duplicates, in which case the spans it kept are packed again as one block.
+//   - The spans come back (a copy) only for the TUI's trace view.
+//
+// What the report and the windowed detectors read - operations, findings, accounting - is held
+// beside the packed spans as the analysis made it.
 
-// pack packs the analyzed spans into a byte string of its own, exactly sized, through the reused
-// scratch buffer when there is one.
-func pack(ss []spans.Span, scratch *[]byte) []byte {
-	if scratch == nil {
-		return spans.AppendPacked(nil, ss)
+// blockHeader is the framing before each block of a trace's packed bytes: its length.
+const blockHeader = 4
+
+// appendBlock appends ss to buf as one framed block, packed through scratch (reused).
+func appendBlock(buf []byte, ss []spans.Span, scratch *[]byte) []byte {
+	*scratch = spans.AppendPacked(append((*scratch)[:0], 0, 0, 0, 0), ss)
+	binary.LittleEndian.PutUint32(*scratch, uint32(len(*scratch)-blockHeader))
+	if buf == nil {
+		// Most traces arrive in one batch: their bytes are exactly sized.
+		return bytes.Clone(*scratch)
 	}
-	*scratch = spans.AppendPacked((*scratch)[:0], ss)
-	return bytes.Clone(*scratch)
+	return append(buf, *scratch...)
+}
+
+// appendPending packs a trace's spans of one batch onto its pending bytes.
+func (a *Analyzer) appendPending(pending []byte, ss []spans.Span) []byte {
+	pending = appendBlock(pending, ss, &a.ingest)
+	if cap(a.ingest) > maxPackBuf {
+		a.ingest = nil // one huge batch does not leave its buffer behind
+	}
+	return pending
+}
+
+// regroup copies a batch's spans into the analyzer's gather buffer, each trace's spans together
+// (in the order they came), the traces in order (each span's trace is in ts, order lists each
+// trace once with its count in incoming).
+func (a *Analyzer) regroup(ss []spans.Span, ts []*traceState, order []*traceState) []spans.Span {
+	at := int32(0)
+	for _, t := range order {
+		t.cursor = at
+		at += t.incoming
+	}
+	g := slices.Grow(a.gather[:0], len(ss))[:len(ss)]
+	for i, t := range ts {
+		g[t.cursor] = ss[i]
+		t.cursor++
+	}
+	a.gather = g
+	return g
+}
+
+// endRegroup lets go of the batch regroup copied (its strings alias the request).
+func (a *Analyzer) endRegroup() {
+	clear(a.gather)
+	if cap(a.gather) > maxScratch {
+		a.gather = nil
+	} else {
+		a.gather = a.gather[:0]
+	}
+}
+
+// eachBlock calls f with every framed block of b, and returns the first error: b is the
+// analyzer's own, so an error is a bug, reported rather than hidden.
+func eachBlock(b []byte, f func(block []byte) error) error {
+	for len(b) > 0 {
+		if len(b) < blockHeader {
+			return fmt.Errorf("held spans: %d bytes left, too few for a block: %w", len(b), spans.ErrPackCorrupt)
+		}
+		n := int(binary.LittleEndian.Uint32(b))
+		if n > len(b)-blockHeader {
+			return fmt.Errorf("held spans: a block of %d bytes, %d left: %w", n, len(b)-blockHeader, spans.ErrPackCorrupt)
+		}
+		if err := f(b[blockHeader : blockHeader+n]); err != nil {
+			return err
+		}
+		b = b[blockHeader+n:]
+	}
+	return nil
+}
+
+// sources are the packed bytes one analysis read its spans from: the spans' strings alias them.
+type sources [2][]byte
+
+// owns reports whether s's bytes are inside one of the sources: a string to detach.
+func (src *sources) owns(s string) bool {
+	if len(s) == 0 {
+		return false
+	}
+	p := uintptr(unsafe.Pointer(unsafe.StringData(s)))
+	for _, b := range src {
+		if len(b) > 0 {
+			base := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+			if p >= base && p < base+uintptr(len(b)) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// unpack reads the sources' spans into the scratch (valid until the scratch is reset). A block
+// that does not read is skipped, with the error.
+func (sc *scratch) unpack(src sources) ([]spans.Span, error) {
+	sc.unpacker.Reset()
+	ss := sc.spans[:0]
+	var lost error
+	for _, b := range src {
+		err := eachBlock(b, func(block []byte) error {
+			var err error
+			ss, err = sc.unpacker.Append(ss, block)
+			return err
+		})
+		if err != nil && lost == nil {
+			lost = err
+		}
+	}
+	sc.spans = ss
+	return ss, lost
+}
+
+// keepPacked is what a trace holds of the spans an analysis read from src (read of them; kept,
+// the ones it kept): the blocks as they are when the analysis dropped nothing, else the kept
+// spans packed again (detached results no longer point into src, so it may go).
+func keepPacked(src sources, kept []spans.Span, read int, lost error, scratch *[]byte) []byte {
+	if len(kept) == 0 {
+		return nil
+	}
+	if len(kept) == read && lost == nil {
+		switch {
+		case len(src[0]) == 0:
+			return exact(src[1])
+		case len(src[1]) == 0:
+			return src[0]
+		}
+		return slices.Concat(src[0], src[1])
+	}
+	var buf []byte
+	if scratch == nil {
+		scratch = &buf
+	}
+	return appendBlock(nil, kept, scratch)
+}
+
+// exact is b, copied to a buffer of its own size when appending left much room at its end.
+func exact(b []byte) []byte {
+	if cap(b)-len(b) > len(b)/4 {
+		return bytes.Clone(b)
+	}
+	return b
 }
 
 // heldTrace is what a held analysis keeps of its trace besides the packed spans: the data issues
@@ -35,10 +180,10 @@ type heldTrace struct {
 	truncated bool
 }
 
-// hold is a fresh analysis as held once its spans are packed: operations, findings, accounting
-// and detector errors, without the trace (spans and index), and what the trace had to say. The
-// held result is a copy of its own: the analysis makes the result and its trace in one
-// allocation, and holding the result there would keep the whole trace alive.
+// hold is a fresh analysis as held: operations, findings, accounting and detector errors, without
+// the trace (spans and index, in the analysis's scratch), and what the trace had to say. The held
+// result is a copy of its own: the analysis makes the result and its trace in one allocation, and
+// holding the result there would keep the whole trace alive.
 func hold(r *traceResult) (*traceResult, *heldTrace) {
 	t := r.trace
 	held := new(traceResult)
@@ -61,13 +206,15 @@ func issuesOf(r *traceResult, meta *heldTrace) traceIssues {
 	return traceIssues{}
 }
 
-// unpackFor unpacks a trace's analyzed spans with room for extra more (the late spans).
-func unpackFor(packed []byte, extra int) ([]spans.Span, error) {
-	n, err := spans.PackedLen(packed)
-	if err != nil {
-		return nil, fmt.Errorf("unpacking held spans: %w", err)
-	}
-	ss, err := spans.AppendUnpacked(make([]spans.Span, 0, n+extra), packed)
+// unpackCopy reads a trace's held blocks back as spans of their own (copies: a view outlives
+// any scratch).
+func unpackCopy(packed []byte) ([]spans.Span, error) {
+	var ss []spans.Span
+	err := eachBlock(packed, func(block []byte) error {
+		var err error
+		ss, err = spans.AppendUnpacked(ss, block)
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("unpacking held spans: %w", err)
 	}
@@ -75,25 +222,21 @@ func unpackFor(packed []byte, extra int) ([]spans.Span, error) {
 }
 
 // viewPacked rebuilds the trace view of an analysis held packed: the spans unpacked and indexed
-// again (they are the ones the analysis indexed, already deduplicated and in span-id order, so the
-// display order and depths come out the same), with the analysis's own operations, findings,
-// truncation and notes.
-//
-// The index is rebuilt through analyzeTrace without detectors rather than buildTrace alone: the
-// trace assembly's internals are being reworked, and analyzeTrace is their stable entry point. The
-// inference it also runs is thrown away; lookups are rare (the TUI opens one trace at a time).
+// again (they are the ones the analysis indexed, so the display order and depths come out the
+// same), with the analysis's own operations, findings, truncation and notes.
 func (a *Analyzer) viewPacked(id spans.TraceID, r *traceResult, meta *heldTrace, packed []byte) *TraceView {
 	if meta == nil {
 		meta = &heldTrace{}
 	}
-	ss, err := unpackFor(packed, 0)
+	ss, err := unpackCopy(packed)
 	if err != nil {
 		// Only a bug in the packed form gets here: show what is left, and say why.
 		return &TraceView{TraceID: id, Operations: r.ops, Findings: r.findings, Truncated: meta.truncated,
 			Notes: append(slices.Clip(meta.notes), fmt.Sprintf("spans lost: %v", err))}
 	}
 	// The view reads the trace's index (order, depths), not its inference: the held result's
-	// operations and findings are the analysis's own.
+	// operations and findings are the analysis's own. The scratch's index arrays are not used:
+	// buildTrace allocates the view's own.
 	t := &Trace{}
 	sc := a.intern.getScratch()
 	buildTrace(t, id, ss, 0, sc)
@@ -103,4 +246,115 @@ func (a *Analyzer) viewPacked(id spans.TraceID, r *traceResult, meta *heldTrace,
 	full := *r
 	full.trace = t
 	return full.view()
+}
+
+// detachOps and detachRest give what an analysis keeps strings of their own where they alias the
+// packed bytes its spans were read from (src): operations and the accounting rows (interned:
+// services, names, dependencies and statuses repeat; operation ids are copied), then findings,
+// detector errors and the trace's notes.
+// Without it one operation's service name would keep its whole trace's packed bytes alive after
+// the trace was dropped. Strings that do not alias src (constants, the interner's, text the
+// analysis formatted) are left as they are.
+func detachOps(ops []*Operation, rows []acctRow, src *sources, in *interner) {
+	if src == nil || len(ops) == 0 && len(rows) == 0 {
+		return
+	}
+	in.lockStr()
+	defer in.unlockStr()
+	str := func(s *string) {
+		if src.owns(*s) {
+			*s = in.strLocked(*s)
+		}
+	}
+	for _, op := range ops {
+		if src.owns(op.ID) {
+			op.ID = strings.Clone(op.ID) // one per operation: not worth a table entry
+		}
+		str(&op.Name)
+		str(&op.Caller)
+		str(&op.Owner)
+		str(&op.Dependency)
+		str(&op.DependencyService)
+		str(&op.Terminal)
+		str(&op.StopReason)
+		for k := range op.Attempts {
+			at := &op.Attempts[k]
+			if src.owns(string(at.Kind)) {
+				at.Kind = AttemptKind(in.strLocked(string(at.Kind)))
+			}
+			for i := range at.Origins {
+				str(&at.Origins[i])
+			}
+			str(&at.Outcome)
+			str(&at.Status)
+		}
+	}
+	for i := range rows {
+		r := &rows[i]
+		str(&r.dep)
+		str(&r.service)
+		str(&r.caller)
+		str(&r.status)
+	}
+}
+
+func detachRest(r *traceResult, src *sources) {
+	if src == nil {
+		return
+	}
+	for i := range r.findings {
+		f := &r.findings[i]
+		for _, s := range []*string{&f.Detector, &f.TraceID, &f.Service, &f.Dependency, &f.Summary, &f.Action} {
+			*s = detachString(src, *s)
+		}
+		for k := range f.SpanIDs {
+			f.SpanIDs[k] = detachString(src, f.SpanIDs[k])
+		}
+		detachValue(src, f.Evidence)
+	}
+	for i := range r.errs {
+		r.errs[i] = detachString(src, r.errs[i])
+	}
+	if t := r.trace; t != nil {
+		for i := range t.notes {
+			t.notes[i] = detachString(src, t.notes[i])
+		}
+	}
+}
+
+func detachString(src *sources, s string) string {
+	if src.owns(s) {
+		return strings.Clone(s)
+	}
+	return s
+}
+
+// detachValue is an evidence value with its strings detached: the kinds of value the detectors
+// put in evidence (TestHeldResultsDoNotPointIntoPackedSpans checks them all).
+func detachValue(src *sources, v any) any {
+	switch x := v.(type) {
+	case string:
+		return detachString(src, x)
+	case []string:
+		for i := range x {
+			x[i] = detachString(src, x[i])
+		}
+	case []any:
+		for i := range x {
+			x[i] = detachValue(src, x[i])
+		}
+	case map[string]any:
+		for k, e := range x {
+			if nk := detachString(src, k); nk != k {
+				delete(x, k)
+				k = nk
+			}
+			x[k] = detachValue(src, e)
+		}
+	case []map[string]any:
+		for i := range x {
+			detachValue(src, x[i])
+		}
+	}
+	return v
 }

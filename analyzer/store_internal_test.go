@@ -3,6 +3,7 @@ package analyzer
 import (
 	"context"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -35,40 +36,69 @@ var namingDetector = &Detector{Name: "naming", Run: func(p *Pass) error {
 	return nil
 }}
 
+// analyzeAlone analyzes one trace's spans (a copy: buildTrace sorts them in place) with a scratch
+// of its own, as the analyzer's passes do but without packing them first.
+func analyzeAlone(a *Analyzer, ss []spans.Span, truncated int) *traceResult {
+	sc := a.intern.getScratch() // not given back: the result's trace uses it
+	return analyzeTrace(ss[0].TraceID, slices.Clone(ss), truncated, &a.cfg, a.seed, a.intern, sc, nil)
+}
+
+// blocks packs spans as held blocks, n spans a block, as batches of n would bring them.
+func blocks(ss []spans.Span, n int) []byte {
+	var out, buf []byte
+	for len(ss) > 0 {
+		k := min(n, len(ss))
+		out = appendBlock(out, ss[:k], &buf)
+		ss = ss[k:]
+	}
+	return out
+}
+
+// blocksLen counts the spans held in a trace's blocks.
+func blocksLen(t *testing.T, b []byte) int {
+	t.Helper()
+	total := 0
+	if err := eachBlock(b, func(block []byte) error {
+		n, err := spans.PackedLen(block)
+		total += n
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return total
+}
+
 // TestPackedViewIsTheAnalysisView: for every trace of every fixture, the view rebuilt from the
 // packed spans and the held (stripped) analysis is the view of the analysis itself, field for
-// field, unexported ones included.
+// field, unexported ones included - whether the spans were packed in one block or several.
 func TestPackedViewIsTheAnalysisView(t *testing.T) {
-	cfg := Config{Detectors: []*Detector{namingDetector}}
-	a := New(cfg)
-	seed, in := a.seed, a.intern
+	a := New(Config{Detectors: []*Detector{namingDetector}})
 	for _, ss := range fixtureTraces(t) {
 		id := ss[0].TraceID
-		res := analyzeTrace(id, ss, 0, &cfg, seed, in)
+		res := analyzeAlone(a, ss, 0)
 		want := res.view()
-		packed := pack(res.trace.Spans, nil)
 		held, meta := hold(res)
 		if held.trace != nil {
 			t.Fatalf("trace %s: the held analysis keeps its trace", id)
 		}
-		got := a.viewPacked(id, held, meta, packed)
-		if !reflect.DeepEqual(got, want) {
-			t.Fatalf("trace %s: the view from the packed spans differs:\n got %+v\nwant %+v", id, got, want)
+		for _, n := range []int{len(ss), 3} {
+			if got := a.viewPacked(id, held, meta, blocks(ss, n)); !reflect.DeepEqual(got, want) {
+				t.Fatalf("trace %s, %d spans a block: the view from the packed spans differs:\n got %+v\nwant %+v", id, n, got, want)
+			}
 		}
 	}
 	// A truncated trace keeps its flag and note.
 	ss := fixtureTraces(t)[0]
-	res := analyzeTrace(ss[0].TraceID, ss, 3, &cfg, seed, in)
+	res := analyzeAlone(a, ss, 3)
 	want := res.view()
-	packed := pack(res.trace.Spans, nil)
 	held, meta := hold(res)
-	if got := a.viewPacked(ss[0].TraceID, held, meta, packed); !want.Truncated || !reflect.DeepEqual(got, want) {
+	if got := a.viewPacked(ss[0].TraceID, held, meta, blocks(ss, len(ss))); !want.Truncated || !reflect.DeepEqual(got, want) {
 		t.Fatalf("truncated trace: got %+v\nwant %+v", got, want)
 	}
 }
 
-// TestSettledTracesHoldOnlyPackedSpans: once settled, a trace holds no []Span and no index, only
-// its packed spans, and the counts say so.
+// TestSettledTracesHoldOnlyPackedSpans: once settled, a trace holds no pending spans and no
+// index, only its packed spans, and the counts say so.
 func TestSettledTracesHoldOnlyPackedSpans(t *testing.T) {
 	a := New(Config{Detectors: []*Detector{namingDetector}, Settle: time.Second})
 	total := 0
@@ -81,14 +111,13 @@ func TestSettledTracesHoldOnlyPackedSpans(t *testing.T) {
 	a.Settle(time.Unix(0, 1).Add(1000 * time.Hour))
 	held, bytes := 0, 0
 	for _, ts := range a.traces {
-		if ts.spans != nil || ts.res == nil || ts.res.trace != nil || ts.packed == nil {
-			t.Fatalf("trace %s: spans %d, packed %d bytes, result %+v", ts.id, len(ts.spans), len(ts.packed), ts.res)
+		if ts.pending != nil || ts.npending != 0 || ts.res == nil || ts.res.trace != nil || ts.packed == nil {
+			t.Fatalf("trace %s: %d pending, packed %d bytes, result %+v", ts.id, ts.npending, len(ts.packed), ts.res)
 		}
-		n, err := spans.PackedLen(ts.packed)
-		if err != nil || n != ts.held || n != ts.resSpans {
-			t.Fatalf("trace %s: %d spans packed (%v), %d held, %d analyzed", ts.id, n, err, ts.held, ts.resSpans)
+		if n := blocksLen(t, ts.packed); n != ts.held || n != ts.resSpans {
+			t.Fatalf("trace %s: %d spans packed, %d held, %d analyzed", ts.id, n, ts.held, ts.resSpans)
 		}
-		held += n
+		held += ts.held
 		bytes += len(ts.packed)
 	}
 	st := a.Stats()
@@ -97,5 +126,40 @@ func TestSettledTracesHoldOnlyPackedSpans(t *testing.T) {
 	}
 	if r := a.Report(); r.Input.Spans != held {
 		t.Fatalf("input %+v, %d spans held", r.Input, held)
+	}
+}
+
+// TestPendingSpansArePacked: spans waiting for their trace to settle are held packed too, and
+// counted in PackedBytes; an analysis takes them out and the counts follow.
+func TestPendingSpansArePacked(t *testing.T) {
+	a := New(Config{Detectors: []*Detector{namingDetector}, Settle: time.Hour})
+	total := 0
+	for _, ss := range fixtureTraces(t) {
+		total += len(ss)
+		if err := a.ConsumeBatch(context.Background(), &spans.Batch{Spans: ss}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pending, bytes := 0, 0
+	for _, ts := range a.traces {
+		if ts.packed != nil || ts.res != nil {
+			t.Fatalf("trace %s analyzed before it settled", ts.id)
+		}
+		if n := blocksLen(t, ts.pending); n != ts.npending {
+			t.Fatalf("trace %s: %d spans in its pending blocks, %d counted", ts.id, n, ts.npending)
+		}
+		pending += ts.npending
+		bytes += len(ts.pending)
+	}
+	if st := a.Stats(); st.SpansHeld != total || pending != total || st.PackedBytes != bytes {
+		t.Fatalf("stats %+v: %d pending spans in %d bytes, %d received", st, pending, bytes, total)
+	}
+	a.Flush()
+	bytes = 0
+	for _, ts := range a.traces {
+		bytes += len(ts.packed) + len(ts.pending)
+	}
+	if st := a.Stats(); st.PackedBytes != bytes || st.PendingTraces != 0 {
+		t.Fatalf("after Flush: stats %+v, %d bytes held", st, bytes)
 	}
 }
