@@ -15,6 +15,7 @@ import (
 	"github.com/stormwatch/stormwatch/analyzer"
 	"github.com/stormwatch/stormwatch/analyzer/policy"
 	"github.com/stormwatch/stormwatch/analyzer/suite"
+	"github.com/stormwatch/stormwatch/spans"
 )
 
 // shared is one configured connector: one analyzer, the clock that drives it and the downstream
@@ -121,14 +122,16 @@ func (e *edge) Start(_ context.Context, _ component.Host) error { return e.s.sta
 func (e *edge) Shutdown(ctx context.Context) error { return e.s.shutdown(ctx) }
 
 func (s *shared) consume(ctx context.Context, td ptrace.Traces) error {
-	b := s.conv.convert(td)
-	if len(b.Spans) == 0 && b.Rejected == 0 {
+	// The analyzer packs what it keeps, so the batch's buffers are reused for the next request.
+	return s.conv.withBatch(td, func(b *spans.Batch) error {
+		if len(b.Spans) == 0 && b.Rejected == 0 {
+			return nil
+		}
+		if err := s.an.ConsumeBatch(ctx, b); err != nil {
+			return fmt.Errorf("stormwatch connector: file %d spans: %w", len(b.Spans), err)
+		}
 		return nil
-	}
-	if err := s.an.ConsumeBatch(ctx, b); err != nil {
-		return fmt.Errorf("stormwatch connector: file %d spans: %w", len(b.Spans), err)
-	}
-	return nil
+	})
 }
 
 // start launches the clock on the first edge's Start; the others only count.

@@ -213,3 +213,34 @@ func TestConvertEmpty(t *testing.T) {
 		t.Fatalf("empty traces gave %+v", b)
 	}
 }
+
+// TestConvertReusedBuffersMatchFresh: a conversion into buffers that an earlier, different
+// request filled gives exactly the batch a fresh conversion gives (the connector converts every
+// request into pooled buffers), and the buffers hold nothing of a request once it is filed.
+func TestConvertReusedBuffersMatchFresh(t *testing.T) {
+	c := newConverter(true)
+	var reqs []ptrace.Traces
+	for _, fc := range fixtures.Cases {
+		reqs = append(reqs, merged(t, fc.Name))
+	}
+	reqs = append(reqs, ptrace.NewTraces())
+	cb := &convBuf{}
+	// Every request after every other, big ones before small ones and after them.
+	for _, prev := range reqs {
+		for _, td := range reqs {
+			c.convertInto(prev, cb)
+			got := c.convertInto(td, cb)
+			want := c.convert(td)
+			if d := spanstest.Diff(want, got); d != "" {
+				t.Fatalf("conversion into used buffers differs:\n%s", d)
+			}
+		}
+	}
+	var filed *spans.Batch
+	if err := c.withBatch(reqs[0], func(b *spans.Batch) error { filed = b; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if len(filed.Spans) != 0 {
+		t.Errorf("the batch still holds %d spans after it was filed", len(filed.Spans))
+	}
+}
