@@ -26,12 +26,10 @@ type traceResult struct {
 // trace it returns with the result uses sc's buffers. When src is not nil, ss's strings alias src
 // and the result is detached from it (see detach).
 func analyzeTrace(id spans.TraceID, ss []spans.Span, truncated int, cfg *Config, seed maphash.Seed, in *interner, sc *scratch, src *sources) *traceResult {
-	// The result and its trace are one allocation: they are made and dropped together.
-	both := &struct {
-		r traceResult
-		t Trace
-	}{}
-	r, t := &both.r, &both.t
+	// The result and its trace are the scratch's: a result is held as a copy of its own (see
+	// hold), without the trace.
+	r, t := &sc.trace.r, &sc.trace.t
+	*r, *t = traceResult{}, Trace{}
 	r.trace = t
 	buildTrace(t, id, ss, truncated, sc)
 	r.ops = t.inferOperations(seed, cfg.Settings.Skew(), in, sc)

@@ -33,6 +33,24 @@ type scratch struct {
 	// scratch.unpack).
 	unpacker spans.Unpacker
 	spans    []spans.Span
+	// arena holds the trace index's arrays (see buildTrace) and trace the index itself, with the
+	// result it belongs to: made per trace, they were two allocations a trace.
+	arena []int32
+	trace struct {
+		r traceResult
+		t Trace
+	}
+}
+
+// arenaFor is the scratch's index array, n zero elements.
+func (sc *scratch) arenaFor(n int) []int32 {
+	if cap(sc.arena) < n {
+		sc.arena = make([]int32, n)
+		return sc.arena
+	}
+	a := sc.arena[:n]
+	clear(a)
+	return a
 }
 
 // maxScratch is the largest buffer (in elements) a scratch keeps between traces: one huge trace
@@ -55,6 +73,10 @@ func (sc *scratch) reset() {
 		sc.spans = sc.spans[:0]
 	}
 	sc.unpacker.Reset()
+	if cap(sc.arena) > 12*maxScratch {
+		sc.arena = nil
+	}
+	sc.trace.r, sc.trace.t = traceResult{}, Trace{}
 	sc.known = sc.known[:0]
 	sc.calls = sc.calls[:0]
 	sc.bufs = opBufs{} // the last result's buffers: the result may be dropped long before

@@ -181,9 +181,8 @@ type heldTrace struct {
 }
 
 // hold is a fresh analysis as held: operations, findings, accounting and detector errors, without
-// the trace (spans and index, in the analysis's scratch), and what the trace had to say. The held
-// result is a copy of its own: the analysis makes the result and its trace in one allocation, and
-// holding the result there would keep the whole trace alive.
+// the trace (spans and index), and what the trace had to say. The held result is a copy of its
+// own: the analysis makes the result and its trace in its scratch, which the next analysis reuses.
 func hold(r *traceResult) (*traceResult, *heldTrace) {
 	t := r.trace
 	held := new(traceResult)
@@ -235,12 +234,11 @@ func (a *Analyzer) viewPacked(id spans.TraceID, r *traceResult, meta *heldTrace,
 			Notes: append(slices.Clip(meta.notes), fmt.Sprintf("spans lost: %v", err))}
 	}
 	// The view reads the trace's index (order, depths), not its inference: the held result's
-	// operations and findings are the analysis's own. The scratch's index arrays are not used:
-	// buildTrace allocates the view's own.
+	// operations and findings are the analysis's own.
 	t := &Trace{}
 	sc := a.intern.getScratch()
+	defer a.intern.putScratch(sc) // after the view has copied what it shows out of the index
 	buildTrace(t, id, ss, 0, sc)
-	a.intern.putScratch(sc)
 	t.Truncated = meta.truncated
 	t.notes = meta.notes
 	full := *r

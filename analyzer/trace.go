@@ -197,10 +197,11 @@ func buildTrace(t *Trace, id spans.TraceID, ss []spans.Span, truncated int, sc *
 	t.carried, t.carriedRead = 0, false // inference indexes the attributes again
 	sortByID(ss, &sc.keys)
 	n := len(ss)
-	// The per-span index arrays share one allocation, sized before duplicates are dropped: the
-	// ids (two each), parent, childOff (n+1), child (at most n), roots (at most n), order, depth,
-	// pos, size, and the inference's call and enclosing indexes.
-	arena := make([]int32, 12*n+1)
+	// The per-span index arrays share one array, sized before duplicates are dropped: the ids
+	// (two each), parent, childOff (n+1), child (at most n), roots (at most n), order, depth, pos,
+	// size, and the inference's call and enclosing indexes. The scratch's: the index lives as
+	// long as the analysis (a held result keeps none of it; a view copies what it shows).
+	arena := sc.arenaFor(12*n + 1)
 	carve := func(size int) []int32 {
 		c := arena[:size:size]
 		arena = arena[size:]
