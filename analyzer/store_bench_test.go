@@ -2,6 +2,7 @@ package analyzer_test
 
 import (
 	"context"
+	"encoding/binary"
 	"reflect"
 	"runtime"
 	"runtime/metrics"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/stormwatch/stormwatch/analyzer"
 	"github.com/stormwatch/stormwatch/analyzer/analyzertest"
+	"github.com/stormwatch/stormwatch/analyzer/passes/passtest"
 	"github.com/stormwatch/stormwatch/analyzer/suite"
 	"github.com/stormwatch/stormwatch/spans"
 )
@@ -42,6 +44,37 @@ func BenchmarkHeldMemory(b *testing.B) {
 		b.Run("workload=issue2"+state, func(b *testing.B) {
 			benchHeld(b, settled, issue2Fill())
 		})
+		b.Run("workload=amplification"+state, func(b *testing.B) {
+			benchHeld(b, settled, amplificationFill(b))
+		})
+	}
+}
+
+// amplificationFill fills batches with copies of the amplification-27-reference fixture (the
+// connector benchmark's request: three retrying layers, 92 spans a trace, a third as many
+// operations as calls), each copy with trace ids of its own.
+func amplificationFill(b *testing.B) func(batch *spans.Batch, n int) int {
+	src := passtest.Spans(b, "amplification-27-reference")
+	var seq uint64
+	return func(batch *spans.Batch, n int) int {
+		added := 0
+		for added < n {
+			ids := map[spans.TraceID]spans.TraceID{}
+			for _, s := range src {
+				id, ok := ids[s.TraceID]
+				if !ok {
+					seq++
+					binary.BigEndian.PutUint64(id[8:], seq)
+					id[0] = 0x5e
+					ids[s.TraceID] = id
+				}
+				s.TraceID = id
+				batch.Spans = append(batch.Spans, s)
+			}
+			added += len(src)
+		}
+		ownAttrs(batch)
+		return added
 	}
 }
 

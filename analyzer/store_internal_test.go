@@ -163,3 +163,48 @@ func TestPendingSpansArePacked(t *testing.T) {
 		t.Fatalf("after Flush: stats %+v, %d bytes held", st, bytes)
 	}
 }
+
+// TestOperationsAreCompacted: a trace whose calls are mostly retries of few operations holds its
+// operations in a slab of their own size, not one sized for its calls, and the move keeps every
+// operation's parent pointing at the moved parent (the same operations, field for field).
+func TestOperationsAreCompacted(t *testing.T) {
+	a := New(Config{})
+	compacted := 0
+	for _, ss := range fixtureTraces(t) {
+		sc := a.intern.getScratch()
+		res := analyzeTrace(ss[0].TraceID, slices.Clone(ss), 0, &a.cfg, a.seed, a.intern, sc, nil)
+		slab := sc.bufs.slab
+		calls := 0
+		for i := range ss {
+			if ss[i].Kind == spans.KindClient {
+				calls++
+			}
+		}
+		if calls <= 8 || len(res.ops) == 0 || 4*len(res.ops) > 3*calls {
+			continue
+		}
+		compacted++
+		if cap(slab) != len(res.ops) {
+			t.Fatalf("trace %s: %d operations held in a slab of %d (%d calls)", ss[0].TraceID, len(res.ops), cap(slab), calls)
+		}
+		inSlab := func(op *Operation) bool {
+			for i := range slab {
+				if &slab[i] == op {
+					return true
+				}
+			}
+			return false
+		}
+		for _, op := range res.ops {
+			if !inSlab(op) || op.Parent != nil && !inSlab(op.Parent) {
+				t.Fatalf("trace %s: operation %s or its parent is outside the compacted slab", ss[0].TraceID, op.ID)
+			}
+			if op.Parent != nil && op.Parent.children == 0 {
+				t.Fatalf("trace %s: operation %s's parent has no children", ss[0].TraceID, op.ID)
+			}
+		}
+	}
+	if compacted == 0 {
+		t.Fatal("no fixture trace has mostly retried calls: the test checks nothing")
+	}
+}
