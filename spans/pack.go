@@ -672,35 +672,40 @@ func (u *unpacker) attrList() []Attr {
 	as := u.attrs[:c:c]
 	u.attrs = u.attrs[c:]
 	for i := range as {
-		a := &as[i]
-		// Every field, since an Unpacker's array holds what its last use left.
-		*a = Attr{Key: u.str()}
+		// Read into locals and stored once: every field, since an Unpacker's array holds what its
+		// last use left, and without zeroing the element first (with the garbage collector
+		// marking, a zeroing store of a struct with pointers goes through the bulk write barrier).
+		key := u.str()
 		tag := u.byte()
-		a.Type = ValueType(tag & tagType)
+		typ := ValueType(tag & tagType)
 		if tag&tagType == tagTypeEsc {
-			a.Type = ValueType(u.byte())
+			typ = ValueType(u.byte())
 		}
+		var str string
 		if tag&tagStr != 0 {
-			if a.Str = u.str(); a.Str == "" && u.err == nil {
-				u.fail("attribute %q: empty string marked present", a.Key)
+			if str = u.str(); str == "" && u.err == nil {
+				u.fail("attribute %q: empty string marked present", key)
 			}
 		}
+		var num int64
 		if tag&tagNum != 0 {
-			if a.Type == ValueDouble {
+			if typ == ValueDouble {
 				if f := u.fixed(8); len(f) == 8 {
 					var v uint64
 					for k := 7; k >= 0; k-- {
 						v = v<<8 | uint64(f[k])
 					}
-					a.Num = int64(v)
+					num = int64(v)
 				}
 			} else {
-				a.Num = u.zz()
+				num = u.zz()
 			}
 		}
 		if u.err != nil {
 			return nil
 		}
+		a := &as[i]
+		a.Key, a.Str, a.Num, a.Type = key, str, num, typ
 	}
 	return as
 }

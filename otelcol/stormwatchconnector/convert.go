@@ -60,7 +60,8 @@ func (c *converter) withBatch(td ptrace.Traces, f func(*spans.Batch) error) erro
 		cb = &convBuf{}
 	}
 	err := f(c.convertInto(td, cb))
-	// What the batch pointed at (td's strings) is let go before the buffers wait in the pool.
+	// What the batch pointed at (td's strings) is let go before the buffers wait in the pool,
+	// and they are zero again for the next conversion (see reuse).
 	clear(cb.spans)
 	clear(cb.attrs)
 	clear(cb.links)
@@ -73,14 +74,14 @@ func (c *converter) withBatch(td ptrace.Traces, f func(*spans.Batch) error) erro
 	return err
 }
 
-// reuse is buf with n zero elements, in buf's array when it has room.
+// reuse is buf with n zero elements, in buf's array when it has room: the whole array is zero
+// between uses (new, or cleared by withBatch after its last use), so it is not cleared again.
 func reuse[T any](buf *[]T, n int) []T {
 	if cap(*buf) < n {
 		*buf = make([]T, n)
 		return *buf
 	}
 	*buf = (*buf)[:n]
-	clear(*buf)
 	return *buf
 }
 
@@ -96,7 +97,8 @@ func (c *converter) convert(td ptrace.Traces) *spans.Batch {
 	return c.convertInto(td, &convBuf{})
 }
 
-// convertInto copies td into a batch in cb's buffers. Memory is allocated per call, not per span: spans,
+// convertInto copies td into a batch in cb's buffers, which must be zero (new, or cleared by
+// withBatch). Memory is allocated per call, not per span: spans,
 // attributes, links, events and resources each live in one slice sized by a counting pass, as in
 // the wire decoders. Strings are shared with td, which is safe because pdata strings are
 // immutable Go strings that do not alias a reused buffer (pdata copies each one out of the
