@@ -23,8 +23,8 @@ import (
 //   - An analysis reads the blocks back into its scratch (spans.Unpacker: no allocation, strings
 //     aliasing the packed bytes), and detaches what it keeps - operations, findings, notes - from
 //     those bytes (see detach), so that nothing held points into them but the trace itself.
-//   - The analyzed spans are then held as they came: the blocks read, unless the analysis
-//     dropped duplicates, in which case the spans it kept are packed again as one block.
+//   - The analyzed spans are then held as one block: the one they came in, or, when they came
+//     in several or the analysis dropped duplicates, the spans it kept packed again.
 //   - The spans come back (a copy) only for the TUI's trace view.
 //
 // What the report and the windowed detectors read - operations, findings, accounting - is held
@@ -141,20 +141,21 @@ func (sc *scratch) unpack(src sources) ([]spans.Span, error) {
 }
 
 // keepPacked is what a trace holds of the spans an analysis read from src (read of them; kept,
-// the ones it kept): the blocks as they are when the analysis dropped nothing, else the kept
-// spans packed again (detached results no longer point into src, so it may go).
+// the ones it kept): the block as it is when the spans came in one and the analysis dropped
+// nothing; else the kept spans packed again as one block (detached results no longer point into
+// src, so it may go). A trace whose spans came in several batches is packed again once analyzed:
+// each block repeats its strings and header, about 200 bytes a block.
 func keepPacked(src sources, kept []spans.Span, read int, lost error, scratch *[]byte) []byte {
 	if len(kept) == 0 {
 		return nil
 	}
 	if len(kept) == read && lost == nil {
-		switch {
-		case len(src[0]) == 0:
-			return exact(src[1])
-		case len(src[1]) == 0:
-			return src[0]
+		if b := src[0]; len(src[1]) == 0 && oneBlock(b) {
+			return b
 		}
-		return slices.Concat(src[0], src[1])
+		if b := src[1]; len(src[0]) == 0 && oneBlock(b) {
+			return b
+		}
 	}
 	var buf []byte
 	if scratch == nil {
@@ -163,12 +164,9 @@ func keepPacked(src sources, kept []spans.Span, read int, lost error, scratch *[
 	return appendBlock(nil, kept, scratch)
 }
 
-// exact is b, copied to a buffer of its own size when appending left much room at its end.
-func exact(b []byte) []byte {
-	if cap(b)-len(b) > len(b)/4 {
-		return bytes.Clone(b)
-	}
-	return b
+// oneBlock reports whether b is exactly one framed block.
+func oneBlock(b []byte) bool {
+	return len(b) >= blockHeader && int(binary.LittleEndian.Uint32(b)) == len(b)-blockHeader
 }
 
 // heldTrace is what a held analysis keeps of its trace besides the packed spans: the data issues

@@ -208,3 +208,56 @@ func TestOperationsAreCompacted(t *testing.T) {
 		t.Fatal("no fixture trace has mostly retried calls: the test checks nothing")
 	}
 }
+
+// TestTraceFromManyBatchesIsHeldAsOneBlock: a trace whose spans arrive one batch at a time is held
+// pending as a block per batch, and as one block once analyzed, smaller than those blocks together
+// (they repeat their strings and headers); a trace that came in one batch keeps its block as is.
+func TestTraceFromManyBatchesIsHeldAsOneBlock(t *testing.T) {
+	var many []spans.Span
+	for _, ss := range fixtureTraces(t) {
+		if len(ss) >= 10 {
+			many = ss
+			break
+		}
+	}
+	if many == nil {
+		t.Fatal("no fixture trace of 10 spans or more")
+	}
+	a := New(Config{Detectors: []*Detector{namingDetector}, Settle: time.Second})
+	for i := range many {
+		if err := a.ConsumeBatch(context.Background(), &spans.Batch{Spans: many[i : i+1]}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ts := a.traces[many[0].TraceID]
+	blocks := func(b []byte) int {
+		n := 0
+		if err := eachBlock(b, func([]byte) error { n++; return nil }); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if n := blocks(ts.pending); n != len(many) {
+		t.Fatalf("%d pending blocks for %d batches", n, len(many))
+	}
+	pendingBytes := len(ts.pending)
+	a.Settle(time.Unix(0, 1).Add(1000 * time.Hour))
+	if n := blocks(ts.packed); n != 1 || blocksLen(t, ts.packed) != ts.held || len(ts.packed) >= pendingBytes {
+		t.Fatalf("analyzed: %d blocks, %d bytes (pending: %d bytes), %d spans held", n, len(ts.packed), pendingBytes, ts.held)
+	}
+	if st := a.Stats(); st.PackedBytes != len(ts.packed) {
+		t.Fatalf("stats %+v, %d bytes held", st, len(ts.packed))
+	}
+
+	// In one batch: the block it came in is the block held.
+	b := New(Config{Detectors: []*Detector{namingDetector}, Settle: time.Second})
+	if err := b.ConsumeBatch(context.Background(), &spans.Batch{Spans: many}); err != nil {
+		t.Fatal(err)
+	}
+	one := b.traces[many[0].TraceID]
+	pending := one.pending
+	b.Settle(time.Unix(0, 1).Add(1000 * time.Hour))
+	if len(one.packed) == 0 || &one.packed[0] != &pending[0] {
+		t.Fatal("a trace that came in one batch was packed again")
+	}
+}
