@@ -50,6 +50,8 @@ type Analyzer struct {
 	order   []*traceState
 	gather  []spans.Span
 	ingest  []byte
+	// packed, when set (tests only), is told of every buffer of packed spans made.
+	packed func([]byte)
 
 	spansHeld   int
 	packedBytes int // the held spans, packed (traceState.pending and packed), in bytes
@@ -107,6 +109,7 @@ type traceState struct {
 	// spans arriving meanwhile start a new pending.
 	inFlight bool
 	out      int
+	outBytes int // the packed size of the pending spans out, counted in packedBytes until publish
 	// Used by ConsumeBatch within one batch: the spans coming for the trace, and where regroup
 	// writes the next of them.
 	incoming  int32
@@ -429,7 +432,7 @@ func (a *Analyzer) take(t *traceState) job {
 	// analysis is published; they are counted in out meanwhile.
 	j.from = t.packed
 	t.out = t.npending + t.held
-	a.packedBytes -= len(t.pending)
+	t.outBytes = len(t.pending)
 	t.held = 0
 	t.pending, t.npending = nil, 0
 	t.inFlight = true
@@ -455,6 +458,9 @@ func (a *Analyzer) run(j *job, scratch *[]byte) {
 	j.n = len(res.trace.Spans)
 	if !a.cfg.ReleaseSpans && !j.late && !j.noPack {
 		j.packed = keepPacked(src, res.trace.Spans, len(ss), lost, scratch)
+		if a.packed != nil {
+			a.packed(j.packed)
+		}
 	}
 	// The trace (spans and index) lives in the scratch: the result goes on without it.
 	j.res, j.meta = hold(res)
@@ -468,6 +474,8 @@ func (a *Analyzer) publish(j *job) {
 	// Duplicates are dropped for good: the held count shrinks to what the analysis kept.
 	a.spansHeld -= t.out - j.n
 	t.out = 0
+	a.packedBytes -= t.outBytes
+	t.outBytes = 0
 	// Spans that arrived during the analysis stay in t.pending (the trace is pending again for
 	// them); the analyzed ones are held packed.
 	if j.late {

@@ -3,6 +3,8 @@ package analyzer_test
 import (
 	"context"
 	"reflect"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 	"unsafe"
@@ -16,45 +18,134 @@ import (
 
 // TestHeldResultsDoNotPointIntoPackedSpans: an analysis reads its spans with strings aliasing the
 // packed bytes, and detaches what it keeps. If any string of the report or of the operations
-// held - a service name, a dependency, an evidence value of any detector - still pointed into a
-// trace's packed bytes, it would keep them alive after the trace was dropped. Every fixture,
-// through the whole suite and the built-in policy, traces arriving interleaved span by span.
+// held - a service name, a dependency, an evidence value of any detector - still pointed into
+// packed bytes, it would keep them alive after the trace was dropped or packed again. Every
+// fixture, through the whole suite, the built-in policy and a detector with evidence of unusual
+// types, in several ways: whole batches, interleaved batches of a few spans (traces in many
+// blocks, packed again once analyzed), late duplicates that make every trace be analyzed again,
+// and offline with spans released. Every buffer of packed spans the analyzer made is checked.
 func TestHeldResultsDoNotPointIntoPackedSpans(t *testing.T) {
-	cfg := analyzer.Config{Settle: time.Second, WindowInterval: time.Nanosecond, Detectors: suite.Default()}
-	policy.Configure(&cfg, nil, policy.Live)
-	a := analyzer.New(cfg)
 	var all []spans.Span
 	for _, f := range spanstest.FixtureTraces(t, spans.DecodeOptions{}) {
 		for _, ss := range f.Traces {
 			all = append(all, ss...)
 		}
 	}
-	// Interleaved: the batch is regrouped by trace before it is packed.
-	for lo := 0; lo < len(all); lo += 500 {
-		batch := interleave(all[lo:min(lo+500, len(all))])
-		if err := a.ConsumeBatch(context.Background(), &spans.Batch{Spans: batch}); err != nil {
-			t.Fatal(err)
+	later := time.Unix(0, 0).Add(1000 * time.Hour)
+	for _, sc := range []struct {
+		name    string
+		release bool
+		batch   int
+		late    bool
+	}{
+		{name: "whole batches", batch: 500},
+		{name: "interleaved, 7 spans a batch", batch: 7},
+		{name: "late duplicates", batch: 500, late: true},
+		{name: "released", batch: 7, release: true},
+	} {
+		t.Run(sc.name, func(t *testing.T) {
+			cfg := analyzer.Config{Settle: time.Second, WindowInterval: time.Nanosecond, ReleaseSpans: sc.release,
+				Detectors: append(suite.Default(), oddEvidence)}
+			policy.Configure(&cfg, nil, policy.Live)
+			a := analyzer.New(cfg)
+			var mu sync.Mutex
+			var made [][]byte
+			analyzer.OnPack(a, func(b []byte) { mu.Lock(); made = append(made, b); mu.Unlock() })
+			feed := func(ss []spans.Span) {
+				for lo := 0; lo < len(ss); lo += sc.batch {
+					batch := interleave(ss[lo:min(lo+sc.batch, len(ss))])
+					if err := a.ConsumeBatch(context.Background(), &spans.Batch{Spans: batch}); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			feed(all)
+			a.Settle(later)
+			if sc.late {
+				// The first span of every trace again: each trace is analyzed again, drops the
+				// duplicate and is packed anew.
+				var dups []spans.Span
+				seen := map[spans.TraceID]bool{}
+				for _, s := range all {
+					if !seen[s.TraceID] {
+						seen[s.TraceID] = true
+						dups = append(dups, s)
+					}
+				}
+				feed(dups)
+				a.Settle(later.Add(time.Hour))
+			}
+			snap := a.Snapshot(later.Add(2 * time.Hour))
+			if len(snap.Report.Findings) == 0 || len(snap.Operations) == 0 || len(made) == 0 {
+				t.Fatalf("%d findings, %d operations, %d packed buffers: the check below would check nothing",
+					len(snap.Report.Findings), len(snap.Operations), len(made))
+			}
+			strs := 0
+			w := walker{seen: map[uintptr]bool{}, visit: func(path, s string) {
+				strs++
+				if aliases(s, made) {
+					t.Errorf("%s = %q points into packed spans", path, s)
+				}
+			}}
+			w.walk("report", reflect.ValueOf(snap.Report))
+			w.walk("operations", reflect.ValueOf(snap.Operations))
+			t.Logf("%d strings checked against %d packed buffers", strs, len(made))
+			checkOddEvidence(t, snap.Report.Findings)
+		})
+	}
+}
+
+// oddEvidence reports, for each trace's first CLIENT span, evidence of the kinds no built-in
+// detector uses: a struct and a pointer holding the span's name, a map keyed by it, and the
+// span's children as the trace's own index slice - which the next analysis overwrites unless the
+// analyzer copies it.
+var oddEvidence = &analyzer.Detector{Name: "odd-evidence", Severity: analyzer.SeverityInfo,
+	Run: func(p *analyzer.Pass) error {
+		t := p.Trace
+		first := -1 // the first CLIENT span with children, else the first CLIENT span
+		for i := range t.Len() {
+			if t.Spans[i].Kind == spans.KindClient && (first < 0 || len(t.Children(first)) == 0) {
+				first = i
+			}
 		}
-	}
-	a.Settle(time.Unix(0, 0).Add(1000 * time.Hour))
-	held := analyzer.HeldBytes(a)
-	if len(held) == 0 {
-		t.Fatal("nothing held")
-	}
-	snap := a.Snapshot(time.Unix(0, 0).Add(1000 * time.Hour))
-	if len(snap.Report.Findings) == 0 || len(snap.Operations) == 0 {
-		t.Fatalf("%d findings, %d operations: the check below would check nothing", len(snap.Report.Findings), len(snap.Operations))
-	}
-	strs := 0
-	w := walker{seen: map[uintptr]bool{}, visit: func(path, s string) {
-		strs++
-		if aliases(s, held) {
-			t.Errorf("%s = %q points into a trace's packed spans", path, s)
+		for i := range t.Len() {
+			s := &t.Spans[i]
+			if i != first {
+				continue
+			}
+			type named struct{ Name string }
+			p.Report(analyzer.Finding{Summary: "odd", SpanIDs: []string{s.SpanID.String()}, Evidence: map[string]any{
+				"struct":   named{s.Name},
+				"pointer":  &named{s.Name},
+				"map":      map[string]int{s.Name: len(t.Children(i))},
+				"children": t.Children(i),
+				"want":     append([]int32(nil), t.Children(i)...),
+			}})
+			return nil
 		}
+		return nil
 	}}
-	w.walk("report", reflect.ValueOf(snap.Report))
-	w.walk("operations", reflect.ValueOf(snap.Operations))
-	t.Logf("%d strings checked against %d packed buffers", strs, len(held))
+
+// checkOddEvidence: the index slice oddEvidence reported still holds what it held when reported.
+func checkOddEvidence(t *testing.T, fs []analyzer.Finding) {
+	t.Helper()
+	n, withChildren := 0, 0
+	for _, f := range fs {
+		if f.Detector != oddEvidence.Name {
+			continue
+		}
+		n++
+		got, want := f.Evidence["children"].([]int32), f.Evidence["want"].([]int32)
+		if !slices.Equal(got, want) {
+			t.Fatalf("evidence %v changed to %v after later analyses", want, got)
+		}
+		if len(want) > 0 {
+			withChildren++
+		}
+	}
+	if n == 0 || withChildren == 0 {
+		t.Fatalf("%d odd-evidence findings, %d with children", n, withChildren)
+	}
 }
 
 // interleave deals the spans out trace by trace, one span of each trace in turn.

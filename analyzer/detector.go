@@ -47,7 +47,10 @@ func (d *Detector) String() string { return d.Name }
 type Pass struct {
 	Detector *Detector
 	// Trace is the assembled trace (nil for ScopeWindow): spans, parent/child index, the
-	// operation each CLIENT span belongs to.
+	// operation each CLIENT span belongs to. It lives only for the pass: its spans, their
+	// attributes and its index are read back into buffers the next trace's analysis reuses, so
+	// nothing taken from it may be kept past Run. Findings may carry what they like; the analyzer
+	// gives their strings and evidence values memory of their own.
 	Trace *Trace
 	// Operations are the trace's logical operations (for ScopeWindow: of every trace held), each
 	// with its chain of Parent operations up to the root request.

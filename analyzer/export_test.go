@@ -15,3 +15,11 @@ func HeldBytes(a *Analyzer) [][]byte {
 	}
 	return out
 }
+
+// OnPack has f told of every buffer of packed spans a makes from now on (f must be safe for
+// concurrent use: analyses run outside the analyzer's lock).
+func OnPack(a *Analyzer, f func([]byte)) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.packed = f
+}

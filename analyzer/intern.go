@@ -22,13 +22,13 @@ type interner struct {
 	// (under it) may analyze while a pass does.
 	strMu sync.Mutex
 	strs  map[string]string
-	// recent are strings interned lately, by recentSlot (see str).
+	// recent are strings interned lately, by recentSlot (see strLocked).
 	recent [1 << recentBits]string
 	// derived caches the origin and target computed from a call's attributes: the same URLs
 	// come back call after call, and building "scheme://host:port" each time is an allocation.
 	// It has a lock of its own.
 	derivedMu sync.Mutex
-	derived   map[derivedKey]string
+	derived   map[derivedKey]derivedEntry // the entries' keys are copies of the cache's own
 	// derivedCounts (under derivedMu) and bypass: see countDerived.
 	derivedCounts [5]derivedCount
 	bypass        [5]atomic.Int64
@@ -51,7 +51,7 @@ func (in *interner) putScratch(sc *scratch) {
 }
 
 func newInterner() *interner {
-	return &interner{strs: map[string]string{}, derived: map[derivedKey]string{}}
+	return &interner{strs: map[string]string{}, derived: map[derivedKey]derivedEntry{}}
 }
 
 // lockStr and unlockStr bracket calls of strLocked.
@@ -191,28 +191,27 @@ func (in *interner) cached(k derivedKey, s *known, f func(*known) string, l1 *de
 		}
 	}
 	kind := derivedKind(k.what)
-	var v string
-	// owned: v is the cache's own string, not part of the span's (a URL's authority is a slice
-	// of it). Only those go in l1, which outlives the trace: a value that pointed into one
-	// trace's spans would otherwise be handed to the operations of the traces after it.
-	owned := false
 	if in.bypass[kind].Load() > 0 {
 		// This kind's keys have not been coming back: made again, not looked up.
 		in.bypass[kind].Add(-1)
-		v = f(s)
-	} else {
-		in.derivedMu.Lock()
-		v, owned = in.derived[k]
-		in.countDerived(kind, owned)
-		in.derivedMu.Unlock()
-		if !owned {
-			v, owned = in.derive(k, s, f)
+		return f(s)
+	}
+	in.derivedMu.Lock()
+	own, ok := in.derived[k]
+	in.countDerived(kind, ok)
+	in.derivedMu.Unlock()
+	if !ok {
+		if own, ok = in.derive(k, s, f); !ok {
+			return own.v // the cache is full: made again, and not kept
 		}
 	}
-	if e != nil && owned {
-		*e = derivedEntry{k: k, v: v, ok: true}
+	// l1 outlives the trace: it takes only the cache's own entry, whose key and value are copies.
+	// The caller's key and a value made from it are parts of the span's strings (a URL's
+	// authority is a slice of it), which alias the trace's packed bytes.
+	if e != nil {
+		*e = own
 	}
-	return v
+	return own.v
 }
 
 // Derived values are cheap to make again; the shared cache pays when their keys come back. When
@@ -259,27 +258,28 @@ func (in *interner) countDerived(kind int, hit bool) {
 	}
 }
 
-// derive makes k's value and caches it while the cache has room; owned says the value returned
-// is the cache's own copy.
-func (in *interner) derive(k derivedKey, s *known, f func(*known) string) (v string, owned bool) {
-	v = f(s)
+// derive makes k's value and caches it while the cache has room: ok says the entry returned is
+// the cache's own (key and value copies), else only its value is set.
+func (in *interner) derive(k derivedKey, s *known, f func(*known) string) (e derivedEntry, ok bool) {
+	v := f(s)
 	in.derivedMu.Lock()
 	defer in.derivedMu.Unlock()
 	if len(in.derived) >= maxInterned {
-		return v, false
+		return derivedEntry{v: v}, false
 	}
 	// The key's strings and the value may be parts of the spans' strings, which alias their
 	// packed bytes: copies of their own keep the cache from pinning them.
 	k.a, k.b, k.c = strings.Clone(k.a), strings.Clone(k.b), strings.Clone(k.c)
-	v = strings.Clone(v)
-	in.derived[k] = v
-	return v, true
+	e = derivedEntry{k: k, v: strings.Clone(v), ok: true}
+	in.derived[k] = e
+	return e, true
 }
 
 // derivedL1 is a small cache of derived values in front of the interner's shared one, private to
 // one analysis at a time (it lives in a scratch, and stays there from trace to trace): a hit
 // costs a few compares where the shared cache costs a lock and a map lookup that hashes every
-// string of the key. Direct-mapped: a key that collides with another replaces it.
+// string of the key. Direct-mapped: a key that collides with another replaces it. It holds only
+// the shared cache's own entries (copies), so keeping it pins no trace's packed spans.
 type derivedL1 [64]derivedEntry
 
 type derivedEntry struct {

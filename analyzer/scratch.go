@@ -27,7 +27,8 @@ type scratch struct {
 	opStart []int32
 	seen    []intentAt
 	// derived caches origins and targets in front of the interner's shared cache. Kept from
-	// trace to trace (reset leaves it): what it holds is true for any trace.
+	// trace to trace (reset leaves it): what it holds is true for any trace, and is the shared
+	// cache's own copies.
 	derived derivedL1
 	// unpacker and spans hold the trace's spans read back from their packed bytes (see
 	// scratch.unpack).
@@ -60,10 +61,13 @@ const maxScratch = 4096
 // reset drops buffers grown beyond maxScratch and what the last analysis left that points
 // into its result.
 //
-// The attribute indexes and the calls are only truncated, not cleared: clearing them cost more
-// than a percent of the analysis (write barriers for every pointer), and the next trace
-// overwrites them. Until then a pooled scratch may keep its last trace's spans reachable - one
-// trace per scratch, and the pool itself is emptied by the garbage collector.
+// The attribute indexes, the calls and the spans read back (with the unpacker's arrays) are only
+// truncated, not cleared: clearing them cost more than a percent of the analysis (write barriers
+// for every pointer), and the next traces overwrite them. Until then a pooled scratch keeps
+// strings of the traces it analyzed last reachable, and with them their packed bytes: as many
+// traces as its arrays' tails reach back to (the arrays are dropped past maxScratch elements, the
+// unpacker's past 16,384), for as long as the scratch lives - a pool entry not taken again goes
+// at the second garbage collection.
 func (sc *scratch) reset() {
 	// The spans read back alias their packed bytes and the unpacker's buffers: truncated only,
 	// like the indexes below, they keep one trace's packed bytes reachable until the next.

@@ -29,8 +29,9 @@ type Snapshot struct {
 type StoreStats struct {
 	SpansHeld  int
 	TracesHeld int
-	// PackedBytes is the memory of the analyzed spans among SpansHeld: once analyzed, a trace's
-	// spans are held packed (about a hundred bytes a span), until late spans or a lookup need them.
+	// PackedBytes is the memory of the spans held (SpansHeld), all packed from their arrival:
+	// about 70-250 bytes a span, strings included (the bytes in use; a trace whose spans came in
+	// several batches may hold up to twice its pending bytes until it is analyzed).
 	PackedBytes int
 	// PendingTraces are traces still waiting for their settle period.
 	PendingTraces int

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"unsafe"
@@ -47,6 +48,9 @@ func appendBlock(buf []byte, ss []spans.Span, scratch *[]byte) []byte {
 // appendPending packs a trace's spans of one batch onto its pending bytes.
 func (a *Analyzer) appendPending(pending []byte, ss []spans.Span) []byte {
 	pending = appendBlock(pending, ss, &a.ingest)
+	if a.packed != nil {
+		a.packed(pending)
+	}
 	if cap(a.ingest) > maxPackBuf {
 		a.ingest = nil // one huge batch does not leave its buffer behind
 	}
@@ -71,10 +75,14 @@ func (a *Analyzer) regroup(ss []spans.Span, ts []*traceState, order []*traceStat
 	return g
 }
 
+// maxGather is the largest regroup buffer (in spans, 184 bytes each) kept from batch to batch:
+// requests of a few thousand spans keep theirs, one huge batch does not leave its copy behind.
+const maxGather = 1 << 14
+
 // endRegroup lets go of the batch regroup copied (its strings alias the request).
 func (a *Analyzer) endRegroup() {
 	clear(a.gather)
-	if cap(a.gather) > maxScratch {
+	if cap(a.gather) > maxGather {
 		a.gather = nil
 	} else {
 		a.gather = a.gather[:0]
@@ -120,8 +128,8 @@ func (src *sources) owns(s string) bool {
 	return false
 }
 
-// unpack reads the sources' spans into the scratch (valid until the scratch is reset). A block
-// that does not read is skipped, with the error.
+// unpack reads the sources' spans into the scratch (valid until the scratch is reset). A source
+// with a block that does not read is read up to that block, and the error returned.
 func (sc *scratch) unpack(src sources) ([]spans.Span, error) {
 	sc.unpacker.Reset()
 	ss := sc.spans[:0]
@@ -325,10 +333,14 @@ func detachString(src *sources, s string) string {
 	return s
 }
 
-// detachValue is an evidence value with its strings detached: the kinds of value the detectors
-// put in evidence (TestHeldResultsDoNotPointIntoPackedSpans checks them all).
+// detachValue is an evidence value with its strings detached. The kinds of value the built-in
+// detectors put in evidence are handled in place; any other (a custom detector's) is copied
+// deeply (see detachCopy), since it may hold parts of the trace, which its analysis's scratch
+// reuses.
 func detachValue(src *sources, v any) any {
 	switch x := v.(type) {
+	case nil, bool, int, int64, float64:
+		return v
 	case string:
 		return detachString(src, x)
 	case []string:
@@ -351,6 +363,70 @@ func detachValue(src *sources, v any) any {
 		for i := range x {
 			detachValue(src, x[i])
 		}
+	default:
+		return detachCopy(src, reflect.ValueOf(v), 0).Interface()
+	}
+	return v
+}
+
+// detachCopy is a deep copy of v with its strings detached: slices, arrays, maps, pointers and
+// structs are copied (a struct's unexported fields by value), to a depth of 8 and no further.
+func detachCopy(src *sources, v reflect.Value, depth int) reflect.Value {
+	if !v.IsValid() || depth > 8 {
+		return v
+	}
+	switch v.Kind() {
+	case reflect.String:
+		if s := v.String(); src.owns(s) {
+			return reflect.ValueOf(strings.Clone(s)).Convert(v.Type())
+		}
+	case reflect.Slice:
+		if v.IsNil() {
+			return v
+		}
+		out := reflect.MakeSlice(v.Type(), v.Len(), v.Len())
+		for i := range v.Len() {
+			out.Index(i).Set(detachCopy(src, v.Index(i), depth+1))
+		}
+		return out
+	case reflect.Array:
+		out := reflect.New(v.Type()).Elem()
+		for i := range v.Len() {
+			out.Index(i).Set(detachCopy(src, v.Index(i), depth+1))
+		}
+		return out
+	case reflect.Map:
+		if v.IsNil() {
+			return v
+		}
+		out := reflect.MakeMapWithSize(v.Type(), v.Len())
+		for it := v.MapRange(); it.Next(); {
+			out.SetMapIndex(detachCopy(src, it.Key(), depth+1), detachCopy(src, it.Value(), depth+1))
+		}
+		return out
+	case reflect.Pointer:
+		if v.IsNil() {
+			return v
+		}
+		out := reflect.New(v.Type().Elem())
+		out.Elem().Set(detachCopy(src, v.Elem(), depth+1))
+		return out
+	case reflect.Interface:
+		if v.IsNil() {
+			return v
+		}
+		out := reflect.New(v.Type()).Elem()
+		out.Set(detachCopy(src, v.Elem(), depth+1))
+		return out
+	case reflect.Struct:
+		out := reflect.New(v.Type()).Elem()
+		out.Set(v)
+		for i := range v.NumField() {
+			if f := out.Field(i); f.CanSet() {
+				f.Set(detachCopy(src, v.Field(i), depth+1))
+			}
+		}
+		return out
 	}
 	return v
 }

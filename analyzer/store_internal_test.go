@@ -2,10 +2,12 @@ package analyzer
 
 import (
 	"context"
+	"fmt"
 	"reflect"
 	"slices"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/stormwatch/stormwatch/spans"
 	"github.com/stormwatch/stormwatch/spans/spanstest"
@@ -259,5 +261,116 @@ func TestTraceFromManyBatchesIsHeldAsOneBlock(t *testing.T) {
 	b.Settle(time.Unix(0, 1).Add(1000 * time.Hour))
 	if len(one.packed) == 0 || &one.packed[0] != &pending[0] {
 		t.Fatal("a trace that came in one batch was packed again")
+	}
+}
+
+// TestDerivedCachesHoldNoSpanStrings: the origin/target caches outlive the traces they were filled
+// from - the shared one for the analyzer's life, each scratch's small one from trace to trace -
+// so neither may hold a string that points into a trace's packed spans.
+func TestDerivedCachesHoldNoSpanStrings(t *testing.T) {
+	a := New(Config{})
+	sc := a.intern.getScratch()
+	var made [][]byte
+	within := func(s string) bool {
+		for _, b := range made {
+			if len(s) > 0 && len(b) > 0 {
+				p, base := uintptr(unsafe.Pointer(unsafe.StringData(s))), uintptr(unsafe.Pointer(&b[0]))
+				if p >= base && p < base+uintptr(len(b)) {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	entries := 0
+	for _, ss := range fixtureTraces(t) {
+		block := blocks(ss, len(ss))
+		made = append(made, block)
+		src := sources{nil, block}
+		read, err := sc.unpack(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		analyzeTrace(ss[0].TraceID, read, 0, &a.cfg, a.seed, a.intern, sc, &src)
+		sc.reset()
+		for _, e := range sc.derived {
+			if e.ok {
+				entries++
+				for _, s := range []string{e.k.a, e.k.b, e.k.c, e.v} {
+					if within(s) {
+						t.Fatalf("the scratch's cache holds %q from a trace's packed spans", s)
+					}
+				}
+			}
+		}
+	}
+	for k, e := range a.intern.derived {
+		for _, s := range []string{k.a, k.b, k.c, e.k.a, e.k.b, e.k.c, e.v} {
+			if within(s) {
+				t.Fatalf("the shared cache holds %q from a trace's packed spans", s)
+			}
+		}
+	}
+	if entries == 0 || len(a.intern.derived) == 0 {
+		t.Fatalf("%d entries in the scratch's cache, %d in the shared one: nothing was checked", entries, len(a.intern.derived))
+	}
+}
+
+// TestCompactMovesOperationsWhole: compact copies every operation field for field into a slab of
+// their number, and points each parent at the moved parent; a slab mostly full, small, or with an
+// operation outside it is left as it is.
+func TestCompactMovesOperationsWhole(t *testing.T) {
+	mk := func(n, used int) (*opBufs, []*Operation) {
+		b := &opBufs{slab: make([]Operation, 0, n)}
+		var ops []*Operation
+		for i := range used {
+			b.slab = b.slab[:i+1]
+			op := &b.slab[i]
+			*op = Operation{ID: fmt.Sprintf("op-%d", i), Caller: "svc", StartUnixNano: int64(i), intent: uint64(i)}
+			if i > 0 {
+				op.Parent = &b.slab[(i-1)/2]
+				op.Parent.children++
+			}
+			ops = append(ops, op)
+		}
+		return b, ops
+	}
+	b, ops := mk(30, 7)
+	want := make([]Operation, len(ops))
+	for i, op := range ops {
+		want[i] = *op
+	}
+	out := b.compact(ops)
+	if cap(b.slab) != 7 || len(out) != 7 {
+		t.Fatalf("slab of %d, %d operations; want 7 and 7", cap(b.slab), len(out))
+	}
+	for i, op := range out {
+		if op != &b.slab[i] {
+			t.Fatalf("operation %d is not in the new slab", i)
+		}
+		got, w := *op, want[i]
+		if i > 0 {
+			if op.Parent != &b.slab[(i-1)/2] {
+				t.Fatalf("operation %d's parent was not moved along", i)
+			}
+			got.Parent, w.Parent = nil, nil
+		}
+		if !reflect.DeepEqual(got, w) {
+			t.Fatalf("operation %d: %+v, want %+v", i, got, w)
+		}
+	}
+	for _, c := range []struct {
+		name     string
+		n, used  int
+		outsider bool
+	}{{"mostly full", 10, 8, false}, {"small", 8, 2, false}, {"one outside", 30, 7, true}} {
+		b, ops := mk(c.n, c.used)
+		if c.outsider {
+			ops[3] = &Operation{ID: "elsewhere"}
+		}
+		slab := b.slab
+		if out := b.compact(ops); &out[0] != &ops[0] || cap(b.slab) != cap(slab) {
+			t.Errorf("%s: compacted", c.name)
+		}
 	}
 }

@@ -2,6 +2,7 @@ package analyzer_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"runtime"
 	"slices"
@@ -216,4 +217,49 @@ func TestHeldMemoryStaysPacked(t *testing.T) {
 	}
 	t.Logf("%.0f heap bytes per held span", per)
 	runtime.KeepAlive(a)
+}
+
+// TestTraceCapWithInterleavedBatches: the per-trace cap counts the same whether a trace's spans
+// come one per batch, in one run, or interleaved with another trace's in one batch (the batch is
+// regrouped by trace before it is packed): the same spans kept, the same spans dropped, the same
+// report.
+func TestTraceCapWithInterleavedBatches(t *testing.T) {
+	one, two := twoLayerTrace(1), twoLayerTrace(2)
+	var interleaved []spans.Span
+	for i := range one {
+		interleaved = append(interleaved, one[i], two[i])
+	}
+	var want string
+	var wantStats analyzer.StoreStats
+	for _, shape := range []struct {
+		name    string
+		batches [][]spans.Span
+	}{
+		{"one span a batch", func() (bs [][]spans.Span) {
+			for _, s := range interleaved {
+				bs = append(bs, []spans.Span{s})
+			}
+			return bs
+		}()},
+		{"interleaved in one batch", [][]spans.Span{interleaved}},
+		{"interleaved in two batches", [][]spans.Span{interleaved[:7], interleaved[7:]}},
+	} {
+		a := analyzer.New(analyzer.Config{MaxTraceSpans: 8, Detectors: suite.Default()})
+		for _, b := range shape.batches {
+			consume(t, a, append([]spans.Span{}, b...)...)
+		}
+		a.Flush()
+		st, r := a.Stats(), a.Report()
+		if st.TruncatedTraces != 2 || st.SpansHeld != 16 || r.Input.Spans != 16 || !hasNote(r, "truncated (6 spans dropped)") {
+			t.Fatalf("%s: stats %+v, input %+v, notes %q; want both traces cut to 8 spans", shape.name, st, r.Input, r.Notes)
+		}
+		got := fmt.Sprintf("%+v", r)
+		if want == "" {
+			want, wantStats = got, st
+			continue
+		}
+		if got != want || st.SpansHeld != wantStats.SpansHeld {
+			t.Errorf("%s: report\n%s\nwant (one span a batch)\n%s", shape.name, got, want)
+		}
+	}
 }

@@ -11,7 +11,7 @@ import (
 
 // Trace is one assembled trace: its spans indexed by id, the parent/child tree repaired where the
 // data is broken, and the logical operation each CLIENT span belongs to. Detectors read it through
-// their Pass; it is immutable once built.
+// their Pass; it is immutable once built, and lives only as long as its analysis (see Pass.Trace).
 type Trace struct {
 	ID spans.TraceID
 	// Spans are deduplicated and sorted by span id (so Lookup is a binary search, no map).

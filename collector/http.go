@@ -171,8 +171,9 @@ func (h *httpHandler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, 
 // errDecompressedTooLarge marks a body whose decompressed form passed the limit.
 var errDecompressedTooLarge = errors.New("too large")
 
-// readAll reads src to the end into a new buffer (the batch will alias it, so it is never pooled),
-// failing with errDecompressedTooLarge past limit bytes.
+// readAll reads src to the end into a new buffer (the batch aliases it, and the collector's
+// consumers may keep a batch - spans.Consumer's contract - so it is never pooled), failing with
+// errDecompressedTooLarge past limit bytes.
 func readAll(src io.Reader, limit, hint int64) ([]byte, error) {
 	size := int64(4096)
 	if hint > 0 {

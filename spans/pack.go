@@ -8,8 +8,9 @@ import (
 	"unsafe"
 )
 
-// The packed form stores one trace's spans, already analyzed, while they wait to be looked at
-// again (the TUI's trace view, or late spans that make the analyzer re-analyze the trace). Held
+// The packed form stores one trace's spans (or a batch's share of them) while the analyzer holds
+// them: until the trace settles, then for the TUI's trace view and for late spans that make the
+// analyzer analyze the trace again. Held
 // as []Span, a span is a 184-byte struct plus 48 bytes per attribute, full of string pointers that
 // the garbage collector marks on every cycle; packed, it is a pointer-free byte string of about a
 // hundred bytes that the collector never looks into.
@@ -393,8 +394,8 @@ func (p *packer) pack(ss []Span) {
 }
 
 // resource returns r's index among the trace's distinct resources, adding it when new. Spans of
-// one batch share a resource pointer, and the analyzer's interner makes resources of one service
-// instance share one across batches, so the pointer usually decides; equal values are merged too.
+// one batch share a resource pointer, so the pointer usually decides; equal values (from several
+// batches, when the analyzer packs a trace's spans again) are merged too.
 func (p *packer) resource(r *Resource) (int, bool) {
 	if r == p.last {
 		return p.lastK, false
@@ -498,9 +499,8 @@ func (p *packer) str(s string) {
 
 // strHash picks a string's cache slot from its length and three 8-byte words (start, middle,
 // end), not from every byte: equal strings meet in one slot whether or not they share their
-// bytes (the analyzer interns most strings, but copies the per-span ones, such as the operation
-// id that every span of an operation repeats), and a string compared there is found equal in one
-// step when it does share them.
+// bytes (decoded strings alias a request each; well-known keys are one canonical string), and a
+// string compared there is found equal in one step when it does share them.
 func strHash(s string) uint8 {
 	n := len(s)
 	var x uint64

@@ -23,7 +23,7 @@ const rejectInvalidID = spans.RejectInvalidID
 // rejected and counted, links with a zero id are dropped, only well-known attributes are kept
 // unless all is set, and arrays, maps and bytes keep their display string. Well-known keys are the
 // canonical strings of spans.WellKnown, as the wire decoders give, so the analyzer's key
-// comparisons hit the same strings and a held span does not keep pdata's key strings alive.
+// comparisons and the packer's string cache hit the same strings.
 //
 // A converter holds no state between calls but a pool of buffers: the receiver calls
 // ConsumeTraces from several goroutines at once.
@@ -60,18 +60,23 @@ func (c *converter) withBatch(td ptrace.Traces, f func(*spans.Batch) error) erro
 		cb = &convBuf{}
 	}
 	err := f(c.convertInto(td, cb))
-	// What the batch pointed at (td's strings) is let go before the buffers wait in the pool,
-	// and they are zero again for the next conversion (see reuse).
+	cb.reset()
+	if cap(cb.spans) <= maxPooledSpans && cap(cb.attrs) <= 16*maxPooledSpans &&
+		cap(cb.links)+cap(cb.events)+cap(cb.res) <= maxPooledSpans {
+		c.bufs.Put(cb)
+	}
+	return err
+}
+
+// reset lets go of what the last batch pointed at (td's strings) before the buffers wait in the
+// pool, and makes them zero again for the next conversion (see reuse).
+func (cb *convBuf) reset() {
 	clear(cb.spans)
 	clear(cb.attrs)
 	clear(cb.links)
 	clear(cb.events)
 	clear(cb.res)
 	cb.batch = spans.Batch{}
-	if cap(cb.spans) <= maxPooledSpans && cap(cb.attrs) <= 16*maxPooledSpans {
-		c.bufs.Put(cb)
-	}
-	return err
 }
 
 // reuse is buf with n zero elements, in buf's array when it has room: the whole array is zero
@@ -98,7 +103,7 @@ func (c *converter) convert(td ptrace.Traces) *spans.Batch {
 }
 
 // convertInto copies td into a batch in cb's buffers, which must be zero (new, or cleared by
-// withBatch). Memory is allocated per call, not per span: spans,
+// withBatch). Memory is sized per call, not per span: spans,
 // attributes, links, events and resources each live in one slice sized by a counting pass, as in
 // the wire decoders. Strings are shared with td, which is safe because pdata strings are
 // immutable Go strings that do not alias a reused buffer (pdata copies each one out of the
@@ -115,7 +120,7 @@ func (c *converter) convertInto(td ptrace.Traces, cb *convBuf) *spans.Batch {
 	nSpans, nAttrs, nLinks, nEvents := 0, 0, 0, 0
 	// The spans are written grouped by trace (in order of first appearance, request order within
 	// a trace): pdata orders them by resource, so one trace's spans are spread over the request,
-	// and the analyzer keeps a new trace's contiguous run without copying it.
+	// and the analyzer packs each trace's spans of a batch as one block without regrouping them.
 	var groups traceGroups
 	for i := 0; i < rss.Len(); i++ {
 		rs := rss.At(i)

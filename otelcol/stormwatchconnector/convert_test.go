@@ -215,8 +215,9 @@ func TestConvertEmpty(t *testing.T) {
 }
 
 // TestConvertReusedBuffersMatchFresh: a conversion into buffers that an earlier, different
-// request filled gives exactly the batch a fresh conversion gives (the connector converts every
-// request into pooled buffers), and the buffers hold nothing of a request once it is filed.
+// request filled (and reset cleared, as withBatch does) gives exactly the batch a fresh conversion
+// gives - the connector converts every request into pooled buffers - and reset leaves nothing of
+// the request in them.
 func TestConvertReusedBuffersMatchFresh(t *testing.T) {
 	c := newConverter(true)
 	var reqs []ptrace.Traces
@@ -224,29 +225,27 @@ func TestConvertReusedBuffersMatchFresh(t *testing.T) {
 		reqs = append(reqs, merged(t, fc.Name))
 	}
 	reqs = append(reqs, ptrace.NewTraces())
-	// Every request after every other, big ones before small ones and after them, through one
-	// converter's pool (one buffer: nothing else takes from it).
+	cb := &convBuf{}
+	// Every request after every other, big ones before small ones and after them, in one buffer.
 	for _, prev := range reqs {
 		for _, td := range reqs {
-			if err := c.withBatch(prev, func(*spans.Batch) error { return nil }); err != nil {
-				t.Fatal(err)
+			c.convertInto(prev, cb)
+			cb.reset()
+			got := c.convertInto(td, cb)
+			if d := spanstest.Diff(c.convert(td), got); d != "" {
+				t.Fatalf("conversion into used buffers differs:\n%s", d)
 			}
-			want := c.convert(td)
-			if err := c.withBatch(td, func(got *spans.Batch) error {
-				if d := spanstest.Diff(want, got); d != "" {
-					t.Fatalf("conversion into used buffers differs:\n%s", d)
+			cb.reset()
+			for i := range cb.spans[:cap(cb.spans)] {
+				if s := cb.spans[:cap(cb.spans)][i]; s.Name != "" || s.Attrs != nil || s.Resource != nil {
+					t.Fatalf("span %d still holds %q after reset", i, s.Name)
 				}
-				return nil
-			}); err != nil {
-				t.Fatal(err)
+			}
+			for i, a := range cb.attrs[:cap(cb.attrs)] {
+				if a != (spans.Attr{}) {
+					t.Fatalf("attribute %d still holds %+v after reset", i, a)
+				}
 			}
 		}
-	}
-	var filed *spans.Batch
-	if err := c.withBatch(reqs[0], func(b *spans.Batch) error { filed = b; return nil }); err != nil {
-		t.Fatal(err)
-	}
-	if len(filed.Spans) != 0 {
-		t.Errorf("the batch still holds %d spans after it was filed", len(filed.Spans))
 	}
 }
