@@ -2,7 +2,6 @@ package analyzer_test
 
 import (
 	"context"
-	"encoding/binary"
 	"reflect"
 	"runtime"
 	"runtime/metrics"
@@ -56,21 +55,11 @@ func BenchmarkHeldMemory(b *testing.B) {
 func amplificationFill(b *testing.B) func(batch *spans.Batch, n int) int {
 	src := passtest.Spans(b, "amplification-27-reference")
 	var seq uint64
+	ids := map[spans.TraceID]spans.TraceID{}
 	return func(batch *spans.Batch, n int) int {
 		added := 0
 		for added < n {
-			ids := map[spans.TraceID]spans.TraceID{}
-			for _, s := range src {
-				id, ok := ids[s.TraceID]
-				if !ok {
-					seq++
-					binary.BigEndian.PutUint64(id[8:], seq)
-					id[0] = 0x5e
-					ids[s.TraceID] = id
-				}
-				s.TraceID = id
-				batch.Spans = append(batch.Spans, s)
-			}
+			batch.Spans = appendRenumbered(batch.Spans, src, ids, &seq)
 			added += len(src)
 		}
 		ownAttrs(batch)
