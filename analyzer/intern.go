@@ -138,7 +138,7 @@ func (in *interner) origin(s *known, l1 *derivedL1) string {
 	} else {
 		return s.origin()
 	}
-	return in.cached(k, s, (*known).origin, l1)
+	return in.cached(k, s, originFor, l1)
 }
 
 // urlAuthorityPrefix is the part of u that originOfURL reads - everything up to the end of the
@@ -174,15 +174,25 @@ func (in *interner) target(s *known, l1 *derivedL1) string {
 		if k.b == "" {
 			return s.target()
 		}
+		// What s.target() gives for such a span (the method, and the path of url.full), made
+		// from the key: the path is not cut out of the URL a second time.
+		return in.cached(k, s, httpTargetOfKey, l1)
 	} else {
 		return s.target()
 	}
-	return in.cached(k, s, (*known).target, l1)
+	return in.cached(k, s, targetFor, l1)
 }
 
-// cached looks k up in l1 (when not nil), then in the shared cache, and computes f(s) when
+// The derivations cached: from the span's attributes, or from the key that was made of them.
+func originFor(s *known, _ *derivedKey) string { return s.origin() }
+func targetFor(s *known, _ *derivedKey) string { return s.target() }
+func httpTargetOfKey(_ *known, k *derivedKey) string {
+	return strings.TrimSpace(k.b + " " + k.a)
+}
+
+// cached looks k up in l1 (when not nil), then in the shared cache, and computes f(s, &k) when
 // neither has it.
-func (in *interner) cached(k derivedKey, s *known, f func(*known) string, l1 *derivedL1) string {
+func (in *interner) cached(k derivedKey, s *known, f func(*known, *derivedKey) string, l1 *derivedL1) string {
 	var e *derivedEntry
 	if l1 != nil {
 		e = &l1[k.slot()]
@@ -194,7 +204,7 @@ func (in *interner) cached(k derivedKey, s *known, f func(*known) string, l1 *de
 	if in.bypass[kind].Load() > 0 {
 		// This kind's keys have not been coming back: made again, not looked up.
 		in.bypass[kind].Add(-1)
-		return f(s)
+		return f(s, &k)
 	}
 	in.derivedMu.Lock()
 	own, ok := in.derived[k]
@@ -260,8 +270,8 @@ func (in *interner) countDerived(kind int, hit bool) {
 
 // derive makes k's value and caches it while the cache has room: ok says the entry returned is
 // the cache's own (key and value copies), else only its value is set.
-func (in *interner) derive(k derivedKey, s *known, f func(*known) string) (e derivedEntry, ok bool) {
-	v := f(s)
+func (in *interner) derive(k derivedKey, s *known, f func(*known, *derivedKey) string) (e derivedEntry, ok bool) {
+	v := f(s, &k)
 	in.derivedMu.Lock()
 	defer in.derivedMu.Unlock()
 	if len(in.derived) >= maxInterned {
