@@ -440,8 +440,8 @@ func (a *Analyzer) take(t *traceState) job {
 }
 
 // run analyzes a taken trace. It touches nothing of the analyzer but its immutable config and the
-// interner's own locked parts, so it runs without a.mu. scratch, when not nil, is a packing
-// buffer reused from job to job.
+// interner's own locked parts, so it runs without a.mu. scratch is a packing buffer reused from
+// job to job; nil only for a job that keeps nothing packed (noPack).
 func (a *Analyzer) run(j *job, scratch *[]byte) {
 	sc := a.intern.getScratch()
 	defer a.intern.putScratch(sc)
@@ -483,12 +483,12 @@ func (a *Analyzer) publish(j *job) {
 		return
 	}
 	if t.res != nil && !t.res.released {
-		a.contribute(t.res, t.id, t.resSpans, issuesOf(t.res, t.meta), -1)
+		a.contribute(t.res, t.id, t.resSpans, t.meta.dataIssues(), -1)
 	} else {
 		a.inTraces++
 	}
 	t.res, t.resSpans, t.meta = res, j.n, j.meta
-	a.contribute(res, t.id, j.n, issuesOf(res, j.meta), +1)
+	a.contribute(res, t.id, j.n, j.meta.dataIssues(), +1)
 	a.packedBytes += len(j.packed) - len(t.packed)
 	t.packed, t.held = j.packed, j.n
 	if a.cfg.ReleaseSpans {
@@ -512,7 +512,7 @@ func (a *Analyzer) release(t *traceState) {
 // on their own, as a fragment, since the rest of the trace is gone. Counted and noted in the report.
 func (a *Analyzer) publishLate(t *traceState, res *traceResult, meta *heldTrace, n int) {
 	a.lateFragments++
-	a.contribute(res, t.id, n, issuesOf(res, meta), +1)
+	a.contribute(res, t.id, n, meta.dataIssues(), +1)
 	a.spansHeld -= n
 	a.releasedSpans += n
 	t.res = &traceResult{ops: append(slices.Clip(t.res.ops), res.ops...),

@@ -152,7 +152,8 @@ func (sc *scratch) unpack(src sources) ([]spans.Span, error) {
 // the ones it kept): the block as it is when the spans came in one and the analysis dropped
 // nothing; else the kept spans packed again as one block (detached results no longer point into
 // src, so it may go). A trace whose spans came in several batches is packed again once analyzed:
-// each block repeats its strings and header, about 200 bytes a block.
+// each block repeats its strings and header, about 200 bytes a block. scratch is the packing
+// buffer, reused.
 func keepPacked(src sources, kept []spans.Span, read int, lost error, scratch *[]byte) []byte {
 	if len(kept) == 0 {
 		return nil
@@ -164,10 +165,6 @@ func keepPacked(src sources, kept []spans.Span, read int, lost error, scratch *[
 		if b := src[1]; len(src[0]) == 0 && oneBlock(b) {
 			return b
 		}
-	}
-	var buf []byte
-	if scratch == nil {
-		scratch = &buf
 	}
 	return appendBlock(nil, kept, scratch)
 }
@@ -200,15 +197,12 @@ func hold(r *traceResult) (*traceResult, *heldTrace) {
 	return held, &heldTrace{issues: t.issues, notes: t.notes, truncated: t.Truncated}
 }
 
-// issuesOf is the data issues of analysis r, held (meta) or not.
-func issuesOf(r *traceResult, meta *heldTrace) traceIssues {
-	switch {
-	case r.trace != nil:
-		return r.trace.issues
-	case meta != nil:
-		return meta.issues
+// dataIssues is the data issues a held analysis's trace had (none when m is nil: see hold).
+func (m *heldTrace) dataIssues() traceIssues {
+	if m == nil {
+		return traceIssues{}
 	}
-	return traceIssues{}
+	return m.issues
 }
 
 // unpackCopy reads a trace's held blocks back as spans of their own (copies: a view outlives

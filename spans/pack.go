@@ -110,9 +110,6 @@ type Unpacker struct {
 //   - their attributes, links, events and resources live in u's buffers, valid until u's next
 //     Reset: several packed traces can be appended one after another and used together.
 func (u *Unpacker) Append(dst []Span, b []byte) ([]Span, error) {
-	if len(b) == 0 {
-		return unpackInto(dst, b, "", u)
-	}
 	return unpackInto(dst, b, unsafe.String(unsafe.SliceData(b), len(b)), u)
 }
 
