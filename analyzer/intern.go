@@ -184,15 +184,15 @@ func (in *interner) target(s *known, l1 *derivedL1) string {
 }
 
 // The derivations cached: from the span's attributes, or from the key that was made of them.
-func originFor(s *known, _ *derivedKey) string { return s.origin() }
-func targetFor(s *known, _ *derivedKey) string { return s.target() }
-func httpTargetOfKey(_ *known, k *derivedKey) string {
+func originFor(s *known, _ derivedKey) string { return s.origin() }
+func targetFor(s *known, _ derivedKey) string { return s.target() }
+func httpTargetOfKey(_ *known, k derivedKey) string {
 	return strings.TrimSpace(k.b + " " + k.a)
 }
 
 // cached looks k up in l1 (when not nil), then in the shared cache, and computes f(s, &k) when
 // neither has it.
-func (in *interner) cached(k derivedKey, s *known, f func(*known, *derivedKey) string, l1 *derivedL1) string {
+func (in *interner) cached(k derivedKey, s *known, f func(*known, derivedKey) string, l1 *derivedL1) string {
 	var e *derivedEntry
 	if l1 != nil {
 		e = &l1[k.slot()]
@@ -204,7 +204,7 @@ func (in *interner) cached(k derivedKey, s *known, f func(*known, *derivedKey) s
 	if in.bypass[kind].Load() > 0 {
 		// This kind's keys have not been coming back: made again, not looked up.
 		in.bypass[kind].Add(-1)
-		return f(s, &k)
+		return f(s, k)
 	}
 	in.derivedMu.Lock()
 	own, ok := in.derived[k]
@@ -270,8 +270,8 @@ func (in *interner) countDerived(kind int, hit bool) {
 
 // derive makes k's value and caches it while the cache has room: ok says the entry returned is
 // the cache's own (key and value copies), else only its value is set.
-func (in *interner) derive(k derivedKey, s *known, f func(*known, *derivedKey) string) (e derivedEntry, ok bool) {
-	v := f(s, &k)
+func (in *interner) derive(k derivedKey, s *known, f func(*known, derivedKey) string) (e derivedEntry, ok bool) {
+	v := f(s, k)
 	in.derivedMu.Lock()
 	defer in.derivedMu.Unlock()
 	if len(in.derived) >= maxInterned {

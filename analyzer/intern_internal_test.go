@@ -102,3 +102,23 @@ func TestInternerBypassesKeysThatDoNotComeBack(t *testing.T) {
 		t.Errorf("a repeated target is not in the shared cache")
 	}
 }
+
+// TestInternerCachedAnswersAllocateNothing: an origin or target found in a cache is handed out
+// without allocating. (A key taken by address for the derivation once made every lookup, hit or
+// miss, allocate its 80 bytes: a quarter of a megabyte per second in a collector under load.)
+func TestInternerCachedAnswersAllocateNothing(t *testing.T) {
+	in := newInterner()
+	s := &spans.Span{Kind: spans.KindClient, Attrs: []spans.Attr{spans.StringAttr(spans.AttrHTTPMethod, "GET"),
+		spans.StringAttr(spans.AttrURLFull, "http://api:8080/items/7?q=1")}}
+	k := knownOf(s)
+	for _, l1 := range []*derivedL1{nil, new(derivedL1)} {
+		in.origin(&k, l1) // made and cached
+		in.target(&k, l1)
+		if n := testing.AllocsPerRun(100, func() {
+			in.origin(&k, l1)
+			in.target(&k, l1)
+		}); n != 0 {
+			t.Errorf("cached origin and target (l1 %v): %v allocations, want 0", l1 != nil, n)
+		}
+	}
+}
