@@ -322,19 +322,23 @@ func (p *packer) pack(ss []Span) {
 			}
 		}
 	}
-	at := len(p.buf)
-	p.buf = append(p.buf, packVersion)
-	p.buf = append(p.buf, make([]byte, 6*4)...) // counts, filled in at the end
+	// The buffer is a local while it grows: stored back through p on every append it would cost
+	// a write barrier each time while the garbage collector marks, which it often does in a
+	// collector under load.
+	b := p.buf
+	at := len(b)
+	b = append(b, packVersion)
+	b = append(b, make([]byte, 6*4)...) // counts, filled in at the end
 	var tid TraceID
 	if len(ss) > 0 {
 		tid = ss[0].TraceID
 	}
-	p.buf = append(p.buf, tid[:]...)
+	b = append(b, tid[:]...)
 	for k := range p.nRes {
 		r := p.resourceAt(k)
-		p.str(r.ServiceName)
-		p.str(r.ServiceInstance)
-		p.attrs(r.Attrs)
+		b = p.str(b, r.ServiceName)
+		b = p.str(b, r.ServiceInstance)
+		b = p.attrs(b, r.Attrs)
 	}
 	var prevStart int64
 	for i := range ss {
@@ -346,45 +350,46 @@ func (p *packer) pack(ss []Span) {
 		if !s.ParentID.IsZero() {
 			flags |= packHasParent
 		}
-		p.buf = append(p.buf, flags)
-		p.buf = append(p.buf, s.SpanID[:]...)
+		b = append(b, flags)
+		b = append(b, s.SpanID[:]...)
 		if flags&packTraceID != 0 {
-			p.buf = append(p.buf, s.TraceID[:]...)
+			b = append(b, s.TraceID[:]...)
 		}
 		if flags&packHasParent != 0 {
-			p.buf = append(p.buf, s.ParentID[:]...)
+			b = append(b, s.ParentID[:]...)
 		}
 		// Differences wrap around like the sums that undo them, so any pair of times survives.
-		p.zz(s.StartUnixNano - prevStart)
+		b = zz(b, s.StartUnixNano-prevStart)
 		prevStart = s.StartUnixNano
-		p.zz(s.EndUnixNano - s.StartUnixNano)
-		p.buf = append(p.buf, byte(s.Kind), byte(s.Status))
-		p.str(s.Name)
-		p.str(s.StatusMessage)
-		p.str(s.Scope)
+		b = zz(b, s.EndUnixNano-s.StartUnixNano)
+		b = append(b, byte(s.Kind), byte(s.Status))
+		b = p.str(b, s.Name)
+		b = p.str(b, s.StatusMessage)
+		b = p.str(b, s.Scope)
 		k := 0
 		if s.Resource != nil {
 			k, _ = p.resource(s.Resource)
 			k++
 		}
-		p.buf = binary.AppendUvarint(p.buf, uint64(k))
-		p.attrs(s.Attrs)
-		p.count(len(s.Links), s.Links == nil)
+		b = binary.AppendUvarint(b, uint64(k))
+		b = p.attrs(b, s.Attrs)
+		b = count(b, len(s.Links), s.Links == nil)
 		for k := range s.Links {
 			l := &s.Links[k]
-			p.buf = append(p.buf, l.TraceID[:]...)
-			p.buf = append(p.buf, l.SpanID[:]...)
-			p.attrs(l.Attrs)
+			b = append(b, l.TraceID[:]...)
+			b = append(b, l.SpanID[:]...)
+			b = p.attrs(b, l.Attrs)
 		}
-		p.count(len(s.Events), s.Events == nil)
+		b = count(b, len(s.Events), s.Events == nil)
 		for k := range s.Events {
 			e := &s.Events[k]
-			p.zz(e.TimeUnixNano - s.StartUnixNano)
-			p.str(e.Name)
-			p.attrs(e.Attrs)
+			b = zz(b, e.TimeUnixNano-s.StartUnixNano)
+			b = p.str(b, e.Name)
+			b = p.attrs(b, e.Attrs)
 		}
 	}
-	h := p.buf[at+1:]
+	p.buf = b
+	h := b[at+1:]
 	for i, v := range [6]int{len(ss), p.nRes, nAttrs, nLinks, nEvents, int(p.nStrs)} {
 		binary.LittleEndian.PutUint32(h[4*i:], uint32(v))
 	}
@@ -453,22 +458,20 @@ func sameResource(a, b *Resource) bool {
 		(a.Attrs == nil) == (b.Attrs == nil) && slices.Equal(a.Attrs, b.Attrs)
 }
 
-func (p *packer) zz(v int64) {
-	p.buf = binary.AppendUvarint(p.buf, uint64(v<<1)^uint64(v>>63))
+func zz(b []byte, v int64) []byte {
+	return binary.AppendUvarint(b, uint64(v<<1)^uint64(v>>63))
 }
 
-func (p *packer) count(n int, isNil bool) {
+func count(b []byte, n int, isNil bool) []byte {
 	if isNil {
-		p.buf = append(p.buf, 0)
-		return
+		return append(b, 0)
 	}
-	p.buf = binary.AppendUvarint(p.buf, uint64(n)+1)
+	return binary.AppendUvarint(b, uint64(n)+1)
 }
 
-func (p *packer) str(s string) {
+func (p *packer) str(b []byte, s string) []byte {
 	if s == "" {
-		p.buf = append(p.buf, 0)
-		return
+		return append(b, 0)
 	}
 	// Two ways per set: a string that shares its set with another still stays.
 	// The same bytes again (an interned string) is found without comparing them; equal bytes
@@ -477,9 +480,8 @@ func (p *packer) str(s string) {
 	set := &p.cache[strHash(s)>>1]
 	for k := range set {
 		w := &set[k]
-		if w.idx != 0 && int(w.n) == len(s) && (w.addr == addr || string(p.buf[w.off:w.off+w.n]) == s) {
-			p.buf = binary.AppendUvarint(p.buf, uint64(w.idx-1)<<1|1)
-			return
+		if w.idx != 0 && int(w.n) == len(s) && (w.addr == addr || string(b[w.off:w.off+w.n]) == s) {
+			return binary.AppendUvarint(b, uint64(w.idx-1)<<1|1)
 		}
 	}
 	// The older way goes, an empty one first. (Strings alike in length and words, such as one
@@ -488,10 +490,10 @@ func (p *packer) str(s string) {
 	if set[1].idx < set[0].idx {
 		slot = &set[1]
 	}
-	p.buf = binary.AppendUvarint(p.buf, uint64(len(s))<<1)
-	*slot = strSlot{addr: addr, off: uint32(len(p.buf)), n: uint32(len(s)), idx: p.nStrs + 1}
+	b = binary.AppendUvarint(b, uint64(len(s))<<1)
+	*slot = strSlot{addr: addr, off: uint32(len(b)), n: uint32(len(s)), idx: p.nStrs + 1}
 	p.nStrs++
-	p.buf = append(p.buf, s...)
+	return append(b, s...)
 }
 
 // strHash picks a string's cache slot from its length and three 8-byte words (start, middle,
@@ -520,11 +522,11 @@ func word(s string) uint64 {
 		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
 }
 
-func (p *packer) attrs(as []Attr) {
-	p.count(len(as), as == nil)
+func (p *packer) attrs(b []byte, as []Attr) []byte {
+	b = count(b, len(as), as == nil)
 	for i := range as {
 		a := &as[i]
-		p.str(a.Key)
+		b = p.str(b, a.Key)
 		var tag byte
 		if a.Str != "" {
 			tag |= tagStr
@@ -533,21 +535,22 @@ func (p *packer) attrs(as []Attr) {
 			tag |= tagNum
 		}
 		if a.Type < tagTypeEsc {
-			p.buf = append(p.buf, tag|byte(a.Type))
+			b = append(b, tag|byte(a.Type))
 		} else {
-			p.buf = append(p.buf, tag|tagTypeEsc, byte(a.Type))
+			b = append(b, tag|tagTypeEsc, byte(a.Type))
 		}
 		if a.Str != "" {
-			p.str(a.Str)
+			b = p.str(b, a.Str)
 		}
 		if a.Num != 0 {
 			if a.Type == ValueDouble {
-				p.buf = binary.LittleEndian.AppendUint64(p.buf, uint64(a.Num))
+				b = binary.LittleEndian.AppendUint64(b, uint64(a.Num))
 			} else {
-				p.zz(a.Num)
+				b = zz(b, a.Num)
 			}
 		}
 	}
+	return b
 }
 
 // unpacker reads one packed trace. The first error sticks: later reads return zero values, and
