@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"unsafe"
 )
@@ -101,7 +102,7 @@ type Unpacker struct {
 	links  []Link
 	events []Event
 	res    []Resource
-	strs   []string
+	strs   []strRef
 }
 
 // Append appends the spans packed in b to dst, as [AppendUnpacked] does, except that:
@@ -154,6 +155,10 @@ func unpackInto(dst []Span, b []byte, s string, bufs *Unpacker) ([]Span, error) 
 	if len(b) < packHeaderLen || b[0] != packVersion {
 		return dst, fmt.Errorf("packed spans header: %w", ErrPackCorrupt)
 	}
+	if uint64(len(b)) > math.MaxUint32 {
+		// The string table holds 32-bit offsets; no packer writes a block this large.
+		return dst, fmt.Errorf("packed spans of %d bytes: more than a block holds: %w", len(b), ErrPackCorrupt)
+	}
 	var n [6]int
 	for i := range n {
 		n[i] = int(binary.LittleEndian.Uint32(b[1+4*i:]))
@@ -167,7 +172,7 @@ func unpackInto(dst []Span, b []byte, s string, bufs *Unpacker) ([]Span, error) 
 	u := unpacker{s: s, off: packHeaderLen}
 	var res []Resource
 	if bufs == nil {
-		u.strs = make([]string, 0, nStrs)
+		u.strs = make([]strRef, 0, nStrs)
 		if nAttrs > 0 {
 			u.attrs = make([]Attr, nAttrs)
 		}
@@ -558,12 +563,17 @@ func (p *packer) attrs(b []byte, as []Attr) []byte {
 type unpacker struct {
 	s      string // the one copy of the packed bytes that every string aliases
 	off    int
-	strs   []string
+	strs   []strRef
 	attrs  []Attr // what is left of the trace's arrays
 	links  []Link
 	events []Event
 	err    error
 }
+
+// strRef is where a string of the table is in the packed bytes. Not the string itself: a table
+// entry is written once per string and read back on every reference, and as a string (a pointer)
+// each write would cost a write barrier while the garbage collector marks.
+type strRef struct{ off, n uint32 }
 
 func (u *unpacker) fail(format string, args ...any) {
 	if u.err == nil {
@@ -634,7 +644,8 @@ func (u *unpacker) str() string {
 	v := u.uv()
 	if v&1 != 0 {
 		if k := v >> 1; k < uint64(len(u.strs)) {
-			return u.strs[k]
+			r := u.strs[k]
+			return u.s[r.off : r.off+r.n]
 		}
 		u.fail("string %d of %d", v>>1, len(u.strs))
 		return ""
@@ -651,10 +662,10 @@ func (u *unpacker) str() string {
 		u.fail("more strings than the header's %d", cap(u.strs))
 		return ""
 	}
-	s := u.s[u.off : u.off+int(n)]
+	at := u.off
 	u.off += int(n)
-	u.strs = append(u.strs, s)
-	return s
+	u.strs = append(u.strs, strRef{uint32(at), uint32(n)})
+	return u.s[at:u.off]
 }
 
 func (u *unpacker) attrList() []Attr {
