@@ -11,10 +11,14 @@ import (
 
 // traceResult is one analysis of one trace: immutable once made; re-analysis makes a new one.
 type traceResult struct {
-	trace    *Trace
-	ops      []*Operation
-	findings []Finding
-	errs     []string // detectors that failed
+	trace *Trace
+	// ops are the analysis's operations. A held result (see hold) keeps them packed instead, in
+	// packedOps (nOps of them), and has ops only once a snapshot has read them back (heldOps).
+	ops       []*Operation
+	packedOps []byte
+	nOps      int
+	findings  []Finding
+	errs      []string // detectors that failed
 	// acct is the trace's accounting, made once with the analysis (outside the analyzer's lock)
 	// and added to or taken from the totals as the trace is published or re-analyzed.
 	acct []acctRow

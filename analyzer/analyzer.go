@@ -85,6 +85,8 @@ type Analyzer struct {
 	version    uint64
 	snapCache  *Snapshot
 	snapCached uint64
+	sumCache   *Snapshot // Summary's, when it had to make one of its own
+	sumCached  uint64
 }
 
 type traceState struct {
@@ -463,7 +465,7 @@ func (a *Analyzer) run(j *job, scratch *[]byte) {
 		}
 	}
 	// The trace (spans and index) lives in the scratch: the result goes on without it.
-	j.res, j.meta = hold(res)
+	j.res, j.meta = hold(res, &sc.ops)
 	j.pending, j.from = nil, nil
 }
 
@@ -505,7 +507,7 @@ func (a *Analyzer) release(t *traceState) {
 	a.releasedSpans += n
 	a.packedBytes -= len(t.packed)
 	t.packed, t.held, t.resSpans, t.meta = nil, 0, 0, nil
-	t.res = &traceResult{ops: t.res.ops, findings: t.res.findings, released: true}
+	t.res = &traceResult{ops: t.res.ops, packedOps: t.res.packedOps, nOps: t.res.nOps, findings: t.res.findings, released: true}
 }
 
 // publishLate accounts spans that arrived after their trace was analyzed and released: analyzed
@@ -515,7 +517,8 @@ func (a *Analyzer) publishLate(t *traceState, res *traceResult, meta *heldTrace,
 	a.contribute(res, t.id, n, meta.dataIssues(), +1)
 	a.spansHeld -= n
 	a.releasedSpans += n
-	t.res = &traceResult{ops: append(slices.Clip(t.res.ops), res.ops...),
+	// The fragment's operations follow as a frame of their own; read back again when asked for.
+	t.res = &traceResult{packedOps: append(slices.Clip(t.res.packedOps), res.packedOps...), nOps: t.res.nOps + res.nOps,
 		findings: append(slices.Clip(t.res.findings), res.findings...), released: true}
 	a.version++
 }
@@ -525,7 +528,7 @@ func (a *Analyzer) publishLate(t *traceState, res *traceResult, meta *heldTrace,
 // without its trace: see hold).
 func (a *Analyzer) contribute(r *traceResult, id spans.TraceID, n int, is traceIssues, sign int) {
 	a.inSpans += sign * n
-	a.inOps += sign * len(r.ops)
+	a.inOps += sign * r.nOps
 	a.issues.add(is, sign)
 	// The accounting was made with the analysis (outside the lock): adding it is a few map updates.
 	for i := range r.acct {
@@ -593,16 +596,35 @@ func (a *Analyzer) runWindow() {
 	if len(win) == 0 {
 		return
 	}
+	// The held operations, in held order: those a snapshot has read back, and the packed ones,
+	// read back here (out of the lock) for this run only.
+	type heldOps struct {
+		id     spans.TraceID
+		ops    []*Operation
+		packed []byte
+	}
 	a.mu.Lock()
-	ops := make([]*Operation, 0, a.inOps)
+	held := make([]heldOps, 0, len(a.traces))
 	for t := a.held.front(); t != nil; t = a.held.next(t) {
-		if t.res != nil {
-			ops = append(ops, t.res.ops...)
+		if r := t.res; r != nil && r.nOps > 0 {
+			held = append(held, heldOps{t.id, r.ops, r.packedOps})
 		}
 	}
+	n := a.inOps
 	a.mu.Unlock()
-	var found []Finding
 	var errs []string
+	ops := make([]*Operation, 0, n)
+	for _, h := range held {
+		if h.ops != nil {
+			ops = append(ops, h.ops...)
+			continue
+		}
+		var err error
+		if ops, err = unpackOps(ops, h.packed); err != nil {
+			errs = append(errs, fmt.Sprintf("analyzer: operations of trace %s: %v", h.id, err))
+		}
+	}
+	var found []Finding
 	for _, d := range win {
 		pass := &Pass{Detector: d, Operations: ops, Settings: a.cfg.Settings}
 		pass.Report = func(f Finding) {
@@ -738,34 +760,87 @@ func (a *Analyzer) stats() StoreStats {
 	}
 }
 
-// Snapshot is an immutable view for the TUI and /metrics. When nothing changed since the last
-// one, the same report, operations and history are shared (they are immutable), so taking a few
-// snapshots a second with 100k operations held costs a pointer copy.
+// Snapshot is an immutable view for the TUI. When nothing changed since the last one, the same
+// report, operations and history are shared (they are immutable), so taking a few snapshots a
+// second with 100k operations held costs a pointer copy.
 func (a *Analyzer) Snapshot(now time.Time) *Snapshot {
 	n := now.UnixNano()
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.now = max(a.now, n)
 	if a.snapCache == nil || a.snapCached != a.version {
-		s := &Snapshot{Report: a.report(), Stats: a.stats(), History: make(map[string][]float64, len(a.hist))}
+		var s *Snapshot
+		if a.sumCache != nil && a.sumCached == a.version {
+			c := *a.sumCache // the figures a summary made of this version already
+			s = &c
+		} else {
+			s = a.summary()
+		}
 		s.Operations = make([]*Operation, 0, a.inOps)
 		for t := a.held.front(); t != nil; t = a.held.next(t) {
 			if t.res != nil {
-				s.Operations = append(s.Operations, t.res.ops...)
+				s.Operations = append(s.Operations, a.unpackedOps(t)...)
 			}
 		}
-		for k, v := range a.hist {
-			s.History[k] = slices.Clone(v)
-		}
-		// Looked up when asked, not indexed per snapshot: the TUI opens one trace at a time.
-		// The result found is immutable; a trace re-analyzed since shows its newer analysis.
-		s.TraceLookup = a.lookup
 		a.snapCache = s
 		a.snapCached = a.version
 	}
 	out := *a.snapCache
 	out.AtUnixNano = n
 	return &out
+}
+
+// Summary is a Snapshot without its Operations (nil): the report, history and store figures, for
+// readers of the figures alone (/metrics, the status line). Operations are held packed and a
+// snapshot reads them back (see unpackedOps), which a reader that never looks at them should
+// not cause. It shares a current Snapshot's figures when there is one.
+func (a *Analyzer) Summary(now time.Time) *Snapshot {
+	n := now.UnixNano()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.now = max(a.now, n)
+	var out Snapshot
+	switch {
+	case a.snapCache != nil && a.snapCached == a.version:
+		out = *a.snapCache
+		out.Operations = nil
+	case a.sumCache != nil && a.sumCached == a.version:
+		out = *a.sumCache
+	default:
+		a.sumCache = a.summary()
+		a.sumCached = a.version
+		out = *a.sumCache
+	}
+	out.AtUnixNano = n
+	return &out
+}
+
+// summary makes a snapshot's figures: everything but the operations. Under a.mu.
+func (a *Analyzer) summary() *Snapshot {
+	s := &Snapshot{Report: a.report(), Stats: a.stats(), History: make(map[string][]float64, len(a.hist))}
+	for k, v := range a.hist {
+		s.History[k] = slices.Clone(v)
+	}
+	// Looked up when asked, not indexed per snapshot: the TUI opens one trace at a time.
+	// The result found is immutable; a trace re-analyzed since shows its newer analysis.
+	s.TraceLookup = a.lookup
+	return s
+}
+
+// unpackedOps is the operations of t's held analysis, read back from their packed form the first
+// time a snapshot asks and kept with the result from then on: the TUI reads every operation of
+// every snapshot, and a snapshot after a change then reads back only the traces analyzed since.
+// (A collector without the TUI never asks, and holds its operations packed only.) Under a.mu.
+func (a *Analyzer) unpackedOps(t *traceState) []*Operation {
+	r := t.res
+	if r.ops == nil && r.nOps > 0 {
+		var err error
+		if r.ops, err = unpackOps(make([]*Operation, 0, r.nOps), r.packedOps); err != nil {
+			// Only a bug in the packed form gets here; the report says so rather than hiding it.
+			a.detErrs[fmt.Sprintf("analyzer: operations of trace %s: %v", t.id, err)] = true
+		}
+	}
+	return r.ops
 }
 
 // tickHistory appends one point per elapsed interval: each dependency's amplification over the
@@ -806,18 +881,36 @@ func (a *Analyzer) tickHistory(n int64) {
 func (a *Analyzer) lookup(id spans.TraceID) (*TraceView, bool) {
 	a.mu.Lock()
 	t := a.traces[id]
-	var r *traceResult
+	var r traceResult // a copy: a snapshot may unpack the operations of t.res meanwhile
 	var packed []byte
 	var meta *heldTrace
-	if t != nil {
-		r, packed, meta = t.res, t.packed, t.meta
+	found := t != nil && t.res != nil
+	if found {
+		r, packed, meta = *t.res, t.packed, t.meta
 	}
 	a.mu.Unlock()
-	if r == nil {
+	if !found {
 		return nil, false
 	}
-	if packed != nil {
-		return a.viewPacked(id, r, meta, packed), true
+	return a.viewHeld(id, r, meta, packed), true
+}
+
+// viewHeld is the trace view of a held analysis r: its operations read back (unless a snapshot
+// has already), with its spans when they are held (packed).
+func (a *Analyzer) viewHeld(id spans.TraceID, r traceResult, meta *heldTrace, packed []byte) *TraceView {
+	var lost error
+	if r.ops == nil && r.nOps > 0 {
+		r.ops, lost = unpackOps(make([]*Operation, 0, r.nOps), r.packedOps)
 	}
-	return r.view(), true
+	var v *TraceView
+	if packed != nil {
+		v = a.viewPacked(id, &r, meta, packed)
+	} else {
+		v = r.view()
+	}
+	if lost != nil {
+		// Only a bug in the packed form gets here: show what is left, and say why.
+		v.Notes = append(slices.Clip(v.Notes), fmt.Sprintf("operations lost: %v", lost))
+	}
+	return v
 }

@@ -18,7 +18,8 @@ type scratch struct {
 	originService [][2]string
 	occList       []occCount
 	occurrences   map[scopeIntent]int
-	bufs          opBufs // the trace being inferred; its buffers go with the result
+	bufs          opBufs    // the trace being inferred; its buffers go with the result
+	ops           opsPacker // packs the operations of a result to hold
 	// calls are the trace's CLIENT spans (Trace.calls, while it is analyzed). Operation k of
 	// the trace made calls opCalls[opStart[k]:opStart[k+1]] (indexes into calls); the
 	// operations after len(opStart)-1 (refused before any call) made none.

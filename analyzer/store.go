@@ -186,11 +186,16 @@ type heldTrace struct {
 // hold is a fresh analysis as held: operations, findings, accounting and detector errors, without
 // the trace (spans and index), and what the trace had to say. The held result is a copy of its
 // own: the analysis makes the result and its trace in its scratch, which the next analysis reuses.
-func hold(r *traceResult) (*traceResult, *heldTrace) {
+func hold(r *traceResult, p *opsPacker) (*traceResult, *heldTrace) {
 	t := r.trace
 	held := new(traceResult)
 	*held = *r
 	held.trace = nil
+	// The operations are held packed (see heldops.go); the Operation values go with the trace.
+	held.ops, held.nOps = nil, len(r.ops)
+	if len(r.ops) > 0 {
+		held.packedOps = p.pack(r.ops)
+	}
 	if t.issues == (traceIssues{}) && t.notes == nil && !t.Truncated {
 		return held, nil
 	}

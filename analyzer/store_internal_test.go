@@ -15,7 +15,7 @@ import (
 )
 
 // fixtureTraces is every fixture's traces, fixture after fixture, each in arrival order.
-func fixtureTraces(t *testing.T) [][]spans.Span {
+func fixtureTraces(t testing.TB) [][]spans.Span {
 	t.Helper()
 	var traces [][]spans.Span
 	for _, f := range spanstest.FixtureTraces(t, spans.DecodeOptions{}) {
@@ -80,12 +80,12 @@ func TestPackedViewIsTheAnalysisView(t *testing.T) {
 		id := ss[0].TraceID
 		res := analyzeAlone(a, ss, 0)
 		want := res.view()
-		held, meta := hold(res)
+		held, meta := hold(res, &opsPacker{})
 		if held.trace != nil {
 			t.Fatalf("trace %s: the held analysis keeps its trace", id)
 		}
 		for _, n := range []int{len(ss), 3} {
-			if got := a.viewPacked(id, held, meta, blocks(ss, n)); !reflect.DeepEqual(got, want) {
+			if got := a.viewHeld(id, *held, meta, blocks(ss, n)); !reflect.DeepEqual(got, want) {
 				t.Fatalf("trace %s, %d spans a block: the view from the packed spans differs:\n got %+v\nwant %+v", id, n, got, want)
 			}
 		}
@@ -94,8 +94,8 @@ func TestPackedViewIsTheAnalysisView(t *testing.T) {
 	ss := fixtureTraces(t)[0]
 	res := analyzeAlone(a, ss, 3)
 	want := res.view()
-	held, meta := hold(res)
-	if got := a.viewPacked(ss[0].TraceID, held, meta, blocks(ss, len(ss))); !want.Truncated || !reflect.DeepEqual(got, want) {
+	held, meta := hold(res, &opsPacker{})
+	if got := a.viewHeld(ss[0].TraceID, *held, meta, blocks(ss, len(ss))); !want.Truncated || !reflect.DeepEqual(got, want) {
 		t.Fatalf("truncated trace: got %+v\nwant %+v", got, want)
 	}
 }

@@ -7,9 +7,10 @@ import (
 	"github.com/stormwatch/stormwatch/analyzer"
 )
 
-// Source hands out analyzer snapshots; *analyzer.Analyzer implements it.
+// Source hands out analyzer summaries (snapshots without their operations, which nothing here
+// reads); *analyzer.Analyzer implements it.
 type Source interface {
-	Snapshot(now time.Time) *analyzer.Snapshot
+	Summary(now time.Time) *analyzer.Snapshot
 }
 
 // DefaultMaxAge is how old a cached snapshot may be before the next reader takes a new one.
@@ -49,7 +50,7 @@ func (c *Cache) Latest() *analyzer.Snapshot {
 	defer c.mu.Unlock()
 	now := c.now()
 	if c.last == nil || c.maxAge < 0 || now.Sub(c.at) >= c.maxAge || now.Before(c.at) {
-		c.last, c.at = c.src.Snapshot(now), now
+		c.last, c.at = c.src.Summary(now), now
 	}
 	return c.last
 }
@@ -60,6 +61,6 @@ func (c *Cache) Fresh() *analyzer.Snapshot {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := c.now()
-	c.last, c.at = c.src.Snapshot(now), now
+	c.last, c.at = c.src.Summary(now), now
 	return c.last
 }

@@ -20,7 +20,7 @@ type fakeSource struct {
 	taken int
 }
 
-func (f *fakeSource) Snapshot(now time.Time) *analyzer.Snapshot {
+func (f *fakeSource) Summary(now time.Time) *analyzer.Snapshot {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.taken++

@@ -82,8 +82,11 @@ func (s *session) ConsumeBatch(ctx context.Context, b *spans.Batch) error {
 	return s.cur.Load().ConsumeBatch(ctx, b)
 }
 
-// Snapshot implements tui.Source and metrics.Source.
+// Snapshot implements tui.Source.
 func (s *session) Snapshot(now time.Time) *analyzer.Snapshot { return s.cur.Load().Snapshot(now) }
+
+// Summary implements metrics.Source.
+func (s *session) Summary(now time.Time) *analyzer.Snapshot { return s.cur.Load().Summary(now) }
 
 // Clear drops everything held: the next spans start a fresh analysis.
 func (s *session) Clear() {

@@ -1,0 +1,387 @@
+package analyzer
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"unsafe"
+
+	"github.com/stormwatch/stormwatch/spans"
+)
+
+// A held analysis keeps its operations packed: one pointer-free byte string per trace, as its
+// spans are. As Operation values they were most of what the garbage collector marked on every
+// cycle in a collector under load (ten pointers an operation, four an attempt, for everything
+// held), and the longer marking ran, the longer every pointer store in the process paid a write
+// barrier. Packed, the collector never looks into them; they are read back when asked for: by
+// a snapshot (the TUI; the operations it reads stay unpacked with their result from then on,
+// so a snapshot after a change unpacks only what is new), by the windowed detectors, and by a
+// trace view.
+//
+// Layout of one trace's operations (one frame; a result may hold several, one per fragment of a
+// released trace, see publishLate): "uv" is an unsigned varint, "zz" a zigzag varint.
+//
+//	frame:     uv length of the rest, then uv operations, attempts, calls, origins, strings
+//	           (the counts decoding allocates for), then the operations
+//	operation: str ID, str Name, trace id (16), span id (8), str Caller, str Owner,
+//	           str Dependency, str DependencyService, byte Inferred, str Terminal,
+//	           str StopReason, zz deadline, zz start, zz end - start, uv parent (0 none, k+1 the
+//	           k-th operation of the frame), uv Findings, intent (8), uv children, list attempts
+//	attempt:   zz Number, str Kind, span id (8), list of calls (8 bytes each), list of origins
+//	           (str each), zz start, zz end - start, str Outcome, str Status, zz backoff,
+//	           zz refNumber
+//	list:      uv count+1, or 0 for a nil slice
+//	str:       uv n: n even, an inline string of n/2 bytes (added to the frame's table unless
+//	           empty); n odd, the (n-1)/2-th inline string of the table
+//
+// Strings repeat (a caller, a dependency, outcomes): most are the interner's, so the encoder
+// finds repeats by the address of their bytes, without hashing or comparing them.
+
+// errOpsCorrupt is wrapped by the errors of unpackOps: the bytes are not packed operations.
+var errOpsCorrupt = errors.New("corrupt packed operations")
+
+// opsPacker packs operations; it lives in a scratch and is reused from trace to trace.
+type opsPacker struct {
+	buf   []byte
+	index map[*Operation]int32 // operation -> its position in the frame, for Parent
+	// strs finds strings already written by the address of their bytes: a direct-mapped cache.
+	strs  [64]opsStrSlot
+	nStrs uint32
+	gen   uint32 // the frame being packed
+}
+
+type opsStrSlot struct {
+	addr uintptr
+	n    uint32
+	idx  uint32 // table index + 1; 0 is an empty slot
+	gen  uint32 // the frame that wrote it: slots of earlier frames are empty
+}
+
+// pack returns ops packed as one frame, in a slice of exactly its size.
+func (p *opsPacker) pack(ops []*Operation) []byte {
+	if p.gen++; p.gen == 0 { // a new generation empties the string cache without clearing it
+		p.strs, p.gen = [len(p.strs)]opsStrSlot{}, 1
+	}
+	if p.index == nil {
+		p.index = make(map[*Operation]int32, len(ops))
+	}
+	clear(p.index)
+	var nAtt, nCalls, nOrigins int
+	for i, op := range ops {
+		p.index[op] = int32(i)
+		nAtt += len(op.Attempts)
+		for k := range op.Attempts {
+			nCalls += len(op.Attempts[k].Calls)
+			nOrigins += len(op.Attempts[k].Origins)
+		}
+	}
+	p.nStrs = 0
+	b := p.buf[:0]
+	for i, op := range ops {
+		b = p.str(b, op.ID)
+		b = p.str(b, op.Name)
+		b = append(b, op.TraceID[:]...)
+		b = append(b, op.SpanID[:]...)
+		b = p.str(b, op.Caller)
+		b = p.str(b, op.Owner)
+		b = p.str(b, op.Dependency)
+		b = p.str(b, op.DependencyService)
+		var inferred byte
+		if op.Inferred {
+			inferred = 1
+		}
+		b = append(b, inferred)
+		b = p.str(b, op.Terminal)
+		b = p.str(b, op.StopReason)
+		b = appendZZ(b, op.DeadlineUnixNano)
+		b = appendZZ(b, op.StartUnixNano)
+		b = appendZZ(b, op.EndUnixNano-op.StartUnixNano)
+		parent := uint64(0)
+		if op.Parent != nil {
+			k, ok := p.index[op.Parent]
+			if !ok {
+				// Inference links operations of one trace only; a parent elsewhere is a bug.
+				panic(fmt.Sprintf("analyzer: operation %d of trace %s has a parent outside its trace", i, op.TraceID))
+			}
+			parent = uint64(k) + 1
+		}
+		b = binary.AppendUvarint(b, parent)
+		b = binary.AppendUvarint(b, uint64(op.Findings))
+		b = binary.LittleEndian.AppendUint64(b, op.intent)
+		b = binary.AppendUvarint(b, uint64(op.children))
+		b = appendCount(b, len(op.Attempts), op.Attempts == nil)
+		for k := range op.Attempts {
+			at := &op.Attempts[k]
+			b = appendZZ(b, int64(at.Number))
+			b = p.str(b, string(at.Kind))
+			b = append(b, at.SpanID[:]...)
+			b = appendCount(b, len(at.Calls), at.Calls == nil)
+			for _, c := range at.Calls {
+				b = append(b, c[:]...)
+			}
+			b = appendCount(b, len(at.Origins), at.Origins == nil)
+			for _, o := range at.Origins {
+				b = p.str(b, o)
+			}
+			b = appendZZ(b, at.StartUnixNano)
+			b = appendZZ(b, at.EndUnixNano-at.StartUnixNano)
+			b = p.str(b, at.Outcome)
+			b = p.str(b, at.Status)
+			b = appendZZ(b, at.BackoffNanos)
+			b = appendZZ(b, at.refNumber)
+		}
+	}
+	p.buf = b
+	var head [6 * binary.MaxVarintLen64]byte
+	h := head[:0]
+	for _, v := range [5]int{len(ops), nAtt, nCalls, nOrigins, int(p.nStrs)} {
+		h = binary.AppendUvarint(h, uint64(v))
+	}
+	var sizeBuf [binary.MaxVarintLen64]byte
+	size := sizeBuf[:binary.PutUvarint(sizeBuf[:], uint64(len(h)+len(b)))]
+	out := make([]byte, 0, len(size)+len(h)+len(b))
+	out = append(out, size...)
+	out = append(out, h...)
+	return append(out, b...)
+}
+
+func (p *opsPacker) str(b []byte, s string) []byte {
+	if s == "" {
+		return append(b, 0)
+	}
+	addr := uintptr(unsafe.Pointer(unsafe.StringData(s)))
+	slot := &p.strs[(addr>>3^addr>>9)%uintptr(len(p.strs))]
+	if slot.gen == p.gen && slot.idx != 0 && slot.addr == addr && slot.n == uint32(len(s)) {
+		return binary.AppendUvarint(b, uint64(slot.idx-1)<<1|1)
+	}
+	p.nStrs++
+	*slot = opsStrSlot{addr: addr, n: uint32(len(s)), idx: p.nStrs, gen: p.gen}
+	b = binary.AppendUvarint(b, uint64(len(s))<<1)
+	return append(b, s...)
+}
+
+func appendZZ(b []byte, v int64) []byte {
+	return binary.AppendUvarint(b, uint64(v<<1)^uint64(v>>63))
+}
+
+func appendCount(b []byte, n int, isNil bool) []byte {
+	if isNil {
+		return append(b, 0)
+	}
+	return binary.AppendUvarint(b, uint64(n)+1)
+}
+
+// unpackOps appends the operations packed in b (frames) to dst. Their strings alias b, which
+// must not change (held results never change theirs).
+func unpackOps(dst []*Operation, b []byte) ([]*Operation, error) {
+	for len(b) > 0 {
+		r := opsReader{s: unsafe.String(unsafe.SliceData(b), len(b))}
+		size := r.uv()
+		if r.err != nil || size > uint64(len(b)-r.off) {
+			return dst, fmt.Errorf("packed operations: a frame of %d bytes, %d left: %w", size, len(b)-r.off, errOpsCorrupt)
+		}
+		end := r.off + int(size)
+		r.s = r.s[:end]
+		var err error
+		if dst, err = r.frame(dst); err != nil {
+			return dst, err
+		}
+		b = b[end:]
+	}
+	return dst, nil
+}
+
+// opsReader reads one frame. The first error sticks; later reads return zero values.
+type opsReader struct {
+	s    string
+	off  int
+	strs []string
+	err  error
+}
+
+func (r *opsReader) frame(dst []*Operation) ([]*Operation, error) {
+	var n [5]int
+	for i := range n {
+		v := r.uv()
+		// Every element takes at least a byte: a count beyond the frame's size is corrupt,
+		// and bounds what is allocated for it.
+		if v > uint64(len(r.s)-r.off) {
+			r.fail("count %d", v)
+		}
+		n[i] = int(v)
+	}
+	if r.err != nil {
+		return dst, r.err
+	}
+	nOps, nAtt, nCalls, nOrigins, nStrs := n[0], n[1], n[2], n[3], n[4]
+	slab := make([]Operation, nOps)
+	att := make([]Attempt, nAtt)
+	calls := make([]spans.SpanID, nCalls)
+	origins := make([]string, nOrigins)
+	r.strs = make([]string, 0, nStrs)
+	parents := make([]int32, nOps)
+	for i := range slab {
+		op := &slab[i]
+		op.ID = r.str()
+		op.Name = r.str()
+		copy(op.TraceID[:], r.fixed(16))
+		copy(op.SpanID[:], r.fixed(8))
+		op.Caller = r.str()
+		op.Owner = r.str()
+		op.Dependency = r.str()
+		op.DependencyService = r.str()
+		op.Inferred = r.byte() == 1
+		op.Terminal = r.str()
+		op.StopReason = r.str()
+		op.DeadlineUnixNano = r.zz()
+		op.StartUnixNano = r.zz()
+		op.EndUnixNano = op.StartUnixNano + r.zz()
+		// Parents are linked once every operation of the frame is read: one may come after
+		// the operations inside it.
+		if k := r.uv(); k > uint64(nOps) {
+			r.fail("operation %d: parent %d of %d", i, k-1, nOps)
+		} else {
+			parents[i] = int32(k) - 1
+		}
+		op.Findings = int(r.uv())
+		if f := r.fixed(8); len(f) == 8 {
+			op.intent = uint64(f[0]) | uint64(f[1])<<8 | uint64(f[2])<<16 | uint64(f[3])<<24 |
+				uint64(f[4])<<32 | uint64(f[5])<<40 | uint64(f[6])<<48 | uint64(f[7])<<56
+		}
+		op.children = int(r.uv())
+		if c, ok := r.count(); ok {
+			if c > len(att) {
+				r.fail("operation %d: %d attempts, %d left", i, c, len(att))
+				return dst, r.err
+			}
+			op.Attempts, att = att[:c:c], att[c:]
+			for k := range op.Attempts {
+				at := &op.Attempts[k]
+				at.Number = int(r.zz())
+				at.Kind = AttemptKind(r.str())
+				copy(at.SpanID[:], r.fixed(8))
+				if c, ok := r.count(); ok {
+					if c > len(calls) {
+						r.fail("%d calls, %d left", c, len(calls))
+						return dst, r.err
+					}
+					at.Calls, calls = calls[:c:c], calls[c:]
+					for j := range at.Calls {
+						copy(at.Calls[j][:], r.fixed(8))
+					}
+				}
+				if c, ok := r.count(); ok {
+					if c > len(origins) {
+						r.fail("%d origins, %d left", c, len(origins))
+						return dst, r.err
+					}
+					at.Origins, origins = origins[:c:c], origins[c:]
+					for j := range at.Origins {
+						at.Origins[j] = r.str()
+					}
+				}
+				at.StartUnixNano = r.zz()
+				at.EndUnixNano = at.StartUnixNano + r.zz()
+				at.Outcome = r.str()
+				at.Status = r.str()
+				at.BackoffNanos = r.zz()
+				at.refNumber = r.zz()
+			}
+		}
+		if r.err != nil {
+			return dst, r.err
+		}
+		dst = append(dst, op)
+	}
+	for i, k := range parents {
+		if k >= 0 {
+			slab[i].Parent = &slab[k]
+		}
+	}
+	if r.off != len(r.s) || len(att) != 0 || len(calls) != 0 || len(origins) != 0 {
+		r.fail("the frame's counts do not match its operations")
+	}
+	return dst, r.err
+}
+
+func (r *opsReader) fail(format string, args ...any) {
+	if r.err == nil {
+		r.err = fmt.Errorf("packed operations, at byte %d: %s: %w", r.off, fmt.Sprintf(format, args...), errOpsCorrupt)
+	}
+}
+
+func (r *opsReader) byte() byte {
+	if r.off >= len(r.s) {
+		r.fail("truncated")
+		return 0
+	}
+	c := r.s[r.off]
+	r.off++
+	return c
+}
+
+func (r *opsReader) fixed(n int) string {
+	if len(r.s)-r.off < n {
+		r.fail("truncated")
+		r.off = len(r.s)
+		return ""
+	}
+	v := r.s[r.off : r.off+n]
+	r.off += n
+	return v
+}
+
+func (r *opsReader) uv() uint64 {
+	v, n := binary.Uvarint(unsafe.Slice(unsafe.StringData(r.s[r.off:]), len(r.s)-r.off))
+	if n <= 0 {
+		r.fail("bad varint")
+		r.off = len(r.s)
+		return 0
+	}
+	r.off += n
+	return v
+}
+
+func (r *opsReader) zz() int64 {
+	v := r.uv()
+	return int64(v>>1) ^ -int64(v&1)
+}
+
+func (r *opsReader) count() (int, bool) {
+	v := r.uv()
+	if v == 0 || r.err != nil {
+		return 0, false
+	}
+	if v-1 > uint64(len(r.s)-r.off) {
+		r.fail("list of %d", v-1)
+		return 0, false
+	}
+	return int(v - 1), true
+}
+
+func (r *opsReader) str() string {
+	v := r.uv()
+	if v&1 != 0 {
+		if k := v >> 1; k < uint64(len(r.strs)) {
+			return r.strs[k]
+		}
+		r.fail("string %d of %d", v>>1, len(r.strs))
+		return ""
+	}
+	n := v >> 1
+	if n == 0 {
+		return ""
+	}
+	if n > uint64(len(r.s)-r.off) {
+		r.fail("string of %d bytes, %d left", n, len(r.s)-r.off)
+		return ""
+	}
+	if len(r.strs) == cap(r.strs) {
+		r.fail("more strings than the frame's %d", cap(r.strs))
+		return ""
+	}
+	s := r.s[r.off : r.off+int(n)]
+	r.off += int(n)
+	r.strs = append(r.strs, s)
+	return s
+}

@@ -1,0 +1,236 @@
+package analyzer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stormwatch/stormwatch/spans"
+)
+
+// packedOps packs each result's operations through one packer (reused, as a scratch's is) and
+// returns the frames.
+func packedOps(t testing.TB, results [][]*Operation) [][]byte {
+	t.Helper()
+	var p opsPacker
+	var frames [][]byte
+	for _, ops := range results {
+		frames = append(frames, p.pack(ops))
+	}
+	return frames
+}
+
+// fixtureOps is the operations of every fixture trace, each trace analyzed alone.
+func fixtureOps(t testing.TB) [][]*Operation {
+	a := New(Config{Detectors: []*Detector{namingDetector}})
+	var out [][]*Operation
+	for _, ss := range fixtureTraces(t) {
+		if ops := analyzeAlone(a, ss, 0).ops; len(ops) > 0 {
+			out = append(out, ops)
+		}
+	}
+	return out
+}
+
+// TestPackedOperationsRoundTrip: operations read back from their packed form are the ones
+// packed, field for field (unexported ones, nil and empty lists, and parents included), for every
+// fixture trace, one frame at a time and as several frames one after another.
+func TestPackedOperationsRoundTrip(t *testing.T) {
+	results := fixtureOps(t)
+	frames := packedOps(t, results)
+	var all []*Operation
+	var joined []byte
+	for i, ops := range results {
+		got, err := unpackOps(nil, frames[i])
+		if err != nil {
+			t.Fatalf("trace %s: %v", ops[0].TraceID, err)
+		}
+		if !reflect.DeepEqual(got, ops) {
+			t.Fatalf("trace %s: read back\n%s\nwant\n%s", ops[0].TraceID, dumpOps(got), dumpOps(ops))
+		}
+		all = append(all, ops...)
+		joined = append(joined, frames[i]...)
+	}
+	got, err := unpackOps(nil, joined)
+	if err != nil || !reflect.DeepEqual(got, all) {
+		t.Fatalf("%d frames one after another: %d operations read back (%v), want %d", len(frames), len(got), err, len(all))
+	}
+}
+
+// TestPackedOperationsEdgeCases: what inference rarely makes but the form must keep - a parent
+// listed after its child, nil beside empty lists, strings longer than a one-byte length, more
+// distinct strings than the packer's cache holds, equal strings that do not share their bytes,
+// negative and extreme times.
+func TestPackedOperationsEdgeCases(t *testing.T) {
+	long := strings.Repeat("x", 300)
+	ops := make([]*Operation, 0, 100)
+	parent := &Operation{ID: "parent", Caller: "api", intent: 1<<64 - 1, children: 1}
+	child := &Operation{ID: "child", Parent: parent, Caller: strings.Clone("api"), Attempts: []Attempt{},
+		StartUnixNano: -5, EndUnixNano: 1<<63 - 1, DeadlineUnixNano: -1 << 63, Findings: 3, Inferred: true}
+	ops = append(ops, child, parent)
+	ops = append(ops, &Operation{ID: long, Name: long, Attempts: []Attempt{
+		{Number: 1, Kind: KindInitial, Calls: nil, Origins: nil, refNumber: -1},
+		{Number: 2, Kind: KindRetry, Calls: []spans.SpanID{}, Origins: []string{}, BackoffNanos: -7},
+		{Number: 3, Kind: KindHedge, Calls: []spans.SpanID{{1}, {2}}, Origins: []string{"http://a:1", "http://b:2"},
+			Outcome: "ok", Status: "200", StartUnixNano: 10, EndUnixNano: 5},
+	}})
+	for i := range 97 {
+		ops = append(ops, &Operation{ID: "op-" + strings.Repeat("y", i), Dependency: "dep-" + strings.Repeat("z", i%7)})
+	}
+	frames := packedOps(t, [][]*Operation{ops, ops[2:3]})
+	for i, want := range [][]*Operation{ops, ops[2:3]} {
+		got, err := unpackOps(nil, frames[i])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("frame %d: read back\n%s\nwant\n%s", i, dumpOps(got), dumpOps(want))
+		}
+	}
+	// The child alone: its parent is outside what is packed, which only a bug makes.
+	defer func() {
+		if recover() == nil {
+			t.Fatal("packing an operation without its parent did not fail")
+		}
+	}()
+	var p opsPacker
+	p.pack([]*Operation{child})
+}
+
+// TestUnpackOpsRejectsCorruptInput: cut or damaged frames give errOpsCorrupt, never a panic,
+// and the operations of the frames before the damage are kept.
+func TestUnpackOpsRejectsCorruptInput(t *testing.T) {
+	results := fixtureOps(t)
+	frames := packedOps(t, results)
+	good, bad := frames[0], frames[1]
+	for n := 1; n < len(bad); n++ {
+		got, err := unpackOps(nil, append(append([]byte(nil), good...), bad[:n]...))
+		if !errors.Is(err, errOpsCorrupt) {
+			t.Fatalf("a frame cut to %d of %d bytes: err %v", n, len(bad), err)
+		}
+		if len(got) < len(results[0]) || !reflect.DeepEqual(got[:len(results[0])], results[0]) {
+			t.Fatalf("a frame cut to %d bytes: the frame before it was not kept", n)
+		}
+	}
+	for i := range bad {
+		for _, v := range []byte{0, 0x7f, 0x80, 0xff} {
+			b := append([]byte(nil), bad...)
+			b[i] = v
+			_, _ = unpackOps(nil, b) // may read as other operations; must not panic
+		}
+	}
+}
+
+// FuzzUnpackOps: any bytes read back without a panic, and operations that read back pack and
+// read back again the same.
+func FuzzUnpackOps(f *testing.F) {
+	f.Add([]byte{})
+	for _, frame := range packedOps(f, fixtureOps(f)) {
+		f.Add(frame)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		ops, err := unpackOps(nil, b)
+		if err != nil {
+			return
+		}
+		var p opsPacker
+		again, err := unpackOps(nil, p.pack(ops))
+		if err != nil || !reflect.DeepEqual(again, ops) {
+			t.Fatalf("read back, packed and read back again: %v\n%s\nwant\n%s", err, dumpOps(again), dumpOps(ops))
+		}
+	})
+}
+
+// TestHeldOperationsArePacked: an analyzer holds every analyzed trace's operations packed only
+// (nothing for the garbage collector to mark) until a snapshot asks for them; a summary (what
+// /metrics and the status line read) does not; a snapshot reads them back once, and the next
+// snapshot after a change reads back only the new trace's.
+func TestHeldOperationsArePacked(t *testing.T) {
+	traces := fixtureTraces(t)
+	a := New(Config{Detectors: []*Detector{namingDetector}, Settle: time.Hour})
+	for _, ss := range traces[1:] {
+		if err := a.ConsumeBatch(context.Background(), &spans.Batch{Spans: ss}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a.Flush()
+	unpacked := func() int {
+		n := 0
+		for _, ts := range a.traces {
+			if ts.res == nil {
+				t.Fatalf("trace %s not analyzed", ts.id)
+			}
+			if ts.res.nOps > 0 && len(ts.res.packedOps) == 0 {
+				t.Fatalf("trace %s: %d operations and nothing packed", ts.id, ts.res.nOps)
+			}
+			if ts.res.ops != nil {
+				n++
+			}
+		}
+		return n
+	}
+	if n := unpacked(); n != 0 {
+		t.Fatalf("%d traces hold their operations unpacked after analysis", n)
+	}
+	sum := a.Summary(time.Now())
+	if n := unpacked(); n != 0 || sum.Operations != nil || sum.Report.Input.Operations == 0 {
+		t.Fatalf("a summary (%d operations in its report, %d listed) left %d traces unpacked",
+			sum.Report.Input.Operations, len(sum.Operations), n)
+	}
+	snap := a.Snapshot(time.Now())
+	if len(snap.Operations) != snap.Report.Input.Operations {
+		t.Fatalf("the snapshot lists %d operations, its report counts %d", len(snap.Operations), snap.Report.Input.Operations)
+	}
+	withOps := 0
+	kept := map[*traceState]*Operation{}
+	for _, ts := range a.traces {
+		if ts.res.nOps > 0 {
+			withOps++
+			kept[ts] = ts.res.ops[0]
+		}
+	}
+	if n := unpacked(); n != withOps {
+		t.Fatalf("after a snapshot %d of %d traces with operations hold them unpacked", n, withOps)
+	}
+	// A new trace: the next snapshot reads back its operations only, and shares the others'.
+	if err := a.ConsumeBatch(context.Background(), &spans.Batch{Spans: traces[0]}); err != nil {
+		t.Fatal(err)
+	}
+	a.Flush()
+	next := a.Snapshot(time.Now())
+	if len(next.Operations) != next.Report.Input.Operations || len(next.Operations) <= len(snap.Operations) {
+		t.Fatalf("after a new trace the snapshot lists %d operations (report %d, before %d)",
+			len(next.Operations), next.Report.Input.Operations, len(snap.Operations))
+	}
+	for ts, op := range kept {
+		if ts.res.ops[0] != op {
+			t.Fatalf("trace %s: its operations were read back again for the next snapshot", ts.id)
+		}
+	}
+	// What a snapshot lists is what the analysis made: the same operations as a view of each trace.
+	for _, ts := range a.traces {
+		v, ok := a.lookup(ts.id)
+		if !ok || !reflect.DeepEqual(v.Operations, ts.res.ops) {
+			t.Fatalf("trace %s: the view's operations differ from the snapshot's", ts.id)
+		}
+	}
+}
+
+// dumpOps prints operations for a failure message, a line each, parents by id.
+func dumpOps(ops []*Operation) string {
+	var b strings.Builder
+	for _, op := range ops {
+		o := *op
+		parent := ""
+		if o.Parent != nil {
+			parent = o.Parent.ID
+		}
+		o.Parent = nil
+		fmt.Fprintf(&b, "%+v parent=%q\n", o, parent)
+	}
+	return b.String()
+}
