@@ -614,13 +614,21 @@ func (a *Analyzer) runWindow() {
 	a.mu.Unlock()
 	var errs []string
 	ops := make([]*Operation, 0, n)
+	packs := make([][]byte, 0, len(held))
+	for _, h := range held {
+		if h.ops == nil {
+			packs = append(packs, h.packed)
+		}
+	}
+	var ar opsArena
+	ar.reserve(packs...) // one array per kind for all of them
 	for _, h := range held {
 		if h.ops != nil {
 			ops = append(ops, h.ops...)
 			continue
 		}
 		var err error
-		if ops, err = unpackOps(ops, h.packed); err != nil {
+		if ops, err = ar.unpack(ops, h.packed); err != nil {
 			errs = append(errs, fmt.Sprintf("analyzer: operations of trace %s: %v", h.id, err))
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"unsafe"
 
 	"github.com/stormwatch/stormwatch/spans"
@@ -174,21 +175,92 @@ func appendCount(b []byte, n int, isNil bool) []byte {
 // unpackOps appends the operations packed in b (frames) to dst. Their strings alias b, which
 // must not change (held results never change theirs).
 func unpackOps(dst []*Operation, b []byte) ([]*Operation, error) {
+	var ar opsArena
+	ar.reserve(b)
+	return ar.unpack(dst, b)
+}
+
+// opsArena is the memory operations are read back into: one array per kind for every frame
+// reserved, so reading back the operations of thousands of traces (a windowed run) is a few
+// allocations, not five a trace.
+type opsArena struct {
+	slab    []Operation
+	att     []Attempt
+	calls   []spans.SpanID
+	origins []string
+	// Read while a frame is read: its string table and its operations' parents.
+	strs    []string
+	parents []int32
+}
+
+// reserve makes room for the operations packed in the frames of bs (added to what is reserved
+// and not used yet). Frames it cannot read are left for unpack to report.
+func (ar *opsArena) reserve(bs ...[]byte) {
+	var total [5]int
+	for _, b := range bs {
+		_ = eachOpsFrame(b, func(n [5]int, _ string) error {
+			for i := range total {
+				total[i] += n[i]
+			}
+			return nil
+		})
+	}
+	ar.slab = slices.Grow(ar.slab, total[0])
+	ar.att = slices.Grow(ar.att, total[1])
+	ar.calls = slices.Grow(ar.calls, total[2])
+	ar.origins = slices.Grow(ar.origins, total[3])
+}
+
+// unpack appends the operations packed in b (frames) to dst.
+func (ar *opsArena) unpack(dst []*Operation, b []byte) ([]*Operation, error) {
+	err := eachOpsFrame(b, func(n [5]int, frame string) error {
+		r := opsReader{s: frame}
+		var err error
+		dst, err = r.frame(dst, n, ar)
+		return err
+	})
+	return dst, err
+}
+
+// eachOpsFrame calls f with the counts and the rest of every frame of b, up to the first error.
+func eachOpsFrame(b []byte, f func(n [5]int, frame string) error) error {
 	for len(b) > 0 {
 		r := opsReader{s: unsafe.String(unsafe.SliceData(b), len(b))}
 		size := r.uv()
 		if r.err != nil || size > uint64(len(b)-r.off) {
-			return dst, fmt.Errorf("packed operations: a frame of %d bytes, %d left: %w", size, len(b)-r.off, errOpsCorrupt)
+			return fmt.Errorf("packed operations: a frame of %d bytes, %d left: %w", size, len(b)-r.off, errOpsCorrupt)
 		}
 		end := r.off + int(size)
 		r.s = r.s[:end]
-		var err error
-		if dst, err = r.frame(dst); err != nil {
-			return dst, err
+		var n [5]int
+		for i := range n {
+			v := r.uv()
+			// Every element takes at least a byte: a count beyond the frame's size is corrupt,
+			// and bounds what is allocated for it.
+			if v > uint64(len(r.s)-r.off) {
+				r.fail("count %d", v)
+			}
+			n[i] = int(v)
+		}
+		if r.err != nil {
+			return r.err
+		}
+		if err := f(n, r.s[r.off:]); err != nil {
+			return err
 		}
 		b = b[end:]
 	}
-	return dst, nil
+	return nil
+}
+
+// take carves n elements off the front of *free, or makes them when it holds fewer.
+func take[T any](free *[]T, n int) []T {
+	if cap(*free)-len(*free) < n {
+		return make([]T, n)
+	}
+	s := (*free)[len(*free) : len(*free)+n : len(*free)+n]
+	*free = (*free)[:len(*free)+n]
+	return s
 }
 
 // opsReader reads one frame. The first error sticks; later reads return zero values.
@@ -199,27 +271,16 @@ type opsReader struct {
 	err  error
 }
 
-func (r *opsReader) frame(dst []*Operation) ([]*Operation, error) {
-	var n [5]int
-	for i := range n {
-		v := r.uv()
-		// Every element takes at least a byte: a count beyond the frame's size is corrupt,
-		// and bounds what is allocated for it.
-		if v > uint64(len(r.s)-r.off) {
-			r.fail("count %d", v)
-		}
-		n[i] = int(v)
-	}
-	if r.err != nil {
-		return dst, r.err
-	}
+// frame reads the operations of a frame whose counts are n into ar's memory.
+func (r *opsReader) frame(dst []*Operation, n [5]int, ar *opsArena) ([]*Operation, error) {
 	nOps, nAtt, nCalls, nOrigins, nStrs := n[0], n[1], n[2], n[3], n[4]
-	slab := make([]Operation, nOps)
-	att := make([]Attempt, nAtt)
-	calls := make([]spans.SpanID, nCalls)
-	origins := make([]string, nOrigins)
-	r.strs = make([]string, 0, nStrs)
-	parents := make([]int32, nOps)
+	slab := take(&ar.slab, nOps)
+	att := take(&ar.att, nAtt)
+	calls := take(&ar.calls, nCalls)
+	origins := take(&ar.origins, nOrigins)
+	r.strs = slices.Grow(ar.strs[:0], nStrs)
+	parents := slices.Grow(ar.parents[:0], nOps)[:nOps]
+	defer func() { ar.strs, ar.parents = r.strs[:0], parents[:0] }()
 	for i := range slab {
 		op := &slab[i]
 		op.ID = r.str()

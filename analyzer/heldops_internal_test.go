@@ -59,6 +59,23 @@ func TestPackedOperationsRoundTrip(t *testing.T) {
 	if err != nil || !reflect.DeepEqual(got, all) {
 		t.Fatalf("%d frames one after another: %d operations read back (%v), want %d", len(frames), len(got), err, len(all))
 	}
+	// As the windowed detectors read them: every trace's frame into one arena reserved for all.
+	var ar opsArena
+	ar.reserve(frames...)
+	got = got[:0]
+	for _, f := range frames {
+		if got, err = ar.unpack(got, f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !reflect.DeepEqual(got, all) {
+		t.Fatalf("through one arena: %d operations read back differ from the %d packed", len(got), len(all))
+	}
+	for i, op := range got {
+		if i >= len(ar.slab) || op != &ar.slab[i] {
+			t.Fatalf("operation %d of %d was not read into the arena's one array (%d used)", i, len(got), len(ar.slab))
+		}
+	}
 }
 
 // TestPackedOperationsEdgeCases: what inference rarely makes but the form must keep - a parent
