@@ -38,7 +38,7 @@ func analyzeTrace(id spans.TraceID, ss []spans.Span, truncated int, cfg *Config,
 	buildTrace(t, id, ss, truncated, sc)
 	r.ops = t.inferOperations(seed, cfg.Settings.Skew(), in, sc)
 	r.acct = t.accountRows(r.ops, sc)
-	detachOps(r.ops, r.acct, src, in)
+	detachRows(r.acct, src, in)
 	pass := Pass{Trace: t, Operations: r.ops, Settings: cfg.Settings}
 	// One Report for all the detectors of this trace: it names whichever detector is running.
 	// Made per detector, the closure was an allocation per detector per trace (about one per ten

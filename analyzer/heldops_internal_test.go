@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -250,4 +251,31 @@ func dumpOps(ops []*Operation) string {
 		fmt.Fprintf(&b, "%+v parent=%q\n", o, parent)
 	}
 	return b.String()
+}
+
+// TestReusedScratchMatchesFresh: an analysis reuses a pooled scratch (indexes, calls, spans read
+// back) from trace to trace. Analyzed through one scratch - every fixture trace, largest first,
+// then again smallest first, so each trace follows a larger and a smaller one - a trace gets the
+// operations it gets from a fresh scratch, field for field, and they pack and read back the
+// same before the next trace reuses the scratch: nothing of an earlier trace is left in them.
+func TestReusedScratchMatchesFresh(t *testing.T) {
+	a := New(Config{Detectors: []*Detector{namingDetector}})
+	traces := fixtureTraces(t)
+	slices.SortFunc(traces, func(x, y []spans.Span) int { return len(y) - len(x) })
+	order := append(slices.Clone(traces), traces...)
+	slices.Reverse(order[len(traces):])
+	var p opsPacker
+	shared := a.intern.getScratch()
+	for _, ss := range order {
+		fresh := analyzeAlone(a, ss, 0).ops // a scratch of its own
+		shared.reset()
+		reused := analyzeTrace(ss[0].TraceID, slices.Clone(ss), 0, &a.cfg, a.seed, a.intern, shared, nil).ops
+		if !reflect.DeepEqual(reused, fresh) {
+			t.Fatalf("trace %s (%d spans): through a reused scratch\n%s\nfresh\n%s", ss[0].TraceID, len(ss), dumpOps(reused), dumpOps(fresh))
+		}
+		// And held as it is held: packed before the next trace reuses the buffers.
+		if got, err := unpackOps(nil, p.pack(reused)); err != nil || !reflect.DeepEqual(got, fresh) {
+			t.Fatalf("trace %s: packed from reused buffers and read back: %v", ss[0].TraceID, err)
+		}
+	}
 }

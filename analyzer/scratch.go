@@ -84,7 +84,7 @@ func (sc *scratch) reset() {
 	sc.trace.r, sc.trace.t = traceResult{}, Trace{}
 	sc.known = sc.known[:0]
 	sc.calls = sc.calls[:0]
-	sc.bufs = opBufs{} // the last result's buffers: the result may be dropped long before
+	sc.bufs = opBufs{} // the last trace's operations: its result holds them packed, not these
 	sc.occList = sc.occList[:0]
 	sc.occurrences = nil
 	if cap(sc.keys) > maxScratch {

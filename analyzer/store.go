@@ -251,15 +251,15 @@ func (a *Analyzer) viewPacked(id spans.TraceID, r *traceResult, meta *heldTrace,
 	return full.view()
 }
 
-// detachOps and detachRest give what an analysis keeps strings of their own where they alias the
-// packed bytes its spans were read from (src): operations and the accounting rows (interned:
-// services, names, dependencies and statuses repeat; operation ids are copied), then findings,
-// detector errors and the trace's notes.
-// Without it one operation's service name would keep its whole trace's packed bytes alive after
-// the trace was dropped. Strings that do not alias src (constants, the interner's, text the
-// analysis formatted) are left as they are.
-func detachOps(ops []*Operation, rows []acctRow, src *sources, in *interner) {
-	if src == nil || len(ops) == 0 && len(rows) == 0 {
+// detachRows and detachRest give what an analysis keeps strings of their own where they alias the
+// packed bytes its spans were read from (src): the accounting rows (interned: services,
+// dependencies and statuses repeat), then findings, detector errors and the trace's notes.
+// Without it one row's service name would keep its whole trace's packed bytes alive after the
+// trace was dropped. Strings that do not alias src (constants, the interner's, text the analysis
+// formatted) are left as they are. The operations need nothing of the kind: they are held packed
+// (see hold), a copy of everything in them.
+func detachRows(rows []acctRow, src *sources, in *interner) {
+	if src == nil || len(rows) == 0 {
 		return
 	}
 	in.lockStr()
@@ -267,29 +267,6 @@ func detachOps(ops []*Operation, rows []acctRow, src *sources, in *interner) {
 	str := func(s *string) {
 		if src.owns(*s) {
 			*s = in.strLocked(*s)
-		}
-	}
-	for _, op := range ops {
-		if src.owns(op.ID) {
-			op.ID = strings.Clone(op.ID) // one per operation: not worth a table entry
-		}
-		str(&op.Name)
-		str(&op.Caller)
-		str(&op.Owner)
-		str(&op.Dependency)
-		str(&op.DependencyService)
-		str(&op.Terminal)
-		str(&op.StopReason)
-		for k := range op.Attempts {
-			at := &op.Attempts[k]
-			if src.owns(string(at.Kind)) {
-				at.Kind = AttemptKind(in.strLocked(string(at.Kind)))
-			}
-			for i := range at.Origins {
-				str(&at.Origins[i])
-			}
-			str(&at.Outcome)
-			str(&at.Status)
 		}
 	}
 	for i := range rows {
