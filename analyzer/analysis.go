@@ -37,8 +37,15 @@ func analyzeTrace(id spans.TraceID, ss []spans.Span, truncated int, cfg *Config,
 	r.trace = t
 	buildTrace(t, id, ss, truncated, sc)
 	r.ops = t.inferOperations(seed, cfg.Settings.Skew(), in, sc)
+	keepOps := r.ops // what is held as values, detached from the spans below
+	if cfg.holdsOperationsPacked() {
+		keepOps = nil // held packed: a copy (see hold)
+	} else {
+		t.ops = sc.bufs.compact(t.ops)
+		r.ops, keepOps = t.ops, t.ops
+	}
 	r.acct = t.accountRows(r.ops, sc)
-	detachRows(r.acct, src, in)
+	detachOps(keepOps, r.acct, src, in)
 	pass := Pass{Trace: t, Operations: r.ops, Settings: cfg.Settings}
 	// One Report for all the detectors of this trace: it names whichever detector is running.
 	// Made per detector, the closure was an allocation per detector per trace (about one per ten

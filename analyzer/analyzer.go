@@ -465,7 +465,7 @@ func (a *Analyzer) run(j *job, scratch *[]byte) {
 		}
 	}
 	// The trace (spans and index) lives in the scratch: the result goes on without it.
-	j.res, j.meta = hold(res, &sc.ops)
+	j.res, j.meta = hold(res, &sc.ops, a.cfg.holdsOperationsPacked())
 	j.pending, j.from = nil, nil
 }
 
@@ -517,9 +517,14 @@ func (a *Analyzer) publishLate(t *traceState, res *traceResult, meta *heldTrace,
 	a.contribute(res, t.id, n, meta.dataIssues(), +1)
 	a.spansHeld -= n
 	a.releasedSpans += n
-	// The fragment's operations follow as a frame of their own; read back again when asked for.
-	t.res = &traceResult{packedOps: append(slices.Clip(t.res.packedOps), res.packedOps...), nOps: t.res.nOps + res.nOps,
-		findings: append(slices.Clip(t.res.findings), res.findings...), released: true}
+	late := &traceResult{nOps: t.res.nOps + res.nOps, findings: append(slices.Clip(t.res.findings), res.findings...), released: true}
+	if a.cfg.holdsOperationsPacked() {
+		// The fragment's operations follow as a frame of their own; read back when asked for.
+		late.packedOps = append(slices.Clip(t.res.packedOps), res.packedOps...)
+	} else {
+		late.ops = append(slices.Clip(t.res.ops), res.ops...)
+	}
+	t.res = late
 	a.version++
 }
 

@@ -59,7 +59,8 @@ func benchAnalyze(b *testing.B, name string, detectors []*analyzer.Detector, n i
 			cpu0 := cputime.Process()
 			b.ResetTimer()
 			for range b.N {
-				a := analyzer.New(analyzer.Config{Detectors: detectors, MaxSpans: -1})
+				// As `stormwatch analyze` configures it: offline (windowed detectors at Flush).
+				a := analyzer.New(analyzer.Config{Detectors: detectors, MaxSpans: -1, WindowInterval: -1})
 				w := analyzertest.NewWorkload(t0)
 				var edit func(*spans.Batch)
 				if uniqueURLs {

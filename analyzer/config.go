@@ -69,9 +69,20 @@ type Config struct {
 	HistoryLen      int
 	// WindowInterval is how often Settle re-runs ScopeWindow detectors. 0 means the default;
 	// negative means never from Settle, only from Flush (an offline driver that calls Settle
-	// with the recording's time to release memory, like `stormwatch analyze`).
+	// with the recording's time to release memory, like `stormwatch analyze`). It also decides
+	// how analyzed traces hold their operations (see holdsOperationsPacked).
 	WindowInterval time.Duration
 }
+
+// holdsOperationsPacked says whether analyzed traces hold their operations packed (see
+// heldops.go) rather than as values. A live analyzer (the collector, the connector: WindowInterval
+// 0 or positive) does: its store stays full for hours, the garbage collector marks every held
+// operation on every cycle, and packing them made the connector about 7% cheaper per span. An
+// offline one (WindowInterval negative: one pass over a recording, the windowed detectors once at
+// Flush) does not: its heap only grows, so the collector marks the operations in a handful of
+// cycles, and packing them to read them all back at Flush made BenchmarkAnalyze 16-26% dearer
+// per span.
+func (c *Config) holdsOperationsPacked() bool { return c.WindowInterval >= 0 }
 
 // Settings are detector thresholds. The zero value means the documented defaults; a policy file
 // (issue 4) overrides them per operation class.

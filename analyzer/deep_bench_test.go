@@ -21,8 +21,10 @@ import (
 // connector configures it (the default suite, the built-in policy in live mode, spans held and
 // packed after analysis: ReleaseSpans off). Each iteration gives the fixture's traces fresh ids,
 // feeds them and settles, so every trace is assembled, inferred, detected and packed once.
-// The windowed re-runs are off (WindowInterval -1): the fake clock jumps a settle period per
-// iteration and would run them every time, which the connector does once a minute.
+// The windowed re-runs never come due (WindowInterval a century): the fake clock jumps a settle
+// period per iteration and would run them every time, which the connector does every 10 s. (Not
+// -1, which would make it an offline analyzer, holding its operations as values: see
+// Config.holdsOperationsPacked.)
 //
 // Copying the spans with new trace ids is inside the timed loop (one slice copy per request,
 // the same for every build being compared).
@@ -31,7 +33,7 @@ func BenchmarkAnalyzeDeep(b *testing.B) {
 	// merged), which the connector converts to one batch.
 	src := passtest.Spans(b, "amplification-27-reference")
 	n := len(src)
-	cfg := analyzer.Config{Settle: time.Second, WindowInterval: -1, Detectors: suite.Default()}
+	cfg := analyzer.Config{Settle: time.Second, WindowInterval: 100 * 365 * 24 * time.Hour, Detectors: suite.Default()}
 	policy.Configure(&cfg, nil, policy.Live)
 	a := analyzer.New(cfg)
 	now := time.Unix(1_800_000_000, 0)

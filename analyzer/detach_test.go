@@ -37,14 +37,22 @@ func TestHeldResultsDoNotPointIntoPackedSpans(t *testing.T) {
 		release bool
 		batch   int
 		late    bool
+		offline bool // operations held as values, not packed
 	}{
 		{name: "whole batches", batch: 500},
 		{name: "interleaved, 7 spans a batch", batch: 7},
 		{name: "late duplicates", batch: 500, late: true},
 		{name: "released", batch: 7, release: true},
+		{name: "offline, interleaved", batch: 7, offline: true},
+		{name: "offline, late duplicates", batch: 500, late: true, offline: true},
+		{name: "offline, released", batch: 7, release: true, offline: true},
 	} {
 		t.Run(sc.name, func(t *testing.T) {
-			cfg := analyzer.Config{Settle: time.Second, WindowInterval: time.Nanosecond, ReleaseSpans: sc.release,
+			window := time.Nanosecond
+			if sc.offline {
+				window = -1
+			}
+			cfg := analyzer.Config{Settle: time.Second, WindowInterval: window, ReleaseSpans: sc.release,
 				Detectors: append(suite.Default(), oddEvidence)}
 			policy.Configure(&cfg, nil, policy.Live)
 			a := analyzer.New(cfg)

@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -277,5 +278,80 @@ func TestReusedScratchMatchesFresh(t *testing.T) {
 		if got, err := unpackOps(nil, p.pack(reused)); err != nil || !reflect.DeepEqual(got, fresh) {
 			t.Fatalf("trace %s: packed from reused buffers and read back: %v", ss[0].TraceID, err)
 		}
+	}
+}
+
+// TestPackedOperationsUnderConcurrentReaders: while traces are filed and analyzed and the
+// windowed detectors run (reading every held trace's operations back), snapshots read them back
+// and keep them with their results, summaries do not, and trace views read one trace's back -
+// all at once. Run with -race (make test-race): a result's operations are unpacked lazily, and
+// every reader must see them whole.
+func TestPackedOperationsUnderConcurrentReaders(t *testing.T) {
+	traces := fixtureTraces(t)
+	var mu sync.Mutex
+	now := time.Unix(1_800_000_000, 0)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	a := New(Config{Settle: time.Second, WindowInterval: time.Nanosecond, Now: clock, Detectors: []*Detector{namingDetector}})
+	ids := make([]spans.TraceID, 0, len(traces))
+	for _, ss := range traces {
+		ids = append(ids, ss[0].TraceID)
+	}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	reader := func(read func(i int)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-done:
+					return
+				default:
+					read(i)
+				}
+			}
+		}()
+	}
+	reader(func(int) {
+		s := a.Snapshot(clock())
+		if len(s.Operations) != s.Report.Input.Operations {
+			t.Errorf("a snapshot lists %d operations, its report counts %d", len(s.Operations), s.Report.Input.Operations)
+		}
+		for _, op := range s.Operations {
+			if op.TraceID == (spans.TraceID{}) || op.Parent != nil && op.Parent.TraceID != op.TraceID {
+				t.Errorf("a snapshot's operation is not whole: %+v", *op)
+			}
+		}
+	})
+	reader(func(int) { _ = a.Summary(clock()) })
+	reader(func(i int) {
+		if v, ok := a.lookup(ids[i%len(ids)]); ok {
+			for _, op := range v.Operations {
+				if op.TraceID != ids[i%len(ids)] {
+					t.Errorf("the view of trace %s holds an operation of trace %s", ids[i%len(ids)], op.TraceID)
+				}
+			}
+		}
+	})
+	for round := range 3 {
+		for _, ss := range traces {
+			// Round 0 files every trace; later rounds bring a duplicate, so each is analyzed again.
+			batch := ss
+			if round > 0 {
+				batch = ss[:1]
+			}
+			if err := a.ConsumeBatch(context.Background(), &spans.Batch{Spans: batch}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		mu.Lock()
+		now = now.Add(2 * time.Second)
+		mu.Unlock()
+		a.Settle(clock())
+	}
+	close(done)
+	wg.Wait()
+	if s := a.Snapshot(clock()); s.Report.Input.Traces != len(traces) || len(s.Operations) != s.Report.Input.Operations {
+		t.Fatalf("at the end: %d traces (want %d), %d operations listed, %d counted", s.Report.Input.Traces, len(traces), len(s.Operations), s.Report.Input.Operations)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unsafe"
 
 	"github.com/stormwatch/stormwatch/spans"
 )
@@ -422,6 +423,48 @@ func (b *opBufs) make(n int) []*Operation {
 		return b.carve(k.o[:], k.s[:], k.a[:], k.c[:], k.r[:])
 	}
 	return b.carve(make([]*Operation, n), make([]Operation, n), make([]Attempt, n), make([]spans.SpanID, n), make([]string, n))
+}
+
+// compact moves the operations into a slab of their own size when the one sized for the trace's
+// calls is mostly empty, and returns their list anew. Retries make several calls per operation
+// (the amplification fixtures' operations fill a third of it), and operations held as values
+// (Config.holdsOperationsPacked false) are held as long as the trace: the empty part was memory
+// held and scanned by the garbage collector on every cycle. Operations point to their parent, so those pointers are moved along; nothing else
+// points to an operation yet (calls and spans name theirs by index).
+func (b *opBufs) compact(ops []*Operation) []*Operation {
+	slab := b.slab
+	if cap(slab) <= 8 || 4*len(slab) > 3*cap(slab) || len(ops) != len(slab) {
+		// Small traces' buffers are one allocation with the rest; a slab grown past its first
+		// (refused operations beyond the calls, not reached in practice) is left as it is.
+		return ops
+	}
+	size := unsafe.Sizeof(Operation{})
+	base := uintptr(unsafe.Pointer(unsafe.SliceData(slab)))
+	index := func(op *Operation) int {
+		off := uintptr(unsafe.Pointer(op)) - base
+		if op == nil || off >= uintptr(len(slab))*size {
+			return -1
+		}
+		return int(off / size)
+	}
+	for _, op := range ops {
+		if index(op) < 0 || op.Parent != nil && index(op.Parent) < 0 {
+			return ops
+		}
+	}
+	fresh := make([]Operation, len(slab))
+	copy(fresh, slab)
+	for i := range fresh {
+		if p := fresh[i].Parent; p != nil {
+			fresh[i].Parent = &fresh[index(p)]
+		}
+	}
+	out := make([]*Operation, len(ops))
+	for k, op := range ops {
+		out[k] = &fresh[index(op)]
+	}
+	b.slab = fresh
+	return out
 }
 
 // carve makes the buffers empty slices of the given arrays, and returns the operations' list.

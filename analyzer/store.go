@@ -186,15 +186,15 @@ type heldTrace struct {
 // hold is a fresh analysis as held: operations, findings, accounting and detector errors, without
 // the trace (spans and index), and what the trace had to say. The held result is a copy of its
 // own: the analysis makes the result and its trace in its scratch, which the next analysis reuses.
-func hold(r *traceResult, p *opsPacker) (*traceResult, *heldTrace) {
+func hold(r *traceResult, p *opsPacker, packOps bool) (*traceResult, *heldTrace) {
 	t := r.trace
 	held := new(traceResult)
 	*held = *r
 	held.trace = nil
-	// The operations are held packed (see heldops.go); the Operation values go with the trace.
-	held.ops, held.nOps = nil, len(r.ops)
-	if len(r.ops) > 0 {
-		held.packedOps = p.pack(r.ops)
+	held.nOps = len(r.ops)
+	if packOps && len(r.ops) > 0 {
+		// Held packed (see heldops.go); the Operation values go with the trace.
+		held.ops, held.packedOps = nil, p.pack(r.ops)
 	}
 	if t.issues == (traceIssues{}) && t.notes == nil && !t.Truncated {
 		return held, nil
@@ -251,15 +251,16 @@ func (a *Analyzer) viewPacked(id spans.TraceID, r *traceResult, meta *heldTrace,
 	return full.view()
 }
 
-// detachRows and detachRest give what an analysis keeps strings of their own where they alias the
-// packed bytes its spans were read from (src): the accounting rows (interned: services,
-// dependencies and statuses repeat), then findings, detector errors and the trace's notes.
-// Without it one row's service name would keep its whole trace's packed bytes alive after the
-// trace was dropped. Strings that do not alias src (constants, the interner's, text the analysis
-// formatted) are left as they are. The operations need nothing of the kind: they are held packed
-// (see hold), a copy of everything in them.
-func detachRows(rows []acctRow, src *sources, in *interner) {
-	if src == nil || len(rows) == 0 {
+// detachOps and detachRest give what an analysis keeps strings of their own where they alias the
+// packed bytes its spans were read from (src): operations held as values and the accounting rows
+// (interned: services, names, dependencies and statuses repeat; operation ids are copied), then
+// findings, detector errors and the trace's notes. Operations held packed (see hold) need none of
+// it - the frame is a copy of everything in them - and are passed as nil.
+// Without it one operation's service name would keep its whole trace's packed bytes alive after
+// the trace was dropped. Strings that do not alias src (constants, the interner's, text the
+// analysis formatted) are left as they are.
+func detachOps(ops []*Operation, rows []acctRow, src *sources, in *interner) {
+	if src == nil || len(ops) == 0 && len(rows) == 0 {
 		return
 	}
 	in.lockStr()
@@ -267,6 +268,29 @@ func detachRows(rows []acctRow, src *sources, in *interner) {
 	str := func(s *string) {
 		if src.owns(*s) {
 			*s = in.strLocked(*s)
+		}
+	}
+	for _, op := range ops {
+		if src.owns(op.ID) {
+			op.ID = strings.Clone(op.ID) // one per operation: not worth a table entry
+		}
+		str(&op.Name)
+		str(&op.Caller)
+		str(&op.Owner)
+		str(&op.Dependency)
+		str(&op.DependencyService)
+		str(&op.Terminal)
+		str(&op.StopReason)
+		for k := range op.Attempts {
+			at := &op.Attempts[k]
+			if src.owns(string(at.Kind)) {
+				at.Kind = AttemptKind(in.strLocked(string(at.Kind)))
+			}
+			for i := range at.Origins {
+				str(&at.Origins[i])
+			}
+			str(&at.Outcome)
+			str(&at.Status)
 		}
 	}
 	for i := range rows {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"reflect"
 	"slices"
 	"testing"
@@ -72,30 +73,37 @@ func blocksLen(t *testing.T, b []byte) int {
 
 // TestPackedViewIsTheAnalysisView: for every trace of every fixture, the view rebuilt from the
 // packed spans and the held (stripped) analysis is the view of the analysis itself, field for
-// field, unexported ones included - whether the spans were packed in one block or several.
+// field, unexported ones included - whether the spans were packed in one block or several, and
+// whether the operations are held packed (live) or as values (offline).
 func TestPackedViewIsTheAnalysisView(t *testing.T) {
-	a := New(Config{Detectors: []*Detector{namingDetector}})
-	for _, ss := range fixtureTraces(t) {
-		id := ss[0].TraceID
-		res := analyzeAlone(a, ss, 0)
-		want := res.view()
-		held, meta := hold(res, &opsPacker{})
-		if held.trace != nil {
-			t.Fatalf("trace %s: the held analysis keeps its trace", id)
-		}
-		for _, n := range []int{len(ss), 3} {
-			if got := a.viewHeld(id, *held, meta, blocks(ss, n)); !reflect.DeepEqual(got, want) {
-				t.Fatalf("trace %s, %d spans a block: the view from the packed spans differs:\n got %+v\nwant %+v", id, n, got, want)
+	for _, window := range []time.Duration{0, -1} {
+		a := New(Config{Detectors: []*Detector{namingDetector}, WindowInterval: window})
+		packOps := a.cfg.holdsOperationsPacked()
+		for _, ss := range fixtureTraces(t) {
+			id := ss[0].TraceID
+			res := analyzeAlone(a, ss, 0)
+			want := res.view()
+			held, meta := hold(res, &opsPacker{}, packOps)
+			if held.trace != nil {
+				t.Fatalf("trace %s: the held analysis keeps its trace", id)
+			}
+			if (held.ops == nil) != (packOps && held.nOps > 0) {
+				t.Fatalf("trace %s, operations packed %v: held %d operations as values, %d bytes packed", id, packOps, len(held.ops), len(held.packedOps))
+			}
+			for _, n := range []int{len(ss), 3} {
+				if got := a.viewHeld(id, *held, meta, blocks(ss, n)); !reflect.DeepEqual(got, want) {
+					t.Fatalf("trace %s, %d spans a block, operations packed %v: the view from the packed spans differs:\n got %+v\nwant %+v", id, n, packOps, got, want)
+				}
 			}
 		}
-	}
-	// A truncated trace keeps its flag and note.
-	ss := fixtureTraces(t)[0]
-	res := analyzeAlone(a, ss, 3)
-	want := res.view()
-	held, meta := hold(res, &opsPacker{})
-	if got := a.viewHeld(ss[0].TraceID, *held, meta, blocks(ss, len(ss))); !want.Truncated || !reflect.DeepEqual(got, want) {
-		t.Fatalf("truncated trace: got %+v\nwant %+v", got, want)
+		// A truncated trace keeps its flag and note.
+		ss := fixtureTraces(t)[0]
+		res := analyzeAlone(a, ss, 3)
+		want := res.view()
+		held, meta := hold(res, &opsPacker{}, packOps)
+		if got := a.viewHeld(ss[0].TraceID, *held, meta, blocks(ss, len(ss))); !want.Truncated || !reflect.DeepEqual(got, want) {
+			t.Fatalf("truncated trace: got %+v\nwant %+v", got, want)
+		}
 	}
 }
 
@@ -265,6 +273,110 @@ func TestDerivedCachesHoldNoSpanStrings(t *testing.T) {
 	}
 	if entries == 0 || len(a.intern.derived) == 0 {
 		t.Fatalf("%d entries in the scratch's cache, %d in the shared one: nothing was checked", entries, len(a.intern.derived))
+	}
+}
+
+// TestOperationsAreCompacted: a trace whose calls are mostly retries of few operations holds its
+// operations in a slab of their own size, not one sized for its calls, and the move keeps every
+// operation's parent pointing at the moved parent (the same operations, field for field).
+func TestOperationsAreCompacted(t *testing.T) {
+	a := New(Config{WindowInterval: -1}) // offline: operations are held as values
+	compacted := 0
+	for _, ss := range fixtureTraces(t) {
+		sc := a.intern.getScratch()
+		res := analyzeTrace(ss[0].TraceID, slices.Clone(ss), 0, &a.cfg, a.seed, a.intern, sc, nil)
+		slab := sc.bufs.slab
+		calls := 0
+		for i := range ss {
+			if ss[i].Kind == spans.KindClient {
+				calls++
+			}
+		}
+		if calls <= 8 || len(res.ops) == 0 || 4*len(res.ops) > 3*calls {
+			continue
+		}
+		compacted++
+		if cap(slab) != len(res.ops) {
+			t.Fatalf("trace %s: %d operations held in a slab of %d (%d calls)", ss[0].TraceID, len(res.ops), cap(slab), calls)
+		}
+		inSlab := func(op *Operation) bool {
+			for i := range slab {
+				if &slab[i] == op {
+					return true
+				}
+			}
+			return false
+		}
+		for _, op := range res.ops {
+			if !inSlab(op) || op.Parent != nil && !inSlab(op.Parent) {
+				t.Fatalf("trace %s: operation %s or its parent is outside the compacted slab", ss[0].TraceID, op.ID)
+			}
+			if op.Parent != nil && op.Parent.children == 0 {
+				t.Fatalf("trace %s: operation %s's parent has no children", ss[0].TraceID, op.ID)
+			}
+		}
+	}
+	if compacted == 0 {
+		t.Fatal("no fixture trace has mostly retried calls: the test checks nothing")
+	}
+}
+
+// TestCompactMovesOperationsWhole: compact copies every operation field for field into a slab of
+// their number, and points each parent at the moved parent; a slab mostly full, small, or with an
+// operation outside it is left as it is.
+func TestCompactMovesOperationsWhole(t *testing.T) {
+	mk := func(n, used int) (*opBufs, []*Operation) {
+		b := &opBufs{slab: make([]Operation, 0, n)}
+		var ops []*Operation
+		for i := range used {
+			b.slab = b.slab[:i+1]
+			op := &b.slab[i]
+			*op = Operation{ID: fmt.Sprintf("op-%d", i), Caller: "svc", StartUnixNano: int64(i), intent: uint64(i)}
+			if i > 0 {
+				op.Parent = &b.slab[(i-1)/2]
+				op.Parent.children++
+			}
+			ops = append(ops, op)
+		}
+		return b, ops
+	}
+	b, ops := mk(30, 7)
+	want := make([]Operation, len(ops))
+	for i, op := range ops {
+		want[i] = *op
+	}
+	out := b.compact(ops)
+	if cap(b.slab) != 7 || len(out) != 7 {
+		t.Fatalf("slab of %d, %d operations; want 7 and 7", cap(b.slab), len(out))
+	}
+	for i, op := range out {
+		if op != &b.slab[i] {
+			t.Fatalf("operation %d is not in the new slab", i)
+		}
+		got, w := *op, want[i]
+		if i > 0 {
+			if op.Parent != &b.slab[(i-1)/2] {
+				t.Fatalf("operation %d's parent was not moved along", i)
+			}
+			got.Parent, w.Parent = nil, nil
+		}
+		if !reflect.DeepEqual(got, w) {
+			t.Fatalf("operation %d: %+v, want %+v", i, got, w)
+		}
+	}
+	for _, c := range []struct {
+		name     string
+		n, used  int
+		outsider bool
+	}{{"mostly full", 10, 8, false}, {"small", 8, 2, false}, {"one outside", 30, 7, true}} {
+		b, ops := mk(c.n, c.used)
+		if c.outsider {
+			ops[3] = &Operation{ID: "elsewhere"}
+		}
+		slab := b.slab
+		if out := b.compact(ops); &out[0] != &ops[0] || cap(b.slab) != cap(slab) {
+			t.Errorf("%s: compacted", c.name)
+		}
 	}
 }
 
