@@ -9,11 +9,13 @@ import (
 	"github.com/stormwatch/stormwatch/spans"
 )
 
-// traceResult is one analysis of one trace: immutable once made; re-analysis makes a new one.
+// traceResult is one analysis of one trace: immutable once held, but for ops (below);
+// re-analysis makes a new one.
 type traceResult struct {
 	trace *Trace
-	// ops are the analysis's operations. A held result (see hold) keeps them packed instead, in
-	// packedOps (nOps of them), and has ops only once a snapshot has read them back (heldOps).
+	// ops are the analysis's operations. A held result of a live analyzer (see hold) keeps them
+	// packed instead, in packedOps (nOps of them), and has ops only once a snapshot has read them
+	// back (unpackHeldOps): the one field set after the result is held, and only under a.mu.
 	ops       []*Operation
 	packedOps []byte
 	nOps      int

@@ -464,8 +464,9 @@ func (a *Analyzer) run(j *job, scratch *[]byte) {
 			a.packed(j.packed)
 		}
 	}
-	// The trace (spans and index) lives in the scratch: the result goes on without it.
-	j.res, j.meta = hold(res, &sc.ops, a.cfg.holdsOperationsPacked())
+	// The trace (spans and index) lives in the scratch: the result goes on without it. An
+	// evicted trace's result is dropped once published: its operations are not worth packing.
+	j.res, j.meta = hold(res, &sc.ops, a.cfg.holdsOperationsPacked() && !j.noPack)
 	j.pending, j.from = nil, nil
 }
 
@@ -778,10 +779,12 @@ func (a *Analyzer) stats() StoreStats {
 // second with 100k operations held costs a pointer copy.
 func (a *Analyzer) Snapshot(now time.Time) *Snapshot {
 	n := now.UnixNano()
+	a.unpackHeldOps()
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.now = max(a.now, n)
 	if a.snapCache == nil || a.snapCached != a.version {
+		v := a.version // what the report is made of (unpackedOps may move it on: see there)
 		var s *Snapshot
 		if a.sumCache != nil && a.sumCached == a.version {
 			c := *a.sumCache // the figures a summary made of this version already
@@ -796,7 +799,7 @@ func (a *Analyzer) Snapshot(now time.Time) *Snapshot {
 			}
 		}
 		a.snapCache = s
-		a.snapCached = a.version
+		a.snapCached = v
 	}
 	out := *a.snapCache
 	out.AtUnixNano = n
@@ -840,17 +843,63 @@ func (a *Analyzer) summary() *Snapshot {
 	return s
 }
 
-// unpackedOps is the operations of t's held analysis, read back from their packed form the first
-// time a snapshot asks and kept with the result from then on: the TUI reads every operation of
-// every snapshot, and a snapshot after a change then reads back only the traces analyzed since.
-// (A collector without the TUI never asks, and holds its operations packed only.) Under a.mu.
+// unpackHeldOps reads back, for a snapshot, the operations of the held analyses that no snapshot
+// has read yet, and keeps them with their results: the TUI reads every operation of every
+// snapshot, and a snapshot after a change then reads back only the traces analyzed since. (A
+// collector without the TUI never asks, and holds its operations packed only.) The reading is
+// done outside the lock, which ingestion needs; results are immutable but for this one field,
+// which is only ever set under the lock.
+func (a *Analyzer) unpackHeldOps() {
+	type unread struct {
+		id  spans.TraceID
+		r   *traceResult
+		ops []*Operation
+		err error
+	}
+	a.mu.Lock()
+	var todo []unread
+	if a.snapCache == nil || a.snapCached != a.version {
+		for t := a.held.front(); t != nil; t = a.held.next(t) {
+			if r := t.res; r != nil && r.ops == nil && r.nOps > 0 {
+				todo = append(todo, unread{id: t.id, r: r})
+			}
+		}
+	}
+	a.mu.Unlock()
+	if len(todo) == 0 {
+		return
+	}
+	for i := range todo {
+		// A result's own arrays (not one arena for all): the operations kept live as long as
+		// their trace, and an arena would keep every trace's alive as long as any one.
+		u := &todo[i]
+		u.ops, u.err = unpackOps(make([]*Operation, 0, u.r.nOps), u.r.packedOps)
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, u := range todo {
+		if u.r.ops != nil {
+			continue // another snapshot was first
+		}
+		u.r.ops = u.ops
+		if u.err != nil {
+			// Only a bug in the packed form gets here; the report says so rather than hiding it.
+			a.detErrs[fmt.Sprintf("analyzer: operations of trace %s: %v", u.id, u.err)] = true
+			a.version++
+		}
+	}
+}
+
+// unpackedOps is the operations of t's held analysis, read back under a.mu if unpackHeldOps has
+// not (the trace was analyzed since). Under a.mu.
 func (a *Analyzer) unpackedOps(t *traceState) []*Operation {
 	r := t.res
 	if r.ops == nil && r.nOps > 0 {
 		var err error
 		if r.ops, err = unpackOps(make([]*Operation, 0, r.nOps), r.packedOps); err != nil {
-			// Only a bug in the packed form gets here; the report says so rather than hiding it.
+			// Only a bug in the packed form gets here; the next report says so.
 			a.detErrs[fmt.Sprintf("analyzer: operations of trace %s: %v", t.id, err)] = true
+			a.version++
 		}
 	}
 	return r.ops

@@ -13,6 +13,7 @@ import (
 	"github.com/stormwatch/stormwatch/analyzer/passes/postdeadline"
 	"github.com/stormwatch/stormwatch/analyzer/passes/retryamplification"
 	"github.com/stormwatch/stormwatch/analyzer/passes/unboundedfanout"
+	"github.com/stormwatch/stormwatch/analyzer/policy"
 	"github.com/stormwatch/stormwatch/analyzer/suite"
 	"github.com/stormwatch/stormwatch/internal/cputime"
 	"github.com/stormwatch/stormwatch/spans"
@@ -139,4 +140,42 @@ func BenchmarkSnapshot(b *testing.B) {
 			_ = a.Snapshot(now)
 		}
 	})
+}
+
+// BenchmarkWindowRun is one run of the windowed detectors over 300k held spans (the default
+// suite, the built-in policy in live mode, which looks at every operation held): what a live
+// analyzer pays every WindowInterval. held=packed is a live analyzer, which reads every held
+// trace's operations back for the run; held=values is the same analyzer holding them as values
+// (an offline one, WindowInterval -1), which only lists them. Per held span: CPU time, and the
+// memory a run allocates.
+func BenchmarkWindowRun(b *testing.B) {
+	for _, c := range []struct {
+		name   string
+		window time.Duration
+	}{{"held=packed", time.Hour}, {"held=values", -1}} {
+		b.Run(c.name, func(b *testing.B) {
+			cfg := analyzer.Config{Detectors: suite.Default(), MaxSpans: -1, WindowInterval: c.window}
+			policy.Configure(&cfg, nil, policy.Live)
+			a := analyzer.New(cfg)
+			w := analyzertest.NewWorkload(t0)
+			n := 0
+			for n < 300_000 {
+				batch := &spans.Batch{}
+				n += w.Fill(batch, 512)
+				if err := a.ConsumeBatch(context.Background(), batch); err != nil {
+					b.Fatal(err)
+				}
+			}
+			a.Flush() // analyzes everything; each Flush after it is a windowed run alone
+			b.ReportAllocs()
+			cpu0 := cputime.Process()
+			b.ResetTimer()
+			for range b.N {
+				a.Flush()
+			}
+			b.StopTimer()
+			b.ReportMetric(float64((cputime.Process()-cpu0).Nanoseconds())/float64(b.N*n), "cpu-ns/held-span")
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/held-span")
+		})
+	}
 }

@@ -35,8 +35,9 @@ import (
 //	str:       uv n: n even, an inline string of n/2 bytes (added to the frame's table unless
 //	           empty); n odd, the (n-1)/2-th inline string of the table
 //
-// Strings repeat (a caller, a dependency, outcomes): most are the interner's, so the encoder
-// finds repeats by the address of their bytes, without hashing or comparing them.
+// Strings repeat (a caller, a dependency, outcomes), and the repeats share their bytes: the
+// interner's derived values, and the spans' strings, which alias one table per packed block. So
+// the encoder finds repeats by the address of their bytes, without hashing or comparing them.
 
 // errOpsCorrupt is wrapped by the errors of unpackOps: the bytes are not packed operations.
 var errOpsCorrupt = errors.New("corrupt packed operations")
@@ -133,6 +134,15 @@ func (p *opsPacker) pack(ops []*Operation) []byte {
 		}
 	}
 	p.buf = b
+	// Nothing of this trace stays reachable from the pooled scratch the packer lives in, and one
+	// huge trace does not leave its buffers behind for the small ones after it.
+	clear(p.index)
+	if len(ops) > maxScratch {
+		p.index = nil
+	}
+	if cap(p.buf) > 64*maxScratch {
+		p.buf = nil
+	}
 	var head [6 * binary.MaxVarintLen64]byte
 	h := head[:0]
 	for _, v := range [5]int{len(ops), nAtt, nCalls, nOrigins, int(p.nStrs)} {
@@ -235,9 +245,9 @@ func eachOpsFrame(b []byte, f func(n [5]int, frame string) error) error {
 		var n [5]int
 		for i := range n {
 			v := r.uv()
-			// Every element takes at least a byte: a count beyond the frame's size is corrupt,
-			// and bounds what is allocated for it.
-			if v > uint64(len(r.s)-r.off) {
+			// Every element takes at least opsMinSize[i] bytes: a count beyond what the frame
+			// holds is corrupt, and this bounds what is allocated for it.
+			if v > uint64(len(r.s)-r.off)/opsMinSize[i] {
 				r.fail("count %d", v)
 			}
 			n[i] = int(v)
@@ -253,6 +263,16 @@ func eachOpsFrame(b []byte, f func(n [5]int, frame string) error) error {
 	return nil
 }
 
+// opsMinSize is the fewest bytes an operation, an attempt, a call, an origin and a table string
+// take packed (see the layout above).
+var opsMinSize = [5]uint64{
+	1 + 1 + 16 + 8 + 4*1 + 1 + 2*1 + 3*1 + 1 + 1 + 8 + 1 + 1,
+	1 + 1 + 8 + 1 + 1 + 2*1 + 2*1 + 2*1,
+	8,
+	1,
+	2,
+}
+
 // take carves n elements off the front of *free, or makes them when it holds fewer.
 func take[T any](free *[]T, n int) []T {
 	if cap(*free)-len(*free) < n {
@@ -265,10 +285,11 @@ func take[T any](free *[]T, n int) []T {
 
 // opsReader reads one frame. The first error sticks; later reads return zero values.
 type opsReader struct {
-	s    string
-	off  int
-	strs []string
-	err  error
+	s     string
+	off   int
+	strs  []string
+	nStrs int // the frame's table, as its header says
+	err   error
 }
 
 // frame reads the operations of a frame whose counts are n into ar's memory.
@@ -278,7 +299,7 @@ func (r *opsReader) frame(dst []*Operation, n [5]int, ar *opsArena) ([]*Operatio
 	att := take(&ar.att, nAtt)
 	calls := take(&ar.calls, nCalls)
 	origins := take(&ar.origins, nOrigins)
-	r.strs = slices.Grow(ar.strs[:0], nStrs)
+	r.strs, r.nStrs = slices.Grow(ar.strs[:0], nStrs), nStrs
 	parents := slices.Grow(ar.parents[:0], nOps)[:nOps]
 	defer func() { ar.strs, ar.parents = r.strs[:0], parents[:0] }()
 	for i := range slab {
@@ -291,7 +312,12 @@ func (r *opsReader) frame(dst []*Operation, n [5]int, ar *opsArena) ([]*Operatio
 		op.Owner = r.str()
 		op.Dependency = r.str()
 		op.DependencyService = r.str()
-		op.Inferred = r.byte() == 1
+		switch b := r.byte(); b {
+		case 0, 1:
+			op.Inferred = b == 1
+		default:
+			r.fail("operation %d: inferred byte %d", i, b)
+		}
 		op.Terminal = r.str()
 		op.StopReason = r.str()
 		op.DeadlineUnixNano = r.zz()
@@ -316,6 +342,9 @@ func (r *opsReader) frame(dst []*Operation, n [5]int, ar *opsArena) ([]*Operatio
 				return dst, r.err
 			}
 			op.Attempts, att = att[:c:c], att[c:]
+			if c == 0 {
+				op.Attempts = []Attempt{} // empty, not nil, as packed (att may be nil when no attempt is)
+			}
 			for k := range op.Attempts {
 				at := &op.Attempts[k]
 				at.Number = int(r.zz())
@@ -327,6 +356,9 @@ func (r *opsReader) frame(dst []*Operation, n [5]int, ar *opsArena) ([]*Operatio
 						return dst, r.err
 					}
 					at.Calls, calls = calls[:c:c], calls[c:]
+					if c == 0 {
+						at.Calls = []spans.SpanID{}
+					}
 					for j := range at.Calls {
 						copy(at.Calls[j][:], r.fixed(8))
 					}
@@ -337,6 +369,9 @@ func (r *opsReader) frame(dst []*Operation, n [5]int, ar *opsArena) ([]*Operatio
 						return dst, r.err
 					}
 					at.Origins, origins = origins[:c:c], origins[c:]
+					if c == 0 {
+						at.Origins = []string{}
+					}
 					for j := range at.Origins {
 						at.Origins[j] = r.str()
 					}
@@ -352,17 +387,32 @@ func (r *opsReader) frame(dst []*Operation, n [5]int, ar *opsArena) ([]*Operatio
 		if r.err != nil {
 			return dst, r.err
 		}
-		dst = append(dst, op)
 	}
+	if r.off != len(r.s) || len(att) != 0 || len(calls) != 0 || len(origins) != 0 || len(r.strs) != nStrs {
+		r.fail("the frame's counts do not match its operations")
+		return dst, r.err
+	}
+	// Chains of parents end: walking one never takes more steps than there are operations.
+	// (Inference lists a parent before the operations inside it; the form does not rely on it.)
+	for i := range parents {
+		steps := 0
+		for k := parents[i]; k >= 0; k = parents[k] {
+			if steps++; steps > len(parents) {
+				r.fail("operation %d: its parents make a cycle", i)
+				return dst, r.err
+			}
+		}
+	}
+	// Only a frame read whole is handed out, its parents linked.
 	for i, k := range parents {
 		if k >= 0 {
 			slab[i].Parent = &slab[k]
 		}
 	}
-	if r.off != len(r.s) || len(att) != 0 || len(calls) != 0 || len(origins) != 0 {
-		r.fail("the frame's counts do not match its operations")
+	for i := range slab {
+		dst = append(dst, &slab[i])
 	}
-	return dst, r.err
+	return dst, nil
 }
 
 func (r *opsReader) fail(format string, args ...any) {
@@ -437,8 +487,8 @@ func (r *opsReader) str() string {
 		r.fail("string of %d bytes, %d left", n, len(r.s)-r.off)
 		return ""
 	}
-	if len(r.strs) == cap(r.strs) {
-		r.fail("more strings than the frame's %d", cap(r.strs))
+	if len(r.strs) == r.nStrs {
+		r.fail("more strings than the frame's %d", r.nStrs)
 		return ""
 	}
 	s := r.s[r.off : r.off+int(n)]
