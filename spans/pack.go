@@ -288,7 +288,11 @@ type packer struct {
 	// cache maps a string to its index in the table, for back references: two-way sets; a
 	// string pushed out is only written inline again.
 	cache [128][2]strSlot
-	nStrs uint32
+	// byAddr finds a string written before by the address and length of its bytes alone, without
+	// hashing them: attribute keys are the interned, canonical strings, the same bytes on every
+	// span, and are half the strings packed. Direct-mapped; a miss goes on to cache.
+	byAddr [64]addrSlot
+	nStrs  uint32
 	// The distinct resources in packed order: the first few in an array of the packer's own (one
 	// allocation per trace fewer), the rest in more, indexed by resAt past the first few.
 	res0  [8]*Resource
@@ -297,6 +301,13 @@ type packer struct {
 	resAt map[*Resource]int
 	last  *Resource
 	lastK int
+}
+
+// addrSlot is a string of the table by the address of its bytes (a number, compared only while
+// the strings packed are alive): its length and table index + 1 (0 is an empty slot).
+type addrSlot struct {
+	addr   uintptr
+	n, idx uint32
 }
 
 // strSlot is a string written inline: where in buf, how long, its table index + 1 (0 is an empty
@@ -482,10 +493,15 @@ func (p *packer) str(b []byte, s string) []byte {
 	// The same bytes again (an interned string) is found without comparing them; equal bytes
 	// elsewhere (a copy) by comparing.
 	addr := uintptr(unsafe.Pointer(unsafe.StringData(s)))
+	a := &p.byAddr[(addr>>3^addr>>11)%uintptr(len(p.byAddr))]
+	if a.idx != 0 && a.addr == addr && a.n == uint32(len(s)) {
+		return binary.AppendUvarint(b, uint64(a.idx-1)<<1|1)
+	}
 	set := &p.cache[strHash(s)>>1]
 	for k := range set {
 		w := &set[k]
 		if w.idx != 0 && int(w.n) == len(s) && (w.addr == addr || string(b[w.off:w.off+w.n]) == s) {
+			*a = addrSlot{addr: addr, n: w.n, idx: w.idx}
 			return binary.AppendUvarint(b, uint64(w.idx-1)<<1|1)
 		}
 	}
@@ -497,6 +513,7 @@ func (p *packer) str(b []byte, s string) []byte {
 	}
 	b = binary.AppendUvarint(b, uint64(len(s))<<1)
 	*slot = strSlot{addr: addr, off: uint32(len(b)), n: uint32(len(s)), idx: p.nStrs + 1}
+	*a = addrSlot{addr: addr, n: uint32(len(s)), idx: p.nStrs + 1}
 	p.nStrs++
 	return append(b, s...)
 }

@@ -83,10 +83,16 @@ func TestPackRoundTripEdgeCases(t *testing.T) {
 		{Key: "unicode é😀", Str: "\x00\xff", Type: spans.ValueString},
 	}
 	long := strings.Repeat("x", 70_000) // a length varint of three bytes
+	// Strings that start at the same address but differ in length: found again by address and
+	// length, never by address alone.
+	shared := strings.Repeat("abcdefgh", 4)
+	prefixes := []spans.Attr{spans.StringAttr(shared[:3], shared[:5]), spans.StringAttr(shared[:5], shared[:3]),
+		spans.StringAttr(shared, shared[:3]), spans.StringAttr(shared[:3], shared)}
 	cases := map[string][]spans.Span{
-		"nil":       nil,
-		"empty":     {},
-		"zero span": {{}},
+		"shared prefixes": {{TraceID: tid, Attrs: prefixes}, {TraceID: tid, Name: shared[:5], Attrs: prefixes[1:]}},
+		"nil":             nil,
+		"empty":           {},
+		"zero span":       {{}},
 		"every field": {{
 			TraceID: tid, SpanID: spans.SpanID{1}, ParentID: spans.SpanID{2},
 			StartUnixNano: 1_700_000_000_000_000_000, EndUnixNano: 1_700_000_000_250_000_000,
