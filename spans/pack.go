@@ -658,7 +658,13 @@ func (u *unpacker) count() (int, bool) {
 }
 
 func (u *unpacker) str() string {
-	v := u.uv()
+	var v uint64
+	if off := u.off; off < len(u.s) && u.s[off] < 0x80 {
+		// Most are one byte (a back reference, a short string's length): read here, not called.
+		v, u.off = uint64(u.s[off]), off+1
+	} else {
+		v = u.uv()
+	}
 	if v&1 != 0 {
 		if k := v >> 1; k < uint64(len(u.strs)) {
 			r := u.strs[k]
