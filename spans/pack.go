@@ -646,7 +646,12 @@ func (u *unpacker) zz() int64 {
 
 // count reads a list's length: ok is false for a nil list (and after an error).
 func (u *unpacker) count() (int, bool) {
-	v := u.uv()
+	var v uint64
+	if off := u.off; off < len(u.s) && u.s[off] < 0x80 {
+		v, u.off = uint64(u.s[off]), off+1 // one byte, as nearly every count (see str)
+	} else {
+		v = u.uv()
+	}
 	if v == 0 || u.err != nil {
 		return 0, false
 	}
@@ -710,7 +715,12 @@ func (u *unpacker) attrList() []Attr {
 		// last use left, and without zeroing the element first (with the garbage collector
 		// marking, a zeroing store of a struct with pointers goes through the bulk write barrier).
 		key := u.str()
-		tag := u.byte()
+		var tag byte
+		if off := u.off; off < len(u.s) {
+			tag, u.off = u.s[off], off+1
+		} else {
+			tag = u.byte() // fails: truncated
+		}
 		typ := ValueType(tag & tagType)
 		if tag&tagType == tagTypeEsc {
 			typ = ValueType(u.byte())
