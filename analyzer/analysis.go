@@ -30,8 +30,9 @@ type traceResult struct {
 
 // analyzeTrace is the whole per-trace pipeline: index, operations, accounting, detectors. The
 // trace it returns with the result uses sc's buffers. When src is not nil, ss's strings alias src
-// and the result is detached from it (see detach).
-func analyzeTrace(id spans.TraceID, ss []spans.Span, truncated int, cfg *Config, seed maphash.Seed, in *interner, sc *scratch, src *sources) *traceResult {
+// and the result is detached from it (see detach); its operations too when opsKept says they will
+// be held as values (see hold), and they are then compacted.
+func analyzeTrace(id spans.TraceID, ss []spans.Span, truncated int, cfg *Config, seed maphash.Seed, in *interner, sc *scratch, src *sources, opsKept bool) *traceResult {
 	// The result and its trace are the scratch's: a result is held as a copy of its own (see
 	// hold), without the trace.
 	r, t := &sc.trace.r, &sc.trace.t
@@ -39,10 +40,8 @@ func analyzeTrace(id spans.TraceID, ss []spans.Span, truncated int, cfg *Config,
 	r.trace = t
 	buildTrace(t, id, ss, truncated, sc)
 	r.ops = t.inferOperations(seed, cfg.Settings.Skew(), in, sc)
-	keepOps := r.ops // what is held as values, detached from the spans below
-	if cfg.holdsOperationsPacked() {
-		keepOps = nil // held packed: a copy (see hold)
-	} else {
+	var keepOps []*Operation // what is held as values, detached from the spans below
+	if opsKept {
 		t.ops = sc.bufs.compact(t.ops)
 		r.ops, keepOps = t.ops, t.ops
 	}

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/stormwatch/stormwatch/spans"
@@ -29,6 +30,9 @@ type Analyzer struct {
 	cfg    Config
 	seed   maphash.Seed
 	intern *interner
+	// snapshotted: Snapshot has been called (the TUI reads every operation of every snapshot),
+	// so analyses hold their operations as values from then on (see holdsOperationsPacked).
+	snapshotted atomic.Bool
 
 	// passMu lets one analysis pass (Settle, Flush) run at a time. mu guards everything below;
 	// a pass holds it only to take due traces out and to publish their results, never while it
@@ -452,7 +456,10 @@ func (a *Analyzer) run(j *job, scratch *[]byte) {
 	// copy of the spans.
 	src := sources{j.from, j.pending}
 	ss, lost := sc.unpack(src)
-	res := analyzeTrace(j.t.id, ss, j.dropped, &a.cfg, a.seed, a.intern, sc, &src)
+	// Operations are held packed by a live analyzer until a snapshot reads them all (see
+	// holdsOperationsPacked); an evicted trace's are not held at all.
+	packOps := a.cfg.holdsOperationsPacked() && !a.snapshotted.Load()
+	res := analyzeTrace(j.t.id, ss, j.dropped, &a.cfg, a.seed, a.intern, sc, &src, !packOps && !j.noPack)
 	if lost != nil {
 		// Only a bug in the packed form gets here; the report says so rather than hiding it.
 		res.errs = append(res.errs, fmt.Sprintf("analyzer: trace %s analyzed without some of its spans: %v", j.t.id, lost))
@@ -466,7 +473,7 @@ func (a *Analyzer) run(j *job, scratch *[]byte) {
 	}
 	// The trace (spans and index) lives in the scratch: the result goes on without it. An
 	// evicted trace's result is dropped once published: its operations are not worth packing.
-	j.res, j.meta = hold(res, &sc.ops, a.cfg.holdsOperationsPacked() && !j.noPack)
+	j.res, j.meta = hold(res, &sc.ops, packOps && !j.noPack)
 	j.pending, j.from = nil, nil
 }
 
@@ -519,11 +526,13 @@ func (a *Analyzer) publishLate(t *traceState, res *traceResult, meta *heldTrace,
 	a.spansHeld -= n
 	a.releasedSpans += n
 	late := &traceResult{nOps: t.res.nOps + res.nOps, findings: append(slices.Clip(t.res.findings), res.findings...), released: true}
-	if a.cfg.holdsOperationsPacked() {
-		// The fragment's operations follow as a frame of their own; read back when asked for.
+	if t.res.ops == nil && res.ops == nil {
+		// Both packed: the fragment's operations follow as a frame of their own.
 		late.packedOps = append(slices.Clip(t.res.packedOps), res.packedOps...)
 	} else {
-		late.ops = append(slices.Clip(t.res.ops), res.ops...)
+		// Held as values on one side at least (a snapshot read them, or came before the
+		// fragment's analysis): values on both.
+		late.ops = append(slices.Clip(a.heldOpsOf(t.id, t.res)), a.heldOpsOf(t.id, res)...)
 	}
 	t.res = late
 	a.version++
@@ -779,6 +788,7 @@ func (a *Analyzer) stats() StoreStats {
 // second with 100k operations held costs a pointer copy.
 func (a *Analyzer) Snapshot(now time.Time) *Snapshot {
 	n := now.UnixNano()
+	a.snapshotted.Store(true)
 	a.unpackHeldOps()
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -892,13 +902,16 @@ func (a *Analyzer) unpackHeldOps() {
 
 // unpackedOps is the operations of t's held analysis, read back under a.mu if unpackHeldOps has
 // not (the trace was analyzed since). Under a.mu.
-func (a *Analyzer) unpackedOps(t *traceState) []*Operation {
-	r := t.res
+func (a *Analyzer) unpackedOps(t *traceState) []*Operation { return a.heldOpsOf(t.id, t.res) }
+
+// heldOpsOf is the operations of trace id's held analysis r, read back and kept with r when they
+// are packed. Under a.mu.
+func (a *Analyzer) heldOpsOf(id spans.TraceID, r *traceResult) []*Operation {
 	if r.ops == nil && r.nOps > 0 {
 		var err error
 		if r.ops, err = unpackOps(make([]*Operation, 0, r.nOps), r.packedOps); err != nil {
 			// Only a bug in the packed form gets here; the next report says so.
-			a.detErrs[fmt.Sprintf("analyzer: operations of trace %s: %v", t.id, err)] = true
+			a.detErrs[fmt.Sprintf("analyzer: operations of trace %s: %v", id, err)] = true
 			a.version++
 		}
 	}

@@ -38,6 +38,9 @@ func TestHeldResultsDoNotPointIntoPackedSpans(t *testing.T) {
 		batch   int
 		late    bool
 		offline bool // operations held as values, not packed
+		// A snapshot before the spans (or between the first analyses and the late spans): a
+		// live analyzer then holds the operations it makes as values.
+		snapFirst, snapBetween bool
 	}{
 		{name: "whole batches", batch: 500},
 		{name: "interleaved, 7 spans a batch", batch: 7},
@@ -46,6 +49,8 @@ func TestHeldResultsDoNotPointIntoPackedSpans(t *testing.T) {
 		{name: "offline, interleaved", batch: 7, offline: true},
 		{name: "offline, late duplicates", batch: 500, late: true, offline: true},
 		{name: "offline, released", batch: 7, release: true, offline: true},
+		{name: "snapshot first", batch: 7, late: true, snapFirst: true},
+		{name: "released, late, snapshot between", batch: 7, release: true, late: true, snapBetween: true},
 	} {
 		t.Run(sc.name, func(t *testing.T) {
 			window := time.Nanosecond
@@ -67,8 +72,14 @@ func TestHeldResultsDoNotPointIntoPackedSpans(t *testing.T) {
 					}
 				}
 			}
+			if sc.snapFirst {
+				a.Snapshot(later)
+			}
 			feed(all)
 			a.Settle(later)
+			if sc.snapBetween {
+				a.Snapshot(later)
+			}
 			if sc.late {
 				// The first span of every trace again: each trace is analyzed again, drops the
 				// duplicate and is packed anew.

@@ -10,14 +10,14 @@ import (
 	"github.com/stormwatch/stormwatch/spans"
 )
 
-// A held analysis keeps its operations packed: one pointer-free byte string per trace, as its
-// spans are. As Operation values they were most of what the garbage collector marked on every
-// cycle in a collector under load (ten pointers an operation, four an attempt, for everything
-// held), and the longer marking ran, the longer every pointer store in the process paid a write
-// barrier. Packed, the collector never looks into them; they are read back when asked for: by
-// a snapshot (the TUI; the operations it reads stay unpacked with their result from then on,
-// so a snapshot after a change unpacks only what is new), by the windowed detectors, and by a
-// trace view.
+// A held analysis of a live analyzer keeps its operations packed: one pointer-free byte string per
+// trace, as its spans are. As Operation values they were most of what the garbage collector
+// marked on every cycle in a collector under load (ten pointers an operation, four an attempt,
+// for everything held), and the longer marking ran, the longer every pointer store in the
+// process paid a write barrier. Packed, the collector never looks into them; they are read back
+// when asked for: by a snapshot (the TUI: what it reads stays unpacked with its result, and from
+// the first snapshot on the analyzer holds new operations as values), by the windowed detectors,
+// and by a trace view. See Config.holdsOperationsPacked for when they are held as values.
 //
 // Layout of one trace's operations (one frame; a result may hold several, one per fragment of a
 // released trace, see publishLate): "uv" is an unsigned varint, "zz" a zigzag varint.

@@ -198,8 +198,9 @@ func FuzzUnpackOps(f *testing.F) {
 
 // TestHeldOperationsArePacked: an analyzer holds every analyzed trace's operations packed only
 // (nothing for the garbage collector to mark) until a snapshot asks for them; a summary (what
-// /metrics and the status line read) does not; a snapshot reads them back once, and the next
-// snapshot after a change reads back only the new trace's.
+// /metrics and the status line read) does not; a snapshot reads them back once and keeps them,
+// and from then on the analyzer holds new traces' operations as values (the TUI reads them all
+// anyway): the next snapshot reads nothing back.
 func TestHeldOperationsArePacked(t *testing.T) {
 	traces := fixtureTraces(t)
 	a := New(Config{Detectors: []*Detector{namingDetector}, Settle: time.Hour})
@@ -247,11 +248,14 @@ func TestHeldOperationsArePacked(t *testing.T) {
 	if n := unpacked(); n != withOps {
 		t.Fatalf("after a snapshot %d of %d traces with operations hold them unpacked", n, withOps)
 	}
-	// A new trace: the next snapshot reads back its operations only, and shares the others'.
+	// A new trace: held as values, and the next snapshot shares the others' operations.
 	if err := a.ConsumeBatch(context.Background(), &spans.Batch{Spans: traces[0]}); err != nil {
 		t.Fatal(err)
 	}
 	a.Flush()
+	if r := a.traces[traces[0][0].TraceID].res; r.nOps == 0 || r.ops == nil || r.packedOps != nil {
+		t.Fatalf("a trace analyzed after a snapshot: %d operations, %d as values, %d bytes packed", r.nOps, len(r.ops), len(r.packedOps))
+	}
 	next := a.Snapshot(time.Now())
 	if len(next.Operations) != next.Report.Input.Operations || len(next.Operations) <= len(snap.Operations) {
 		t.Fatalf("after a new trace the snapshot lists %d operations (report %d, before %d)",
@@ -302,7 +306,7 @@ func TestReusedScratchMatchesFresh(t *testing.T) {
 	for _, ss := range order {
 		fresh := analyzeAlone(a, ss, 0).ops // a scratch of its own
 		shared.reset()
-		reused := analyzeTrace(ss[0].TraceID, slices.Clone(ss), 0, &a.cfg, a.seed, a.intern, shared, nil).ops
+		reused := analyzeTrace(ss[0].TraceID, slices.Clone(ss), 0, &a.cfg, a.seed, a.intern, shared, nil, false).ops
 		if !reflect.DeepEqual(reused, fresh) {
 			t.Fatalf("trace %s (%d spans): through a reused scratch\n%s\nfresh\n%s", ss[0].TraceID, len(ss), dumpOps(reused), dumpOps(fresh))
 		}

@@ -43,7 +43,7 @@ var namingDetector = &Detector{Name: "naming", Run: func(p *Pass) error {
 // of its own, as the analyzer's passes do but without packing them first.
 func analyzeAlone(a *Analyzer, ss []spans.Span, truncated int) *traceResult {
 	sc := a.intern.getScratch() // not given back: the result's trace uses it
-	return analyzeTrace(ss[0].TraceID, slices.Clone(ss), truncated, &a.cfg, a.seed, a.intern, sc, nil)
+	return analyzeTrace(ss[0].TraceID, slices.Clone(ss), truncated, &a.cfg, a.seed, a.intern, sc, nil, !a.cfg.holdsOperationsPacked())
 }
 
 // blocks packs spans as held blocks, n spans a block, as batches of n would bring them.
@@ -251,7 +251,7 @@ func TestDerivedCachesHoldNoSpanStrings(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		analyzeTrace(ss[0].TraceID, read, 0, &a.cfg, a.seed, a.intern, sc, &src)
+		analyzeTrace(ss[0].TraceID, read, 0, &a.cfg, a.seed, a.intern, sc, &src, false)
 		sc.reset()
 		for _, e := range sc.derived {
 			if e.ok {
@@ -284,7 +284,7 @@ func TestOperationsAreCompacted(t *testing.T) {
 	compacted := 0
 	for _, ss := range fixtureTraces(t) {
 		sc := a.intern.getScratch()
-		res := analyzeTrace(ss[0].TraceID, slices.Clone(ss), 0, &a.cfg, a.seed, a.intern, sc, nil)
+		res := analyzeTrace(ss[0].TraceID, slices.Clone(ss), 0, &a.cfg, a.seed, a.intern, sc, nil, true)
 		slab := sc.bufs.slab
 		calls := 0
 		for i := range ss {
