@@ -13,9 +13,11 @@ import (
 // re-analysis makes a new one.
 type traceResult struct {
 	trace *Trace
-	// ops are the analysis's operations. A held result of a live analyzer (see hold) keeps them
-	// packed instead, in packedOps (nOps of them), and has ops only once a snapshot has read them
-	// back (unpackHeldOps): the one field set after the result is held, and only under a.mu.
+	// ops are the analysis's operations, nOps of them. A held result keeps them as values (an
+	// offline analyzer, or a live one after its first Snapshot: detached and compacted) or packed
+	// in packedOps (a live one before: see hold and Config.holdsOperationsPacked). A packed
+	// result gets its values when they are read back for keeps (unpackHeldOps, heldOpsOf): the
+	// one field set after a result is held, and only under a.mu.
 	ops       []*Operation
 	packedOps []byte
 	nOps      int

@@ -457,7 +457,8 @@ func (a *Analyzer) run(j *job, scratch *[]byte) {
 	src := sources{j.from, j.pending}
 	ss, lost := sc.unpack(src)
 	// Operations are held packed by a live analyzer until a snapshot reads them all (see
-	// holdsOperationsPacked); an evicted trace's are not held at all.
+	// holdsOperationsPacked). An evicted trace's are neither packed nor detached: its result is
+	// dropped as soon as it is published.
 	packOps := a.cfg.holdsOperationsPacked() && !a.snapshotted.Load()
 	res := analyzeTrace(j.t.id, ss, j.dropped, &a.cfg, a.seed, a.intern, sc, &src, !packOps && !j.noPack)
 	if lost != nil {
@@ -489,7 +490,7 @@ func (a *Analyzer) publish(j *job) {
 	// Spans that arrived during the analysis stay in t.pending (the trace is pending again for
 	// them); the analyzed ones are held packed.
 	if j.late {
-		a.publishLate(t, res, j.meta, j.n)
+		a.publishLate(t, res, j.meta, j.n, j.noPack)
 		return
 	}
 	if t.res != nil && !t.res.released {
@@ -520,16 +521,19 @@ func (a *Analyzer) release(t *traceState) {
 
 // publishLate accounts spans that arrived after their trace was analyzed and released: analyzed
 // on their own, as a fragment, since the rest of the trace is gone. Counted and noted in the report.
-func (a *Analyzer) publishLate(t *traceState, res *traceResult, meta *heldTrace, n int) {
+func (a *Analyzer) publishLate(t *traceState, res *traceResult, meta *heldTrace, n int, evicted bool) {
 	a.lateFragments++
 	a.contribute(res, t.id, n, meta.dataIssues(), +1)
 	a.spansHeld -= n
 	a.releasedSpans += n
 	late := &traceResult{nOps: t.res.nOps + res.nOps, findings: append(slices.Clip(t.res.findings), res.findings...), released: true}
-	if t.res.ops == nil && res.ops == nil {
+	switch {
+	case evicted:
+		// Dropped right after (see evict): its operations are not joined, read back or kept.
+	case t.res.ops == nil && res.ops == nil:
 		// Both packed: the fragment's operations follow as a frame of their own.
 		late.packedOps = append(slices.Clip(t.res.packedOps), res.packedOps...)
-	} else {
+	default:
 		// Held as values on one side at least (a snapshot read them, or came before the
 		// fragment's analysis): values on both.
 		late.ops = append(slices.Clip(a.heldOpsOf(t.id, t.res)), a.heldOpsOf(t.id, res)...)

@@ -75,9 +75,9 @@ type Config struct {
 }
 
 // holdsOperationsPacked says whether analyzed traces hold their operations packed (see
-// heldops.go) rather than as values - until the first Snapshot, which reads them all and makes
-// the analyzer hold later ones as values (the TUI reads every operation of every snapshot). A
-// live analyzer (the collector, the connector: WindowInterval
+// heldops.go) rather than as values. The Analyzer overrides it from its first Snapshot on, which
+// reads them all: it then holds later ones as values (the TUI reads every operation of every
+// snapshot). A live analyzer (the collector, the connector: WindowInterval
 // 0 or positive) does: its store stays full for hours, the garbage collector marks every held
 // operation on every cycle, and packing them made the connector about 7% cheaper per span. An
 // offline one (WindowInterval negative: one pass over a recording, the windowed detectors once at

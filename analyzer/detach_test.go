@@ -95,6 +95,9 @@ func TestHeldResultsDoNotPointIntoPackedSpans(t *testing.T) {
 				a.Settle(later.Add(time.Hour))
 			}
 			snap := a.Snapshot(later.Add(2 * time.Hour))
+			if len(snap.Operations) != snap.Report.Input.Operations {
+				t.Fatalf("the snapshot lists %d operations, the report counts %d", len(snap.Operations), snap.Report.Input.Operations)
+			}
 			if len(snap.Report.Findings) == 0 || len(snap.Operations) == 0 || len(made) == 0 {
 				t.Fatalf("%d findings, %d operations, %d packed buffers: the check below would check nothing",
 					len(snap.Report.Findings), len(snap.Operations), len(made))

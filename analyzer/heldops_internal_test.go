@@ -204,7 +204,7 @@ func FuzzUnpackOps(f *testing.F) {
 func TestHeldOperationsArePacked(t *testing.T) {
 	traces := fixtureTraces(t)
 	a := New(Config{Detectors: []*Detector{namingDetector}, Settle: time.Hour})
-	for _, ss := range traces[1:] {
+	for _, ss := range traces[2:] {
 		if err := a.ConsumeBatch(context.Background(), &spans.Batch{Spans: ss}); err != nil {
 			t.Fatal(err)
 		}
@@ -232,6 +232,14 @@ func TestHeldOperationsArePacked(t *testing.T) {
 	if n := unpacked(); n != 0 || sum.Operations != nil || sum.Report.Input.Operations == 0 {
 		t.Fatalf("a summary (%d operations in its report, %d listed) left %d traces unpacked",
 			sum.Report.Input.Operations, len(sum.Operations), n)
+	}
+	// After a summary (unlike a snapshot) the next trace's operations are packed too.
+	if err := a.ConsumeBatch(context.Background(), &spans.Batch{Spans: traces[1]}); err != nil {
+		t.Fatal(err)
+	}
+	a.Flush()
+	if n := unpacked(); n != 0 {
+		t.Fatalf("a trace analyzed after a summary holds its operations unpacked")
 	}
 	snap := a.Snapshot(time.Now())
 	if len(snap.Operations) != snap.Report.Input.Operations {
@@ -317,8 +325,27 @@ func TestReusedScratchMatchesFresh(t *testing.T) {
 	}
 }
 
-// TestPackedOperationsUnderConcurrentReaders: while traces are filed and analyzed and the
-// windowed detectors run (reading every held trace's operations back), snapshots read them back
+// windowWalker is a windowed detector that reads every field of every operation it is given, as
+// the windowed detectors of the suite do (which this package's tests cannot import).
+var windowWalker = &Detector{Name: "window-walker", Scope: ScopeWindow, Run: func(p *Pass) error {
+	n := 0
+	for _, op := range p.Operations {
+		n += len(op.ID) + len(op.Caller) + len(op.Dependency)
+		for _, at := range op.Attempts {
+			n += len(at.Outcome) + len(at.Calls) + len(at.Origins)
+		}
+		if op.Parent != nil && op.Parent.TraceID != op.TraceID {
+			return fmt.Errorf("operation %s's parent is in trace %s", op.ID, op.Parent.TraceID)
+		}
+	}
+	if n == 0 && len(p.Operations) > 0 {
+		return errors.New("operations without ids, callers or dependencies")
+	}
+	return nil
+}}
+
+// TestPackedOperationsUnderConcurrentReaders: while traces are analyzed again and the windowed
+// detectors run (reading every held trace's operations back), snapshots read the packed ones back
 // and keep them with their results, summaries do not, and trace views read one trace's back -
 // all at once. Run with -race (make test-race): a result's operations are unpacked lazily, and
 // every reader must see them whole.
@@ -327,7 +354,9 @@ func TestPackedOperationsUnderConcurrentReaders(t *testing.T) {
 	var mu sync.Mutex
 	now := time.Unix(1_800_000_000, 0)
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	a := New(Config{Settle: time.Second, WindowInterval: time.Nanosecond, Now: clock, Detectors: []*Detector{namingDetector}})
+	// The windowed detectors too: each Settle runs them, reading back every packed trace.
+	a := New(Config{Settle: time.Second, WindowInterval: time.Nanosecond, Now: clock,
+		Detectors: []*Detector{namingDetector, windowWalker}})
 	ids := make([]spans.TraceID, 0, len(traces))
 	for _, ss := range traces {
 		ids = append(ids, ss[0].TraceID)
@@ -348,7 +377,7 @@ func TestPackedOperationsUnderConcurrentReaders(t *testing.T) {
 			}
 		}()
 	}
-	reader(func(int) {
+	snapshots := func(int) {
 		s := a.Snapshot(clock())
 		if len(s.Operations) != s.Report.Input.Operations {
 			t.Errorf("a snapshot lists %d operations, its report counts %d", len(s.Operations), s.Report.Input.Operations)
@@ -358,7 +387,7 @@ func TestPackedOperationsUnderConcurrentReaders(t *testing.T) {
 				t.Errorf("a snapshot's operation is not whole: %+v", *op)
 			}
 		}
-	})
+	}
 	reader(func(int) { _ = a.Summary(clock()) })
 	reader(func(i int) {
 		if v, ok := a.lookup(ids[i%len(ids)]); ok {
@@ -384,11 +413,69 @@ func TestPackedOperationsUnderConcurrentReaders(t *testing.T) {
 		now = now.Add(2 * time.Second)
 		mu.Unlock()
 		a.Settle(clock())
+		if round == 0 {
+			// Snapshots only from now on: round 0's operations are held packed, read back by the
+			// snapshots while later rounds analyze their traces again and the windowed runs read
+			// them too (the first snapshot makes the analyses after it hold values).
+			reader(snapshots)
+		}
 	}
 	close(done)
 	wg.Wait()
-	if s := a.Snapshot(clock()); s.Report.Input.Traces != len(traces) || len(s.Operations) != s.Report.Input.Operations {
+	s := a.Snapshot(clock())
+	if s.Report.Input.Traces != len(traces) || len(s.Operations) != s.Report.Input.Operations {
 		t.Fatalf("at the end: %d traces (want %d), %d operations listed, %d counted", s.Report.Input.Traces, len(traces), len(s.Operations), s.Report.Input.Operations)
+	}
+	for _, n := range s.Report.Notes {
+		if strings.Contains(n, "window-walker") || strings.Contains(n, "operations of trace") {
+			t.Errorf("the report says: %s", n)
+		}
+	}
+}
+
+// TestLateFragmentsJoinPackedAndValues: a released trace's late spans are analyzed on their own
+// and their operations joined to the trace's, whatever form each side is held in - both packed,
+// or the trace's packed (never read back) and the fragment's as values, as when the first
+// snapshot comes between the two analyses. The snapshot lists every operation the report counts.
+func TestLateFragmentsJoinPackedAndValues(t *testing.T) {
+	for _, between := range []bool{false, true} {
+		a := New(Config{Detectors: []*Detector{namingDetector}, Settle: time.Second, ReleaseSpans: true})
+		now := time.Unix(1_800_000_000, 0)
+		traces := fixtureTraces(t)
+		for _, ss := range traces {
+			if err := a.ConsumeBatch(context.Background(), &spans.Batch{Spans: ss}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		a.Settle(now.Add(time.Hour))
+		if between {
+			a.snapshotted.Store(true) // what a first Snapshot does, without its reading back
+		}
+		// Each trace's first CLIENT span again: a fragment with an operation of its own.
+		for _, ss := range traces {
+			if i := slices.IndexFunc(ss, func(s spans.Span) bool { return s.Kind == spans.KindClient }); i >= 0 {
+				if err := a.ConsumeBatch(context.Background(), &spans.Batch{Spans: ss[i : i+1]}); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		a.Settle(now.Add(2 * time.Hour))
+		asValues := 0
+		for _, ts := range a.traces {
+			if ts.res.ops != nil {
+				asValues++
+			}
+		}
+		if between != (asValues > 0) {
+			t.Fatalf("snapshot between %v: %d traces hold their operations as values", between, asValues)
+		}
+		s := a.Snapshot(now.Add(3 * time.Hour))
+		if len(s.Operations) != s.Report.Input.Operations {
+			t.Fatalf("snapshot between %v: %d operations listed, %d counted", between, len(s.Operations), s.Report.Input.Operations)
+		}
+		if st := a.Report(); !slices.ContainsFunc(st.Notes, func(n string) bool { return strings.Contains(n, "analyzed and released") }) {
+			t.Fatalf("snapshot between %v: no late fragments noted: %q", between, st.Notes)
+		}
 	}
 }
 
