@@ -2,6 +2,7 @@ package analyzer_test
 
 import (
 	"context"
+	"reflect"
 	"sync"
 	"testing"
 	"time"
@@ -190,6 +191,35 @@ func TestSnapshotIsCachedAndHistoryTicks(t *testing.T) {
 	}
 	if h := s2.History["http://dep:80"]; len(h) != 1 || h[0] != 6 {
 		t.Errorf("history = %v", s2.History)
+	}
+}
+
+// TestSummaryIsTheSnapshotWithoutOperations: a summary (what /metrics and the status line read)
+// has the snapshot's report, history and figures at the same moment, no operations, and follows
+// every change - whichever of the two was asked first.
+func TestSummaryIsTheSnapshotWithoutOperations(t *testing.T) {
+	clk := &clock{t: time.Unix(0, t0)}
+	a := analyzer.New(analyzer.Config{Settle: time.Second, Now: clk.Now, HistoryInterval: time.Second})
+	a.Settle(clk.Now())
+	for i, summaryFirst := range []bool{true, false, true} {
+		consume(t, a, twoLayerTrace(byte(i+1))...)
+		a.Settle(clk.Add(2 * time.Second))
+		var sum, snap *analyzer.Snapshot
+		if summaryFirst {
+			sum, snap = a.Summary(clk.Now()), a.Snapshot(clk.Now())
+		} else {
+			snap, sum = a.Snapshot(clk.Now()), a.Summary(clk.Now())
+		}
+		if sum.Operations != nil {
+			t.Fatalf("round %d: a summary lists %d operations", i, len(sum.Operations))
+		}
+		if sum.Report.Input.Traces != i+1 || len(snap.Operations) != snap.Report.Input.Operations {
+			t.Fatalf("round %d: summary counts %d traces (want %d); snapshot lists %d operations, counts %d",
+				i, sum.Report.Input.Traces, i+1, len(snap.Operations), snap.Report.Input.Operations)
+		}
+		if !reflect.DeepEqual(sum.Report, snap.Report) || sum.Stats != snap.Stats || !reflect.DeepEqual(sum.History, snap.History) {
+			t.Fatalf("round %d (summary first %v): the summary's figures differ from the snapshot's:\n%+v\n%+v", i, summaryFirst, sum.Report.Input, snap.Report.Input)
+		}
 	}
 }
 
