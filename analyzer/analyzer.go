@@ -798,7 +798,7 @@ func (a *Analyzer) Snapshot(now time.Time) *Snapshot {
 	defer a.mu.Unlock()
 	a.now = max(a.now, n)
 	if a.snapCache == nil || a.snapCached != a.version {
-		v := a.version // what the report is made of (unpackedOps may move it on: see there)
+		v := a.version // what the report is made of (heldOpsOf may move it on: see there)
 		var s *Snapshot
 		if a.sumCache != nil && a.sumCached == a.version {
 			c := *a.sumCache // the figures a summary made of this version already
@@ -809,7 +809,7 @@ func (a *Analyzer) Snapshot(now time.Time) *Snapshot {
 		s.Operations = make([]*Operation, 0, a.inOps)
 		for t := a.held.front(); t != nil; t = a.held.next(t) {
 			if t.res != nil {
-				s.Operations = append(s.Operations, a.unpackedOps(t)...)
+				s.Operations = append(s.Operations, a.heldOpsOf(t.id, t.res)...)
 			}
 		}
 		a.snapCache = s
@@ -822,7 +822,7 @@ func (a *Analyzer) Snapshot(now time.Time) *Snapshot {
 
 // Summary is a Snapshot without its Operations (nil): the report, history and store figures, for
 // readers of the figures alone (/metrics, the status line). Operations are held packed and a
-// snapshot reads them back (see unpackedOps), which a reader that never looks at them should
+// snapshot reads them back (see unpackHeldOps), which a reader that never looks at them should
 // not cause. It shares a current Snapshot's figures when there is one.
 func (a *Analyzer) Summary(now time.Time) *Snapshot {
 	n := now.UnixNano()
@@ -904,12 +904,9 @@ func (a *Analyzer) unpackHeldOps() {
 	}
 }
 
-// unpackedOps is the operations of t's held analysis, read back under a.mu if unpackHeldOps has
-// not (the trace was analyzed since). Under a.mu.
-func (a *Analyzer) unpackedOps(t *traceState) []*Operation { return a.heldOpsOf(t.id, t.res) }
-
 // heldOpsOf is the operations of trace id's held analysis r, read back and kept with r when they
-// are packed. Under a.mu.
+// are packed (a snapshot's fallback for traces analyzed since unpackHeldOps, and late fragments'
+// joins). Under a.mu.
 func (a *Analyzer) heldOpsOf(id spans.TraceID, r *traceResult) []*Operation {
 	if r.ops == nil && r.nOps > 0 {
 		var err error

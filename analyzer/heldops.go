@@ -66,8 +66,7 @@ func (p *opsPacker) pack(ops []*Operation) []byte {
 	}
 	if p.index == nil {
 		p.index = make(map[*Operation]int32, len(ops))
-	}
-	clear(p.index)
+	} // empty: every pack clears it when done
 	var nAtt, nCalls, nOrigins int
 	for i, op := range ops {
 		p.index[op] = int32(i)
@@ -283,6 +282,25 @@ func take[T any](free *[]T, n int) []T {
 	return s
 }
 
+// carveList reads a list's count and carves the list off the front of *free, what the frame's
+// header counted: nil when packed nil, empty (not nil) when packed empty, even where *free is nil
+// (no element of the kind in the frame). A count beyond what is left fails the frame.
+func carveList[T any](r *opsReader, free *[]T, what string) []T {
+	c, ok := r.count()
+	switch {
+	case !ok:
+		return nil
+	case c > len(*free):
+		r.fail("%d %s, %d left", c, what, len(*free))
+		return nil
+	case c == 0:
+		return []T{}
+	}
+	s := (*free)[:c:c]
+	*free = (*free)[c:]
+	return s
+}
+
 // opsReader reads one frame. The first error sticks; later reads return zero values.
 type opsReader struct {
 	s     string
@@ -336,53 +354,26 @@ func (r *opsReader) frame(dst []*Operation, n [5]int, ar *opsArena) ([]*Operatio
 				uint64(f[4])<<32 | uint64(f[5])<<40 | uint64(f[6])<<48 | uint64(f[7])<<56
 		}
 		op.children = int(r.uv())
-		if c, ok := r.count(); ok {
-			if c > len(att) {
-				r.fail("operation %d: %d attempts, %d left", i, c, len(att))
-				return dst, r.err
+		op.Attempts = carveList(r, &att, "attempts")
+		for k := range op.Attempts {
+			at := &op.Attempts[k]
+			at.Number = int(r.zz())
+			at.Kind = AttemptKind(r.str())
+			copy(at.SpanID[:], r.fixed(8))
+			at.Calls = carveList(r, &calls, "calls")
+			for j := range at.Calls {
+				copy(at.Calls[j][:], r.fixed(8))
 			}
-			op.Attempts, att = att[:c:c], att[c:]
-			if c == 0 {
-				op.Attempts = []Attempt{} // empty, not nil, as packed (att may be nil when no attempt is)
+			at.Origins = carveList(r, &origins, "origins")
+			for j := range at.Origins {
+				at.Origins[j] = r.str()
 			}
-			for k := range op.Attempts {
-				at := &op.Attempts[k]
-				at.Number = int(r.zz())
-				at.Kind = AttemptKind(r.str())
-				copy(at.SpanID[:], r.fixed(8))
-				if c, ok := r.count(); ok {
-					if c > len(calls) {
-						r.fail("%d calls, %d left", c, len(calls))
-						return dst, r.err
-					}
-					at.Calls, calls = calls[:c:c], calls[c:]
-					if c == 0 {
-						at.Calls = []spans.SpanID{}
-					}
-					for j := range at.Calls {
-						copy(at.Calls[j][:], r.fixed(8))
-					}
-				}
-				if c, ok := r.count(); ok {
-					if c > len(origins) {
-						r.fail("%d origins, %d left", c, len(origins))
-						return dst, r.err
-					}
-					at.Origins, origins = origins[:c:c], origins[c:]
-					if c == 0 {
-						at.Origins = []string{}
-					}
-					for j := range at.Origins {
-						at.Origins[j] = r.str()
-					}
-				}
-				at.StartUnixNano = r.zz()
-				at.EndUnixNano = at.StartUnixNano + r.zz()
-				at.Outcome = r.str()
-				at.Status = r.str()
-				at.BackoffNanos = r.zz()
-				at.refNumber = r.zz()
-			}
+			at.StartUnixNano = r.zz()
+			at.EndUnixNano = at.StartUnixNano + r.zz()
+			at.Outcome = r.str()
+			at.Status = r.str()
+			at.BackoffNanos = r.zz()
+			at.refNumber = r.zz()
 		}
 		if r.err != nil {
 			return dst, r.err
