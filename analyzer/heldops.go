@@ -7,6 +7,7 @@ import (
 	"slices"
 	"unsafe"
 
+	"github.com/stormwatch/stormwatch/internal/packio"
 	"github.com/stormwatch/stormwatch/spans"
 )
 
@@ -94,9 +95,9 @@ func (p *opsPacker) pack(ops []*Operation) []byte {
 		b = append(b, inferred)
 		b = p.str(b, op.Terminal)
 		b = p.str(b, op.StopReason)
-		b = appendZZ(b, op.DeadlineUnixNano)
-		b = appendZZ(b, op.StartUnixNano)
-		b = appendZZ(b, op.EndUnixNano-op.StartUnixNano)
+		b = packio.AppendZZ(b, op.DeadlineUnixNano)
+		b = packio.AppendZZ(b, op.StartUnixNano)
+		b = packio.AppendZZ(b, op.EndUnixNano-op.StartUnixNano)
 		parent := uint64(0)
 		if op.Parent != nil {
 			k, ok := p.index[op.Parent]
@@ -110,26 +111,26 @@ func (p *opsPacker) pack(ops []*Operation) []byte {
 		b = binary.AppendUvarint(b, uint64(op.Findings))
 		b = binary.LittleEndian.AppendUint64(b, op.intent)
 		b = binary.AppendUvarint(b, uint64(op.children))
-		b = appendCount(b, len(op.Attempts), op.Attempts == nil)
+		b = packio.AppendCount(b, len(op.Attempts), op.Attempts == nil)
 		for k := range op.Attempts {
 			at := &op.Attempts[k]
-			b = appendZZ(b, int64(at.Number))
+			b = packio.AppendZZ(b, int64(at.Number))
 			b = p.str(b, string(at.Kind))
 			b = append(b, at.SpanID[:]...)
-			b = appendCount(b, len(at.Calls), at.Calls == nil)
+			b = packio.AppendCount(b, len(at.Calls), at.Calls == nil)
 			for _, c := range at.Calls {
 				b = append(b, c[:]...)
 			}
-			b = appendCount(b, len(at.Origins), at.Origins == nil)
+			b = packio.AppendCount(b, len(at.Origins), at.Origins == nil)
 			for _, o := range at.Origins {
 				b = p.str(b, o)
 			}
-			b = appendZZ(b, at.StartUnixNano)
-			b = appendZZ(b, at.EndUnixNano-at.StartUnixNano)
+			b = packio.AppendZZ(b, at.StartUnixNano)
+			b = packio.AppendZZ(b, at.EndUnixNano-at.StartUnixNano)
 			b = p.str(b, at.Outcome)
 			b = p.str(b, at.Status)
-			b = appendZZ(b, at.BackoffNanos)
-			b = appendZZ(b, at.refNumber)
+			b = packio.AppendZZ(b, at.BackoffNanos)
+			b = packio.AppendZZ(b, at.refNumber)
 		}
 	}
 	p.buf = b
@@ -170,17 +171,6 @@ func (p *opsPacker) str(b []byte, s string) []byte {
 	return append(b, s...)
 }
 
-func appendZZ(b []byte, v int64) []byte {
-	return binary.AppendUvarint(b, uint64(v<<1)^uint64(v>>63))
-}
-
-func appendCount(b []byte, n int, isNil bool) []byte {
-	if isNil {
-		return append(b, 0)
-	}
-	return binary.AppendUvarint(b, uint64(n)+1)
-}
-
 // unpackOps appends the operations packed in b (frames) to dst. Their strings alias b, which
 // must not change (held results never change theirs).
 func unpackOps(dst []*Operation, b []byte) ([]*Operation, error) {
@@ -198,7 +188,7 @@ type opsArena struct {
 	calls   []spans.SpanID
 	origins []string
 	// Read while a frame is read: its string table and its operations' parents.
-	strs    []string
+	strs    []packio.StrRef
 	parents []int32
 }
 
@@ -223,7 +213,7 @@ func (ar *opsArena) reserve(bs ...[]byte) {
 // unpack appends the operations packed in b (frames) to dst.
 func (ar *opsArena) unpack(dst []*Operation, b []byte) ([]*Operation, error) {
 	err := eachOpsFrame(b, func(n [5]int, frame string) error {
-		r := opsReader{s: frame}
+		r := opsReader{packio.Reader{S: frame, Corrupt: errOpsCorrupt}}
 		var err error
 		dst, err = r.frame(dst, n, ar)
 		return err
@@ -234,27 +224,27 @@ func (ar *opsArena) unpack(dst []*Operation, b []byte) ([]*Operation, error) {
 // eachOpsFrame calls f with the counts and the rest of every frame of b, up to the first error.
 func eachOpsFrame(b []byte, f func(n [5]int, frame string) error) error {
 	for len(b) > 0 {
-		r := opsReader{s: unsafe.String(unsafe.SliceData(b), len(b))}
-		size := r.uv()
-		if r.err != nil || size > uint64(len(b)-r.off) {
-			return fmt.Errorf("packed operations: a frame of %d bytes, %d left: %w", size, len(b)-r.off, errOpsCorrupt)
+		r := opsReader{packio.Reader{S: unsafe.String(unsafe.SliceData(b), len(b)), Corrupt: errOpsCorrupt}}
+		size := r.UV()
+		if r.Err != nil || size > uint64(len(b)-r.Off) {
+			return fmt.Errorf("packed operations: a frame of %d bytes, %d left: %w", size, len(b)-r.Off, errOpsCorrupt)
 		}
-		end := r.off + int(size)
-		r.s = r.s[:end]
+		end := r.Off + int(size)
+		r.S = r.S[:end]
 		var n [5]int
 		for i := range n {
-			v := r.uv()
+			v := r.UV()
 			// Every element takes at least opsMinSize[i] bytes: a count beyond what the frame
 			// holds is corrupt, and this bounds what is allocated for it.
-			if v > uint64(len(r.s)-r.off)/opsMinSize[i] {
-				r.fail("count %d", v)
+			if v > uint64(len(r.S)-r.Off)/opsMinSize[i] {
+				r.Fail("count %d", v)
 			}
 			n[i] = int(v)
 		}
-		if r.err != nil {
-			return r.err
+		if r.Err != nil {
+			return r.Err
 		}
-		if err := f(n, r.s[r.off:]); err != nil {
+		if err := f(n, r.S[r.Off:]); err != nil {
 			return err
 		}
 		b = b[end:]
@@ -286,12 +276,12 @@ func take[T any](free *[]T, n int) []T {
 // header counted: nil when packed nil, empty (not nil) when packed empty, even where *free is nil
 // (no element of the kind in the frame). A count beyond what is left fails the frame.
 func carveList[T any](r *opsReader, free *[]T, what string) []T {
-	c, ok := r.count()
+	c, ok := r.Count()
 	switch {
 	case !ok:
 		return nil
 	case c > len(*free):
-		r.fail("%d %s, %d left", c, what, len(*free))
+		r.Fail("%d %s, %d left", c, what, len(*free))
 		return nil
 	case c == 0:
 		return []T{}
@@ -301,14 +291,8 @@ func carveList[T any](r *opsReader, free *[]T, what string) []T {
 	return s
 }
 
-// opsReader reads one frame. The first error sticks; later reads return zero values.
-type opsReader struct {
-	s     string
-	off   int
-	strs  []string
-	nStrs int // the frame's table, as its header says
-	err   error
-}
+// opsReader reads one frame (see packio.Reader).
+type opsReader struct{ packio.Reader }
 
 // frame reads the operations of a frame whose counts are n into ar's memory.
 func (r *opsReader) frame(dst []*Operation, n [5]int, ar *opsArena) ([]*Operation, error) {
@@ -317,71 +301,71 @@ func (r *opsReader) frame(dst []*Operation, n [5]int, ar *opsArena) ([]*Operatio
 	att := take(&ar.att, nAtt)
 	calls := take(&ar.calls, nCalls)
 	origins := take(&ar.origins, nOrigins)
-	r.strs, r.nStrs = slices.Grow(ar.strs[:0], nStrs), nStrs
+	r.Strs, r.NStrs = slices.Grow(ar.strs[:0], nStrs), nStrs
 	parents := slices.Grow(ar.parents[:0], nOps)[:nOps]
-	defer func() { ar.strs, ar.parents = r.strs[:0], parents[:0] }()
+	defer func() { ar.strs, ar.parents = r.Strs[:0], parents[:0] }()
 	for i := range slab {
 		op := &slab[i]
-		op.ID = r.str()
-		op.Name = r.str()
-		copy(op.TraceID[:], r.fixed(16))
-		copy(op.SpanID[:], r.fixed(8))
-		op.Caller = r.str()
-		op.Owner = r.str()
-		op.Dependency = r.str()
-		op.DependencyService = r.str()
-		switch b := r.byte(); b {
+		op.ID = r.Str()
+		op.Name = r.Str()
+		copy(op.TraceID[:], r.Fixed(16))
+		copy(op.SpanID[:], r.Fixed(8))
+		op.Caller = r.Str()
+		op.Owner = r.Str()
+		op.Dependency = r.Str()
+		op.DependencyService = r.Str()
+		switch b := r.Byte(); b {
 		case 0, 1:
 			op.Inferred = b == 1
 		default:
-			r.fail("operation %d: inferred byte %d", i, b)
+			r.Fail("operation %d: inferred byte %d", i, b)
 		}
-		op.Terminal = r.str()
-		op.StopReason = r.str()
-		op.DeadlineUnixNano = r.zz()
-		op.StartUnixNano = r.zz()
-		op.EndUnixNano = op.StartUnixNano + r.zz()
+		op.Terminal = r.Str()
+		op.StopReason = r.Str()
+		op.DeadlineUnixNano = r.ZZ()
+		op.StartUnixNano = r.ZZ()
+		op.EndUnixNano = op.StartUnixNano + r.ZZ()
 		// Parents are linked once every operation of the frame is read: one may come after
 		// the operations inside it.
-		if k := r.uv(); k > uint64(nOps) {
-			r.fail("operation %d: parent %d of %d", i, k-1, nOps)
+		if k := r.UV(); k > uint64(nOps) {
+			r.Fail("operation %d: parent %d of %d", i, k-1, nOps)
 		} else {
 			parents[i] = int32(k) - 1
 		}
-		op.Findings = int(r.uv())
-		if f := r.fixed(8); len(f) == 8 {
+		op.Findings = int(r.UV())
+		if f := r.Fixed(8); len(f) == 8 {
 			op.intent = uint64(f[0]) | uint64(f[1])<<8 | uint64(f[2])<<16 | uint64(f[3])<<24 |
 				uint64(f[4])<<32 | uint64(f[5])<<40 | uint64(f[6])<<48 | uint64(f[7])<<56
 		}
-		op.children = int(r.uv())
+		op.children = int(r.UV())
 		op.Attempts = carveList(r, &att, "attempts")
 		for k := range op.Attempts {
 			at := &op.Attempts[k]
-			at.Number = int(r.zz())
-			at.Kind = AttemptKind(r.str())
-			copy(at.SpanID[:], r.fixed(8))
+			at.Number = int(r.ZZ())
+			at.Kind = AttemptKind(r.Str())
+			copy(at.SpanID[:], r.Fixed(8))
 			at.Calls = carveList(r, &calls, "calls")
 			for j := range at.Calls {
-				copy(at.Calls[j][:], r.fixed(8))
+				copy(at.Calls[j][:], r.Fixed(8))
 			}
 			at.Origins = carveList(r, &origins, "origins")
 			for j := range at.Origins {
-				at.Origins[j] = r.str()
+				at.Origins[j] = r.Str()
 			}
-			at.StartUnixNano = r.zz()
-			at.EndUnixNano = at.StartUnixNano + r.zz()
-			at.Outcome = r.str()
-			at.Status = r.str()
-			at.BackoffNanos = r.zz()
-			at.refNumber = r.zz()
+			at.StartUnixNano = r.ZZ()
+			at.EndUnixNano = at.StartUnixNano + r.ZZ()
+			at.Outcome = r.Str()
+			at.Status = r.Str()
+			at.BackoffNanos = r.ZZ()
+			at.refNumber = r.ZZ()
 		}
-		if r.err != nil {
-			return dst, r.err
+		if r.Err != nil {
+			return dst, r.Err
 		}
 	}
-	if r.off != len(r.s) || len(att) != 0 || len(calls) != 0 || len(origins) != 0 || len(r.strs) != nStrs {
-		r.fail("the frame's counts do not match its operations")
-		return dst, r.err
+	if r.Off != len(r.S) || len(att) != 0 || len(calls) != 0 || len(origins) != 0 || len(r.Strs) != nStrs {
+		r.Fail("the frame's counts do not match its operations")
+		return dst, r.Err
 	}
 	// Chains of parents end: walking one never takes more steps than there are operations.
 	// (Inference lists a parent before the operations inside it; the form does not rely on it.)
@@ -389,8 +373,8 @@ func (r *opsReader) frame(dst []*Operation, n [5]int, ar *opsArena) ([]*Operatio
 		steps := 0
 		for k := parents[i]; k >= 0; k = parents[k] {
 			if steps++; steps > len(parents) {
-				r.fail("operation %d: its parents make a cycle", i)
-				return dst, r.err
+				r.Fail("operation %d: its parents make a cycle", i)
+				return dst, r.Err
 			}
 		}
 	}
@@ -404,86 +388,4 @@ func (r *opsReader) frame(dst []*Operation, n [5]int, ar *opsArena) ([]*Operatio
 		dst = append(dst, &slab[i])
 	}
 	return dst, nil
-}
-
-func (r *opsReader) fail(format string, args ...any) {
-	if r.err == nil {
-		r.err = fmt.Errorf("packed operations, at byte %d: %s: %w", r.off, fmt.Sprintf(format, args...), errOpsCorrupt)
-	}
-}
-
-func (r *opsReader) byte() byte {
-	if r.off >= len(r.s) {
-		r.fail("truncated")
-		return 0
-	}
-	c := r.s[r.off]
-	r.off++
-	return c
-}
-
-func (r *opsReader) fixed(n int) string {
-	if len(r.s)-r.off < n {
-		r.fail("truncated")
-		r.off = len(r.s)
-		return ""
-	}
-	v := r.s[r.off : r.off+n]
-	r.off += n
-	return v
-}
-
-func (r *opsReader) uv() uint64 {
-	v, n := binary.Uvarint(unsafe.Slice(unsafe.StringData(r.s[r.off:]), len(r.s)-r.off))
-	if n <= 0 {
-		r.fail("bad varint")
-		r.off = len(r.s)
-		return 0
-	}
-	r.off += n
-	return v
-}
-
-func (r *opsReader) zz() int64 {
-	v := r.uv()
-	return int64(v>>1) ^ -int64(v&1)
-}
-
-func (r *opsReader) count() (int, bool) {
-	v := r.uv()
-	if v == 0 || r.err != nil {
-		return 0, false
-	}
-	if v-1 > uint64(len(r.s)-r.off) {
-		r.fail("list of %d", v-1)
-		return 0, false
-	}
-	return int(v - 1), true
-}
-
-func (r *opsReader) str() string {
-	v := r.uv()
-	if v&1 != 0 {
-		if k := v >> 1; k < uint64(len(r.strs)) {
-			return r.strs[k]
-		}
-		r.fail("string %d of %d", v>>1, len(r.strs))
-		return ""
-	}
-	n := v >> 1
-	if n == 0 {
-		return ""
-	}
-	if n > uint64(len(r.s)-r.off) {
-		r.fail("string of %d bytes, %d left", n, len(r.s)-r.off)
-		return ""
-	}
-	if len(r.strs) == r.nStrs {
-		r.fail("more strings than the frame's %d", r.nStrs)
-		return ""
-	}
-	s := r.s[r.off : r.off+int(n)]
-	r.off += int(n)
-	r.strs = append(r.strs, s)
-	return s
 }

@@ -7,6 +7,8 @@ import (
 	"math"
 	"slices"
 	"unsafe"
+
+	"github.com/stormwatch/stormwatch/internal/packio"
 )
 
 // The packed form stores one trace's spans (or a batch's share of them) while the analyzer holds
@@ -102,7 +104,7 @@ type Unpacker struct {
 	links  []Link
 	events []Event
 	res    []Resource
-	strs   []strRef
+	strs   []packio.StrRef
 }
 
 // Append appends the spans packed in b to dst, as [AppendUnpacked] does, except that:
@@ -169,10 +171,10 @@ func unpackInto(dst []Span, b []byte, s string, bufs *Unpacker) ([]Span, error) 
 		nLinks*packMinLink > body || nEvents*packMinEvent > body || nStrs*packMinString > body {
 		return dst, fmt.Errorf("packed spans header claims more than its %d bytes hold: %w", len(b), ErrPackCorrupt)
 	}
-	u := unpacker{s: s, off: packHeaderLen}
+	u := unpacker{Reader: packio.Reader{S: s, Off: packHeaderLen, Corrupt: ErrPackCorrupt, NStrs: nStrs}}
 	var res []Resource
 	if bufs == nil {
-		u.strs = make([]strRef, 0, nStrs)
+		u.Strs = make([]packio.StrRef, 0, nStrs)
 		if nAttrs > 0 {
 			u.attrs = make([]Attr, nAttrs)
 		}
@@ -187,55 +189,55 @@ func unpackInto(dst []Span, b []byte, s string, bufs *Unpacker) ([]Span, error) 
 		}
 	} else {
 		// The string table is the block's own; the arrays are carved from the buffers.
-		u.strs = carve(&bufs.strs, nStrs)[:0]
+		u.Strs = carve(&bufs.strs, nStrs)[:0]
 		u.attrs = carve(&bufs.attrs, nAttrs)
 		u.links = carve(&bufs.links, nLinks)
 		u.events = carve(&bufs.events, nEvents)
 		res = carve(&bufs.res, nRes)
 	}
 	var tid TraceID
-	copy(tid[:], u.s[1+6*4:packHeaderLen])
+	copy(tid[:], u.S[1+6*4:packHeaderLen])
 	for i := range res {
-		res[i] = Resource{ServiceName: u.str(), ServiceInstance: u.str(), Attrs: u.attrList()}
-		if u.err != nil {
-			return dst, fmt.Errorf("unpacking resource %d: %w", i, u.err)
+		res[i] = Resource{ServiceName: u.Str(), ServiceInstance: u.Str(), Attrs: u.attrList()}
+		if u.Err != nil {
+			return dst, fmt.Errorf("unpacking resource %d: %w", i, u.Err)
 		}
 	}
 	out := slices.Grow(dst, nSpans)
 	var prevStart int64
 	for i := range nSpans {
 		var s Span
-		flags := u.byte()
-		copy(s.SpanID[:], u.fixed(8))
+		flags := u.Byte()
+		copy(s.SpanID[:], u.Fixed(8))
 		s.TraceID = tid
 		if flags&packTraceID != 0 {
-			copy(s.TraceID[:], u.fixed(16))
+			copy(s.TraceID[:], u.Fixed(16))
 		}
 		if flags&packHasParent != 0 {
-			copy(s.ParentID[:], u.fixed(8))
+			copy(s.ParentID[:], u.Fixed(8))
 		}
 		if flags&^(packTraceID|packHasParent) != 0 {
-			u.fail("unknown span flags %#x", flags)
+			u.Fail("unknown span flags %#x", flags)
 		}
-		s.StartUnixNano = prevStart + u.zz()
+		s.StartUnixNano = prevStart + u.ZZ()
 		prevStart = s.StartUnixNano
-		s.EndUnixNano = s.StartUnixNano + u.zz()
-		s.Kind = Kind(u.byte())
-		s.Status = StatusCode(u.byte())
-		s.Name = u.str()
-		s.StatusMessage = u.str()
-		s.Scope = u.str()
-		if k := u.uv(); k > 0 {
+		s.EndUnixNano = s.StartUnixNano + u.ZZ()
+		s.Kind = Kind(u.Byte())
+		s.Status = StatusCode(u.Byte())
+		s.Name = u.Str()
+		s.StatusMessage = u.Str()
+		s.Scope = u.Str()
+		if k := u.UV(); k > 0 {
 			if k > uint64(len(res)) {
-				u.fail("resource %d of %d", k-1, len(res))
+				u.Fail("resource %d of %d", k-1, len(res))
 			} else {
 				s.Resource = &res[k-1]
 			}
 		}
 		s.Attrs = u.attrList()
-		if c, ok := u.count(); ok && u.err == nil {
+		if c, ok := u.Count(); ok && u.Err == nil {
 			if c > len(u.links) {
-				u.fail("%d links, %d left of the header's", c, len(u.links))
+				u.Fail("%d links, %d left of the header's", c, len(u.links))
 			} else if c == 0 {
 				s.Links = []Link{}
 			} else {
@@ -243,15 +245,15 @@ func unpackInto(dst []Span, b []byte, s string, bufs *Unpacker) ([]Span, error) 
 				u.links = u.links[c:]
 				for k := range s.Links {
 					l := &s.Links[k]
-					copy(l.TraceID[:], u.fixed(16))
-					copy(l.SpanID[:], u.fixed(8))
+					copy(l.TraceID[:], u.Fixed(16))
+					copy(l.SpanID[:], u.Fixed(8))
 					l.Attrs = u.attrList()
 				}
 			}
 		}
-		if c, ok := u.count(); ok && u.err == nil {
+		if c, ok := u.Count(); ok && u.Err == nil {
 			if c > len(u.events) {
-				u.fail("%d events, %d left of the header's", c, len(u.events))
+				u.Fail("%d events, %d left of the header's", c, len(u.events))
 			} else if c == 0 {
 				s.Events = []Event{}
 			} else {
@@ -259,25 +261,25 @@ func unpackInto(dst []Span, b []byte, s string, bufs *Unpacker) ([]Span, error) 
 				u.events = u.events[c:]
 				for k := range s.Events {
 					e := &s.Events[k]
-					e.TimeUnixNano = s.StartUnixNano + u.zz()
-					e.Name = u.str()
+					e.TimeUnixNano = s.StartUnixNano + u.ZZ()
+					e.Name = u.Str()
 					e.Attrs = u.attrList()
 				}
 			}
 		}
-		if u.err != nil {
-			return dst, fmt.Errorf("unpacking span %d of %d: %w", i, nSpans, u.err)
+		if u.Err != nil {
+			return dst, fmt.Errorf("unpacking span %d of %d: %w", i, nSpans, u.Err)
 		}
 		out = append(out, s)
 	}
 	switch {
-	case u.off != len(u.s):
-		u.fail("%d bytes after the last span", len(u.s)-u.off)
-	case len(u.attrs) != 0 || len(u.links) != 0 || len(u.events) != 0 || len(u.strs) != nStrs:
-		u.fail("the header's counts do not match the spans")
+	case u.Off != len(u.S):
+		u.Fail("%d bytes after the last span", len(u.S)-u.Off)
+	case len(u.attrs) != 0 || len(u.links) != 0 || len(u.events) != 0 || len(u.Strs) != nStrs:
+		u.Fail("the header's counts do not match the spans")
 	}
-	if u.err != nil {
-		return dst, fmt.Errorf("unpacking spans: %w", u.err)
+	if u.Err != nil {
+		return dst, fmt.Errorf("unpacking spans: %w", u.Err)
 	}
 	return out, nil
 }
@@ -375,9 +377,9 @@ func (p *packer) pack(ss []Span) {
 			b = append(b, s.ParentID[:]...)
 		}
 		// Differences wrap around like the sums that undo them, so any pair of times survives.
-		b = zz(b, s.StartUnixNano-prevStart)
+		b = packio.AppendZZ(b, s.StartUnixNano-prevStart)
 		prevStart = s.StartUnixNano
-		b = zz(b, s.EndUnixNano-s.StartUnixNano)
+		b = packio.AppendZZ(b, s.EndUnixNano-s.StartUnixNano)
 		b = append(b, byte(s.Kind), byte(s.Status))
 		b = p.str(b, s.Name)
 		b = p.str(b, s.StatusMessage)
@@ -389,17 +391,17 @@ func (p *packer) pack(ss []Span) {
 		}
 		b = binary.AppendUvarint(b, uint64(k))
 		b = p.attrs(b, s.Attrs)
-		b = count(b, len(s.Links), s.Links == nil)
+		b = packio.AppendCount(b, len(s.Links), s.Links == nil)
 		for k := range s.Links {
 			l := &s.Links[k]
 			b = append(b, l.TraceID[:]...)
 			b = append(b, l.SpanID[:]...)
 			b = p.attrs(b, l.Attrs)
 		}
-		b = count(b, len(s.Events), s.Events == nil)
+		b = packio.AppendCount(b, len(s.Events), s.Events == nil)
 		for k := range s.Events {
 			e := &s.Events[k]
-			b = zz(b, e.TimeUnixNano-s.StartUnixNano)
+			b = packio.AppendZZ(b, e.TimeUnixNano-s.StartUnixNano)
 			b = p.str(b, e.Name)
 			b = p.attrs(b, e.Attrs)
 		}
@@ -474,17 +476,6 @@ func sameResource(a, b *Resource) bool {
 		(a.Attrs == nil) == (b.Attrs == nil) && slices.Equal(a.Attrs, b.Attrs)
 }
 
-func zz(b []byte, v int64) []byte {
-	return binary.AppendUvarint(b, uint64(v<<1)^uint64(v>>63))
-}
-
-func count(b []byte, n int, isNil bool) []byte {
-	if isNil {
-		return append(b, 0)
-	}
-	return binary.AppendUvarint(b, uint64(n)+1)
-}
-
 func (p *packer) str(b []byte, s string) []byte {
 	if s == "" {
 		return append(b, 0)
@@ -545,7 +536,7 @@ func word(s string) uint64 {
 }
 
 func (p *packer) attrs(b []byte, as []Attr) []byte {
-	b = count(b, len(as), as == nil)
+	b = packio.AppendCount(b, len(as), as == nil)
 	for i := range as {
 		a := &as[i]
 		b = p.str(b, a.Key)
@@ -568,141 +559,30 @@ func (p *packer) attrs(b []byte, as []Attr) []byte {
 			if a.Type == ValueDouble {
 				b = binary.LittleEndian.AppendUint64(b, uint64(a.Num))
 			} else {
-				b = zz(b, a.Num)
+				b = packio.AppendZZ(b, a.Num)
 			}
 		}
 	}
 	return b
 }
 
-// unpacker reads one packed trace. The first error sticks: later reads return zero values, and
-// the caller checks err once per span.
+// unpacker reads one packed trace: the packio.Reader over its bytes (S, the one copy every
+// string aliases; the first error sticks, and the caller checks Err once per span), and what is
+// left of the trace's arrays.
 type unpacker struct {
-	s      string // the one copy of the packed bytes that every string aliases
-	off    int
-	strs   []strRef
-	attrs  []Attr // what is left of the trace's arrays
+	packio.Reader
+	attrs  []Attr
 	links  []Link
 	events []Event
-	err    error
-}
-
-// strRef is where a string of the table is in the packed bytes. Not the string itself: a table
-// entry is written once per string and read back on every reference, and as a string (a pointer)
-// each write would cost a write barrier while the garbage collector marks.
-type strRef struct{ off, n uint32 }
-
-func (u *unpacker) fail(format string, args ...any) {
-	if u.err == nil {
-		u.err = fmt.Errorf("at byte %d: %s: %w", u.off, fmt.Sprintf(format, args...), ErrPackCorrupt)
-	}
-}
-
-func (u *unpacker) byte() byte {
-	if u.off >= len(u.s) {
-		u.fail("truncated")
-		return 0
-	}
-	c := u.s[u.off]
-	u.off++
-	return c
-}
-
-func (u *unpacker) fixed(n int) string {
-	if len(u.s)-u.off < n {
-		u.fail("truncated")
-		u.off = len(u.s)
-		return ""
-	}
-	v := u.s[u.off : u.off+n]
-	u.off += n
-	return v
-}
-
-func (u *unpacker) uv() uint64 {
-	var v uint64
-	for shift := uint(0); ; shift += 7 {
-		if u.off >= len(u.s) || shift > 63 {
-			u.fail("bad varint")
-			return 0
-		}
-		c := u.s[u.off]
-		u.off++
-		if shift == 63 && c > 1 {
-			u.fail("varint overflows 64 bits")
-			return 0
-		}
-		v |= uint64(c&0x7f) << shift
-		if c < 0x80 {
-			return v
-		}
-	}
-}
-
-func (u *unpacker) zz() int64 {
-	v := u.uv()
-	return int64(v>>1) ^ -int64(v&1)
-}
-
-// count reads a list's length: ok is false for a nil list (and after an error).
-func (u *unpacker) count() (int, bool) {
-	var v uint64
-	if off := u.off; off < len(u.s) && u.s[off] < 0x80 {
-		v, u.off = uint64(u.s[off]), off+1 // one byte, as nearly every count (see str)
-	} else {
-		v = u.uv()
-	}
-	if v == 0 || u.err != nil {
-		return 0, false
-	}
-	if v-1 > uint64(len(u.s)) {
-		u.fail("list of %d", v-1)
-		return 0, false
-	}
-	return int(v - 1), true
-}
-
-func (u *unpacker) str() string {
-	var v uint64
-	if off := u.off; off < len(u.s) && u.s[off] < 0x80 {
-		// Most are one byte (a back reference, a short string's length): read here, not called.
-		v, u.off = uint64(u.s[off]), off+1
-	} else {
-		v = u.uv()
-	}
-	if v&1 != 0 {
-		if k := v >> 1; k < uint64(len(u.strs)) {
-			r := u.strs[k]
-			return u.s[r.off : r.off+r.n]
-		}
-		u.fail("string %d of %d", v>>1, len(u.strs))
-		return ""
-	}
-	n := v >> 1
-	if n == 0 {
-		return ""
-	}
-	if n > uint64(len(u.s)-u.off) {
-		u.fail("string of %d bytes, %d left", n, len(u.s)-u.off)
-		return ""
-	}
-	if len(u.strs) == cap(u.strs) {
-		u.fail("more strings than the header's %d", cap(u.strs))
-		return ""
-	}
-	at := u.off
-	u.off += int(n)
-	u.strs = append(u.strs, strRef{uint32(at), uint32(n)})
-	return u.s[at:u.off]
 }
 
 func (u *unpacker) attrList() []Attr {
-	c, ok := u.count()
+	c, ok := u.Count()
 	if !ok {
 		return nil
 	}
 	if c > len(u.attrs) {
-		u.fail("%d attributes, %d left of the header's", c, len(u.attrs))
+		u.Fail("%d attributes, %d left of the header's", c, len(u.attrs))
 		return nil
 	}
 	if c == 0 {
@@ -714,27 +594,27 @@ func (u *unpacker) attrList() []Attr {
 		// Read into locals and stored once: every field, since an Unpacker's array holds what its
 		// last use left, and without zeroing the element first (with the garbage collector
 		// marking, a zeroing store of a struct with pointers goes through the bulk write barrier).
-		key := u.str()
+		key := u.Str()
 		var tag byte
-		if off := u.off; off < len(u.s) {
-			tag, u.off = u.s[off], off+1
+		if off := u.Off; off < len(u.S) {
+			tag, u.Off = u.S[off], off+1
 		} else {
-			tag = u.byte() // fails: truncated
+			tag = u.Byte() // fails: truncated
 		}
 		typ := ValueType(tag & tagType)
 		if tag&tagType == tagTypeEsc {
-			typ = ValueType(u.byte())
+			typ = ValueType(u.Byte())
 		}
 		var str string
 		if tag&tagStr != 0 {
-			if str = u.str(); str == "" && u.err == nil {
-				u.fail("attribute %q: empty string marked present", key)
+			if str = u.Str(); str == "" && u.Err == nil {
+				u.Fail("attribute %q: empty string marked present", key)
 			}
 		}
 		var num int64
 		if tag&tagNum != 0 {
 			if typ == ValueDouble {
-				if f := u.fixed(8); len(f) == 8 {
+				if f := u.Fixed(8); len(f) == 8 {
 					var v uint64
 					for k := 7; k >= 0; k-- {
 						v = v<<8 | uint64(f[k])
@@ -742,10 +622,10 @@ func (u *unpacker) attrList() []Attr {
 					num = int64(v)
 				}
 			} else {
-				num = u.zz()
+				num = u.ZZ()
 			}
 		}
-		if u.err != nil {
+		if u.Err != nil {
 			return nil
 		}
 		a := &as[i]
