@@ -54,11 +54,7 @@ func benchAnalyze(b *testing.B, name string, detectors []*analyzer.Detector, n i
 			bname = fmt.Sprintf("detectors=%s/urls=unique/spans=%d", name, n)
 		}
 		b.Run(bname, func(b *testing.B) {
-			var ms0, ms1 runtime.MemStats
-			runtime.GC()
-			runtime.ReadMemStats(&ms0)
-			cpu0 := cputime.Process()
-			b.ResetTimer()
+			m := startSpanMeter(b)
 			for range b.N {
 				// As `stormwatch analyze` configures it: offline (windowed detectors at Flush).
 				a := analyzer.New(analyzer.Config{Detectors: detectors, MaxSpans: -1, WindowInterval: -1})
@@ -76,16 +72,8 @@ func benchAnalyze(b *testing.B, name string, detectors []*analyzer.Detector, n i
 					b.Fatalf("analyzed %d spans, want %d", r.Input.Spans, n)
 				}
 			}
-			b.StopTimer()
-			cpu := cputime.Process() - cpu0
-			runtime.ReadMemStats(&ms1)
-			total := float64(b.N) * float64(n)
-			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/total, "ns/span")
-			b.ReportMetric(float64(ms1.TotalAlloc-ms0.TotalAlloc)/total, "B/span")
-			b.ReportMetric(float64(ms1.Mallocs-ms0.Mallocs)/total, "allocs/span")
-			// CPU time of the process (all threads, the collector's included) per span: on a
-			// shared machine wall time says more about the neighbours than about the code.
-			b.ReportMetric(float64(cpu.Nanoseconds())/total, "cpu-ns/span")
+			m.stop(b)
+			m.report(b, n)
 		})
 	}
 }
@@ -178,4 +166,38 @@ func BenchmarkWindowRun(b *testing.B) {
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/held-span")
 		})
 	}
+}
+
+// spanMeter measures a benchmark per span: wall and CPU time, bytes and allocations.
+type spanMeter struct {
+	ms0, ms1   runtime.MemStats
+	cpu0, cpu1 time.Duration
+}
+
+// startSpanMeter collects garbage, takes the starting figures and resets the timer.
+func startSpanMeter(b *testing.B) *spanMeter {
+	m := &spanMeter{}
+	runtime.GC()
+	runtime.ReadMemStats(&m.ms0)
+	m.cpu0 = cputime.Process()
+	b.ResetTimer()
+	return m
+}
+
+// stop stops the timer and takes the closing figures (before any check the benchmark makes).
+func (m *spanMeter) stop(b *testing.B) {
+	b.StopTimer()
+	m.cpu1 = cputime.Process()
+	runtime.ReadMemStats(&m.ms1)
+}
+
+// report reports the figures per span, spansPerOp spans an op.
+func (m *spanMeter) report(b *testing.B, spansPerOp int) {
+	total := float64(b.N) * float64(spansPerOp)
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/total, "ns/span")
+	b.ReportMetric(float64(m.ms1.TotalAlloc-m.ms0.TotalAlloc)/total, "B/span")
+	b.ReportMetric(float64(m.ms1.Mallocs-m.ms0.Mallocs)/total, "allocs/span")
+	// CPU time of the process (all threads, the collector's included) per span: on a shared
+	// machine wall time says more about the neighbours than about the code.
+	b.ReportMetric(float64((m.cpu1-m.cpu0).Nanoseconds())/total, "cpu-ns/span")
 }

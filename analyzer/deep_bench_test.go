@@ -3,7 +3,6 @@ package analyzer_test
 import (
 	"context"
 	"encoding/binary"
-	"runtime"
 	"testing"
 	"time"
 
@@ -11,7 +10,6 @@ import (
 	"github.com/stormwatch/stormwatch/analyzer/passes/passtest"
 	"github.com/stormwatch/stormwatch/analyzer/policy"
 	"github.com/stormwatch/stormwatch/analyzer/suite"
-	"github.com/stormwatch/stormwatch/internal/cputime"
 	"github.com/stormwatch/stormwatch/spans"
 )
 
@@ -39,11 +37,7 @@ func BenchmarkAnalyzeDeep(b *testing.B) {
 	now := time.Unix(1_800_000_000, 0)
 	ids := map[spans.TraceID]spans.TraceID{}
 	var seq uint64
-	var ms0, ms1 runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&ms0)
-	cpu0 := cputime.Process()
-	b.ResetTimer()
+	m := startSpanMeter(b)
 	for range b.N {
 		batch := &spans.Batch{Spans: appendRenumbered(make([]spans.Span, 0, len(src)), src, ids, &seq)}
 		if err := a.ConsumeBatch(context.Background(), batch); err != nil {
@@ -52,17 +46,11 @@ func BenchmarkAnalyzeDeep(b *testing.B) {
 		now = now.Add(2 * time.Second)
 		a.Settle(now)
 	}
-	b.StopTimer()
-	cpu := cputime.Process() - cpu0
-	runtime.ReadMemStats(&ms1)
+	m.stop(b)
 	if r := a.Report(); r.Input.Spans < b.N*n {
 		b.Fatalf("analyzed %d spans, want %d", r.Input.Spans, b.N*n)
 	}
-	total := float64(b.N) * float64(n)
-	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/total, "ns/span")
-	b.ReportMetric(float64(ms1.TotalAlloc-ms0.TotalAlloc)/total, "B/span")
-	b.ReportMetric(float64(ms1.Mallocs-ms0.Mallocs)/total, "allocs/span")
-	b.ReportMetric(float64(cpu.Nanoseconds())/total, "cpu-ns/span")
+	m.report(b, n)
 }
 
 // appendRenumbered appends a copy of src to dst with trace ids of its own: each trace of src gets
