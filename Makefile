@@ -5,7 +5,7 @@ VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev
 LDFLAGS  := -X main.version=$(VERSION)
 ARGS     ?=
 
-.PHONY: run build test test-race lint bench fixtures fuzz clean
+.PHONY: run build test lint bench fixtures fuzz clean
 
 ## run: the main job - the collector on 127.0.0.1:4317/4318 and the live dashboard
 run:

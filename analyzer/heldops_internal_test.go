@@ -347,7 +347,7 @@ var windowWalker = &Detector{Name: "window-walker", Scope: ScopeWindow, Run: fun
 // TestPackedOperationsUnderConcurrentReaders: while traces are analyzed again and the windowed
 // detectors run (reading every held trace's operations back), snapshots read the packed ones back
 // and keep them with their results, summaries do not, and trace views read one trace's back -
-// all at once. Run with -race (make test-race): a result's operations are unpacked lazily, and
+// all at once. Run with -race (go test -race ./analyzer/): a result's operations are unpacked lazily, and
 // every reader must see them whole.
 func TestPackedOperationsUnderConcurrentReaders(t *testing.T) {
 	traces := fixtureTraces(t)
