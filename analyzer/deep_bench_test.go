@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/stormwatch/stormwatch/analyzer"
+	"github.com/stormwatch/stormwatch/analyzer/analyzertest"
 	"github.com/stormwatch/stormwatch/analyzer/passes/passtest"
 	"github.com/stormwatch/stormwatch/analyzer/policy"
 	"github.com/stormwatch/stormwatch/analyzer/suite"
@@ -69,4 +70,47 @@ func appendRenumbered(dst, src []spans.Span, ids map[spans.TraceID]spans.TraceID
 		dst = append(dst, s)
 	}
 	return dst
+}
+
+// BenchmarkAnalyzeLive is the analyzer's share of `stormwatch collect`'s end-to-end benchmark
+// (issue #2): issue 2's payload (analyzertest.Issue2Trace: ten spans a trace, an id in every URL)
+// in requests of 100 spans, consumed and settled by one long-lived analyzer configured as `collect`
+// configures it (the default suite, the built-in policy in live mode). The requests cycle through
+// 8,000 traces, as the end-to-end blaster cycles through its requests, and each round gives them
+// fresh ids: the caches see as many distinct URLs as they do there. Settling every 64 requests
+// stands in for the settle ticker; the windowed re-runs never come due (see BenchmarkAnalyzeDeep).
+func BenchmarkAnalyzeLive(b *testing.B) {
+	const traces, perRequest, settleEvery = 8000, 100, 64
+	var src []spans.Span
+	for n := range traces {
+		src = append(src, analyzertest.Issue2Trace(n, 1_700_000_000_000_000_000)...)
+	}
+	cfg := analyzer.Config{Settle: time.Second, WindowInterval: 100 * 365 * 24 * time.Hour, Detectors: suite.Default()}
+	policy.Configure(&cfg, nil, policy.Live)
+	a := analyzer.New(cfg)
+	now := time.Unix(1_800_000_000, 0)
+	ids := map[spans.TraceID]spans.TraceID{}
+	var seq uint64
+	off := 0
+	m := startSpanMeter(b)
+	for i := range b.N {
+		if off == len(src) {
+			off = 0
+		}
+		batch := &spans.Batch{Spans: appendRenumbered(make([]spans.Span, 0, perRequest), src[off:off+perRequest], ids, &seq)}
+		off += perRequest
+		if err := a.ConsumeBatch(context.Background(), batch); err != nil {
+			b.Fatal(err)
+		}
+		if i%settleEvery == settleEvery-1 {
+			now = now.Add(2 * time.Second)
+			a.Settle(now)
+		}
+	}
+	a.Flush()
+	m.stop(b)
+	if r := a.Report(); r.Input.Spans < b.N*perRequest {
+		b.Fatalf("analyzed %d spans, want %d", r.Input.Spans, b.N*perRequest)
+	}
+	m.report(b, perRequest)
 }
