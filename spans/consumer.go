@@ -10,7 +10,8 @@ import (
 // one method, so a producer never knows who is downstream.
 //
 // ConsumeBatch must not keep b past its return unless it owns the batch from then on: producers hand
-// over ownership and do not reuse a batch they have passed on.
+// over ownership and do not reuse a batch they have passed on - until its owner calls
+// [Batch.Release], which says it keeps nothing of it.
 type Consumer interface {
 	ConsumeBatch(ctx context.Context, b *Batch) error
 }

@@ -238,6 +238,25 @@ type Batch struct {
 	// for OTLP partial success.
 	Rejected     int
 	RejectReason string
+	// release is the producer's hook (SetRelease), called once by Release.
+	release func()
+}
+
+// SetRelease is for producers: f is called when the batch's owner releases it (Release), after
+// which the producer may reuse the memory its spans, attributes and strings live in - the
+// request body the decoder's strings alias, above all. A batch without it is left to the garbage
+// collector, as before.
+func (b *Batch) SetRelease(f func()) { b.release = f }
+
+// Release tells the producer that the batch's owner keeps nothing of it: no span, attribute or
+// string, and no slice of them. Only the owner calls it (see [Consumer]), at most once, and never
+// reads the batch again: its memory may already hold another request. A consumer that keeps
+// spans simply does not call it. Without a producer's hook it does nothing.
+func (b *Batch) Release() {
+	if f := b.release; f != nil {
+		b.release = nil
+		f()
+	}
 }
 
 // DecodeOptions tunes the decoders. The zero value keeps only the well-known attributes.
