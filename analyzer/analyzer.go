@@ -169,7 +169,8 @@ func (a *Analyzer) maxTraceSpans() int { return orDefault(a.cfg.MaxTraceSpans, D
 func (a *Analyzer) maxFindings() int   { return orDefault(a.cfg.MaxFindings, DefaultMaxFindings) }
 
 // ConsumeBatch files b's spans under their traces, packed (see store.go): it copies what it
-// keeps, so b is free for its caller to reuse once ConsumeBatch returns. It implements
+// keeps, so b is free for its caller to reuse once ConsumeBatch returns, and it releases b
+// (spans.Batch.Release) so that the collector reuses the request's memory. It implements
 // spans.Consumer, so the collector and the trace-file reader can hand batches straight to it. It
 // never fails for bad data (that ends up in the report's notes); it returns ctx's error when ctx
 // is already done.
@@ -259,6 +260,8 @@ func (a *Analyzer) ConsumeBatch(ctx context.Context, b *spans.Batch) error {
 	a.order = order[:0]
 	a.version++
 	a.evict()
+	// Everything kept is a copy (the packed bytes): the producer may reuse the request's memory.
+	b.Release()
 	return nil
 }
 

@@ -107,7 +107,7 @@ func BenchmarkExportPath(b *testing.B) {
 	start := now()
 	for b.Loop() {
 		// The batch aliases the body, so each request has its own, as on the wire.
-		if _, err := c.export(bytes.Clone(body), encProto); err != nil {
+		if _, err := c.export(bytes.Clone(body), nil, encProto); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/mem"
 
 	"github.com/stormwatch/stormwatch/spans"
 )
@@ -113,7 +114,8 @@ func (c Config) validate() error {
 }
 
 // Recorder receives every accepted request whole, as received. tracefile.Writer implements it.
-// The collector calls it from one goroutine and closes it at shutdown.
+// The collector calls it from one goroutine and closes it at shutdown. WriteRequest must not keep
+// body: the collector reuses it for another request once the consumer is done with it too.
 type Recorder interface {
 	WriteRequest(body []byte, isJSON bool) error
 	Flush() error
@@ -155,6 +157,8 @@ type Collector struct {
 
 	metrics *metrics
 	queue   *queue
+	// bodies is where request bodies come from and go back to (bodies.go).
+	bodies mem.BufferPool
 
 	grpcSrv *grpc.Server
 	httpSrv *http.Server
@@ -186,6 +190,9 @@ func New(cfg Config, next spans.Consumer, opts ...Option) (*Collector, error) {
 	}
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
+	}
+	if c.bodies == nil {
+		c.bodies = newBodyPool()
 	}
 	c.queue = newQueue(cfg.QueueSize, cfg.MaxQueueBytes, c.rec != nil)
 	c.metrics = newMetrics(c)

@@ -72,8 +72,9 @@ func (c *Collector) authorize(header string) error {
 // export is the one path both transports take once they hold the request body: decode, then admit
 // to the queue. Spans with invalid ids are dropped by the decoder and reported as a partial success
 // while the valid ones are kept. body must not be reused by the caller: the batch and the recorder
-// keep it.
-func (c *Collector) export(body []byte, enc encoding) (exportResult, error) {
+// keep it. buf, when not nil, is body's buffer from c.bodies: it goes back there once nothing
+// needs it.
+func (c *Collector) export(body []byte, buf *[]byte, enc encoding) (exportResult, error) {
 	var (
 		b   *spans.Batch
 		err error
@@ -87,6 +88,7 @@ func (c *Collector) export(body []byte, enc encoding) (exportResult, error) {
 		return exportResult{}, fmt.Errorf("%w: body encoding %s", ErrUnsupportedMediaType, enc)
 	}
 	if err != nil {
+		c.recycleBody(buf) // the error messages are copies
 		// The decoders mark bad input permanent and say where it was; classify maps that to 400.
 		if spans.IsPermanent(err) {
 			return exportResult{}, err
@@ -95,13 +97,20 @@ func (c *Collector) export(body []byte, enc encoding) (exportResult, error) {
 	}
 	res := exportResult{rejected: b.Rejected, invalid: b.Rejected, reason: b.RejectReason}
 	if len(b.Spans) == 0 {
+		c.recycleBody(buf)
 		return res, nil
 	}
-	if err := c.queue.admit(&item{batch: b, body: body, json: enc == encJSON}); err != nil {
-		res.rejected += len(b.Spans)
+	it := &item{batch: b, body: body, json: enc == encJSON, buf: buf}
+	if buf != nil {
+		c.holdBody(it)
+	}
+	n := len(b.Spans) // the batch is the consumer's once admitted
+	if err := c.queue.admit(it); err != nil {
+		res.rejected += n
+		c.recycleBody(buf) // no stage has it
 		return res, err
 	}
-	res.accepted = len(b.Spans)
+	res.accepted = n
 	return res, nil
 }
 

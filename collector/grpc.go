@@ -16,12 +16,19 @@ import (
 )
 
 // rawRequest is an ExportTraceServiceRequest left as bytes: the fast decoder reads them in place and
-// the recorder writes them as received, so the generated message tree is never built.
-type rawRequest struct{ body []byte }
+// the recorder writes them as received, so the generated message tree is never built. buf is
+// body's buffer from the collector's body pool.
+type rawRequest struct {
+	body []byte
+	buf  *[]byte
+}
 
 // rawCodec is the server's codec: requests arrive as rawRequest, everything else (the response, the
 // status details) goes through the standard protobuf codec.
-type rawCodec struct{ std grpcencoding.CodecV2 }
+type rawCodec struct {
+	std    grpcencoding.CodecV2
+	bodies mem.BufferPool
+}
 
 func (c rawCodec) Name() string { return proto.Name }
 
@@ -29,9 +36,11 @@ func (c rawCodec) Marshal(v any) (mem.BufferSlice, error) { return c.std.Marshal
 
 func (c rawCodec) Unmarshal(data mem.BufferSlice, v any) error {
 	if r, ok := v.(*rawRequest); ok {
-		// Materialize copies out of gRPC's pooled buffers, which are reused after this returns;
-		// the batch keeps this copy alive for as long as its spans are held.
-		r.body = data.Materialize()
+		// Copied out of gRPC's pooled buffers, which are reused after this returns, into one of
+		// the collector's: it goes back to the body pool once the consumer and the recorder are
+		// done with it (bodies.go).
+		r.buf = c.bodies.Get(data.Len())
+		r.body = (*r.buf)[:data.CopyTo(*r.buf)]
 		return nil
 	}
 	return c.std.Unmarshal(data, v)
@@ -59,7 +68,7 @@ var traceServiceDesc = grpc.ServiceDesc{
 
 func (c *Collector) newGRPCServer() *grpc.Server {
 	opts := []grpc.ServerOption{
-		grpc.ForceServerCodecV2(rawCodec{std: grpcencoding.GetCodecV2(proto.Name)}),
+		grpc.ForceServerCodecV2(rawCodec{std: grpcencoding.GetCodecV2(proto.Name), bodies: c.bodies}),
 		// gRPC checks this after decompression too, so a gzip bomb stops at the limit.
 		grpc.MaxRecvMsgSize(int(c.cfg.MaxRequestBytes)),
 	}
@@ -115,5 +124,5 @@ func (c *Collector) grpcExport(ctx context.Context, dec func(any) error) (export
 	if err := dec(&raw); err != nil {
 		return exportResult{}, fmt.Errorf("%w: read request: %v", ErrMalformed, err)
 	}
-	return c.export(raw.body, encProto)
+	return c.export(raw.body, raw.buf, encProto)
 }

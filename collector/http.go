@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	rpcstatus "google.golang.org/genproto/googleapis/rpc/status"
+	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 )
@@ -121,19 +122,19 @@ func (h *httpHandler) handle(w http.ResponseWriter, r *http.Request, enc encodin
 		return exportResult{}, fmt.Errorf("%w: Content-Type %q (send %s or %s)",
 			ErrUnsupportedMediaType, r.Header.Get("Content-Type"), contentTypeProto, contentTypeJSON)
 	}
-	body, err := h.readBody(w, r)
+	body, buf, err := h.readBody(w, r)
 	if err != nil {
 		return exportResult{}, err
 	}
-	return c.export(body, enc)
+	return c.export(body, buf, enc)
 }
 
 // readBody reads the request body, decompressing gzip, refusing more than MaxRequestBytes on the
 // wire and, separately, after decompression (a small gzip bomb must not expand without limit).
-func (h *httpHandler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+func (h *httpHandler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *[]byte, error) {
 	limit := h.c.cfg.MaxRequestBytes
 	if r.ContentLength > limit {
-		return nil, fmt.Errorf("%w: body of %d bytes exceeds the limit of %d bytes (--max-request-bytes)", ErrTooLarge, r.ContentLength, limit)
+		return nil, nil, fmt.Errorf("%w: body of %d bytes exceeds the limit of %d bytes (--max-request-bytes)", ErrTooLarge, r.ContentLength, limit)
 	}
 	gz := false
 	switch ce := strings.ToLower(strings.TrimSpace(r.Header.Get("Content-Encoding"))); ce {
@@ -141,12 +142,12 @@ func (h *httpHandler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, 
 	case "gzip", "x-gzip":
 		gz = true
 	default:
-		return nil, fmt.Errorf("%w: Content-Encoding %q (send gzip or none)", ErrUnsupportedMediaType, ce)
+		return nil, nil, fmt.Errorf("%w: Content-Encoding %q (send gzip or none)", ErrUnsupportedMediaType, ce)
 	}
 	wire := http.MaxBytesReader(w, r.Body, limit)
 	if !gz {
-		body, err := readAll(wire, limit, r.ContentLength)
-		return body, bodyError(err, limit, "read body")
+		body, buf, err := readAll(wire, limit, r.ContentLength, h.c.bodies)
+		return body, buf, bodyError(err, limit, "read body")
 	}
 	zr, _ := h.gzips.Get().(*gzip.Reader)
 	var err error
@@ -156,7 +157,7 @@ func (h *httpHandler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, 
 		err = zr.Reset(wire)
 	}
 	if err != nil {
-		return nil, bodyError(err, limit, "read gzip header")
+		return nil, nil, bodyError(err, limit, "read gzip header")
 	}
 	defer h.gzips.Put(zr)
 	hint := int64(-1)
@@ -164,37 +165,46 @@ func (h *httpHandler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, 
 		// Spans compress about 4 to 10 times; start there and grow.
 		hint = min(4*r.ContentLength, limit)
 	}
-	body, err := readAll(zr, limit, hint)
-	return body, bodyError(err, limit, "decompress gzip body")
+	body, buf, err := readAll(zr, limit, hint, h.c.bodies)
+	return body, buf, bodyError(err, limit, "decompress gzip body")
 }
 
 // errDecompressedTooLarge marks a body whose decompressed form passed the limit.
 var errDecompressedTooLarge = errors.New("too large")
 
-// readAll reads src to the end into a new buffer (the batch aliases it, and the collector's
-// consumers may keep a batch - spans.Consumer's contract - so it is never pooled), failing with
-// errDecompressedTooLarge past limit bytes.
-func readAll(src io.Reader, limit, hint int64) ([]byte, error) {
+// readAll reads src to the end into a buffer of pool, failing with errDecompressedTooLarge past
+// limit bytes. It returns the body and, while the body is still in the pooled buffer it started
+// in, that buffer (the batch aliases the body: the collector gives it back once the consumer
+// releases the batch, see bodies.go); a body that outgrew it is in memory of its own.
+func readAll(src io.Reader, limit, hint int64, pool mem.BufferPool) ([]byte, *[]byte, error) {
 	size := int64(4096)
 	if hint > 0 {
 		// One more byte so the final read that sees EOF does not grow the buffer.
 		size = min(hint, limit) + 1
 	}
-	buf := make([]byte, 0, size)
+	pooled := pool.Get(int(size))
+	buf := (*pooled)[:0]
 	for {
 		if len(buf) == cap(buf) {
 			buf = append(buf, 0)[:len(buf)]
+			if pooled != nil {
+				pool.Put(pooled) // copied out by the append
+				pooled = nil
+			}
 		}
 		n, err := src.Read(buf[len(buf):cap(buf)])
 		buf = buf[:len(buf)+n]
 		if int64(len(buf)) > limit {
-			return nil, errDecompressedTooLarge
+			err = errDecompressedTooLarge
 		}
 		if err == io.EOF {
-			return buf, nil
+			return buf, pooled, nil
 		}
 		if err != nil {
-			return nil, err
+			if pooled != nil {
+				pool.Put(pooled)
+			}
+			return nil, nil, err
 		}
 	}
 }

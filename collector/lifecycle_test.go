@@ -116,7 +116,7 @@ func TestRequestsDuringShutdownAreRefusedRetryably(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.queue.close() // what Shutdown does once the servers stopped
-	_, err = c.export(protoBody(t, request(0, 1, 0)), encProto)
+	_, err = c.export(protoBody(t, request(0, 1, 0)), nil, encProto)
 	if cl := classify(err); !errors.Is(err, ErrShuttingDown) || cl.http != 503 {
 		t.Errorf("export after close: %v (%d)", err, cl.http)
 	}

@@ -16,6 +16,12 @@ type item struct {
 	// body is the request as received (decompressed); the batch's strings may alias it.
 	body []byte
 	json bool
+	// buf is body's pooled buffer, nil when body is not from the pool; holds counts who still
+	// needs it (bodies.go).
+	buf   *[]byte
+	holds atomic.Int32
+	// size is what admit counted in the queue's bytes, and done takes back.
+	size int64
 	// refs counts the stages (consumer, recorder) that still need the item; the last one releases
 	// its place in the queue.
 	refs atomic.Int32
@@ -62,6 +68,7 @@ func (q *queue) admit(it *item) error {
 	}
 	q.items++
 	q.bytes += n
+	it.size = n
 	if q.record != nil {
 		it.refs.Store(2)
 		q.consume <- it
@@ -80,7 +87,7 @@ func (q *queue) done(it *item) {
 	}
 	q.mu.Lock()
 	q.items--
-	q.bytes -= int64(len(it.body))
+	q.bytes -= it.size
 	q.mu.Unlock()
 }
 
@@ -159,6 +166,7 @@ func (c *Collector) recordLoop() {
 				dirty = true
 			}
 			c.queue.done(it)
+			c.unholdBody(it)
 		case <-tick.C:
 			if dirty {
 				if err := c.rec.Flush(); err != nil {
