@@ -2,6 +2,7 @@ package analyzer_test
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -17,9 +18,16 @@ const msec = int64(time.Millisecond)
 func tid(n byte) spans.TraceID { return spans.TraceID{0xaa, n, 1} }
 func sid(n int) spans.SpanID   { return spans.SpanID{0x5, byte(n >> 16), byte(n >> 8), byte(n), 1} }
 
-var resources = map[string]*spans.Resource{}
+// resources shares one Resource per service among the spans tests build; tests build spans from
+// several goroutines (TestConcurrentConsumeSettleSnapshot), hence the lock.
+var (
+	resourcesMu sync.Mutex
+	resources   = map[string]*spans.Resource{}
+)
 
 func res(service string) *spans.Resource {
+	resourcesMu.Lock()
+	defer resourcesMu.Unlock()
 	if r, ok := resources[service]; ok {
 		return r
 	}
