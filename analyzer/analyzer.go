@@ -478,6 +478,11 @@ func (a *Analyzer) run(j *job, scratch *[]byte) {
 	// The trace (spans and index) lives in the scratch: the result goes on without it. An
 	// evicted trace's result is dropped once published: its operations are not worth packing.
 	j.res, j.meta = hold(res, &sc.ops, packOps && !j.noPack)
+	if packOps && !j.noPack {
+		// Held packed: nothing points to the operations' memory any more (the findings'
+		// strings and evidence are copies, see detachRest). The next trace's are made in it.
+		sc.spare.give(&sc.bufs, res.ops)
+	}
 	j.pending, j.from = nil, nil
 }
 

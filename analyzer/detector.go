@@ -53,7 +53,10 @@ type Pass struct {
 	// gives their strings and evidence values memory of their own.
 	Trace *Trace
 	// Operations are the trace's logical operations (for ScopeWindow: of every trace held), each
-	// with its chain of Parent operations up to the root request.
+	// with its chain of Parent operations up to the root request. Like Trace, they live only for
+	// the pass: a live analyzer holds them packed and reuses their memory for the next trace, so
+	// nothing taken from them (an operation, an attempt, a slice of either) may be kept past Run
+	// but in findings.
 	Operations []*Operation
 	// Settings are the thresholds (see [Settings]).
 	Settings Settings

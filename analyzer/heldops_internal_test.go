@@ -303,6 +303,8 @@ func dumpOps(ops []*Operation) string {
 // then again smallest first, so each trace follows a larger and a smaller one - a trace gets the
 // operations it gets from a fresh scratch, field for field, and they pack and read back the
 // same before the next trace reuses the scratch: nothing of an earlier trace is left in them.
+// Once packed, their memory goes to the scratch's spare as a live analyzer's does (Analyzer.run),
+// so each trace is made in the last one's operations when they are large enough.
 func TestReusedScratchMatchesFresh(t *testing.T) {
 	a := New(Config{Detectors: []*Detector{namingDetector}})
 	traces := fixtureTraces(t)
@@ -310,6 +312,7 @@ func TestReusedScratchMatchesFresh(t *testing.T) {
 	order := append(slices.Clone(traces), traces...)
 	slices.Reverse(order[len(traces):])
 	var p opsPacker
+	var carved []*Operation // where each trace's first operation was made
 	shared := a.intern.getScratch()
 	for _, ss := range order {
 		fresh := analyzeAlone(a, ss, 0).ops // a scratch of its own
@@ -322,6 +325,20 @@ func TestReusedScratchMatchesFresh(t *testing.T) {
 		if got, err := unpackOps(nil, p.pack(reused)); err != nil || !reflect.DeepEqual(got, fresh) {
 			t.Fatalf("trace %s: packed from reused buffers and read back: %v", ss[0].TraceID, err)
 		}
+		if cap(shared.bufs.slab) > 0 { // made by make (not a trace whose calls were all refused)
+			carved = append(carved, &shared.bufs.slab[:1][0])
+		}
+		shared.spare.give(&shared.bufs, reused)
+	}
+	// The spare was taken: some trace's operations were made where an earlier one's had been.
+	again := 0
+	for i := range carved {
+		if slices.Contains(carved[:i], carved[i]) {
+			again++
+		}
+	}
+	if again == 0 {
+		t.Error("no trace's operations were made in an earlier one's memory: the spare is never used")
 	}
 }
 

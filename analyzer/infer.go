@@ -347,7 +347,10 @@ type opBufs struct {
 // make sizes the buffers for n calls and returns the operations' list, empty with room for n.
 // A trace with up to 8 calls (most traces) gets all its buffers in one allocation of exactly its
 // size, where there were five; a larger one gets one per buffer.
-func (b *opBufs) make(n int) []*Operation {
+func (b *opBufs) make(n int, spare *opsSpare) []*Operation {
+	if ops, ok := spare.take(b, n); ok {
+		return ops
+	}
 	switch n {
 	case 1:
 		k := new(struct {
@@ -467,6 +470,46 @@ func (b *opBufs) compact(ops []*Operation) []*Operation {
 	return out
 }
 
+// opsSpare holds the arrays of operations that went on packed (see hold) for the next trace of
+// the same scratch: a live analyzer's operations are garbage once packed, and making them anew
+// for every trace was the analysis's largest allocation. make takes them when they are large
+// enough (the result then owns them: one that holds its operations as values keeps them); give
+// puts them back once the operations are packed and nothing points to them. They are cleared
+// there, and only as far as they were used: newOperation fills an operation in place and
+// relies on its zero fields.
+type opsSpare struct {
+	ops     []*Operation
+	slab    []Operation
+	att     []Attempt
+	calls   []spans.SpanID
+	origins []string
+}
+
+// take carves b from the spare arrays when each has room for n calls, and empties the spare.
+func (sp *opsSpare) take(b *opBufs, n int) ([]*Operation, bool) {
+	if cap(sp.ops) < n || cap(sp.slab) < n || cap(sp.att) < n || cap(sp.calls) < n || cap(sp.origins) < n {
+		return nil, false
+	}
+	ops := b.carve(sp.ops[:n], sp.slab[:n], sp.att[:n], sp.calls[:n], sp.origins[:n])
+	*sp = opsSpare{}
+	return ops, true
+}
+
+// give keeps the arrays of b and ops (the list make returned, as inference left it) as the
+// spare, cleared. The caller guarantees nothing points into them any more. Arrays beyond
+// maxScratch elements are not kept.
+func (sp *opsSpare) give(b *opBufs, ops []*Operation) {
+	if cap(b.slab) == 0 || cap(b.slab) > maxScratch || cap(ops) > maxScratch {
+		return // nothing made, or too large to keep
+	}
+	clear(ops)
+	clear(b.slab)
+	clear(b.att)
+	clear(b.origins)
+	*sp = opsSpare{ops: ops[:0], slab: b.slab[:0], att: b.att[:0], calls: b.calls[:0], origins: b.origins[:0]}
+	*b = opBufs{}
+}
+
 // carve makes the buffers empty slices of the given arrays, and returns the operations' list.
 func (b *opBufs) carve(ops []*Operation, slab []Operation, att []Attempt, calls []spans.SpanID, origins []string) []*Operation {
 	*b = opBufs{slab: slab[:0], att: att[:0], calls: calls[:0], origins: origins[:0]}
@@ -556,7 +599,7 @@ func (t *Trace) inferOperations(seed maphash.Seed, skew int64, in *interner, sc 
 	sc.originService = originService[:0]
 
 	if nClient > 0 {
-		t.ops = sc.bufs.make(nClient)
+		t.ops = sc.bufs.make(nClient, &sc.spare)
 	}
 	group := sc.group[:0]
 	// Root CLIENT spans (a client without a parent span) are grouped together as if under one

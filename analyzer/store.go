@@ -344,9 +344,13 @@ func detachValue(src *sources, v any) any {
 	case string:
 		return detachString(src, x)
 	case []string:
+		// A copy: the slice may be part of an operation (an attempt's Origins), whose memory
+		// the next trace's analysis reuses (see opsSpare).
+		x = slices.Clone(x)
 		for i := range x {
 			x[i] = detachString(src, x[i])
 		}
+		return x
 	case []any:
 		for i := range x {
 			x[i] = detachValue(src, x[i])
