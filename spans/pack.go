@@ -31,8 +31,9 @@ import (
 //	link:     trace id (16), span id (8), attrs
 //	event:    zz time - span start, str name, attrs
 //	attrs, links, events: uv count+1, or 0 for a nil slice (so nil and empty survive the trip)
-//	attr:     str key, tag byte (0x80 Str follows, 0x40 Num follows, the low six bits the value
-//	          type, or 63 and a byte with the type), [str], [Num: 8 bytes for ValueDouble, zz else]
+//	attr:     key byte (k > 0: the well-known key k-1, see packKeys; 0: str key follows), tag
+//	          byte (0x80 Str follows, 0x40 Num follows, the low six bits the value type, or 63 and
+//	          a byte with the type), [str], [Num: 8 bytes for ValueDouble, zz else]
 //	str:      uv n: n even, an inline string of n/2 bytes (added to the table unless empty);
 //	          n odd, the (n-1)/2-th inline string of the table
 //
@@ -41,7 +42,57 @@ import (
 // cache keyed by a few words of the text (see strHash); a string it misses is only written again.
 
 // packVersion is the first byte of every packed trace.
-const packVersion = 1
+const packVersion = 2
+
+// packKeys are the keys an attribute's key byte names (a copy of WellKnown as the process
+// started: the form must not change under a caller that edits the exported list). Decoders
+// intern these keys, so most attributes' keys are one of them and take one byte, found by the
+// string's address alone (keyCodes): no hashing, no table of the trace's strings.
+var packKeys = slices.Clone(WellKnown)
+
+// keyCodes finds a key's byte (its index in packKeys + 1) by the address and length of the key's
+// bytes: open addressing over the canonical strings' addresses, built once and only read. A key
+// equal to a well-known one but made elsewhere is not found and is written as a string: the
+// same text, one byte more.
+var keyCodes = func() *[keyCodesSize]keyCode {
+	var t [keyCodesSize]keyCode
+	for i, k := range packKeys {
+		addr := uintptr(unsafe.Pointer(unsafe.StringData(k)))
+		for j := keySlot(addr); ; j = (j + 1) & (keyCodesSize - 1) {
+			if t[j].code == 0 {
+				t[j] = keyCode{addr: addr, n: uint32(len(k)), code: uint8(i + 1)}
+				break
+			}
+		}
+	}
+	return &t
+}()
+
+// keyCodesSize is a power of two, several times len(WellKnown), which fits in a key byte.
+const keyCodesSize = 256
+
+type keyCode struct {
+	addr uintptr
+	n    uint32
+	code uint8
+}
+
+func keySlot(addr uintptr) uintptr { return (addr>>3 ^ addr>>11) & (keyCodesSize - 1) }
+
+// keyCodeOf is key's byte, or 0 when it is not a canonical well-known key.
+func keyCodeOf(key string) byte {
+	addr := uintptr(unsafe.Pointer(unsafe.StringData(key)))
+	t := keyCodes
+	for j := keySlot(addr); ; j = (j + 1) & (keyCodesSize - 1) {
+		e := &t[j]
+		if e.code == 0 {
+			return 0
+		}
+		if e.addr == addr && e.n == uint32(len(key)) {
+			return e.code
+		}
+	}
+}
 
 const (
 	packHeaderLen = 1 + 6*4 + 16
@@ -539,7 +590,11 @@ func (p *packer) attrs(b []byte, as []Attr) []byte {
 	b = packio.AppendCount(b, len(as), as == nil)
 	for i := range as {
 		a := &as[i]
-		b = p.str(b, a.Key)
+		if k := keyCodeOf(a.Key); k != 0 {
+			b = append(b, k)
+		} else {
+			b = p.str(append(b, 0), a.Key)
+		}
 		var tag byte
 		if a.Str != "" {
 			tag |= tagStr
@@ -594,7 +649,17 @@ func (u *unpacker) attrList() []Attr {
 		// Read into locals and stored once: every field, since an Unpacker's array holds what its
 		// last use left, and without zeroing the element first (with the garbage collector
 		// marking, a zeroing store of a struct with pointers goes through the bulk write barrier).
-		key := u.Str()
+		var key string
+		if off := u.Off; off < len(u.S) && u.S[off] != 0 {
+			u.Off = off + 1
+			if k := int(u.S[off]) - 1; k < len(packKeys) {
+				key = packKeys[k]
+			} else {
+				u.Fail("attribute key %d of %d well-known", k, len(packKeys))
+			}
+		} else if u.Byte() == 0 && u.Err == nil {
+			key = u.Str()
+		}
 		var tag byte
 		if off := u.Off; off < len(u.S) {
 			tag, u.Off = u.S[off], off+1

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/stormwatch/stormwatch/analyzer/analyzertest"
 	"github.com/stormwatch/stormwatch/internal/cputime"
@@ -213,7 +214,7 @@ func TestUnpackRejectsCorruptInput(t *testing.T) {
 	}
 	bad := map[string][]byte{
 		"nil":                   nil,
-		"version":               append([]byte{2}, good[1:]...),
+		"version":               append([]byte{good[0] + 1}, good[1:]...),
 		"trailing byte":         append(slices.Clone(good), 0),
 		"spans claimed huge":    header(0, math.MaxUint32),
 		"attrs claimed huge":    header(2, 1<<30),
@@ -406,4 +407,42 @@ func benchPack(b *testing.B, name string, traces [][]spans.Span) {
 		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*total), "ns/span")
 		b.ReportMetric(float64((cputime.Process()-cpu0).Nanoseconds())/float64(b.N*total), "cpu-ns/span")
 	})
+}
+
+// Well-known keys, as the decoders intern them, are packed as one byte each and read back as the
+// same canonical strings; an equal key made elsewhere is packed as a string and reads back equal.
+// A key byte beyond the well-known keys is a corrupt form.
+func TestWellKnownKeysArePackedAsOneByte(t *testing.T) {
+	canonical := []spans.Span{{TraceID: spans.TraceID{1}, SpanID: spans.SpanID{1}, Attrs: []spans.Attr{
+		spans.StringAttr(spans.AttrHTTPMethod, "GET"), spans.IntAttr(spans.AttrHTTPStatus, 503),
+		spans.StringAttr("custom.key", "v")}}}
+	copied := []spans.Span{canonical[0]}
+	copied[0].Attrs = slices.Clone(canonical[0].Attrs)
+	for i := range copied[0].Attrs {
+		copied[0].Attrs[i].Key = strings.Clone(copied[0].Attrs[i].Key)
+	}
+	short, long := spans.AppendPacked(nil, canonical), spans.AppendPacked(nil, copied)
+	if saved := len(long) - len(short); saved < len(spans.AttrHTTPMethod)+len(spans.AttrHTTPStatus) {
+		t.Errorf("canonical keys packed in %d bytes, copies in %d: want the keys' text saved", len(short), len(long))
+	}
+	for i, b := range [][]byte{short, long} {
+		got, err := spans.UnpackSpans(b)
+		if err != nil || !reflect.DeepEqual(got[0].Attrs, canonical[0].Attrs) {
+			t.Fatalf("read back: %v, %+v", err, got)
+		}
+		if k := got[0].Attrs[0].Key; i == 0 && unsafe.StringData(k) != unsafe.StringData(spans.AttrHTTPMethod) {
+			t.Errorf("key %q read back as a copy, not the canonical string", k)
+		}
+	}
+	// The method's key byte, followed by its tag (a string follows): made out of range.
+	code := byte(slices.Index(spans.WellKnown, spans.AttrHTTPMethod) + 1)
+	at := bytes.Index(short, []byte{code, 0x80 | byte(spans.ValueString)})
+	if at < 0 {
+		t.Fatal("the method's key byte is not in the packed form")
+	}
+	bad := slices.Clone(short)
+	bad[at] = 0xff
+	if _, err := spans.UnpackSpans(bad); !errors.Is(err, spans.ErrPackCorrupt) {
+		t.Errorf("key byte 255: err = %v, want ErrPackCorrupt", err)
+	}
 }
