@@ -311,3 +311,38 @@ func TestAnalyzerKeepsNothingOfReleasedBodies(t *testing.T) {
 		})
 	}
 }
+
+// The body pool hands out buffers of the length asked for, in the capacity of their class, takes
+// back only its own classes' buffers, and hands a given-back buffer out again.
+func TestBodyPoolClasses(t *testing.T) {
+	p := newBodyPool()
+	for _, n := range []int{0, 1, 4 << 10, 4<<10 + 1, 58 << 10, 4 << 20, 4<<20 + 1} {
+		b := p.Get(n)
+		want := 4 << 10
+		for want < n {
+			want <<= 2
+		}
+		if len(*b) != n || (n <= 4<<20 && cap(*b) != want) {
+			t.Errorf("Get(%d): len %d cap %d, want len %d cap %d", n, len(*b), cap(*b), n, want)
+		}
+		p.Put(b)
+	}
+	odd := make([]byte, 100, 5000) // not a class's capacity: dropped, never handed out
+	p.Put(&odd)
+	reused := false
+	for range 20 { // sync.Pool may drop a buffer (it does at random under the race detector)
+		b := p.Get(50 << 10)
+		if cap(*b) != 64<<10 {
+			t.Fatalf("Get(50 KiB): cap %d, want 64 KiB", cap(*b))
+		}
+		(*b)[0] = 0x5a
+		p.Put(b)
+		if c := p.Get(60 << 10); (*c)[0] == 0x5a {
+			reused = true
+			break
+		}
+	}
+	if !reused {
+		t.Error("a buffer given back was never handed out again")
+	}
+}
