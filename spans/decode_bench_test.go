@@ -140,6 +140,14 @@ func BenchmarkDecode(b *testing.B) {
 			return err
 		})
 	})
+	b.Run("proto/stormwatch-into", func(b *testing.B) {
+		// Into one batch, recycled request after request, as the collector decodes once its
+		// consumer releases the batches.
+		batch := &spans.Batch{}
+		runPerSpan(b, pb, func(body []byte) error {
+			return spans.DecodeProtoInto(batch, body, spans.DecodeOptions{})
+		})
+	})
 	b.Run("proto/stormwatch-all-attrs", func(b *testing.B) {
 		runPerSpan(b, pb, func(body []byte) error {
 			_, err := spans.DecodeProto(body, spans.DecodeOptions{AllAttributes: true})
@@ -163,6 +171,12 @@ func BenchmarkDecode(b *testing.B) {
 		runPerSpan(b, otlpJSON, func(body []byte) error {
 			_, err := spans.DecodeJSON(body, spans.DecodeOptions{})
 			return err
+		})
+	})
+	b.Run("json/stormwatch-into", func(b *testing.B) {
+		batch := &spans.Batch{}
+		runPerSpan(b, otlpJSON, func(body []byte) error {
+			return spans.DecodeJSONInto(batch, body, spans.DecodeOptions{})
 		})
 	})
 	b.Run("json/pdata", func(b *testing.B) {

@@ -30,21 +30,41 @@ const maxJSONDepth = 256
 // and must not modify it while the batch's spans are held. Errors wrap [ErrMalformed], are marked
 // permanent, and give the path and byte offset of the problem.
 func DecodeJSON(buf []byte, opt DecodeOptions) (*Batch, error) {
-	d := jsonDecoder{s: jsonScanner{buf: buf}, opt: opt, b: &Batch{}}
+	b := &Batch{}
+	if err := decodeJSON(b, buf, opt, false); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// DecodeJSONInto is [DecodeJSON] into b, reusing its arrays as [DecodeProtoInto] does.
+func DecodeJSONInto(b *Batch, buf []byte, opt DecodeOptions) error {
+	return decodeJSON(b, buf, opt, true)
+}
+
+func decodeJSON(b *Batch, buf []byte, opt DecodeOptions, reuse bool) error {
+	if reuse {
+		b.recycle()
+	}
+	d := jsonDecoder{s: jsonScanner{buf: buf}, opt: opt, b: b}
 	// Sizes are estimates, not bounds; the slices grow, then get trimmed or compacted when the guess
 	// was far off. Attributes are guessed from the body length: about 100 bytes each in compact
 	// OTLP/JSON.
 	// Bounded by the body length too (real spans take more than 256 bytes of JSON; a request of
 	// smaller ones grows the slice), so that a body of capital I's cannot reserve a span for every
 	// three bytes.
-	d.b.Spans = make([]Span, 0, min(estimateSpans(buf), len(buf)/256+1))
-	d.attrs.init(len(buf)/96 + 8)
+	d.b.Spans = b.spansFor(min(estimateSpans(buf), len(buf)/256+1))
+	d.attrs.initIn(b.attrBuf, len(buf)/96+8)
 	if err := d.request(); err != nil {
-		return nil, malformed("decode OTLP/JSON request", err)
+		return malformed("decode OTLP/JSON request", err)
+	}
+	if reuse {
+		b.attrBuf = d.attrs.buf[:0]
+		return nil
 	}
 	d.b.Spans = trimSpans(d.b.Spans)
 	d.attrs.compact(d.b.Spans)
-	return d.b, nil
+	return nil
 }
 
 // estimateSpans guesses the number of spans in an OTLP/JSON body from its capital I's: every span

@@ -107,28 +107,52 @@ const (
 // arrays, maps and bytes values in one text arena, and each resource once, when the first span
 // that shares it is kept.
 func DecodeProto(buf []byte, opt DecodeOptions) (*Batch, error) {
+	b := &Batch{}
+	if err := decodeProto(b, buf, opt, false); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// DecodeProtoInto is [DecodeProto] into b, a batch its producer decoded before and got back (its
+// owner released it: see [Batch.Release]), or a new one. b is emptied first and its arrays - the
+// spans' and the attributes' - are reused when large enough, so a producer that recycles its
+// batches decodes a request without making them again. They are not trimmed to the request
+// either: the batch is meant to come back. On error b holds nothing usable; it may be reused.
+func DecodeProtoInto(b *Batch, buf []byte, opt DecodeOptions) error {
+	return decodeProto(b, buf, opt, true)
+}
+
+func decodeProto(b *Batch, buf []byte, opt DecodeOptions, reuse bool) error {
 	var c protoCounts
 	if err := c.request(buf); err != nil {
-		return nil, malformed("decode OTLP protobuf request", err)
+		return malformed("decode OTLP protobuf request", err)
 	}
-	d := protoDecoder{opt: opt, b: &Batch{}}
+	if reuse {
+		b.recycle()
+	}
+	d := protoDecoder{opt: opt, b: b}
 	if c.spans > 0 {
 		// Bounded too: junk that only looks like spans must not reserve 184 bytes for each 30 of
 		// input. Real spans are bigger; a request of tiny ones grows the slice instead.
-		d.b.Spans = make([]Span, 0, min(c.spans, len(buf)/64+1))
+		d.b.Spans = b.spansFor(min(c.spans, len(buf)/64+1))
 	}
 	// Attributes are not counted: that would mean walking every span twice. The slab starts from an
 	// estimate - about one attribute per 56 bytes of request, what SDK spans with HTTP semconv
 	// attributes take - and grows by chunks when short; compact gives back a large overestimate, so
 	// held memory stays near what is used. Allocating (and zeroing) less than a generous guess is
 	// a measurable part of the decode.
-	d.attrs.init(len(buf)/56 + 8)
+	d.attrs.initIn(b.attrBuf, len(buf)/56+8)
 	if err := d.request(buf); err != nil {
-		return nil, malformed("decode OTLP protobuf request", err)
+		return malformed("decode OTLP protobuf request", err)
+	}
+	if reuse {
+		b.attrBuf = d.attrs.buf[:0]
+		return nil
 	}
 	d.b.Spans = trimSpans(d.b.Spans)
 	d.attrs.compact(d.b.Spans)
-	return d.b, nil
+	return nil
 }
 
 func malformed(what string, err error) error {

@@ -82,6 +82,7 @@ func FuzzDecodeProto(f *testing.F) {
 	for _, s := range protoSeeds(f) {
 		f.Add(s)
 	}
+	dirty := protoSeeds(f)[0] // what a recycled batch held before
 	f.Fuzz(func(t *testing.T, body []byte) {
 		var req coltracepb.ExportTraceServiceRequest
 		refErr := proto.Unmarshal(body, &req)
@@ -98,6 +99,12 @@ func FuzzDecodeProto(f *testing.F) {
 			}
 			if d := spanstest.Diff(spanstest.FromProto(&req, o.opt), got); d != "" {
 				t.Fatalf("%s: DecodeProto differs from FromProto:\n%s", o.name, d)
+			}
+			// Decoded into a batch that held another request: the same batch.
+			if again, err := decodeInto(t, false, dirty, body, o.opt); err != nil {
+				t.Fatalf("%s: DecodeProtoInto a recycled batch: %v", o.name, err)
+			} else if d := spanstest.Diff(got, again); d != "" {
+				t.Fatalf("%s: DecodeProtoInto a recycled batch differs:\n%s", o.name, d)
 			}
 			back, err := spans.DecodeJSON(spans.EncodeJSON(got), o.opt)
 			if err != nil {
@@ -132,14 +139,22 @@ func FuzzDecodeJSON(f *testing.F) {
 	for _, s := range jsonSeeds(f) {
 		f.Add(s)
 	}
+	dirty := jsonSeeds(f)[0] // what a recycled batch held before
 	f.Fuzz(func(t *testing.T, body []byte) {
 		for _, o := range bothOptions {
 			got, err := spans.DecodeJSON(body, o.opt)
+			again, errInto := decodeInto(t, true, dirty, body, o.opt)
+			if (err == nil) != (errInto == nil) {
+				t.Fatalf("%s: DecodeJSON: %v; DecodeJSONInto a recycled batch: %v", o.name, err, errInto)
+			}
 			if err != nil {
 				if !errors.Is(err, spans.ErrMalformed) {
 					t.Fatalf("error without ErrMalformed: %v", err)
 				}
 				continue
+			}
+			if d := spanstest.Diff(got, again); d != "" {
+				t.Fatalf("%s: DecodeJSONInto a recycled batch differs:\n%s", o.name, d)
 			}
 			if !utf8.Valid(body) {
 				continue // EncodeJSON replaces invalid UTF-8, so the round trip cannot be exact
@@ -153,4 +168,64 @@ func FuzzDecodeJSON(f *testing.F) {
 			}
 		}
 	})
+}
+
+// decodeInto decodes body into a batch that held another request first (dirty), as the collector
+// decodes into the batches its consumer gave back, with DecodeProtoInto or DecodeJSONInto.
+func decodeInto(t *testing.T, isJSON bool, dirty, body []byte, opt spans.DecodeOptions) (*spans.Batch, error) {
+	t.Helper()
+	into := spans.DecodeProtoInto
+	if isJSON {
+		into = spans.DecodeJSONInto
+	}
+	b := &spans.Batch{}
+	if err := into(b, dirty, opt); err != nil {
+		t.Fatalf("the dirtying request: %v", err)
+	}
+	return b, into(b, body, opt)
+}
+
+// A batch decoded into again - after a larger request, a smaller one, a rejected span, a body that
+// failed half way - holds exactly what a fresh decode of the same body gives: nothing of the
+// requests before it.
+func TestDecodeIntoARecycledBatchMatchesFresh(t *testing.T) {
+	for _, format := range []struct {
+		name   string
+		isJSON bool
+		seeds  [][]byte
+		fresh  func([]byte, spans.DecodeOptions) (*spans.Batch, error)
+	}{
+		{"protobuf", false, protoSeeds(t), spans.DecodeProto},
+		{"json", true, jsonSeeds(t), spans.DecodeJSON},
+	} {
+		for _, o := range bothOptions {
+			t.Run(format.name+"/"+o.name, func(t *testing.T) {
+				order := append(slices.Clone(format.seeds), format.seeds...)
+				slices.Reverse(order[len(format.seeds):])
+				into := spans.DecodeProtoInto
+				if format.isJSON {
+					into = spans.DecodeJSONInto
+				}
+				b := &spans.Batch{}
+				checked := 0
+				for i, body := range order {
+					want, werr := format.fresh(body, o.opt)
+					err := into(b, body, o.opt)
+					if (err == nil) != (werr == nil) {
+						t.Fatalf("body %d: into a recycled batch: %v; fresh: %v", i, err, werr)
+					}
+					if err != nil {
+						continue // b holds nothing usable; the next body reuses it
+					}
+					if d := spanstest.Diff(want, b); d != "" {
+						t.Fatalf("body %d: decoded into a recycled batch differs from fresh:\n%s", i, d)
+					}
+					checked++
+				}
+				if checked < len(format.seeds) {
+					t.Fatalf("only %d of %d bodies decoded: the check checked little", checked, len(order))
+				}
+			})
+		}
+	}
 }

@@ -18,6 +18,16 @@ func (a *attrSlab) init(capacity int) {
 	a.allocated = capacity
 }
 
+// initIn starts the slab in buf's array when it has room for capacity (a recycled batch's: add
+// writes every field of every slot, so what it held does not matter), else in a new one.
+func (a *attrSlab) initIn(buf []Attr, capacity int) {
+	if cap(buf) < capacity {
+		a.init(capacity)
+		return
+	}
+	a.buf, a.allocated = buf[:0], cap(buf)
+}
+
 // begin starts a run: the attributes of one resource, span, event or link.
 func (a *attrSlab) begin() { a.start = len(a.buf) }
 

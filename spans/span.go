@@ -240,6 +240,25 @@ type Batch struct {
 	RejectReason string
 	// release is the producer's hook (SetRelease), called once by Release.
 	release func()
+	// attrBuf is the decoder's attribute array, kept for the next request a producer decodes
+	// into this batch (DecodeProtoInto, DecodeJSONInto).
+	attrBuf []Attr
+}
+
+// recycle empties b for another request, keeping its arrays. The spans are cleared: the proto
+// decoder fills each next slot in place and relies on it being zero.
+func (b *Batch) recycle() {
+	clear(b.Spans)
+	b.Spans = b.Spans[:0]
+	b.Rejected, b.RejectReason, b.release = 0, "", nil
+}
+
+// spansFor is b's spans array, empty, with room for n spans: b's own when it has it.
+func (b *Batch) spansFor(n int) []Span {
+	if cap(b.Spans) >= n {
+		return b.Spans[:0]
+	}
+	return make([]Span, 0, n)
 }
 
 // SetRelease is for producers: f is called when the batch's owner releases it (Release), after
