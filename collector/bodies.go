@@ -4,6 +4,8 @@ import (
 	"sync"
 
 	"google.golang.org/grpc/mem"
+
+	"github.com/stormwatch/stormwatch/spans"
 )
 
 // Request bodies are the collector's largest allocation: one per request (about 58 KB for 100
@@ -65,29 +67,40 @@ func (p *bodyPool) Put(b *[]byte) {
 // default is the collector's own (newBodyPool).
 func WithBodyPool(p mem.BufferPool) Option { return func(c *Collector) { c.bodies = p } }
 
-// hold tracks who still needs a pooled body: the consumer until it releases the batch, and the
-// recorder until it has written the request. The last one gives the body back.
-func (c *Collector) holdBody(it *item) {
+// A request's memory - its body and the batch decoded from it - is needed by the consumer until
+// it releases the batch, and (the body) by the recorder until it has written the request. hold
+// counts them; the last one gives both back (recycle), for the next request to be read and
+// decoded into.
+func (c *Collector) hold(it *item) {
 	n := int32(1)
 	if c.rec != nil {
 		n++
 	}
 	it.holds.Store(n)
-	it.batch.SetRelease(func() { c.unholdBody(it) })
+	it.batch.SetRelease(func() { c.unhold(it) })
 }
 
-// unholdBody drops one hold on it's body, and gives the body back with the last.
-func (c *Collector) unholdBody(it *item) {
-	if it.buf == nil || it.holds.Add(-1) != 0 {
-		return
+// unhold drops one hold on it's memory, and gives it back with the last.
+func (c *Collector) unhold(it *item) {
+	if it.holds.Add(-1) == 0 {
+		c.recycle(it.buf, it.decoded)
 	}
-	c.bodies.Put(it.buf)
 }
 
-// recycleBody gives back a body nothing was handed: its request was refused or decoded to
-// nothing.
-func (c *Collector) recycleBody(buf *[]byte) {
+// recycle gives back a request's body (when it is the pool's) and batch.
+func (c *Collector) recycle(buf *[]byte, b *spans.Batch) {
 	if buf != nil {
 		c.bodies.Put(buf)
 	}
+	if b != nil {
+		c.batches.Put(b)
+	}
+}
+
+// batch is a batch to decode a request into: one given back by an earlier request, or a new one.
+func (c *Collector) batch() *spans.Batch {
+	if b, ok := c.batches.Get().(*spans.Batch); ok {
+		return b
+	}
+	return &spans.Batch{}
 }

@@ -157,8 +157,10 @@ type Collector struct {
 
 	metrics *metrics
 	queue   *queue
-	// bodies is where request bodies come from and go back to (bodies.go).
-	bodies mem.BufferPool
+	// bodies and batches are where requests' bodies and decoded batches come from and go back
+	// to (bodies.go).
+	bodies  mem.BufferPool
+	batches sync.Pool
 
 	grpcSrv *grpc.Server
 	httpSrv *http.Server

@@ -73,22 +73,21 @@ func (c *Collector) authorize(header string) error {
 // to the queue. Spans with invalid ids are dropped by the decoder and reported as a partial success
 // while the valid ones are kept. body must not be reused by the caller: the batch and the recorder
 // keep it. buf, when not nil, is body's buffer from c.bodies: it goes back there once nothing
-// needs it.
+// needs it, and the batch decoded from it to c.batches (bodies.go).
 func (c *Collector) export(body []byte, buf *[]byte, enc encoding) (exportResult, error) {
-	var (
-		b   *spans.Batch
-		err error
-	)
+	b := c.batch()
+	var err error
 	switch enc {
 	case encProto:
-		b, err = spans.DecodeProto(body, c.cfg.Decode)
+		err = spans.DecodeProtoInto(b, body, c.cfg.Decode)
 	case encJSON:
-		b, err = spans.DecodeJSON(body, c.cfg.Decode)
+		err = spans.DecodeJSONInto(b, body, c.cfg.Decode)
 	default:
+		c.recycle(buf, b)
 		return exportResult{}, fmt.Errorf("%w: body encoding %s", ErrUnsupportedMediaType, enc)
 	}
 	if err != nil {
-		c.recycleBody(buf) // the error messages are copies
+		c.recycle(buf, b) // the error messages are copies
 		// The decoders mark bad input permanent and say where it was; classify maps that to 400.
 		if spans.IsPermanent(err) {
 			return exportResult{}, err
@@ -96,18 +95,16 @@ func (c *Collector) export(body []byte, buf *[]byte, enc encoding) (exportResult
 		return exportResult{}, fmt.Errorf("%w: decode OTLP/%s request: %v", ErrMalformed, enc, err)
 	}
 	res := exportResult{rejected: b.Rejected, invalid: b.Rejected, reason: b.RejectReason}
-	if len(b.Spans) == 0 {
-		c.recycleBody(buf)
+	n := len(b.Spans) // the batch is the consumer's once admitted
+	if n == 0 {
+		c.recycle(buf, b)
 		return res, nil
 	}
-	it := &item{batch: b, body: body, json: enc == encJSON, buf: buf}
-	if buf != nil {
-		c.holdBody(it)
-	}
-	n := len(b.Spans) // the batch is the consumer's once admitted
+	it := &item{batch: b, body: body, json: enc == encJSON, buf: buf, decoded: b}
+	c.hold(it)
 	if err := c.queue.admit(it); err != nil {
 		res.rejected += n
-		c.recycleBody(buf) // no stage has it
+		c.recycle(buf, b) // no stage has them
 		return res, err
 	}
 	res.accepted = n

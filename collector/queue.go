@@ -16,10 +16,12 @@ type item struct {
 	// body is the request as received (decompressed); the batch's strings may alias it.
 	body []byte
 	json bool
-	// buf is body's pooled buffer, nil when body is not from the pool; holds counts who still
-	// needs it (bodies.go).
-	buf   *[]byte
-	holds atomic.Int32
+	// buf is body's pooled buffer, nil when body is not from the pool, and decoded the batch
+	// (which the consumer loop lets go of as batch once delivered); holds counts who still needs
+	// them (bodies.go). Set before the item is admitted, then only read.
+	buf     *[]byte
+	decoded *spans.Batch
+	holds   atomic.Int32
 	// size is what admit counted in the queue's bytes, and done takes back.
 	size int64
 	// refs counts the stages (consumer, recorder) that still need the item; the last one releases
@@ -166,7 +168,7 @@ func (c *Collector) recordLoop() {
 				dirty = true
 			}
 			c.queue.done(it)
-			c.unholdBody(it)
+			c.unhold(it)
 		case <-tick.C:
 			if dirty {
 				if err := c.rec.Flush(); err != nil {
