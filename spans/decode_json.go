@@ -55,11 +55,15 @@ func decodeJSON(b *Batch, buf []byte, opt DecodeOptions, reuse bool) error {
 	// three bytes.
 	d.b.Spans = b.spansFor(min(estimateSpans(buf), len(buf)/256+1))
 	d.attrs.initIn(b.attrBuf, len(buf)/96+8)
-	if err := d.request(); err != nil {
+	err := d.request()
+	if reuse {
+		// Kept, filled or not: the next decode into b clears what this one wrote.
+		b.attrBuf, b.decoded = d.attrs.buf[:0], d.b.Spans
+	}
+	if err != nil {
 		return malformed("decode OTLP/JSON request", err)
 	}
 	if reuse {
-		b.attrBuf = d.attrs.buf[:0]
 		return nil
 	}
 	d.b.Spans = trimSpans(d.b.Spans)

@@ -143,11 +143,15 @@ func decodeProto(b *Batch, buf []byte, opt DecodeOptions, reuse bool) error {
 	// held memory stays near what is used. Allocating (and zeroing) less than a generous guess is
 	// a measurable part of the decode.
 	d.attrs.initIn(b.attrBuf, len(buf)/56+8)
-	if err := d.request(buf); err != nil {
+	err := d.request(buf)
+	if reuse {
+		// Kept, filled or not: the next decode into b clears what this one wrote.
+		b.attrBuf, b.decoded = d.attrs.buf[:0], d.b.Spans
+	}
+	if err != nil {
 		return malformed("decode OTLP protobuf request", err)
 	}
 	if reuse {
-		b.attrBuf = d.attrs.buf[:0]
 		return nil
 	}
 	d.b.Spans = trimSpans(d.b.Spans)

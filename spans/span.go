@@ -241,13 +241,19 @@ type Batch struct {
 	// release is the producer's hook (SetRelease), called once by Release.
 	release func()
 	// attrBuf is the decoder's attribute array, kept for the next request a producer decodes
-	// into this batch (DecodeProtoInto, DecodeJSONInto).
+	// into this batch (DecodeProtoInto, DecodeJSONInto); decoded is its spans array as far as it
+	// filled it, whatever the owner did with Spans since.
 	attrBuf []Attr
+	decoded []Span
 }
 
-// recycle empties b for another request, keeping its arrays. The spans are cleared: the proto
-// decoder fills each next slot in place and relies on it being zero.
+// recycle empties b for another request, keeping its arrays. The spans are cleared as far as the
+// last decode filled them - the proto decoder fills each next slot in place and relies on it
+// being zero - even if the owner shortened or replaced Spans before releasing the batch.
 func (b *Batch) recycle() {
+	if b.decoded != nil {
+		b.Spans, b.decoded = b.decoded, nil
+	}
 	clear(b.Spans)
 	b.Spans = b.Spans[:0]
 	b.Rejected, b.RejectReason, b.release = 0, "", nil
