@@ -192,9 +192,14 @@ func hold(r *traceResult, p *opsPacker, packOps bool) (*traceResult, *heldTrace)
 	*held = *r
 	held.trace = nil
 	held.nOps = len(r.ops)
-	if packOps && len(r.ops) > 0 {
-		// Held packed (see heldops.go); the Operation values go with the trace.
-		held.ops, held.packedOps = nil, p.pack(r.ops)
+	if packOps {
+		// Held packed (see heldops.go); the Operation values go with the trace, and their
+		// memory to the next trace's (opsSpare): the held result keeps no slice of it, not even
+		// an empty one.
+		held.ops = nil
+		if len(r.ops) > 0 {
+			held.packedOps = p.pack(r.ops)
+		}
 	}
 	if t.issues == (traceIssues{}) && t.notes == nil && !t.Truncated {
 		return held, nil
