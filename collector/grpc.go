@@ -47,7 +47,7 @@ func (c rawCodec) Unmarshal(data mem.BufferSlice, v any) error {
 }
 
 // grpcReadBufferSize is each connection's socket read buffer.
-const grpcReadBufferSize = 512 << 10
+const grpcReadBufferSize = 128 << 10
 
 // grpcExporter is the handler type of traceServiceDesc.
 type grpcExporter interface {
@@ -75,7 +75,9 @@ func (c *Collector) newGRPCServer() *grpc.Server {
 		// gRPC checks this after decompression too, so a gzip bomb stops at the limit.
 		grpc.MaxRecvMsgSize(int(c.cfg.MaxRequestBytes)),
 		// A request of 100 spans is about 58 KB: read from the socket in one call, not two or
-		// three of grpc-go's default 32 KiB (the OpenTelemetry Collector's receiver reads 512 KiB).
+		// three of grpc-go's default 32 KiB. Each connection has its own, for as long as it is
+		// open, so not the OpenTelemetry Collector receiver's 512 KiB: a fleet of a thousand SDK
+		// exporters would hold half a gigabyte in them.
 		grpc.ReadBufferSize(grpcReadBufferSize),
 	}
 	if c.cfg.Token != "" {
