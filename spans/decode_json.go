@@ -56,18 +56,10 @@ func decodeJSON(b *Batch, buf []byte, opt DecodeOptions, reuse bool) error {
 	d.b.Spans = b.spansFor(min(estimateSpans(buf), len(buf)/256+1))
 	d.attrs.initIn(b.attrBuf, len(buf)/96+8)
 	err := d.request()
-	if reuse {
-		// Kept, filled or not: the next decode into b clears what this one wrote.
-		b.attrBuf, b.decoded = d.attrs.buf[:0], d.b.Spans
-	}
+	finishDecode(b, &d.attrs, reuse)
 	if err != nil {
 		return malformed("decode OTLP/JSON request", err)
 	}
-	if reuse {
-		return nil
-	}
-	d.b.Spans = trimSpans(d.b.Spans)
-	d.attrs.compact(d.b.Spans)
 	return nil
 }
 

@@ -144,18 +144,10 @@ func decodeProto(b *Batch, buf []byte, opt DecodeOptions, reuse bool) error {
 	// a measurable part of the decode.
 	d.attrs.initIn(b.attrBuf, len(buf)/56+8)
 	err := d.request(buf)
-	if reuse {
-		// Kept, filled or not: the next decode into b clears what this one wrote.
-		b.attrBuf, b.decoded = d.attrs.buf[:0], d.b.Spans
-	}
+	finishDecode(b, &d.attrs, reuse)
 	if err != nil {
 		return malformed("decode OTLP protobuf request", err)
 	}
-	if reuse {
-		return nil
-	}
-	d.b.Spans = trimSpans(d.b.Spans)
-	d.attrs.compact(d.b.Spans)
 	return nil
 }
 

@@ -102,6 +102,18 @@ func (a *attrSlab) compact(spans []Span) {
 	a.buf, a.allocated = exact, a.used
 }
 
+// finishDecode is both decoders' last step, failed or not. A batch decoded into again keeps its
+// arrays for the next request, as far as this one filled them (recycle clears that much); a fresh
+// one gets them trimmed to what the request used, since its spans may be held as they are.
+func finishDecode(b *Batch, a *attrSlab, reuse bool) {
+	if reuse {
+		b.attrBuf, b.decoded = a.buf[:0], b.Spans
+		return
+	}
+	b.Spans = trimSpans(b.Spans)
+	a.compact(b.Spans)
+}
+
 // trimSpans returns spans in an exact-size array when the estimate that sized it overshot by much
 // (OTLP/JSON counts link ids too; rejected spans leave gaps): held spans keep the whole array alive.
 func trimSpans(spans []Span) []Span {
