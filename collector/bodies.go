@@ -83,7 +83,7 @@ func (c *Collector) hold(it *item) {
 // unhold drops one hold on it's memory, and gives it back with the last.
 func (c *Collector) unhold(it *item) {
 	if it.holds.Add(-1) == 0 {
-		c.recycle(it.buf, it.decoded)
+		c.recycle(it.buf, it.batch)
 	}
 }
 

@@ -100,7 +100,7 @@ func (c *Collector) export(body []byte, buf *[]byte, enc encoding) (exportResult
 		c.recycle(buf, b)
 		return res, nil
 	}
-	it := &item{batch: b, body: body, json: enc == encJSON, buf: buf, decoded: b}
+	it := &item{batch: b, body: body, json: enc == encJSON, buf: buf}
 	c.hold(it)
 	if err := c.queue.admit(it); err != nil {
 		res.rejected += n

@@ -16,14 +16,11 @@ type item struct {
 	// body is the request as received (decompressed); the batch's strings may alias it.
 	body []byte
 	json bool
-	// buf is body's pooled buffer, nil when body is not from the pool, and decoded the batch
-	// (which the consumer loop lets go of as batch once delivered); holds counts who still needs
-	// them (bodies.go). Set before the item is admitted, then only read.
-	buf     *[]byte
-	decoded *spans.Batch
-	holds   atomic.Int32
-	// size is what admit counted in the queue's bytes, and done takes back.
-	size int64
+	// buf is body's pooled buffer, nil when body is not from the pool; holds counts who still
+	// needs it and the batch (bodies.go). Every field but holds is set before the item is
+	// admitted and only read after.
+	buf   *[]byte
+	holds atomic.Int32
 	// refs counts the stages (consumer, recorder) that still need the item; the last one releases
 	// its place in the queue.
 	refs atomic.Int32
@@ -70,7 +67,6 @@ func (q *queue) admit(it *item) error {
 	}
 	q.items++
 	q.bytes += n
-	it.size = n
 	if q.record != nil {
 		it.refs.Store(2)
 		q.consume <- it
@@ -89,7 +85,7 @@ func (q *queue) done(it *item) {
 	}
 	q.mu.Lock()
 	q.items--
-	q.bytes -= it.size
+	q.bytes -= int64(len(it.body))
 	q.mu.Unlock()
 }
 
@@ -143,7 +139,6 @@ func (c *Collector) consumeLoop() {
 				c.log.Error("consumer refused accepted spans", "spans", n, "failures", failed, "err", err)
 			}
 		}
-		it.batch = nil
 		c.queue.done(it)
 	}
 }
