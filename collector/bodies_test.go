@@ -119,12 +119,8 @@ func TestReleasedBodiesGoBackOnce(t *testing.T) {
 					opts = append(opts, WithRecorder(rec))
 				}
 				c := start(t, Config{}, s, opts...)
-				exp, err := ek.make(context.Background(), c, nil, nil)
-				if err != nil {
-					t.Fatal(err)
-				}
 				const n = 40
-				emit(t, exp, n)
+				emitVia(t, ek, c, n)
 				waitFor(t, "spans delivered", func() bool { return len(s.spans()) >= n })
 				waitFor(t, "every body given back", func() bool {
 					_, _, out := pool.counts(t)
@@ -164,12 +160,8 @@ func TestKeptBatchesKeepTheirBodies(t *testing.T) {
 			pool := newTrackingPool(true)
 			s := &sink{}
 			c := start(t, Config{}, s, WithBodyPool(pool))
-			exp, err := ek.make(context.Background(), c, nil, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
 			const n = 40
-			emit(t, exp, n)
+			emitVia(t, ek, c, n)
 			waitFor(t, "spans delivered", func() bool { return s.count() >= n })
 			checkEveryAttemptOnce(t, s.spans(), n, false)
 			if gets, puts, out := pool.counts(t); gets == 0 || out != gets || puts != 0 {

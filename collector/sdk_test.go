@@ -102,6 +102,16 @@ func emit(t *testing.T, exp sdktrace.SpanExporter, n int) {
 	}
 }
 
+// emitVia emits n spans (see emit) to c through a new exporter of kind ek.
+func emitVia(t *testing.T, ek exporterKind, c *Collector, n int) {
+	t.Helper()
+	exp, err := ek.make(context.Background(), c, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	emit(t, exp, n)
+}
+
 // checkEveryAttemptOnce asserts that the n spans emit made arrived exactly once, with attributes.
 func checkEveryAttemptOnce(t *testing.T, got []spans.Span, n int, allAttributes bool) {
 	t.Helper()
@@ -163,12 +173,8 @@ func TestSDKExportersDeliverEverySpanOnce(t *testing.T) {
 			t.Run(fmt.Sprintf("%s/all-attributes=%v", ek.name, all), func(t *testing.T) {
 				s := &sink{}
 				c := start(t, Config{Decode: spans.DecodeOptions{AllAttributes: all}}, s)
-				exp, err := ek.make(context.Background(), c, nil, nil)
-				if err != nil {
-					t.Fatal(err)
-				}
 				const n = 40
-				emit(t, exp, n)
+				emitVia(t, ek, c, n)
 				waitFor(t, "spans delivered", func() bool { return s.count() >= n })
 				checkEveryAttemptOnce(t, s.spans(), n, all)
 				if st := c.Stats(); st.AcceptedSpans != n || st.RejectedSpans != 0 {
