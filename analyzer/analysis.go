@@ -191,7 +191,7 @@ func (t *Trace) accountRows(ops []*Operation, sc *scratch) []acctRow {
 		opCalls := sc.callsOf(k)
 		if op.Parent == nil && len(opCalls) > 0 {
 			first := &t.Spans[t.calls[opCalls[0]].idx]
-			if first.ParentID.IsZero() || t.parent[t.calls[opCalls[0]].idx] < 0 {
+			if first.Kind == spans.KindClient && (first.ParentID.IsZero() || t.parent[t.calls[opCalls[0]].idx] < 0) {
 				// A client with no parent span: its other attempts, if any, are in other traces.
 				for _, l := range first.Links {
 					if l.TraceID != t.ID {
@@ -212,6 +212,9 @@ func (t *Trace) accountRows(ops []*Operation, sc *scratch) []acctRow {
 		}
 		for _, ck := range opCalls {
 			c := &t.calls[ck]
+			if c.below {
+				continue // counted from the callee's SERVER spans under it
+			}
 			logical := !joined && !seen(intentAt{c.origin, op.intent})
 			caller, status := op.Caller, statusKey(c.outcome, c.status)
 			k := -1

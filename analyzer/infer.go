@@ -29,7 +29,23 @@ type callInfo struct {
 	deadline int64 // resilience.deadline
 	kind     string
 	opID     string
+	// answer is the earliest the caller can have had its answer: the start plus the callee's
+	// SERVER time where the callee is traced, the span's end otherwise. A client span may end only
+	// when the body is closed, long after the answer: where the next attempt starts before this
+	// call's end, overlap and pause are judged from the answer instead.
+	answer int64
+	// servers counts the callee's SERVER spans right under this call; more than one means the
+	// request was sent again below the instrumentation (see untracedHop).
+	servers int32
+	// below: the physical calls of this call are counted from the callee's SERVER spans under it
+	// (an untraced hop), not from the call itself.
+	below bool
 }
+
+// overlapTolerance is how far a call may start before the previous one's answer and still be
+// read as sequential: SDKs that stamp whole milliseconds (Node's) make back-to-back attempts
+// overlap by up to a millisecond.
+const overlapTolerance = int64(1e6)
 
 // AttemptKindResend marks a resend that is not a retry: the request sent again after a redirect
 // (3xx) or an authentication challenge (401). It does not count as an attempt of a retry loop.
@@ -565,11 +581,28 @@ func (t *Trace) inferOperations(seed maphash.Seed, skew int64, in *interner, sc 
 			c.resend = k.intOr(wkGRPCPreviousAttempts)
 		}
 		c.outcome, c.status = classify(k)
+		c.answer = t.End(i)
+		var srvStart, srvEnd int64
 		for _, ch := range t.Children(i) {
-			if cs := &t.Spans[ch]; cs.Kind == spans.KindServer && cs.Service() != "" {
-				c.service = cs.Service()
-				break
+			cs := &t.Spans[ch]
+			if cs.Kind != spans.KindServer {
+				continue
 			}
+			if c.service == "" {
+				c.service = cs.Service()
+			}
+			if c.servers == 0 || cs.StartUnixNano < srvStart {
+				srvStart = cs.StartUnixNano
+			}
+			srvEnd = max(srvEnd, t.End(int(ch)))
+			c.servers++
+		}
+		if c.servers > 0 {
+			// The callee's time, aligned to start when the call did: its clock may be skewed,
+			// its duration is not.
+			c.answer = min(c.answer, s.StartUnixNano+max(0, srvEnd-srvStart))
+		} else if u := k.str(wkUpstreamCluster); u != "" {
+			c.service = u // the proxy's own span names the callee
 		}
 		if c.origin == "" {
 			if c.service != "" {
@@ -612,27 +645,58 @@ func (t *Trace) inferOperations(seed maphash.Seed, skew int64, in *interner, sc 
 	if len(group) > 0 {
 		t.groupCalls(-1, group, -1, seed, skew, sc)
 	}
-	for _, i := range t.order {
-		if c := t.call[i]; c >= 0 && t.calls[c].op >= 0 {
-			t.enclosing[i] = t.calls[c].op
-		} else if p := t.parent[i]; p >= 0 {
-			t.enclosing[i] = t.enclosing[p]
-		}
-		group = group[:0]
-		for _, ch := range t.Children(int(i)) {
-			if t.call[ch] >= 0 {
-				group = append(group, ch)
-			}
-		}
-		if len(group) > 0 {
-			t.groupCalls(int(i), group, t.enclosing[i], seed, skew, sc)
-		}
-	}
 	sc.group = group
+	if !t.bridgeOrphans(skew, sc) {
+		for _, i := range t.order {
+			t.inferAt(i, seed, skew, in, sc)
+		}
+	} else {
+		t.inferBridged(seed, skew, in, sc)
+	}
+	t.finishLoops(sc)
 	sc.calls = t.calls
 	sc.opStart = append(sc.opStart, int32(len(sc.opCalls)))
 	t.ops = t.refusedOperations(t.ops)
 	return t.ops
+}
+
+// inferAt is inference's step at span i, taken in pre-order (a span after every span above it):
+// the operation i works for, then the operations of the calls i makes - its CLIENT children,
+// the calls that orphans attached to it stand for, the attempts below the instrumentation of a
+// call, and an application's own retry loop over its children.
+func (t *Trace) inferAt(i int32, seed maphash.Seed, skew int64, in *interner, sc *scratch) {
+	if c := t.call[i]; c >= 0 && t.calls[c].op >= 0 {
+		t.enclosing[i] = t.calls[c].op
+	} else if lo := sc.loopOf(i); lo >= 0 {
+		t.enclosing[i] = lo
+	} else if p := t.parent[i]; p >= 0 {
+		t.enclosing[i] = t.enclosing[p]
+	}
+	group := sc.group[:0]
+	for _, ch := range t.Children(int(i)) {
+		if t.call[ch] >= 0 && t.Spans[ch].Kind == spans.KindClient {
+			group = append(group, ch)
+		}
+	}
+	isCall := t.call[i] >= 0 && t.Spans[i].Kind == spans.KindClient
+	if !isCall && len(sc.bridge) > 0 {
+		group = t.virtualCalls(i, group, in, sc)
+	}
+	sc.group = group
+	if len(group) > 0 {
+		t.groupCalls(int(i), group, t.enclosing[i], seed, skew, sc)
+	}
+	if isCall {
+		if t.calls[t.call[i]].servers >= 2 {
+			t.untracedHop(i, t.serverChildren(i, sc), true, seed, in, sc)
+		}
+		if len(sc.bridge) > 0 {
+			if orphans := t.bridgedTo(i, sc); len(orphans) > 0 {
+				t.untracedHop(i, orphans, false, seed, in, sc)
+			}
+		}
+	}
+	t.appLoops(i, seed, sc)
 }
 
 // groupCalls turns the CLIENT children of one caller into operations, appended to t.ops: per
@@ -684,14 +748,14 @@ func (t *Trace) groupCalls(caller int, calls []int32, parentIdx int32, seed maph
 	// other non-INTERNAL) span above it. Four reads in a row under one request are four
 	// intents even when each has its own operation span.
 	scope := int32(caller)
-	for scope >= 0 && t.Spans[scope].Kind == spans.KindInternal && t.parent[scope] >= 0 {
+	for scope >= 0 && t.Spans[scope].Kind == spans.KindInternal && t.parent[scope] >= 0 && sc.loopOf(scope) < 0 {
 		scope = t.parent[scope]
 	}
 	occurrence := 0
 	var op *Operation
 	opIdx := int32(-1)
 	var cur *Attempt
-	var curEnd int64
+	var curEnd, curAnswer int64
 	b := &sc.bufs
 	var attStart, callStart, originStart int
 	closeAttempt := func() {
@@ -710,7 +774,7 @@ func (t *Trace) groupCalls(caller int, calls []int32, parentIdx int32, seed maph
 	}
 	attStart, callStart, originStart = len(b.att), len(b.calls), len(b.origins)
 	for _, g := range t.groupsInOrder(ks, sc) {
-		op, opIdx, cur, curEnd = nil, -1, nil, 0
+		op, opIdx, cur, curEnd, curAnswer = nil, -1, nil, 0, 0
 		for _, kc := range ks[g.lo:g.hi] {
 			i := kc.idx
 			c := &t.calls[t.call[i]]
@@ -726,11 +790,19 @@ func (t *Trace) groupCalls(caller int, calls []int32, parentIdx int32, seed maph
 					newAttempt = c.kind == string(KindHedge)
 				default:
 					// Overlap with the attempt in flight means a copy, not a retry. A call
-					// that starts within the tolerance of the previous end is still
+					// that starts within the tolerance of the previous answer is still
 					// sequential: whole-millisecond timestamps round that way.
-					newAttempt = start >= curEnd
+					newAttempt = start >= curAnswer-overlapTolerance
 					if newAttempt && cur.Outcome == OutcomeOK && !isRedirect(cur.Status) && c.resend <= 0 && c.opID == "" {
-						newOp = true
+						// After a success nothing is retried. A call to another instance
+						// started as the last answer came is a copy sent together with it
+						// (fan-out to replicas too fast to overlap); anything later is the
+						// caller's next operation.
+						if start <= curEnd+overlapTolerance && !slices.Contains(b.origins[originStart:], c.origin) {
+							newAttempt = false
+						} else {
+							newOp = true
+						}
 					}
 				}
 			}
@@ -758,7 +830,7 @@ func (t *Trace) groupCalls(caller int, calls []int32, parentIdx int32, seed maph
 					kind = KindInitial
 				case isRedirect(prevStatus) || prevStatus == "401":
 					kind = AttemptKindResend
-				case cur != nil && start < curEnd:
+				case cur != nil && start < curAnswer-overlapTolerance:
 					kind = KindHedge
 				default:
 					kind = KindRetry
@@ -766,8 +838,10 @@ func (t *Trace) groupCalls(caller int, calls []int32, parentIdx int32, seed maph
 				backoff := int64(0)
 				if c.backoff >= 0 {
 					backoff = c.backoff * 1e6
+				} else if cur != nil && start >= curEnd {
+					backoff = start - curEnd
 				} else if cur != nil {
-					backoff = max(0, start-cur.EndUnixNano)
+					backoff = max(0, start-curAnswer)
 				}
 				closeAttempt()
 				// Filled in place, as operations are. Within capacity: cur stays valid.
@@ -781,7 +855,7 @@ func (t *Trace) groupCalls(caller int, calls []int32, parentIdx int32, seed maph
 				cur.StartUnixNano, cur.EndUnixNano, cur.refNumber = start, end, c.attempt
 				cur.BackoffNanos = backoff
 				cur.Outcome, cur.Status = c.outcome, c.status
-				curEnd = end
+				curEnd, curAnswer = end, c.answer
 			} else if c.outcome == OutcomeOK && cur.Outcome != OutcomeOK {
 				// Of several copies, the attempt's outcome is the best one.
 				cur.Outcome, cur.Status = c.outcome, c.status
@@ -792,6 +866,7 @@ func (t *Trace) groupCalls(caller int, calls []int32, parentIdx int32, seed maph
 			}
 			cur.EndUnixNano = max(cur.EndUnixNano, end)
 			curEnd = max(curEnd, end)
+			curAnswer = max(curAnswer, c.answer)
 			op.StartUnixNano = min(op.StartUnixNano, start)
 			op.EndUnixNano = max(op.EndUnixNano, end)
 			if d := c.deadline; d > 0 && op.DeadlineUnixNano == 0 {
@@ -943,7 +1018,8 @@ func (t *Trace) newOperation(callerKnown *known, c *callInfo, parent *Operation,
 // hexID is call c's span id in hex (SpanID.String), cut from one string made for the trace's
 // calls the first time an operation needs one.
 func (t *Trace) hexID(c *callInfo, b *opBufs) string {
-	if b.hexIDs == "" {
+	if len(b.hexIDs) < 16*len(t.calls) {
+		// First use, or calls were added since (the callee's side of an untraced hop).
 		var sb strings.Builder
 		sb.Grow(16 * len(t.calls))
 		var digits [16]byte

@@ -45,6 +45,9 @@ const (
 	wkStopReason
 	wkDeadline
 	wkBackoff
+	wkEnvoyAttempt
+	wkUpstreamCluster
+	wkGRPCAttemptPrevious
 	// The keys below are not read by inference: the detectors ask only whether any span of the
 	// trace carries them ([Trace.CarriesAttr]), and indexing them here, in the one pass over every
 	// attribute that inference makes anyway, answers that without a pass per detector.
@@ -97,6 +100,9 @@ var wkKeys = [nWK]string{
 	wkStopReason:           spans.AttrStopReason,
 	wkDeadline:             spans.AttrDeadline,
 	wkBackoff:              spans.AttrBackoff,
+	wkEnvoyAttempt:         spans.AttrReqHeaderEnvoyAttempt,
+	wkUpstreamCluster:      spans.AttrEnvoyUpstreamCluster,
+	wkGRPCAttemptPrevious:  spans.AttrGRPCAttemptPrevious,
 
 	wkDeadlineRemaining:       spans.AttrDeadlineRemaining,
 	wkRetryAfter:              spans.AttrRetryAfter,
@@ -181,6 +187,12 @@ func wkOf(key string) (wk, bool) {
 		return wkDeadline, true
 	case spans.AttrBackoff:
 		return wkBackoff, true
+	case spans.AttrReqHeaderEnvoyAttempt:
+		return wkEnvoyAttempt, true
+	case spans.AttrEnvoyUpstreamCluster:
+		return wkUpstreamCluster, true
+	case spans.AttrGRPCAttemptPrevious:
+		return wkGRPCAttemptPrevious, true
 	case spans.AttrDeadlineRemaining:
 		return wkDeadlineRemaining, true
 	case spans.AttrRetryAfter:
@@ -257,6 +269,32 @@ func (k *known) intOr(w wk) int64 {
 		}
 	}
 	return -1
+}
+
+// headerInt is attribute w as an integer where it may be recorded as a header: a number, or the
+// first number in a string or a string array's display form (["2"]); -1 when there is none.
+func (k *known) headerInt(w wk) int64 {
+	a, ok := k.attr(w)
+	if !ok {
+		return -1
+	}
+	if n, ok := a.AsInt(); ok {
+		return n
+	}
+	s := a.AsString()
+	n, digits := int64(0), 0
+	for i := 0; i < len(s) && digits < 9; i++ {
+		if c := s[i]; c >= '0' && c <= '9' {
+			n = 10*n + int64(c-'0')
+			digits++
+		} else if digits > 0 {
+			break
+		}
+	}
+	if digits == 0 {
+		return -1
+	}
+	return n
 }
 
 // carried is the set of keys from wkCarried on that the span has, one bit each (bit w-wkCarried).

@@ -156,7 +156,8 @@ type Attempt struct {
 	Outcome string
 	// Status is the HTTP status or gRPC code as text, "" when the call got no answer.
 	Status string
-	// BackoffNanos is the pause before this attempt (recorded, or the gap since the previous one).
+	// BackoffNanos is the pause before this attempt (recorded, or the gap since the previous
+	// one); -1 when it cannot be measured (attempts seen only on callees whose clocks differ).
 	BackoffNanos int64
 
 	refNumber int64 // resilience.attempt as recorded, -1 when absent

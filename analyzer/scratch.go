@@ -28,6 +28,14 @@ type scratch struct {
 	opCalls []int32
 	opStart []int32
 	seen    []intentAt
+	// What inference reads below the instrumentation (see hidden.go): orphans attached to the
+	// spans that made their calls, SERVER spans being read as calls, the walk's marks, and the
+	// application loops found with their tries.
+	bridge    []bridge
+	srvs      []int32
+	visited   []bool
+	loopTries []loopTry
+	loops     []int32
 	// derived caches origins and targets in front of the interner's shared cache. Kept from
 	// trace to trace (reset leaves it): what it holds is true for any trace, and is the shared
 	// cache's own copies.

@@ -60,6 +60,9 @@ type traceIssues struct {
 	truncated   int // spans dropped by the per-trace cap
 	clientRoots int // operations whose first call has no parent span
 	splitLinked int // operations joined to an earlier trace by a link or an operation id
+	untraced    int // physical calls counted from the callee's SERVER spans (an untraced hop)
+	bridged     int // orphan SERVER spans attached by time to the span that made their call
+	appLoops    int // application retry loops read from sibling INTERNAL spans
 }
 
 func (a *traceIssues) add(b traceIssues, sign int) {
@@ -72,6 +75,9 @@ func (a *traceIssues) add(b traceIssues, sign int) {
 	a.truncated += sign * b.truncated
 	a.clientRoots += sign * b.clientRoots
 	a.splitLinked += sign * b.splitLinked
+	a.untraced += sign * b.untraced
+	a.bridged += sign * b.bridged
+	a.appLoops += sign * b.appLoops
 }
 
 // Len is the number of spans.
@@ -373,7 +379,18 @@ func (t *Trace) makeNotes() {
 	add(is.truncated, "%d spans dropped: the trace is over the per-trace span cap (truncated)")
 	add(is.clientRoots, "%d operations start at a CLIENT span with no parent: retries of a client without a parent span land in separate traces, and nothing links these, so attempts across traces cannot be counted")
 	add(is.splitLinked, "%d operations continue an operation of another trace (joined by a link or resilience.operation.id)")
+	add(is.untraced, untracedNote)
+	add(is.bridged, bridgedNote)
+	add(is.appLoops, appLoopNote)
 }
+
+// The notes of figures inferred below the instrumentation, shared by a trace's notes and the
+// report's.
+const (
+	untracedNote = "%d physical calls were counted from the callee's SERVER spans, not from a CLIENT span: a hop that exports no spans (a proxy, a sidecar, or a library retrying inside one client span) sent them; it is shown as an \"(untraced, between CALLER and CALLEE)\" layer"
+	bridgedNote  = "%d SERVER spans whose parent span never arrived were attached by time to the span that most likely made their call (the innermost span of another service open when they started); the calls they stand for are inferred from the callee's side, and the layer that made them may be an untraced service"
+	appLoopNote  = "%d application retry loops were read from sibling INTERNAL spans of one name, each failed try followed by the next; each is a layer named SERVICE/SPAN-NAME"
+)
 
 // idKey is a span id as a number (big-endian, so numbers compare as the ids' bytes do) and the
 // span's position before sorting.

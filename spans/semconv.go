@@ -47,6 +47,14 @@ const (
 	AttrReqHeaderIdempotencyKey = "http.request.header.idempotency-key"
 	AttrResHeaderRetryAfter     = "http.response.header.retry-after"
 	AttrReqHeaderDeadline       = "http.request.header.request-deadline"
+	// AttrReqHeaderEnvoyAttempt is Envoy's attempt number of the request as the callee received
+	// it (x-envoy-attempt-count), recorded where an instrumentation captures request headers.
+	AttrReqHeaderEnvoyAttempt = "http.request.header.x-envoy-attempt-count"
+	// AttrEnvoyUpstreamCluster names the cluster (the callee) on the spans Envoy itself emits.
+	AttrEnvoyUpstreamCluster = "upstream_cluster"
+	// AttrGRPCAttemptPrevious is the per-attempt span attribute of gRPC's own OpenTelemetry
+	// tracing: how many attempts of the call came before this one.
+	AttrGRPCAttemptPrevious = "previous-rpc-attempts"
 
 	// stormwatch's resilience.* namespace: see docs/attributes.md for meanings.
 	AttrOpID              = "resilience.operation.id"
@@ -78,6 +86,7 @@ var WellKnown = []string{
 	AttrLegacyHTTPMethod, AttrLegacyHTTPStatusCode, AttrLegacyHTTPURL, AttrLegacyHTTPTarget,
 	AttrLegacyNetPeerName, AttrLegacyNetPeerPort, AttrLegacyNetHostName, AttrLegacyNetHostPort,
 	AttrReqHeaderIdempotencyKey, AttrResHeaderRetryAfter, AttrReqHeaderDeadline,
+	AttrReqHeaderEnvoyAttempt, AttrEnvoyUpstreamCluster, AttrGRPCAttemptPrevious,
 	AttrOpID, AttrOpName, AttrAttempt, AttrAttemptKind, AttrOwner, AttrOutcome, AttrDecision, AttrStopReason,
 	AttrDeadline, AttrDeadlineRemaining, AttrBackoff, AttrRetryAfter, AttrBudgetRemaining, AttrBreakerState,
 	AttrFanoutWidth, AttrIdempotencyKey, AttrTerminal,

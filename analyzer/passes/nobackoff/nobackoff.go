@@ -31,7 +31,7 @@ func run(pass *analyzer.Pass) error {
 	for _, op := range pass.Operations {
 		immediate := 0
 		for i := range op.Attempts {
-			if a := &op.Attempts[i]; audit.IsRetry(a) && a.BackoffNanos <= minPause {
+			if a := &op.Attempts[i]; audit.IsRetry(a) && a.BackoffNanos >= 0 && a.BackoffNanos <= minPause {
 				immediate++
 			}
 		}
@@ -42,8 +42,8 @@ func run(pass *analyzer.Pass) error {
 		var ids []string
 		for i := range op.Attempts {
 			a := &op.Attempts[i]
-			if !audit.IsRetry(a) {
-				continue
+			if !audit.IsRetry(a) || a.BackoffNanos < 0 {
+				continue // a pause not measured is no evidence either way
 			}
 			pauses = append(pauses, audit.Ms(a.BackoffNanos))
 			if a.BackoffNanos <= minPause {

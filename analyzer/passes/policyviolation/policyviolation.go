@@ -127,6 +127,9 @@ func checkBackoff(v *violations, skew int64) {
 			hi = sched + sched/10
 		}
 		pause := a.BackoffNanos
+		if pause < 0 {
+			continue // not measured (attempts seen only on callees with their own clocks)
+		}
 		if pause+skew >= lo && pause <= hi+skew {
 			continue
 		}

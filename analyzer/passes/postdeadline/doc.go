@@ -8,12 +8,18 @@
 // child whose own calls start after it ended - the "last span is closed but the queue still
 // grows" line of seed 004, and seed 000's "the origin still did all 40".
 //
-// Clocks of different services drift, so the callee's times are first aligned on its caller's:
-// when the SERVER span starts before its CLIENT parent, the difference is taken as skew; and
-// Settings.SkewTolerance more is allowed before a call counts as late.
+// Clocks of different services drift by tens of milliseconds, so every callee's times are first
+// read on its caller's clock: its SERVER span is set to start when its CLIENT parent did, and the
+// spans below move with it (its duration is kept). Settings.SkewTolerance more is allowed before
+// a call counts as late.
 //
-// Evidence: spans_after_deadline (late calls), wasted_ms (their summed duration: work done for
-// nobody), deadline_source (explicit or caller-gave-up).
+// The finding names the worker: the service that went on after the caller stopped waiting (the
+// callee whose SERVER span received the call, or, for an explicit deadline, the service that made
+// the late calls), and how long it went on past that point.
+//
+// Evidence: spans_after_deadline (late calls), wasted_ms (how long the worker's work went on past
+// the deadline or the give-up, on the aligned clock), deadline_source (explicit or
+// caller-gave-up), worker (the service that did the work).
 //
 // Severity: warning. A callee that stops its downstream work when its caller gives up is healthy
 // and is not reported; a callee that merely finishes a call already in flight is not either (only

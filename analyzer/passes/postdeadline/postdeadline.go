@@ -38,6 +38,9 @@ func run(pass *analyzer.Pass) error {
 		return nil
 	}
 	counted := make([]bool, t.Len())
+	off := clockOffsets(t)
+	start := func(j int) int64 { return t.Start(j) + off[j] }
+	end := func(j int) int64 { return t.End(j) + off[j] }
 
 	// Explicit deadlines first: they are the operation's own word.
 	for _, op := range pass.Operations {
@@ -51,12 +54,12 @@ func run(pass *analyzer.Pass) error {
 				if !ok {
 					continue
 				}
-				if !counted[i] && t.Start(i) > op.DeadlineUnixNano+skew {
+				if !counted[i] && start(i) > op.DeadlineUnixNano+skew {
 					counted[i] = true
 					late = append(late, i)
 				}
 				t.Walk(i, func(j int) bool {
-					if isCall(t, j) && !counted[j] && t.Start(j) > op.DeadlineUnixNano+skew {
+					if isCall(t, j) && !counted[j] && start(j) > op.DeadlineUnixNano+skew {
 						counted[j] = true
 						late = append(late, j)
 					}
@@ -65,7 +68,8 @@ func run(pass *analyzer.Pass) error {
 			}
 		}
 		if len(late) > 0 {
-			report(pass, late, "explicit", t.Spans[late[0]].Service(),
+			worker := t.Spans[late[0]].Service()
+			report(pass, late, "explicit", worker, pastBy(late, end, op.DeadlineUnixNano),
 				fmt.Sprintf("%s's operation %s passed its deadline", op.Caller, opName(op)), -1)
 		}
 	}
@@ -81,18 +85,13 @@ func run(pass *analyzer.Pass) error {
 				return true
 			}
 			outcome, _ := t.Outcome(c)
-			gaveUp := t.End(c)
-			var late []int
-			service := ""
+			gaveUp := t.End(c) + off[c]
+			var late, servers []int
 			for _, s := range t.Children(c) {
 				srv := int(s)
-				// Align the callee's clock: a SERVER span cannot really start before its caller.
-				offset := max(0, t.Start(c)-t.Start(srv))
-				if service == "" {
-					service = t.Spans[srv].Service()
-				}
+				servers = append(servers, srv)
 				t.Walk(srv, func(j int) bool {
-					if isCall(t, j) && !counted[j] && t.Start(j)+offset > gaveUp+skew {
+					if isCall(t, j) && !counted[j] && start(j) > gaveUp+skew {
 						counted[j] = true
 						late = append(late, j)
 					}
@@ -100,10 +99,13 @@ func run(pass *analyzer.Pass) error {
 				})
 			}
 			if len(late) > 0 {
-				if service == "" {
-					service = t.Spans[late[0]].Service()
+				// The worker is the callee that went on: the service whose SERVER span received
+				// the call, else the one that made the late calls.
+				worker := t.Spans[late[0]].Service()
+				if len(servers) > 0 && t.Spans[servers[0]].Service() != "" {
+					worker = t.Spans[servers[0]].Service()
 				}
-				report(pass, late, "caller-gave-up", service,
+				report(pass, late, "caller-gave-up", worker, pastBy(append(servers, late...), end, gaveUp),
 					fmt.Sprintf("%s gave up on %s (%s)", t.Spans[c].Service(), t.Origin(c), outcome), c)
 			}
 			return true
@@ -113,6 +115,41 @@ func run(pass *analyzer.Pass) error {
 		}
 	}
 	return nil
+}
+
+// clockOffsets says, for each span, what to add to its times to read them on the trace root's
+// clock. Each service's clock may be off by any amount; a callee's SERVER span is set to start
+// when its CLIENT parent did (the request's flight is too short to matter, the skew is not), and
+// every span below it moves with it, its own callees aligned again in turn. The callee's duration
+// is kept, so a callee that worked on after its caller ended still shows it.
+func clockOffsets(t *analyzer.Trace) []int64 {
+	off := make([]int64, t.Len())
+	for _, r := range t.Roots() {
+		// Pre-order: a span's parent is aligned before it.
+		t.Walk(int(r), func(j int) bool {
+			p := t.Parent(j)
+			off[j] = off[p]
+			if t.Spans[j].Kind == spans.KindServer && isCall(t, p) {
+				for _, ch := range t.Children(p) { // by start: the first SERVER child is the earliest
+					if t.Spans[ch].Kind == spans.KindServer {
+						off[j] += t.Start(p) - t.Start(int(ch))
+						break
+					}
+				}
+			}
+			return true
+		})
+	}
+	return off
+}
+
+// pastBy is how long the work in spans went on after point, on the aligned clock.
+func pastBy(work []int, end func(int) int64, point int64) int64 {
+	var last int64
+	for _, j := range work {
+		last = max(last, end(j))
+	}
+	return max(0, last-point)
 }
 
 // givenUp reports whether span i is a call that ended in a timeout or a cancellation: its caller
@@ -137,15 +174,13 @@ func opName(op *analyzer.Operation) string {
 	return op.ID
 }
 
-func report(pass *analyzer.Pass, late []int, source, service, what string, caller int) {
+func report(pass *analyzer.Pass, late []int, source, service string, wasted int64, what string, caller int) {
 	t := pass.Trace
-	var wasted int64
 	var ids []string
 	if caller >= 0 {
 		ids = append(ids, t.Spans[caller].SpanID.String())
 	}
 	for _, j := range late {
-		wasted += t.End(j) - t.Start(j)
 		ids = append(ids, t.Spans[j].SpanID.String())
 	}
 	ms := math.Round(float64(wasted)/float64(time.Millisecond)*10) / 10
@@ -160,13 +195,14 @@ func report(pass *analyzer.Pass, late []int, source, service, what string, calle
 		SpanIDs:    ids,
 		Service:    service,
 		Dependency: dep,
-		Summary: fmt.Sprintf("%s, but %s started %s to %s after that (%.1f ms of work for nobody)",
+		Summary: fmt.Sprintf("%s, but %s started %s to %s after that and worked %.1f ms past it, for nobody",
 			what, service, calls, dep, ms),
 		Action: "propagate the deadline downstream (context deadline, Request-Deadline header or baggage) and check it before every call, so work stops when the caller gives up",
 		Evidence: map[string]any{
 			"spans_after_deadline": len(late),
 			"wasted_ms":            ms,
 			"deadline_source":      source,
+			"worker":               service,
 		},
 	})
 }
