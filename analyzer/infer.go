@@ -580,6 +580,9 @@ func (t *Trace) inferOperations(seed maphash.Seed, skew int64, in *interner, sc 
 		if c.resend < 0 {
 			c.resend = k.intOr(wkGRPCPreviousAttempts)
 		}
+		if c.resend < 0 {
+			c.resend = k.intOr(wkGRPCAttemptPrevious) // gRPC's own per-attempt spans
+		}
 		c.outcome, c.status = classify(k)
 		c.answer = t.End(i)
 		var srvStart, srvEnd int64

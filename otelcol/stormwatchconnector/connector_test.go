@@ -456,29 +456,39 @@ func splitOneLeafCall(t *testing.T, td ptrace.Traces, dep string) (late, kept pt
 	late = ptrace.NewTraces()
 	kept = ptrace.NewTraces()
 	td.CopyTo(kept)
-	done := false
+	// The call and the callee's SERVER span under it arrive late together: held back alone, the
+	// orphaned SERVER span would still show the call (the analyzer attaches it by time).
+	var call pcommon.SpanID
+	found := false
 	rss := kept.ResourceSpans()
-	for i := 0; i < rss.Len() && !done; i++ {
+	for i := 0; i < rss.Len() && !found; i++ {
 		sss := rss.At(i).ScopeSpans()
-		for j := 0; j < sss.Len() && !done; j++ {
+		for j := 0; j < sss.Len() && !found; j++ {
 			sp := sss.At(j).Spans()
-			sp.RemoveIf(func(s ptrace.Span) bool {
-				if done || s.Kind() != ptrace.SpanKindClient {
-					return false
+			for k := 0; k < sp.Len() && !found; k++ {
+				s := sp.At(k)
+				if u, ok := s.Attributes().Get("url.full"); ok && s.Kind() == ptrace.SpanKindClient && strings.HasPrefix(u.Str(), dep) {
+					call, found = s.SpanID(), true
 				}
-				if u, ok := s.Attributes().Get("url.full"); !ok || !strings.HasPrefix(u.Str(), dep) {
+			}
+		}
+	}
+	if !found {
+		t.Fatalf("no CLIENT span toward %s", dep)
+	}
+	for i := 0; i < rss.Len(); i++ {
+		sss := rss.At(i).ScopeSpans()
+		for j := 0; j < sss.Len(); j++ {
+			sss.At(j).Spans().RemoveIf(func(s ptrace.Span) bool {
+				if s.SpanID() != call && s.ParentSpanID() != call {
 					return false
 				}
 				rs := late.ResourceSpans().AppendEmpty()
 				rss.At(i).Resource().CopyTo(rs.Resource())
 				s.CopyTo(rs.ScopeSpans().AppendEmpty().Spans().AppendEmpty())
-				done = true
 				return true
 			})
 		}
-	}
-	if !done {
-		t.Fatalf("no CLIENT span toward %s", dep)
 	}
 	return late, kept
 }
