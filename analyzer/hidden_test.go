@@ -1,0 +1,139 @@
+package analyzer_test
+
+import (
+	"testing"
+
+	"github.com/stormwatch/stormwatch/analyzer"
+	"github.com/stormwatch/stormwatch/spans"
+)
+
+// findings lists a report's findings of one detector.
+func findingsOf(r analyzer.Report, detector string) []analyzer.Finding {
+	var out []analyzer.Finding
+	for _, f := range r.Findings {
+		if f.Detector == detector {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+func server(status int, extra ...spans.Attr) []spans.Attr {
+	return append([]spans.Attr{spans.StringAttr(spans.AttrHTTPMethod, "GET"), spans.StringAttr(spans.AttrURLPath, "/x"),
+		spans.IntAttr(spans.AttrHTTPStatus, int64(status))}, extra...)
+}
+
+// Three SERVER spans under one CLIENT span, on three instances whose clocks disagree: the callee
+// received three calls, a hop nobody traces sent them, and Envoy's attempt numbers - not the
+// skewed starts - order them. Pauses between them are not measured, so no-backoff stays silent.
+func TestUntracedHopCountsCalleeSpansInEnvoyOrder(t *testing.T) {
+	inst := func(s spans.Span, instance string) spans.Span {
+		s.Resource = &spans.Resource{ServiceName: s.Resource.ServiceName, ServiceInstance: instance}
+		return s
+	}
+	envoy := func(n string) spans.Attr { return spans.Attr{Key: spans.AttrReqHeaderEnvoyAttempt, Str: `["` + n + `"]`, Type: spans.ValueOther} }
+	a, r := run(t, analyzer.Config{},
+		sp(1, 1, 0, spans.KindServer, "api", 0, 100),
+		sp(1, 2, 1, spans.KindClient, "api", 1, 90, get("http://mesh:15001/x", 200)...),
+		// Attempt 3 looks earliest (its clock runs 60 ms behind), attempt 1 latest.
+		inst(sp(1, 3, 2, spans.KindServer, "dep", 50, 52, server(503, envoy("1"))...), "dep-a"),
+		inst(sp(1, 4, 2, spans.KindServer, "dep", 30, 32, server(503, envoy("2"))...), "dep-b"),
+		inst(sp(1, 5, 2, spans.KindServer, "dep", 10, 12, server(200, envoy("3"))...), "dep-c"),
+	)
+	d := depStats(t, r, "http://mesh:15001")
+	if d.PhysicalCalls != 3 || d.LogicalOperations != 1 || d.Service != "dep" {
+		t.Fatalf("dependency = %+v, want dep saw 3 for 1 (the CLIENT span is not counted again)", d)
+	}
+	var hop *analyzer.Operation
+	for _, op := range a.Snapshot(testNow).Operations {
+		if op.Owner == "(untraced, between api and dep)" {
+			hop = op
+		}
+	}
+	if hop == nil || hop.Tries() != 3 {
+		t.Fatalf("no untraced hop of 3 tries: %+v", hop)
+	}
+	if got := hop.Attempts[2].Status; got != "200" {
+		t.Errorf("last attempt by Envoy's number answered %s, want 200 (ordered by start it would be 503)", got)
+	}
+	for _, at := range hop.Attempts[1:] {
+		if at.BackoffNanos != -1 {
+			t.Errorf("a pause across instances' clocks was measured: %d", at.BackoffNanos)
+		}
+	}
+	if len(findingsOf(r, "no-backoff")) != 0 || len(findingsOf(r, "retry-amplification")) != 0 {
+		t.Errorf("one untraced retrying layer alone must not be reported: %+v", r.Findings)
+	}
+	if !hasNote(r, "counted from the callee's SERVER spans") {
+		t.Errorf("no note says where the calls were counted from: %q", r.Notes)
+	}
+}
+
+// A proxy's own span without a traced callee names the callee from upstream_cluster.
+func TestUpstreamClusterNamesTheCallee(t *testing.T) {
+	_, r := run(t, analyzer.Config{},
+		sp(1, 1, 0, spans.KindServer, "api", 0, 100),
+		sp(1, 2, 1, spans.KindClient, "api", 1, 9, append(get("http://10.0.0.7:8080/x", 200),
+			spans.StringAttr(spans.AttrEnvoyUpstreamCluster, "inventory"))...),
+	)
+	if d := depStats(t, r, "http://10.0.0.7:8080"); d.Service != "inventory" {
+		t.Errorf("service = %q, want inventory", d.Service)
+	}
+}
+
+// A CLIENT span that ends when its body is closed - after the next attempt began - is not a
+// hedge: the callee's SERVER span says when the answer came.
+func TestLateBodyCloseIsNotAHedge(t *testing.T) {
+	a, _ := run(t, analyzer.Config{},
+		sp(1, 1, 0, spans.KindServer, "api", 0, 200),
+		sp(1, 2, 1, spans.KindClient, "api", 1, 60, get("http://dep:80/x", 503)...), // closed at 60
+		sp(1, 3, 2, spans.KindServer, "dep", 2, 5, server(503)...),                  // answered at ~5
+		sp(1, 4, 1, spans.KindClient, "api", 30, 40, get("http://dep:80/x", 200)...),
+		sp(1, 5, 4, spans.KindServer, "dep", 31, 35, server(200)...),
+	)
+	op := onlyOp(t, a)
+	if op.Tries() != 2 || op.Attempts[1].Kind != analyzer.KindRetry {
+		t.Fatalf("attempts = %+v, want an initial attempt and a retry", op.Attempts)
+	}
+	if b := op.Attempts[1].BackoffNanos; b < 20*msec || b > 30*msec {
+		t.Errorf("pause = %d ns, want about 25 ms (from the answer, not the body's close)", b)
+	}
+}
+
+// Whole-millisecond timestamps make back-to-back attempts overlap by under a millisecond: still
+// sequential retries, not hedges.
+func TestSubMillisecondOverlapIsSequential(t *testing.T) {
+	s := func(id int, start, end int64, status int) spans.Span {
+		x := sp(1, id, 1, spans.KindClient, "web", 0, 0, get("http://dep:80/x", status)...)
+		x.StartUnixNano, x.EndUnixNano = t0+start, t0+end
+		return x
+	}
+	a, _ := run(t, analyzer.Config{},
+		sp(1, 1, 0, spans.KindServer, "web", 0, 100),
+		s(2, 1*msec, 10*msec+400_000, 503),
+		s(3, 10*msec, 20*msec, 503), // starts 0.4 ms before the last one "ended"
+		s(4, 30*msec, 40*msec, 200),
+	)
+	if op := onlyOp(t, a); op.Tries() != 3 {
+		t.Errorf("tries = %d (%+v), want 3", op.Tries(), op.Attempts)
+	}
+}
+
+// An application loop whose first try succeeds is not a loop: four INTERNAL spans of one name
+// after successes are four intents.
+func TestSuccessfulTriesAreNotAnApplicationLoop(t *testing.T) {
+	var ss []spans.Span
+	ss = append(ss, sp(1, 1, 0, spans.KindServer, "api", 0, 100))
+	for k := range 4 {
+		start := int64(1 + 20*k)
+		ss = append(ss, sp(1, 10+k, 1, spans.KindInternal, "api", start, start+10))
+		ss = append(ss, sp(1, 20+k, 10+k, spans.KindClient, "api", start+1, start+9, get("http://dep:80/x", 200)...))
+	}
+	_, r := run(t, analyzer.Config{}, ss...)
+	if d := depStats(t, r, "http://dep:80"); d.PhysicalCalls != 4 || d.LogicalOperations != 4 {
+		t.Errorf("dependency = %+v, want 4 calls for 4 operations", d)
+	}
+	if hasNote(r, "application retry loops") {
+		t.Errorf("successful tries were read as a loop: %q", r.Notes)
+	}
+}
