@@ -156,6 +156,7 @@ type Collector struct {
 	handlers []extraHandler
 
 	metrics *metrics
+	ignored *ignoredMetrics // metrics and logs: received and dropped (signals.go)
 	queue   *queue
 	// bodies and batches are where requests' bodies and decoded batches come from and go back
 	// to (bodies.go).
@@ -198,6 +199,7 @@ func New(cfg Config, next spans.Consumer, opts ...Option) (*Collector, error) {
 	}
 	c.queue = newQueue(cfg.QueueSize, cfg.MaxQueueBytes, c.rec != nil)
 	c.metrics = newMetrics(c)
+	c.ignored = newIgnoredMetrics(c.metrics.reg)
 	return c, nil
 }
 

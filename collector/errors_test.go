@@ -82,7 +82,7 @@ func TestHTTPErrorMapping(t *testing.T) {
 	}{
 		{name: "GET", method: "GET", code: 405, contains: "use POST", header: [2]string{"Allow", "POST"}},
 		{name: "PUT", method: "PUT", headers: map[string]string{"Content-Type": contentTypeProto}, body: good, enc: encProto, code: 405, contains: "PUT"},
-		{name: "unknown path", path: "/v1/logs", headers: map[string]string{"Content-Type": contentTypeProto}, body: good, enc: encProto, code: 404, contains: "/v1/traces"},
+		{name: "unknown path", path: "/v1/profiles", headers: map[string]string{"Content-Type": contentTypeProto}, body: good, enc: encProto, code: 404, contains: "/v1/traces"},
 		{name: "text/plain", headers: map[string]string{"Content-Type": "text/plain"}, body: good, code: 415, contains: "application/x-protobuf"},
 		{name: "no content type", body: good, code: 415, contains: "Content-Type"},
 		{name: "brotli", headers: map[string]string{"Content-Type": contentTypeProto, "Content-Encoding": "br"}, body: good, enc: encProto, code: 415, contains: `Content-Encoding "br"`},

@@ -90,6 +90,9 @@ func (c *Collector) newGRPCServer() *grpc.Server {
 	}
 	s := grpc.NewServer(opts...)
 	s.RegisterService(&traceServiceDesc, grpcHandler{c})
+	for _, sd := range ignoredSignalServices(c) {
+		s.RegisterService(&sd, c)
+	}
 	return s
 }
 

@@ -34,6 +34,7 @@ func (c *Collector) newHTTPServer() *http.Server {
 	mux := http.NewServeMux()
 	h := &httpHandler{c: c}
 	mux.Handle(tracesPath, h)
+	h.mountIgnoredSignals(mux)
 	mux.Handle(metricsPath, promhttp.HandlerFor(c.metrics.reg, promhttp.HandlerOpts{}))
 	c.mountHandlers(mux)
 	// Everything else is a 404 in the OTLP shape, which names the path that is served.

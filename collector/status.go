@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/stormwatch/stormwatch/internal/words"
 )
 
 // Stats is a point-in-time view of the collector's counters, for status lines and dashboards.
@@ -18,6 +20,10 @@ type Stats struct {
 	QueueCapacity    int
 	RecordErrors     int64
 	ConsumerFailures int64
+	// IgnoredMetricsRequests and IgnoredLogsRequests count export requests of the signals that are
+	// received and dropped (signals.go).
+	IgnoredMetricsRequests int64
+	IgnoredLogsRequests    int64
 	// Held is the span holder's report; HasHeld is false when no holder reports (see WithHeldStats).
 	Held    HeldStats
 	HasHeld bool
@@ -38,6 +44,7 @@ func (c *Collector) Stats() Stats {
 		RecordErrors:     m.totalRecordErr.Load(),
 		ConsumerFailures: m.totalConsumerErr.Load(),
 	}
+	c.ignored.stats(&s)
 	if c.held != nil {
 		s.Held, s.HasHeld = c.held(), true
 	}
@@ -62,6 +69,9 @@ func StatusLine(prev, cur Stats, elapsed time.Duration) string {
 		fmt.Fprintf(&sb, " · %s evicted", group(cur.Held.EvictedSpans))
 	}
 	fmt.Fprintf(&sb, " · queue %d/%d", cur.QueueDepth, cur.QueueCapacity)
+	if n := cur.IgnoredMetricsRequests + cur.IgnoredLogsRequests; n > 0 {
+		fmt.Fprintf(&sb, " · %s (%s)", IgnoredSignalsNote, words.Count(int(n), "request"))
+	}
 	if cur.RecordErrors > 0 {
 		fmt.Fprintf(&sb, " · %s RECORD ERRORS", group(cur.RecordErrors))
 	}
