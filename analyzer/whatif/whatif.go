@@ -3,6 +3,7 @@ package whatif
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -267,4 +268,32 @@ func (p *Prediction) Summary() string {
 		pre += r.Predicted
 	}
 	return fmt.Sprintf("%s: %d physical calls recorded, %d predicted", strings.Join(p.Changes, ", "), rec, pre)
+}
+
+// Layers are the services that own a retry loop in ops, sorted: the names a change can address.
+func Layers(ops []*analyzer.Operation) []string {
+	seen := map[string]bool{}
+	for _, op := range ops {
+		if op.Owner != "" {
+			seen[op.Owner] = true
+		}
+	}
+	return slices.Sorted(maps.Keys(seen))
+}
+
+// CheckLayers refuses a change to a layer no operation of ops has: a typo would otherwise predict
+// "as recorded" for every dependency and look like a finding that the change does nothing.
+func CheckLayers(ops []*analyzer.Operation, changes []policy.Change) error {
+	layers := Layers(ops)
+	for _, c := range changes {
+		if c.Layer == "*" || slices.Contains(layers, c.Layer) {
+			continue
+		}
+		if len(layers) == 0 {
+			return fmt.Errorf("change %q: no layer %q in these traces, which have no retry loop at all", c.String(), c.Layer)
+		}
+		return fmt.Errorf("change %q: no layer %q in these traces; the layers that own retries are %s (or * for all)",
+			c.String(), c.Layer, strings.Join(layers, ", "))
+	}
+	return nil
 }

@@ -33,6 +33,10 @@ func writeAnalysis(w io.Writer, f render.Format, rep *analyzer.Report, a *analyz
 		return render.Write(w, f, rep)
 	}
 	// The snapshot's time only stamps it; offline nothing in it depends on the clock.
-	pred := whatif.Predict(a.Snapshot(time.Unix(0, 0)).Operations, changes)
+	ops := a.Snapshot(time.Unix(0, 0)).Operations
+	if err := whatif.CheckLayers(ops, changes); err != nil {
+		return fmt.Errorf("what-if: %w", err)
+	}
+	pred := whatif.Predict(ops, changes)
 	return render.WriteWithWhatIf(w, f, rep, &pred)
 }

@@ -70,3 +70,17 @@ func TestAnalyzeWhatIfFromPolicyAndBadChanges(t *testing.T) {
 		t.Errorf("bad change: exit %d, stderr %q", code, errs)
 	}
 }
+
+// TestAnalyzeWhatIfUnknownLayer: a misspelt layer is named, the known ones listed, exit 2, and no
+// table of +0% that reads as "the change would not help".
+func TestAnalyzeWhatIfUnknownLayer(t *testing.T) {
+	fixture := filepath.Join("..", "..", "fixtures", "amplification-27-stock.jsonl")
+	code, out, errs := runPolicyCmd(t, "analyze", "--what-if", "nosuchsvc.maxAttempts=1", fixture)
+	want := `what-if: change "nosuchsvc.maxAttempts=1": no layer "nosuchsvc" in these traces; the layers that own retries are adapter, api, edge (or * for all)`
+	if code != 2 || !strings.Contains(errs, want) {
+		t.Errorf("exit %d, stderr %q; want 2 and %q", code, errs, want)
+	}
+	if strings.Contains(out, "What if") {
+		t.Errorf("a prediction was printed for an unknown layer:\n%s", out)
+	}
+}
