@@ -80,6 +80,7 @@ func analyzeTrace(id spans.TraceID, ss []spans.Span, truncated int, cfg *Config,
 	sortFindings(r.findings)
 	for i := range r.findings {
 		t.countFinding(&r.findings[i])
+		t.stampFinding(&r.findings[i])
 	}
 	t.makeNotes()
 	detachRest(r, src)

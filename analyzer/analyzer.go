@@ -742,6 +742,7 @@ func (a *Analyzer) report() Report {
 	}
 	r.Findings = append(r.Findings, a.windowFindings...)
 	sortFindings(r.Findings)
+	r.Groups = GroupFindings(r.Findings)
 	r.Notes = a.notes()
 	return r
 }

@@ -69,6 +69,9 @@ type Finding struct {
 	// Evidence keys per detector are documented in docs/detectors.md and never renamed without
 	// bumping ReportVersion.
 	Evidence map[string]any `json:"evidence,omitempty"`
+	// TimeUnixNano is when it happened: the earliest start of the spans it names (0 when unknown,
+	// as for findings about many traces).
+	TimeUnixNano int64 `json:"time_unix_nano,omitempty"`
 }
 
 // DependencyStats is the seed's "origin saw 120 (3.00x)" for one dependency.
@@ -122,6 +125,8 @@ type Report struct {
 	Input        InputStats        `json:"input"`
 	Dependencies []DependencyStats `json:"dependencies"`
 	Findings     []Finding         `json:"findings"`
+	// Groups are the findings grouped by detector, caller and dependency (GroupFindings).
+	Groups []FindingGroup `json:"groups"`
 	// Notes say what the analysis could not do or had to guess around: orphan spans, parent cycles,
 	// truncated traces, attempts that landed in separate traces with nothing to join them.
 	Notes []string `json:"notes,omitempty"`

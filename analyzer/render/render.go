@@ -5,12 +5,15 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/stormwatch/stormwatch/analyzer"
+	"github.com/stormwatch/stormwatch/internal/words"
 )
 
 // Format names an output format.
@@ -72,70 +75,137 @@ func Counts(r *analyzer.Report) (critical, warning, info int) {
 	return
 }
 
-func plural(n int, one, many string) string {
-	if n == 1 {
-		return "1 " + one
-	}
-	return strconv.Itoa(n) + " " + many
-}
-
 func headline(r *analyzer.Report) string {
-	return fmt.Sprintf("%s, %s, %s", plural(r.Input.Traces, "trace", "traces"),
-		plural(r.Input.Spans, "span", "spans"), plural(r.Input.Operations, "logical operation", "logical operations"))
+	return fmt.Sprintf("%s, %s, %s", words.Count(r.Input.Traces, "trace"),
+		words.Count(r.Input.Spans, "span"), words.Count(r.Input.Operations, "operation"))
 }
 
-// Outcomes renders "503:54 200:2", most frequent first.
+// Outcomes renders "503 x54, 200 x2", most frequent first.
 func Outcomes(m map[string]int) string {
 	keys := slices.Sorted(maps.Keys(m))
 	slices.SortStableFunc(keys, func(a, b string) int { return m[b] - m[a] })
 	parts := make([]string, len(keys))
 	for i, k := range keys {
-		parts[i] = k + ":" + strconv.Itoa(m[k])
+		parts[i] = k + " x" + strconv.Itoa(m[k])
 	}
-	return strings.Join(parts, " ")
+	return strings.Join(parts, ", ")
 }
 
-// Evidence renders a finding's evidence as "key=value" pairs in key order; layers read as
-// "edge x3 > api x3".
+// Evidence renders a finding's evidence as "key=value" pairs in key order, two spaces apart;
+// layers read as "edge x3 -> api x3", counts by name as "200 x60, 503 x2".
 func Evidence(ev map[string]any) string {
 	keys := slices.Sorted(maps.Keys(ev))
 	parts := make([]string, len(keys))
 	for i, k := range keys {
 		parts[i] = k + "=" + value(ev[k])
 	}
-	return strings.Join(parts, " ")
+	return strings.Join(parts, "  ")
 }
 
 func value(v any) string {
 	switch x := v.(type) {
+	case []analyzer.Layer:
+		parts := make([]string, len(x))
+		for i, l := range x {
+			parts[i] = fmt.Sprintf("%s x%d", l.Service, l.Attempts)
+		}
+		return strings.Join(parts, " -> ")
 	case []map[string]any:
 		parts := make([]string, len(x))
 		for i, m := range x {
 			if s, ok := m["service"]; ok {
-				parts[i] = fmt.Sprintf("%v x%v", s, m["attempts"])
+				parts[i] = fmt.Sprintf("%v x%v", s, value(m["attempts"]))
 			} else {
-				parts[i] = Evidence(m)
+				parts[i] = "(" + Evidence(m) + ")"
 			}
 		}
-		return strings.Join(parts, " > ")
+		return strings.Join(parts, " -> ")
 	case []any:
+		if ms, ok := allMaps(x); ok {
+			return value(ms)
+		}
 		parts := make([]string, len(x))
 		for i, e := range x {
-			if m, ok := e.(map[string]any); ok {
-				parts[i] = value([]map[string]any{m})
-			} else {
-				parts[i] = value(e)
-			}
+			parts[i] = value(e)
 		}
-		return strings.Join(parts, ",")
+		return strings.Join(parts, ", ")
 	case []string:
-		return strings.Join(x, ",")
+		return strings.Join(x, ", ")
+	case map[string]int:
+		return Outcomes(x)
+	case map[string]any:
+		return countsOrPairs(x)
 	case float64:
 		return strconv.FormatFloat(x, 'f', -1, 64)
 	case string:
 		return x
+	case nil:
+		return "-"
+	}
+	// Any other map or slice (a detector's own types) is read by reflection rather than printed
+	// as Go syntax: map[200:60] means nothing to the reader of a report.
+	rv := reflect.ValueOf(v)
+	switch rv.Kind() {
+	case reflect.Map:
+		m := make(map[string]any, rv.Len())
+		for it := rv.MapRange(); it.Next(); {
+			m[fmt.Sprint(it.Key().Interface())] = it.Value().Interface()
+		}
+		return countsOrPairs(m)
+	case reflect.Slice, reflect.Array:
+		out := make([]any, rv.Len())
+		for i := range out {
+			out[i] = rv.Index(i).Interface()
+		}
+		return value(out)
 	}
 	return fmt.Sprint(v)
+}
+
+func allMaps(xs []any) ([]map[string]any, bool) {
+	ms := make([]map[string]any, len(xs))
+	for i, e := range xs {
+		m, ok := e.(map[string]any)
+		if !ok {
+			return nil, false
+		}
+		ms[i] = m
+	}
+	return ms, len(xs) > 0
+}
+
+// countsOrPairs renders a map of counts (as JSON brings them back: float64) like Outcomes, and any
+// other map as "k: v" pairs in key order.
+func countsOrPairs(m map[string]any) string {
+	counts := make(map[string]int, len(m))
+	for k, v := range m {
+		switch n := v.(type) {
+		case int:
+			counts[k] = n
+		case int64:
+			counts[k] = int(n)
+		case float64:
+			if n != float64(int(n)) {
+				counts = nil
+			} else {
+				counts[k] = int(n)
+			}
+		default:
+			counts = nil
+		}
+		if counts == nil {
+			break
+		}
+	}
+	if counts != nil {
+		return Outcomes(counts)
+	}
+	keys := slices.Sorted(maps.Keys(m))
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = k + ": " + value(m[k])
+	}
+	return strings.Join(parts, ", ")
 }
 
 func shortSpans(ids []string, n int) string {
@@ -145,6 +215,44 @@ func shortSpans(ids []string, n int) string {
 	return strings.Join(ids[:n], " ") + fmt.Sprintf(" ... (%d in all)", len(ids))
 }
 
+// exampleTraces is how many trace ids a grouped finding prints; JSON lists them all.
+const exampleTraces = 3
+
+// Where renders a group's place, "edge -> http://dep:8080".
+func Where(caller, dependency string) string {
+	where := orDash(caller)
+	if dependency != "" {
+		where += " -> " + dependency
+	}
+	return where
+}
+
+// TimeRange renders when a group's findings happened, in UTC: one time, or first - last.
+func TimeRange(first, last int64) string {
+	if first == 0 {
+		return ""
+	}
+	const layout = "2006-01-02 15:04:05.000"
+	a, b := time.Unix(0, first).UTC(), time.Unix(0, last).UTC()
+	if last <= first {
+		return a.Format(layout) + " UTC"
+	}
+	end := b.Format(layout)
+	if a.Format("2006-01-02") == b.Format("2006-01-02") {
+		end = b.Format("15:04:05.000")
+	}
+	return a.Format(layout) + " - " + end + " UTC"
+}
+
+// groupCount says how many findings a group holds and in how many traces.
+func groupCount(g *analyzer.FindingGroup) string {
+	s := words.Count(g.Count, "finding")
+	if n := len(g.TraceIDs); n > 0 && n != g.Count {
+		s += " in " + words.Count(n, "trace")
+	}
+	return s
+}
+
 // Text writes the report for a terminal.
 func Text(w io.Writer, r *analyzer.Report) error {
 	ew := &errWriter{w: w}
@@ -152,31 +260,42 @@ func Text(w io.Writer, r *analyzer.Report) error {
 	if len(r.Dependencies) > 0 {
 		fmt.Fprintln(ew, "Dependencies (worst amplification first):")
 		tw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "  dependency\tservice\tsaw\tfor\t\tcallers\toutcomes\t")
+		fmt.Fprintln(tw, "  dependency\tservice\tcalls\tintents\tamplification\tcallers\toutcomes\t")
 		for _, d := range r.Dependencies {
-			fmt.Fprintf(tw, "  %s\t%s\t%d\t%d\t(%.2fx)\t%s\t%s\t\n", d.Dependency, orDash(d.Service), d.PhysicalCalls,
-				d.LogicalOperations, d.Amplification, orDash(strings.Join(d.Callers, ",")), Outcomes(d.Outcomes))
+			fmt.Fprintf(tw, "  %s\t%s\t%d\t%d\t%.2fx\t%s\t%s\t\n", d.Dependency, orDash(d.Service), d.PhysicalCalls,
+				d.LogicalOperations, d.Amplification, orDash(strings.Join(d.Callers, ", ")), Outcomes(d.Outcomes))
 		}
 		tw.Flush()
-		fmt.Fprintln(ew)
+		fmt.Fprintf(ew, "  %s\n  %s; %s\n\n", analyzer.DefineCalls, analyzer.DefineIntents, analyzer.DefineAmplification)
 	}
 	c, wn, in := Counts(r)
 	if len(r.Findings) == 0 {
 		fmt.Fprintln(ew, "No findings.")
 	} else {
-		fmt.Fprintf(ew, "Findings: %d critical, %d warning, %d info\n", c, wn, in)
-		for _, f := range r.Findings {
-			fmt.Fprintf(ew, "\n%s %s  trace %s\n", strings.ToUpper(f.Severity.String()), f.Detector, f.TraceID)
-			fmt.Fprintf(ew, "  observation  %s\n", f.Summary)
-			fmt.Fprintf(ew, "  evidence     %s\n", Evidence(f.Evidence))
+		groups := analyzer.GroupFindings(r.Findings)
+		fmt.Fprintf(ew, "Findings: %d critical, %d warning, %d info, in %s (detector at caller -> dependency)\n",
+			c, wn, in, words.Count(len(groups), "group"))
+		for gi := range groups {
+			g := &groups[gi]
+			f := &r.Findings[g.Findings[0]]
+			fmt.Fprintf(ew, "\n%s %s  %s  %s\n", strings.ToUpper(g.Severity.String()), g.Detector, Where(g.Caller, g.Dependency), groupCount(g))
+			if tr := TimeRange(g.FirstUnixNano, g.LastUnixNano); tr != "" {
+				fmt.Fprintf(ew, "  when         %s\n", tr)
+			}
+			label := "observation "
+			if g.Count > 1 {
+				label = "for example "
+			}
+			fmt.Fprintf(ew, "  %s %s\n", label, f.Summary)
+			if len(f.Evidence) > 0 {
+				fmt.Fprintf(ew, "  evidence     %s\n", Evidence(f.Evidence))
+			}
 			if f.Action != "" {
 				fmt.Fprintf(ew, "  action       %s\n", f.Action)
 			}
-			where := orDash(f.Service)
-			if f.Dependency != "" {
-				where += " -> " + f.Dependency
+			if len(g.TraceIDs) > 0 {
+				fmt.Fprintf(ew, "  traces       %s\n", shortSpans(g.TraceIDs, exampleTraces))
 			}
-			fmt.Fprintf(ew, "  where        %s\n", where)
 			if len(f.SpanIDs) > 0 {
 				fmt.Fprintf(ew, "  spans        %s\n", shortSpans(f.SpanIDs, 4))
 			}
@@ -191,23 +310,37 @@ func Text(w io.Writer, r *analyzer.Report) error {
 	return ew.err
 }
 
-// Markdown writes a job summary: the headline, the dependency table, the findings table.
+// Markdown writes a job summary: the headline, the dependency table, the grouped findings table.
 func Markdown(w io.Writer, r *analyzer.Report) error {
 	ew := &errWriter{w: w}
 	c, wn, in := Counts(r)
 	fmt.Fprintf(ew, "## stormwatch analyze\n\n%s: **%d critical**, %d warning, %d info\n", headline(r), c, wn, in)
 	if len(r.Dependencies) > 0 {
-		fmt.Fprintf(ew, "\n### Dependencies\n\n| dependency | service | physical calls | logical operations | amplification | outcomes |\n|---|---|--:|--:|--:|---|\n")
+		fmt.Fprintf(ew, "\n### Dependencies\n\n| dependency | service | calls | intents | amplification | outcomes |\n|---|---|--:|--:|--:|---|\n")
 		for _, d := range r.Dependencies {
 			fmt.Fprintf(ew, "| `%s` | %s | %d | %d | %.2fx | %s |\n", d.Dependency, md(orDash(d.Service)), d.PhysicalCalls,
 				d.LogicalOperations, d.Amplification, md(Outcomes(d.Outcomes)))
 		}
+		fmt.Fprintf(ew, "\n_%s; %s; %s._\n", md(analyzer.DefineCalls), md(analyzer.DefineIntents), md(analyzer.DefineAmplification))
 	}
 	if len(r.Findings) > 0 {
-		fmt.Fprintf(ew, "\n### Findings\n\n| severity | detector | observation | evidence | action | trace |\n|---|---|---|---|---|---|\n")
-		for _, f := range r.Findings {
-			fmt.Fprintf(ew, "| %s | `%s` | %s | %s | %s | `%s` |\n", f.Severity, f.Detector, md(f.Summary),
-				md(Evidence(f.Evidence)), md(f.Action), f.TraceID)
+		groups := analyzer.GroupFindings(r.Findings)
+		fmt.Fprintf(ew, "\n### Findings\n\n%s in %s, one row per detector at caller -> dependency.\n\n",
+			words.Count(len(r.Findings), "finding"), words.Count(len(groups), "group"))
+		fmt.Fprintf(ew, "| severity | detector | where | findings | when (UTC) | for example | evidence | action | traces |\n|---|---|---|--:|---|---|---|---|---|\n")
+		for gi := range groups {
+			g := &groups[gi]
+			f := &r.Findings[g.Findings[0]]
+			traces := make([]string, 0, exampleTraces)
+			for _, id := range g.TraceIDs[:min(len(g.TraceIDs), exampleTraces)] {
+				traces = append(traces, "`"+id+"`")
+			}
+			if n := len(g.TraceIDs); n > exampleTraces {
+				traces = append(traces, fmt.Sprintf("(%d in all)", n))
+			}
+			fmt.Fprintf(ew, "| %s | `%s` | %s | %d | %s | %s | %s | %s | %s |\n", g.Severity, g.Detector, md(Where(g.Caller, g.Dependency)),
+				g.Count, strings.TrimSuffix(TimeRange(g.FirstUnixNano, g.LastUnixNano), " UTC"), md(f.Summary),
+				md(Evidence(f.Evidence)), md(f.Action), strings.Join(traces, " "))
 		}
 	} else {
 		fmt.Fprintf(ew, "\nNo findings.\n")

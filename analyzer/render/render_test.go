@@ -6,6 +6,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stormwatch/stormwatch/analyzer"
 )
@@ -32,14 +33,16 @@ func TestTextReadsAtAGlance(t *testing.T) {
 	}
 	out := buf.String()
 	for _, want := range []string{
-		"stormwatch analyze: 2 traces, 158 spans, 26 logical operations",
-		"http://dep:8080", "54", "(27.00x)", "503:50 timeout:4",
-		"Findings: 1 critical, 0 warning, 0 info",
-		"CRITICAL retry-amplification  trace abc",
+		"stormwatch analyze: 2 traces, 158 spans, 26 operations",
+		"http://dep:8080", "54", "27.00x", "503 x50, timeout x4",
+		"calls  intents  amplification",
+		"intents: what the top layer asked of the dependency, counted once however many layers retried it",
+		"Findings: 1 critical, 0 warning, 0 info, in 1 group",
+		"CRITICAL retry-amplification  edge -> http://dep:8080  1 finding\n",
 		"  observation  3 layers retried",
-		"  evidence     factor=27 layers=edge x3 > api x3 leaf_calls=27",
+		"  evidence     factor=27  layers=edge x3 -> api x3  leaf_calls=27",
 		"  action       let one layer own retries",
-		"  where        edge -> http://dep:8080",
+		"  traces       abc",
 		"1 2 3 4 ... (5 in all)",
 		"Notes:\n  - 2 orphan spans",
 	} {
@@ -59,7 +62,7 @@ func TestMarkdownEscapesPipes(t *testing.T) {
 		t.Errorf("markdown:\n%s", out)
 	}
 	for _, line := range strings.Split(out, "\n") {
-		if strings.HasPrefix(line, "| critical") && strings.Count(strings.ReplaceAll(line, `\|`, ""), "|") != 7 {
+		if strings.HasPrefix(line, "| critical") && strings.Count(strings.ReplaceAll(line, `\|`, ""), "|") != 10 {
 			t.Errorf("finding row has the wrong number of cells: %s", line)
 		}
 	}
@@ -105,5 +108,95 @@ func TestWriteErrorsAreReported(t *testing.T) {
 		if err := Write(failWriter{}, f, sample()); err == nil || !strings.Contains(err.Error(), "disk full") {
 			t.Errorf("%s: error = %v", f, err)
 		}
+	}
+}
+
+// storm is what a storm reports: the same finding once per request, here 3 at one place and 1 at
+// another, with a detector whose evidence holds counts by status.
+func storm() *analyzer.Report {
+	r := sample()
+	r.Findings = nil
+	for i, tr := range []string{"t1", "t2", "t2", "t3"} {
+		f := analyzer.Finding{Detector: "breaker-wrong-key", Severity: analyzer.SeverityWarning, TraceID: tr,
+			Service: "web", Dependency: "http://stock:8080", Summary: "breaker refused 5 calls",
+			TimeUnixNano: time.Date(2026, 1, 15, 10, 0, i, 0, time.UTC).UnixNano(),
+			Evidence: map[string]any{"answers": map[string]int{"200": 60, "503": 2}, "failed_origins": map[string]any{"http://reviews:8080": 5.0}}}
+		if i == 3 {
+			f.Dependency = "http://pricing:8080"
+		}
+		r.Findings = append(r.Findings, f)
+	}
+	return r
+}
+
+// TestFindingsAreGrouped: text and Markdown print one entry per detector and place with its
+// count, first and last time and example traces; no evidence is printed as a Go map.
+func TestFindingsAreGrouped(t *testing.T) {
+	var text, mdown bytes.Buffer
+	if err := Text(&text, storm()); err != nil {
+		t.Fatal(err)
+	}
+	if err := Markdown(&mdown, storm()); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"Findings: 0 critical, 4 warning, 0 info, in 2 groups",
+		"WARNING breaker-wrong-key  web -> http://stock:8080  3 findings in 2 traces\n",
+		"  when         2026-01-15 10:00:00.000 - 10:00:02.000 UTC\n",
+		"  for example  breaker refused 5 calls\n",
+		"  evidence     answers=200 x60, 503 x2  failed_origins=http://reviews:8080 x5\n",
+		"  traces       t1 t2\n",
+		"WARNING breaker-wrong-key  web -> http://pricing:8080  1 finding\n",
+		"  when         2026-01-15 10:00:03.000 UTC\n",
+	} {
+		if !strings.Contains(text.String(), want) {
+			t.Errorf("text lacks %q:\n%s", want, text.String())
+		}
+	}
+	if n := strings.Count(text.String(), "breaker refused 5 calls"); n != 2 {
+		t.Errorf("text prints %d examples, want one per group (2):\n%s", n, text.String())
+	}
+	for _, want := range []string{
+		"4 findings in 2 groups",
+		"| warning | `breaker-wrong-key` | web -> http://stock:8080 | 3 | 2026-01-15 10:00:00.000 - 10:00:02.000 | breaker refused 5 calls | answers=200 x60, 503 x2  failed_origins=http://reviews:8080 x5 |  | `t1` `t2` |",
+	} {
+		if !strings.Contains(mdown.String(), want) {
+			t.Errorf("markdown lacks %q:\n%s", want, mdown.String())
+		}
+	}
+	for _, out := range []string{text.String(), mdown.String()} {
+		if strings.Contains(out, "map[") {
+			t.Errorf("evidence printed as a Go map:\n%s", out)
+		}
+	}
+}
+
+// TestJSONKeepsFindingsAndAddsGroups: JSON keeps every finding, and the groups list says
+// detector, caller, dependency, count and the trace ids.
+func TestJSONKeepsFindingsAndAddsGroups(t *testing.T) {
+	r := storm()
+	r.Groups = analyzer.GroupFindings(r.Findings)
+	var buf bytes.Buffer
+	if err := JSON(&buf, r); err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Findings []map[string]any `json:"findings"`
+		Groups   []struct {
+			Detector, Caller, Dependency string
+			Count                        int
+			TraceIDs                     []string `json:"trace_ids"`
+		} `json:"groups"`
+	}
+	if err := json.Unmarshal(buf.Bytes(), &doc); err != nil {
+		t.Fatal(err)
+	}
+	if len(doc.Findings) != 4 || len(doc.Groups) != 2 {
+		t.Fatalf("%d findings, %d groups; want 4 and 2:\n%s", len(doc.Findings), len(doc.Groups), buf.String())
+	}
+	g := doc.Groups[0]
+	if g.Detector != "breaker-wrong-key" || g.Caller != "web" || g.Dependency != "http://stock:8080" || g.Count != 3 ||
+		strings.Join(g.TraceIDs, ",") != "t1,t2" {
+		t.Errorf("first group: %+v", g)
 	}
 }

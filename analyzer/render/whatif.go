@@ -9,6 +9,7 @@ import (
 
 	"github.com/stormwatch/stormwatch/analyzer"
 	"github.com/stormwatch/stormwatch/analyzer/whatif"
+	"github.com/stormwatch/stormwatch/internal/words"
 )
 
 // WriteWithWhatIf renders the report followed by a what-if prediction: text and markdown append
@@ -41,7 +42,7 @@ func WriteWithWhatIf(w io.Writer, f Format, r *analyzer.Report, p *whatif.Predic
 // WhatIfText is the recorded-vs-predicted table, one line per dependency.
 func WhatIfText(w io.Writer, p *whatif.Prediction) error {
 	ew := &errWriter{w: w}
-	fmt.Fprintf(ew, "\nWhat if %s (%s replayed):\n", strings.Join(p.Changes, ", "), plural(p.Operations, "logical operation", "logical operations"))
+	fmt.Fprintf(ew, "\nWhat if %s (%s replayed):\n", strings.Join(p.Changes, ", "), words.Count(p.Operations, "operation"))
 	tw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "  dependency\tservice\trecorded\tpredicted\tchange\t")
 	for _, r := range p.Rows {

@@ -12,6 +12,7 @@ import (
 	"github.com/stormwatch/stormwatch/analyzer"
 	"github.com/stormwatch/stormwatch/analyzer/render"
 	"github.com/stormwatch/stormwatch/collector"
+	"github.com/stormwatch/stormwatch/internal/words"
 )
 
 // collectOptions are collect's own flags, beside the collector's and the analyzer's.
@@ -157,18 +158,18 @@ const finalSummaryDeps = 5
 // the findings by severity. The whole report is GET /api/v1/report while running, --report at exit.
 func finalSummary(w io.Writer, r *analyzer.Report) {
 	c, wn, in := render.Counts(r)
-	fmt.Fprintf(w, "stormwatch: analyzed %d traces, %d spans, %d logical operations; findings: %d critical, %d warning, %d info\n",
-		r.Input.Traces, r.Input.Spans, r.Input.Operations, c, wn, in)
+	fmt.Fprintf(w, "stormwatch: analyzed %s, %s, %s; findings: %d critical, %d warning, %d info\n",
+		words.Count(r.Input.Traces, "trace"), words.Count(r.Input.Spans, "span"), words.Count(r.Input.Operations, "operation"), c, wn, in)
 	for i, d := range r.Dependencies {
 		if i == finalSummaryDeps {
-			fmt.Fprintf(w, "stormwatch:   ... and %d more dependencies\n", len(r.Dependencies)-i)
+			fmt.Fprintf(w, "stormwatch:   ... and %s\n", words.Plural(len(r.Dependencies)-i, "more dependency", "more dependencies"))
 			break
 		}
 		svc := ""
 		if d.Service != "" {
 			svc = " (" + d.Service + ")"
 		}
-		fmt.Fprintf(w, "stormwatch:   %s%s: %d calls for %d operations (%.2fx)\n",
-			d.Dependency, svc, d.PhysicalCalls, d.LogicalOperations, d.Amplification)
+		fmt.Fprintf(w, "stormwatch:   %s%s: %s for %s (%.2fx)\n",
+			d.Dependency, svc, words.Count(d.PhysicalCalls, "call"), words.Count(d.LogicalOperations, "intent"), d.Amplification)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -159,8 +160,8 @@ func TestCollectAnalyzesLive(t *testing.T) {
 	}
 	out := r.stderr.String()
 	for _, want := range []string{
-		"stormwatch: analyzed 2 traces, 158 spans, 26 logical operations; findings: ",
-		"stormwatch:   http://dep:8080 (dep): 54 calls for 2 operations (27.00x)",
+		"stormwatch: analyzed 2 traces, 158 spans, 26 operations; findings: ",
+		"stormwatch:   http://dep:8080 (dep): 54 calls for 2 intents (27.00x)",
 		"stormwatch: report written to " + reportFile,
 	} {
 		if !strings.Contains(out, want) {
@@ -199,7 +200,7 @@ func TestCollectFinalReportIncludesUnsettledTraces(t *testing.T) {
 	if err := r.stop(t); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(r.stderr.String(), "http://dep:8080 (dep): 54 calls for 2 operations (27.00x)") {
+	if !strings.Contains(r.stderr.String(), "http://dep:8080 (dep): 54 calls for 2 intents (27.00x)") {
 		t.Errorf("the final summary lacks the unsettled storm:\n%s", r.stderr.String())
 	}
 	fb, err := os.ReadFile(reportFile)
@@ -284,15 +285,29 @@ func TestAnalysisStatusAndFinalSummary(t *testing.T) {
 	}
 	var b bytes.Buffer
 	finalSummary(&b, &r)
-	want := `stormwatch: analyzed 0 traces, 0 spans, 0 logical operations; findings: 1 critical, 2 warning, 0 info
-stormwatch:   http://da:80 (da): 10 calls for 2 operations (5.00x)
-stormwatch:   http://db:80: 9 calls for 2 operations (4.50x)
-stormwatch:   http://dc:80: 8 calls for 2 operations (4.00x)
-stormwatch:   http://dd:80: 7 calls for 2 operations (3.50x)
-stormwatch:   http://de:80: 6 calls for 2 operations (3.00x)
+	want := `stormwatch: analyzed 0 traces, 0 spans, 0 operations; findings: 1 critical, 2 warning, 0 info
+stormwatch:   http://da:80 (da): 10 calls for 2 intents (5.00x)
+stormwatch:   http://db:80: 9 calls for 2 intents (4.50x)
+stormwatch:   http://dc:80: 8 calls for 2 intents (4.00x)
+stormwatch:   http://dd:80: 7 calls for 2 intents (3.50x)
+stormwatch:   http://de:80: 6 calls for 2 intents (3.00x)
 stormwatch:   ... and 2 more dependencies
 `
 	if b.String() != want {
 		t.Errorf("final summary\n got %s\nwant %s", b.String(), want)
+	}
+
+	// One of each reads in the singular.
+	one := analyzer.Report{Input: analyzer.InputStats{Traces: 1, Spans: 1, Operations: 1},
+		Dependencies: []analyzer.DependencyStats{{Dependency: "http://dep:8080", PhysicalCalls: 27, LogicalOperations: 1, Amplification: 27}}}
+	for i := range 5 {
+		one.Dependencies = append(one.Dependencies, analyzer.DependencyStats{Dependency: fmt.Sprintf("http://d%d:80", i), PhysicalCalls: 1, LogicalOperations: 1, Amplification: 1})
+	}
+	b.Reset()
+	finalSummary(&b, &one)
+	for _, w := range []string{"analyzed 1 trace, 1 span, 1 operation;", "http://dep:8080: 27 calls for 1 intent (27.00x)", "http://d0:80: 1 call for 1 intent", "... and 1 more dependency\n"} {
+		if !strings.Contains(b.String(), w) {
+			t.Errorf("final summary lacks %q:\n%s", w, b.String())
+		}
 	}
 }
