@@ -447,22 +447,6 @@ func TestExportWritesOTLPJSON(t *testing.T) {
 	}
 }
 
-func TestEvidenceLayers(t *testing.T) {
-	want := "edge x3 → api x3"
-	for _, v := range []any{
-		[]analyzer.Layer{{Service: "edge", Attempts: 3}, {Service: "api", Attempts: 3}},
-		[]map[string]any{{"service": "edge", "attempts": 3}, {"service": "api", "attempts": 3}},
-		[]any{map[string]any{"service": "edge", "attempts": 3.0}, map[string]any{"service": "api", "attempts": 3.0}},
-	} {
-		if got := evidenceValue(v); got != want {
-			t.Errorf("evidenceValue(%T) = %q, want %q", v, got, want)
-		}
-	}
-	if got := evidenceValue([]any{1, 2}); got != "[1 2]" {
-		t.Errorf("other slices print as Go values: %q", got)
-	}
-}
-
 // TestBreakerColumn: a dependency whose latest attempt was refused shows its breaker open; one
 // that refused earlier but accepts now shows "was open".
 func TestBreakerColumn(t *testing.T) {

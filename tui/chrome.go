@@ -6,8 +6,10 @@ import (
 	"strings"
 
 	"github.com/charmbracelet/lipgloss"
+	"github.com/charmbracelet/x/ansi"
 
 	"github.com/stormwatch/stormwatch/analyzer"
+	"github.com/stormwatch/stormwatch/internal/words"
 )
 
 // The header is three lines (state, counters, tabs) and the footer two (status or filter, keys).
@@ -43,8 +45,9 @@ func (m Model) headerView() string {
 			line1 += "  " + t.Dim.Render(p)
 		}
 	}
-	if len(m.opt.Endpoints) > 0 {
-		line1 += "  " + t.Dim.Render(strings.Join(m.opt.Endpoints, " · "))
+	// The endpoints are on the start screen too: they give way first in a narrow terminal.
+	if eps := "  " + t.Dim.Render(strings.Join(m.opt.Endpoints, " · ")); len(m.opt.Endpoints) > 0 && ansi.StringWidth(line1+eps) <= w {
+		line1 += eps
 	}
 
 	// Line 2: the counters.
@@ -86,6 +89,10 @@ func (m Model) headerView() string {
 	} else {
 		parts = append(parts, t.Dim.Render("waiting for the first snapshot"))
 	}
+	// In a narrow terminal the rate gives way to what went missing (drops, evictions).
+	if len(parts) > 1 && ansi.StringWidth(strings.Join(parts, "  ")) > w {
+		parts = parts[1:]
+	}
 	line2 := strings.Join(parts, "  ")
 
 	// Line 3: the tabs. The active one is bracketed as well as styled, for monochrome terminals.
@@ -125,6 +132,14 @@ func (m Model) footerView() string {
 	w := m.termW
 	var status string
 	switch {
+	case m.cmdActive:
+		status = m.cmd.View() + t.Dim.Render("   "+commandHint)
+		if ansi.StringWidth(status) > w {
+			status = m.cmd.View() + t.Dim.Render("   "+commandHintShort)
+		}
+		if ansi.StringWidth(status) > w {
+			status = m.cmd.View() // a long completion leaves no room for the hint
+		}
 	case m.input.active:
 		status = t.Bold.Render(m.input.view()) + t.Dim.Render("   enter keep · esc clear · key=value: service= dependency= detector= severity= or any attribute")
 	case m.status != "":
@@ -135,8 +150,29 @@ func (m Model) footerView() string {
 			label = "search: "
 		}
 		status = t.Dim.Render(label) + m.currentFilter() + t.Dim.Render("  (esc clears)")
+	case m.opt.IgnoredSignals != nil:
+		if n := m.opt.IgnoredSignals(); n > 0 {
+			status = t.Dim.Render(ignoredSignalsNote + " (" + words.Count(int(n), "request") + "): only traces are analyzed")
+		}
 	}
-	return fit(status, w) + "\n" + fit(m.help.ShortHelpView(m.helpKeys().ShortHelp()), w)
+	return fit(status, w) + "\n" + fit(m.shortHelp(), w)
+}
+
+// ignoredSignalsNote says what happens to the other OTLP signals an SDK sends to the same endpoint.
+const ignoredSignalsNote = "metrics and logs are received and ignored"
+
+// shortHelp is the footer's key list, dropping keys from the end (quit stays last) until it fits
+// the terminal: a cut "p freeze vi…" helps nobody, and ? lists every key.
+func (m Model) shortHelp() string {
+	keys := m.helpKeys().ShortHelp()
+	h := m.help
+	h.Width = 0
+	v := h.ShortHelpView(keys)
+	for len(keys) > 2 && ansi.StringWidth(v) > m.termW {
+		keys = append(keys[:len(keys)-2:len(keys)-2], keys[len(keys)-1])
+		v = h.ShortHelpView(keys)
+	}
+	return v
 }
 
 func (m Model) helpView() string {
@@ -199,6 +235,7 @@ func (m Model) emptyView() string {
 		"      export OTEL_TRACES_SAMPLER=always_on",
 		"",
 		"  or replay a recording:  stormwatch replay traces.jsonl",
+		"  Only traces are analyzed: "+ignoredSignalsNote+".",
 		"")
 	if m.opt.StartDemo != nil {
 		if m.demoOn {
@@ -216,34 +253,7 @@ func fmtSpeed(s float64) string {
 }
 
 // humanInt writes 1234567 as 1,234,567: counts are read from across the room.
-func humanInt(n int) string {
-	s := strconv.Itoa(n)
-	neg := strings.HasPrefix(s, "-")
-	if neg {
-		s = s[1:]
-	}
-	if len(s) <= 3 {
-		if neg {
-			return "-" + s
-		}
-		return s
-	}
-	var b strings.Builder
-	if neg {
-		b.WriteByte('-')
-	}
-	pre := len(s) % 3
-	if pre > 0 {
-		b.WriteString(s[:pre])
-	}
-	for i := pre; i < len(s); i += 3 {
-		if b.Len() > 0 && !(neg && b.Len() == 1) {
-			b.WriteByte(',')
-		}
-		b.WriteString(s[i : i+3])
-	}
-	return b.String()
-}
+func humanInt(n int) string { return words.Int(int64(n)) }
 
 // settling says how many traces wait for their settle period, so an engineer watching an empty
 // table knows data is arriving.

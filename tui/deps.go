@@ -6,10 +6,14 @@ import (
 	"strconv"
 	"strings"
 
+	"unicode/utf8"
+
 	"github.com/charmbracelet/bubbles/key"
 	tea "github.com/charmbracelet/bubbletea"
+	"github.com/charmbracelet/x/ansi"
 
 	"github.com/stormwatch/stormwatch/analyzer"
+	"github.com/stormwatch/stormwatch/internal/words"
 )
 
 // depRow is one dependency with what the screen derives from the snapshot, computed once per
@@ -36,7 +40,7 @@ const (
 	depSortCount
 )
 
-var depSortNames = [...]string{"amplification", "calls", "logical ops", "errors", "dependency"}
+var depSortNames = [...]string{"amplification", "calls", "intents", "errors", "dependency"}
 
 // depsModel is the landing screen: one row per dependency, the worst amplification first.
 type depsModel struct {
@@ -51,13 +55,19 @@ type depsModel struct {
 	height  int
 	// anyBreaker is true when some dependency has a breaker state to show.
 	anyBreaker bool
+	// watching is what the screen says while traffic arrives and nothing is wrong yet: what is
+	// watched and what would count as a storm. Empty once there is a finding.
+	watching []string
 }
 
 func newDepsModel(ctx *shared) depsModel { return depsModel{ctx: ctx} }
 
+// depLegendLines are the lines under the table that define its columns.
+const depLegendLines = 2
+
 func (m *depsModel) SetSize(w, h int) {
 	m.width, m.height = w, h
-	m.cur.setHeight(h - 4) // headline, blank, column titles, legend
+	m.cur.setHeight(h - 3 - depLegendLines) // headline, blank, column titles, legend
 }
 
 // SetSnapshot rebuilds the rows.
@@ -135,7 +145,36 @@ func (m *depsModel) SetSnapshot(s *analyzer.Snapshot) {
 	if worst >= 0 {
 		m.all[worst].worst = true
 	}
+	m.watching = watchingText(s)
 	m.rebuild()
+}
+
+// watchingText explains a quiet screen: traffic is arriving (or settling) and no detector has
+// anything to say. It names what is watched and the shapes a storm takes, with the defaults.
+func watchingText(s *analyzer.Snapshot) []string {
+	if len(s.Report.Findings) > 0 {
+		return nil
+	}
+	callers := map[string]bool{}
+	for i := range s.Report.Dependencies {
+		for _, c := range s.Report.Dependencies[i].Callers {
+			callers[c] = true
+		}
+	}
+	analyzed := "  " + words.Count(s.Report.Input.Traces, "trace") + " analyzed"
+	if n := s.Stats.PendingTraces; n > 0 {
+		analyzed += ", " + humanInt(n) + " settling"
+	}
+	return []string{
+		fmt.Sprintf("  No storm so far. Watching %s called by %s:",
+			words.Plural(len(s.Report.Dependencies), "dependency", "dependencies"), words.Count(len(callers), "service")),
+		analyzed + " (a trace is analyzed after --settle of quiet).",
+		"  A storm: a dependency getting many calls per intent. Findings (screen 3) for:",
+		"    retry-amplification    2+ layers retry one request: 3 x 3 x 3 = 27 calls",
+		"    retry-budget-exceeded  retries over 10% of first attempts, caller -> dep",
+		"    no-backoff, unbounded-retries  retries with no pause, or over 5 attempts",
+		"  (the defaults; a --policy file changes them)",
+	}
 }
 
 // errorShare is the share of outcomes that are not a success, and a short text naming the commonest
@@ -250,7 +289,7 @@ var depCols = []column{
 	{title: "", width: 2},
 	{title: "DEPENDENCY"},
 	{title: "CALLS", width: 7, right: true},
-	{title: "LOGICAL", width: 7, right: true},
+	{title: "INTENTS", width: 7, right: true},
 	{title: "AMPLIF", width: 8, right: true},
 	{title: "ERRORS", width: 15},
 	{title: "BREAKER", width: 8},
@@ -275,14 +314,19 @@ func (m depsModel) View() string {
 	cols := layout(spec, m.width)
 	lines := make([]string, 0, m.height)
 
-	// The headline answers the first question before the table is read.
-	head := t.Dim.Render("No dependency is amplified: every logical operation made one call.")
+	// The headline answers the first question before the table is read; the callers go first
+	// when the line is too long, then the scheme, so the figures are never cut.
+	head := t.Dim.Render("No dependency is amplified: every intent made one call.")
 	for i := range m.all {
 		if r := &m.all[i]; r.worst {
-			head = t.Worst.Render(fmt.Sprintf("▲ WORST %s saw %s calls for %s (%.2fx)",
-				r.label, humanInt(r.d.PhysicalCalls), plural(r.d.LogicalOperations, "logical operation"), r.d.Amplification))
-			if r.callerTxt != "" {
-				head += t.Dim.Render("  callers: " + r.callerTxt)
+			figures := fmt.Sprintf(" saw %s for %s (%.2fx)", words.Count(r.d.PhysicalCalls, "call"),
+				words.Count(r.d.LogicalOperations, "intent"), r.d.Amplification)
+			head = t.Worst.Render("▲ WORST "+r.label+figures) + t.Dim.Render("  callers: "+r.callerTxt)
+			if r.callerTxt == "" || ansi.StringWidth(head) > m.width {
+				head = t.Worst.Render("▲ WORST " + r.label + figures)
+			}
+			if ansi.StringWidth(head) > m.width {
+				head = t.Worst.Render("▲ WORST " + shortURL(r.label, true) + figures)
 			}
 			break
 		}
@@ -306,18 +350,17 @@ func (m depsModel) View() string {
 	from, to := m.cur.window()
 	for i := from; i < to; i++ {
 		r := &m.rows[i]
+		// The cursor has the first cell and the marker the second, so the cursor never hides it.
 		mark := "  "
 		switch {
 		case r.worst:
-			mark = "▲ "
+			mark = " ▲"
 		case r.d.Amplification >= 1.5:
-			mark = "! "
+			mark = " !"
 		}
 		if i == m.cur.pos {
-			mark = ">" + mark[1:]
-			if r.worst {
-				mark = ">▲"
-			}
+			_, rest := utf8.DecodeRuneInString(mark)
+			mark = ">" + mark[rest:]
 		}
 		ampl := fmt.Sprintf("%.2fx", r.d.Amplification)
 		line := row(cols, mark, shortURL(r.label, narrow), humanInt(r.d.PhysicalCalls), humanInt(r.d.LogicalOperations),
@@ -332,10 +375,31 @@ func (m depsModel) View() string {
 		}
 		lines = append(lines, line)
 	}
-	body := padLines(lines, m.height-1)
-	legend := t.Dim.Render(fmt.Sprintf("sorted by %s · AMPLIF = physical calls / logical operations · ▲ worst, ! over 1.5x · enter: its operations",
-		depSortNames[m.sort]))
-	return body + "\n" + fit(legend, m.width)
+	if len(m.watching) > 0 && m.filter.empty() && len(lines)+1+len(m.watching) <= m.height-depLegendLines {
+		lines = append(lines, "")
+		for _, l := range m.watching {
+			lines = append(lines, fit(t.Dim.Render(l), m.width))
+		}
+	}
+	body := padLines(lines, m.height-depLegendLines)
+	return body + "\n" + m.legend()
+}
+
+// legend defines the columns under the table, in two lines: the words first, as the numbers in
+// the other screens count something else (operations at every layer, findings).
+func (m depsModel) legend() string {
+	t := &m.ctx.theme
+	defs := []string{
+		"CALLS requests it received · INTENTS what the top layer asked, once however many layers retried",
+		"AMPLIF = CALLS / INTENTS · ▲ worst, ! over 1.5x · sorted by " + depSortNames[m.sort] + " · enter: its operations",
+	}
+	if m.width < 96 {
+		defs = []string{
+			"CALLS received · INTENTS asked by the top layer, once however often retried",
+			"AMPLIF = CALLS/INTENTS · ▲ worst ! over 1.5x · by " + depSortNames[m.sort] + " · enter: its ops",
+		}
+	}
+	return fit(t.Dim.Render(defs[0]), m.width) + "\n" + fit(t.Dim.Render(defs[1]), m.width)
 }
 
 func sortArrow(reverse bool) string {
@@ -384,11 +448,4 @@ func sparkline(vals []float64, w int) string {
 		out[pad+i] = sparks[idx]
 	}
 	return string(out)
-}
-
-func plural(n int, what string) string {
-	if n == 1 {
-		return "1 " + what
-	}
-	return humanInt(n) + " " + what + "s"
 }

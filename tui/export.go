@@ -29,7 +29,7 @@ func (m Model) export() tea.Cmd {
 		}
 		id = op.TraceID
 	case screenFindings:
-		f := m.findings.selected()
+		f := m.findings.example()
 		if f == nil {
 			return status("no finding selected")
 		}

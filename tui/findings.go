@@ -3,48 +3,58 @@ package tui
 import (
 	"encoding/hex"
 	"fmt"
-	"sort"
-	"strconv"
+	"slices"
 	"strings"
+	"time"
 
 	"github.com/charmbracelet/bubbles/key"
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/x/ansi"
 
 	"github.com/stormwatch/stormwatch/analyzer"
+	"github.com/stormwatch/stormwatch/analyzer/render"
+	"github.com/stormwatch/stormwatch/internal/words"
 	"github.com/stormwatch/stormwatch/spans"
 )
 
-// findEntry is a line of the findings list: a group header (severity and detector) or a finding.
+// findEntry is a line of the findings list: a group (one detector at one caller -> dependency) or,
+// under an expanded group, one of its findings.
 type findEntry struct {
-	header bool
-	sev    analyzer.Severity
-	det    string
-	count  int
-	f      *analyzer.Finding
+	g *analyzer.FindingGroup
+	f *analyzer.Finding // nil on a group's line
 }
 
-// findingsModel lists findings grouped by severity (worst first) and detector, with the selected
-// one's evidence and suggested action below.
+// findingsModel lists findings grouped by detector and place, the most severe and largest groups
+// first (analyzer.GroupFindings, as the reports group them), with the selected group's example
+// evidence and suggested action below. A storm makes one finding per request; the group is the
+// row to read, and l or → lists its findings.
 type findingsModel struct {
-	ctx     *shared
-	all     []analyzer.Finding
-	entries []findEntry
-	shownN  int
-	filter  filter
-	reverse bool
-	cur     cursor
-	width   int
-	height  int
+	ctx      *shared
+	all      []analyzer.Finding
+	sel      []analyzer.Finding // those the filter keeps; the groups index into it
+	groups   []analyzer.FindingGroup
+	expanded map[groupKey]bool
+	entries  []findEntry
+	filter   filter
+	reverse  bool
+	cur      cursor
+	width    int
+	height   int
 }
 
-const findDetailLines = 7
+type groupKey struct{ det, caller, dep string }
 
-func newFindingsModel(ctx *shared) findingsModel { return findingsModel{ctx: ctx} }
+func keyOf(g *analyzer.FindingGroup) groupKey { return groupKey{g.Detector, g.Caller, g.Dependency} }
+
+const findDetailLines = 8
+
+func newFindingsModel(ctx *shared) findingsModel {
+	return findingsModel{ctx: ctx, expanded: map[groupKey]bool{}}
+}
 
 func (m *findingsModel) SetSize(w, h int) {
 	m.width, m.height = w, h
-	m.cur.setHeight(h - findDetailLines - 1)
+	m.cur.setHeight(h - findDetailLines - 1) // and the column titles
 }
 
 func (m *findingsModel) SetSnapshot(s *analyzer.Snapshot) {
@@ -77,85 +87,92 @@ func findingField(f *analyzer.Finding, k string) ([]string, bool) {
 }
 
 func (m *findingsModel) rebuild() {
-	var sel []*analyzer.Finding
+	m.sel = m.sel[:0]
 	for i := range m.all {
 		f := &m.all[i]
 		if m.filter.matches([]string{f.Detector, f.Service, f.Dependency, f.Summary, f.TraceID},
 			func(k string) ([]string, bool) { return findingField(f, k) }) {
-			sel = append(sel, f)
+			m.sel = append(m.sel, *f)
 		}
 	}
-	sort.SliceStable(sel, func(i, j int) bool {
-		a, b := sel[i], sel[j]
-		if a.Severity != b.Severity {
-			return (a.Severity > b.Severity) != m.reverse
-		}
-		if a.Detector != b.Detector {
-			return a.Detector < b.Detector
-		}
-		if a.Dependency != b.Dependency {
-			return a.Dependency < b.Dependency
-		}
-		return a.TraceID < b.TraceID
-	})
-	m.shownN = len(sel)
+	var keep groupKey
+	if e := m.current(); e != nil {
+		keep = keyOf(e.g)
+	}
+	m.groups = analyzer.GroupFindings(m.sel)
+	if m.reverse {
+		slices.Reverse(m.groups)
+	}
 	m.entries = m.entries[:0]
-	for i := 0; i < len(sel); {
-		j := i
-		for j < len(sel) && sel[j].Severity == sel[i].Severity && sel[j].Detector == sel[i].Detector {
-			j++
+	pos := -1
+	for gi := range m.groups {
+		g := &m.groups[gi]
+		if keyOf(g) == keep && pos < 0 {
+			pos = len(m.entries)
 		}
-		m.entries = append(m.entries, findEntry{header: true, sev: sel[i].Severity, det: sel[i].Detector, count: j - i})
-		for _, f := range sel[i:j] {
-			m.entries = append(m.entries, findEntry{f: f, sev: f.Severity, det: f.Detector})
-		}
-		i = j
-	}
-	m.cur.setLen(len(m.entries))
-	m.skipHeader(1)
-}
-
-// skipHeader moves the cursor off a group header, in direction d.
-func (m *findingsModel) skipHeader(d int) {
-	for m.cur.pos >= 0 && m.cur.pos < len(m.entries) && m.entries[m.cur.pos].header {
-		next := m.cur.pos + d
-		if next < 0 || next >= len(m.entries) {
-			d = -d
-			next = m.cur.pos + d
-			if next < 0 || next >= len(m.entries) {
-				return
+		m.entries = append(m.entries, findEntry{g: g})
+		if m.expanded[keyOf(g)] {
+			for _, fi := range g.Findings {
+				m.entries = append(m.entries, findEntry{g: g, f: &m.sel[fi]})
 			}
 		}
-		m.cur.set(next)
+	}
+	m.cur.setLen(len(m.entries))
+	if pos >= 0 && (m.cur.pos >= len(m.entries) || m.entries[m.cur.pos].g != m.entries[pos].g) {
+		// The selection follows its group when new findings reorder the list.
+		m.cur.set(pos)
 	}
 }
 
-func (m findingsModel) selected() *analyzer.Finding {
-	if m.cur.pos < len(m.entries) && !m.entries[m.cur.pos].header {
-		return m.entries[m.cur.pos].f
+func (m findingsModel) current() *findEntry {
+	if m.cur.pos < len(m.entries) {
+		return &m.entries[m.cur.pos]
 	}
 	return nil
 }
 
+// example is the finding the selected line stands for: its own, or its group's first.
+func (m findingsModel) example() *analyzer.Finding {
+	e := m.current()
+	switch {
+	case e == nil:
+		return nil
+	case e.f != nil:
+		return e.f
+	}
+	return &m.sel[e.g.Findings[0]]
+}
+
 func (m findingsModel) Update(msg tea.Msg) (findingsModel, tea.Cmd) {
 	k := m.ctx.keys
-	before := m.cur.pos
 	if m.cur.navigate(k, msg) {
-		d := 1
-		if m.cur.pos < before {
-			d = -1
-		}
-		m.skipHeader(d)
 		return m, nil
 	}
 	if msg, ok := msg.(tea.KeyMsg); ok {
 		switch {
 		case key.Matches(msg, k.Sort), key.Matches(msg, k.Reverse):
-			// One order makes sense here (by severity); s and S flip it so info can be read first.
+			// One order makes sense here (the most severe, largest first); s and S flip it.
 			m.reverse = !m.reverse
 			m.rebuild()
+		case key.Matches(msg, k.Expand):
+			if e := m.current(); e != nil && e.f == nil {
+				m.expanded[keyOf(e.g)] = true
+				m.rebuild()
+			}
+		case key.Matches(msg, k.Collapse):
+			if e := m.current(); e != nil {
+				g := e.g
+				delete(m.expanded, keyOf(g))
+				m.rebuild()
+				for i := range m.entries {
+					if m.entries[i].g == g || keyOf(m.entries[i].g) == keyOf(g) {
+						m.cur.set(i)
+						break
+					}
+				}
+			}
 		case key.Matches(msg, k.Enter):
-			if f := m.selected(); f != nil {
+			if f := m.example(); f != nil {
 				id, err := parseTraceID(f.TraceID)
 				if err != nil {
 					return m, func() tea.Msg { return statusMsg("this finding names no trace (it is about many of them)") }
@@ -203,10 +220,24 @@ func (m findingsModel) sevStyle(s analyzer.Severity, text string) string {
 	return text
 }
 
+var findCols = []column{
+	{title: "", width: 3},
+	{title: "DETECTOR", width: 23},
+	{title: "WHERE (caller → dependency)"},
+	{title: "COUNT", width: 6, right: true},
+	{title: "LAST", width: 8},
+}
+
 func (m findingsModel) View() string {
 	t := &m.ctx.theme
-	listH := m.height - findDetailLines - 1
+	listH := m.height - findDetailLines
+	cols := layout(findCols, m.width)
+	titles := make([]string, len(cols))
+	for i, c := range cols {
+		titles[i] = c.title
+	}
 	lines := make([]string, 0, m.height)
+	lines = append(lines, t.Dim.Render(row(cols, titles...)))
 	if len(m.entries) == 0 {
 		if len(m.all) == 0 {
 			lines = append(lines, t.Dim.Render("  no findings: nothing retries in a way the detectors object to (yet)"))
@@ -217,55 +248,99 @@ func (m findingsModel) View() string {
 	from, to := m.cur.window()
 	for i := from; i < to; i++ {
 		e := &m.entries[i]
-		if e.header {
-			h := fmt.Sprintf("%s %s  %s (%d)", sevMark(e.sev), strings.ToUpper(e.sev.String()), e.det, e.count)
-			lines = append(lines, fit(m.sevStyle(e.sev, h), m.width))
-			continue
+		var line string
+		if e.f == nil {
+			g := e.g
+			mark := " " + sevMark(g.Severity) + " "
+			if i == m.cur.pos {
+				mark = ">" + sevMark(g.Severity) + " "
+			}
+			where := g.Caller
+			if g.Dependency != "" {
+				where += " → " + shortURL(g.Dependency, m.width < 100)
+			}
+			line = row(cols, mark, g.Detector, where, humanInt(g.Count), clock(g.LastUnixNano))
+		} else {
+			f := e.f
+			mark := "   "
+			if i == m.cur.pos {
+				mark = ">  "
+			}
+			line = fit(mark+"  └ trace "+shortID(f.TraceID)+"  "+clock(f.TimeUnixNano)+"  "+f.Summary, m.width)
 		}
-		f := e.f
-		mark := "   "
-		if i == m.cur.pos {
-			mark = " > "
-		}
-		where := f.Service
-		if f.Dependency != "" {
-			where += " → " + f.Dependency
-		}
-		line := fit(mark+fit(where, 34)+" "+f.Summary, m.width)
-		if i == m.cur.pos {
-			line = t.Selected.Render(line)
+		switch {
+		case i == m.cur.pos:
+			line = t.Rows.Selected.Render(line)
+		case e.f == nil && e.g.Severity == analyzer.SeverityCritical:
+			line = t.Rows.Crit.Render(line)
+		case e.f == nil && e.g.Severity == analyzer.SeverityWarning:
+			line = t.Rows.Warn.Render(line)
 		}
 		lines = append(lines, line)
 	}
 	out := padLines(lines, listH)
 
-	// The detail pane: what the selected finding proves and what to do about it. Long summaries
-	// and actions wrap rather than lose their end, which is where the numbers often are.
+	// The detail pane: what the selected group (or finding) proves and what to do about it. Long
+	// summaries and actions wrap at words rather than lose their end, where the numbers often are.
 	d := []string{t.Dim.Render(strings.Repeat("─", m.width))}
-	if f := m.selected(); f != nil {
-		field := func(label, text string, maxLines int) {
-			ls := strings.Split(ansi.Wrap(text, m.width-10, " "), "\n")
-			if len(ls) > maxLines {
-				ls = ls[:maxLines]
-				ls[maxLines-1] = fit(ls[maxLines-1]+" …", m.width-10)
-			}
-			for i, l := range ls {
-				if i == 0 {
-					d = append(d, fit(t.Dim.Render(fmt.Sprintf("%-10s", label))+l, m.width))
-				} else {
-					d = append(d, fit("          "+l, m.width))
-				}
+	field := func(label, text string, maxLines int) {
+		ls := strings.Split(ansi.Wrap(text, m.width-10, " "), "\n")
+		if len(ls) > maxLines {
+			ls = ls[:maxLines]
+			ls[maxLines-1] = fit(ls[maxLines-1]+" …", m.width-10)
+		}
+		for i, l := range ls {
+			if i == 0 {
+				d = append(d, fit(t.Dim.Render(fmt.Sprintf("%-10s", label))+l, m.width))
+			} else {
+				d = append(d, fit("          "+l, m.width))
 			}
 		}
-		d = append(d, fit(m.sevStyle(f.Severity, sevMark(f.Severity)+" "+f.Severity.String())+"  "+t.Bold.Render(f.Detector)+
-			t.Dim.Render(fmt.Sprintf("  %s → %s · trace %s · enter opens it at the %d spans named", f.Service, f.Dependency, f.TraceID, len(f.SpanIDs))), m.width))
-		field("summary", f.Summary, 2)
-		field("evidence", evidenceText(f.Evidence), 1)
+	}
+	if e, f := m.current(), m.example(); e != nil && f != nil {
+		g := e.g
+		d = append(d, fit(m.sevStyle(g.Severity, sevMark(g.Severity)+" "+g.Severity.String())+"  "+t.Bold.Render(g.Detector)+
+			t.Dim.Render("  "+render.Where(g.Caller, g.Dependency)), m.width))
+		if e.f == nil {
+			count := words.Count(g.Count, "finding")
+			if n := len(g.TraceIDs); n != g.Count {
+				count += " in " + words.Count(n, "trace")
+			}
+			if tr := render.TimeRange(g.FirstUnixNano, g.LastUnixNano); tr != "" {
+				count += " · " + tr
+			}
+			field("count", count, 1)
+		} else {
+			field("trace", f.TraceID+" · "+clock(f.TimeUnixNano)+" · "+words.Count(len(f.SpanIDs), "span")+" named", 1)
+		}
+		label := "summary"
+		if e.f == nil && g.Count > 1 {
+			label = "example"
+		}
+		field(label, f.Summary, 2)
+		field("evidence", render.Evidence(f.Evidence), 1)
 		field("action", f.Action, 2)
 	} else {
-		d = append(d, t.Dim.Render(fmt.Sprintf("%d findings · grouped by severity and detector · s: flip order", m.shownN)))
+		d = append(d, t.Dim.Render(words.Count(len(m.sel), "finding")+" in "+words.Count(len(m.groups), "group")+" · s: flip order"))
 	}
 	return out + "\n" + padLines(d, findDetailLines)
+}
+
+// clock is the time of day of a Unix-nanosecond time, UTC, as the reports print it; "" for none.
+func clock(ns int64) string {
+	if ns == 0 {
+		return ""
+	}
+	return time.Unix(0, ns).UTC().Format("15:04:05")
+}
+
+// shortID is the first 12 hex digits of an id: enough to tell traces apart on screen, and :trace
+// takes a prefix.
+func shortID(id string) string {
+	if len(id) > 12 {
+		return id[:12] + "…"
+	}
+	return id
 }
 
 func sevMark(s analyzer.Severity) string {
@@ -276,77 +351,4 @@ func sevMark(s analyzer.Severity) string {
 		return "!"
 	}
 	return "·"
-}
-
-// evidenceText prints evidence compactly, keys sorted, the layers chain as the TUI draws it.
-func evidenceText(ev map[string]any) string {
-	keys := make([]string, 0, len(ev))
-	for k := range ev {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	parts := make([]string, 0, len(keys))
-	for _, k := range keys {
-		parts = append(parts, k+"="+evidenceValue(ev[k]))
-	}
-	return strings.Join(parts, "  ")
-}
-
-func evidenceValue(v any) string {
-	switch v := v.(type) {
-	case []analyzer.Layer:
-		return layerChain(v)
-	case []map[string]any:
-		if ls, ok := layersFromMaps(v); ok {
-			return layerChain(ls)
-		}
-	case []any:
-		maps := make([]map[string]any, 0, len(v))
-		for _, x := range v {
-			mm, ok := x.(map[string]any)
-			if !ok {
-				return fmt.Sprint(v)
-			}
-			maps = append(maps, mm)
-		}
-		if ls, ok := layersFromMaps(maps); ok {
-			return layerChain(ls)
-		}
-	case float64:
-		return strconv.FormatFloat(v, 'g', -1, 64)
-	case string:
-		return v
-	}
-	return fmt.Sprint(v)
-}
-
-// layersFromMaps reads the retry-amplification evidence's layers, as the detector builds them or as
-// they come back from JSON.
-func layersFromMaps(ms []map[string]any) ([]analyzer.Layer, bool) {
-	ls := make([]analyzer.Layer, 0, len(ms))
-	for _, mm := range ms {
-		svc, ok := mm["service"].(string)
-		if !ok {
-			return nil, false
-		}
-		var n int
-		switch a := mm["attempts"].(type) {
-		case float64:
-			n = int(a)
-		case int:
-			n = a
-		default:
-			return nil, false
-		}
-		ls = append(ls, analyzer.Layer{Service: svc, Attempts: n})
-	}
-	return ls, true
-}
-
-func layerChain(ls []analyzer.Layer) string {
-	parts := make([]string, len(ls))
-	for i, l := range ls {
-		parts[i] = fmt.Sprintf("%s x%d", l.Service, l.Attempts)
-	}
-	return strings.Join(parts, " → ")
 }

@@ -57,8 +57,8 @@ func TestFixtureScreensGolden(t *testing.T) {
 	}{
 		{"dependencies", nil, []string{"▲ WORST", "27.00x"}},
 		{"operations", []tea.Msg{press("2")}, []string{"503 503 503"}},
-		{"findings", []tea.Msg{press("3")}, []string{"retry-amplification", "layers=edge x3 → api x3 → adapter x3"}},
-		{"trace", []tea.Msg{press("3"), press("enter")}, []string{"3 x 3 x 3 = 27 calls to", "edge x3 → api x3 → adapter x3", "#3/3"}},
+		{"findings", []tea.Msg{press("3")}, []string{"retry-amplification", "layers=edge x3 -> api x3 -> adapter x3"}},
+		{"trace", []tea.Msg{press("3"), press("enter")}, []string{"3 x 3 x 3 = 27 calls to", "edge x3 -> api x3 -> adapter x3", "#3/3"}},
 		{"span", []tea.Msg{press("3"), press("enter"), press("enter")}, []string{"span_id", "attributes ("}},
 		{"trace-80x24", []tea.Msg{size(80, 24), press("3"), press("enter")}, []string{"3 x 3 x 3 = 27 calls to", "#1/3"}},
 	}

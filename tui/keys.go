@@ -9,6 +9,7 @@ import (
 // overlay is rendered from it, so the two never disagree. The layout follows k9s and lazygit.
 type KeyMap struct {
 	Help     key.Binding
+	Command  key.Binding
 	Filter   key.Binding
 	Back     key.Binding
 	NextTab  key.Binding
@@ -55,6 +56,7 @@ func DefaultKeyMap() KeyMap {
 	}
 	return KeyMap{
 		Help:     b("?", "help", "?"),
+		Command:  b(":", "command", ":"),
 		Filter:   b("/", "filter", "/"),
 		Back:     b("esc", "back", "esc"),
 		NextTab:  b("tab", "next screen", "tab"),
@@ -110,28 +112,32 @@ func (h screenKeys) ShortHelp() []key.Binding {
 		return []key.Binding{k.Help, k.Enter, k.Collapse, k.Expand, search(k.Filter), k.NextProblem, k.Export, k.Back}
 	case screenSpan:
 		return []key.Binding{k.Help, k.Up, k.Down, k.Export, k.Back}
+	case screenFindings:
+		return []key.Binding{k.Help, k.Command, open(k.Enter), list(k.Expand), k.Filter, k.NextTab, k.Pause, k.Quit}
 	case screenEmpty:
 		if h.demo {
 			return []key.Binding{k.Help, k.Demo, k.Quit}
 		}
 		return []key.Binding{k.Help, k.Quit}
 	}
-	return []key.Binding{k.Help, k.Enter, k.Filter, k.Sort, k.NextTab, k.Pause, k.Quit}
+	return []key.Binding{k.Help, k.Command, k.Enter, k.Filter, k.Sort, k.NextTab, k.Pause, k.Quit}
 }
 
 func (h screenKeys) FullHelp() [][]key.Binding {
 	k := h.k
 	nav := []key.Binding{k.Up, k.Down, k.Top, k.Bottom, k.PageUp, k.PageDown, k.Enter, k.Back}
 	screens := []key.Binding{k.NextTab, k.PrevTab, k.Deps, k.Ops, k.Findings, k.Trace}
-	general := []key.Binding{k.Filter, k.Pause, k.Export, k.Clear, k.Help, k.Quit}
+	general := []key.Binding{k.Command, k.Filter, k.Pause, k.Export, k.Clear, k.Help, k.Quit}
 	if h.s == screenTrace {
-		general[0] = search(k.Filter)
+		general[1] = search(k.Filter)
 	}
 	groups := [][]key.Binding{nav, screens}
 	switch h.s {
 	case screenTrace:
 		groups = append(groups, []key.Binding{k.Collapse, k.Expand, k.NextMatch, k.PrevMatch, k.NextProblem, k.PrevProblem})
-	case screenOps, screenDeps, screenFindings:
+	case screenFindings:
+		groups = append(groups, []key.Binding{list(k.Expand), k.Collapse, k.Sort, k.Reverse})
+	case screenOps, screenDeps:
 		groups = append(groups, []key.Binding{k.Sort, k.Reverse})
 	}
 	if h.demo && h.s == screenEmpty {
@@ -142,6 +148,18 @@ func (h screenKeys) FullHelp() [][]key.Binding {
 		groups = append(groups, []key.Binding{k.ReplayPause, k.Faster, k.Slower})
 	}
 	return groups
+}
+
+// open and list are enter and l as the findings screen uses them: enter opens a group's first
+// trace, l lists the group's findings.
+func open(b key.Binding) key.Binding {
+	b.SetHelp(b.Help().Key, "open trace")
+	return b
+}
+
+func list(b key.Binding) key.Binding {
+	b.SetHelp(b.Help().Key, "list group")
+	return b
 }
 
 // search is the filter key as the trace screen uses it: it searches instead of hiding rows.

@@ -6,6 +6,7 @@ import (
 
 	"github.com/charmbracelet/bubbles/help"
 	"github.com/charmbracelet/bubbles/key"
+	"github.com/charmbracelet/bubbles/textinput"
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/lipgloss"
 
@@ -67,6 +68,9 @@ type Options struct {
 	Clear func()
 	// Dropped reports spans the collector refused (overload, bad data), for the header.
 	Dropped func() int64
+	// IgnoredSignals reports the metrics and logs export requests received and dropped, for the
+	// status line; nil when there is no collector (a replay).
+	IgnoredSignals func() int64
 	// ExportDir is where `e` writes trace files; "" is the working directory.
 	ExportDir string
 	// Now is the clock; nil means time.Now.
@@ -135,12 +139,14 @@ type Model struct {
 	frozen  bool
 	refresh time.Duration // the current snapshot interval (see the snapshotMsg case)
 
-	showHelp bool
-	input    lineInput
-	status   string
-	termW    int
-	termH    int
-	bodyH    int // between header and footer
+	showHelp  bool
+	input     lineInput
+	cmd       textinput.Model // the `:` command line (command.go)
+	cmdActive bool
+	status    string
+	termW     int
+	termH     int
+	bodyH     int // between header and footer
 
 	// spans/s, from consecutive snapshots.
 	rate      float64
@@ -401,6 +407,9 @@ func (m Model) showingEmpty() bool {
 
 func (m Model) key(msg tea.KeyMsg) (tea.Model, tea.Cmd) {
 	k := m.ctx.keys
+	if m.cmdActive {
+		return m.editCommand(msg)
+	}
 	if m.input.active {
 		return m.editInput(msg)
 	}
@@ -419,6 +428,8 @@ func (m Model) key(msg tea.KeyMsg) (tea.Model, tea.Cmd) {
 	case key.Matches(msg, k.Help):
 		m.showHelp = true
 		return m, nil
+	case key.Matches(msg, k.Command):
+		return m, m.openCommandLine()
 	case key.Matches(msg, k.Filter):
 		if m.showingEmpty() || m.screen == screenSpan {
 			return m, nil

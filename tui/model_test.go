@@ -148,8 +148,8 @@ func TestFindingsScreenGolden(t *testing.T) {
 	tm.Send(press("3"))
 	waitFor(t, tm, "evidence")
 	view := finalView(t, tm)
-	for _, want := range []string{"CRITICAL  retry-amplification (1)", "WARNING  post-deadline-work (1)", "INFO  no-backoff (1)",
-		"layers=edge x3 → api x3 → adapter x3", "action    let one layer own retries"} {
+	for _, want := range []string{">‼  retry-amplification     edge → http://dep:8080", " !  post-deadline-work      edge → http://api:8080", " ·  no-backoff              web → http://pricing:8080",
+		"layers=edge x3 -> api x3 -> adapter x3", "action    let one layer own retries"} {
 		if !strings.Contains(view, want) {
 			t.Errorf("findings screen lacks %q:\n%s", want, view)
 		}
@@ -166,7 +166,7 @@ func TestDrillIntoTraceGolden(t *testing.T) {
 	tm.Send(press("enter"))
 	waitFor(t, tm, "27 calls to http://dep:8080")
 	view := finalView(t, tm)
-	for _, want := range []string{"3 x 3 x 3 = 27 calls to http://dep:8080", "layers: edge x3 → api x3 → adapter x3",
+	for _, want := range []string{"3 x 3 x 3 = 27 calls to http://dep:8080", "layers: edge x3 -> api x3 -> adapter x3",
 		"#1/3 initial 503", "#3/3 retry 503", "deadline at +1.00s", "42 late", "[4 Trace]"} {
 		if !strings.Contains(view, want) {
 			t.Errorf("trace screen lacks %q:\n%s", want, view)

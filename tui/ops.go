@@ -11,6 +11,7 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 
 	"github.com/stormwatch/stormwatch/analyzer"
+	"github.com/stormwatch/stormwatch/internal/words"
 	"github.com/stormwatch/stormwatch/spans"
 )
 
@@ -32,7 +33,8 @@ var opSortNames = [...]string{"attempts", "latency", "findings", "caller", "depe
 // opSortColumn maps a sort to the column whose title gets the arrow.
 var opSortColumn = [...]int{3, 7, 8, 1, 2, 4, 5}
 
-// opsModel lists logical operations. It keeps pointers into the snapshot and formats only the rows
+// opsModel lists operations: the retry loops of every layer (an intent of the top layer makes
+// one per attempt of each layer above). It keeps pointers into the snapshot and formats only the rows
 // on screen, so a hundred thousand operations cost one sort per snapshot and nothing per frame.
 type opsModel struct {
 	ctx     *shared
@@ -48,18 +50,28 @@ type opsModel struct {
 	// stale is set when a snapshot arrived while the screen was hidden: the sort waits until
 	// the screen is shown, so a hundred thousand operations cost nothing on other screens.
 	stale *analyzer.Snapshot
+	// intents are the dependencies' intents, so a list filtered to one dependency reconciles
+	// with the figure on the dependencies screen.
+	intents map[string]int
+	// oneDep is the dependency every row is toward when the filter picked one (rebuild).
+	oneDep string
 }
 
 func newOpsModel(ctx *shared) opsModel { return opsModel{ctx: ctx} }
 
 func (m *opsModel) SetSize(w, h int) {
 	m.width, m.height = w, h
-	m.cur.setHeight(h - 2) // column titles, legend
+	m.cur.setHeight(h - 3) // column titles, the selected row in full, legend
 }
 
 func (m *opsModel) SetSnapshot(s *analyzer.Snapshot) {
 	m.stale = nil
 	m.all = s.Operations
+	m.intents = make(map[string]int, len(s.Report.Dependencies))
+	for i := range s.Report.Dependencies {
+		d := &s.Report.Dependencies[i]
+		m.intents[d.Dependency] = d.LogicalOperations
+	}
 	m.rebuild()
 }
 
@@ -136,6 +148,7 @@ func (m *opsModel) rebuild() {
 	}
 	m.sortRows()
 	m.cur.setLen(len(m.rows))
+	m.oneDep, _ = m.oneDependency()
 }
 
 // opKey is a row with its sort key pulled out, so the comparison the sort runs two million times
@@ -276,7 +289,7 @@ func (m opsModel) View() string {
 	lines = append(lines, t.Dim.Render(row(cols, titles...)))
 	if len(m.rows) == 0 {
 		if len(m.all) == 0 {
-			lines = append(lines, t.Dim.Render("  no logical operations yet"))
+			lines = append(lines, t.Dim.Render("  no operations yet"))
 		} else {
 			lines = append(lines, t.Dim.Render("  nothing matches the filter"))
 		}
@@ -310,10 +323,61 @@ func (m opsModel) View() string {
 		}
 		lines = append(lines, line)
 	}
-	body := padLines(lines, m.height-1)
-	legend := fmt.Sprintf("%s of %s operations · sorted by %s (s: next column, S: reverse) · ATTEMPTS (physical calls) · enter: trace",
-		humanInt(len(m.rows)), humanInt(len(m.all)), opSortNames[m.sort])
-	return body + "\n" + fit(t.Dim.Render(legend), m.width)
+	body := padLines(lines, m.height-2)
+	return body + "\n" + fit(m.selectedLine(), m.width) + "\n" + fit(t.Dim.Render(m.legend()), m.width)
+}
+
+// selectedLine is the selected operation in full, as the narrow columns cut names (OWNER above
+// all, where the retrying service has a long name).
+func (m opsModel) selectedLine() string {
+	op := m.selected()
+	if op == nil {
+		return ""
+	}
+	s := "▸ " + op.Caller + " → " + op.Dependency + " · owner " + orDash(op.Owner)
+	if op.Name != "" {
+		s += " · " + op.Name
+	}
+	s += " · " + words.Count(op.Tries(), "attempt")
+	if calls := op.PhysicalCalls(); calls != op.Tries() {
+		s += ", " + words.Count(calls, "call")
+	}
+	return m.ctx.theme.Bold.Render(s)
+}
+
+// legend says what an operation is, and, when the list is one dependency's, how its count
+// reconciles with the intents on the dependencies screen.
+func (m opsModel) legend() string {
+	count := humanInt(len(m.rows)) + " of " + words.Count(len(m.all), "operation")
+	if dep := m.oneDep; dep != "" {
+		intents := words.Count(m.intents[dep], "intent")
+		if m.width < 100 {
+			return fmt.Sprintf("%s to %s for %s: one per attempt of the layers above",
+				words.Count(len(m.rows), "operation"), shortURL(dep, true), intents)
+		}
+		return fmt.Sprintf("%s to %s, for %s: one per attempt of the layers above", count, dep, intents)
+	}
+	if m.width < 100 {
+		return count + ": retry loops at every layer · by " + opSortNames[m.sort]
+	}
+	return count + ": retry loops at every layer, one per attempt above · sorted by " + opSortNames[m.sort] + " (s, S)"
+}
+
+// oneDependency reports the dependency every row is toward, when the filter picked one.
+func (m *opsModel) oneDependency() (string, bool) {
+	if len(m.rows) == 0 || m.filter.empty() {
+		return "", false
+	}
+	dep := m.rows[0].Dependency
+	if _, ok := m.intents[dep]; !ok {
+		return "", false
+	}
+	for _, op := range m.rows {
+		if op.Dependency != dep {
+			return "", false
+		}
+	}
+	return dep, true
 }
 
 // outcomeTrail shows each attempt's outcome in order, e.g. "503 503 ok" or "timeout ok".

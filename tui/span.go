@@ -10,6 +10,7 @@ import (
 	"github.com/charmbracelet/x/ansi"
 
 	"github.com/stormwatch/stormwatch/analyzer"
+	"github.com/stormwatch/stormwatch/internal/words"
 	"github.com/stormwatch/stormwatch/spans"
 )
 
@@ -32,18 +33,34 @@ func (m *spanModel) SetSize(w, h int) {
 }
 
 // wrap breaks long values over several lines instead of cutting them: a truncated id or URL is
-// worse than none when it is copied.
+// worse than none when it is copied. Sentences break between words (a word longer than the line,
+// an id or a URL, is cut where it must), and a labelled line continues under its value.
 func (m *spanModel) wrap() {
 	m.lines = m.lines[:0]
 	for _, l := range m.raw {
-		if m.width > 0 && ansi.StringWidth(l) > m.width {
-			m.lines = append(m.lines, strings.Split(ansi.Hardwrap(l, m.width, false), "\n")...)
+		if m.width <= 0 || ansi.StringWidth(l) <= m.width {
+			m.lines = append(m.lines, l)
 			continue
 		}
-		m.lines = append(m.lines, l)
+		label, value := "", l
+		if len(l) > spanLabelW && strings.TrimRight(l[:spanLabelW], " ") != "" && !strings.Contains(strings.TrimRight(l[:spanLabelW], " "), " ") &&
+			l[spanLabelW-1] == ' ' {
+			label, value = l[:spanLabelW], l[spanLabelW:]
+		}
+		indent := strings.Repeat(" ", len(label))
+		for i, part := range strings.Split(ansi.Wrap(value, m.width-len(label), ""), "\n") {
+			if i == 0 {
+				m.lines = append(m.lines, label+part)
+			} else {
+				m.lines = append(m.lines, indent+part)
+			}
+		}
 	}
 	m.scroll(0)
 }
+
+// spanLabelW is the width of the labels ("attempt     ") the detail lines start with.
+const spanLabelW = 12
 
 func (m *spanModel) scroll(d int) {
 	m.offset += d
@@ -99,8 +116,8 @@ func (m *spanModel) load(v *analyzer.TraceView, i int, ann []spanAnn) {
 			}
 		}
 		if op := a.op; op != nil {
-			add("operation   %s %s: %s → %s, owner %s, %d attempts, terminal %s, stop reason %s",
-				op.ID, op.Name, op.Caller, op.Dependency, op.Owner, len(op.Attempts), orDash(op.Terminal), orDash(op.StopReason))
+			add("operation   %s %s: %s → %s, owner %s, %s, terminal %s, stop reason %s",
+				op.ID, op.Name, op.Caller, op.Dependency, op.Owner, words.Count(len(op.Attempts), "attempt"), orDash(op.Terminal), orDash(op.StopReason))
 			if op.DeadlineUnixNano > 0 {
 				add("deadline    %s", time.Unix(0, op.DeadlineUnixNano).UTC().Format(time.RFC3339Nano))
 			}

@@ -1,10 +1,12 @@
 package tui
 
 import (
+	"io"
 	"strings"
 
 	"github.com/charmbracelet/bubbles/help"
 	"github.com/charmbracelet/lipgloss"
+	"github.com/muesli/termenv"
 )
 
 // Theme holds every style the dashboard uses, built once and shared by all screens. Colour is an
@@ -62,6 +64,19 @@ func (p paint) Render(s string) string {
 		return s
 	}
 	return p.pre + s + p.post
+}
+
+// NewRenderer is the renderer the dashboard draws with on w. With color false (NO_COLOR) lipgloss
+// would pick the Ascii profile, which drops bold and reverse video as well as colour, and leaves
+// the cursor row and the active tab unmarked; the theme sets no colour then, so the ANSI profile
+// keeps the attributes and still prints none. The dashboard only runs on a terminal, which
+// draws them.
+func NewRenderer(w io.Writer, color bool) *lipgloss.Renderer {
+	r := lipgloss.NewRenderer(w)
+	if !color {
+		r.SetColorProfile(termenv.ANSI)
+	}
+	return r
 }
 
 // NewTheme builds the styles from r. With color false (NO_COLOR) it keeps bold and reverse video but

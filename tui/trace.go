@@ -8,8 +8,11 @@ import (
 
 	"github.com/charmbracelet/bubbles/key"
 	tea "github.com/charmbracelet/bubbletea"
+	"github.com/charmbracelet/x/ansi"
 
 	"github.com/stormwatch/stormwatch/analyzer"
+	"github.com/stormwatch/stormwatch/analyzer/render"
+	"github.com/stormwatch/stormwatch/internal/words"
 	"github.com/stormwatch/stormwatch/spans"
 )
 
@@ -392,8 +395,8 @@ func (m traceModel) View() string {
 	lines := make([]string, 0, m.height)
 
 	// Line 1: what this trace is.
-	info := fmt.Sprintf("trace %s  %s spans · %d ops · %d findings", v.TraceID, humanInt(len(v.Spans)),
-		len(v.Operations), len(v.Findings))
+	info := fmt.Sprintf("trace %s  %s · %s · %s", v.TraceID, words.Count(len(v.Spans), "span"),
+		words.Count(len(v.Operations), "operation"), words.Count(len(v.Findings), "finding"))
 	if m.late > 0 {
 		info += fmt.Sprintf(" · %d late", m.late)
 	}
@@ -406,7 +409,7 @@ func (m traceModel) View() string {
 	lines = append(lines, fit(t.Bold.Render(info), m.width))
 
 	// Line 2: the amplification product, the answer to "who multiplies the load".
-	lines = append(lines, fit(layersLine(t, v), m.width))
+	lines = append(lines, fit(layersLine(t, v, m.width), m.width))
 
 	statusW := trStatusW
 	if m.width < 100 {
@@ -457,9 +460,9 @@ func (m traceModel) View() string {
 	return padLines(lines, m.height)
 }
 
-func layersLine(t *Theme, v *analyzer.TraceView) string {
+func layersLine(t *Theme, v *analyzer.TraceView, w int) string {
 	if len(v.Layers) == 0 {
-		return t.Dim.Render("no layer retried in this trace: every logical operation made one attempt per layer")
+		return t.Dim.Render("no layer retried in this trace: every operation made one attempt")
 	}
 	nums := make([]string, len(v.Layers))
 	prod := 1
@@ -479,7 +482,13 @@ func layersLine(t *Theme, v *analyzer.TraceView) string {
 	if len(v.Layers) > 1 {
 		style = t.Crit
 	}
-	return style.Render(s) + t.Dim.Render("   layers: ") + layerChain(v.Layers)
+	full := style.Render(s) + t.Dim.Render("   layers: ") + render.Layers(v.Layers)
+	if w > 0 && ansi.StringWidth(full) > w {
+		// Narrow: the chain without its label, the dependency without its scheme.
+		s = strings.Replace(s, dep, shortURL(dep, true), 1)
+		return style.Render(s) + "  " + render.Layers(v.Layers)
+	}
+	return full
 }
 
 func (m traceModel) rowView(i int, selected bool, nameW, statusW, barW, dlCol int, span int64) string {

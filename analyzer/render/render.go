@@ -105,11 +105,7 @@ func Evidence(ev map[string]any) string {
 func value(v any) string {
 	switch x := v.(type) {
 	case []analyzer.Layer:
-		parts := make([]string, len(x))
-		for i, l := range x {
-			parts[i] = fmt.Sprintf("%s x%d", l.Service, l.Attempts)
-		}
-		return strings.Join(parts, " -> ")
+		return Layers(x)
 	case []map[string]any:
 		parts := make([]string, len(x))
 		for i, m := range x {
@@ -160,6 +156,15 @@ func value(v any) string {
 		return value(out)
 	}
 	return fmt.Sprint(v)
+}
+
+// Layers renders the layers that retried, root first: "edge x3 -> api x3 -> adapter x3".
+func Layers(ls []analyzer.Layer) string {
+	parts := make([]string, len(ls))
+	for i, l := range ls {
+		parts[i] = fmt.Sprintf("%s x%d", l.Service, l.Attempts)
+	}
+	return strings.Join(parts, " -> ")
 }
 
 func allMaps(xs []any) ([]map[string]any, bool) {

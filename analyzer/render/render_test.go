@@ -120,7 +120,7 @@ func storm() *analyzer.Report {
 		f := analyzer.Finding{Detector: "breaker-wrong-key", Severity: analyzer.SeverityWarning, TraceID: tr,
 			Service: "web", Dependency: "http://stock:8080", Summary: "breaker refused 5 calls",
 			TimeUnixNano: time.Date(2026, 1, 15, 10, 0, i, 0, time.UTC).UnixNano(),
-			Evidence: map[string]any{"answers": map[string]int{"200": 60, "503": 2}, "failed_origins": map[string]any{"http://reviews:8080": 5.0}}}
+			Evidence:     map[string]any{"answers": map[string]int{"200": 60, "503": 2}, "failed_origins": map[string]any{"http://reviews:8080": 5.0}}}
 		if i == 3 {
 			f.Dependency = "http://pricing:8080"
 		}
@@ -198,5 +198,26 @@ func TestJSONKeepsFindingsAndAddsGroups(t *testing.T) {
 	if g.Detector != "breaker-wrong-key" || g.Caller != "web" || g.Dependency != "http://stock:8080" || g.Count != 3 ||
 		strings.Join(g.TraceIDs, ",") != "t1,t2" {
 		t.Errorf("first group: %+v", g)
+	}
+}
+
+// TestEvidenceLayers: the layers read the same as the detector builds them and as they come back
+// from JSON; other lists are comma-separated, not Go syntax.
+func TestEvidenceLayers(t *testing.T) {
+	want := "edge x3 -> api x3"
+	for _, v := range []any{
+		[]analyzer.Layer{{Service: "edge", Attempts: 3}, {Service: "api", Attempts: 3}},
+		[]map[string]any{{"service": "edge", "attempts": 3}, {"service": "api", "attempts": 3}},
+		[]any{map[string]any{"service": "edge", "attempts": 3.0}, map[string]any{"service": "api", "attempts": 3.0}},
+	} {
+		if got := value(v); got != want {
+			t.Errorf("value(%T) = %q, want %q", v, got, want)
+		}
+	}
+	if got := value([]any{1, 2}); got != "1, 2" {
+		t.Errorf("other lists: %q", got)
+	}
+	if got := value(map[int]int{200: 60}); got != "200 x60" {
+		t.Errorf("a map of counts by any key: %q", got)
 	}
 }

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	tea "github.com/charmbracelet/bubbletea"
-	"github.com/charmbracelet/lipgloss"
 	"github.com/charmbracelet/x/term"
 	"github.com/spf13/cobra"
 
@@ -120,9 +119,10 @@ func endpoints(c *collector.Collector, tls bool) ([]string, string) {
 // runDashboard runs the TUI until the user quits or ctx ends (SIGTERM).
 func runDashboard(ctx context.Context, io streams, opt tui.Options) error {
 	out := io.out.(*os.File)
-	opt.Renderer = lipgloss.NewRenderer(out)
-	// NO_COLOR (https://no-color.org): any non-empty value turns colour off.
+	// NO_COLOR (https://no-color.org): any non-empty value turns colour off; bold and reverse
+	// video stay (tui.NewRenderer).
 	opt.Color = os.Getenv("NO_COLOR") == ""
+	opt.Renderer = tui.NewRenderer(out, opt.Color)
 	p := tea.NewProgram(tui.New(opt), tea.WithContext(ctx), tea.WithInput(io.in), tea.WithOutput(out),
 		tea.WithAltScreen(), tea.WithMouseCellMotion())
 	_, err := p.Run()

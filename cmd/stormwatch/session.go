@@ -204,6 +204,10 @@ func (p *pipeline) tuiOptions(f *collectorFlags, d *dashboardFlags) tui.Options 
 	opt := p.session.tuiOptions(d)
 	opt.Endpoints, opt.HTTPEndpoint = endpoints(p.c, isTLS(f))
 	opt.Dropped = func() int64 { return p.c.Stats().RejectedSpans }
+	opt.IgnoredSignals = func() int64 {
+		st := p.c.Stats()
+		return st.IgnoredMetricsRequests + st.IgnoredLogsRequests
+	}
 	return opt
 }
 
