@@ -108,8 +108,7 @@ func runCollect(ctx context.Context, io streams, f *collectorFlags, a *analysisF
 	p.log.Info("shutting down: draining the queue and flushing the recording")
 	err = p.stop()
 	final := p.c.Stats()
-	fmt.Fprintf(io.err, "stormwatch: stopped: %d spans accepted, %d rejected, %d requests refused\n",
-		final.AcceptedSpans, final.RejectedSpans, final.RefusedRequests)
+	fmt.Fprintln(io.err, stopSummary(final))
 	// Nothing arrives any more: what is still settling is analyzed as it is.
 	p.flush()
 	snap := p.cache.Fresh()
@@ -147,6 +146,17 @@ func analysisStatus(snap *analyzer.Snapshot) string {
 	s := fmt.Sprintf(" · findings %d critical %d warning %d info", c, w, i)
 	if deps := snap.Report.Dependencies; len(deps) > 0 {
 		s += fmt.Sprintf(" · worst %.2fx %s", deps[0].Amplification, deps[0].Dependency)
+	}
+	return s
+}
+
+// stopSummary is the collector's totals at shutdown. The counts are plain digits: scripts read
+// "stopped: N spans accepted".
+func stopSummary(st collector.Stats) string {
+	s := fmt.Sprintf("stormwatch: stopped: %d %s accepted, %d rejected, %d %s", st.AcceptedSpans, words.Noun(st.AcceptedSpans, "span", "spans"),
+		st.RejectedSpans, st.RefusedRequests, words.Noun(st.RefusedRequests, "request refused", "requests refused"))
+	if n := st.IgnoredMetricsRequests + st.IgnoredLogsRequests; n > 0 {
+		s += fmt.Sprintf("; %s (%s)", collector.IgnoredSignalsNote, words.Count(int(n), "request"))
 	}
 	return s
 }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/stormwatch/stormwatch/analyzer"
+	"github.com/stormwatch/stormwatch/collector"
 	"github.com/stormwatch/stormwatch/tracefile"
 	"github.com/stormwatch/stormwatch/tracefile/replay"
 )
@@ -298,6 +299,10 @@ stormwatch:   ... and 2 more dependencies
 	}
 
 	// One of each reads in the singular.
+	if got, want := stopSummary(collector.Stats{AcceptedSpans: 1, RefusedRequests: 1, IgnoredLogsRequests: 1}),
+		"stormwatch: stopped: 1 span accepted, 0 rejected, 1 request refused; metrics and logs are received and ignored (1 request)"; got != want {
+		t.Errorf("stopped line\n got %q\nwant %q", got, want)
+	}
 	one := analyzer.Report{Input: analyzer.InputStats{Traces: 1, Spans: 1, Operations: 1},
 		Dependencies: []analyzer.DependencyStats{{Dependency: "http://dep:8080", PhysicalCalls: 27, LogicalOperations: 1, Amplification: 27}}}
 	for i := range 5 {

@@ -50,7 +50,7 @@ With --to it is sent as OTLP to another collector - stormwatch's or any OpenTele
 --max (or --speed 0) sends as fast as the collector takes it: every request is encoded once up
 front and sent from --connections connections at once - a load generator for the collector.`,
 		Example: `  stormwatch replay traces.jsonl
-  stormwatch replay --speed 4 --loop fixtures/amplification.jsonl
+  stormwatch replay --speed 4 --loop fixtures/amplification-27-reference.jsonl
   stormwatch replay --to 127.0.0.1:4317 recording.pb.gz
   stormwatch replay --to http://otelcol:4318 --protocol http/json --token-file token traces.jsonl
   stormwatch replay --to 127.0.0.1:4317 --max --connections 8 --duration 30s --loop traces.pb`,

@@ -33,8 +33,13 @@ func Count(n int, noun string) string {
 
 // Plural writes n and one or many: Plural(2, "was", "were") is "2 were".
 func Plural(n int, one, many string) string {
+	return Int(int64(n)) + " " + Noun(int64(n), one, many)
+}
+
+// Noun is one or many as n asks, for counts printed some other way (plain digits for scripts).
+func Noun(n int64, one, many string) string {
 	if n == 1 || n == -1 {
-		return Int(int64(n)) + " " + one
+		return one
 	}
-	return Int(int64(n)) + " " + many
+	return many
 }
