@@ -31,7 +31,9 @@ func TestUntracedHopCountsCalleeSpansInEnvoyOrder(t *testing.T) {
 		s.Resource = &spans.Resource{ServiceName: s.Resource.ServiceName, ServiceInstance: instance}
 		return s
 	}
-	envoy := func(n string) spans.Attr { return spans.Attr{Key: spans.AttrReqHeaderEnvoyAttempt, Str: `["` + n + `"]`, Type: spans.ValueOther} }
+	envoy := func(n string) spans.Attr {
+		return spans.Attr{Key: spans.AttrReqHeaderEnvoyAttempt, Str: `["` + n + `"]`, Type: spans.ValueOther}
+	}
 	a, r := run(t, analyzer.Config{},
 		sp(1, 1, 0, spans.KindServer, "api", 0, 100),
 		sp(1, 2, 1, spans.KindClient, "api", 1, 90, get("http://mesh:15001/x", 200)...),
