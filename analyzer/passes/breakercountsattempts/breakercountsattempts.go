@@ -9,6 +9,7 @@ import (
 
 	"github.com/stormwatch/stormwatch/analyzer"
 	"github.com/stormwatch/stormwatch/analyzer/passes/internal/audit"
+	"github.com/stormwatch/stormwatch/internal/words"
 )
 
 // Detector is the breaker-counts-attempts detector.
@@ -125,8 +126,8 @@ func run(pass *analyzer.Pass) error {
 			SpanIDs:    ids,
 			Service:    k.caller,
 			Dependency: k.origin,
-			Summary: fmt.Sprintf("%s's breaker for %s opened after %d failed attempts although %d of %d logical calls before it had succeeded after retries (%d failed); it then refused %d calls",
-				k.caller, k.origin, failedAttempts, okAfterRetry, logical, failedLogical, refusedCalls),
+			Summary: fmt.Sprintf("%s's breaker for %s opened after %s although %d of %s before it had succeeded after retries (%d failed); it then refused %s",
+				k.caller, k.origin, words.Count(failedAttempts, "failed attempt"), okAfterRetry, words.Count(logical, "logical call"), failedLogical, words.Count(refusedCalls, "call")),
 			Action:   "feed the breaker one signal per logical call (the final outcome after retries), not one per attempt",
 			Evidence: ev,
 		})

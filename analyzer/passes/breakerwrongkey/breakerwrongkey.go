@@ -9,6 +9,7 @@ import (
 
 	"github.com/stormwatch/stormwatch/analyzer"
 	"github.com/stormwatch/stormwatch/analyzer/passes/internal/audit"
+	"github.com/stormwatch/stormwatch/internal/words"
 )
 
 // Detector is the breaker-wrong-key detector.
@@ -137,8 +138,8 @@ func run(pass *analyzer.Pass) error {
 			SpanIDs:    s.refusedIDs,
 			Service:    k.caller,
 			Dependency: k.origin,
-			Summary: fmt.Sprintf("%s's breaker refused %d calls to %s, which had not failed (%s), because %s failed: the breaker is keyed wider than the origin",
-				k.caller, s.refused, k.origin, answersText(s.answers), strings.Join(names, ", ")),
+			Summary: fmt.Sprintf("%s's breaker refused %s to %s, which had not failed (%s), because %s failed: the breaker is keyed wider than the origin",
+				k.caller, words.Count(s.refused, "call"), k.origin, answersText(s.answers), strings.Join(names, ", ")),
 			Action:   "key the circuit breaker per origin (scheme://host:port), and keep its state for the life of the application, not the client object",
 			Evidence: ev,
 		})

@@ -8,6 +8,7 @@ import (
 
 	"github.com/stormwatch/stormwatch/analyzer"
 	"github.com/stormwatch/stormwatch/analyzer/passes/internal/audit"
+	"github.com/stormwatch/stormwatch/internal/words"
 	"github.com/stormwatch/stormwatch/spans"
 )
 
@@ -217,10 +218,10 @@ func check(pass *analyzer.Pass, t *analyzer.Trace, op *analyzer.Operation, prima
 func report(pass *analyzer.Pass, op *analyzer.Operation, ids []string, failedDep, fallback string, tries, again int, via string, retried bool) {
 	what := []string{}
 	if retried {
-		what = append(what, fmt.Sprintf("retried %d times", tries))
+		what = append(what, "retried "+words.Plural(tries, "time", "times"))
 	}
 	if again > 0 {
-		s := fmt.Sprintf("called the failed %s again %d times", failedDep, again)
+		s := fmt.Sprintf("called the failed %s again %s", failedDep, words.Plural(again, "time", "times"))
 		if via != "" {
 			s += " through " + via
 		}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/stormwatch/stormwatch/analyzer"
 	"github.com/stormwatch/stormwatch/analyzer/passes/internal/audit"
+	"github.com/stormwatch/stormwatch/internal/words"
 	"github.com/stormwatch/stormwatch/spans"
 )
 
@@ -88,8 +89,8 @@ func run(pass *analyzer.Pass) error {
 			SpanIDs:    ids,
 			Service:    op.Owner,
 			Dependency: op.Dependency,
-			Summary: fmt.Sprintf("%s sent %d attempts of %s with %d different idempotency keys: the server cannot tell they are one write",
-				op.Owner, len(keys), op.Name, len(distinct)),
+			Summary: fmt.Sprintf("%s sent %s of %s with %d different idempotency keys: the server cannot tell they are one write",
+				op.Owner, words.Count(len(keys), "attempt"), op.Name, len(distinct)),
 			Action:   "make the idempotency key once per logical operation, before the first attempt, and send the same key on every retry",
 			Evidence: map[string]any{"keys": keys, "distinct_keys": len(distinct), "attempts": len(keys)},
 		})

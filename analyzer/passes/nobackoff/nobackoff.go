@@ -6,6 +6,7 @@ import (
 
 	"github.com/stormwatch/stormwatch/analyzer"
 	"github.com/stormwatch/stormwatch/analyzer/passes/internal/audit"
+	"github.com/stormwatch/stormwatch/internal/words"
 )
 
 // Detector is the no-backoff detector.
@@ -55,8 +56,8 @@ func run(pass *analyzer.Pass) error {
 			SpanIDs:    ids,
 			Service:    op.Owner,
 			Dependency: op.Dependency,
-			Summary: fmt.Sprintf("%s retried %s %d times with no pause (%d of %d retries within %.1f ms of the failure)",
-				op.Owner, op.Name, immediate, immediate, len(pauses), audit.Ms(minPause)),
+			Summary: fmt.Sprintf("%s retried %s %s with no pause (%d of %s within %.1f ms of the failure)",
+				op.Owner, op.Name, words.Plural(immediate, "time", "times"), immediate, words.Plural(len(pauses), "retry", "retries"), audit.Ms(minPause)),
 			Action: "wait between attempts: exponential backoff with full jitter, sleep uniform(0, min(cap, base*2^n))",
 			Evidence: map[string]any{
 				"retries":           len(pauses),

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/stormwatch/stormwatch/analyzer"
+	"github.com/stormwatch/stormwatch/internal/words"
 	"github.com/stormwatch/stormwatch/spans"
 )
 
@@ -186,10 +187,7 @@ func report(pass *analyzer.Pass, late []int, source, service string, wasted int6
 	ms := math.Round(float64(wasted)/float64(time.Millisecond)*10) / 10
 	// The dependency is the one that received the wasted calls.
 	dep := t.Origin(late[0])
-	calls := "1 call"
-	if len(late) > 1 {
-		calls = fmt.Sprintf("%d calls", len(late))
-	}
+	calls := words.Count(len(late), "call")
 	pass.Report(analyzer.Finding{
 		Severity:   pass.Detector.Severity,
 		SpanIDs:    ids,

@@ -10,6 +10,7 @@ import (
 	"github.com/stormwatch/stormwatch/analyzer"
 	"github.com/stormwatch/stormwatch/analyzer/passes/internal/audit"
 	"github.com/stormwatch/stormwatch/analyzer/policy"
+	"github.com/stormwatch/stormwatch/internal/words"
 	"github.com/stormwatch/stormwatch/spans"
 )
 
@@ -152,8 +153,8 @@ func run(pass *analyzer.Pass) error {
 			Severity:   sev,
 			Service:    g.caller,
 			Dependency: g.dep,
-			Summary: fmt.Sprintf("%s sent %d retries for %d first attempts to %s (ratio %.2f, budget %.2f) over %.1f s%s",
-				g.caller, g.retries, g.first, g.dep, ratio, budget, audit.Ms(end-start)/1000, cite),
+			Summary: fmt.Sprintf("%s sent %s for %s to %s (ratio %.2f, budget %.2f) over %.1f s%s",
+				g.caller, words.Plural(g.retries, "retry", "retries"), words.Count(g.first, "first attempt"), g.dep, ratio, budget, audit.Ms(end-start)/1000, cite),
 			Action:   "put a retry budget in the client (retries at most ratio x requests, shared by all calls to the dependency) so mass failures stop multiplying load",
 			Evidence: ev,
 		}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/stormwatch/stormwatch/analyzer"
 	"github.com/stormwatch/stormwatch/analyzer/passes/internal/audit"
+	"github.com/stormwatch/stormwatch/internal/words"
 	"github.com/stormwatch/stormwatch/spans"
 )
 
@@ -164,14 +165,14 @@ func run(pass *analyzer.Pass) error {
 			f.Service = g.example.Caller
 			f.TraceID = g.example.TraceID.String()
 			f.SpanIDs = audit.HexIDs(g.ids)
-			summary = fmt.Sprintf("retry %d toward %s waited %.0f ms in %d operations with a coefficient of variation of %.3f: no jitter",
-				retry, depName, audit.Ms(int64(g.mean)), g.n, g.cv())
+			summary = fmt.Sprintf("retry %d toward %s waited %.0f ms in %s with a coefficient of variation of %.3f: no jitter",
+				retry, depName, audit.Ms(int64(g.mean)), words.Count(g.n, "operation"), g.cv())
 		}
 		if bunched {
 			if summary != "" {
 				summary += "; "
 			}
-			summary += fmt.Sprintf("%d of %d retries arrived in one wave", largest(waves), len(dep.starts))
+			summary += fmt.Sprintf("%d of %s arrived in one wave", largest(waves), words.Plural(len(dep.starts), "retry", "retries"))
 		}
 		w.Evidence(ev)
 		f.Summary = summary

@@ -6,6 +6,7 @@ import (
 
 	"github.com/stormwatch/stormwatch/analyzer"
 	"github.com/stormwatch/stormwatch/analyzer/passes/internal/audit"
+	"github.com/stormwatch/stormwatch/internal/words"
 	"github.com/stormwatch/stormwatch/spans"
 )
 
@@ -41,7 +42,7 @@ func run(pass *analyzer.Pass) error {
 				SpanIDs:    ids,
 				Service:    op.Owner,
 				Dependency: op.Dependency,
-				Summary:    fmt.Sprintf("%s tried %s %d times, over the cap of %d%s", op.Owner, op.Name, tries, limit, cite),
+				Summary:    fmt.Sprintf("%s tried %s %s, over the cap of %d%s", op.Owner, op.Name, words.Plural(tries, "time", "times"), limit, cite),
 				Action:     "cap the attempts (3-5 for a synchronous call) and let the operation's deadline end the loop sooner",
 				Evidence:   ev,
 			})
@@ -56,7 +57,7 @@ func run(pass *analyzer.Pass) error {
 			SpanIDs:    tryIDs(op),
 			Service:    op.Owner,
 			Dependency: op.Dependency,
-			Summary:    fmt.Sprintf("%s gave up %s after %d tries without a stop reason: nothing in the trace says what bounded the loop", op.Owner, op.Name, tries),
+			Summary:    fmt.Sprintf("%s gave up %s after %s without a stop reason: nothing in the trace says what bounded the loop", op.Owner, op.Name, words.Plural(tries, "try", "tries")),
 			Action:     "record resilience.stop_reason (max_attempts, deadline, budget, breaker_open, permanent...) on the operation so every stop is explained",
 			Evidence:   map[string]any{"attempts": tries, "stop_reason": ""},
 		})

@@ -5,6 +5,7 @@ import (
 
 	"github.com/stormwatch/stormwatch/analyzer"
 	"github.com/stormwatch/stormwatch/analyzer/passes/internal/audit"
+	"github.com/stormwatch/stormwatch/internal/words"
 	"github.com/stormwatch/stormwatch/spans"
 )
 
@@ -68,8 +69,8 @@ func run(pass *analyzer.Pass) error {
 			SpanIDs:    ids,
 			Service:    op.Owner,
 			Dependency: op.Dependency,
-			Summary: fmt.Sprintf("%s sent %s %s %d times without an idempotency key: a lost response after the server acted becomes a duplicate%s",
-				op.Owner, shown, op.Name, sends, cite),
+			Summary: fmt.Sprintf("%s sent %s %s %s without an idempotency key: a lost response after the server acted becomes a duplicate%s",
+				op.Owner, shown, op.Name, words.Plural(sends, "time", "times"), cite),
 			Action:   "send an Idempotency-Key that the server deduplicates, the same on every attempt, or make this write a single attempt",
 			Evidence: ev,
 		})
