@@ -184,7 +184,7 @@ func (t *Trace) accountRows(ops []*Operation, sc *scratch) []acctRow {
 		}
 		return false
 	}
-	type rowKey struct{ dep, caller, status string }
+	type rowKey struct{ dep, caller, status, service string }
 	var rows []acctRow
 	var idx map[rowKey]int
 	for k, op := range ops {
@@ -220,12 +220,12 @@ func (t *Trace) accountRows(ops []*Operation, sc *scratch) []acctRow {
 			caller, status := op.Caller, statusKey(c.outcome, c.status)
 			k := -1
 			if idx != nil {
-				if v, ok := idx[rowKey{c.origin, caller, status}]; ok {
+				if v, ok := idx[rowKey{c.origin, caller, status, c.service}]; ok {
 					k = v
 				}
 			} else {
 				for i := range rows {
-					if r := &rows[i]; r.dep == c.origin && r.caller == caller && r.status == status {
+					if r := &rows[i]; r.dep == c.origin && r.caller == caller && r.status == status && r.service == c.service {
 						k = i
 						break
 					}
@@ -237,20 +237,17 @@ func (t *Trace) accountRows(ops []*Operation, sc *scratch) []acctRow {
 					rows = make([]acctRow, 0, 4)
 				}
 				k = len(rows)
-				rows = append(rows, acctRow{dep: c.origin, caller: caller, status: status})
+				rows = append(rows, acctRow{dep: c.origin, caller: caller, status: status, service: c.service})
 				if idx != nil {
-					idx[rowKey{c.origin, caller, status}] = k
+					idx[rowKey{c.origin, caller, status, c.service}] = k
 				} else if len(rows) > 16 {
 					idx = make(map[rowKey]int, 64)
 					for i, r := range rows {
-						idx[rowKey{r.dep, r.caller, r.status}] = i
+						idx[rowKey{r.dep, r.caller, r.status, r.service}] = i
 					}
 				}
 			}
 			r := &rows[k]
-			if r.service == "" {
-				r.service = c.service
-			}
 			r.physical++
 			if logical {
 				r.logical++

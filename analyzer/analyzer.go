@@ -131,6 +131,7 @@ type traceState struct {
 
 type depAgg struct {
 	service  string
+	services map[string]int // physical calls answered by each callee service.name
 	physical int
 	logical  int
 	outcomes map[string]int
@@ -571,6 +572,14 @@ func (a *Analyzer) contribute(r *traceResult, id spans.TraceID, n int, is traceI
 			g.service = row.service
 		}
 		p, l := sign*int(row.physical), sign*int(row.logical)
+		if row.service != "" {
+			if g.services == nil {
+				g.services = map[string]int{}
+			}
+			if g.services[row.service] += p; g.services[row.service] <= 0 {
+				delete(g.services, row.service)
+			}
+		}
 		g.physical += p
 		g.logical += l
 		if g.outcomes[row.status] += p; g.outcomes[row.status] <= 0 {
@@ -700,6 +709,12 @@ func (a *Analyzer) report() Report {
 			LogicalOperations: g.logical, Outcomes: make(map[string]int, len(g.outcomes))}
 		if g.logical > 0 {
 			ds.Amplification = float64(g.physical) / float64(g.logical)
+		}
+		if len(g.services) > 1 {
+			for name := range g.services {
+				ds.Services = append(ds.Services, name)
+			}
+			slices.Sort(ds.Services)
 		}
 		for k, v := range g.outcomes {
 			ds.Outcomes[k] = v

@@ -139,3 +139,19 @@ func TestSuccessfulTriesAreNotAnApplicationLoop(t *testing.T) {
 		t.Errorf("successful tries were read as a loop: %q", r.Notes)
 	}
 }
+
+// Two services answer behind one origin (a proxy in front of both): the dependency names both,
+// not whichever came first.
+func TestEveryServiceBehindAnOriginIsNamed(t *testing.T) {
+	_, r := run(t, analyzer.Config{},
+		sp(1, 1, 0, spans.KindServer, "api", 0, 100),
+		sp(1, 2, 1, spans.KindClient, "api", 1, 9, get("http://gateway:80/reviews", 200)...),
+		sp(1, 3, 2, spans.KindServer, "reviews", 2, 8, server(200)...),
+		sp(1, 4, 1, spans.KindClient, "api", 11, 19, get("http://gateway:80/ratings", 200)...),
+		sp(1, 5, 4, spans.KindServer, "ratings", 12, 18, server(200)...),
+	)
+	d := depStats(t, r, "http://gateway:80")
+	if d.Service != "ratings" || len(d.Services) != 2 || d.ServiceNames() != "ratings, reviews" {
+		t.Errorf("service = %q, services = %q, want ratings (the stable label) and both named", d.Service, d.Services)
+	}
+}

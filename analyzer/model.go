@@ -3,6 +3,7 @@ package analyzer
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/stormwatch/stormwatch/spans"
@@ -79,8 +80,12 @@ type DependencyStats struct {
 	// Dependency is scheme://host:port of the callee (or host:port / the RPC service when that is
 	// all the spans say).
 	Dependency string `json:"dependency"`
-	// Service is the callee's service.name when its SERVER spans are in the data.
+	// Service is the callee's service.name when its SERVER spans are in the data; when several
+	// services answered at this origin (a proxy in front of them, or callers that name one
+	// callee differently), the smallest name, so the label stays the same whatever arrived first.
 	Service string `json:"service,omitempty"`
+	// Services lists every callee service.name seen at this origin when there is more than one.
+	Services []string `json:"services,omitempty"`
 	// PhysicalCalls counts CLIENT spans that reached the dependency.
 	PhysicalCalls int `json:"physical_calls"`
 	// LogicalOperations counts what the top layer asked for (see Amplification in DESIGN.md).
@@ -96,6 +101,15 @@ type DependencyStats struct {
 	// calls, logical operations and outcomes sum to the dependency's. A call whose caller span has
 	// no service.name is under caller "".
 	ByCaller []CallerStats `json:"by_caller,omitempty"`
+}
+
+// ServiceNames is the callee's name as a person reads it: every service seen at the origin,
+// joined, or the one.
+func (d *DependencyStats) ServiceNames() string {
+	if len(d.Services) > 1 {
+		return strings.Join(d.Services, ", ")
+	}
+	return d.Service
 }
 
 // CallerStats are one calling service's figures toward one dependency: issue 7's "physical calls,
