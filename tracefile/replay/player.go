@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -30,21 +31,27 @@ type Options struct {
 	// Speed multiplies the recorded pace: 2 plays twice as fast. 0 (or less) plays as fast as
 	// possible. Changeable while playing with SetSpeed.
 	Speed float64
-	// Loop starts again from the first file after the last; each pass gets its own trace ids.
+	// Loop starts again from the first file after the last.
 	Loop bool
+	// Passes, when > 0, ends a looping replay after that many passes.
+	Passes int
+	// Salt draws each pass's trace-id salt (Shift.Salt); nil draws them at random. Tests set it
+	// to know which ids each pass gets.
+	Salt func() uint64
 	// Read is passed to the trace file reader (Strict, Raw, limits, decode options, stdin).
 	Read tracefile.ReadOptions
 	// Clock is the time source; nil means the real one.
 	Clock Clock
 }
 
-// Item is one record at the moment it is due: its batch (times already shifted to now) and, when
-// the reader was asked for Raw, the original protobuf request with the shift to apply to it.
+// Item is one record at the moment it is due: its batch (already shifted) and, when the reader was
+// asked for Raw, the original protobuf request with the shift to apply to it.
 type Item struct {
 	Batch *spans.Batch
 	Raw   []byte
-	// Delta is how far the times were moved, in nanoseconds; Pass is the loop pass (0 the first).
-	Delta int64
+	// Shift is the pass's: every record of a pass gets the same. Pass is the loop pass (0 the
+	// first).
+	Shift Shift
 	Pass  int
 	Pos   tracefile.Position
 }
@@ -54,7 +61,7 @@ func (it *Item) ShiftedRaw() ([]byte, error) {
 	if it.Raw == nil {
 		return nil, errors.New("replay: the player was not asked for raw requests (Options.Read.Raw)")
 	}
-	return ShiftRequest(it.Raw, it.Delta, it.Pass)
+	return it.Shift.Request(it.Raw)
 }
 
 // Player plays trace files back in time. It is safe to call SetSpeed, Pause and Speed from other
@@ -153,7 +160,7 @@ func (p *Player) virtLocked(now time.Time) int64 {
 }
 
 // PlayTo plays into a consumer (the live dashboard's analyzer): each batch is handed over when due,
-// its times shifted to now.
+// shifted with its pass.
 func (p *Player) PlayTo(ctx context.Context, c spans.Consumer) error {
 	return p.Run(ctx, func(ctx context.Context, it *Item) error {
 		return c.ConsumeBatch(ctx, it.Batch)
@@ -161,38 +168,48 @@ func (p *Player) PlayTo(ctx context.Context, c spans.Consumer) error {
 }
 
 // Run reads the files and calls deliver with each record when it is due, until the files end (or,
-// with Loop, until ctx is done). A record's time is the latest end time of its spans; the first
-// record is due at once, each later one when the recording's clock, running at the player's speed,
-// reaches it. Its times are shifted by the real time of delivery minus its recorded time: spans keep
-// their durations and land at "now". Errors from deliver stop playback and are returned.
+// with Loop, until ctx is done or Passes are played). A record's time is the latest end time of its
+// spans; the first record is due at once, each later one when the recording's clock, running at
+// the player's speed, reaches it.
+//
+// Each pass is shifted once, when its first record is due: by the real time then minus that
+// record's time, rounded down to whole seconds, and with a fresh trace-id salt. Every record of
+// the pass gets that same [Shift], so the times inside a trace, and between traces, are the
+// recorded ones exactly - at any speed, paused or not, however late a record is delivered. The
+// first record's spans end at most a second before they are delivered; at a speed above 1 the
+// later ones end ahead of the real clock, as the recording's clock runs ahead of it. Errors from
+// deliver stop playback and are returned.
 func (p *Player) Run(ctx context.Context, deliver func(context.Context, *Item) error) error {
 	defer p.done.Store(true)
 	var offset int64 // added to recorded times on later loop passes, so the clock keeps running forward
 	for pass := 0; ; pass++ {
 		p.pass.Store(int64(pass))
-		first, last := int64(0), int64(0)
-		n := 0
+		ps := &passState{pass: pass, offset: offset}
 		for _, f := range p.files {
-			err := p.playFile(ctx, f, pass, offset, func(t int64) {
-				if n == 0 {
-					first = t
-				}
-				last = max(last, t)
-				n++
-			}, deliver)
-			if err != nil {
+			if err := p.playFile(ctx, f, ps, deliver); err != nil {
 				return err
 			}
 		}
-		if !p.opt.Loop || n == 0 {
+		if !p.opt.Loop || ps.n == 0 || (p.opt.Passes > 0 && pass+1 >= p.opt.Passes) {
 			return nil
 		}
 		// The next pass starts a second after this one ended, in recording time.
-		offset += last - first + int64(time.Second)
+		offset += ps.last - ps.first + int64(time.Second)
 	}
 }
 
-func (p *Player) playFile(ctx context.Context, path string, pass int, offset int64, seen func(int64), deliver func(context.Context, *Item) error) error {
+// passState is one pass's progress: its shift, once its first record is due, and the recorded
+// times of its first and last records.
+type passState struct {
+	pass        int
+	offset      int64
+	shift       Shift
+	shifted     bool
+	first, last int64
+	n           int
+}
+
+func (p *Player) playFile(ctx context.Context, path string, ps *passState, deliver func(context.Context, *Item) error) error {
 	r, err := tracefile.Open(path, p.opt.Read)
 	if err != nil {
 		return err
@@ -210,19 +227,41 @@ func (p *Player) playFile(ctx context.Context, path string, pass int, offset int
 		if t == 0 {
 			continue // nothing with a time to place: no spans, or spans without times
 		}
-		seen(t)
-		t += offset
-		at, err := p.wait(ctx, t)
+		if ps.n == 0 {
+			ps.first = t
+		}
+		ps.last = max(ps.last, t)
+		ps.n++
+		at, err := p.wait(ctx, t+ps.offset)
 		if err != nil {
 			return err
 		}
-		delta := at.UnixNano() - t + offset
-		ShiftBatch(rec.Batch, delta, pass)
-		it := &Item{Batch: rec.Batch, Raw: rec.Raw, Delta: delta, Pass: pass, Pos: rec.Pos}
+		if !ps.shifted {
+			ps.shift = Shift{Delta: wholeSeconds(at.UnixNano() - t), Salt: p.salt()}
+			ps.shifted = true
+		}
+		ps.shift.Batch(rec.Batch)
+		it := &Item{Batch: rec.Batch, Raw: rec.Raw, Shift: ps.shift, Pass: ps.pass, Pos: rec.Pos}
 		if err := deliver(ctx, it); err != nil {
 			return fmt.Errorf("%s: %w", rec.Pos, err)
 		}
 		p.played.Add(int64(len(it.Batch.Spans)))
+	}
+}
+
+func (p *Player) salt() uint64 {
+	if p.opt.Salt != nil {
+		return p.opt.Salt()
+	}
+	return newSalt()
+}
+
+// newSalt is a random non-zero salt: zero would leave the ids as recorded.
+func newSalt() uint64 {
+	for {
+		if v := rand.Uint64(); v != 0 {
+			return v
+		}
 	}
 }
 

@@ -1,6 +1,7 @@
 package replay
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -101,17 +102,20 @@ func (c *fakeClock) After(d time.Duration) <-chan time.Time {
 
 func TestPlayerKeepsRelativeTimingAtSpeed(t *testing.T) {
 	path := recording(t, "r.jsonl", 0, time.Second, 3*time.Second)
-	start := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	// Half a second past a whole one: the pass's shift is rounded down to whole seconds.
+	start := time.Date(2030, 1, 1, 0, 0, 0, 500e6, time.UTC)
 	clock := &fakeClock{now: start}
 	p := NewPlayer([]string{path}, Options{Speed: 2, Clock: clock})
 	var at []time.Duration
+	wantDelta := start.Add(-500*time.Millisecond).UnixNano() - t0
 	err := p.PlayTo(context.Background(), spans.ConsumerFunc(func(_ context.Context, b *spans.Batch) error {
-		now := clock.Now()
-		at = append(at, now.Sub(start))
+		at = append(at, clock.Now().Sub(start))
 		for _, s := range b.Spans {
-			// Shifted to now, durations kept.
-			if s.EndUnixNano != now.UnixNano() || s.DurationNanos() != 100e6 || s.Events[0].TimeUnixNano != now.UnixNano()-50e6 {
-				t.Errorf("span %s: end %d (now %d), duration %d", s.Name, s.EndUnixNano, now.UnixNano(), s.DurationNanos())
+			// One shift for the pass: every span keeps its recorded time plus the same delta,
+			// whenever its record is delivered; durations and event offsets are kept.
+			recorded := t0 + int64(at[len(at)-1])*2 // speed 2: delivered at half the recorded offset
+			if s.EndUnixNano != recorded+wantDelta || s.DurationNanos() != 100e6 || s.Events[0].TimeUnixNano != s.EndUnixNano-50e6 {
+				t.Errorf("span %s: end %d, want %d; duration %d", s.Name, s.EndUnixNano, recorded+wantDelta, s.DurationNanos())
 			}
 		}
 		return nil
@@ -212,6 +216,12 @@ func TestPlayerLoopGivesEachPassNewTraceIDs(t *testing.T) {
 	if items[2].Pass != 1 || items[4].Pass != 2 {
 		t.Fatalf("passes %d %d", items[2].Pass, items[4].Pass)
 	}
+	if items[0].Shift != items[1].Shift || items[2].Shift != items[3].Shift || items[0].Shift == items[2].Shift {
+		t.Fatalf("one shift per pass: %+v", items[:4])
+	}
+	if rec, _ := ids(0); bytes.Equal(items[0].Batch.Spans[0].TraceID[:], rec) {
+		t.Fatal("the first pass must get fresh trace ids too")
+	}
 	a, b := items[0].Batch.Spans[0], items[2].Batch.Spans[0]
 	if a.SpanID != b.SpanID || a.TraceID == b.TraceID {
 		t.Fatalf("pass 1 must keep span ids and change trace ids: %v/%v %v/%v", a.SpanID, b.SpanID, a.TraceID, b.TraceID)
@@ -276,7 +286,7 @@ func (c *testCollector) store(req *coltracepb.ExportTraceServiceRequest, auth st
 	for _, rs := range req.ResourceSpans {
 		for _, ss := range rs.ScopeSpans {
 			for _, s := range ss.Spans {
-				c.spans[string(s.SpanId)] = s
+				c.spans[string(s.TraceId)+string(s.SpanId)] = s
 			}
 		}
 	}
@@ -361,10 +371,23 @@ func TestSendReplaysEveryProtocol(t *testing.T) {
 			if len(c.spans) != 8 || c.requests != 4 {
 				t.Fatalf("collector got %d spans in %d requests", len(c.spans), c.requests)
 			}
+			// One whole-second shift for all: the first request's spans end within the second
+			// before it was sent, the others keep their recorded distance from it.
+			delta := int64(0)
 			for _, s := range c.spans {
-				end := time.Unix(0, int64(s.EndTimeUnixNano))
-				if end.Before(before) || end.After(time.Now()) || s.EndTimeUnixNano-s.StartTimeUnixNano != 100e6 {
-					t.Fatalf("span %s ends %v: not shifted to now with its duration kept", s.Name, end)
+				if s.Name == "s0" {
+					delta = int64(s.EndTimeUnixNano) - t0
+				}
+			}
+			if end := t0 + delta; delta%1e9 != 0 || end > time.Now().UnixNano() || end <= before.UnixNano()-1e9 {
+				t.Fatalf("first span ends %v, sent after %v; shift %d", time.Unix(0, end), before, delta)
+			}
+			recorded := []time.Duration{0, 200 * time.Millisecond, 400 * time.Millisecond, time.Second}
+			for _, s := range c.spans {
+				var n int
+				fmt.Sscanf(s.Name, "s%d", &n)
+				if int64(s.EndTimeUnixNano) != t0+int64(recorded[n/2])+delta || s.EndTimeUnixNano-s.StartTimeUnixNano != 100e6 {
+					t.Fatalf("span %s ends %d: not shifted by %d with its duration kept", s.Name, s.EndTimeUnixNano, delta)
 				}
 			}
 			for _, a := range c.auth {
@@ -393,13 +416,13 @@ func TestBlastSendsPreEncodedRequests(t *testing.T) {
 			if st.Requests != 3 {
 				t.Fatalf("each request once: sent %d", st.Requests)
 			}
-			// The recording is shifted to end now.
+			// The recording is shifted by whole seconds to end at most a second before now.
 			var last uint64
 			for _, s := range c.spans {
 				last = max(last, s.EndTimeUnixNano)
 			}
-			if int64(last) != now.UnixNano() {
-				t.Fatalf("last span ends %d, want %d", last, now.UnixNano())
+			if d := now.UnixNano() - int64(last); d < 0 || d >= int64(time.Second) || (int64(last)-t0-2e9)%1e9 != 0 {
+				t.Fatalf("last span ends %d, want within the second before %d and moved by whole seconds", last, now.UnixNano())
 			}
 			// For a duration it goes round and round.
 			st, err = Blast(context.Background(), reqs, SendOptions{Target: c.target(p), Connections: 2, Duration: 200 * time.Millisecond})
@@ -474,13 +497,13 @@ func TestSendRetriesOverloadThenSucceeds(t *testing.T) {
 
 // The wire patch must give what decoding, shifting and re-encoding gives.
 func TestShiftRequestOnTheWireMatchesGenerated(t *testing.T) {
-	for _, pass := range []int{0, 3} {
+	for _, sh := range []Shift{{Delta: -12345}, {Delta: -12345, Salt: 0x5a5a}, {Salt: 7}} {
 		raw, _ := proto.Marshal(request(0, 5, t0))
-		got, err := ShiftRequest(raw, -12345, pass)
+		got, err := sh.Request(raw)
 		if err != nil {
 			t.Fatal(err)
 		}
-		want, err := shiftGenerated(raw, -12345, pass)
+		want, err := sh.generated(raw)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -488,15 +511,201 @@ func TestShiftRequestOnTheWireMatchesGenerated(t *testing.T) {
 		proto.Unmarshal(got, g)
 		proto.Unmarshal(want, w)
 		if !proto.Equal(g, w) {
-			t.Fatalf("pass %d: wire shift differs from the generated one", pass)
+			t.Fatalf("%+v: wire shift differs from the generated one", sh)
 		}
-		if s := g.ResourceSpans[0].ScopeSpans[0].Spans[0]; int64(s.EndTimeUnixNano) != t0-12345 {
+		if s := g.ResourceSpans[0].ScopeSpans[0].Spans[0]; int64(s.EndTimeUnixNano) != t0+sh.Delta {
 			t.Fatalf("end %d", s.EndTimeUnixNano)
 		}
 		orig := &coltracepb.ExportTraceServiceRequest{}
 		proto.Unmarshal(raw, orig)
 		if int64(orig.ResourceSpans[0].ScopeSpans[0].Spans[0].EndTimeUnixNano) != t0 {
-			t.Fatal("ShiftRequest changed its input")
+			t.Fatal("Shift.Request changed its input")
 		}
+	}
+}
+
+// attrSpan is one span with the given attributes.
+func attrSpan(n int, attrs ...*commonpb.KeyValue) *tracepb.Span {
+	tid, sid := ids(n)
+	return &tracepb.Span{TraceId: tid, SpanId: sid, Name: fmt.Sprintf("s%d", n), Kind: tracepb.Span_SPAN_KIND_CLIENT,
+		StartTimeUnixNano: uint64(t0), EndTimeUnixNano: uint64(t0 + 1e9), Attributes: attrs}
+}
+
+func kv(k string, v *commonpb.AnyValue) *commonpb.KeyValue {
+	return &commonpb.KeyValue{Key: k, Value: v}
+}
+func str(v string) *commonpb.AnyValue {
+	return &commonpb.AnyValue{Value: &commonpb.AnyValue_StringValue{StringValue: v}}
+}
+func strs(v string) *commonpb.AnyValue {
+	return &commonpb.AnyValue{Value: &commonpb.AnyValue_ArrayValue{ArrayValue: &commonpb.ArrayValue{Values: []*commonpb.AnyValue{str(v)}}}}
+}
+
+// Every attribute whose value is an instant moves with the spans, in the form it was written in;
+// durations and everything else stay. The wire patch, the generated fallback and the batch shift
+// must agree.
+func TestShiftMovesTimeValuedAttributes(t *testing.T) {
+	// t0 is 2023-11-14T22:13:20Z.
+	req := &coltracepb.ExportTraceServiceRequest{ResourceSpans: []*tracepb.ResourceSpans{{ScopeSpans: []*tracepb.ScopeSpans{{Spans: []*tracepb.Span{
+		attrSpan(0, kv(spans.AttrDeadline, &commonpb.AnyValue{Value: &commonpb.AnyValue_IntValue{IntValue: t0 + 5e8}}),
+			kv(spans.AttrDeadlineRemaining, &commonpb.AnyValue{Value: &commonpb.AnyValue_IntValue{IntValue: 500}})),
+		attrSpan(1, kv(spans.AttrDeadline, &commonpb.AnyValue{Value: &commonpb.AnyValue_DoubleValue{DoubleValue: float64(t0 + 5e8)}})),
+		attrSpan(2, kv(spans.AttrDeadline, str(fmt.Sprint(t0+5e8)))),
+		attrSpan(3, kv(spans.AttrReqHeaderDeadline, strs("2023-11-14T22:13:20.500Z")),
+			kv(spans.AttrResHeaderRetryAfter, strs("Tue, 14 Nov 2023 22:13:25 GMT"))),
+		attrSpan(4, kv(spans.AttrReqHeaderDeadline, str("1700000000500")), kv(spans.AttrResHeaderRetryAfter, strs("2")),
+			kv(spans.AttrReqHeaderIdempotencyKey, str("1700000000500"))),
+		attrSpan(5, kv(spans.AttrReqHeaderDeadline, str("2023-11-15T00:13:20.5+02:00"))),
+	}}}}}}
+	raw, _ := proto.Marshal(req)
+	const delta = (3*24*3600 + 7) * int64(time.Second)
+	sh := Shift{Delta: delta, Salt: 0x1234}
+	want := map[string]string{
+		"s0 " + spans.AttrDeadline:                "1700259207500000000",
+		"s0 " + spans.AttrDeadlineRemaining:       "500",
+		"s1 " + spans.AttrDeadline:                "1.7002592075e+18",
+		"s2 " + spans.AttrDeadline:                "1700259207500000000",
+		"s3 " + spans.AttrReqHeaderDeadline:       `2023-11-17T22:13:27.500Z`,
+		"s3 " + spans.AttrResHeaderRetryAfter:     `Fri, 17 Nov 2023 22:13:32 GMT`,
+		"s4 " + spans.AttrReqHeaderDeadline:       "1700259207500",
+		"s4 " + spans.AttrResHeaderRetryAfter:     `2`,
+		"s4 " + spans.AttrReqHeaderIdempotencyKey: "1700000000500",
+		"s5 " + spans.AttrReqHeaderDeadline:       "2023-11-18T00:13:27.5+02:00",
+	}
+	check := func(how string, b *spans.Batch) {
+		t.Helper()
+		n := 0
+		for _, s := range b.Spans {
+			for _, a := range s.Attrs {
+				k := s.Name + " " + a.Key
+				if !strings.Contains(a.AsString(), want[k]) || want[k] == "" {
+					t.Errorf("%s: %s = %s, want %s", how, k, a.AsString(), want[k])
+				}
+				n++
+			}
+			if s.EndUnixNano != t0+1e9+delta {
+				t.Errorf("%s: %s ends %d", how, s.Name, s.EndUnixNano)
+			}
+		}
+		if n != len(want) {
+			t.Errorf("%s: %d attributes, want %d", how, n, len(want))
+		}
+	}
+	wire, err := sh.Request(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gen, err := sh.generated(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sh.wire(append([]byte(nil), raw...)); err != nil {
+		t.Fatalf("the wire walk gave up on values that keep their length: %v", err)
+	}
+	for how, b := range map[string][]byte{"wire": wire, "generated": gen} {
+		batch, err := spans.DecodeProto(b, spans.DecodeOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		check(how, batch)
+	}
+	batch, _ := spans.DecodeProto(raw, spans.DecodeOptions{})
+	sh.Batch(batch)
+	check("batch", batch)
+
+	// A Unix-nanosecond deadline whose varint grows cannot be patched in place: the generated
+	// types take over and give the same answer.
+	small := &coltracepb.ExportTraceServiceRequest{ResourceSpans: []*tracepb.ResourceSpans{{ScopeSpans: []*tracepb.ScopeSpans{{Spans: []*tracepb.Span{
+		attrSpan(0, kv(spans.AttrDeadline, &commonpb.AnyValue{Value: &commonpb.AnyValue_IntValue{IntValue: 1<<56 - 1}})),
+	}}}}}}
+	raw, _ = proto.Marshal(small)
+	if err := sh.wire(append([]byte(nil), raw...)); !errors.Is(err, errResize) {
+		t.Fatalf("wire walk on a growing varint: %v", err)
+	}
+	got, err := sh.Request(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := spans.DecodeProto(got, spans.DecodeOptions{})
+	if v, _ := b.Spans[0].Int(spans.AttrDeadline); v != 1<<56-1+delta {
+		t.Fatalf("deadline %d, want %d", v, 1<<56-1+delta)
+	}
+}
+
+// Trace ids change in their second half only, consistently for spans and links, and invalid ids
+// stay invalid.
+func TestShiftSaltsTraceIDs(t *testing.T) {
+	r := request(0, 2, t0)
+	zero := &tracepb.Span{TraceId: make([]byte, 16), SpanId: []byte{1, 2, 3, 4, 5, 6, 7, 8}, Name: "zero",
+		Links: []*tracepb.Span_Link{{TraceId: make([]byte, 16), SpanId: []byte{1}}}}
+	ss := r.ResourceSpans[0].ScopeSpans[0]
+	ss.Spans = append(ss.Spans, zero)
+	raw, _ := proto.Marshal(r)
+	sh := Shift{Salt: 0xff}
+	got, err := sh.Request(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := &coltracepb.ExportTraceServiceRequest{}
+	proto.Unmarshal(got, g)
+	for i, s := range g.ResourceSpans[0].ScopeSpans[0].Spans {
+		o := ss.Spans[i]
+		if s.Name == "zero" {
+			if !bytes.Equal(s.TraceId, make([]byte, 16)) || !bytes.Equal(s.Links[0].TraceId, make([]byte, 16)) {
+				t.Fatal("an invalid trace id became a valid one")
+			}
+			continue
+		}
+		if !bytes.Equal(s.TraceId[:8], o.TraceId[:8]) || s.TraceId[15] != o.TraceId[15]^0xff || !bytes.Equal(s.TraceId, s.Links[0].TraceId) {
+			t.Fatalf("trace id %x from %x (link %x)", s.TraceId, o.TraceId, s.Links[0].TraceId)
+		}
+		if !bytes.Equal(s.SpanId, o.SpanId) {
+			t.Fatal("span ids must stay")
+		}
+	}
+}
+
+// Every pass of Blast, the first included, gets its own trace ids; a pass keeps the recording's
+// timing; span ids and the number of spans stay.
+func TestBlastGivesEveryPassFreshTraceIDs(t *testing.T) {
+	path := recording(t, "r.jsonl", 0, time.Second, 2*time.Second)
+	for _, p := range []Protocol{GRPC, HTTPJSON} {
+		t.Run(string(p), func(t *testing.T) {
+			c := newTestCollector(t)
+			reqs, err := LoadRequests([]string{path}, tracefile.ReadOptions{}, p, time.Now())
+			if err != nil {
+				t.Fatal(err)
+			}
+			st, err := Blast(context.Background(), reqs, SendOptions{Target: c.target(p), Connections: 2, Passes: 3})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.Requests != 9 {
+				t.Fatalf("sent %d requests, want 3 passes of 3", st.Requests)
+			}
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			if len(c.spans) != 18 {
+				t.Fatalf("collector holds %d distinct spans, want 18 (3 passes of 6)", len(c.spans))
+			}
+			// Group by trace: 3 recorded traces x 3 passes, each trace's spans at their recorded
+			// distance from one another.
+			traces := map[string][]*tracepb.Span{}
+			for _, s := range c.spans {
+				traces[string(s.TraceId)] = append(traces[string(s.TraceId)], s)
+				orig, _ := ids(int(s.SpanId[7]) - 1)
+				if bytes.Equal(s.TraceId, orig) || !bytes.Equal(s.TraceId[:8], orig[:8]) {
+					t.Fatalf("trace id %x for recorded %x: want a new one with the same first half", s.TraceId, orig)
+				}
+			}
+			if len(traces) != 9 {
+				t.Fatalf("%d traces, want 9", len(traces))
+			}
+			for _, tr := range traces {
+				if len(tr) != 2 || tr[0].EndTimeUnixNano != tr[1].EndTimeUnixNano {
+					t.Fatalf("a trace of a pass holds %d spans (ends %d)", len(tr), tr[0].EndTimeUnixNano)
+				}
+			}
+		})
 	}
 }

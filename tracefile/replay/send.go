@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -27,6 +28,8 @@ type SendOptions struct {
 	ProgressEvery time.Duration
 	// Duration bounds a Blast; 0 sends every request once.
 	Duration time.Duration
+	// Passes, when > 0, is how many times Blast sends every request, whatever Duration says.
+	Passes int
 }
 
 func (o SendOptions) connections() int { return max(o.Connections, 1) }
@@ -214,8 +217,9 @@ func sendWithRetry(ctx context.Context, s *Sender, req *Request, retries int) (R
 	}
 }
 
-// LoadRequests reads every record of files, shifts it so the recording ends now (keeping relative
-// times), and encodes it once for protocol p: the pre-encoded requests Blast sends.
+// LoadRequests reads every record of files, shifts it so the recording ends now - one Shift for
+// all, with fresh trace ids - and encodes it once for protocol p: the pre-encoded requests Blast
+// sends.
 func LoadRequests(files []string, ropt tracefile.ReadOptions, p Protocol, now time.Time) ([]*Request, error) {
 	ropt.Raw = true
 	type rec struct {
@@ -246,13 +250,13 @@ func LoadRequests(files []string, ropt tracefile.ReadOptions, p Protocol, now ti
 	if len(recs) == 0 {
 		return nil, ErrNoRecords
 	}
-	delta := int64(0)
+	sh := Shift{Salt: newSalt()}
 	if last > 0 {
-		delta = now.UnixNano() - last
+		sh.Delta = wholeSeconds(now.UnixNano() - last)
 	}
 	out := make([]*Request, 0, len(recs))
 	for i, x := range recs {
-		raw, err := ShiftRequest(x.raw, delta, 0)
+		raw, err := sh.Request(x.raw)
 		if err != nil {
 			return nil, err
 		}
@@ -267,9 +271,33 @@ func LoadRequests(files []string, ropt tracefile.ReadOptions, p Protocol, now ti
 	return out, nil
 }
 
+// forPass is req for a later pass of Blast: shifted by rel from how it was encoded, and encoded
+// again when its body is not protobuf.
+func (req *Request) forPass(rel Shift) (*Request, error) {
+	pb := req.pb
+	if pb == nil {
+		pb = req.Body
+	}
+	raw, err := rel.Request(pb)
+	if err != nil {
+		return nil, err
+	}
+	if req.pb == nil {
+		return &Request{Body: raw, Spans: req.Spans}, nil
+	}
+	js, err := tracefile.ProtoToJSON(raw)
+	if err != nil {
+		return nil, err
+	}
+	return &Request{Body: js, Spans: req.Spans}, nil
+}
+
 // Blast sends reqs as fast as the target takes them from opt.Connections connections at once: each
-// request once, or round and round for opt.Duration. Overload answers are counted (Stats.Refused),
-// not retried; any other refusal, or an unreachable target, stops it with that error.
+// request once, opt.Passes times, or round and round for opt.Duration. Every pass after the first
+// is the first moved by one Shift: forward by the time since Blast started (in whole seconds), and
+// with fresh trace ids, so passes never merge into one another's traces and each keeps the
+// recording's timing. Overload answers are counted (Stats.Refused), not retried; any other
+// refusal, or an unreachable target, stops it with that error.
 func Blast(ctx context.Context, reqs []*Request, opt SendOptions) (Stats, error) {
 	if len(reqs) == 0 {
 		return Stats{}, ErrNoRecords
@@ -287,7 +315,32 @@ func Blast(ctx context.Context, reqs []*Request, opt SendOptions) (Stats, error)
 		defer stopTimer()
 	}
 	c := &counters{start: time.Now()}
-	var next atomic.Int64
+	n := int64(len(reqs))
+	limit := n
+	switch {
+	case opt.Passes > 0:
+		limit = n * int64(opt.Passes)
+	case opt.Duration > 0:
+		limit = math.MaxInt64
+	}
+	// Requests are taken in order, and each pass's shift is drawn by whoever takes its first
+	// request, under one lock: every request of a pass gets the same shift, whichever worker
+	// sends it.
+	var mu sync.Mutex
+	next, curPass, cur := int64(0), int64(0), Shift{}
+	take := func() (int64, Shift, bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		if next >= limit {
+			return 0, Shift{}, false
+		}
+		i := next
+		next++
+		if pass := i / n; pass != curPass {
+			curPass, cur = pass, Shift{Delta: wholeSeconds(int64(time.Since(c.start))), Salt: newSalt()}
+		}
+		return i, cur, true
+	}
 	var wg, pw sync.WaitGroup
 	stop := make(chan struct{})
 	pw.Add(1)
@@ -297,11 +350,18 @@ func Blast(ctx context.Context, reqs []*Request, opt SendOptions) (Stats, error)
 		go func() {
 			defer wg.Done()
 			for ctx.Err() == nil {
-				i := next.Add(1) - 1
-				if opt.Duration <= 0 && i >= int64(len(reqs)) {
+				i, rel, ok := take()
+				if !ok {
 					return
 				}
-				req := reqs[i%int64(len(reqs))]
+				req := reqs[i%n]
+				if !rel.IsZero() {
+					var err error
+					if req, err = req.forPass(rel); err != nil {
+						cancel(err)
+						return
+					}
+				}
 				res, err := s.Send(ctx, req)
 				if err == nil {
 					c.accepted(req, res)

@@ -219,6 +219,8 @@ func (s *Sender) Close() error {
 type Request struct {
 	Body  []byte // protobuf for grpc and http/protobuf, OTLP/JSON for http/json
 	Spans int
+	// pb is the protobuf form when Body is OTLP/JSON: Blast makes later passes from it.
+	pb []byte
 }
 
 // Encode prepares a protobuf request for protocol p.
@@ -228,7 +230,7 @@ func Encode(p Protocol, pb []byte, spans int) (*Request, error) {
 		if err != nil {
 			return nil, err
 		}
-		return &Request{Body: js, Spans: spans}, nil
+		return &Request{Body: js, Spans: spans, pb: pb}, nil
 	}
 	return &Request{Body: pb, Spans: spans}, nil
 }
