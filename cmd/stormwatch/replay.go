@@ -39,8 +39,10 @@ func newReplayCmd(io streams) *cobra.Command {
 		Use:   "replay [flags] FILE...",
 		Short: "Play recorded traces into the dashboard, or re-send them as OTLP to a collector (docs/tracefiles.md)",
 		Long: `replay plays trace files (OTLP/JSON lines, a .json request, length-prefixed protobuf; gzip
-allowed; '-' is standard input) with their timestamps shifted to now and their relative timing
-kept: --speed 2 plays twice as fast.
+allowed; '-' is standard input) at their recorded pace (--speed 2 plays twice as fast). Each pass
+is moved to now by one time shift, applied to every span, event and time-valued attribute
+(resilience.deadline, captured Request-Deadline and Retry-After dates), so every trace keeps its
+timing exactly, and gets fresh trace ids (docs/tracefiles.md says what changes).
 
 Without --to the recording plays into the live dashboard (space pauses, + and - change the speed).
 With --to it is sent as OTLP to another collector - stormwatch's or any OpenTelemetry one:
@@ -62,7 +64,7 @@ front and sent from --connections connections at once - a load generator for the
 	f := cmd.Flags()
 	f.Float64Var(&o.speed, "speed", 1, "playback speed: 2 is twice as fast, 0 as fast as possible")
 	f.BoolVar(&o.max, "max", false, "as fast as possible (same as --speed 0): pre-encode every request and send from --connections at once")
-	f.BoolVar(&o.loop, "loop", false, "start again after the last file (each pass gets new trace ids); with --max, run for --duration")
+	f.BoolVar(&o.loop, "loop", false, "start again after the last file (every pass gets its own trace ids); with --max, run for --duration")
 	f.StringVar(&o.to, "to", "", "send to this OTLP `ENDPOINT` instead of the dashboard: host:port (gRPC) or http(s)://host:port")
 	f.StringVar(&o.protocol, "protocol", "", "grpc, http/protobuf or http/json (default: grpc for host:port, http/protobuf for a URL)")
 	f.IntVar(&o.connections, "connections", 4, "requests in flight at once, each on its own connection")

@@ -57,17 +57,23 @@ func replayRecording(t *testing.T, name string, n int) string {
 	return path
 }
 
+// spanID is a span's identity: its trace id and span id.
+type spanID struct {
+	trace spans.TraceID
+	span  spans.SpanID
+}
+
 // spanSink counts what the collector hands downstream.
 type spanSink struct {
 	mu    sync.Mutex
-	spans map[spans.SpanID]spans.Span
+	spans map[spanID]spans.Span
 }
 
 func (s *spanSink) ConsumeBatch(_ context.Context, b *spans.Batch) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, sp := range b.Spans {
-		s.spans[sp.SpanID] = sp
+		s.spans[spanID{sp.TraceID, sp.SpanID}] = sp
 	}
 	return nil
 }
@@ -80,7 +86,7 @@ func (s *spanSink) count() int {
 
 func startTestCollector(t *testing.T, token string) (*collector.Collector, *spanSink) {
 	t.Helper()
-	sink := &spanSink{spans: map[spans.SpanID]spans.Span{}}
+	sink := &spanSink{spans: map[spanID]spans.Span{}}
 	c, err := collector.New(collector.Config{GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", Token: token}, sink)
 	if err != nil {
 		t.Fatal(err)
@@ -145,10 +151,22 @@ func TestReplayToOurCollectorEveryProtocol(t *testing.T) {
 			}
 			sink.mu.Lock()
 			defer sink.mu.Unlock()
+			// One shift for the replay: every span keeps its recorded time plus the same whole
+			// number of seconds, which brings the first request to the second before it was sent.
+			base := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano()
+			var delta int64
 			for _, s := range sink.spans {
-				if end := time.Unix(0, s.EndUnixNano); end.Before(before) || end.After(time.Now()) || s.DurationNanos() != 20e6 {
-					t.Fatalf("span ends %v: not shifted to now (duration %d)", end, s.DurationNanos())
+				i := int64(s.SpanID[7]-1) / 3 // request i ended at base + i*100ms
+				d := s.EndUnixNano - base - i*100e6
+				if delta == 0 {
+					delta = d
 				}
+				if d != delta || d%1e9 != 0 || s.DurationNanos() != 20e6 {
+					t.Fatalf("span %s moved by %d, others by %d (duration %d)", s.SpanID, d, delta, s.DurationNanos())
+				}
+			}
+			if first := base + delta; first < before.Add(-time.Second).UnixNano() || first > time.Now().UnixNano() {
+				t.Fatalf("the first request's spans end %v, sent after %v", time.Unix(0, first), before)
 			}
 		})
 	}
@@ -171,6 +189,24 @@ func TestReplayMaxBlastsForADuration(t *testing.T) {
 	}
 	if !strings.Contains(stderr, "done: ") {
 		t.Errorf("stderr: %s", stderr)
+	}
+	// Every pass, the first of each run included, makes traces of its own: the recording's 4
+	// traces of 3 spans, again and again, never one trace piling up duplicates.
+	accepted := int(c.Stats().AcceptedSpans)
+	waitFor(t, sink, accepted)
+	traces := map[spans.TraceID]int{}
+	sink.mu.Lock()
+	for id := range sink.spans {
+		traces[id.trace]++
+	}
+	sink.mu.Unlock()
+	if len(traces) <= 8 || len(traces) != accepted/3 {
+		t.Fatalf("%d spans accepted in %d traces: want several passes of 4 traces of 3 spans", accepted, len(traces))
+	}
+	for id, n := range traces {
+		if n != 3 {
+			t.Fatalf("trace %s holds %d spans, want 3", id, n)
+		}
 	}
 }
 
