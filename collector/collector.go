@@ -64,6 +64,11 @@ type Config struct {
 	TLS *tls.Config
 	// RecordFlushInterval is how often the recorder is flushed; 0 means DefaultRecordFlushInterval.
 	RecordFlushInterval time.Duration
+	// RecordSync holds the answer to every request until the recorder has it durably - written,
+	// flushed and fsync'd ([SyncRecorder.Sync]) - so that whatever a client was told was taken
+	// survives a crash. Requests that arrive while one fsync runs share the next: the cost is one
+	// fsync per burst, not per request. It needs a recorder that is a SyncRecorder.
+	RecordSync bool
 	// Decode tunes the span decoder (e.g. keep every attribute for a span-detail view).
 	Decode spans.DecodeOptions
 }
@@ -120,6 +125,13 @@ type Recorder interface {
 	WriteRequest(body []byte, isJSON bool) error
 	Flush() error
 	Close() error
+}
+
+// SyncRecorder is a Recorder that can make what it has written durable (fsync). tracefile.Writer is
+// one; Config.RecordSync needs one.
+type SyncRecorder interface {
+	Recorder
+	Sync() error
 }
 
 // HeldStats is what the span holder downstream (the analyzer) reports about its memory bound.
@@ -196,6 +208,14 @@ func New(cfg Config, next spans.Consumer, opts ...Option) (*Collector, error) {
 	}
 	if c.bodies == nil {
 		c.bodies = newBodyPool()
+	}
+	if cfg.RecordSync {
+		if c.rec == nil {
+			return nil, errors.New("collector config: record sync asks for a recorder (WithRecorder)")
+		}
+		if _, ok := c.rec.(SyncRecorder); !ok {
+			return nil, fmt.Errorf("collector config: record sync: the recorder (%T) cannot sync", c.rec)
+		}
 	}
 	c.queue = newQueue(cfg.QueueSize, cfg.MaxQueueBytes, c.rec != nil)
 	c.metrics = newMetrics(c)

@@ -101,6 +101,9 @@ func (c *Collector) export(body []byte, buf *[]byte, enc encoding) (exportResult
 		return res, nil
 	}
 	it := &item{batch: b, body: body, json: enc == encJSON, buf: buf}
+	if c.cfg.RecordSync {
+		it.durable = make(chan error, 1)
+	}
 	c.hold(it)
 	if err := c.queue.admit(it); err != nil {
 		res.rejected += n
@@ -108,6 +111,14 @@ func (c *Collector) export(body []byte, buf *[]byte, enc encoding) (exportResult
 		return res, err
 	}
 	res.accepted = n
+	if it.durable != nil {
+		// The answer waits until the recording has the request on disk. Should that fail, the
+		// client hears so (and may retry) although the spans did reach the consumer: a
+		// durable recording is what it asked for.
+		if err := <-it.durable; err != nil {
+			return res, fmt.Errorf("record the request durably (--record-sync): %w", err)
+		}
+	}
 	return res, nil
 }
 

@@ -24,6 +24,9 @@ type item struct {
 	// refs counts the stages (consumer, recorder) that still need the item; the last one releases
 	// its place in the queue.
 	refs atomic.Int32
+	// durable, with Config.RecordSync, gets the outcome of recording the request durably: the
+	// answer to the client waits for it.
+	durable chan error
 }
 
 // queue bounds what the collector holds between accepting a request and the consumer (and recorder)
@@ -144,7 +147,9 @@ func (c *Collector) consumeLoop() {
 }
 
 // recordLoop appends each accepted request to the recorder, flushing on an interval so a crash
-// loses at most that much, and flushes and closes it once the queue is drained.
+// loses at most that much, and flushes and closes it once the queue is drained. With RecordSync it
+// also makes each request durable before its answer is sent: it writes what is queued at that
+// moment, fsyncs once for all of it, and then releases their answers (a group commit).
 func (c *Collector) recordLoop() {
 	tick := time.NewTicker(c.cfg.RecordFlushInterval)
 	defer tick.Stop()
@@ -156,14 +161,16 @@ func (c *Collector) recordLoop() {
 				c.recErr = c.closeRecorder()
 				return
 			}
-			if err := c.rec.WriteRequest(it.body, it.json); err != nil {
-				c.recordFailed(fmt.Errorf("record request: %w", err))
-			} else {
-				c.metrics.recorded.Inc()
-				dirty = true
+			err := c.record(it)
+			if it.durable == nil {
+				dirty = dirty || err == nil
+				continue
 			}
-			c.queue.done(it)
-			c.unhold(it)
+			if closed := c.syncGroup(it, err); closed {
+				c.recErr = c.closeRecorder()
+				return
+			}
+			dirty = false
 		case <-tick.C:
 			if dirty {
 				if err := c.rec.Flush(); err != nil {
@@ -173,6 +180,49 @@ func (c *Collector) recordLoop() {
 			}
 		}
 	}
+}
+
+// record writes one request and lets go of it.
+func (c *Collector) record(it *item) error {
+	err := c.rec.WriteRequest(it.body, it.json)
+	if err != nil {
+		c.recordFailed(fmt.Errorf("record request: %w", err))
+	} else {
+		c.metrics.recorded.Inc()
+	}
+	c.queue.done(it)
+	c.unhold(it) // its body is in the recorder now, or never will be
+	return err
+}
+
+// syncGroup writes the requests queued behind first (already written, with outcome err), fsyncs
+// once, and gives each its outcome. closed says the queue was closed meanwhile.
+func (c *Collector) syncGroup(first *item, err error) (closed bool) {
+	group, errs := []*item{first}, []error{err}
+	for more := true; more; {
+		select {
+		case it, ok := <-c.queue.record:
+			if !ok {
+				closed, more = true, false
+				break
+			}
+			group, errs = append(group, it), append(errs, c.record(it))
+		default:
+			more = false
+		}
+	}
+	serr := c.rec.(SyncRecorder).Sync()
+	if serr != nil {
+		serr = fmt.Errorf("sync recording: %w", serr)
+		c.recordFailed(serr)
+	}
+	for i, it := range group {
+		if errs[i] == nil {
+			errs[i] = serr
+		}
+		it.durable <- errs[i]
+	}
+	return closed
 }
 
 func (c *Collector) recordFailed(err error) {

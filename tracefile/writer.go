@@ -11,6 +11,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"path/filepath"
 	"sync"
 
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
@@ -32,6 +33,10 @@ type Writer struct {
 	format Format
 	name   string
 	file   io.Closer     // the file Create opened; nil for NewWriter
+	// sync makes what was handed to the file durable (the file's fsync); nil when the
+	// destination cannot. dirSynced says the file's directory entry was made durable too.
+	sync      func() error
+	dirSynced bool
 	bw     *bufio.Writer // buffers writes to the file (or to gzip's output)
 	gz     *gzip.Writer  // between the records and bw when compressing
 	out    io.Writer     // where records go: gz or bw
@@ -75,6 +80,20 @@ func openWriter(path string, flag int) (*Writer, error) {
 	w := newWriter(f, format, gz)
 	w.file = f
 	w.name = path
+	w.sync = func() error {
+		if err := f.Sync(); err != nil {
+			return err
+		}
+		if !w.dirSynced {
+			// A file this run created is only durable once its directory entry is: fsync the
+			// directory once.
+			if err := syncDir(filepath.Dir(path)); err != nil {
+				return err
+			}
+			w.dirSynced = true
+		}
+		return nil
+	}
 	return w, nil
 }
 
@@ -90,6 +109,9 @@ func NewGzipWriter(w io.Writer, format Format) *Writer {
 
 func newWriter(dst io.Writer, format Format, compress bool) *Writer {
 	w := &Writer{format: format, name: "trace file"}
+	if f, ok := dst.(interface{ Sync() error }); ok {
+		w.sync = f.Sync
+	}
 	w.bw = bufio.NewWriterSize(dst, 256<<10)
 	w.out = w.bw
 	if compress {
@@ -268,6 +290,37 @@ func (w *Writer) Flush() error {
 		return err
 	}
 	return w.flush()
+}
+
+// Sync is Flush, then makes the file durable: fsync(2), so what was written survives a crash of
+// the machine, not only of the process. A writer whose destination has no Sync method only
+// flushes. The collector calls it before acknowledging a request with --record-sync.
+func (w *Writer) Sync() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err := w.usable(); err != nil {
+		return err
+	}
+	if err := w.flush(); err != nil {
+		return err
+	}
+	if w.sync != nil {
+		if err := w.sync(); err != nil {
+			w.err = fmt.Errorf("sync %s: %w", w.name, err)
+			return w.err
+		}
+	}
+	return nil
+}
+
+// syncDir makes a directory's entries durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
 }
 
 func (w *Writer) flush() error {

@@ -272,6 +272,7 @@ func TestCollectFlagErrors(t *testing.T) {
 		{[]string{"--queue-size", "0"}, "--queue-size 0: must be positive"},
 		{[]string{"--max-spans", "-1"}, "--max-spans -1"},
 		{[]string{"--record", filepath.Join(dir, "out.txt")}, "--record"},
+		{[]string{"--record-sync"}, "--record-sync needs --record FILE"},
 		{[]string{"--grpc", ""}, `use "none"`},
 		{[]string{"--grpc", "none", "--http", "none"}, "nothing to listen on"},
 		{[]string{"--http", busy.Addr().String()}, "listen for OTLP/HTTP on " + busy.Addr().String()},
@@ -289,6 +290,38 @@ func TestCollectFlagErrors(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%v: error %v, want it to contain %q", tc.args, err, tc.want)
 		}
+	}
+}
+
+// TestCollectRecordSync: with --record-sync, what `collect` acknowledged is in the recording when
+// the answer arrives, while collect still runs; the dashboard (the root command) takes the flag
+// too, from the same collector flags.
+func TestCollectRecordSync(t *testing.T) {
+	rec := filepath.Join(t.TempDir(), "rec.jsonl")
+	r := startCollect(t, "--record", rec, "--record-sync", "--status-interval", "0")
+	exp, err := otlptracegrpc.New(context.Background(), otlptracegrpc.WithEndpoint(r.grpc), otlptracegrpc.WithInsecure())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer exp.Shutdown(context.Background())
+	if err := exp.ExportSpans(context.Background(), collectStubs(0, 7)); err != nil {
+		t.Fatal(err)
+	}
+	f, err := tracefile.Open(rec, tracefile.ReadOptions{Strict: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	got, err := f.Next()
+	if err != nil || len(got.Batch.Spans) != 7 {
+		t.Fatalf("the recording holds %v, err %v: want the 7 acknowledged spans", got, err)
+	}
+	var out bytes.Buffer
+	if err := run(context.Background(), []string{"--help"}, strings.NewReader(""), &out, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "--record-sync") {
+		t.Errorf("the dashboard does not take --record-sync:\n%s", out.String())
 	}
 }
 

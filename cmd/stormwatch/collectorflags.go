@@ -29,6 +29,7 @@ type collectorFlags struct {
 	maxQueueBytes   byteSize
 	maxSpans        int
 	record          string
+	recordSync      bool
 	tokenFile       string
 	tlsCert         string
 	tlsKey          string
@@ -60,6 +61,8 @@ func (f *collectorFlags) register(fs *pflag.FlagSet) {
 		"spans held for analysis; beyond it the oldest traces are evicted (and counted)")
 	fs.StringVar(&f.record, "record", "",
 		"append every accepted request to `FILE`: .jsonl (OTLP/JSON lines, the OpenTelemetry Collector file exporter's format) or .pb (length-prefixed protobuf, the cheap choice under load), optionally .gz")
+	fs.BoolVar(&f.recordSync, "record-sync", false,
+		"answer a request only once --record has it on disk (written and fsync'd), so every acknowledged span survives a crash; costs an fsync per burst of requests (docs/collector.md)")
 	fs.StringVar(&f.tokenFile, "token-file", "",
 		"require `FILE`'s content as a bearer token (Authorization: Bearer TOKEN) on both transports; requests without it get 401 / UNAUTHENTICATED")
 	fs.StringVar(&f.tlsCert, "tls-cert", "", "serve both transports over TLS with this PEM certificate `FILE` (needs --tls-key)")
@@ -76,9 +79,13 @@ func (f *collectorFlags) config() (collector.Config, error) {
 		MaxRequestBytes: int64(f.maxRequestBytes),
 		QueueSize:       f.queueSize,
 		MaxQueueBytes:   int64(f.maxQueueBytes),
+		RecordSync:      f.recordSync,
 		Decode:          f.decode,
 	}
 	var errs []error
+	if f.recordSync && f.record == "" {
+		errs = append(errs, errors.New("--record-sync needs --record FILE"))
+	}
 	if f.grpcAddr == "" || f.httpAddr == "" {
 		errs = append(errs, errors.New(`--grpc and --http need an address; use "none" to turn one off`))
 	}
@@ -163,7 +170,7 @@ func startCollector(ctx context.Context, f *collectorFlags, next spans.Consumer,
 		return nil, err
 	}
 	if rec != nil {
-		log.Info("recording accepted requests", "file", f.record, "format", rec.Format().String())
+		log.Info("recording accepted requests", "file", f.record, "format", rec.Format().String(), "sync", f.recordSync)
 	}
 	return c, nil
 }
