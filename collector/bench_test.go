@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"path/filepath"
+	"runtime"
 	"testing"
 	"time"
 
@@ -16,6 +18,7 @@ import (
 
 	"github.com/stormwatch/stormwatch/internal/cputime"
 	"github.com/stormwatch/stormwatch/spans"
+	"github.com/stormwatch/stormwatch/tracefile"
 )
 
 // benchRequest is the issue's realistic payload: 100 spans per request, each about 580 bytes on the
@@ -160,4 +163,71 @@ func BenchmarkGRPC(b *testing.B) {
 		}
 	}
 	reportSpans(b, start)
+}
+
+// BenchmarkRecord is what --record-sync costs against the default recording: one op is one
+// 100-span request sent over loopback gRPC, answered, and recorded - the timer runs until the
+// collector has shut down, so the default's recording, done after the answer, is counted too. The
+// two arms are sub-benchmarks of one benchmark, so `-count N` interleaves them (default, sync,
+// default, sync, ...) and load on the machine weighs on both alike. clients=1 waits for every
+// answer before sending the next request, so each sync request pays a whole fsync; with 8 clients
+// requests queued together share one.
+func BenchmarkRecord(b *testing.B) {
+	req := benchRequest()
+	for _, clients := range []int{1, 8} {
+		for _, format := range []string{"pb", "jsonl"} {
+			for _, sync := range []bool{false, true} {
+				arm := "default"
+				if sync {
+					arm = "sync"
+				}
+				b.Run(fmt.Sprintf("clients=%d/format=%s/record=%s", clients, format, arm), func(b *testing.B) {
+					w, err := tracefile.Create(filepath.Join(b.TempDir(), "rec."+format))
+					if err != nil {
+						b.Fatal(err)
+					}
+					// Room for every request: the default arm answers before it records, and must
+					// not be refused while the recorder catches up.
+					c, err := New(Config{GRPCAddr: "127.0.0.1:0", HTTPAddr: Disabled, QueueSize: MaxQueueSize,
+						MaxQueueBytes: 1 << 40, RecordSync: sync}, nop{}, WithRecorder(w))
+					if err != nil {
+						b.Fatal(err)
+					}
+					if err := c.Start(context.Background()); err != nil {
+						b.Fatal(err)
+					}
+					conn := dialGRPC(b, c)
+					send := func() {
+						var resp coltracepb.ExportTraceServiceResponse
+						if err := conn.Invoke(context.Background(), coltracepb.TraceService_Export_FullMethodName, req, &resp); err != nil {
+							b.Error(err)
+						}
+					}
+					b.ReportAllocs()
+					start := now()
+					b.ResetTimer()
+					if clients == 1 {
+						for range b.N {
+							send()
+						}
+					} else {
+						b.SetParallelism(max(clients/runtime.GOMAXPROCS(0), 1))
+						b.RunParallel(func(pb *testing.PB) {
+							for pb.Next() {
+								send()
+							}
+						})
+					}
+					if err := c.Shutdown(context.Background()); err != nil {
+						b.Fatal(err)
+					}
+					b.StopTimer()
+					if got := w.Records(); got != b.N {
+						b.Fatalf("recorded %d requests of %d", got, b.N)
+					}
+					reportSpans(b, start)
+				})
+			}
+		}
+	}
 }
