@@ -56,7 +56,10 @@ const (
 	// tracing: how many attempts of the call came before this one.
 	AttrGRPCAttemptPrevious = "previous-rpc-attempts"
 
-	// stormwatch's resilience.* namespace: see docs/attributes.md for meanings.
+	// stormwatch's resilience.* namespace: see docs/attributes.md for meanings. resilience.deadline
+	// is an instant (Unix ns), as are the captured Request-Deadline header and a Retry-After
+	// HTTP-date: a replay must move them with the span times, so tracefile/replay lists them
+	// (timeAttrs), and a new key whose value is an instant belongs in that list too.
 	AttrOpID              = "resilience.operation.id"
 	AttrOpName            = "resilience.operation.name"
 	AttrAttempt           = "resilience.attempt"

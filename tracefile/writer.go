@@ -33,10 +33,6 @@ type Writer struct {
 	format Format
 	name   string
 	file   io.Closer     // the file Create opened; nil for NewWriter
-	// sync makes what was handed to the file durable (the file's fsync); nil when the
-	// destination cannot. dirSynced says the file's directory entry was made durable too.
-	sync      func() error
-	dirSynced bool
 	bw     *bufio.Writer // buffers writes to the file (or to gzip's output)
 	gz     *gzip.Writer  // between the records and bw when compressing
 	out    io.Writer     // where records go: gz or bw
@@ -46,6 +42,10 @@ type Writer struct {
 	jsonHasItems bool
 	err          error // sticky: after a failed write the file's tail is unknown
 	closed       bool
+	// sync makes what was handed to the file durable (the file's fsync); nil when the
+	// destination cannot. dirSynced says the file's directory entry was made durable too.
+	sync      func() error
+	dirSynced bool
 }
 
 // Create creates (or truncates) the trace file at path, its format chosen by the extension:
