@@ -134,8 +134,10 @@ func TestPlayerSpeedChangeAndMaxSpeed(t *testing.T) {
 	clock := &fakeClock{now: start}
 	p := NewPlayer([]string{path}, Options{Speed: 1, Clock: clock})
 	var at []time.Duration
+	var shifts []Shift
 	p.Run(context.Background(), func(_ context.Context, it *Item) error {
 		at = append(at, clock.Now().Sub(start))
+		shifts = append(shifts, it.Shift)
 		if len(at) == 2 {
 			p.SetSpeed(4) // the dashboard's "+": the remaining 2s of recording take 500ms
 		}
@@ -143,6 +145,9 @@ func TestPlayerSpeedChangeAndMaxSpeed(t *testing.T) {
 	})
 	if fmt.Sprint(at) != "[0s 1s 1.5s]" {
 		t.Fatalf("delivered at %v, want [0s 1s 1.5s]", at)
+	}
+	if shifts[0] != shifts[1] || shifts[1] != shifts[2] {
+		t.Fatalf("a speed change mid-pass changed the shift: %+v", shifts)
 	}
 
 	clock = &fakeClock{now: start}
