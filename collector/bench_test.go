@@ -167,11 +167,12 @@ func BenchmarkGRPC(b *testing.B) {
 
 // BenchmarkRecord is what --record-sync costs against the default recording: one op is one
 // 100-span request sent over loopback gRPC, answered, and recorded - the timer runs until the
-// collector has shut down, so the default's recording, done after the answer, is counted too. The
-// two arms are sub-benchmarks of one benchmark, so `-count N` interleaves them (default, sync,
-// default, sync, ...) and load on the machine weighs on both alike. clients=1 waits for every
-// answer before sending the next request, so each sync request pays a whole fsync; with 8 clients
-// requests queued together share one.
+// collector has shut down, so the default's recording, done after the answer, is counted too. Each
+// configuration runs its two arms one after the other; `-count N` would repeat each arm N times in
+// a row, so docs/performance.md runs the binary N times instead, interleaving the arms, and load
+// on the machine weighs on both alike. clients=1 waits for every answer before sending the next
+// request, so each sync request pays a whole fsync; with 8 clients requests queued together share
+// one.
 func BenchmarkRecord(b *testing.B) {
 	req := benchRequest()
 	for _, clients := range []int{1, 8} {

@@ -203,7 +203,9 @@ func TestPlayerPauseStopsTheClock(t *testing.T) {
 func TestPlayerLoopGivesEachPassNewTraceIDs(t *testing.T) {
 	path := recording(t, "r.jsonl", 0, time.Second)
 	clock := &fakeClock{now: time.Unix(2_000_000_000, 0)}
-	p := NewPlayer([]string{path}, Options{Speed: 1, Loop: true, Clock: clock, Read: tracefile.ReadOptions{Raw: true}})
+	salts := uint64(0)
+	p := NewPlayer([]string{path}, Options{Speed: 1, Loop: true, Clock: clock, Read: tracefile.ReadOptions{Raw: true},
+		Salt: func() uint64 { salts++; return salts << 8 }})
 	ctx, cancel := context.WithCancel(context.Background())
 	var items []*Item
 	var at []time.Time
@@ -224,8 +226,14 @@ func TestPlayerLoopGivesEachPassNewTraceIDs(t *testing.T) {
 	if items[0].Shift != items[1].Shift || items[2].Shift != items[3].Shift || items[0].Shift == items[2].Shift {
 		t.Fatalf("one shift per pass: %+v", items[:4])
 	}
-	if rec, _ := ids(0); bytes.Equal(items[0].Batch.Spans[0].TraceID[:], rec) {
-		t.Fatal("the first pass must get fresh trace ids too")
+	// Each pass, the first included, XORs its own salt into the second half of the trace ids.
+	for i, it := range items {
+		rec, _ := ids(2 * (i % 2))
+		want := spans.TraceID(rec)
+		want[14] ^= byte(i/2 + 1)
+		if it.Shift.Salt != uint64(i/2+1)<<8 || it.Batch.Spans[0].TraceID != want {
+			t.Fatalf("record %d: trace id %s (salt %#x), want %s", i, it.Batch.Spans[0].TraceID, it.Shift.Salt, want)
+		}
 	}
 	a, b := items[0].Batch.Spans[0], items[2].Batch.Spans[0]
 	if a.SpanID != b.SpanID || a.TraceID == b.TraceID {

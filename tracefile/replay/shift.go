@@ -35,15 +35,6 @@ type Shift struct {
 	Salt uint64
 }
 
-// Then is s followed by o: what turns a request shifted by s into one shifted by o is
-// s.Then(o.Relative(s)); Blast uses it to make pass k from the pre-encoded pass 0.
-func (s Shift) Then(o Shift) Shift { return Shift{Delta: s.Delta + o.Delta, Salt: s.Salt ^ o.Salt} }
-
-// Relative is the shift that turns something shifted by base into something shifted by s.
-func (s Shift) Relative(base Shift) Shift {
-	return Shift{Delta: s.Delta - base.Delta, Salt: s.Salt ^ base.Salt}
-}
-
 // IsZero reports whether s changes nothing.
 func (s Shift) IsZero() bool { return s == Shift{} }
 
