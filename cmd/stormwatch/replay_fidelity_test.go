@@ -30,6 +30,9 @@ type replayMode struct {
 	// speed is the pace the mode keeps (2: twice the recorded one); 0 for as fast as possible.
 	speed float64
 	send  func(t *testing.T, grpc, http, file string)
+	// direct, instead of send, plays file straight into a consumer, as the dashboard does, and
+	// records what it was given to rec.
+	direct func(t *testing.T, file, rec string)
 }
 
 // cliReplay is `stormwatch replay --to ... args... file`.
@@ -59,6 +62,23 @@ var replayModes = []replayMode{
 			t.Fatal(err)
 		}
 	}},
+	// The dashboard's path: batches shifted in their compact form, no OTLP in between.
+	{name: "dashboard-20x-loop", passes: 2, speed: 20, direct: func(t *testing.T, file, rec string) {
+		w, err := tracefile.Create(rec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := replay.NewPlayer([]string{file}, replay.Options{Speed: 20, Loop: true, Passes: 2})
+		err = p.PlayTo(context.Background(), spans.ConsumerFunc(func(_ context.Context, b *spans.Batch) error {
+			return w.WriteRequest(spans.EncodeJSON(b), true)
+		}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}},
 	{name: "max-loop", passes: 2, send: func(t *testing.T, grpc, _, file string) {
 		reqs, err := replay.LoadRequests([]string{file}, tracefile.ReadOptions{Strict: true}, replay.GRPC, time.Now())
 		if err != nil {
@@ -71,7 +91,8 @@ var replayModes = []replayMode{
 }
 
 // TestReplayIsFaithfulForEveryFixture replays every fixture in every mode into `stormwatch collect
-// --record`, over real OTLP on loopback, and holds each pass of the recording to the original:
+// --record`, over real OTLP on loopback (and, as the dashboard does, straight into a consumer), and
+// holds each pass of the recording to the original:
 //   - every span, event and time-valued attribute of a pass moved by one and the same whole-second
 //     delta (its timing is the recorded one to the nanosecond), durations and span ids kept, trace
 //     ids new (first half kept) and links following them;
@@ -92,12 +113,20 @@ func TestReplayIsFaithfulForEveryFixture(t *testing.T) {
 			for _, m := range replayModes {
 				t.Run(m.name, func(t *testing.T) {
 					rec := filepath.Join(t.TempDir(), "recording.jsonl")
-					c := startCollect(t, "--record", rec, "--status-interval", "0", "--queue-size", "4096")
-					start := time.Now()
-					m.send(t, c.grpc, c.http, orig)
-					took := time.Since(start)
-					if err := c.stop(t); err != nil {
-						t.Fatalf("collect: %v", err)
+					var start time.Time
+					var took time.Duration
+					if m.direct != nil {
+						start = time.Now()
+						m.direct(t, orig, rec)
+						took = time.Since(start)
+					} else {
+						c := startCollect(t, "--record", rec, "--status-interval", "0", "--queue-size", "4096")
+						start = time.Now()
+						m.send(t, c.grpc, c.http, orig)
+						took = time.Since(start)
+						if err := c.stop(t); err != nil {
+							t.Fatalf("collect: %v", err)
+						}
 					}
 					if m.speed > 0 {
 						if min := time.Duration(float64(o.lastRecord-o.firstRecord) / m.speed); took < min {
