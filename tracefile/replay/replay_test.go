@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -27,6 +28,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/stormwatch/stormwatch/fixtures"
 	"github.com/stormwatch/stormwatch/spans"
 	"github.com/stormwatch/stormwatch/tracefile"
 )
@@ -719,6 +721,111 @@ func TestBlastGivesEveryPassFreshTraceIDs(t *testing.T) {
 					t.Fatalf("a trace of a pass holds %d spans (ends %d)", len(tr), tr[0].EndTimeUnixNano)
 				}
 			}
+		})
+	}
+}
+
+// A later pass of Blast is patched in place at the places found when the request was encoded; it
+// must be byte for byte what the long way gives (walking the protobuf request, encoding it to
+// OTLP/JSON again), for every fixture and both encodings, and the patch must be what is used for
+// them (a plan that gave up on everything would pass the first check and cost the sender dearly).
+func TestBlastPatchMatchesTheLongWay(t *testing.T) {
+	shifts := []Shift{{Delta: 7 * int64(time.Second), Salt: 0xdeadbeef}, {Delta: -3 * int64(time.Second), Salt: 1}, {Salt: 5}}
+	check := func(t *testing.T, reqs []*Request, wantPlan bool) {
+		t.Helper()
+		for i, req := range reqs {
+			if wantPlan && req.plan == nil {
+				t.Fatalf("request %d: no patch plan", i)
+			}
+			for _, sh := range shifts {
+				got, err := req.forPass(sh)
+				if err != nil {
+					t.Fatal(err)
+				}
+				pb := req.pb
+				if pb == nil {
+					pb = req.Body
+				}
+				want, err := sh.Request(pb)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if req.pb != nil {
+					if want, err = tracefile.ProtoToJSON(want); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if !bytes.Equal(got.Body, want) {
+					t.Fatalf("request %d, %+v: the patch differs from the long way\ngot  %q\nwant %q", i, sh, got.Body, want)
+				}
+			}
+		}
+	}
+	for _, name := range fixtures.Names() {
+		data, _ := fixtures.Read(name)
+		path := filepath.Join(t.TempDir(), name+".jsonl")
+		if err := os.WriteFile(path, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range []Protocol{GRPC, HTTPJSON} {
+			t.Run(name+"/"+string(p), func(t *testing.T) {
+				reqs, err := LoadRequests([]string{path}, tracefile.ReadOptions{Strict: true}, p, time.Now())
+				if err != nil {
+					t.Fatal(err)
+				}
+				// Captured Request-Deadline and Retry-After headers are text: OTLP/JSON leaves
+				// requests that hold them to the long way.
+				headers := strings.Contains(string(data), spans.AttrResHeaderRetryAfter) || strings.Contains(string(data), spans.AttrReqHeaderDeadline)
+				check(t, reqs, p == GRPC || !headers)
+			})
+		}
+	}
+	t.Run("deadline as a string", func(t *testing.T) {
+		req := &coltracepb.ExportTraceServiceRequest{ResourceSpans: []*tracepb.ResourceSpans{{ScopeSpans: []*tracepb.ScopeSpans{{Spans: []*tracepb.Span{
+			attrSpan(0, kv(spans.AttrDeadline, str(fmt.Sprint(t0+5e8)))),
+		}}}}}}
+		raw, _ := proto.Marshal(req)
+		for _, p := range []Protocol{GRPC, HTTPJSON} {
+			r, err := Encode(p, raw, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.plan != nil {
+				t.Fatalf("%s: a plan for a deadline written as a string", p)
+			}
+			check(t, []*Request{r}, false)
+		}
+	})
+}
+
+// BenchmarkLaterPass is what the sender of `replay --max` spends on a request of a pass after
+// the first, per protocol: the fixture with the most spans per request (the reference client's,
+// deadlines included), each request shifted in turn.
+func BenchmarkLaterPass(b *testing.B) {
+	data, _ := fixtures.Read("amplification-64-reference")
+	path := filepath.Join(b.TempDir(), "f.jsonl")
+	os.WriteFile(path, data, 0o644)
+	for _, p := range []Protocol{GRPC, HTTPJSON} {
+		b.Run("protocol="+strings.ReplaceAll(string(p), "/", "-"), func(b *testing.B) {
+			reqs, err := LoadRequests([]string{path}, tracefile.ReadOptions{}, p, time.Now())
+			if err != nil {
+				b.Fatal(err)
+			}
+			n := 0
+			for _, r := range reqs {
+				n += r.Spans
+			}
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				for _, r := range reqs {
+					if _, err := r.forPass(Shift{Delta: int64(i) * 1e9, Salt: uint64(i + 1)}); err != nil {
+						b.Fatal(err)
+					}
+				}
+				i++
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/span")
 		})
 	}
 }

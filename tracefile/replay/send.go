@@ -271,9 +271,14 @@ func LoadRequests(files []string, ropt tracefile.ReadOptions, p Protocol, now ti
 	return out, nil
 }
 
-// forPass is req for a later pass of Blast: shifted by rel from how it was encoded, and encoded
-// again when its body is not protobuf.
+// forPass is req for a later pass of Blast: shifted by rel from how it was encoded - patched at the
+// places its plan found when there is one, else walked and, for OTLP/JSON, encoded again.
 func (req *Request) forPass(rel Shift) (*Request, error) {
+	if req.plan != nil {
+		if body, ok := req.plan.apply(req.Body, rel); ok {
+			return &Request{Body: body, Spans: req.Spans}, nil
+		}
+	}
 	pb := req.pb
 	if pb == nil {
 		pb = req.Body

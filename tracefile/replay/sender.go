@@ -219,8 +219,10 @@ func (s *Sender) Close() error {
 type Request struct {
 	Body  []byte // protobuf for grpc and http/protobuf, OTLP/JSON for http/json
 	Spans int
-	// pb is the protobuf form when Body is OTLP/JSON: Blast makes later passes from it.
-	pb []byte
+	// pb is the protobuf form when Body is OTLP/JSON, and plan where a shift changes Body: Blast
+	// makes later passes from them.
+	pb   []byte
+	plan plan
 }
 
 // Encode prepares a protobuf request for protocol p.
@@ -230,9 +232,9 @@ func Encode(p Protocol, pb []byte, spans int) (*Request, error) {
 		if err != nil {
 			return nil, err
 		}
-		return &Request{Body: js, Spans: spans, pb: pb}, nil
+		return &Request{Body: js, Spans: spans, pb: pb, plan: planJSON(js)}, nil
 	}
-	return &Request{Body: pb, Spans: spans}, nil
+	return &Request{Body: pb, Spans: spans, plan: planProto(pb)}, nil
 }
 
 // Result is the collector's answer to one export.

@@ -289,51 +289,39 @@ const (
 	fArrayValues          = 1
 )
 
-func (s Shift) wire(req []byte) error {
-	shiftTime := func(fc *easyproto.FieldContext, field []byte) {
-		if t, ok := fc.Fixed64(); ok && t != 0 {
-			binary.LittleEndian.PutUint64(field[len(field)-8:], uint64(int64(t)+s.Delta))
-		}
-	}
-	remap := func(fc *easyproto.FieldContext) {
-		if id, ok := fc.Bytes(); ok {
-			s.traceID(id) // id aliases the copy
-		}
-	}
-	// anyValue moves the instant in an AnyValue of the given kind, within its bytes.
+// wireValue is what walkInstants found: a trace id, a span or event time, or the value of a
+// time-valued attribute in one of the AnyValue's forms.
+type wireValue uint8
+
+const (
+	wireTraceID wireValue = iota + 1 // the id's 16 bytes
+	wireTime                         // a fixed64's 8 bytes, little-endian
+	wireInt                          // a varint's bytes
+	wireDouble                       // a double's 8 bytes
+	wireString                       // a string's bytes
+)
+
+// walkInstants calls visit with every place of an export request a Shift changes: b aliases req,
+// so visit may patch it in place. kind is the attribute's, for the attribute values.
+func walkInstants(req []byte, visit func(v wireValue, kind timeKind, b []byte) error) error {
+	// anyValue visits the instant in an AnyValue of the given kind.
 	var anyValue func(kind timeKind, b []byte) error
 	anyValue = func(kind timeKind, b []byte) error {
 		return walkFields(b, func(fc *easyproto.FieldContext, field []byte) error {
 			switch fc.FieldNum {
 			case fAnyInt:
-				n, ok := fc.Int64()
-				if !ok || kind != unixNanos || n <= 0 {
-					return nil
+				if _, ok := fc.Int64(); ok {
+					// The varint is the field's tail: its tag is one byte.
+					return visit(wireInt, kind, field[1:])
 				}
-				v := protowire.AppendVarint(nil, uint64(n+s.Delta))
-				if protowire.SizeVarint(uint64(n)) != len(v) {
-					return errResize
-				}
-				copy(field[len(field)-len(v):], v)
 			case fAnyDouble:
-				f, ok := fc.Double()
-				if !ok || kind != unixNanos || f <= 0 {
-					return nil
+				if _, ok := fc.Double(); ok {
+					return visit(wireDouble, kind, field[len(field)-8:])
 				}
-				binary.LittleEndian.PutUint64(field[len(field)-8:], math.Float64bits(f+float64(s.Delta)))
 			case fAnyString:
-				v, ok := fc.String()
-				if !ok {
-					return nil
+				if v, ok := fc.String(); ok {
+					return visit(wireString, kind, field[len(field)-len(v):])
 				}
-				w, ok := shiftText(kind, v, s.Delta)
-				if !ok {
-					return nil
-				}
-				if len(w) != len(v) {
-					return errResize
-				}
-				copy(field[len(field)-len(v):], w)
 			case fAnyArray:
 				return nested(fc, func(arr []byte) error {
 					return walkFields(arr, func(fc *easyproto.FieldContext, _ []byte) error {
@@ -366,22 +354,32 @@ func (s Shift) wire(req []byte) error {
 		}
 		return anyValue(kind, value)
 	}
+	traceID := func(fc *easyproto.FieldContext) error {
+		if id, ok := fc.Bytes(); ok && len(id) == 16 {
+			return visit(wireTraceID, 0, id)
+		}
+		return nil
+	}
+	instant := func(fc *easyproto.FieldContext, field []byte) error {
+		if _, ok := fc.Fixed64(); ok {
+			return visit(wireTime, 0, field[len(field)-8:])
+		}
+		return nil
+	}
 	span := func(b []byte) error {
 		return walkFields(b, func(fc *easyproto.FieldContext, field []byte) error {
 			switch fc.FieldNum {
 			case fSpanTraceID:
-				remap(fc)
+				return traceID(fc)
 			case fSpanStart, fSpanEnd:
-				shiftTime(fc, field)
+				return instant(fc, field)
 			case fSpanAttributes:
-				if s.Delta != 0 {
-					return nested(fc, keyValue)
-				}
+				return nested(fc, keyValue)
 			case fSpanEvents:
 				return nested(fc, func(e []byte) error {
 					return walkFields(e, func(fc *easyproto.FieldContext, field []byte) error {
 						if fc.FieldNum == fEventTime {
-							shiftTime(fc, field)
+							return instant(fc, field)
 						}
 						return nil
 					})
@@ -390,7 +388,7 @@ func (s Shift) wire(req []byte) error {
 				return nested(fc, func(l []byte) error {
 					return walkFields(l, func(fc *easyproto.FieldContext, _ []byte) error {
 						if fc.FieldNum == fLinkTraceID {
-							remap(fc)
+							return traceID(fc)
 						}
 						return nil
 					})
@@ -418,6 +416,46 @@ func (s Shift) wire(req []byte) error {
 	return walkFields(req, func(fc *easyproto.FieldContext, _ []byte) error {
 		if fc.FieldNum == fRequestResourceSpans {
 			return nested(fc, resourceSpans)
+		}
+		return nil
+	})
+}
+
+// wire applies s to req in place; errResize when a value's new encoding would be longer or
+// shorter.
+func (s Shift) wire(req []byte) error {
+	return walkInstants(req, func(v wireValue, kind timeKind, b []byte) error {
+		switch v {
+		case wireTraceID:
+			s.traceID(b)
+		case wireTime:
+			if t := binary.LittleEndian.Uint64(b); t != 0 {
+				binary.LittleEndian.PutUint64(b, uint64(int64(t)+s.Delta))
+			}
+		case wireInt:
+			n, size := protowire.ConsumeVarint(b)
+			if size != len(b) || kind != unixNanos || int64(n) <= 0 {
+				return nil
+			}
+			w := protowire.AppendVarint(nil, uint64(int64(n)+s.Delta))
+			if len(w) != len(b) {
+				return errResize
+			}
+			copy(b, w)
+		case wireDouble:
+			f := math.Float64frombits(binary.LittleEndian.Uint64(b))
+			if kind == unixNanos && f > 0 {
+				binary.LittleEndian.PutUint64(b, math.Float64bits(f+float64(s.Delta)))
+			}
+		case wireString:
+			w, ok := shiftText(kind, string(b), s.Delta)
+			if !ok {
+				return nil
+			}
+			if len(w) != len(b) {
+				return errResize
+			}
+			copy(b, w)
 		}
 		return nil
 	})

@@ -1,0 +1,196 @@
+package replay
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"strconv"
+	"time"
+
+	"google.golang.org/protobuf/encoding/protowire"
+)
+
+// Blast sends every pass after the first as the first with another Shift. Walking each request
+// again for it (Shift.Request), let alone encoding OTLP/JSON again, would cost the sender as much
+// as the collector's decoding, and a load generator must stay cheap. So the places a shift
+// changes are found once, when the request is encoded (a plan), and each later pass patches a
+// copy of the bytes there: trace ids, span and event times, and deadlines written as Unix-ns
+// integers. A request with anything else to move (an instant written as text or as a double) has
+// no plan, and is shifted the long way; so has an OTLP/JSON request that captured a
+// Request-Deadline or Retry-After header at all.
+
+// siteKind is what a place in an encoded request holds.
+type siteKind uint8
+
+const (
+	siteRawTraceID siteKind = iota + 1 // protobuf: 16 bytes
+	siteFixed64                        // protobuf: a span or event time, 8 bytes little-endian
+	siteVarint                         // protobuf: an int attribute of Unix ns, n bytes
+	siteHexTraceID                     // OTLP/JSON: 32 lowercase hex digits
+	siteTime                           // OTLP/JSON: a span or event time, decimal digits
+	siteUnixNano                       // OTLP/JSON: an intValue attribute of Unix ns, decimal digits
+)
+
+// site is one place: the offset of its first byte, its kind and, for a varint, its length (the
+// JSON values end at the next '"').
+type site struct {
+	at   int32
+	kind siteKind
+	n    uint8
+}
+
+// plan is every place a shift changes in one encoded request; nil when there is none to trust.
+type plan []site
+
+// errNoPlan is a protobuf request holding an instant a plan cannot patch.
+var errNoPlan = errors.New("an instant a plan cannot patch")
+
+// planProto finds the places in a protobuf request: the ones Shift.wire patches.
+func planProto(pb []byte) plan {
+	p := plan{}
+	err := walkInstants(pb, func(v wireValue, kind timeKind, b []byte) error {
+		at := int32(cap(pb) - cap(b)) // b aliases pb up to its end
+		switch v {
+		case wireTraceID:
+			p = append(p, site{at: at, kind: siteRawTraceID})
+		case wireTime:
+			p = append(p, site{at: at, kind: siteFixed64})
+		case wireInt:
+			if kind == unixNanos {
+				p = append(p, site{at: at, kind: siteVarint, n: uint8(len(b))})
+			}
+		case wireDouble:
+			if kind == unixNanos {
+				return errNoPlan
+			}
+		case wireString:
+			// Text that is no instant (a Retry-After in seconds) stays as it is; an instant may
+			// change length.
+			if _, ok := shiftText(kind, string(b), int64(time.Second)); ok {
+				return errNoPlan
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil
+	}
+	return p
+}
+
+// jsonPatterns lead to the values a shift changes, in the layout tracefile.ProtoToJSON writes:
+// compact, ids in lowercase hex, 64-bit integers as decimal strings.
+var jsonPatterns = []struct {
+	prefix []byte
+	kind   siteKind
+}{
+	{[]byte(`"traceId":"`), siteHexTraceID},
+	{[]byte(`"startTimeUnixNano":"`), siteTime},
+	{[]byte(`"endTimeUnixNano":"`), siteTime},
+	{[]byte(`"timeUnixNano":"`), siteTime},
+	{[]byte(`{"key":"resilience.deadline","value":{"intValue":"`), siteUnixNano},
+}
+
+// planJSON finds the places in an OTLP/JSON request. Inside a JSON string a quote is escaped, so
+// a pattern, which begins and ends with a bare quote, can only match the member it names.
+func planJSON(js []byte) plan {
+	for key, kind := range timeAttrs {
+		// Instants in attributes other than an intValue of Unix ns would need their text
+		// rewritten, perhaps to another length.
+		if kind != unixNanos && bytes.Contains(js, []byte(`"key":"`+key+`"`)) {
+			return nil
+		}
+	}
+	p := plan{}
+	for _, pat := range jsonPatterns {
+		for i := 0; ; {
+			j := bytes.Index(js[i:], pat.prefix)
+			if j < 0 {
+				break
+			}
+			at := i + j + len(pat.prefix)
+			end := bytes.IndexByte(js[at:], '"')
+			if end < 0 || (pat.kind == siteHexTraceID && end != 32) {
+				return nil
+			}
+			p = append(p, site{at: int32(at), kind: pat.kind})
+			i = at + end
+		}
+	}
+	// Every member that holds an id or a time must have been found: counted by its name alone,
+	// whatever the layout around it, a miss means the layout is not the one the patterns know.
+	switch {
+	case bytes.Count(js, []byte(`"traceId"`)) != p.count(siteHexTraceID),
+		bytes.Count(js, []byte(`UnixNano"`)) != p.count(siteTime),
+		bytes.Count(js, []byte(`"key":"resilience.deadline"`)) != p.count(siteUnixNano): // a double or a string
+		return nil
+	}
+	return p
+}
+
+func (p plan) count(k siteKind) int {
+	n := 0
+	for _, s := range p {
+		if s.kind == k {
+			n++
+		}
+	}
+	return n
+}
+
+// apply returns a copy of body with s applied at every place; false when a value would change
+// length (or is not what the plan expects), and the request must be shifted the long way.
+func (p plan) apply(body []byte, s Shift) ([]byte, bool) {
+	out := bytes.Clone(body)
+	var id [16]byte
+	var num [20]byte
+	for _, st := range p {
+		at := int(st.at)
+		switch st.kind {
+		case siteRawTraceID:
+			s.traceID(out[at : at+16])
+		case siteFixed64:
+			b := out[at : at+8]
+			if t := binary.LittleEndian.Uint64(b); t != 0 {
+				binary.LittleEndian.PutUint64(b, uint64(int64(t)+s.Delta))
+			}
+		case siteVarint:
+			b := out[at : at+int(st.n)]
+			n, size := protowire.ConsumeVarint(b)
+			if size != len(b) {
+				return nil, false
+			}
+			if int64(n) <= 0 {
+				continue
+			}
+			w := protowire.AppendVarint(num[:0], uint64(int64(n)+s.Delta))
+			if len(w) != len(b) {
+				return nil, false
+			}
+			copy(b, w)
+		case siteHexTraceID:
+			v := out[at : at+32]
+			if _, err := hex.Decode(id[:], v); err != nil {
+				return nil, false
+			}
+			s.traceID(id[:])
+			hex.Encode(v, id[:])
+		case siteTime, siteUnixNano:
+			v := out[at : at+bytes.IndexByte(out[at:], '"')]
+			t, err := strconv.ParseInt(string(v), 10, 64)
+			if err != nil {
+				return nil, false
+			}
+			if t <= 0 {
+				continue
+			}
+			w := strconv.AppendInt(num[:0], t+s.Delta, 10)
+			if len(w) != len(v) {
+				return nil, false
+			}
+			copy(v, w)
+		}
+	}
+	return out, true
+}
