@@ -288,6 +288,46 @@ func TestAppendAddsToARecordingAcrossRestarts(t *testing.T) {
 	}
 }
 
+// Sync puts every record written so far in the file, readable while the writer stays open - for
+// gzip as a sync flush the reader decompresses up to - where a plain write leaves it buffered.
+func TestWriterSyncMakesRecordsReadableWhileOpen(t *testing.T) {
+	for _, name := range []string{"t.jsonl", "t.pb", "t.pb.gz"} {
+		path := filepath.Join(t.TempDir(), name)
+		w, err := Append(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		count := func() int {
+			r, err := Open(path, ReadOptions{Strict: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close()
+			return len(readAll(t, r))
+		}
+		for i := range 3 {
+			if err := w.WriteRequest(mustMarshal(t, fullRequest(i)), false); err != nil {
+				t.Fatal(err)
+			}
+			if n := count(); n != i {
+				t.Fatalf("%s: %d records in the file before Sync, want %d (still buffered)", name, n, i)
+			}
+			if err := w.Sync(); err != nil {
+				t.Fatal(err)
+			}
+			if n := count(); n != i+1 {
+				t.Fatalf("%s: %d records in the file after Sync, want %d", name, n, i+1)
+			}
+		}
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Sync(); !errors.Is(err, ErrClosed) {
+			t.Fatalf("Sync after Close: %v", err)
+		}
+	}
+}
+
 // The collector records from every receiver goroutine at once: records must never interleave.
 func TestWriterConcurrentWritesStayWhole(t *testing.T) {
 	var buf bytes.Buffer
