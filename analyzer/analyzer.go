@@ -62,6 +62,10 @@ type Analyzer struct {
 	evictedT    int
 	evictedS    int
 	truncatedT  int
+	// truncatedS counts every span the per-trace cap refused, when it was refused: a trace that
+	// is full and already analyzed is not analyzed again for spans it cannot take, so its own
+	// count (the trace's issues) would keep the number of its last analysis.
+	truncatedS  int
 	duplicates  int
 	droppedFind int
 	batches     int
@@ -241,6 +245,7 @@ func (a *Analyzer) ConsumeBatch(ctx context.Context, b *spans.Batch) error {
 				a.truncatedT++
 			}
 			t.dropped += n - room
+			a.truncatedS += n - room
 		}
 		if room == 0 {
 			continue
@@ -775,7 +780,7 @@ func (a *Analyzer) notes() []string {
 	add(is.selfParent, "%d spans named themselves as their parent; treated as roots")
 	add(is.cycles, "%d parent cycles broken; the span where each loop closed was treated as a root")
 	add(is.badTimes, "%d spans end before they start; taken as zero-length")
-	add(a.truncatedT, "%d traces hit the per-trace cap of %d spans and were truncated (%d spans dropped)", a.maxTraceSpans(), is.truncated)
+	add(a.truncatedT, "%d traces hit the per-trace cap of %d spans and were truncated (%d spans dropped)", a.maxTraceSpans(), a.truncatedS)
 	add(a.evictedT, "%d traces (%d spans) were evicted by the span bound (--max-spans %d) before their last spans could arrive; they were analyzed as they were", a.evictedS, a.maxSpans())
 	add(is.clientRoots, "%d failed operations start at a CLIENT span with no parent and nothing links them to another trace: if that client retried, its attempts are in separate traces and are not counted together (add a parent span, span links, or resilience.operation.id)")
 	add(is.splitLinked, "%d operations continue an operation of another trace (joined by a span link, or by resilience.operation.id with an attempt number above 1); counted as physical calls, not as new logical operations")
@@ -810,6 +815,7 @@ func (a *Analyzer) stats() StoreStats {
 		EvictedTraces:   a.evictedT,
 		EvictedSpans:    a.evictedS,
 		TruncatedTraces: a.truncatedT,
+		TruncatedSpans:  a.truncatedS,
 		DuplicateSpans:  a.issues.duplicates,
 	}
 }

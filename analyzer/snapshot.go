@@ -38,8 +38,10 @@ type StoreStats struct {
 	// EvictedTraces and EvictedSpans count what the --max-spans bound pushed out, oldest first.
 	EvictedTraces int
 	EvictedSpans  int
-	// TruncatedTraces hit the per-trace span cap.
+	// TruncatedTraces hit the per-trace span cap; TruncatedSpans are the spans it refused, every
+	// one of them, those that came after the trace was analyzed included.
 	TruncatedTraces int
+	TruncatedSpans  int
 	// DuplicateSpans were received more than once and dropped.
 	DuplicateSpans int
 }

@@ -111,6 +111,36 @@ func TestHeldTraceCapCountsPackedSpans(t *testing.T) {
 	}
 }
 
+// TestCapCountsSpansAfterAnalysis: a trace at the per-trace cap and analyzed is not analyzed
+// again for spans it cannot take, but every one of them is counted - in the stats and in the
+// report's note - rather than the count of the trace's last analysis.
+func TestCapCountsSpansAfterAnalysis(t *testing.T) {
+	clk := &clock{t: time.Unix(0, t0)}
+	a := analyzer.New(analyzer.Config{Settle: time.Second, Now: clk.Now, MaxTraceSpans: 8})
+	first := make([]spans.Span, 9)
+	for i := range first {
+		first[i] = sp(1, i+1, 0, spans.KindInternal, "svc", 0, 1)
+	}
+	consume(t, a, first...) // one over the cap
+	a.Settle(clk.Add(2 * time.Second))
+	if r := a.Report(); !hasNote(r, "truncated (1 spans dropped)") {
+		t.Fatalf("after 9 spans with a cap of 8: notes %q", r.Notes)
+	}
+	for b := range 10 {
+		late := make([]spans.Span, 1000)
+		for i := range late {
+			late[i] = sp(1, 100+b*1000+i, 0, spans.KindInternal, "svc", 0, 1)
+		}
+		consume(t, a, late...)
+	}
+	a.Settle(clk.Add(2 * time.Second))
+	st, r := a.Stats(), a.Report()
+	if st.TruncatedSpans != 10001 || st.TruncatedTraces != 1 || r.Input.Spans != 8 ||
+		!hasNote(r, "1 traces hit the per-trace cap of 8 spans and were truncated (10001 spans dropped)") {
+		t.Fatalf("stats %+v input %+v notes %q; want 10001 spans dropped from 1 trace, 8 analyzed", st, r.Input, r.Notes)
+	}
+}
+
 // TestEvictionCountsPackedSpans: the span bound counts packed spans as before, and eviction
 // gives their bytes back (what is left: one trace analyzed, one pending, packed alike).
 func TestEvictionCountsPackedSpans(t *testing.T) {

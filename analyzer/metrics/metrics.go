@@ -36,6 +36,8 @@ const (
 	NameTracesAnalyzed = "stormwatch_analyzed_traces_total"
 	NameOperations     = "stormwatch_analyzed_operations_total"
 	NamePendingTraces  = "stormwatch_pending_traces"
+	NameTruncSpans     = "stormwatch_truncated_spans_total"
+	NameTruncTraces    = "stormwatch_truncated_traces_total"
 )
 
 // Collector is a prometheus.Collector over the latest snapshot of a [Cache]. Held and evicted
@@ -48,6 +50,7 @@ type Collector struct {
 	window map[string]bool
 
 	phys, logi, amp, att, cphys, clogi, camp, fnd, spans, traces, ops, pending *prometheus.Desc
+	truncSpans, truncTraces                                                    *prometheus.Desc
 
 	mu sync.Mutex
 	// counted is the snapshot the findings were last counted from, and out the series built from
@@ -104,14 +107,17 @@ func NewCollector(cache *Cache, detectors []*analyzer.Detector) *Collector {
 		traces:  prometheus.NewDesc(NameTracesAnalyzed, "Traces analyzed at least once.", nil, nil),
 		ops:     prometheus.NewDesc(NameOperations, "Logical operations found in the traces analyzed.", nil, nil),
 		pending: prometheus.NewDesc(NamePendingTraces, "Traces waiting for their settle period.", nil, nil),
-		seen:    map[findingKey]bool{},
-		counts:  map[[2]string]float64{},
+		truncSpans: prometheus.NewDesc(NameTruncSpans,
+			"Spans accepted but not analyzed: their trace was over the per-trace span cap.", nil, nil),
+		truncTraces: prometheus.NewDesc(NameTruncTraces, "Traces that hit the per-trace span cap.", nil, nil),
+		seen:        map[findingKey]bool{},
+		counts:      map[[2]string]float64{},
 	}
 }
 
 // Describe implements prometheus.Collector.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.phys, c.logi, c.amp, c.att, c.cphys, c.clogi, c.camp, c.fnd, c.spans, c.traces, c.ops, c.pending} {
+	for _, d := range []*prometheus.Desc{c.phys, c.logi, c.amp, c.att, c.cphys, c.clogi, c.camp, c.fnd, c.spans, c.traces, c.ops, c.pending, c.truncSpans, c.truncTraces} {
 		ch <- d
 	}
 }
@@ -187,6 +193,8 @@ func (c *Collector) build(snap *analyzer.Snapshot) []prometheus.Metric {
 		prometheus.MustNewConstMetric(c.spans, prometheus.CounterValue, float64(rep.Input.Spans)),
 		prometheus.MustNewConstMetric(c.traces, prometheus.CounterValue, float64(rep.Input.Traces)),
 		prometheus.MustNewConstMetric(c.ops, prometheus.CounterValue, float64(rep.Input.Operations)),
-		prometheus.MustNewConstMetric(c.pending, prometheus.GaugeValue, float64(snap.Stats.PendingTraces)))
+		prometheus.MustNewConstMetric(c.pending, prometheus.GaugeValue, float64(snap.Stats.PendingTraces)),
+		prometheus.MustNewConstMetric(c.truncSpans, prometheus.CounterValue, float64(snap.Stats.TruncatedSpans)),
+		prometheus.MustNewConstMetric(c.truncTraces, prometheus.CounterValue, float64(snap.Stats.TruncatedTraces)))
 	return out
 }

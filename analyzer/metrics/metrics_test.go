@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"context"
 	"strings"
 	"sync"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/stormwatch/stormwatch/analyzer"
+	"github.com/stormwatch/stormwatch/spans"
 )
 
 // fakeSource hands out the report it holds and counts the snapshots taken.
@@ -110,7 +112,7 @@ func storm() analyzer.Report {
 }
 
 func TestCollectorSeries(t *testing.T) {
-	src := &fakeSource{rep: storm(), stats: analyzer.StoreStats{PendingTraces: 4}}
+	src := &fakeSource{rep: storm(), stats: analyzer.StoreStats{PendingTraces: 4, TruncatedTraces: 1, TruncatedSpans: 7}}
 	c := NewCollector(NewCache(src, -1, nil), []*analyzer.Detector{window, perTr})
 	want := map[string]float64{
 		`stormwatch_dependency_amplification_ratio{stormwatch_dependency="http://cache:6379",stormwatch_dependency_service=""}`:                                 1.5,
@@ -131,6 +133,8 @@ func TestCollectorSeries(t *testing.T) {
 		`stormwatch_analyzed_traces_total`:     2,
 		`stormwatch_analyzed_operations_total`: 26,
 		`stormwatch_pending_traces`:            4,
+		`stormwatch_truncated_spans_total`:     7,
+		`stormwatch_truncated_traces_total`:    1,
 	}
 	got := gather(t, c)
 	for k, v := range want {
@@ -217,11 +221,45 @@ func TestCollectorReusesSeriesForTheSameSnapshot(t *testing.T) {
 	src := &fakeSource{rep: storm()}
 	c := NewCollector(NewCache(src, time.Hour, nil), nil)
 	for range 20 {
-		if n := len(gather(t, c)); n != 18 {
-			t.Fatalf("%d series, want 18", n)
+		if n := len(gather(t, c)); n != 20 {
+			t.Fatalf("%d series, want 20", n)
 		}
 	}
 	if src.taken != 1 {
 		t.Errorf("20 scrapes took %d snapshots, want 1", src.taken)
+	}
+}
+
+// TestTruncatedSpansCountedAfterAnalysis: spans that reach a trace already at the per-trace cap
+// and already analyzed are not analyzed, and are counted, every one, in the series.
+func TestTruncatedSpansCountedAfterAnalysis(t *testing.T) {
+	clk := &clock{t: time.Unix(1000, 0)}
+	a := analyzer.New(analyzer.Config{MaxTraceSpans: 8, Settle: time.Second, Now: clk.now})
+	trace := spans.TraceID{1}
+	batch := func(from, n int) *spans.Batch {
+		b := &spans.Batch{}
+		for i := from; i < from+n; i++ {
+			b.Spans = append(b.Spans, spans.Span{TraceID: trace, SpanID: spans.SpanID{byte(i >> 16), byte(i >> 8), byte(i), 1},
+				StartUnixNano: clk.t.UnixNano(), EndUnixNano: clk.t.UnixNano() + 1e6})
+		}
+		return b
+	}
+	ctx := context.Background()
+	if err := a.ConsumeBatch(ctx, batch(0, 8)); err != nil {
+		t.Fatal(err)
+	}
+	clk.t = clk.t.Add(2 * time.Second)
+	a.Settle(clk.t)
+	for i := range 10 {
+		if err := a.ConsumeBatch(ctx, batch(8+1000*i, 1000)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := NewCollector(NewCache(a, -1, clk.now), nil)
+	got := gather(t, c)
+	if got["stormwatch_truncated_spans_total"] != 10000 || got["stormwatch_truncated_traces_total"] != 1 ||
+		got["stormwatch_analyzed_spans_total"] != 8 {
+		t.Errorf("truncated spans %v, traces %v, analyzed %v; want 10000, 1, 8", got["stormwatch_truncated_spans_total"],
+			got["stormwatch_truncated_traces_total"], got["stormwatch_analyzed_spans_total"])
 	}
 }
