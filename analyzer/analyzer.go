@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"hash/maphash"
+	"math"
 	"slices"
 	"sort"
 	"sync"
@@ -67,6 +68,8 @@ type Analyzer struct {
 	// count (the trace's issues) would keep the number of its last analysis.
 	truncatedS  int
 	duplicates  int
+	zeroTimes   int // spans with a start or end time of 0
+	futureTimes int // spans with a time more than futureSkew past the clock
 	droppedFind int
 	batches     int
 	rejected    int
@@ -197,6 +200,7 @@ func (a *Analyzer) ConsumeBatch(ctx context.Context, b *spans.Batch) error {
 	}
 	a.batches++
 	a.rejected += b.Rejected
+	a.countBadTimes(b.Spans, now)
 	capT := a.maxTraceSpans()
 	// First each span's trace (made when new) and how many spans each trace gets from this batch,
 	// the traces in the order they first appear.
@@ -269,6 +273,30 @@ func (a *Analyzer) ConsumeBatch(ctx context.Context, b *spans.Batch) error {
 	// Everything kept is a copy (the packed bytes): the producer may reuse the request's memory.
 	b.Release()
 	return nil
+}
+
+// futureSkew is how far past the analyzer's clock a span time may be before it is noted as wrong:
+// hosts' clocks disagree by seconds, not by a day.
+const futureSkew = int64(24 * time.Hour)
+
+// countBadTimes counts spans whose times cannot be right: unset (0), which an exporter sends for a
+// span it never started or ended, or more than futureSkew after now (the clock that stamps
+// arrival; unknown, 0, before the first tick). Their timing - order, overlap, deadlines - means
+// nothing, so the report says how many there were.
+func (a *Analyzer) countBadTimes(ss []spans.Span, now int64) {
+	limit := int64(math.MaxInt64)
+	if now > 0 && now < math.MaxInt64-futureSkew {
+		limit = now + futureSkew
+	}
+	for i := range ss {
+		s := &ss[i]
+		switch {
+		case s.StartUnixNano <= 0 || s.EndUnixNano <= 0:
+			a.zeroTimes++
+		case s.StartUnixNano > limit || s.EndUnixNano > limit:
+			a.futureTimes++
+		}
+	}
 }
 
 func (a *Analyzer) touch(t *traceState, now int64) {
@@ -768,7 +796,8 @@ func (a *Analyzer) report() Report {
 }
 
 func (a *Analyzer) notes() []string {
-	var notes []string
+	// Never nil: the JSON report always carries its notes, empty when there is nothing to say.
+	notes := []string{}
 	add := func(n int, format string, args ...any) {
 		if n > 0 {
 			notes = append(notes, fmt.Sprintf(format, append([]any{n}, args...)...))
@@ -780,6 +809,8 @@ func (a *Analyzer) notes() []string {
 	add(is.selfParent, "%d spans named themselves as their parent; treated as roots")
 	add(is.cycles, "%d parent cycles broken; the span where each loop closed was treated as a root")
 	add(is.badTimes, "%d spans end before they start; taken as zero-length")
+	add(a.zeroTimes, "%d spans have a start or end time of 0 (not set by their exporter): their timing is meaningless")
+	add(a.futureTimes, "%d spans have times more than a day ahead of the clock (a host's clock or an exporter is wrong): their timing is meaningless")
 	add(a.truncatedT, "%d traces hit the per-trace cap of %d spans and were truncated (%d spans dropped)", a.maxTraceSpans(), a.truncatedS)
 	add(a.evictedT, "%d traces (%d spans) were evicted by the span bound (--max-spans %d) before their last spans could arrive; they were analyzed as they were", a.evictedS, a.maxSpans())
 	add(is.clientRoots, "%d failed operations start at a CLIENT span with no parent and nothing links them to another trace: if that client retried, its attempts are in separate traces and are not counted together (add a parent span, span links, or resilience.operation.id)")

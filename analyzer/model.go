@@ -143,7 +143,9 @@ type Report struct {
 	Groups []FindingGroup `json:"groups"`
 	// Notes say what the analysis could not do or had to guess around: orphan spans, parent cycles,
 	// truncated traces, attempts that landed in separate traces with nothing to join them.
-	Notes []string `json:"notes,omitempty"`
+	// Always present in JSON (an empty list when there is nothing to say), so a reader can tell
+	// "nothing noted" from a report that does not carry notes.
+	Notes []string `json:"notes"`
 }
 
 // AttemptKind says why an attempt was made (resilience.attempt.kind, or inferred).
