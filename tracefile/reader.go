@@ -106,6 +106,7 @@ type Reader struct {
 
 	warnings []error
 	skipped  int
+	read     int // records returned
 }
 
 // jsonMode says how JSON records are delimited.
@@ -159,10 +160,14 @@ func NewReader(in io.Reader, name string, opt ReadOptions) (*Reader, error) {
 	}
 	r.format = opt.Format
 	if r.format == FormatUnknown {
-		r.format = extFormat
-	}
-	if r.format == FormatUnknown {
-		r.format = r.sniff()
+		head, err := r.src.Peek(headSize)
+		// A gzip stream cut short (ErrUnexpectedEOF) still has its head: the records report it.
+		if err != nil && readErr(err) != io.EOF && err != bufio.ErrBufferFull {
+			return nil, fmt.Errorf("read %s: %w", name, err)
+		}
+		if r.format, err = detect(head, extFormat, opt.MaxRecordBytes); err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
 	}
 	if r.format == FormatJSONLines {
 		// Trust the extension: a .jsonl whose first line is damaged must not be read as one long
@@ -170,29 +175,6 @@ func NewReader(in io.Reader, name string, opt ReadOptions) (*Reader, error) {
 		r.mode = jsonLines
 	}
 	return r, nil
-}
-
-// sniff looks at the first non-blank byte: '{' is JSON; anything else is length-prefixed protobuf,
-// whose first byte is the top of a big-endian length and so 0 for any record under 16 MiB.
-func (r *Reader) sniff() Format {
-	for i := 1; ; i++ {
-		b, err := r.src.Peek(i)
-		if len(b) < i {
-			if err != nil && i == 1 {
-				return FormatJSONLines // empty: reads as no records either way
-			}
-			return FormatProto
-		}
-		switch b[i-1] {
-		case ' ', '\t', '\r', '\n':
-			if i < 4096 {
-				continue
-			}
-		case '{':
-			return FormatJSON
-		}
-		return FormatProto
-	}
 }
 
 // Format is the layout being read.
@@ -229,6 +211,7 @@ func (r *Reader) Next() (*Record, error) {
 			rec, err = r.nextJSON()
 		}
 		if rec != nil {
+			r.read++
 			return rec, nil
 		}
 		var re *RecordError
@@ -395,7 +378,7 @@ func (r *Reader) nextJSON() (*Record, error) {
 			return nil, &RecordError{Pos: pos, Err: ErrTruncated}
 		}
 		rec, err := r.decodeJSON(body, pos)
-		if err != nil && atEOF {
+		if re := (*RecordError)(nil); atEOF && errors.As(err, &re) {
 			// No newline at the end and the record does not decode: the tail of an interrupted
 			// recording, not a malformed line.
 			return nil, &RecordError{Pos: pos, Err: ErrTruncated}
@@ -405,6 +388,22 @@ func (r *Reader) nextJSON() (*Record, error) {
 }
 
 func (r *Reader) decodeJSON(body []byte, pos Position) (*Record, error) {
+	rec, err := r.decodeJSONRecord(body, pos)
+	if err != nil || len(rec.Batch.Spans) > 0 || rec.Batch.Rejected > 0 {
+		return rec, err
+	}
+	// The decoder ignores unknown fields, as OTLP/JSON asks, so a JSON document of another kind
+	// decodes to nothing: say so. At the start of the file it means the file is not a trace file.
+	if err := checkShape(body); err != nil {
+		if r.read == 0 && r.skipped == 0 {
+			return nil, fmt.Errorf("%s: %w", pos, err)
+		}
+		return nil, &RecordError{Pos: pos, Err: err}
+	}
+	return rec, nil
+}
+
+func (r *Reader) decodeJSONRecord(body []byte, pos Position) (*Record, error) {
 	if !r.opt.Raw {
 		b, err := spans.DecodeJSON(body, r.opt.Decode)
 		if err != nil {

@@ -30,6 +30,9 @@ type analyzeOptions struct {
 	settle   time.Duration
 	// maxRecord bounds one record read from a file, as in replay.
 	maxRecord int
+	// allowEmpty accepts a file without a span: by default it is an error, since a CI gate must
+	// not read an empty or wrong input as a clean audit.
+	allowEmpty bool
 }
 
 func newAnalyzeCmd(io streams) *cobra.Command {
@@ -43,7 +46,8 @@ allowed; '-' is standard input), rebuilds logical operations from the attempt sp
 the report.
 
 Exit status: 0 when no finding reaches --fail-on, 1 when one does, 2 on a usage error or an
-unreadable input (the file and line are named).`,
+unreadable input (the file and line are named): a file that is not a trace file, or that holds no
+span (unless --allow-empty).`,
 		Example: `  stormwatch analyze traces.jsonl
   stormwatch analyze --format markdown --fail-on warning recordings/*.jsonl >> "$GITHUB_STEP_SUMMARY"
   otelcol-export | stormwatch analyze --format json -`,
@@ -61,6 +65,7 @@ unreadable input (the file and line are named).`,
 	f.BoolVar(&o.progress, "progress", false, "report reading progress on stderr (on by default when stderr is a terminal)")
 	f.DurationVar(&o.settle, "settle", 30*time.Second, "analyze a trace once no span of it has arrived for this long in recorded time, and release its spans (bounds memory on large inputs); 0 holds every span until the end")
 	f.IntVar(&o.maxRecord, "max-record-bytes", tracefile.DefaultMaxRecordBytes, "the largest record (line, request) read from a file; a larger one is skipped with a warning")
+	f.BoolVar(&o.allowEmpty, "allow-empty", false, "accept a file that holds no span (an empty recording) instead of failing with exit 2")
 	f.IntVar(&o.maxSpans, "max-spans", analyzer.DefaultMaxSpans, "spans held at once; beyond it the least recently updated traces are analyzed early and released (negative: no bound)")
 	// cobra reports flag errors as plain errors; they are usage errors: exit 2.
 	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return withExitCode(2, err) })
@@ -106,14 +111,21 @@ func runAnalyze(ctx context.Context, io streams, o analyzeOptions, files []strin
 	}
 	a := analyzer.New(cfg)
 	prog := newProgress(io.err, o.progress)
+	var skipped []string
 	for _, file := range files {
-		if err := readInto(ctx, a, file, io, o, prog); err != nil {
+		note, err := readInto(ctx, a, file, io, o, prog)
+		if err != nil {
 			return withExitCode(2, err)
+		}
+		if note != "" {
+			skipped = append(skipped, note)
 		}
 	}
 	prog.done()
 	a.Flush()
 	rep := a.Report()
+	// What the reader skipped is part of what the report is about, not only a line on stderr.
+	rep.Notes = append(rep.Notes, skipped...)
 	if err := writeAnalysis(io.out, format, &rep, a, changes); err != nil {
 		return withExitCode(2, err)
 	}
@@ -126,9 +138,10 @@ func runAnalyze(ctx context.Context, io streams, o analyzeOptions, files []strin
 }
 
 // readInto feeds one file's records to the analyzer. Malformed records are skipped with a warning
-// on stderr (the file and line named) unless strict; a file that cannot be read at all, or with no
-// readable record, is an error.
-func readInto(ctx context.Context, a *analyzer.Analyzer, file string, io streams, o analyzeOptions, prog *progress) error {
+// on stderr (the file and line named) unless strict, and note says how many for the report; a
+// file that cannot be read at all, that is not a trace file, with no readable record, or with no
+// span (unless allowEmpty) is an error.
+func readInto(ctx context.Context, a *analyzer.Analyzer, file string, io streams, o analyzeOptions, prog *progress) (note string, err error) {
 	strict, settle := o.strict, o.settle > 0
 	r, err := tracefile.Open(file, tracefile.ReadOptions{
 		MaxRecordBytes: o.maxRecord,
@@ -139,23 +152,30 @@ func readInto(ctx context.Context, a *analyzer.Analyzer, file string, io streams
 		},
 	})
 	if err != nil {
-		return err
+		return "", err
 	}
 	defer r.Close()
-	records := 0
+	records, nspans := 0, 0
+	future := time.Now().Add(24 * time.Hour).UnixNano()
 	for {
 		rec, err := r.Next()
 		if errors.Is(err, errEOF) {
 			break
 		}
 		if err != nil {
-			return err
+			return "", err
 		}
 		records++
+		nspans += len(rec.Batch.Spans)
 		prog.add(file, len(rec.Batch.Spans))
 		end := int64(0)
 		for i := range rec.Batch.Spans {
-			end = max(end, rec.Batch.Spans[i].EndUnixNano)
+			// A span stamped in the future (a wrong clock) must not move the recording's
+			// clock there: every trace after it would count as settled at once, its chains cut.
+			// The report notes such spans.
+			if e := rec.Batch.Spans[i].EndUnixNano; e <= future {
+				end = max(end, e)
+			}
 		}
 		if settle && end > 0 {
 			// The recording's clock: the latest end time read so far. Ticked before the batch
@@ -163,13 +183,19 @@ func readInto(ctx context.Context, a *analyzer.Analyzer, file string, io streams
 			a.Settle(time.Unix(0, end))
 		}
 		if err := a.ConsumeBatch(ctx, rec.Batch); err != nil {
-			return fmt.Errorf("%s: %w", rec.Pos, err)
+			return "", fmt.Errorf("%s: %w", rec.Pos, err)
 		}
 	}
 	if records == 0 && r.Skipped() > 0 {
-		return fmt.Errorf("%s: no readable record (%d malformed)", r.Name(), r.Skipped())
+		return "", fmt.Errorf("%s: no readable record (%d malformed)", r.Name(), r.Skipped())
 	}
-	return nil
+	if nspans == 0 && !o.allowEmpty {
+		return "", fmt.Errorf("%s: no spans (%d records read); --allow-empty accepts a file without spans", r.Name(), records)
+	}
+	if n := r.Skipped(); n > 0 {
+		note = fmt.Sprintf("%s: %d records skipped, malformed or cut short, their spans not analyzed; the first: %v", r.Name(), n, r.Warnings()[0])
+	}
+	return note, nil
 }
 
 var errEOF = io.EOF

@@ -96,6 +96,11 @@ func runReplay(ctx context.Context, io streams, o replayOptions, files []string)
 			return withExitCode(2, errors.New("--loop cannot replay standard input: it can be read only once"))
 		}
 	}
+	// Check the files before anything is sent or the screen is taken over: a typo, or a file
+	// that is not a trace file, should read as one.
+	if err := checkTraceFiles(files, ropt); err != nil {
+		return withExitCode(2, fmt.Errorf("replay: %w", err))
+	}
 	if o.to == "" {
 		if o.protocol != "" || o.tokenFile != "" || o.duration != 0 {
 			return withExitCode(2, errors.New("--protocol, --token-file and --duration need --to ENDPOINT"))
@@ -165,17 +170,6 @@ func replayToDashboard(ctx context.Context, io streams, o replayOptions, files [
 	if err := requireTerminal(io); err != nil {
 		return err
 	}
-	// Check the files before the screen is taken over: a typo should read as one.
-	for _, f := range files {
-		if f == "-" {
-			continue
-		}
-		r, err := tracefile.Open(f, ropt)
-		if err != nil {
-			return withExitCode(2, fmt.Errorf("replay: %w", err))
-		}
-		r.Close()
-	}
 	log, closeLog, err := openLog(o.dash.logFile)
 	if err != nil {
 		return withExitCode(2, err)
@@ -202,4 +196,27 @@ func replayToDashboard(ctx context.Context, io streams, o replayOptions, files [
 	cancel()
 	fmt.Fprintf(io.err, "stormwatch: logs are in %s\n", s.logPath(&o.dash))
 	return uiErr
+}
+
+// checkTraceFiles opens each file (not standard input, which can be read only once) and reads its
+// first record, so that a file that cannot be opened or is not a trace file fails as analyze
+// fails, before anything is replayed. Malformed records later in a file are skipped while
+// replaying, with a warning, as analyze skips them.
+func checkTraceFiles(files []string, ropt tracefile.ReadOptions) error {
+	ropt.OnWarning = nil
+	for _, f := range files {
+		if f == "-" {
+			continue
+		}
+		r, err := tracefile.Open(f, ropt)
+		if err != nil {
+			return err
+		}
+		_, err = r.Next()
+		r.Close()
+		if errors.Is(err, tracefile.ErrNotTraceFile) {
+			return err
+		}
+	}
+	return nil
 }

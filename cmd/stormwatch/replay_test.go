@@ -220,6 +220,10 @@ func TestReplayErrors(t *testing.T) {
 	os.WriteFile(wrongToken, []byte("wrong"), 0o600)
 	bad := filepath.Join(t.TempDir(), "bad.jsonl")
 	os.WriteFile(bad, []byte("{\"resourceSpans\":[{\n"), 0o644)
+	readme := filepath.Join(t.TempDir(), "README.md")
+	os.WriteFile(readme, []byte("# stormwatch\n\nFind the retry storm.\n"), 0o644)
+	other := filepath.Join(t.TempDir(), "report.json")
+	os.WriteFile(other, []byte(`{"version":1,"findings":[]}`), 0o644)
 	for _, tc := range []struct {
 		name string
 		args []string
@@ -239,6 +243,10 @@ func TestReplayErrors(t *testing.T) {
 		{"protocol without to", []string{"replay", "--protocol", "grpc", rec}, 2, "need --to ENDPOINT"},
 		{"no files", []string{"replay", "--to", dead}, 2, "requires at least 1 arg"},
 		{"loop stdin", []string{"replay", "--loop", "--to", dead, "-"}, 2, "--loop cannot replay standard input"},
+		{"not a trace file", []string{"replay", "--to", c.GRPCAddr(), rec, readme}, 2, readme + `: not a trace file: it holds text beginning "# stormwatch"`},
+		{"not a trace file, max", []string{"replay", "--to", c.GRPCAddr(), "--max", readme}, 2, "not a trace file"},
+		{"not a trace file, dashboard", []string{"replay", readme}, 2, "not a trace file"},
+		{"JSON of another shape", []string{"replay", "--to", c.GRPCAddr(), other}, 2, `a JSON object with the keys "version", "findings"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err, _ := runCmd(t, tc.args...)
