@@ -174,6 +174,9 @@ type Collector struct {
 	// to (bodies.go).
 	bodies  mem.BufferPool
 	batches sync.Pool
+	// gzips reuses gzip readers: each holds a 32 KiB window that is wasteful to allocate per
+	// request.
+	gzips sync.Pool
 
 	grpcSrv *grpc.Server
 	httpSrv *http.Server

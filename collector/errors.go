@@ -2,6 +2,7 @@ package collector
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"net/http"
 	"strconv"
@@ -71,6 +72,21 @@ func classify(err error) errorClass {
 		return errorClass{outcome: "shutting_down", http: http.StatusServiceUnavailable, grpc: codes.Unavailable}
 	}
 	return errorClass{outcome: "internal", http: http.StatusInternalServerError, grpc: codes.Internal}
+}
+
+// recvError is the class of a request grpc-go refused while reading it (too large on the wire,
+// cut short, cancelled). grpc-go has answered it already, with a status of its own: the class is
+// the one whose gRPC code that status has, so the metrics count what the client was told.
+func recvError(err error) error {
+	switch status.Code(err) {
+	case codes.ResourceExhausted:
+		return fmt.Errorf("%w: %v", ErrTooLarge, err)
+	case codes.InvalidArgument:
+		return fmt.Errorf("%w: %v", ErrMalformed, err)
+	case codes.Unavailable:
+		return fmt.Errorf("%w: %v", ErrShuttingDown, err)
+	}
+	return fmt.Errorf("read request: %w", err) // INTERNAL, CANCELLED...: counted as internal
 }
 
 // grpcStatus turns an export error into the status the gRPC client sees.

@@ -181,7 +181,8 @@ func TestGRPCErrorMapping(t *testing.T) {
 	}{
 		{"malformed protobuf", []byte{0x0a, 0xff, 0xff, 0x01}, nil, codes.InvalidArgument, "malformed OTLP request"},
 		{"over the limit", protoBody(t, request(0, 600, 0)), nil, codes.ResourceExhausted, "larger than max"},
-		{"gzip bomb", zeros, []grpc.CallOption{grpc.UseCompressor(gzip.Name)}, codes.ResourceExhausted, "larger than max"},
+		{"gzip bomb", zeros, []grpc.CallOption{grpc.UseCompressor(gzip.Name)}, codes.ResourceExhausted, "decompressed body exceeds the limit"},
+		{"malformed under gzip", []byte{0x0a, 0xff, 0xff, 0x01}, []grpc.CallOption{grpc.UseCompressor(gzip.Name)}, codes.InvalidArgument, "malformed OTLP request"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -199,9 +200,25 @@ func TestGRPCErrorMapping(t *testing.T) {
 			}
 		})
 	}
-	waitFor(t, "the good spans", func() bool { return s.count() >= 5 })
-	if n := s.count(); n != 5 {
-		t.Errorf("%d spans stored, want exactly the 5 accepted first", n)
+	// gzip compression of a good request still arrives whole.
+	var resp2 coltracepb.ExportTraceServiceResponse
+	if err := conn.Invoke(context.Background(), coltracepb.TraceService_Export_FullMethodName, request(5, 5, 0), &resp2, grpc.UseCompressor(gzip.Name)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the good spans", func() bool { return s.count() >= 10 })
+	if n := s.count(); n != 10 {
+		t.Errorf("%d spans stored, want exactly the 10 accepted", n)
+	}
+	// Counted as answered: the outcome is the error table's for the code the client got.
+	m := scrape(t, c)
+	for _, want := range []string{
+		`stormwatch_collector_requests_total{outcome="malformed",transport="grpc"} 2`,
+		`stormwatch_collector_requests_total{outcome="too_large",transport="grpc"} 2`,
+		`stormwatch_collector_requests_total{outcome="accepted",transport="grpc"} 2`,
+	} {
+		if !strings.Contains(m, want) {
+			t.Errorf("metrics lack %s:\n%s", want, grepLines(m, "requests_total"))
+		}
 	}
 }
 

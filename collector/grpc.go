@@ -1,8 +1,9 @@
 package collector
 
 import (
+	"bytes"
 	"context"
-	"fmt"
+	"io"
 	"time"
 
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
@@ -21,6 +22,8 @@ import (
 type rawRequest struct {
 	body []byte
 	buf  *[]byte
+	// gzipped: body is the message as sent, gzip-compressed (see gzipPassthrough).
+	gzipped bool
 }
 
 // rawCodec is the server's codec: requests arrive as rawRequest, everything else (the response, the
@@ -36,14 +39,63 @@ func (c rawCodec) Marshal(v any) (mem.BufferSlice, error) { return c.std.Marshal
 
 func (c rawCodec) Unmarshal(data mem.BufferSlice, v any) error {
 	if r, ok := v.(*rawRequest); ok {
+		// A compressed message is the slice gzipPassthrough.Do made, handed over as a
+		// mem.SliceBuffer that nothing reuses: the handler reads it in place and decompresses it
+		// into a buffer of the pool.
+		if len(data) == 1 {
+			if sb, ok := data[0].(mem.SliceBuffer); ok && len(sb) > 0 && sb[0] == gzipMarker {
+				r.body, r.buf, r.gzipped = sb[1:], nil, true
+				return nil
+			}
+		}
 		// Copied out of gRPC's pooled buffers, which are reused after this returns, into one of
 		// the collector's: it goes back to the body pool once the consumer and the recorder are
 		// done with it (bodies.go).
 		r.buf = c.bodies.Get(data.Len())
 		r.body = (*r.buf)[:data.CopyTo(*r.buf)]
+		if len(r.body) > 0 && r.body[0] == gzipMarker {
+			r.body, r.gzipped = r.body[1:], true
+		}
 		return nil
 	}
 	return c.std.Unmarshal(data, v)
+}
+
+// gzipPassthrough is the server's gzip decompressor, and does not decompress: it hands the
+// compressed message on, behind gzipMarker, for the handler to decompress as the HTTP receiver
+// does (Collector.gunzip). grpc-go answers any failure of a decompressor itself, INTERNAL for a
+// body that is not gzip, and never asks the handler; decompressed by the handler, a bad body is
+// INVALID_ARGUMENT and a bomb RESOURCE_EXHAUSTED through the one error table, and counted as
+// such. It is a server option (grpc.RPCDecompressor), not a registration: the process-wide gzip
+// compressor stays grpc-go's, for clients and for compressing answers.
+type gzipPassthrough struct{}
+
+// gzipMarker precedes a compressed message handed to the codec. No ExportTraceServiceRequest
+// starts with it (field number 0 does not exist), so a plain message is never taken for one.
+const gzipMarker = 0x00
+
+func (gzipPassthrough) Type() string { return "gzip" }
+
+func (gzipPassthrough) Do(r io.Reader) ([]byte, error) {
+	size := 4096
+	if rem, ok := r.(interface{ Remaining() int }); ok { // grpc-go's mem.Reader: the exact size
+		size = rem.Remaining()
+	}
+	b := make([]byte, 1, 1+size)
+	b[0] = gzipMarker
+	for {
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+		n, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err == io.EOF {
+			return b, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
 }
 
 // grpcReadBufferSize is each connection's socket read buffer.
@@ -79,6 +131,8 @@ func (c *Collector) newGRPCServer() *grpc.Server {
 		// open, so not the OpenTelemetry Collector receiver's 512 KiB: a fleet of a thousand SDK
 		// exporters would hold half a gigabyte in them.
 		grpc.ReadBufferSize(grpcReadBufferSize),
+		// Deprecated for a process-wide registration, which is what this must not be.
+		grpc.RPCDecompressor(gzipPassthrough{}),
 	}
 	if c.cfg.Token != "" {
 		// Authorize from the headers, before gRPC reads (and decompresses) the message: an
@@ -133,7 +187,20 @@ func (c *Collector) grpcAuthorize(ctx context.Context, info *tap.Info) (context.
 func (c *Collector) grpcExport(ctx context.Context, dec func(any) error) (exportResult, error) {
 	var raw rawRequest
 	if err := dec(&raw); err != nil {
-		return exportResult{}, fmt.Errorf("%w: read request: %v", ErrMalformed, err)
+		return exportResult{}, recvError(err)
 	}
-	return c.export(raw.body, raw.buf, encProto)
+	body, buf := raw.body, raw.buf
+	if raw.gzipped {
+		// Spans compress about 4 to 10 times; start there and grow.
+		hint := min(4*int64(len(body)), c.cfg.MaxRequestBytes)
+		var err error
+		body, buf, err = c.gunzip(bytes.NewReader(raw.body), hint)
+		if raw.buf != nil {
+			c.bodies.Put(raw.buf)
+		}
+		if err != nil {
+			return exportResult{}, err
+		}
+	}
+	return c.export(body, buf, encProto)
 }

@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -64,8 +63,6 @@ func (c *Collector) httpTLSConfig() *tls.Config {
 
 type httpHandler struct {
 	c *Collector
-	// gzips reuses gzip readers: each holds a 32 KiB window that is wasteful to allocate per request.
-	gzips sync.Pool
 }
 
 func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -150,23 +147,31 @@ func (h *httpHandler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, 
 		body, buf, err := readAll(wire, limit, r.ContentLength, h.c.bodies)
 		return body, buf, bodyError(err, limit, "read body")
 	}
-	zr, _ := h.gzips.Get().(*gzip.Reader)
-	var err error
-	if zr == nil {
-		zr, err = gzip.NewReader(wire)
-	} else {
-		err = zr.Reset(wire)
-	}
-	if err != nil {
-		return nil, nil, bodyError(err, limit, "read gzip header")
-	}
-	defer h.gzips.Put(zr)
 	hint := int64(-1)
 	if r.ContentLength > 0 {
 		// Spans compress about 4 to 10 times; start there and grow.
 		hint = min(4*r.ContentLength, limit)
 	}
-	body, buf, err := readAll(zr, limit, hint, h.c.bodies)
+	return h.c.gunzip(wire, hint)
+}
+
+// gunzip decompresses a gzip body from src into a buffer of the body pool, refusing more than
+// MaxRequestBytes once decompressed (a small gzip bomb must not expand without limit). Both
+// transports decompress here, so a bad or oversized gzip body is the same error class on both.
+func (c *Collector) gunzip(src io.Reader, hint int64) ([]byte, *[]byte, error) {
+	limit := c.cfg.MaxRequestBytes
+	zr, _ := c.gzips.Get().(*gzip.Reader)
+	var err error
+	if zr == nil {
+		zr, err = gzip.NewReader(src)
+	} else {
+		err = zr.Reset(src)
+	}
+	if err != nil {
+		return nil, nil, bodyError(err, limit, "read gzip header")
+	}
+	defer c.gzips.Put(zr)
+	body, buf, err := readAll(zr, limit, hint, c.bodies)
 	return body, buf, bodyError(err, limit, "decompress gzip body")
 }
 

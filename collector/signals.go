@@ -80,7 +80,9 @@ func ignoredSignalServices(c *Collector) []grpc.ServiceDesc {
 					if err := dec(&raw); err != nil {
 						return nil, grpcStatus(fmt.Errorf("%w: read %s request: %v", ErrMalformed, s, err), c.cfg.RetryAfter)
 					}
-					c.bodies.Put(raw.buf)
+					if raw.buf != nil { // nil: a compressed body, not the pool's (gzipPassthrough)
+						c.bodies.Put(raw.buf)
+					}
 					c.ignored.count(s, transportGRPC)
 					return resp(), nil
 				},
