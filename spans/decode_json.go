@@ -677,12 +677,19 @@ func (d *jsonDecoder) scopeSpans(res *Resource) error {
 		switch bstr(key) {
 		case "scope":
 			return d.object(func(key []byte) error {
-				if bstr(key) == "name" {
+				switch bstr(key) {
+				case "name":
 					name, err := d.optStr()
 					if err != nil {
 						return fmt.Errorf("scope.name: %w", err)
 					}
 					scope = name
+					return nil
+				case "attributes":
+					// Not kept, but recorded as sent: within the nesting every reader takes.
+					if err := d.array("attributes", d.skipKeyValue); err != nil {
+						return fmt.Errorf("scope.attributes: %w", err)
+					}
 					return nil
 				}
 				return d.s.skip(0)
@@ -1166,7 +1173,7 @@ func (d *jsonDecoder) keyValue() (k string, a Attr, keep bool, err error) {
 			return nil
 		case "value":
 			if haveKey && !keep {
-				return d.s.skip(0)
+				return d.skipAnyValue()
 			}
 			v, err := d.anyValue()
 			if err != nil {
@@ -1188,6 +1195,66 @@ func (d *jsonDecoder) keyValue() (k string, a Attr, keep bool, err error) {
 		a.Type, a.Str, a.Num = ValueEmpty, "", 0
 	}
 	return k, a, keep, nil
+}
+
+// skipValueJSONDepth is how deep the JSON of a skipped AnyValue may nest for skipAnyValue to pass
+// it over without looking at its structure: each array or map level takes at least three JSON
+// levels (the AnyValue object, the array or map object, its values array), so a value that nests no
+// deeper than this is within MaxValueDepth.
+const skipValueJSONDepth = 3 * MaxValueDepth
+
+// skipAnyValue steps over the AnyValue of a dropped attribute, validating it, and fails with
+// ErrTooDeep when its arrays and maps nest deeper than MaxValueDepth, as the protobuf decoder
+// does: what one decoder accepts, the other reads back from a recording. Nearly every value is
+// passed over as any JSON value; only one whose JSON nests deep is walked as an AnyValue.
+func (d *jsonDecoder) skipAnyValue() error {
+	start := d.s.pos
+	err := d.s.skip(maxJSONDepth - skipValueJSONDepth)
+	if !errors.Is(err, ErrTooDeep) {
+		return err
+	}
+	d.s.pos = start
+	return d.anyValueDepth(0)
+}
+
+// anyValueDepth walks an AnyValue object inside depth arrays and maps, for skipAnyValue.
+func (d *jsonDecoder) anyValueDepth(depth int) error {
+	return d.object(func(key []byte) error {
+		k := bstr(key)
+		kv := k == "kvlistValue" || k == "kvlist_value"
+		if !kv && k != "arrayValue" && k != "array_value" {
+			return d.s.skip(0)
+		}
+		if depth+1 > MaxValueDepth {
+			return ErrTooDeep
+		}
+		return d.object(func(key []byte) error {
+			if bstr(key) != "values" {
+				return d.s.skip(0)
+			}
+			return d.array("values", func() error {
+				if !kv {
+					return d.anyValueDepth(depth + 1)
+				}
+				return d.object(func(key []byte) error {
+					if bstr(key) != "value" {
+						return d.s.skip(0)
+					}
+					return d.anyValueDepth(depth + 1)
+				})
+			})
+		})
+	})
+}
+
+// skipKeyValue steps over a KeyValue object of attributes the decoder does not keep (a scope's).
+func (d *jsonDecoder) skipKeyValue() error {
+	return d.object(func(key []byte) error {
+		if bstr(key) == "value" {
+			return d.skipAnyValue()
+		}
+		return d.s.skip(0)
+	})
 }
 
 var errOneofTwice = errors.New("more than one of stringValue, boolValue, intValue, doubleValue, arrayValue, kvlistValue, bytesValue")

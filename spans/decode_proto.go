@@ -21,11 +21,15 @@ const RejectInvalidID = "invalid trace or span id"
 var ErrMalformed = errors.New("malformed OTLP request")
 
 // ErrTooDeep is wrapped (with [ErrMalformed]) when AnyValue arrays and key-value lists nest deeper
-// than [MaxValueDepth]. It bounds the decoder's recursion on hostile input.
+// than [MaxValueDepth].
 var ErrTooDeep = errors.New("attribute value nested too deeply")
 
-// MaxValueDepth is how deep arrays and key-value lists may nest inside one attribute value. Real
-// telemetry nests one or two levels; the bound only stops hostile input from recursing.
+// MaxValueDepth is how deep arrays and key-value lists may nest inside one attribute value, in
+// every attribute of a request (resource, scope, span, event and link attributes, kept or not),
+// for both decoders. It is the one nesting limit of the project: a collector that acknowledged a
+// request the file reader then refused would have lost it, so the protobuf decoder checks even the
+// values it drops (they are recorded as sent), and the JSON decoder reads whatever is within it.
+// Real telemetry nests one or two levels; the bound stops hostile input from recursing.
 const MaxValueDepth = 64
 
 // Field numbers of the OTLP trace protobuf (opentelemetry/proto/trace/v1/trace.proto and friends).
@@ -40,7 +44,8 @@ const (
 	fSSScope = 1
 	fSSSpans = 2
 
-	fScopeName = 1
+	fScopeName       = 1
+	fScopeAttributes = 3
 
 	fSpanTraceID    = 1
 	fSpanSpanID     = 2
@@ -96,9 +101,10 @@ const (
 // generated code would give.
 //
 // Malformed input returns an error that wraps [ErrMalformed] (and [ErrTooDeep] when array and map
-// values nest deeper than [MaxValueDepth]), is marked with [NewPermanent], and says where in the
-// request it was found. Parts the decoder does not read - the values of dropped attributes,
-// fields it does not keep - are not validated. Nothing panics on any input (fuzzed).
+// values nest deeper than [MaxValueDepth] in any attribute, kept or dropped, of the resource, the
+// scope, a span, an event or a link), is marked with [NewPermanent], and says where in the request
+// it was found. Parts the decoder does not read - fields it does not keep, the scalar values of
+// dropped attributes - are not validated. Nothing panics on any input (fuzzed).
 //
 // Memory is allocated per request, not per span or attribute: the spans of a request live in one
 // slice sized by a counting pass (bounded by what valid spans could fit in buf, so hostile input
@@ -394,6 +400,9 @@ func (d *protoDecoder) scopeSpans(res *resHolder, src []byte) error {
 			return fmt.Errorf("scope: %w", err)
 		} else if ok {
 			scope = name
+		}
+		if err := scopeAttrsDepth(data); err != nil {
+			return fmt.Errorf("scope: %w", err)
 		}
 	}
 	return eachMessage(src, fSSSpans, "spans", func(data []byte) error {
@@ -748,7 +757,12 @@ func (d *protoDecoder) keep(slab *attrSlab, key, val []byte) error {
 	} else if d.opt.AllAttributes {
 		a.Key = bstr(key)
 	} else {
-		return nil
+		// Dropped here, but recorded and replayed as sent: within the nesting every reader takes.
+		// A lone short string, what nearly every dropped attribute is, cannot nest.
+		if len(val) >= 2 && val[0] == fAnyString<<3|2 && val[1] < 0x80 && 2+int(val[1]) == len(val) {
+			return nil
+		}
+		return checkDepth(val)
 	}
 	// A value that is one short string or one int - nearly every attribute - is stored from here,
 	// without the call to value and the Attr it passes back. The varint is read as easyproto
@@ -787,9 +801,15 @@ func (d *protoDecoder) value(a Attr, src []byte) (Attr, error) {
 	if src == nil {
 		return a, nil
 	}
-	member, data, num, err := anyValue(src)
+	member, data, num, nested, err := anyValue(src)
 	if err != nil {
 		return a, err
+	}
+	if nested {
+		// Every occurrence of an array or map member, not only the one kept: see checkDepth.
+		if err := valueDepth(src, 0); err != nil {
+			return a, err
+		}
 	}
 	switch member {
 	case 0:
@@ -817,18 +837,19 @@ func (d *protoDecoder) value(a Attr, src []byte) (Attr, error) {
 }
 
 // anyValue finds which member of an AnyValue is set (0 for none) and its payload: data for the
-// length-delimited members, num for the others (the raw varint or the double's bits).
-func anyValue(src []byte) (member uint32, data []byte, num uint64, err error) {
+// length-delimited members, num for the others (the raw varint or the double's bits). nested says
+// whether an array or map member occurs at all, kept or not.
+func anyValue(src []byte) (member uint32, data []byte, num uint64, nested bool, err error) {
 	// Fast paths for a value that is a lone short string or a lone small varint.
 	if len(src) >= 2 && src[1] < 0x80 {
 		switch src[0] {
 		case fAnyString<<3 | 2:
 			if 2+int(src[1]) == len(src) {
-				return fAnyString, src[2:], 0, nil
+				return fAnyString, src[2:], 0, false, nil
 			}
 		case fAnyInt << 3, fAnyBool << 3:
 			if len(src) == 2 {
-				return uint32(src[0] >> 3), nil, uint64(src[1]), nil
+				return uint32(src[0] >> 3), nil, uint64(src[1]), false, nil
 			}
 		}
 	}
@@ -838,7 +859,7 @@ func anyValue(src []byte) (member uint32, data []byte, num uint64, err error) {
 		if next, ferr := fc.NextField(src); ferr == nil {
 			src = next
 		} else if src, err = skipGroup(&fc, src, ferr); err != nil {
-			return 0, nil, 0, err
+			return 0, nil, 0, false, err
 		}
 		switch f := fc.FieldNum; f {
 		case fAnyString, fAnyBytes:
@@ -850,6 +871,7 @@ func anyValue(src []byte) (member uint32, data []byte, num uint64, err error) {
 			if !ok {
 				continue
 			}
+			nested = true
 			switch {
 			case member != f:
 				member, data, merged = f, v, false
@@ -869,7 +891,111 @@ func anyValue(src []byte) (member uint32, data []byte, num uint64, err error) {
 			}
 		}
 	}
-	return member, data, num, nil
+	return member, data, num, nested, nil
+}
+
+// checkDepth fails with ErrTooDeep when arrays and key-value lists nest deeper than MaxValueDepth
+// anywhere in the AnyValue val - in every occurrence of a member, not only the one protobuf keeps:
+// the recording holds them all. A value that is one scalar member, what nearly every attribute
+// is, returns without a walk.
+func checkDepth(val []byte) error {
+	if len(val) < 2 {
+		return nil
+	}
+	switch val[0] {
+	case fAnyString<<3 | 2, fAnyBytes<<3 | 2:
+		if val[1] < 0x80 {
+			if 2+int(val[1]) == len(val) {
+				return nil
+			}
+		} else if n, size := binary.Uvarint(val[1:]); size > 0 && n == uint64(len(val)-1-size) {
+			return nil
+		}
+	case fAnyInt << 3, fAnyBool << 3:
+		if _, size := binary.Uvarint(val[1:]); size > 0 && 1+size == len(val) {
+			return nil
+		}
+	case fAnyDouble<<3 | 1:
+		if len(val) == 9 {
+			return nil
+		}
+	}
+	return valueDepth(val, 0)
+}
+
+// valueDepth walks the AnyValue src, inside depth arrays and maps, for checkDepth.
+func valueDepth(src []byte, depth int) error {
+	var fc easyproto.FieldContext
+	var err error
+	for len(src) > 0 {
+		if next, ferr := fc.NextField(src); ferr == nil {
+			src = next
+		} else if src, err = skipGroup(&fc, src, ferr); err != nil {
+			return err
+		}
+		if fc.FieldNum != fAnyArray && fc.FieldNum != fAnyKVList {
+			continue
+		}
+		list, ok := fc.MessageData()
+		if !ok {
+			continue
+		}
+		if depth+1 > MaxValueDepth {
+			return ErrTooDeep
+		}
+		kv := fc.FieldNum == fAnyKVList
+		var lc easyproto.FieldContext
+		for len(list) > 0 {
+			if next, ferr := lc.NextField(list); ferr == nil {
+				list = next
+			} else if list, err = skipGroup(&lc, list, ferr); err != nil {
+				return err
+			}
+			elem, ok := lc.MessageData()
+			if lc.FieldNum != fListValues || !ok {
+				continue
+			}
+			if kv {
+				if _, elem, err = keyValue(elem); err != nil {
+					return err
+				}
+			}
+			if err := valueDepth(elem, depth+1); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// scopeAttrsDepth applies checkDepth to the attributes of an InstrumentationScope message, which
+// the decoder does not otherwise read.
+func scopeAttrsDepth(src []byte) error {
+	var fc easyproto.FieldContext
+	var err error
+	for i := 0; len(src) > 0; {
+		if next, ferr := fc.NextField(src); ferr == nil {
+			src = next
+		} else if src, err = skipGroup(&fc, src, ferr); err != nil {
+			return err
+		}
+		if fc.FieldNum != fScopeAttributes {
+			continue
+		}
+		data, ok := fc.MessageData()
+		if !ok {
+			continue
+		}
+		key, val, err := keyValue(data)
+		if err == nil {
+			err = checkDepth(val)
+		}
+		if err != nil {
+			return fmt.Errorf("attributes[%d] %q: %w", i, key, err)
+		}
+		i++
+	}
+	return nil
 }
 
 // appendOther renders a value the way spanstest.OtherString does: strings quoted, bytes in hex,
@@ -929,7 +1055,7 @@ func appendOther(dst []byte, member uint32, data []byte, num uint64, depth int) 
 			}
 			elem = val
 		}
-		m, d, n, err := anyValue(elem)
+		m, d, n, _, err := anyValue(elem)
 		if err != nil {
 			return dst, err
 		}

@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/stormwatch/stormwatch/spans"
@@ -29,6 +30,11 @@ func protoSeeds(t testing.TB) [][]byte {
 	}
 	for _, name := range slices.Sorted(maps.Keys(wireRuleBodies())) {
 		seeds = append(seeds, wireRuleBodies()[name])
+	}
+	// Values at the nesting limit and one past it, in an attribute the decoders drop.
+	for _, n := range []int{spans.MaxValueDepth, spans.MaxValueDepth + 1} {
+		pb, _ := deepRequest(t, "span", "custom.unread", n, true)
+		seeds = append(seeds, pb)
 	}
 	return seeds
 }
@@ -119,10 +125,9 @@ func FuzzDecodeProto(f *testing.F) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			// No ErrTooDeep allowance here: one nesting limit for both decoders, so what the
+			// collector accepts as protobuf the reader reads back from a .jsonl recording.
 			fromJSON, err := spans.DecodeJSON(js, o.opt)
-			if errors.Is(err, spans.ErrTooDeep) {
-				continue
-			}
 			if err != nil {
 				t.Fatalf("%s: DecodeJSON of the request's OTLP/JSON: %v\n%s", o.name, err, js)
 			}
@@ -155,6 +160,16 @@ func FuzzDecodeJSON(f *testing.F) {
 			}
 			if d := spanstest.Diff(got, again); d != "" {
 				t.Fatalf("%s: DecodeJSONInto a recycled batch differs:\n%s", o.name, d)
+			}
+			// One nesting limit for both decoders: the request as protobuf (what a .pb recording
+			// holds) is within it too.
+			var req coltracepb.ExportTraceServiceRequest
+			if err := (protojson.UnmarshalOptions{DiscardUnknown: true}).Unmarshal(body, &req); err == nil {
+				if pb, err := proto.Marshal(&req); err == nil {
+					if _, err := spans.DecodeProto(pb, o.opt); errors.Is(err, spans.ErrTooDeep) {
+						t.Fatalf("%s: DecodeJSON accepts the body, DecodeProto of its protobuf form: %v", o.name, err)
+					}
+				}
 			}
 			if !utf8.Valid(body) {
 				continue // EncodeJSON replaces invalid UTF-8, so the round trip cannot be exact
