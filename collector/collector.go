@@ -27,6 +27,10 @@ const (
 	DefaultMaxQueueBytes       = 256 << 20
 	DefaultRetryAfter          = time.Second
 	DefaultRecordFlushInterval = time.Second
+	// DefaultMaxConnections bounds each listener's open connections: one per exporter (SDK or
+	// OpenTelemetry Collector) is the usual use, so a thousand exporters fit, and the memory they
+	// can hold stays bounded (about 160 KiB an idle gRPC connection).
+	DefaultMaxConnections = 1024
 
 	// MaxQueueSize caps QueueSize: the queue's channels are allocated up front.
 	MaxQueueSize = 1 << 16
@@ -69,6 +73,10 @@ type Config struct {
 	// survives a crash. Requests that arrive while one fsync runs share the next: the cost is one
 	// fsync per burst, not per request. It needs a recorder that is a SyncRecorder.
 	RecordSync bool
+	// MaxConnections bounds the connections each listener (gRPC, HTTP) holds open at once; one more
+	// is closed as soon as it is accepted, and counted. 0 means DefaultMaxConnections; negative
+	// means no bound.
+	MaxConnections int
 	// Decode tunes the span decoder (e.g. keep every attribute for a span-detail view).
 	Decode spans.DecodeOptions
 }
@@ -94,6 +102,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.RecordFlushInterval == 0 {
 		c.RecordFlushInterval = DefaultRecordFlushInterval
+	}
+	if c.MaxConnections == 0 {
+		c.MaxConnections = DefaultMaxConnections
 	}
 	return c
 }
@@ -182,6 +193,9 @@ type Collector struct {
 	httpSrv *http.Server
 	grpcLn  net.Listener
 	httpLn  net.Listener
+	// conns bound each listener's open connections (MaxConnections), by transport; nil for a
+	// transport that is off.
+	conns [numTransports]*connLimit
 
 	serveErrs chan error
 	workers   sync.WaitGroup
@@ -245,7 +259,8 @@ func (c *Collector) Start(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("listen for OTLP/gRPC on %s: %w", c.cfg.GRPCAddr, err)
 		}
-		c.grpcLn = ln
+		c.conns[transportGRPC] = newConnLimit(ln, c.cfg.MaxConnections)
+		c.grpcLn = c.conns[transportGRPC]
 	}
 	if c.cfg.HTTPAddr != Disabled {
 		ln, err := lc.Listen(ctx, "tcp", c.cfg.HTTPAddr)
@@ -255,7 +270,8 @@ func (c *Collector) Start(ctx context.Context) error {
 			}
 			return fmt.Errorf("listen for OTLP/HTTP on %s: %w", c.cfg.HTTPAddr, err)
 		}
-		c.httpLn = ln
+		c.conns[transportHTTP] = newConnLimit(ln, c.cfg.MaxConnections)
+		c.httpLn = c.conns[transportHTTP]
 	}
 	c.started = true
 

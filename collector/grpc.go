@@ -12,6 +12,7 @@ import (
 	grpcencoding "google.golang.org/grpc/encoding"
 	_ "google.golang.org/grpc/encoding/gzip" // registers the gzip decompressor: exporters may compress
 	"google.golang.org/grpc/encoding/proto"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/tap"
 )
@@ -98,6 +99,10 @@ func (gzipPassthrough) Do(r io.Reader) ([]byte, error) {
 	}
 }
 
+// grpcMaxConnectionIdle is how long a gRPC connection may carry no call before it is closed.
+// Exporters send every few seconds; this is for connections nobody uses any more.
+const grpcMaxConnectionIdle = 5 * time.Minute
+
 // grpcReadBufferSize is each connection's socket read buffer.
 const grpcReadBufferSize = 128 << 10
 
@@ -133,6 +138,10 @@ func (c *Collector) newGRPCServer() *grpc.Server {
 		grpc.ReadBufferSize(grpcReadBufferSize),
 		// Deprecated for a process-wide registration, which is what this must not be.
 		grpc.RPCDecompressor(gzipPassthrough{}),
+		// A connection left open with nothing on it (an exporter gone without a goodbye) holds a
+		// slot of --max-connections and its buffers: close it; a client that comes back
+		// reconnects on its next export, as it does after any GOAWAY.
+		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: grpcMaxConnectionIdle}),
 	}
 	if c.cfg.Token != "" {
 		// Authorize from the headers, before gRPC reads (and decompresses) the message: an

@@ -93,8 +93,14 @@ func newMetrics(c *Collector) *metrics {
 		Namespace: ns, Subsystem: "collector", Name: "queue_capacity",
 		Help: "Requests the ingest queue holds before answering 429 / RESOURCE_EXHAUSTED (--queue-size).",
 	}, func() float64 { return float64(c.cfg.QueueSize) })
+	conns := connCollector{c: c,
+		open: prometheus.NewDesc(ns+"_collector_open_connections",
+			"Connections open on the listener, by transport (at most --max-connections each).", []string{"transport"}, nil),
+		refused: prometheus.NewDesc(ns+"_collector_refused_connections_total",
+			"Connections closed as soon as accepted because the listener already held --max-connections, by transport.", []string{"transport"}, nil),
+	}
 	m.reg.MustRegister(m.requests, received, m.rejectedSpans, dur, m.recorded, m.recordErrors,
-		queueDepth, queueBytes, queueCap,
+		queueDepth, queueBytes, queueCap, conns,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
 	if c.held != nil {
@@ -156,4 +162,27 @@ func (m *metrics) consumerFailed(spans int) int64 {
 func (m *metrics) recordFailed() int64 {
 	m.recordErrors.Inc()
 	return m.totalRecordErr.Add(1)
+}
+
+// connCollector exports the listeners' connection counts. The listeners are bound in Start, after
+// the registry is built, so the series are read from the collector at each scrape.
+type connCollector struct {
+	c             *Collector
+	open, refused *prometheus.Desc
+}
+
+func (cc connCollector) Describe(ch chan<- *prometheus.Desc) { ch <- cc.open; ch <- cc.refused }
+
+func (cc connCollector) Collect(ch chan<- prometheus.Metric) {
+	cc.c.mu.Lock()
+	conns := cc.c.conns
+	cc.c.mu.Unlock()
+	for t := range numTransports {
+		var open, refused int64
+		if l := conns[t]; l != nil {
+			open, refused = l.open.Load(), l.refused.Load()
+		}
+		ch <- prometheus.MustNewConstMetric(cc.open, prometheus.GaugeValue, float64(open), t.String())
+		ch <- prometheus.MustNewConstMetric(cc.refused, prometheus.CounterValue, float64(refused), t.String())
+	}
 }

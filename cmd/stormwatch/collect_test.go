@@ -270,6 +270,7 @@ func TestCollectFlagErrors(t *testing.T) {
 		{[]string{"--token-file", empty}, "the file is empty"},
 		{[]string{"--max-request-bytes", "lots"}, `"lots" is not a size`},
 		{[]string{"--queue-size", "0"}, "--queue-size 0: must be positive"},
+		{[]string{"--max-connections", "0"}, "--max-connections 0: must be positive"},
 		{[]string{"--max-spans", "-1"}, "--max-spans -1"},
 		{[]string{"--record", filepath.Join(dir, "out.txt")}, "--record"},
 		{[]string{"--record-sync"}, "--record-sync needs --record FILE"},

@@ -28,6 +28,7 @@ type collectorFlags struct {
 	queueSize       int
 	maxQueueBytes   byteSize
 	maxSpans        int
+	maxConns        int
 	record          string
 	recordSync      bool
 	tokenFile       string
@@ -57,6 +58,8 @@ func (f *collectorFlags) register(fs *pflag.FlagSet) {
 		"accepted requests that may wait for the analyzer and the recorder; beyond it clients get 429 / RESOURCE_EXHAUSTED and retry")
 	fs.Var(&f.maxQueueBytes, "max-queue-bytes",
 		"request bytes the ingest queue may hold; beyond it clients get 429 / RESOURCE_EXHAUSTED and retry")
+	fs.IntVar(&f.maxConns, "max-connections", collector.DefaultMaxConnections,
+		"connections each listener (gRPC, HTTP) holds open at once; one more is closed at once and counted (the exporter retries)")
 	fs.IntVar(&f.maxSpans, "max-spans", defaultMaxSpans,
 		"spans held for analysis; beyond it the oldest traces are evicted (and counted)")
 	fs.StringVar(&f.record, "record", "",
@@ -80,6 +83,7 @@ func (f *collectorFlags) config() (collector.Config, error) {
 		QueueSize:       f.queueSize,
 		MaxQueueBytes:   int64(f.maxQueueBytes),
 		RecordSync:      f.recordSync,
+		MaxConnections:  f.maxConns,
 		Decode:          f.decode,
 	}
 	var errs []error
@@ -97,6 +101,9 @@ func (f *collectorFlags) config() (collector.Config, error) {
 	}
 	if f.maxSpans <= 0 {
 		errs = append(errs, fmt.Errorf("--max-spans %d: must be positive", f.maxSpans))
+	}
+	if f.maxConns <= 0 {
+		errs = append(errs, fmt.Errorf("--max-connections %d: must be positive", f.maxConns))
 	}
 	if f.tokenFile != "" {
 		tok, err := readToken(f.tokenFile)
