@@ -195,12 +195,12 @@ func (a *Analyzer) ConsumeBatch(ctx context.Context, b *spans.Batch) error {
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	a.countBadTimes(b.Spans, now)
 	if now == 0 {
 		now = a.now
 	}
 	a.batches++
 	a.rejected += b.Rejected
-	a.countBadTimes(b.Spans, now)
 	capT := a.maxTraceSpans()
 	// First each span's trace (made when new) and how many spans each trace gets from this batch,
 	// the traces in the order they first appear.
@@ -280,8 +280,9 @@ func (a *Analyzer) ConsumeBatch(ctx context.Context, b *spans.Batch) error {
 const futureSkew = int64(24 * time.Hour)
 
 // countBadTimes counts spans whose times cannot be right: unset (0), which an exporter sends for a
-// span it never started or ended, or more than futureSkew after now (the clock that stamps
-// arrival; unknown, 0, before the first tick). Their timing - order, overlap, deadlines - means
+// span it never started or ended, or more than futureSkew after now, the time Config.Now gave
+// (0 without it: an analyzer of recorded traffic has no clock the spans should agree with, and
+// its result must not depend on when it runs). Their timing - order, overlap, deadlines - means
 // nothing, so the report says how many there were.
 func (a *Analyzer) countBadTimes(ss []spans.Span, now int64) {
 	limit := int64(math.MaxInt64)

@@ -60,9 +60,10 @@ type Config struct {
 	ReleaseSpans bool
 	// Settings are the thresholds detectors read (see [Settings]).
 	Settings Settings
-	// Now stamps span arrival for the settle period. The analyzer never reads a clock itself: when
-	// Now is nil, arrival is stamped with the time of the latest Settle or Snapshot call, which is
-	// precise to one tick of the caller's loop.
+	// Now stamps span arrival for the settle period, and spans more than a day ahead of it are
+	// noted in the report (a wrong clock). The analyzer never reads a clock itself: when Now is
+	// nil, arrival is stamped with the time of the latest Settle or Snapshot call, which is
+	// precise to one tick of the caller's loop, and span times are not checked against a clock.
 	Now func() time.Time
 	// HistoryInterval and HistoryLen shape Snapshot.History. 0 means the defaults.
 	HistoryInterval time.Duration

@@ -111,21 +111,20 @@ func runAnalyze(ctx context.Context, io streams, o analyzeOptions, files []strin
 	}
 	a := analyzer.New(cfg)
 	prog := newProgress(io.err, o.progress)
-	var skipped []string
+	var inputNotes []string
 	for _, file := range files {
-		note, err := readInto(ctx, a, file, io, o, prog)
+		notes, err := readInto(ctx, a, file, io, o, prog)
 		if err != nil {
 			return withExitCode(2, err)
 		}
-		if note != "" {
-			skipped = append(skipped, note)
-		}
+		inputNotes = append(inputNotes, notes...)
 	}
 	prog.done()
 	a.Flush()
 	rep := a.Report()
-	// What the reader skipped is part of what the report is about, not only a line on stderr.
-	rep.Notes = append(rep.Notes, skipped...)
+	// What the reader skipped or doubted is part of what the report is about, not only a line on
+	// stderr.
+	rep.Notes = append(rep.Notes, inputNotes...)
 	if err := writeAnalysis(io.out, format, &rep, a, changes); err != nil {
 		return withExitCode(2, err)
 	}
@@ -138,10 +137,11 @@ func runAnalyze(ctx context.Context, io streams, o analyzeOptions, files []strin
 }
 
 // readInto feeds one file's records to the analyzer. Malformed records are skipped with a warning
-// on stderr (the file and line named) unless strict, and note says how many for the report; a
+// on stderr (the file and line named) unless strict; notes say how many for the report, and how
+// many spans are stamped more than a day ahead of this machine's clock. A
 // file that cannot be read at all, that is not a trace file, with no readable record, or with no
 // span (unless allowEmpty) is an error.
-func readInto(ctx context.Context, a *analyzer.Analyzer, file string, io streams, o analyzeOptions, prog *progress) (note string, err error) {
+func readInto(ctx context.Context, a *analyzer.Analyzer, file string, io streams, o analyzeOptions, prog *progress) (notes []string, err error) {
 	strict, settle := o.strict, o.settle > 0
 	r, err := tracefile.Open(file, tracefile.ReadOptions{
 		MaxRecordBytes: o.maxRecord,
@@ -152,10 +152,10 @@ func readInto(ctx context.Context, a *analyzer.Analyzer, file string, io streams
 		},
 	})
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	defer r.Close()
-	records, nspans := 0, 0
+	records, nspans, nfuture := 0, 0, 0
 	future := time.Now().Add(24 * time.Hour).UnixNano()
 	for {
 		rec, err := r.Next()
@@ -163,7 +163,7 @@ func readInto(ctx context.Context, a *analyzer.Analyzer, file string, io streams
 			break
 		}
 		if err != nil {
-			return "", err
+			return nil, err
 		}
 		records++
 		nspans += len(rec.Batch.Spans)
@@ -173,9 +173,12 @@ func readInto(ctx context.Context, a *analyzer.Analyzer, file string, io streams
 			// A span stamped in the future (a wrong clock) must not move the recording's
 			// clock there: every trace after it would count as settled at once, its chains cut.
 			// The report notes such spans.
-			if e := rec.Batch.Spans[i].EndUnixNano; e <= future {
-				end = max(end, e)
+			sp := &rec.Batch.Spans[i]
+			if sp.StartUnixNano > future || sp.EndUnixNano > future {
+				nfuture++
+				continue
 			}
+			end = max(end, sp.EndUnixNano)
 		}
 		if settle && end > 0 {
 			// The recording's clock: the latest end time read so far. Ticked before the batch
@@ -183,19 +186,22 @@ func readInto(ctx context.Context, a *analyzer.Analyzer, file string, io streams
 			a.Settle(time.Unix(0, end))
 		}
 		if err := a.ConsumeBatch(ctx, rec.Batch); err != nil {
-			return "", fmt.Errorf("%s: %w", rec.Pos, err)
+			return nil, fmt.Errorf("%s: %w", rec.Pos, err)
 		}
 	}
 	if records == 0 && r.Skipped() > 0 {
-		return "", fmt.Errorf("%s: no readable record (%d malformed)", r.Name(), r.Skipped())
+		return nil, fmt.Errorf("%s: no readable record (%d malformed)", r.Name(), r.Skipped())
 	}
 	if nspans == 0 && !o.allowEmpty {
-		return "", fmt.Errorf("%s: no spans (%d records read); --allow-empty accepts a file without spans", r.Name(), records)
+		return nil, fmt.Errorf("%s: no spans (%d records read); --allow-empty accepts a file without spans", r.Name(), records)
 	}
 	if n := r.Skipped(); n > 0 {
-		note = fmt.Sprintf("%s: %d records skipped, malformed or cut short, their spans not analyzed; the first: %v", r.Name(), n, r.Warnings()[0])
+		notes = append(notes, fmt.Sprintf("%s: %d records skipped, malformed or cut short, their spans not analyzed; the first: %v", r.Name(), n, r.Warnings()[0]))
 	}
-	return note, nil
+	if nfuture > 0 {
+		notes = append(notes, fmt.Sprintf("%s: %d spans have times more than a day ahead of this machine's clock (a host's clock or an exporter is wrong): their timing is meaningless", r.Name(), nfuture))
+	}
+	return notes, nil
 }
 
 var errEOF = io.EOF

@@ -121,3 +121,31 @@ func TestAnalyzeJSONReportNotesSkippedRecords(t *testing.T) {
 		t.Errorf("notes %q: want one saying 2 records of %s were skipped, the first at line 2", rep.Notes, path)
 	}
 }
+
+// TestAnalyzeNotesUnsetAndFutureTimes: spans with a time of 0, and spans stamped far in the
+// future, are said in the report's notes, whatever --settle says.
+func TestAnalyzeNotesUnsetAndFutureTimes(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "times.jsonl")
+	const ids = `"traceId":"0af7651916cd43dd8448eb211c80319c","spanId":"%s"`
+	span := func(id, start, end string) string {
+		return `{` + strings.Replace(ids, "%s", id, 1) + `,"name":"GET","kind":3,"startTimeUnixNano":"` + start + `","endTimeUnixNano":"` + end + `"}`
+	}
+	line := `{"resourceSpans":[{"scopeSpans":[{"spans":[` + strings.Join([]string{
+		span("00f067aa0ba902b7", "1768471200000000000", "1768471200100000000"),
+		span("00f067aa0ba902b8", "0", "0"),
+		span("00f067aa0ba902b9", "4102444800000000000", "4102444800100000000"), // 2100
+	}, ",") + `]}]}]}` + "\n"
+	os.WriteFile(path, []byte(line), 0o644)
+	for _, settle := range []string{"30s", "0"} {
+		code, out, stderr := runCLI(t, "", "analyze", "--format", "json", "--settle", settle, path)
+		var rep analyzer.Report
+		if err := json.Unmarshal([]byte(out), &rep); code != 0 || err != nil {
+			t.Fatalf("--settle %s: exit %d, %v, stderr %s", settle, code, err, stderr)
+		}
+		joined := strings.Join(rep.Notes, "\n")
+		if !strings.Contains(joined, "1 spans have a start or end time of 0") ||
+			!strings.Contains(joined, path+": 1 spans have times more than a day ahead") {
+			t.Errorf("--settle %s: notes %q; want the unset and the future span said", settle, rep.Notes)
+		}
+	}
+}
