@@ -12,6 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/exporters/otlp/otlplog/otlploggrpc"
+	sdklog "go.opentelemetry.io/otel/sdk/log"
 	"golang.org/x/net/http2"
 )
 
@@ -94,5 +97,28 @@ func TestGRPCBodyThatClaimsGzipAndIsNot(t *testing.T) {
 		if !strings.Contains(m, want) {
 			t.Errorf("metrics lack %s:\n%s", want, grepLines(m, "requests_total"))
 		}
+	}
+}
+
+// TestGzipLogsOverGRPCAreIgnored: a compressed request of another signal passes through the same
+// decompressor as traces, and is answered and counted as ignored, its body never decompressed.
+func TestGzipLogsOverGRPCAreIgnored(t *testing.T) {
+	s := &sink{}
+	c := start(t, Config{}, s)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	exp, err := otlploggrpc.New(ctx, otlploggrpc.WithEndpoint(c.GRPCAddr()), otlploggrpc.WithInsecure(),
+		otlploggrpc.WithCompressor("gzip"), otlploggrpc.WithRetry(otlploggrpc.RetryConfig{Enabled: false}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer exp.Shutdown(ctx)
+	var rec sdklog.Record
+	rec.SetBody(attribute.StringValue("order placed"))
+	if err := exp.Export(ctx, []sdklog.Record{rec}); err != nil {
+		t.Fatalf("compressed logs: %v", err)
+	}
+	if st := c.Stats(); st.IgnoredLogsRequests != 1 || s.count() != 0 {
+		t.Errorf("ignored logs %d, spans %d; want 1 and 0", st.IgnoredLogsRequests, s.count())
 	}
 }
