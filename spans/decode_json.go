@@ -28,7 +28,9 @@ const maxJSONDepth = 256
 //
 // Ownership is as for [DecodeProto]: strings without escapes alias buf, so the caller hands buf over
 // and must not modify it while the batch's spans are held. Errors wrap [ErrMalformed], are marked
-// permanent, and give the path and byte offset of the problem.
+// permanent, and give the path and byte offset of the problem. Attribute values are held to
+// [MaxValueDepth] as in [DecodeProto], kept or dropped, so the two decoders accept the same
+// requests; other unknown fields may nest 256 JSON levels.
 func DecodeJSON(buf []byte, opt DecodeOptions) (*Batch, error) {
 	b := &Batch{}
 	if err := decodeJSON(b, buf, opt, false); err != nil {
