@@ -67,7 +67,6 @@ type Analyzer struct {
 	// is full and already analyzed is not analyzed again for spans it cannot take, so its own
 	// count (the trace's issues) would keep the number of its last analysis.
 	truncatedS  int
-	duplicates  int
 	zeroTimes   int // spans with a start or end time of 0
 	futureTimes int // spans with a time more than futureSkew past the clock
 	droppedFind int
@@ -130,7 +129,6 @@ type traceState struct {
 	res       *traceResult
 	lastSeen  int64
 	dropped   int // over the per-trace cap
-	seq       uint64
 	inHeld    elem
 	inPending elem
 	gone      bool

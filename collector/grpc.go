@@ -137,6 +137,7 @@ func (c *Collector) newGRPCServer() *grpc.Server {
 		// exporters would hold half a gigabyte in them.
 		grpc.ReadBufferSize(grpcReadBufferSize),
 		// Deprecated for a process-wide registration, which is what this must not be.
+		//lint:ignore SA1019 supported throughout grpc-go 1.x; the replacement is process-wide
 		grpc.RPCDecompressor(gzipPassthrough{}),
 		// A connection left open with nothing on it (an exporter gone without a goodbye) holds a
 		// slot of --max-connections and its buffers: close it; a client that comes back

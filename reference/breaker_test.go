@@ -109,6 +109,7 @@ func TestRuntimeEvictsIdleBreakers(t *testing.T) {
 	if rt.breakerFor(k1, t0.Add(4*time.Minute)) == b1 {
 		t.Fatal("evicted breaker came back")
 	}
+	//lint:ignore SA4000 two calls must return the one shared runtime
 	if ProcessRuntime() != ProcessRuntime() {
 		t.Fatal("the process runtime is not shared")
 	}

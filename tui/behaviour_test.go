@@ -84,7 +84,7 @@ func TestReplayKeys(t *testing.T) {
 	if v := m.View(); !strings.Contains(v, "REPLAY PAUSED 4x") || !strings.Contains(v, "storm.jsonl 65/65 spans") {
 		t.Errorf("header does not show the paused replay:\n%s", v)
 	}
-	m = drive(t, m, press("-"), press("-"), press("-"), press("space"))
+	drive(t, m, press("-"), press("-"), press("-"), press("space"))
 	if rp.Speed() != 0.5 || rp.Paused() {
 		t.Errorf("after - - - space: speed %v paused %v, want 0.5 false", rp.Speed(), rp.Paused())
 	}

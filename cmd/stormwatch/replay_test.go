@@ -102,11 +102,11 @@ func startTestCollector(t *testing.T, token string) (*collector.Collector, *span
 	return c, sink
 }
 
-func runCmd(t *testing.T, args ...string) (error, string) {
+func runCmd(t *testing.T, args ...string) (string, error) {
 	t.Helper()
 	var out, errb bytes.Buffer
 	err := run(context.Background(), args, strings.NewReader(""), &out, &errb)
-	return err, errb.String()
+	return errb.String(), err
 }
 
 // waitFor polls until the collector's queue has reached the sink (ingestion is asynchronous).
@@ -141,7 +141,7 @@ func TestReplayToOurCollectorEveryProtocol(t *testing.T) {
 				args = append(args, "--protocol", tc.protocol)
 			}
 			before := time.Now()
-			err, stderr := runCmd(t, args...)
+			stderr, err := runCmd(t, args...)
 			if err != nil {
 				t.Fatalf("%v\n%s", err, stderr)
 			}
@@ -175,7 +175,7 @@ func TestReplayToOurCollectorEveryProtocol(t *testing.T) {
 func TestReplayMaxBlastsForADuration(t *testing.T) {
 	c, sink := startTestCollector(t, "")
 	rec := replayRecording(t, "rec.pb", 4)
-	err, stderr := runCmd(t, "replay", "--to", c.GRPCAddr(), "--max", "--connections", "3", rec)
+	stderr, err := runCmd(t, "replay", "--to", c.GRPCAddr(), "--max", "--connections", "3", rec)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, stderr)
 	}
@@ -183,7 +183,7 @@ func TestReplayMaxBlastsForADuration(t *testing.T) {
 	if !strings.Contains(stderr, "sending 4 requests to "+c.GRPCAddr()+" (OTLP/gRPC) from 3 connections") {
 		t.Errorf("stderr: %s", stderr)
 	}
-	err, stderr = runCmd(t, "replay", "--to", "http://"+c.HTTPAddr(), "--max", "--duration", "300ms", "--loop", rec)
+	stderr, err = runCmd(t, "replay", "--to", "http://"+c.HTTPAddr(), "--max", "--duration", "300ms", "--loop", rec)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, stderr)
 	}
@@ -249,7 +249,7 @@ func TestReplayErrors(t *testing.T) {
 		{"JSON of another shape", []string{"replay", "--to", c.GRPCAddr(), other}, 2, `a JSON object with the keys "version", "findings"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			err, _ := runCmd(t, tc.args...)
+			_, err := runCmd(t, tc.args...)
 			if err == nil {
 				t.Fatal("no error")
 			}

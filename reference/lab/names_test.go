@@ -34,7 +34,7 @@ func TestRecordedAddressesAreStable(t *testing.T) {
 			hosts := map[string]bool{}
 			for _, s := range exp.GetSpans() {
 				for _, kv := range s.Attributes {
-					v := kv.Value.Emit()
+					v := kv.Value.String()
 					switch kv.Key {
 					case spans.AttrServerAddress:
 						hosts[v] = true
@@ -80,7 +80,7 @@ func TestRecordingsRepeat(t *testing.T) {
 				b.WriteString(s.SpanContext.TraceID().String() + " " + s.SpanContext.SpanID().String() + " " +
 					s.Parent.SpanID().String() + " " + s.Name + " " + s.StartTime.String() + " " + s.EndTime.String())
 				for _, kv := range s.Attributes {
-					b.WriteString(" " + string(kv.Key) + "=" + kv.Value.Emit())
+					b.WriteString(" " + string(kv.Key) + "=" + kv.Value.String())
 				}
 				b.WriteString("\n")
 			}
