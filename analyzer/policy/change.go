@@ -10,7 +10,7 @@ import (
 // for every layer) to Value. The analyzer's what-if replays the recorded operations under it.
 type Change struct {
 	Layer string
-	// Field is maxAttempts, maxFanout or retryBudget.
+	// Field is maxAttempts, maxFanout, retryBudget or breaker.
 	Field string
 	Value float64
 	// Pos is where the change is written in a policy file; zero when it came from the flag.
@@ -26,6 +26,9 @@ const (
 	FieldMaxAttempts = "maxAttempts"
 	FieldMaxFanout   = "maxFanout"
 	FieldRetryBudget = "retryBudget"
+	// FieldBreaker is a per-origin circuit breaker's threshold: consecutive failed logical
+	// operations that open it.
+	FieldBreaker = "breaker"
 )
 
 // ParseChanges reads "edge.maxAttempts=1,api.maxAttempts=1". The layer is everything before the
@@ -48,7 +51,7 @@ func ParseChanges(s string) ([]Change, error) {
 		}
 		c := Change{Layer: lhs[:dot], Field: lhs[dot+1:]}
 		switch c.Field {
-		case FieldMaxAttempts, FieldMaxFanout:
+		case FieldMaxAttempts, FieldMaxFanout, FieldBreaker:
 			n, err := strconv.Atoi(rhs)
 			if err != nil || n < 1 {
 				return nil, fmt.Errorf("change %q: %s must be a whole number of at least 1", part, c.Field)
@@ -61,7 +64,7 @@ func ParseChanges(s string) ([]Change, error) {
 			}
 			c.Value = f
 		default:
-			return nil, fmt.Errorf("change %q: unknown field %q (want maxAttempts, maxFanout or retryBudget)", part, c.Field)
+			return nil, fmt.Errorf("change %q: unknown field %q (want maxAttempts, maxFanout, retryBudget or breaker)", part, c.Field)
 		}
 		out = append(out, c)
 	}

@@ -14,7 +14,8 @@ import (
 
 // Assumption is printed with every prediction: what the numbers rest on.
 const Assumption = "outcomes per attempt as recorded; a success ends the loop; work below an attempt happens only if the attempt is made; " +
-	"extra attempts repeat the last recorded one; a retry budget allows retries up to ratio x first attempts per owner and dependency, in start order"
+	"extra attempts repeat the last recorded one; a retry budget allows retries up to ratio x first attempts per owner and dependency, in start order; " +
+	"a breaker opens after its threshold of consecutive failed operations per owner and dependency, in start order, and stays open"
 
 // Row is one dependency: the physical calls recorded and predicted.
 type Row struct {
@@ -40,6 +41,7 @@ type limits struct {
 	maxFanout   int
 	budget      float64
 	hasBudget   bool
+	breaker     int
 }
 
 type budgetKey struct{ owner, dep string }
@@ -49,6 +51,7 @@ type predictor struct {
 	all      limits                                          // "*"
 	children map[*analyzer.Operation][][]*analyzer.Operation // per attempt index
 	budget   map[budgetKey]*[2]float64                       // first attempts, retries
+	failures map[budgetKey]int                               // consecutive failed operations; -1 once open
 	calls    map[string]float64
 }
 
@@ -57,7 +60,7 @@ type predictor struct {
 // be predicted; an operation whose parent is missing is replayed as a root.
 func Predict(ops []*analyzer.Operation, changes []policy.Change) Prediction {
 	p := &predictor{byLayer: map[string]limits{}, children: map[*analyzer.Operation][][]*analyzer.Operation{},
-		budget: map[budgetKey]*[2]float64{}, calls: map[string]float64{}}
+		budget: map[budgetKey]*[2]float64{}, failures: map[budgetKey]int{}, calls: map[string]float64{}}
 	pred := Prediction{Assumption: Assumption, Operations: len(ops)}
 	for _, c := range changes {
 		pred.Changes = append(pred.Changes, c.String())
@@ -72,6 +75,8 @@ func Predict(ops []*analyzer.Operation, changes []policy.Change) Prediction {
 			l.maxFanout = int(c.Value)
 		case policy.FieldRetryBudget:
 			l.budget, l.hasBudget = c.Value, true
+		case policy.FieldBreaker:
+			l.breaker = int(c.Value)
 		}
 		if c.Layer == "*" {
 			p.all = l
@@ -156,6 +161,9 @@ func (p *predictor) limitsOf(owner string) limits {
 	if !l.hasBudget {
 		l.budget, l.hasBudget = p.all.budget, p.all.hasBudget
 	}
+	if l.breaker == 0 {
+		l.breaker = p.all.breaker
+	}
 	return l
 }
 
@@ -184,6 +192,25 @@ func (p *predictor) replay(op *analyzer.Operation, weight float64) {
 		return
 	}
 	l := p.limitsOf(op.Owner)
+	if l.breaker > 0 {
+		// The breaker judges the operation as a whole (never its attempts), as the reference
+		// client's does: open, it refuses the operation before anything leaves.
+		k := budgetKey{op.Owner, op.Dependency}
+		if p.failures[k] < 0 {
+			return
+		}
+		if p.replayTries(op, ts, l, weight) {
+			p.failures[k] = 0
+		} else if p.failures[k]++; p.failures[k] >= l.breaker {
+			p.failures[k] = -1
+		}
+		return
+	}
+	p.replayTries(op, ts, l, weight)
+}
+
+// replayTries replays op's retry loop under l and says whether it ended in a success.
+func (p *predictor) replayTries(op *analyzer.Operation, ts []try, l limits, weight float64) bool {
 	n := len(ts)
 	if l.maxAttempts > 0 {
 		n = l.maxAttempts
@@ -231,9 +258,10 @@ func (p *predictor) replay(op *analyzer.Operation, weight float64) {
 			ok = ok || a.Outcome == analyzer.OutcomeOK
 		}
 		if ok {
-			break // a success ends the loop
+			return true // a success ends the loop
 		}
 	}
+	return false
 }
 
 // originOf is where call c of attempt a went. An attempt lists its distinct origins in the order

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strconv"
 	"strings"
 	"time"
 
@@ -25,6 +26,12 @@ type labOptions struct {
 	realtime bool
 	seed     uint64
 	list     bool
+	start    string
+	// The layers scenario as one variant (lab.LayersConfig).
+	attempts string
+	requests int
+	budget   float64
+	breaker  int
 }
 
 func newLabCmd(io streams) *cobra.Command {
@@ -54,11 +61,18 @@ to a trace file (.jsonl OTLP/JSON lines; .json, .pb, .gz also accepted) that 'st
 and 'stormwatch replay' read; --otlp ENDPOINT sends them over OTLP/gRPC to a collector such as
 'stormwatch collect' (host:port, plaintext on loopback addresses, TLS otherwise).
 
+Layers as you like: 'lab layers' with --attempts (per layer, top first: 4,4,4 is 64 calls for a
+request, 3,1,1 one retry owner), --requests, --budget or --breaker runs that one variant, each
+recordable on its own for 'stormwatch diff' (docs/diff.md).
+
 Scenarios: ` + strings.Join(lab.Names(), ", ") + `.`,
 		Example: `  stormwatch lab
   stormwatch lab budget --json
   stormwatch lab breaker-waves --record waves.jsonl && stormwatch analyze waves.jsonl
-  stormwatch lab --otlp 127.0.0.1:4317`,
+  stormwatch lab --otlp 127.0.0.1:4317
+  stormwatch lab layers --attempts 4,4,4
+  stormwatch lab layers --attempts 3,3,3 --requests 40 --record before.jsonl
+  stormwatch lab layers --attempts 3,3,3 --requests 40 --budget 0.1 --record after.jsonl`,
 		Args: cobra.MaximumNArgs(1),
 		ValidArgsFunction: func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
 			return lab.Names(), cobra.ShellCompDirectiveNoFileComp
@@ -74,6 +88,11 @@ Scenarios: ` + strings.Join(lab.Names(), ", ") + `.`,
 	f.BoolVar(&o.realtime, "realtime", false, "run on the wall clock instead of the fake clock")
 	f.Uint64Var(&o.seed, "seed", lab.DefaultSeed, "seed of the clients' jitter (counts do not depend on it)")
 	f.BoolVar(&o.list, "list", false, "list the scenarios and exit")
+	f.StringVar(&o.start, "start", "", "the fake clock's reading at the start, RFC 3339 (default: now); fixes span times so two recordings can be laid end to end")
+	f.StringVar(&o.attempts, "attempts", "", "layers: attempts per layer, top first, e.g. 4,4,4 (runs one variant)")
+	f.IntVar(&o.requests, "requests", 0, "layers: the user's requests, one after another (default 1)")
+	f.Float64Var(&o.budget, "budget", 0, "layers: a retry budget of this ratio in every layer, e.g. 0.1")
+	f.IntVar(&o.breaker, "breaker", 0, "layers: a per-origin breaker in every layer, opening after this many consecutive failed calls")
 	cmd.MarkFlagsMutuallyExclusive("record", "otlp")
 	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return withExitCode(2, err) })
 	return cmd
@@ -98,6 +117,26 @@ func runLab(ctx context.Context, io streams, o labOptions, args []string) error 
 	}
 
 	opts := lab.Options{Realtime: o.realtime, Seed: o.seed}
+	if o.start != "" {
+		t, err := time.Parse(time.RFC3339Nano, o.start)
+		if err != nil {
+			return withExitCode(2, fmt.Errorf("lab: --start %q: want an RFC 3339 time such as 2026-01-01T00:00:00Z", o.start))
+		}
+		if o.realtime {
+			return withExitCode(2, errors.New("lab: --start sets the fake clock; --realtime runs on the wall clock"))
+		}
+		opts.Start = t
+	}
+	layers, err := o.layersConfig()
+	if err != nil {
+		return withExitCode(2, err)
+	}
+	if layers != nil {
+		if len(args) != 1 || args[0] != "layers" {
+			return withExitCode(2, errors.New("lab: --attempts, --requests, --budget and --breaker set up the layers scenario: run 'stormwatch lab layers --attempts 3,3,3 ...'"))
+		}
+		opts.Layers = layers
+	}
 	var tracing *lab.Tracing
 	var file *tracefile.Writer
 	switch {
@@ -164,6 +203,28 @@ func runLab(ctx context.Context, io streams, o labOptions, args []string) error 
 		}
 	}
 	return runErr
+}
+
+// layersConfig reads the layers flags; nil when none is set (the seed's two variants run).
+func (o labOptions) layersConfig() (*lab.LayersConfig, error) {
+	if o.attempts == "" && o.requests == 0 && o.budget == 0 && o.breaker == 0 {
+		return nil, nil
+	}
+	c := &lab.LayersConfig{Requests: o.requests, Budget: o.budget, Breaker: o.breaker, Attempts: []int{3, 3, 3}}
+	if o.attempts != "" {
+		c.Attempts = nil
+		for _, p := range strings.Split(o.attempts, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(p))
+			if err != nil {
+				return nil, fmt.Errorf("lab: --attempts %q: want whole numbers per layer, top first, such as 4,4,4", o.attempts)
+			}
+			c.Attempts = append(c.Attempts, n)
+		}
+	}
+	if err := c.Validate(); err != nil {
+		return nil, fmt.Errorf("lab: --%w", err)
+	}
+	return c, nil
 }
 
 // labInterruptedCode is the exit code of a lab run stopped by SIGINT or SIGTERM (128+SIGINT, as

@@ -24,6 +24,7 @@ func newRootCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	root.AddCommand(
 		newCollectCmd(io),
 		newAnalyzeCmd(io),
+		newDiffCmd(io),
 		newReplayCmd(io),
 		newLabCmd(io),
 		newDemoCmd(io),

@@ -30,6 +30,8 @@ type Options struct {
 	// panicked, a failed accept) and the lab's own warnings. Nil discards them: the lab never
 	// writes to the process's stderr or the standard log, which a dashboard may be drawing on.
 	Logger *slog.Logger
+	// Layers, when set, runs the layers scenario as this one variant instead of the seed's two.
+	Layers *LayersConfig
 }
 
 // Refusals are calls or retries refused before reaching the origin.

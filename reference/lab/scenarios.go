@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -208,7 +209,6 @@ func deadlineScenario(e *env) (*Result, error) {
 
 func budgetScenario(e *env) (*Result, error) {
 	res := &Result{}
-	o := e.newOrigin("origin-failing", always(503, failLatency), originOptions{})
 	withBudget := naive(3, 30*time.Second)
 	withBudget.Budget = reference.BudgetConfig{Ratio: 0.1}
 	for _, v := range []struct {
@@ -218,6 +218,9 @@ func budgetScenario(e *env) (*Result, error) {
 		{"retry=3", naive(3, 30*time.Second)},
 		{"retry=3, budget_ratio=0.1", withBudget},
 	} {
+		// Each variant its own origin (origin-failing, then origin-failing-2): recorded together,
+		// the two do not merge into one dependency.
+		o := e.newOrigin("origin-failing", always(503, failLatency), originOptions{})
 		c := e.client("caller", v.cfg, reference.NewRuntime(0))
 		r := e.wave(v.label, c, o, callers)
 		res.Rows = append(res.Rows, r)
@@ -484,8 +487,8 @@ func asBreakerOpen(err error) *reference.BreakerOpenError {
 
 // layer is a service that calls the next one through its own reference client and answers with
 // what it got (502 when the call failed without an answer).
-func (e *env) layer(name string, next string, attempts int) *origin {
-	c := e.client(name, naive(attempts, 30*time.Second), reference.NewRuntime(0))
+func (e *env) layer(name string, next string, cfg reference.Config) (*origin, *reference.Client) {
+	c := e.client(name, cfg, reference.NewRuntime(0))
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		req, err := http.NewRequestWithContext(r.Context(), http.MethodGet, next, nil)
 		if err != nil {
@@ -500,10 +503,13 @@ func (e *env) layer(name string, next string, attempts int) *origin {
 		resp.Body.Close()
 		w.WriteHeader(resp.StatusCode)
 	})
-	return e.newOrigin(name, nil, originOptions{handler: h, middleware: true})
+	return e.newOrigin(name, nil, originOptions{handler: h, middleware: true}), c
 }
 
 func layers(e *env) (*Result, error) {
+	if e.opts.Layers != nil {
+		return layersAsConfigured(e, *e.opts.Layers)
+	}
 	res := &Result{}
 	for _, v := range []struct {
 		label              string
@@ -513,9 +519,9 @@ func layers(e *env) (*Result, error) {
 		{"retries owned by one layer (edge)", 3, 1, 1},
 	} {
 		dep := e.newOrigin("dependency", always(503, failLatency), originOptions{})
-		adapter := e.layer("adapter", dep.url+"/data", v.adapter)
-		api := e.layer("api", adapter.url+"/data", v.api)
-		edge := e.layer("edge", api.url+"/data", v.edge)
+		adapter, _ := e.layer("adapter", dep.url+"/data", naive(v.adapter, 30*time.Second))
+		api, _ := e.layer("api", adapter.url+"/data", naive(v.api, 30*time.Second))
+		edge, _ := e.layer("edge", api.url+"/data", naive(v.edge, 30*time.Second))
 		user := e.client("user", naive(1, 30*time.Second), reference.NewRuntime(0))
 		start := e.clk.Now()
 		out := e.get(user, edge.url+"/page", nil)
@@ -528,6 +534,149 @@ func layers(e *env) (*Result, error) {
 			v.label, r.OriginSaw, v.edge, v.api, v.adapter))
 	}
 	return res, nil
+}
+
+// LayersConfig runs `layers` as one variant of the caller's choosing instead of the seed's two:
+// any number of layers with any attempts each, more requests, and a retry budget or a breaker in
+// every layer. One variant per run, so each can be recorded on its own and compared with diff.
+type LayersConfig struct {
+	// Attempts per layer, the top layer (edge) first: 3,3,3 is the seed's 27 calls, 4,4,4 its 64,
+	// 3,1,1 one retry owner. The layers are named edge, api, adapter, backend, store, then layer-6...
+	Attempts []int
+	// Requests the user sends, one after another (so budgets and breakers see them in order).
+	// Zero means 1.
+	Requests int
+	// Budget, when positive, gives every layer a retry budget of this ratio (with the reference
+	// client's default reserve).
+	Budget float64
+	// Breaker, when positive, gives every layer a per-origin breaker that opens after this many
+	// consecutive failed calls (the reference client's default recovery).
+	Breaker int
+}
+
+// layerNames name the layers top first; the bottom one calls the dependency.
+var layerNames = []string{"edge", "api", "adapter", "backend", "store"}
+
+// LayerName is the service name of layer i (0 is the top).
+func LayerName(i int) string {
+	if i < len(layerNames) {
+		return layerNames[i]
+	}
+	return fmt.Sprintf("layer-%d", i+1)
+}
+
+// Validate says what is wrong with c, naming the setting.
+func (c LayersConfig) Validate() error {
+	if len(c.Attempts) == 0 {
+		return errors.New("attempts: want at least one layer, such as 3,3,3")
+	}
+	if len(c.Attempts) > 8 {
+		return fmt.Errorf("attempts: at most 8 layers, got %d", len(c.Attempts))
+	}
+	product := 1
+	for i, n := range c.Attempts {
+		if n < 1 || n > 10 {
+			return fmt.Errorf("attempts: layer %d (%s) has %d; want 1 to 10", i+1, LayerName(i), n)
+		}
+		product *= n
+	}
+	if c.Requests < 0 || c.Requests > 1000 {
+		return fmt.Errorf("requests: want 1 to 1000, got %d", c.Requests)
+	}
+	if product*max(c.Requests, 1) > 200000 {
+		return fmt.Errorf("attempts and requests: %d calls to the dependency is more than the lab sends (200000)", product*max(c.Requests, 1))
+	}
+	if c.Budget < 0 || c.Budget > 1 {
+		return fmt.Errorf("budget: want a ratio between 0 and 1, got %g", c.Budget)
+	}
+	if c.Breaker < 0 {
+		return fmt.Errorf("breaker: want a threshold of at least 1, got %d", c.Breaker)
+	}
+	return nil
+}
+
+// Label is the variant's name: "attempts 3 x 3 x 3, 40 requests, budget 0.1".
+func (c LayersConfig) Label() string {
+	parts := make([]string, len(c.Attempts))
+	for i, n := range c.Attempts {
+		parts[i] = strconv.Itoa(n)
+	}
+	s := "attempts " + strings.Join(parts, " x ")
+	if n := max(c.Requests, 1); n > 1 {
+		s += fmt.Sprintf(", %d requests", n)
+	}
+	if c.Budget > 0 {
+		s += ", budget " + strconv.FormatFloat(c.Budget, 'g', -1, 64)
+	}
+	if c.Breaker > 0 {
+		s += fmt.Sprintf(", breaker %d", c.Breaker)
+	}
+	return s
+}
+
+func layersAsConfigured(e *env, c LayersConfig) (*Result, error) {
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	cfg := func(attempts int) reference.Config {
+		rc := naive(attempts, 30*time.Second)
+		if c.Budget > 0 {
+			rc.Budget = reference.BudgetConfig{Ratio: c.Budget}
+		}
+		if c.Breaker > 0 {
+			rc.Breaker = reference.BreakerConfig{Threshold: c.Breaker}
+		}
+		return rc
+	}
+	dep := e.newOrigin("dependency", always(503, failLatency), originOptions{})
+	next := dep.url + "/data"
+	// Built bottom up: each layer needs the address of the one below.
+	var layers []*reference.Client
+	var top *origin
+	for i := len(c.Attempts) - 1; i >= 0; i-- {
+		o, client := e.layer(LayerName(i), next, cfg(c.Attempts[i]))
+		next, top = o.url+"/data", o
+		layers = append(layers, client)
+	}
+	user := e.client("user", naive(1, 30*time.Second), reference.NewRuntime(0))
+	requests := max(c.Requests, 1)
+	start := e.clk.Now()
+	outs := make([]outcome, 0, requests)
+	for range requests {
+		if e.ctx.Err() != nil {
+			return nil, stopped(e.ctx)
+		}
+		outs = append(outs, e.get(user, top.url+"/page", nil))
+	}
+	r := Row{Variant: c.Label()}
+	tally(&r, outs, start)
+	r.OriginSaw = dep.counts().saw
+	r.Amplification = amp(r.OriginSaw, requests)
+	for _, l := range layers {
+		st := l.Transport().Stats()
+		r.Refusals.Budget += int(st.BudgetRefusals)
+		r.Refusals.Breaker += int(st.BreakerRefusals)
+	}
+	parts := make([]string, len(c.Attempts))
+	for i, n := range c.Attempts {
+		parts[i] = fmt.Sprintf("%s x%d", LayerName(i), n)
+	}
+	line := fmt.Sprintf("%-42s dependency saw %d calls for %s (%.2fx; %s)", r.Variant, r.OriginSaw,
+		plural(requests, "request", "requests"), r.Amplification, strings.Join(parts, " > "))
+	if r.Refusals.Budget > 0 {
+		line += fmt.Sprintf("  budget refused %d", r.Refusals.Budget)
+	}
+	if r.Refusals.Breaker > 0 {
+		line += fmt.Sprintf("  breaker refused %d", r.Refusals.Breaker)
+	}
+	return &Result{Rows: []Row{r}, Lines: []string{line}}, nil
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return strconv.Itoa(n) + " " + many
 }
 
 func fanout(e *env) (*Result, error) {
