@@ -104,7 +104,7 @@ func TestParseRejects(t *testing.T) {
 		{"negative window", "detectors:\n  window: -1m\n",
 			`p.yaml:2:11: detectors.window: must be positive, got -1m`},
 		{"bad what-if", "whatIf:\n  - edge.retries=1\n",
-			`p.yaml:2:5: whatIf[0]: change "edge.retries=1": unknown field "retries" (want maxAttempts, maxFanout or retryBudget)`},
+			`p.yaml:2:5: whatIf[0]: change "edge.retries=1": unknown field "retries" (want maxAttempts, maxFanout, retryBudget or breaker)`},
 		{"version 2", "version: 2\n",
 			`p.yaml:1:10: version: unsupported version 2 (this stormwatch reads version 1)`},
 		{"top level a list", "- a\n",
@@ -295,6 +295,7 @@ func TestParseChanges(t *testing.T) {
 		{"edge.maxAttempts=1,api.maxAttempts=1", "edge.maxAttempts=1 api.maxAttempts=1"},
 		{" checkout.v2.retryBudget = 0.05 ", "checkout.v2.retryBudget=0.05"},
 		{"*.maxFanout=1", "*.maxFanout=1"},
+		{"adapter.breaker=5", "adapter.breaker=5"},
 	}
 	for _, c := range good {
 		cs, err := ParseChanges(c.in)
@@ -314,7 +315,8 @@ func TestParseChanges(t *testing.T) {
 		{"maxAttempts=1", `change "maxAttempts=1": want layer.field=value, such as edge.maxAttempts=1`},
 		{"edge.maxAttempts=0", `change "edge.maxAttempts=0": maxAttempts must be a whole number of at least 1`},
 		{"edge.retryBudget=2", `change "edge.retryBudget=2": retryBudget must be a ratio between 0 and 1`},
-		{"edge.timeout=1s", `change "edge.timeout=1s": unknown field "timeout" (want maxAttempts, maxFanout or retryBudget)`},
+		{"edge.breaker=0.5", `change "edge.breaker=0.5": breaker must be a whole number of at least 1`},
+		{"edge.timeout=1s", `change "edge.timeout=1s": unknown field "timeout" (want maxAttempts, maxFanout, retryBudget or breaker)`},
 		{",", `no changes in ",": want layer.field=value, such as edge.maxAttempts=1`},
 	}
 	for _, c := range bad {

@@ -99,3 +99,26 @@ func TestFanout(t *testing.T) {
 		}
 	}
 }
+
+// A breaker judges whole operations: in the 27-call trace (two requests), each adapter operation
+// fails after its 3 calls, so a breaker of 2 in the adapter lets two operations through (6 calls)
+// and refuses the other sixteen; one of 1 lets one through. The layers above still call as
+// recorded: their operations failed either way.
+func TestBreaker(t *testing.T) {
+	for _, c := range []struct {
+		changes string
+		dep     int
+	}{
+		{"adapter.breaker=2", 6},
+		{"adapter.breaker=1", 3},
+		{"adapter.breaker=100", 54},
+	} {
+		rows := predict(t, "amplification-27-reference", c.changes)
+		if r := rows["http://dep:8080"]; r.Predicted != c.dep {
+			t.Errorf("%s: dep predicted %d, want %d", c.changes, r.Predicted, c.dep)
+		}
+		if r := rows["http://adapter:8080"]; r.Predicted != 18 {
+			t.Errorf("%s: adapter predicted %d, want the 18 recorded", c.changes, r.Predicted)
+		}
+	}
+}
