@@ -25,6 +25,8 @@ func TestRecordedAddressesAreStable(t *testing.T) {
 		{"fanout", []string{"primary-a", "primary-b", "primary-c"}},
 		{"layers", []string{"adapter", "adapter-2", "api", "api-2", "dependency", "dependency-2", "edge", "edge-2"}},
 		{"post-deadline", []string{"db", "db-2", "report", "report-2"}},
+		// The two budget variants record apart: a report does not add them into one origin.
+		{"budget", []string{"origin-failing", "origin-failing-2"}},
 	} {
 		t.Run(tc.scenario, func(t *testing.T) {
 			exp := tracetest.NewInMemoryExporter()
