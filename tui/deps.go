@@ -58,6 +58,9 @@ type depsModel struct {
 	// watching is what the screen says while traffic arrives and nothing is wrong yet: what is
 	// watched and what would count as a storm. Empty once there is a finding.
 	watching []string
+	// at is the shown snapshot's time; base, when set (b), is what the figures are compared with.
+	at   int64
+	base *baseline
 }
 
 func newDepsModel(ctx *shared) depsModel { return depsModel{ctx: ctx} }
@@ -72,6 +75,7 @@ func (m *depsModel) SetSize(w, h int) {
 
 // SetSnapshot rebuilds the rows.
 func (m *depsModel) SetSnapshot(s *analyzer.Snapshot) {
+	m.at = s.AtUnixNano
 	deps := s.Report.Dependencies
 	// The breaker state is not in the report; the latest attempt to each dependency says whether
 	// calls are being refused right now (refused = a breaker or budget said no).
@@ -278,6 +282,17 @@ func (m depsModel) Update(msg tea.Msg) (depsModel, tea.Cmd) {
 		case key.Matches(msg, k.Reverse):
 			m.reverse = !m.reverse
 			m.rebuild()
+		case key.Matches(msg, k.Baseline):
+			m.base = newBaseline(m.at, m.all)
+			return m, func() tea.Msg {
+				return statusMsg("baseline marked: the figures now show the change since this moment (B clears)")
+			}
+		case key.Matches(msg, k.ClearBaseline):
+			if m.base == nil {
+				return m, nil
+			}
+			m.base = nil
+			return m, func() tea.Msg { return statusMsg("baseline cleared") }
 		case key.Matches(msg, k.Enter):
 			if m.cur.pos < len(m.rows) {
 				dep := m.rows[m.cur.pos].d.Dependency
@@ -301,6 +316,14 @@ var depCols = []column{
 
 const depTrendCol, depBreakerCol = 7, 6
 
+// sinceCols replace the trend while a baseline is set: the comparison over time is what the
+// baseline gives.
+var sinceCols = []column{
+	{title: "+CALLS", width: 7, right: true},
+	{title: "+INTENTS", width: 8, right: true},
+	{title: "SINCE b", width: 17},
+}
+
 func (m depsModel) View() string {
 	t := &m.ctx.theme
 	narrow := m.width < 100
@@ -313,6 +336,9 @@ func (m depsModel) View() string {
 		spec[depBreakerCol].width = 0
 		spec[depBreakerCol].title = ""
 		spec[depBreakerCol].weight = -1
+	}
+	if m.base != nil {
+		spec = append(spec[:depTrendCol], sinceCols...)
 	}
 	cols := layout(spec, m.width)
 	lines := make([]string, 0, m.height)
@@ -333,6 +359,9 @@ func (m depsModel) View() string {
 			}
 			break
 		}
+	}
+	if m.base != nil {
+		head = t.Bold.Render(m.base.headline(m.at, m.all))
 	}
 	lines = append(lines, fit(head, m.width), "")
 
@@ -366,8 +395,15 @@ func (m depsModel) View() string {
 			mark = ">" + mark[rest:]
 		}
 		ampl := fmt.Sprintf("%.2fx", r.d.Amplification)
-		line := row(cols, mark, shortURL(r.label, narrow), humanInt(r.d.PhysicalCalls), humanInt(r.d.LogicalOperations),
-			ampl, r.errText, r.breaker, sparkline(r.history, cols[depTrendCol].width))
+		cells := []string{mark, shortURL(r.label, narrow), humanInt(r.d.PhysicalCalls), humanInt(r.d.LogicalOperations),
+			ampl, r.errText, r.breaker}
+		if m.base != nil {
+			c, l, a := m.base.since(r.d).cells()
+			cells = append(cells, c, l, a)
+		} else {
+			cells = append(cells, sparkline(r.history, cols[depTrendCol].width))
+		}
+		line := row(cols, cells...)
 		switch {
 		case i == m.cur.pos:
 			line = t.Rows.Selected.Render(line)
@@ -400,6 +436,12 @@ func (m depsModel) legend() string {
 		defs = []string{
 			"CALLS received · INTENTS asked by the top layer, once however often retried",
 			"AMPLIF = CALLS/INTENTS · ▲ worst ! over 1.5x · by " + depSortNames[m.sort] + " · enter: its ops",
+		}
+	}
+	if m.base != nil {
+		defs = []string{
+			"+CALLS, +INTENTS: added since the baseline (b) · B clears it",
+			"SINCE b: amplification at the baseline → of the traffic since · sorted by " + depSortNames[m.sort],
 		}
 	}
 	return fit(t.Dim.Render(defs[0]), m.width) + "\n" + fit(t.Dim.Render(defs[1]), m.width)

@@ -47,6 +47,10 @@ type KeyMap struct {
 
 	// Empty state.
 	Demo key.Binding
+
+	// Dependencies screen: a baseline to compare against.
+	Baseline      key.Binding
+	ClearBaseline key.Binding
 }
 
 // DefaultKeyMap returns the bindings documented in docs/tui.md.
@@ -91,6 +95,9 @@ func DefaultKeyMap() KeyMap {
 		Slower:      b("-", "slower", "-"),
 
 		Demo: b("d", "start demo traffic", "d"),
+
+		Baseline:      b("b", "mark baseline", "b"),
+		ClearBaseline: b("B", "clear baseline", "B"),
 	}
 }
 
@@ -137,7 +144,9 @@ func (h screenKeys) FullHelp() [][]key.Binding {
 		groups = append(groups, []key.Binding{k.Collapse, k.Expand, k.NextMatch, k.PrevMatch, k.NextProblem, k.PrevProblem})
 	case screenFindings:
 		groups = append(groups, []key.Binding{list(k.Expand), k.Collapse, k.Sort, k.Reverse})
-	case screenOps, screenDeps:
+	case screenDeps:
+		groups = append(groups, []key.Binding{k.Sort, k.Reverse, k.Baseline, k.ClearBaseline})
+	case screenOps:
 		groups = append(groups, []key.Binding{k.Sort, k.Reverse})
 	}
 	if h.demo && h.s == screenEmpty {

@@ -9,6 +9,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/stormwatch/stormwatch/analyzer/diff"
+	"github.com/stormwatch/stormwatch/internal/words"
 )
 
 // WriteDiff renders a before/after comparison in format f: the verdict first, then the
@@ -160,8 +161,8 @@ func DiffMarkdown(w io.Writer, r *diff.Report) error {
 }
 
 func side(s diff.Side) string {
-	return fmt.Sprintf("%s: %s, %s, %s", s.Label, plural(s.Input.Traces, "trace", "traces"),
-		plural(s.Input.Spans, "span", "spans"), plural(s.Input.Operations, "logical operation", "logical operations"))
+	return fmt.Sprintf("%s: %s, %s, %s", s.Label, words.Count(s.Input.Traces, "trace"),
+		words.Count(s.Input.Spans, "span"), words.Count(s.Input.Operations, "logical operation"))
 }
 
 // arrow renders "before -> after" with "-" for a missing side.
