@@ -4,9 +4,12 @@ import (
 	"cmp"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/stormwatch/stormwatch/analyzer"
+	"github.com/stormwatch/stormwatch/analyzer/policy"
 	"github.com/stormwatch/stormwatch/analyzer/whatif"
 )
 
@@ -25,7 +28,15 @@ type WhatIf struct {
 	Wrong []string `json:"wrong,omitempty"`
 	// MaxRelativeError is the largest |RelativeError| of a dependency that had a prediction.
 	MaxRelativeError float64 `json:"max_relative_error"`
+	// Notes name what the model leaves out that can explain the errors of this kind of change.
+	Notes []string `json:"notes,omitempty"`
 }
+
+// What the model leaves out, per kind of change, when the after side made more calls than it said.
+const (
+	budgetNote  = "the model spends no reserve: a client whose budget starts with a reserve of retries sends up to that many more per client, and the layers below multiply them"
+	breakerNote = "the model keeps an open breaker open: a real one lets a probe through after its recovery time, and counts only what it saw, in the order calls ended"
+)
 
 // WhatIfRow is one dependency: recorded before, predicted from it, measured after.
 type WhatIfRow struct {
@@ -66,6 +77,19 @@ func checkPrediction(p *whatif.Prediction, before, after *analyzer.Report, toler
 	for _, a := range after.Dependencies {
 		if !seen[a.Dependency] {
 			w.add(WhatIfRow{Dependency: a.Dependency, Service: a.Service, Measured: a.PhysicalCalls}, tolerance)
+		}
+	}
+	more := false
+	for _, r := range w.Rows {
+		more = more || r.Wrong && r.Error > 0
+	}
+	for _, c := range p.Changes {
+		switch {
+		case !more:
+		case strings.Contains(c, "."+policy.FieldRetryBudget+"=") && !slices.Contains(w.Notes, budgetNote):
+			w.Notes = append(w.Notes, budgetNote)
+		case strings.Contains(c, "."+policy.FieldBreaker+"=") && !slices.Contains(w.Notes, breakerNote):
+			w.Notes = append(w.Notes, breakerNote)
 		}
 	}
 	return w

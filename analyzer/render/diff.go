@@ -50,7 +50,7 @@ func DiffText(w io.Writer, r *diff.Report) error {
 			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t%s\n", d.Dependency, orDash(d.Service), calls(d.Before, d.After),
 				ops(d.Before, d.After), amps(d.Before, d.After), changeOf(d.Before, d.After, d.Change, d.Worse), layers(d.Before, d.After))
 			for _, c := range d.Callers {
-				fmt.Fprintf(tw, "    by %s\t\t%s\t%s\t%s\t%s\n", orDash(c.Caller), calls(c.Before, c.After),
+				fmt.Fprintf(tw, "    by %s\t\t%s\t%s\t%s\t%s\t\n", orDash(c.Caller), calls(c.Before, c.After),
 					ops(c.Before, c.After), amps(c.Before, c.After), changeOf(c.Before, c.After, c.Change, false))
 			}
 		}
@@ -87,6 +87,9 @@ func whatIfDiffText(ew *errWriter, p *diff.WhatIf) {
 		fmt.Fprintln(ew, "  where the model was wrong:")
 		for _, s := range p.Wrong {
 			fmt.Fprintf(ew, "  - %s\n", s)
+		}
+		for _, s := range p.Notes {
+			fmt.Fprintf(ew, "  why it may be: %s\n", s)
 		}
 	}
 	fmt.Fprintf(ew, "  assumption: %s\n", p.Assumption)
@@ -151,6 +154,9 @@ func DiffMarkdown(w io.Writer, r *diff.Report) error {
 			fmt.Fprintf(ew, "\nWhere the model was wrong:\n\n")
 			for _, s := range p.Wrong {
 				fmt.Fprintf(ew, "- %s\n", md(s))
+			}
+			for _, s := range p.Notes {
+				fmt.Fprintf(ew, "\nWhy it may be: %s.\n", md(s))
 			}
 		} else {
 			fmt.Fprintf(ew, "\nThe model was right within the tolerance at every dependency.\n")

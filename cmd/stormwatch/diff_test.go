@@ -200,6 +200,9 @@ func TestDiffWhatIfBudgetAndBreakerWithinBound(t *testing.T) {
 	if len(r.WhatIf.Wrong) == 0 || !strings.Contains(r.WhatIf.Wrong[0], "more than the model said") {
 		t.Errorf("the budget's error is not reported: %q", r.WhatIf.Wrong)
 	}
+	if len(r.WhatIf.Notes) != 1 || !strings.HasPrefix(r.WhatIf.Notes[0], "the model spends no reserve") {
+		t.Errorf("the report does not say what the model leaves out: %q", r.WhatIf.Notes)
+	}
 
 	breaker := recordLayers(t, "breaker", "--requests", "40", "--breaker", "5")
 	r = diffJSON(t, 0, "--what-if", "edge.breaker=5,api.breaker=5,adapter.breaker=5", before, breaker)
@@ -207,6 +210,9 @@ func TestDiffWhatIfBudgetAndBreakerWithinBound(t *testing.T) {
 		if row.Predicted != row.Measured {
 			t.Errorf("breaker, %s: predicted %d, measured %d", row.Dependency, row.Predicted, row.Measured)
 		}
+	}
+	if len(r.WhatIf.Wrong) != 0 || len(r.WhatIf.Notes) != 0 {
+		t.Errorf("breaker: the model was right, yet the report says %q %q", r.WhatIf.Wrong, r.WhatIf.Notes)
 	}
 	if d := depOf(t, r, labDep); d.After.PhysicalCalls != 15 {
 		t.Errorf("breaker: the dependency saw %d, want 15 (5 adapter operations of 3 calls before it opened)", d.After.PhysicalCalls)
