@@ -101,7 +101,8 @@ type Finding struct {
 	State      State             `json:"state"`
 	Before     int               `json:"before"`
 	After      int               `json:"after"`
-	// BeforeRate and AfterRate are the counts per thousand logical operations of each side.
+	// BeforeRate and AfterRate are the counts per thousand operations analyzed on each side
+	// (InputStats.Operations, every layer's), so a side with more traffic is not worse for it.
 	BeforeRate float64 `json:"before_per_1k_operations"`
 	AfterRate  float64 `json:"after_per_1k_operations"`
 	// Summary is one finding's summary: the after side's when the place is there, else the before's.

@@ -40,7 +40,7 @@ func finding(detector string, sev analyzer.Severity, trace, service, dependency 
 const depURL = "http://dep:8080"
 
 // Findings are matched by detector and place, whatever their trace ids: two recordings of
-// different requests compare. Counts and states follow, and the rates are per thousand logical
+// different requests compare. Counts and states follow, and the rates are per thousand
 // operations of each side.
 func TestFindingsMatchedByDetectorAndPlace(t *testing.T) {
 	before := &analyzer.Report{Input: analyzer.InputStats{Operations: 100},

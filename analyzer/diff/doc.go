@@ -6,8 +6,8 @@
 // it also sets the prediction beside what the after side measured and says where the model was
 // wrong.
 //
-// Figures are compared per logical operation (amplification, findings per thousand operations),
-// so more traffic after a change is not by itself a regression.
+// Figures are compared per operation (amplification per logical operation, findings per thousand
+// operations analyzed), so more traffic after a change is not by itself a regression.
 //
 // Pure: two analyzer.Report values (and a whatif.Prediction) in, a Report out. Rendering is in
 // analyzer/render; reading files and fetching live reports is the command's.

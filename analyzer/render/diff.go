@@ -168,7 +168,7 @@ func DiffMarkdown(w io.Writer, r *diff.Report) error {
 
 func side(s diff.Side) string {
 	return fmt.Sprintf("%s: %s, %s, %s", s.Label, words.Count(s.Input.Traces, "trace"),
-		words.Count(s.Input.Spans, "span"), words.Count(s.Input.Operations, "logical operation"))
+		words.Count(s.Input.Spans, "span"), words.Count(s.Input.Operations, "operation"))
 }
 
 // arrow renders "before -> after" with "-" for a missing side.

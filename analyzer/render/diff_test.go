@@ -37,8 +37,8 @@ func TestDiffTextReadsAtAGlance(t *testing.T) {
 		t.Errorf("first line %q", first)
 	}
 	for _, want := range []string{
-		"  before  before.jsonl: 2 traces, 158 spans, 26 logical operations",
-		"  after   after.jsonl: 2 traces, 40 spans, 8 logical operations",
+		"  before  before.jsonl: 2 traces, 158 spans, 26 operations",
+		"  after   after.jsonl: 2 traces, 40 spans, 8 operations",
 		"Regressions:\n  - new warning no-backoff at edge -> http://dep:8080",
 		"54 -> 6", "2 -> 2", "27.00x -> 3.00x", "↓ -24.00x", "27 -> none (before: edge x3 > api x3)",
 		"    by adapter", "- -> 6", "- -> 3.00x", "new",

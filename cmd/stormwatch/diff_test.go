@@ -322,6 +322,7 @@ func TestDiffBadInput(t *testing.T) {
 		{"negative tolerance", []string{"--tolerance", "-1", rec, rec}, "--tolerance: must not be negative, got -1"},
 		{"bad tolerance", []string{"--tolerance", "lots", rec, rec}, `invalid argument "lots" for "--tolerance"`},
 		{"bad what-if", []string{"--what-if", "edge.retries=1", rec, rec}, `--what-if: change "edge.retries=1": unknown field "retries"`},
+		{"what-if for a layer not in BEFORE", []string{"--what-if", "gateway.maxAttempts=1", rec, rec}, "before: --what-if: change \"gateway.maxAttempts=1\": no layer \"gateway\" in these traces"},
 		{"window without dots", []string{"--before-window", "10s", "--after-window", "20s..", rec}, `--before-window "10s": want FROM..TO`},
 		{"window bad end", []string{"--before-window", "..soon", "--after-window", "1s..", rec}, `--before-window "..soon": TO: "soon" is neither an RFC 3339 time`},
 		{"window backwards", []string{"--before-window", "..1s", "--after-window", "20s..10s", rec}, `--after-window "20s..10s": TO must be after FROM`},
