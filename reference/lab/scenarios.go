@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/stormwatch/stormwatch/internal/words"
 	"github.com/stormwatch/stormwatch/reference"
 )
 
@@ -662,7 +663,7 @@ func layersAsConfigured(e *env, c LayersConfig) (*Result, error) {
 		parts[i] = fmt.Sprintf("%s x%d", LayerName(i), n)
 	}
 	line := fmt.Sprintf("%-42s dependency saw %d calls for %s (%.2fx; %s)", r.Variant, r.OriginSaw,
-		plural(requests, "request", "requests"), r.Amplification, strings.Join(parts, " > "))
+		words.Count(requests, "request"), r.Amplification, strings.Join(parts, " > "))
 	if r.Refusals.Budget > 0 {
 		line += fmt.Sprintf("  budget refused %d", r.Refusals.Budget)
 	}
@@ -670,13 +671,6 @@ func layersAsConfigured(e *env, c LayersConfig) (*Result, error) {
 		line += fmt.Sprintf("  breaker refused %d", r.Refusals.Breaker)
 	}
 	return &Result{Rows: []Row{r}, Lines: []string{line}}, nil
-}
-
-func plural(n int, one, many string) string {
-	if n == 1 {
-		return "1 " + one
-	}
-	return strconv.Itoa(n) + " " + many
 }
 
 func fanout(e *env) (*Result, error) {
