@@ -111,6 +111,9 @@ func runDiff(ctx context.Context, io streams, o diffOptions, args []string) erro
 	if o.settle < 0 {
 		return withExitCode(2, fmt.Errorf("--settle: must not be negative, got %s", o.settle))
 	}
+	if o.timeout <= 0 {
+		return withExitCode(2, fmt.Errorf("--timeout: must be positive, got %s", o.timeout))
+	}
 	beforeWin, err := parseWindow(o.beforeWindow)
 	if err != nil {
 		return withExitCode(2, fmt.Errorf("--before-window %q: %w", o.beforeWindow, err))

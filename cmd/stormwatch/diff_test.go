@@ -299,8 +299,12 @@ func TestDiffBadInput(t *testing.T) {
 		t.Fatal(err)
 	}
 	notReport := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/missing" {
+		switch r.URL.Path {
+		case "/missing":
 			http.NotFound(w, r)
+			return
+		case "/html":
+			fmt.Fprint(w, "<html>a login page</html>")
 			return
 		}
 		fmt.Fprint(w, `{"version": 9}`)
@@ -334,6 +338,9 @@ func TestDiffBadInput(t *testing.T) {
 		{"window on a URL", []string{"--before-window", "..1s", "--after-window", "1s..", notReport.URL, rec}, "a window needs a recording"},
 		{"what-if from a URL", []string{"--what-if", "api.maxAttempts=1", notReport.URL, rec}, "--what-if predicts from BEFORE's operations"},
 		{"URL not a report", []string{rec, notReport.URL}, "after: GET " + notReport.URL + "/api/v1/report: report version 9"},
+		{"URL not JSON", []string{rec, notReport.URL + "/html"}, "after: GET " + notReport.URL + "/html: not a stormwatch report: invalid character '<'"},
+		{"negative settle", []string{"--settle", "-1s", rec, rec}, "--settle: must not be negative, got -1s"},
+		{"zero timeout", []string{"--timeout", "0s", rec, rec}, "--timeout: must be positive, got 0s"},
 		{"URL 404", []string{rec, notReport.URL + "/missing"}, "after: GET " + notReport.URL + "/missing: 404 Not Found"},
 		{"URL refused", []string{"http://" + closed, rec}, "before: fetch the report: Get \"http://" + closed + "/api/v1/report\""},
 		{"missing token file", []string{"--token-file", filepath.Join(dir, "token"), notReport.URL, rec}, "--token-file: open " + filepath.Join(dir, "token")},
