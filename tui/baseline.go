@@ -5,6 +5,8 @@ import (
 	"math"
 	"time"
 
+	"github.com/charmbracelet/x/ansi"
+
 	"github.com/stormwatch/stormwatch/analyzer"
 	"github.com/stormwatch/stormwatch/internal/words"
 )
@@ -80,7 +82,8 @@ func arrow(change float64) string {
 // headline is the dependencies screen's first line while a baseline is set: since when, and the
 // dependency whose amplification moved most ("since the baseline 2m0s ago, dep went 27.00x ->
 // 3.00x").
-func (b *baseline) headline(now int64, rows []depRow) string {
+// On a narrow screen the counts go first, then the scheme, so the figures are never cut.
+func (b *baseline) headline(now int64, rows []depRow, width int) string {
 	when := "since the baseline " + time.Duration(max(now-b.at, 0)).Round(time.Second).String() + " ago"
 	best, bestChange := -1, -1.0
 	for i := range rows {
@@ -97,6 +100,12 @@ func (b *baseline) headline(now int64, rows []depRow) string {
 	}
 	r := &rows[best]
 	s := b.since(r.d)
-	return fmt.Sprintf("%s, %s went %.2fx -> %.2fx (%s for %s since)", when, r.label, s.before, s.after,
-		words.Count(s.calls, "call"), words.Count(s.logical, "intent"))
+	line := fmt.Sprintf("%s, %s went %.2fx -> %.2fx", when, r.label, s.before, s.after)
+	if full := fmt.Sprintf("%s (%s for %s since)", line, words.Count(s.calls, "call"), words.Count(s.logical, "intent")); ansi.StringWidth(full) <= width {
+		return full
+	}
+	if ansi.StringWidth(line) <= width {
+		return line
+	}
+	return fmt.Sprintf("%s, %s went %.2fx -> %.2fx", when, shortURL(r.label, true), s.before, s.after)
 }

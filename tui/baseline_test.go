@@ -5,6 +5,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/charmbracelet/lipgloss"
+	"github.com/charmbracelet/x/exp/teatest"
+
 	"github.com/stormwatch/stormwatch/analyzer"
 )
 
@@ -85,5 +88,32 @@ func TestClearBaselineWithoutOneIsQuiet(t *testing.T) {
 	view := finalView(t, tm)
 	if strings.Contains(view, "baseline") || !strings.Contains(view, "TREND") {
 		t.Errorf("B without a baseline changed the screen:\n%s", view)
+	}
+}
+
+// At 80 columns the since-baseline columns take the error share's room, so the dependency stays
+// readable, and the headline keeps its figures.
+func TestBaselineAt80Columns(t *testing.T) {
+	src := &switchSource{}
+	src.set(fakeSnapshot(0))
+	tm := teatest.NewTestModel(t, New(testOptions(src)), teatest.WithInitialTermSize(80, 24))
+	waitFor(t, tm, "WORST")
+	tm.Send(press("b"))
+	waitFor(t, tm, "baseline marked")
+	src.set(afterFix())
+	waitFor(t, tm, "went 27.00x -> 3.00x")
+	view := finalView(t, tm)
+	for _, want := range []string{
+		"since the baseline 2m0s ago, http://dep:8080 went 27.00x -> 3.00x",
+		"dep:8080", "adapter:8080", "↓ 27.00→3.00x", "+CALLS +INTENTS SINCE b",
+	} {
+		if !strings.Contains(view, want) {
+			t.Errorf("80 columns: lacks %q:\n%s", want, view)
+		}
+	}
+	for i, l := range strings.Split(view, "\n") {
+		if w := lipgloss.Width(l); w > 80 {
+			t.Errorf("line %d is %d cells wide: %q", i, w, l)
+		}
 	}
 }

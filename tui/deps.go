@@ -339,6 +339,10 @@ func (m depsModel) View() string {
 	}
 	if m.base != nil {
 		spec = append(spec[:depTrendCol], sinceCols...)
+		if narrow {
+			// What changed matters more here than the error share, which the findings keep.
+			spec[5].width, spec[5].title, spec[5].weight = 0, "", -1
+		}
 	}
 	cols := layout(spec, m.width)
 	lines := make([]string, 0, m.height)
@@ -361,7 +365,7 @@ func (m depsModel) View() string {
 		}
 	}
 	if m.base != nil {
-		head = t.Bold.Render(m.base.headline(m.at, m.all))
+		head = t.Bold.Render(m.base.headline(m.at, m.all, m.width))
 	}
 	lines = append(lines, fit(head, m.width), "")
 
