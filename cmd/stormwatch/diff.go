@@ -89,6 +89,7 @@ an unreadable input (the file, line or address named).`,
 	f.DurationVar(&o.settle, "settle", 30*time.Second, "as analyze's --settle")
 	f.IntVar(&o.maxRecord, "max-record-bytes", tracefile.DefaultMaxRecordBytes, "the largest record (line, request) read from a file")
 	f.IntVar(&o.maxSpans, "max-spans", analyzer.DefaultMaxSpans, "spans held at once per side (negative: no bound)")
+	f.BoolVar(&o.allowEmpty, "allow-empty", false, "accept a recording that holds no span (a side with no traffic) instead of failing with exit 2")
 	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return withExitCode(2, err) })
 	return cmd
 }
@@ -180,10 +181,13 @@ func diffSide(ctx context.Context, io streams, o diffOptions, pol *policy.Policy
 	a := analyzer.New(cfg)
 	prog := newProgress(io.err, o.progress)
 	label := src
+	var notes []string
 	if win.isZero() {
-		if err := readInto(ctx, a, src, io, o.analyzeOptions, prog); err != nil {
+		n, err := readInto(ctx, a, src, io, o.analyzeOptions, prog)
+		if err != nil {
 			return nil, "", nil, err
 		}
+		notes = n
 	} else {
 		if src == "-" {
 			return nil, "", nil, errors.New("a window reads its recording twice (to find its start, then the traces in it): save standard input to a file")
@@ -200,6 +204,8 @@ func diffSide(ctx context.Context, io streams, o diffOptions, pol *policy.Policy
 	prog.done()
 	a.Flush()
 	rep := a.Report()
+	// What the reader skipped or doubted belongs to the side's report, as in analyze.
+	rep.Notes = append(rep.Notes, notes...)
 	var pred *whatif.Prediction
 	if len(changes) > 0 {
 		// The snapshot's time only stamps it; offline nothing in it depends on the clock.
@@ -349,7 +355,8 @@ func readWindow(ctx context.Context, a *analyzer.Analyzer, file string, io strea
 			if cur, ok := starts[s.TraceID]; !ok || s.StartUnixNano < cur {
 				starts[s.TraceID] = s.StartUnixNano
 			}
-			if first == 0 || s.StartUnixNano < first {
+			// Spans without a time (0) do not say where the recording starts.
+			if s.StartUnixNano > 0 && (first == 0 || s.StartUnixNano < first) {
 				first = s.StartUnixNano
 			}
 		}
@@ -365,6 +372,7 @@ func readWindow(ctx context.Context, a *analyzer.Analyzer, file string, io strea
 	}
 	kept := 0
 	settle := o.settle > 0
+	future := time.Now().Add(24 * time.Hour).UnixNano()
 	err = eachRecord(file, io, o, func(rec *tracefile.Record) error {
 		ss := rec.Batch.Spans[:0]
 		for _, s := range rec.Batch.Spans {
@@ -379,6 +387,10 @@ func readWindow(ctx context.Context, a *analyzer.Analyzer, file string, io strea
 		kept += len(ss)
 		end := int64(0)
 		for i := range ss {
+			// As in readInto: a span stamped in the future must not move the recording's clock.
+			if ss[i].StartUnixNano > future || ss[i].EndUnixNano > future {
+				continue
+			}
 			end = max(end, ss[i].EndUnixNano)
 		}
 		if settle && end > 0 {

@@ -298,6 +298,10 @@ func TestDiffBadInput(t *testing.T) {
 	if err := os.WriteFile(garbage, []byte("not json\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	empty := filepath.Join(dir, "empty.jsonl")
+	if err := os.WriteFile(empty, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	notReport := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case "/missing":
@@ -321,6 +325,7 @@ func TestDiffBadInput(t *testing.T) {
 		{"one window only", []string{"--before-window", "..1s", rec}, "got 1 argument(s)"},
 		{"missing file", []string{rec, filepath.Join(dir, "nope.jsonl")}, "after: open trace file: open " + filepath.Join(dir, "nope.jsonl")},
 		{"unreadable file", []string{garbage, rec}, "before: " + garbage + ": no readable record"},
+		{"empty file", []string{empty, rec}, "before: " + empty + ": no spans (0 records read); --allow-empty accepts a file without spans"},
 		{"bad format", []string{"--format", "yaml", rec, rec}, `--format: unknown format "yaml"`},
 		{"bad fail-on", []string{"--fail-on", "fatal", rec, rec}, `--fail-on: unknown severity "fatal"`},
 		{"negative tolerance", []string{"--tolerance", "-1", rec, rec}, "--tolerance: must not be negative, got -1"},
@@ -352,6 +357,23 @@ func TestDiffBadInput(t *testing.T) {
 				t.Errorf("exit %d (want 2), stderr %q, want it to contain %q\n%s", code, stderr, c.want, out)
 			}
 		})
+	}
+}
+
+// --allow-empty takes a side without traffic: every dependency of the other side is new, and a
+// finding there is a new one (worse at the default --fail-on critical).
+func TestDiffAllowEmpty(t *testing.T) {
+	empty := filepath.Join(t.TempDir(), "empty.jsonl")
+	if err := os.WriteFile(empty, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rec := recordLayers(t, "rec")
+	r := diffJSON(t, 0, "--allow-empty", empty, rec)
+	if d := depOf(t, r, labDep); d.Before != nil || d.After == nil || d.After.PhysicalCalls != 27 {
+		t.Errorf("dependency %+v", d)
+	}
+	if r.Verdict != "worse: dependency: new, 27.00x; findings: 0 resolved, 1 new, 0 persisting" {
+		t.Errorf("verdict %q", r.Verdict)
 	}
 }
 
