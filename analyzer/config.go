@@ -88,7 +88,7 @@ type Config struct {
 func (c *Config) holdsOperationsPacked() bool { return c.WindowInterval >= 0 }
 
 // Settings are detector thresholds. The zero value means the documented defaults; a policy file
-// (issue 4) overrides them per operation class.
+// overrides them per operation class.
 type Settings struct {
 	// MaxFanout is the number of origins one attempt may reach (unbounded-fanout). 0 means 1.
 	MaxFanout int
@@ -105,7 +105,7 @@ type Settings struct {
 	// SkewTolerance is the clock skew tolerated between services. 0 means DefaultSkewTolerance.
 	SkewTolerance time.Duration
 	// Extra carries detector-specific settings by detector name, for detectors added later
-	// (issue 4) without changing this struct.
+	// without changing this struct.
 	Extra map[string]any
 }
 

@@ -14,7 +14,7 @@ import (
 	"github.com/stormwatch/stormwatch/spans"
 )
 
-// BenchmarkAnalyzeDeep is the analyzer's share of the collector connector's work (issue #7): the
+// BenchmarkAnalyzeDeep is the analyzer's share of the collector connector's work: the
 // request its benchmark sends, the amplification-27-reference fixture (2 traces of 92 spans,
 // three retrying layers) in one batch, analyzed over and over by one long-lived analyzer configured as the
 // connector configures it (the default suite, the built-in policy in live mode, spans held and
@@ -80,7 +80,7 @@ func appendRenumbered(dst, src []spans.Span, ids map[spans.TraceID]spans.TraceID
 }
 
 // BenchmarkAnalyzeLive is the analyzer's share of `stormwatch collect`'s end-to-end benchmark
-// (issue #2): issue 2's payload (analyzertest.Issue2Trace: ten spans a trace, an id in every URL)
+// (BenchmarkCollectorEndToEnd): its payload (analyzertest.PayloadTrace: ten spans a trace, an id in every URL)
 // in requests of 100 spans, consumed and settled by one long-lived analyzer configured as `collect`
 // configures it (the default suite, the built-in policy in live mode). The requests cycle through
 // 8,000 traces, as the end-to-end blaster cycles through its requests, and each round gives them
@@ -90,7 +90,7 @@ func BenchmarkAnalyzeLive(b *testing.B) {
 	const traces, perRequest, settleEvery = 8000, 100, 64
 	var src []spans.Span
 	for n := range traces {
-		src = append(src, analyzertest.Issue2Trace(n, 1_700_000_000_000_000_000)...)
+		src = append(src, analyzertest.PayloadTrace(n, 1_700_000_000_000_000_000)...)
 	}
 	a := newBenchLiveAnalyzer()
 	now := time.Unix(1_800_000_000, 0)

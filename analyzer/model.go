@@ -55,7 +55,7 @@ func (s *Severity) UnmarshalText(b []byte) error {
 	return nil
 }
 
-// Finding is one defect with its proof. Field names are the JSON report contract (DESIGN.md).
+// Finding is one defect with its proof. Field names are the JSON report contract (docs/analyze.md).
 type Finding struct {
 	Detector   string   `json:"detector"`
 	Severity   Severity `json:"severity"`
@@ -88,7 +88,7 @@ type DependencyStats struct {
 	Services []string `json:"services,omitempty"`
 	// PhysicalCalls counts CLIENT spans that reached the dependency.
 	PhysicalCalls int `json:"physical_calls"`
-	// LogicalOperations counts what the top layer asked for (see Amplification in DESIGN.md).
+	// LogicalOperations counts what the top layer asked for (see Amplification in docs/analyzer.md).
 	LogicalOperations int `json:"logical_operations"`
 	// Amplification is PhysicalCalls / LogicalOperations.
 	Amplification float64 `json:"amplification"`
@@ -112,7 +112,7 @@ func (d *DependencyStats) ServiceNames() string {
 	return d.Service
 }
 
-// CallerStats are one calling service's figures toward one dependency: issue 7's "physical calls,
+// CallerStats are one calling service's figures toward one dependency: the "physical calls,
 // logical operations and amplification per (caller service, dependency)".
 type CallerStats struct {
 	// Caller is the calling service's service.name.
@@ -202,7 +202,7 @@ type Operation struct {
 	// Inferred is true when the attempts were grouped from stock instrumentation, false when the
 	// reference client's resilience.* attributes said so.
 	Inferred bool
-	// Terminal is complete, fallback:<name>, fail-fast or shed; StopReason as in DESIGN.md.
+	// Terminal is complete, fallback:<name>, fail-fast or shed; StopReason as in docs/attributes.md.
 	Terminal   string
 	StopReason string
 	// DeadlineUnixNano is 0 when unknown.

@@ -40,8 +40,8 @@ func BenchmarkHeldMemory(b *testing.B) {
 				return added
 			})
 		})
-		b.Run("workload=issue2"+state, func(b *testing.B) {
-			benchHeld(b, settled, issue2Fill())
+		b.Run("workload=payload"+state, func(b *testing.B) {
+			benchHeld(b, settled, payloadFill())
 		})
 		b.Run("workload=amplification"+state, func(b *testing.B) {
 			benchHeld(b, settled, amplificationFill(b))
@@ -67,13 +67,13 @@ func amplificationFill(b *testing.B) func(batch *spans.Batch, n int) int {
 	}
 }
 
-// issue2Fill fills batches with issue 2's traces, one after another.
-func issue2Fill() func(batch *spans.Batch, n int) int {
+// payloadFill fills batches with the end-to-end payload's traces, one after another.
+func payloadFill() func(batch *spans.Batch, n int) int {
 	next := 0
 	return func(batch *spans.Batch, n int) int {
 		added := 0
 		for added < n {
-			tr := analyzertest.Issue2Trace(next, t0)
+			tr := analyzertest.PayloadTrace(next, t0)
 			batch.Spans = append(batch.Spans, tr...)
 			added += len(tr)
 			next++

@@ -329,23 +329,23 @@ func FuzzUnpack(f *testing.F) {
 // BenchmarkPack is the store's cost per span: packing a trace once it is analyzed, and unpacking
 // it when late spans or the trace view need it back. traces=synthetic: the analyzer benchmarks'
 // workload (1.6 attributes a span), its strings shared like the analyzer's interned strings;
-// traces=issue2: issue 2's payload shape (10 attributes a span, a unique URL or path on each, the
+// traces=payload: the end-to-end benchmark's payload shape (10 attributes a span, a unique URL or path on each, the
 // operation id copied onto every span, as the analyzer's interner copies it).
 func BenchmarkPack(b *testing.B) {
 	w := analyzertest.NewWorkload(1_700_000_000_000_000_000)
-	var synthetic, issue2 [][]spans.Span
+	var synthetic, payload [][]spans.Span
 	for range 100 {
 		batch := &spans.Batch{}
 		n := w.Fill(batch, 1)
 		synthetic = append(synthetic, batch.Spans[:n])
 	}
 	for n := range 100 {
-		issue2 = append(issue2, analyzertest.Issue2Trace(n, 1_700_000_000_000_000_000))
+		payload = append(payload, analyzertest.PayloadTrace(n, 1_700_000_000_000_000_000))
 	}
 	for _, c := range []struct {
 		name   string
 		traces [][]spans.Span
-	}{{"synthetic", synthetic}, {"issue2", issue2}} {
+	}{{"synthetic", synthetic}, {"payload", payload}} {
 		benchPack(b, c.name, c.traces)
 	}
 }

@@ -86,7 +86,7 @@ func fullRequest(i int) *coltracepb.ExportTraceServiceRequest {
 	}}}
 }
 
-// realisticRequest is the benchmark payload of issue 2: n spans of about 580 bytes on the wire, 10
+// realisticRequest is the end-to-end benchmark's payload: n spans of about 580 bytes on the wire, 10
 // attributes each.
 func realisticRequest(i, n int) *coltracepb.ExportTraceServiceRequest {
 	ss := &tracepb.ScopeSpans{Scope: &commonpb.InstrumentationScope{Name: "go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp", Version: "0.60.0"}}

@@ -457,7 +457,7 @@ func (d *decoder) backoff(n *yaml.Node, at string) (Backoff, bool) {
 	return b, ok
 }
 
-// knownDetectors are the stable detector names (DESIGN.md, Findings) and the tunables each takes
+// knownDetectors are the stable detector names (docs/detectors.md) and the tunables each takes
 // besides enabled and severity.
 var knownDetectors = map[string][]string{
 	"retry-amplification":     nil,

@@ -7,7 +7,7 @@ import (
 )
 
 // Outcome classes a retryable list may name besides status codes. They are the analyzer's attempt
-// outcome classes (DESIGN.md, resilience.outcome) that describe a failure to get an answer.
+// outcome classes (docs/attributes.md, resilience.outcome) that describe a failure to get an answer.
 const (
 	OutcomeTimeout      = "timeout"
 	OutcomeConnectError = "connect-error"

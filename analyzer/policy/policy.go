@@ -144,7 +144,7 @@ type Policy struct {
 	WhatIf []Change
 }
 
-// Built-in defaults: the seeds' numbers (DESIGN.md, Findings).
+// Built-in defaults: the seeds' numbers (docs/detectors.md).
 const (
 	DefaultMaxAttempts = 5
 	DefaultMaxFanout   = 1

@@ -22,13 +22,13 @@ import (
 )
 
 // Default returns the detectors stormwatch runs, in report order. A fresh slice each call, so a
-// caller may filter it. Every detector of DESIGN.md is listed; none is left out.
+// caller may filter it. Every detector of docs/detectors.md is listed; none is left out.
 func Default() []*analyzer.Detector {
 	return []*analyzer.Detector{
 		retryamplification.Detector,
 		unboundedfanout.Detector,
 		postdeadline.Detector,
-		// Issue 4: the rest of the seeds' rules, per trace...
+		// The rest of the seeds' rules, per trace...
 		deadlinenotpropagated.Detector,
 		hiddenfallbackretry.Detector,
 		retrynonretryable.Detector,

@@ -27,7 +27,7 @@ import (
 	"github.com/stormwatch/stormwatch/tracefile/replay"
 )
 
-// The OpenTelemetry Collector v0.161.0's figures from issue 2, on this machine class, for the
+// The OpenTelemetry Collector v0.161.0's figures measured on this machine class, for the
 // same payload: spans accepted per CPU-second of the collector (otlp receiver into a nop exporter).
 var otelcolSpansPerCPUSecond = map[replay.Protocol]float64{
 	replay.GRPC:         320_000,
@@ -233,7 +233,7 @@ func BenchmarkCollectorEndToEnd(b *testing.B) {
 	// STORMWATCH_E2E_OTELCOL=BINARY adds the OpenTelemetry Collector (an otelcol binary with the otlp
 	// receiver and the debug exporter, e.g. otelcol/cmd/otelcol-stormwatch) to each iteration on the
 	// same payload: an interleaved A/B on the same machine at the same time, which the fixed figures
-	// of issue 2 (a quiet machine) cannot give on a busy one.
+	// (a quiet machine) cannot give on a busy one.
 	order := []string{"stormwatch"}
 	withOtelcol := os.Getenv("STORMWATCH_E2E_OTELCOL") != ""
 	if withOtelcol {
@@ -246,8 +246,8 @@ func BenchmarkCollectorEndToEnd(b *testing.B) {
 			// the parent's.
 			if !withOtelcol && !told {
 				told = true
-				b.Log("STORMWATCH_E2E_OTELCOL is not set: stormwatch only, against issue 2's fixed figures " +
-					"(x-issue2-otelcol). For the same-run A/B with the OpenTelemetry Collector: " +
+				b.Log("STORMWATCH_E2E_OTELCOL is not set: stormwatch only, against the Collector's fixed figures " +
+					"(x-fixed-otelcol). For the same-run A/B with the OpenTelemetry Collector: " +
 					"(cd otelcol && go build -o /tmp/otelcol-sw ./cmd/otelcol-stormwatch), then set STORMWATCH_E2E_OTELCOL=/tmp/otelcol-sw")
 			}
 			reqs := make([]*replay.Request, len(raws))
@@ -289,7 +289,7 @@ func BenchmarkCollectorEndToEnd(b *testing.B) {
 				}
 			}
 			sw := got["stormwatch"].spans / got["stormwatch"].cpu
-			b.ReportMetric(sw/otelcolSpansPerCPUSecond[p], "x-issue2-otelcol")
+			b.ReportMetric(sw/otelcolSpansPerCPUSecond[p], "x-fixed-otelcol")
 			if oc := got["otelcol"]; oc != nil {
 				b.ReportMetric(sw/(oc.spans/oc.cpu), "x-measured-otelcol")
 			}

@@ -31,7 +31,7 @@ const (
 	metricLogicalOps    = "stormwatch.dependency.logical_operations"
 	metricAmplification = "stormwatch.dependency.amplification"
 	metricAttempts      = "stormwatch.dependency.attempts"
-	// Per (caller service, dependency): the same figures split by who called (issue 7).
+	// Per (caller service, dependency): the same figures split by who called.
 	metricCallerPhysical = "stormwatch.caller.physical_calls"
 	metricCallerLogical  = "stormwatch.caller.logical_operations"
 	metricCallerAmp      = "stormwatch.caller.amplification"

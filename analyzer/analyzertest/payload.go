@@ -7,11 +7,10 @@ import (
 	"github.com/stormwatch/stormwatch/spans"
 )
 
-// Issue2Trace is trace n of traffic shaped like issue 2's benchmark payload (the end-to-end
-// benchmark's): ten spans of a retrying caller, SERVER and CLIENT in turn, ten attributes each,
+// PayloadTrace is trace n of traffic shaped like the end-to-end benchmark's payload: ten spans of a retrying caller, SERVER and CLIENT in turn, ten attributes each,
 // unique URLs and paths, one operation id per trace, starting n ms after t0. Its strings are made
 // afresh, as a decoder's alias each request; keys are the spans package's constants.
-func Issue2Trace(n int, t0 int64) []spans.Span {
+func PayloadTrace(n int, t0 int64) []spans.Span {
 	ss := make([]spans.Span, 0, 10)
 	res := &spans.Resource{ServiceName: "checkout", ServiceInstance: "checkout-7d9f8b6c5-x2x4q",
 		Attrs: []spans.Attr{spans.StringAttr("host.name", "node-17")}}
