@@ -42,9 +42,9 @@ func DiffText(w io.Writer, r *diff.Report) error {
 		}
 	}
 	if len(r.Dependencies) > 0 {
-		fmt.Fprintln(ew, "\nDependencies (before -> after, largest change first; amplification = calls per logical operation):")
+		fmt.Fprintln(ew, "\nDependencies (before -> after, largest change first; amplification = calls / intents):")
 		tw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "  dependency\tservice\tcalls\tlogical ops\tamplification\tchange\tlayer product")
+		fmt.Fprintln(tw, "  dependency\tservice\tcalls\tintents\tamplification\tchange\tlayer product")
 		for i := range r.Dependencies {
 			d := &r.Dependencies[i]
 			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t%s\n", d.Dependency, orDash(d.Service), calls(d.Before, d.After),
@@ -124,7 +124,7 @@ func DiffMarkdown(w io.Writer, r *diff.Report) error {
 		}
 	}
 	if len(r.Dependencies) > 0 {
-		fmt.Fprintf(ew, "\n### Dependencies\n\n| dependency | caller | calls | logical operations | amplification | change | layer product |\n|---|---|--:|--:|--:|--:|---|\n")
+		fmt.Fprintf(ew, "\n### Dependencies\n\n| dependency | caller | calls | intents | amplification | change | layer product |\n|---|---|--:|--:|--:|--:|---|\n")
 		for i := range r.Dependencies {
 			d := &r.Dependencies[i]
 			fmt.Fprintf(ew, "| `%s` | all | %s | %s | %s | %s | %s |\n", d.Dependency, calls(d.Before, d.After), ops(d.Before, d.After),
@@ -220,7 +220,7 @@ func layers(b, a *diff.Figures) string {
 	return s + " (" + which + ": " + strings.Join(parts, " > ") + ")"
 }
 
-// changeOf is the amplification change with an arrow: up is more calls per logical operation.
+// changeOf is the amplification change with an arrow: up is more calls per intent.
 func changeOf(b, a *diff.Figures, change float64, worse bool) string {
 	switch {
 	case b == nil:

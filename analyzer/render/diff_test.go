@@ -66,7 +66,7 @@ func TestDiffMarkdown(t *testing.T) {
 	for _, want := range []string{
 		"## stormwatch diff\n\n**worse: dep: 27.00x -> 3.00x; findings: 1 resolved, 1 new, 0 persisting**",
 		"### Regressions\n\n- new warning no-backoff at edge -> http://dep:8080",
-		"| dependency | caller | calls | logical operations | amplification | change | layer product |\n|---|---|--:|--:|--:|--:|---|",
+		"| dependency | caller | calls | intents | amplification | change | layer product |\n|---|---|--:|--:|--:|--:|---|",
 		"| `http://dep:8080` | all | 54 -> 6 | 2 -> 2 | 27.00x -> 3.00x | ↓ -24.00x | 27 -> none (before: edge x3 > api x3) |",
 		"| new | warning | `no-backoff` | edge -> http://dep:8080 | 0 | 1 |",
 		"| `http://dep:8080` | 54 | 18 | 6 | -12 (-67%) WRONG |",
