@@ -204,6 +204,11 @@ func (t *Trace) untracedHop(i int32, srvs []int32, direct bool, seed maphash.See
 		calleeName = c.origin
 	}
 	op.Owner = "(untraced, between " + t.Spans[i].Service() + " and " + calleeName + ")"
+	if !direct {
+		// The calls came from whatever answers at i's destination, which exported nothing: i's
+		// own service did not make them.
+		op.Caller = "(untraced at " + t.calls[ci].origin + ")"
+	}
 	op.Terminal, op.StopReason = "", ""
 	key := hashStrings(seed, "untraced", c.service, c.target)
 	op.intent = intentKey(seed, parent, key, sc.nextOccurrence(i, key))
