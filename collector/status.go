@@ -2,7 +2,6 @@ package collector
 
 import (
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
@@ -60,40 +59,20 @@ func StatusLine(prev, cur Stats, elapsed time.Duration) string {
 		rate = float64(cur.AcceptedSpans-prev.AcceptedSpans) / elapsed.Seconds()
 	}
 	var sb strings.Builder
-	fmt.Fprintf(&sb, "%s spans/s · %s spans", group(int64(rate+0.5)), group(cur.AcceptedSpans))
+	fmt.Fprintf(&sb, "%s spans/s · %s spans", words.Int(int64(rate+0.5)), words.Int(cur.AcceptedSpans))
 	if cur.HasHeld {
-		fmt.Fprintf(&sb, " · %s traces held (%s spans)", group(cur.Held.Traces), group(cur.Held.Spans))
+		fmt.Fprintf(&sb, " · %s traces held (%s spans)", words.Int(cur.Held.Traces), words.Int(cur.Held.Spans))
 	}
-	fmt.Fprintf(&sb, " · %s rejected", group(cur.RejectedSpans))
+	fmt.Fprintf(&sb, " · %s rejected", words.Int(cur.RejectedSpans))
 	if cur.HasHeld {
-		fmt.Fprintf(&sb, " · %s evicted", group(cur.Held.EvictedSpans))
+		fmt.Fprintf(&sb, " · %s evicted", words.Int(cur.Held.EvictedSpans))
 	}
 	fmt.Fprintf(&sb, " · queue %d/%d", cur.QueueDepth, cur.QueueCapacity)
 	if n := cur.IgnoredMetricsRequests + cur.IgnoredLogsRequests; n > 0 {
 		fmt.Fprintf(&sb, " · %s (%s)", IgnoredSignalsNote, words.Count(int(n), "request"))
 	}
 	if cur.RecordErrors > 0 {
-		fmt.Fprintf(&sb, " · %s RECORD ERRORS", group(cur.RecordErrors))
-	}
-	return sb.String()
-}
-
-// group renders n with thousands separators, which a glance at a scrolling stderr needs.
-func group(n int64) string {
-	s := strconv.FormatInt(n, 10)
-	neg := strings.HasPrefix(s, "-")
-	if neg {
-		s = s[1:]
-	}
-	var sb strings.Builder
-	if neg {
-		sb.WriteByte('-')
-	}
-	for i, r := range s {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			sb.WriteByte(',')
-		}
-		sb.WriteRune(r)
+		fmt.Fprintf(&sb, " · %s RECORD ERRORS", words.Int(cur.RecordErrors))
 	}
 	return sb.String()
 }
