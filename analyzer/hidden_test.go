@@ -155,3 +155,22 @@ func TestEveryServiceBehindAnOriginIsNamed(t *testing.T) {
 		t.Errorf("service = %q, services = %q, want ratings (the stable label) and both named", d.Service, d.Services)
 	}
 }
+
+// Two instrumentations at two levels - a high-level client span with the library's own attempt
+// spans under it, each answered by the callee - are one request per attempt span, not one more
+// for the wrapper.
+func TestWrapperClientSpanIsNotAPhysicalCall(t *testing.T) {
+	_, r := run(t, analyzer.Config{},
+		sp(1, 1, 0, spans.KindServer, "api", 0, 100),
+		sp(1, 2, 1, spans.KindClient, "api", 1, 90, get("http://dep:80/x", 200)...), // requests' span
+		sp(1, 3, 2, spans.KindClient, "api", 2, 10, get("http://dep:80/x", 503)...), // urllib3's attempts
+		sp(1, 4, 3, spans.KindServer, "dep", 3, 9, server(503)...),
+		sp(1, 5, 2, spans.KindClient, "api", 20, 30, get("http://dep:80/x", 503)...),
+		sp(1, 6, 5, spans.KindServer, "dep", 21, 29, server(503)...),
+		sp(1, 7, 2, spans.KindClient, "api", 40, 50, get("http://dep:80/x", 200)...),
+		sp(1, 8, 7, spans.KindServer, "dep", 41, 49, server(200)...),
+	)
+	if d := depStats(t, r, "http://dep:80"); d.PhysicalCalls != 3 || d.LogicalOperations != 1 {
+		t.Errorf("dependency = %+v, want 3 calls for 1 intent (the wrapper span is no request of its own)", d)
+	}
+}

@@ -690,6 +690,17 @@ func (t *Trace) inferAt(i int32, seed maphash.Seed, skew int64, in *interner, sc
 		t.groupCalls(int(i), group, t.enclosing[i], seed, skew, sc)
 	}
 	if isCall {
+		// A CLIENT span whose own CLIENT children go where it goes is a wrapper, not a request on
+		// the wire: two instrumentations at two levels (requests over urllib3, a gRPC call span
+		// over its attempt spans). Its children are the physical calls; it stays the operation
+		// above them.
+		c := &t.calls[t.call[i]]
+		for _, ch := range group {
+			if cc := &t.calls[t.call[ch]]; cc.origin == c.origin || cc.service != "" && cc.service == c.service {
+				c.below = true
+				break
+			}
+		}
 		if t.calls[t.call[i]].servers >= 2 {
 			t.untracedHop(i, t.serverChildren(i, sc), true, seed, in, sc)
 		}
