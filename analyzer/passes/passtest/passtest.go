@@ -61,18 +61,28 @@ func Batches(t testing.TB, name string) []*spans.Batch {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := tracefile.NewReader(bytes.NewReader(data), name+".jsonl", tracefile.ReadOptions{Strict: true})
+	out, err := decode(name+".jsonl", data)
 	if err != nil {
 		t.Fatal(err)
+	}
+	return out
+}
+
+// decode reads a trace file's records, one batch each, in file order, strictly: a malformed
+// record is an error, never skipped, so a test never passes on part of its input.
+func decode(name string, data []byte) ([]*spans.Batch, error) {
+	r, err := tracefile.NewReader(bytes.NewReader(data), name, tracefile.ReadOptions{Strict: true})
+	if err != nil {
+		return nil, err
 	}
 	var out []*spans.Batch
 	for {
 		rec, err := r.Next()
 		if errors.Is(err, io.EOF) {
-			return out
+			return out, nil
 		}
 		if err != nil {
-			t.Fatal(err)
+			return nil, err
 		}
 		out = append(out, rec.Batch)
 	}
