@@ -10,6 +10,8 @@ import (
 	"github.com/stormwatch/stormwatch/fixtures"
 )
 
+func TestTestdata(t *testing.T) { passtest.Run(t, retryamplification.Detector, "testdata") }
+
 // The first look may only skip traces the full count would not report: over every fixture and
 // the synthetic workload, whenever some chain has at least `need` retrying layers, MayFire says
 // yes. It must also skip something, or it would be no first look at all.
