@@ -3,8 +3,11 @@ package breakercountsattempts_test
 import (
 	"testing"
 
+	"github.com/stormwatch/stormwatch/analyzer/passes/breakercountsattempts"
 	"github.com/stormwatch/stormwatch/analyzer/passes/passtest"
 )
+
+func TestTestdata(t *testing.T) { passtest.Run(t, breakercountsattempts.Detector, "testdata") }
 
 // Seed 003's logical-call table replayed: ten calls to a service that fails twice, then answers.
 // Counting attempts, the breaker opened on the fifth failed attempt with 2 calls done (both ok
