@@ -5,7 +5,10 @@ import (
 	"testing"
 
 	"github.com/stormwatch/stormwatch/analyzer/passes/passtest"
+	"github.com/stormwatch/stormwatch/analyzer/passes/policyviolation"
 )
+
+func TestTestdata(t *testing.T) { passtest.Run(t, policyviolation.Detector, "testdata") }
 
 // The 27-call trace under a policy that makes edge the only owner of retries: api and adapter
 // broke the owner rule, and each finding names the rule, the line and the spans.
@@ -46,37 +49,5 @@ func TestOwnerRuleNamesRuleLineAndSpans(t *testing.T) {
 		if byOwner["edge"] != 0 || byOwner["api"] != 6 || byOwner["adapter"] != 18 {
 			t.Errorf("%s: owner violations by service = %v, want api 6, adapter 18, edge 0", shape, byOwner)
 		}
-	}
-}
-
-func TestDeadlineAndBackoffRules(t *testing.T) {
-	// no-backoff-stock: four attempts back to back, ~10 ms in all. A 5 ms deadline and an
-	// exponential backoff without jitter are both broken.
-	const pol = `defaults:
-  deadline: 5ms
-  backoff: {base: 100ms, cap: 1s, jitter: none}
-classes:
-  - name: catalog
-    match: {service: web}
-`
-	rep := passtest.Analyze(t, "no-backoff-stock", "p.yaml", pol)
-	rules := map[string]string{}
-	for _, f := range passtest.Of(rep, "policy-violation") {
-		rules[f.Evidence["rule"].(string)] = f.Evidence["policy"].(string)
-	}
-	if rules["deadline"] != "p.yaml:2" || rules["backoff"] != "p.yaml:3" {
-		t.Errorf("rules = %v, want deadline at p.yaml:2 and backoff at p.yaml:3", rules)
-	}
-	// The healthy twin backs off 100, 200, 400 ms exactly: within the backoff rule.
-	rep = passtest.Analyze(t, "no-backoff-healthy-stock", "p.yaml", strings.Replace(pol, "5ms", "2s", 1))
-	if got := passtest.Of(rep, "policy-violation"); len(got) != 0 {
-		t.Errorf("healthy twin: %v", got)
-	}
-}
-
-func TestSilentWithoutPolicyFile(t *testing.T) {
-	rep := passtest.Analyze(t, "amplification-27-reference", "", "")
-	if got := passtest.Of(rep, "policy-violation"); len(got) != 0 {
-		t.Errorf("built-in defaults are not a policy, got %v", got)
 	}
 }
