@@ -23,8 +23,8 @@ const (
 // state between runs and never see the analyzer; the suite (analyzer/suite) lists them.
 //
 // To add one: a package under analyzer/passes/<name>/ with a doc.go, a `var Detector =
-// &analyzer.Detector{...}`, a fixture that must fire and a healthy twin (fixtures/), and a line in
-// analyzer/suite.
+// &analyzer.Detector{...}`, a testdata/ of traces where it fires and where it stays silent run by
+// passtest.Run, and a line in analyzer/suite (docs/detectors.md, "Adding a detector").
 type Detector struct {
 	// Name is the stable identifier in reports and policies: lowercase words joined by '-'.
 	Name string
