@@ -2,7 +2,6 @@ package metrics
 
 import (
 	"slices"
-	"strings"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -45,9 +44,6 @@ const (
 // from the analyzer's held stats.
 type Collector struct {
 	cache *Cache
-	// window names the cross-trace detectors: their findings are about a window of traffic, not
-	// a trace, so the trace they cite as an example is left out of their key (as in the connector).
-	window map[string]bool
 
 	phys, logi, amp, att, cphys, clogi, camp, fnd, spans, traces, ops, pending *prometheus.Desc
 	truncSpans, truncTraces                                                    *prometheus.Desc
@@ -57,33 +53,18 @@ type Collector struct {
 	// it: a scrape that finds the same snapshot resends them.
 	counted *analyzer.Snapshot
 	out     []prometheus.Metric
-	// seen are the findings of the last counted report; counts the findings first seen, by
-	// (detector, severity), since the collector started.
-	seen   map[findingKey]bool
-	counts map[[2]string]float64
-}
-
-// findingKey identifies a finding across re-analyses of its trace, as the connector keys it: a
-// late span changes the span list and the numbers, not what the finding is about; nth tells
-// apart findings of one detector about the same trace and dependency.
-type findingKey struct {
-	detector, trace, service, dependency string
-	nth                                  int
+	// findings counts the findings first seen since the collector started, as the connector
+	// counts them.
+	findings *analyzer.FindingCounter
 }
 
 // NewCollector builds the collector; detectors is the analyzer's suite (for which are cross-trace).
 func NewCollector(cache *Cache, detectors []*analyzer.Detector) *Collector {
-	window := map[string]bool{}
-	for _, d := range detectors {
-		if d != nil && d.Scope == analyzer.ScopeWindow {
-			window[d.Name] = true
-		}
-	}
 	dep := []string{LabelDependency, LabelDependencyService}
 	caller := append(slices.Clone(dep), LabelCaller)
 	return &Collector{
-		cache:  cache,
-		window: window,
+		cache:    cache,
+		findings: analyzer.NewFindingCounter(detectors),
 		phys: prometheus.NewDesc(NamePhysicalCalls,
 			"Physical calls (CLIENT spans) that reached the dependency, in the traces analyzed.", dep, nil),
 		logi: prometheus.NewDesc(NameLogicalOps,
@@ -110,8 +91,6 @@ func NewCollector(cache *Cache, detectors []*analyzer.Detector) *Collector {
 		truncSpans: prometheus.NewDesc(NameTruncSpans,
 			"Spans accepted but not analyzed: their trace was over the per-trace span cap.", nil, nil),
 		truncTraces: prometheus.NewDesc(NameTruncTraces, "Traces that hit the per-trace span cap.", nil, nil),
-		seen:        map[findingKey]bool{},
-		counts:      map[[2]string]float64{},
 	}
 }
 
@@ -144,26 +123,10 @@ func (c *Collector) build(snap *analyzer.Snapshot) []prometheus.Metric {
 		return nil
 	}
 	rep := &snap.Report
-	cur := make(map[findingKey]bool, len(rep.Findings))
-	for i := range rep.Findings {
-		f := &rep.Findings[i]
-		k := findingKey{f.Detector, f.TraceID, f.Service, f.Dependency, 0}
-		if c.window[f.Detector] {
-			k.trace = ""
-		}
-		for cur[k] {
-			k.nth++
-		}
-		cur[k] = true
-		if !c.seen[k] {
-			c.counts[[2]string{f.Detector, f.Severity.String()}]++
-		}
-	}
-	// Findings that left the report will not come back under the same key: forgetting them keeps
-	// the set bounded by the report's own bound on findings.
-	c.seen = cur
+	c.findings.Count(rep.Findings)
+	totals := c.findings.Totals()
 
-	out := make([]prometheus.Metric, 0, 7*len(rep.Dependencies)+len(c.counts)+4)
+	out := make([]prometheus.Metric, 0, 7*len(rep.Dependencies)+len(totals)+6)
 	for i := range rep.Dependencies {
 		d := &rep.Dependencies[i]
 		out = append(out,
@@ -181,13 +144,8 @@ func (c *Collector) build(snap *analyzer.Snapshot) []prometheus.Metric {
 				prometheus.MustNewConstMetric(c.camp, prometheus.GaugeValue, cs.Amplification, d.Dependency, d.Service, cs.Caller))
 		}
 	}
-	keys := make([][2]string, 0, len(c.counts))
-	for k := range c.counts {
-		keys = append(keys, k)
-	}
-	slices.SortFunc(keys, func(a, b [2]string) int { return strings.Compare(a[0]+"\x00"+a[1], b[0]+"\x00"+b[1]) })
-	for _, k := range keys {
-		out = append(out, prometheus.MustNewConstMetric(c.fnd, prometheus.CounterValue, c.counts[k], k[0], k[1]))
+	for _, ft := range totals {
+		out = append(out, prometheus.MustNewConstMetric(c.fnd, prometheus.CounterValue, float64(ft.Count), ft.Detector, ft.Severity.String()))
 	}
 	out = append(out,
 		prometheus.MustNewConstMetric(c.spans, prometheus.CounterValue, float64(rep.Input.Spans)),

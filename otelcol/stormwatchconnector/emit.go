@@ -69,25 +69,12 @@ type emitter struct {
 	version  string
 	start    pcommon.Timestamp
 
-	// window names the cross-trace detectors: their findings are about a window of traffic, not
-	// a trace, so the trace they cite (an example) is left out of their key.
-	window map[string]bool
-
 	mu sync.Mutex
-	// seen are the findings of the previous report, for counting each once; logged those
+	// findings counts the findings first seen, as the live metrics count them; logged are those
 	// delivered as log records, by key, with the content sent (a re-analysis that changes a
 	// finding's summary, severity or spans sends it again).
-	seen   map[findingKey]bool
-	logged map[findingKey]string
-	counts map[[2]string]int64 // (detector, severity) -> findings first seen
-}
-
-// findingKey identifies a finding across re-analyses of its trace: a late span changes the span
-// list and the numbers, not what the finding is about. nth tells apart findings of one detector
-// about the same trace and dependency (the analyzer sorts findings, so the order is stable).
-type findingKey struct {
-	detector, trace, service, dependency string
-	nth                                  int
+	findings *analyzer.FindingCounter
+	logged   map[analyzer.FindingKey]string
 }
 
 // content is what a finding says: when it changes under the same key, the record is sent again.
@@ -103,21 +90,13 @@ func newEmitter(set connector.Settings, an *analyzer.Analyzer, detectors []*anal
 	if set.Resource != (pcommon.Resource{}) {
 		set.Resource.CopyTo(res)
 	}
-	window := map[string]bool{}
-	for _, d := range detectors {
-		if d.Scope == analyzer.ScopeWindow {
-			window[d.Name] = true
-		}
-	}
 	return &emitter{
 		an:       an,
-		window:   window,
 		resource: res,
 		version:  set.BuildInfo.Version,
 		start:    pcommon.NewTimestampFromTime(start),
-		seen:     map[findingKey]bool{},
-		logged:   map[findingKey]string{},
-		counts:   map[[2]string]int64{},
+		findings: analyzer.NewFindingCounter(detectors),
+		logged:   map[analyzer.FindingKey]string{},
 	}
 }
 
@@ -126,7 +105,7 @@ func newEmitter(set connector.Settings, an *analyzer.Analyzer, detectors []*anal
 type output struct {
 	metrics pmetric.Metrics
 	logs    plog.Logs
-	pending map[findingKey]string
+	pending map[analyzer.FindingKey]string
 }
 
 func (e *emitter) collect(now time.Time, wantMetrics, wantLogs bool) output {
@@ -137,24 +116,13 @@ func (e *emitter) collect(now time.Time, wantMetrics, wantLogs bool) output {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	out := output{logs: plog.NewLogs()}
-	cur := make(map[findingKey]bool, len(rep.Findings))
+	keys := e.findings.Count(rep.Findings)
 	var sl plog.ScopeLogs
 	for i := range rep.Findings {
-		f := &rep.Findings[i]
-		k := findingKey{f.Detector, f.TraceID, f.Service, f.Dependency, 0}
-		if e.window[f.Detector] {
-			k.trace = ""
-		}
-		for cur[k] {
-			k.nth++
-		}
-		cur[k] = true
-		if !e.seen[k] {
-			e.counts[[2]string{f.Detector, f.Severity.String()}]++
-		}
 		if !wantLogs {
-			continue
+			break // Count has counted them; what follows is the log records
 		}
+		f, k := &rep.Findings[i], keys[i]
 		said := content(f)
 		if e.logged[k] == said {
 			continue
@@ -165,14 +133,17 @@ func (e *emitter) collect(now time.Time, wantMetrics, wantLogs bool) output {
 			sl = rl.ScopeLogs().AppendEmpty()
 			sl.Scope().SetName(scopeName)
 			sl.Scope().SetVersion(e.version)
-			out.pending = map[findingKey]string{}
+			out.pending = map[analyzer.FindingKey]string{}
 		}
 		findingRecord(sl.LogRecords().AppendEmpty(), f, ts)
 		out.pending[k] = said
 	}
-	e.seen = cur
 	// Findings that left the report (older than max_findings, or replaced by a re-analysis)
 	// will not come back under the same key; forgetting them keeps the set bounded.
+	cur := make(map[analyzer.FindingKey]bool, len(keys))
+	for _, k := range keys {
+		cur[k] = true
+	}
 	for k := range e.logged {
 		if !cur[k] {
 			delete(e.logged, k)
@@ -275,16 +246,11 @@ func (e *emitter) metrics(rep *analyzer.Report, st analyzer.StoreStats, ts pcomm
 	}
 
 	fnd := e.sum(ms, metricFindings, "{finding}", "Distinct findings reported, by detector and severity.")
-	keys := make([][2]string, 0, len(e.counts))
-	for k := range e.counts {
-		keys = append(keys, k)
-	}
-	slices.SortFunc(keys, func(a, b [2]string) int { return strings.Compare(a[0]+"\x00"+a[1], b[0]+"\x00"+b[1]) })
-	for _, k := range keys {
+	for _, ft := range e.findings.Totals() {
 		dp := e.point(fnd, ts)
-		dp.Attributes().PutStr(attrDetector, k[0])
-		dp.Attributes().PutStr(attrSeverity, k[1])
-		dp.SetIntValue(e.counts[k])
+		dp.Attributes().PutStr(attrDetector, ft.Detector)
+		dp.Attributes().PutStr(attrSeverity, ft.Severity.String())
+		dp.SetIntValue(ft.Count)
 	}
 
 	e.point(e.sum(ms, metricSpansAnalyzed, "{span}", "Spans in the traces analyzed (duplicates dropped)."), ts).SetIntValue(int64(rep.Input.Spans))
