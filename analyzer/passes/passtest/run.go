@@ -24,10 +24,10 @@ const (
 	PolicyExt = ".policy.yaml"
 )
 
-// Run analyzes every trace file in dir with d alone, as `stormwatch analyze` does (offline, every
-// finding kept, the policy file beside the trace applied when there is one), and compares d's
-// findings on each with the expectations in its .want file, one subtest per trace. A mismatch
-// fails with a diff, -want +got.
+// Run analyzes every trace file in dir with d alone, as `stormwatch analyze --settle 0` does
+// (offline, every span held to the end, every finding kept, the policy file beside the trace
+// applied when there is one), and compares d's findings on each with the expectations in its
+// .want file, one subtest per trace. A mismatch fails with a diff, -want +got.
 //
 // A .want file holds one line per expected finding, in any order; blank lines and lines starting
 // with '#' (say there why the detector fires or stays silent) are skipped:
