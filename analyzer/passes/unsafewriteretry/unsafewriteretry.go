@@ -2,6 +2,7 @@ package unsafewriteretry
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/stormwatch/stormwatch/analyzer"
 	"github.com/stormwatch/stormwatch/analyzer/passes/internal/audit"
@@ -63,14 +64,19 @@ func run(pass *analyzer.Pass) error {
 			shown = "write"
 		}
 		ev := map[string]any{"method": shown, "attempts": sends, "key_present": false}
+		// A name inferred from the calls already starts with the method ("POST /charges").
+		what := shown + " " + op.Name
+		if strings.HasPrefix(op.Name, shown+" ") {
+			what = op.Name
+		}
 		cite := audit.Cite(ev, "idempotent", cls.Idempotent, "false")
 		pass.Report(analyzer.Finding{
 			Severity:   pass.Detector.Severity,
 			SpanIDs:    ids,
 			Service:    op.Owner,
 			Dependency: op.Dependency,
-			Summary: fmt.Sprintf("%s sent %s %s %s without an idempotency key: a lost response after the server acted becomes a duplicate%s",
-				op.Owner, shown, op.Name, words.Plural(sends, "time", "times"), cite),
+			Summary: fmt.Sprintf("%s sent %s %s without an idempotency key: a lost response after the server acted becomes a duplicate%s",
+				op.Owner, what, words.Plural(sends, "time", "times"), cite),
 			Action:   "send an Idempotency-Key that the server deduplicates, the same on every attempt, or make this write a single attempt",
 			Evidence: ev,
 		})
