@@ -211,9 +211,29 @@ func (m Model) tick() tea.Cmd {
 	return tea.Tick(d, func(time.Time) tea.Msg { return snapshotMsg{pull(src, now())} })
 }
 
-// Update implements tea.Model.
+// Update implements tea.Model. Whatever the message, a rebuild of the operations list it asked
+// for runs as a command (see opsModel.takeBuild), so the update itself stays short.
 func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
+	next, cmd := m.update(msg)
+	mm, ok := next.(Model)
+	if !ok {
+		return next, cmd
+	}
+	if build := mm.ops.takeBuild(); build != nil {
+		cmd = tea.Batch(cmd, build)
+	}
+	return mm, cmd
+}
+
+func (m Model) update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	switch msg := msg.(type) {
+	case opsRowsMsg:
+		m.ops.setRows(msg)
+		// A sort off the update loop still costs a core while it runs: the refresh backs off
+		// for it as for a snapshot that is expensive to apply.
+		m.refresh = min(max(m.refresh, 5*msg.took), maxRefresh)
+		return m, nil
+
 	case tea.WindowSizeMsg:
 		m.setSize(msg.Width, msg.Height)
 		return m, nil

@@ -55,9 +55,28 @@ type opsModel struct {
 	intents map[string]int
 	// oneDep is the dependency every row is toward when the filter picked one (rebuild).
 	oneDep string
+	// Above asyncAbove operations the filter and sort run in a command, off the update loop, so
+	// a key never waits for a hundred thousand rows to sort: gen numbers each rebuild asked for,
+	// building says the one asked for last has not been handed out yet, and a result of an older
+	// generation is dropped when it arrives. Until it does the rows on screen stay as they were.
+	asyncAbove int
+	gen        uint64
+	building   bool
+	inFlight   bool
 }
 
-func newOpsModel(ctx *shared) opsModel { return opsModel{ctx: ctx} }
+// asyncOps is how many operations the ops screen filters and sorts in place: below it the work
+// takes a few milliseconds, above it a command does it.
+const asyncOps = 20_000
+
+// opsRowsMsg carries the rows a rebuild command made, for the generation it was made for.
+type opsRowsMsg struct {
+	gen  uint64
+	rows []*analyzer.Operation
+	took time.Duration // how long the filter and sort took, for the refresh's back-off
+}
+
+func newOpsModel(ctx *shared) opsModel { return opsModel{ctx: ctx, asyncAbove: asyncOps} }
 
 func (m *opsModel) SetSize(w, h int) {
 	m.width, m.height = w, h
@@ -134,21 +153,63 @@ func opField(op *analyzer.Operation, k string) ([]string, bool) {
 }
 
 func (m *opsModel) rebuild() {
-	if m.filter.empty() {
-		m.rows = append(m.rows[:0], m.all...)
+	m.gen++
+	if len(m.all) > m.asyncAbove {
+		m.building = true
+		return
+	}
+	m.building = false
+	m.rows, m.keys = opRows(m.rows[:0], m.keys, m.all, m.filter, m.sort, m.reverse)
+	m.applied()
+}
+
+// applied resets what follows from the rows: the cursor's range and the one dependency.
+func (m *opsModel) applied() {
+	m.cur.setLen(len(m.rows))
+	m.oneDep, _ = m.oneDependency()
+}
+
+// takeBuild hands out the command for the rebuild asked for last, once; nil when there is none.
+// The command works on its own copies: the snapshot's operations are immutable, the filter and
+// sort are values.
+func (m *opsModel) takeBuild() tea.Cmd {
+	if !m.building || m.inFlight {
+		return nil // one at a time: the latest request goes out when the one in flight lands
+	}
+	m.building, m.inFlight = false, true
+	gen, all, f, by, rev := m.gen, m.all, m.filter, m.sort, m.reverse
+	return func() tea.Msg {
+		began := time.Now()
+		rows, _ := opRows(nil, nil, all, f, by, rev)
+		return opsRowsMsg{gen: gen, rows: rows, took: time.Since(began)}
+	}
+}
+
+// setRows takes a rebuild command's rows when they are the latest asked for.
+func (m *opsModel) setRows(msg opsRowsMsg) {
+	m.inFlight = false
+	if msg.gen != m.gen {
+		return // a newer snapshot, filter or sort was asked for since
+	}
+	m.rows = msg.rows
+	m.applied()
+}
+
+// opRows filters all into rows and sorts them; keys is the sort's buffer. Both are returned for
+// reuse.
+func opRows(rows []*analyzer.Operation, keys []opKey, all []*analyzer.Operation, f filter, by opSort, reverse bool) ([]*analyzer.Operation, []opKey) {
+	if f.empty() {
+		rows = append(rows, all...)
 	} else {
-		m.rows = m.rows[:0]
 		text := make([]string, 6)
-		for _, op := range m.all {
+		for _, op := range all {
 			text = append(text[:0], op.Caller, op.Owner, op.Dependency, op.DependencyService, op.Name, op.Terminal)
-			if m.filter.matches(text, func(k string) ([]string, bool) { return opField(op, k) }) {
-				m.rows = append(m.rows, op)
+			if f.matches(text, func(k string) ([]string, bool) { return opField(op, k) }) {
+				rows = append(rows, op)
 			}
 		}
 	}
-	m.sortRows()
-	m.cur.setLen(len(m.rows))
-	m.oneDep, _ = m.oneDependency()
+	return rows, sortOps(rows, keys, by, reverse)
 }
 
 // opKey is a row with its sort key pulled out, so the comparison the sort runs two million times
@@ -160,14 +221,15 @@ type opKey struct {
 	op    *analyzer.Operation
 }
 
-func (m *opsModel) sortRows() {
-	keys := m.keys[:0]
+// sortOps sorts rows in place by the column by, keys being the reused buffer it returns.
+func sortOps(rows []*analyzer.Operation, keys []opKey, by opSort, reverse bool) []opKey {
+	keys = keys[:0]
 	// Newest first: the analyzer lists operations oldest first, so walking backwards hands the sort
 	// an input already in tie-break order, which pdqsort finishes in close to one pass.
-	for i := len(m.rows) - 1; i >= 0; i-- {
-		op := m.rows[i]
+	for i := len(rows) - 1; i >= 0; i-- {
+		op := rows[i]
 		k := opKey{start: op.StartUnixNano, op: op}
-		switch m.sort {
+		switch by {
 		case opByAttempts:
 			k.num = -int64(len(op.Attempts))
 		case opByLatency:
@@ -186,7 +248,7 @@ func (m *opsModel) sortRows() {
 		keys = append(keys, k)
 	}
 	rev := 1
-	if m.reverse {
+	if reverse {
 		rev = -1
 	}
 	slices.SortFunc(keys, func(a, b opKey) int {
@@ -203,10 +265,10 @@ func (m *opsModel) sortRows() {
 		return strings.Compare(a.op.ID, b.op.ID)
 	})
 	for i := range keys {
-		m.rows[i] = keys[i].op
+		rows[i] = keys[i].op
 	}
 	clear(keys) // drop the pointers into the old snapshot
-	m.keys = keys
+	return keys
 }
 
 func cmpInt64(a, b int64) int {
@@ -348,6 +410,9 @@ func (m opsModel) selectedLine() string {
 // legend says what an operation is, and, when the list is one dependency's, how its count
 // reconciles with the intents on the dependencies screen.
 func (m opsModel) legend() string {
+	if m.inFlight || m.building {
+		return "sorting " + words.Count(len(m.all), "operation") + " by " + opSortNames[m.sort] + "..."
+	}
 	count := humanInt(len(m.rows)) + " of " + words.Count(len(m.all), "operation")
 	if dep := m.oneDep; dep != "" {
 		intents := words.Count(m.intents[dep], "intent")
