@@ -51,7 +51,7 @@ func analyzeTrace(id spans.TraceID, ss []spans.Span, truncated int, cfg *Config,
 	detachOps(keepOps, r.acct, src, in)
 	pass := Pass{Trace: t, Operations: r.ops, Settings: cfg.Settings}
 	// One Report for all the detectors of this trace: it names whichever detector is running.
-	// Made per detector, the closure was an allocation per detector per trace (about one per ten
+	// Made per detector, the closure would be an allocation per detector per trace (about one per ten
 	// spans each, with seventeen detectors 1.3 allocations per span).
 	traceHex := ""
 	report := func(f Finding) {

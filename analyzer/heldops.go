@@ -12,8 +12,8 @@ import (
 )
 
 // A held analysis of a live analyzer keeps its operations packed: one pointer-free byte string per
-// trace, as its spans are. As Operation values they were most of what the garbage collector
-// marked on every cycle in a collector under load (ten pointers an operation, four an attempt,
+// trace, as its spans are. As Operation values they are most of what the garbage collector
+// marks on every cycle in a collector under load (ten pointers an operation, four an attempt,
 // for everything held), and the longer marking ran, the longer every pointer store in the
 // process paid a write barrier. Packed, the collector never looks into them; they are read back
 // when asked for: by a snapshot (the TUI: what it reads stays unpacked with its result, and from

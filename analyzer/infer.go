@@ -362,7 +362,7 @@ type opBufs struct {
 
 // make sizes the buffers for n calls and returns the operations' list, empty with room for n.
 // A trace with up to 8 calls (most traces) gets all its buffers in one allocation of exactly its
-// size, where there were five; a larger one gets one per buffer.
+// size, where separate buffers would be five; a larger one gets one per buffer.
 func (b *opBufs) make(n int, spare *opsSpare) []*Operation {
 	if ops, ok := spare.take(b, n); ok {
 		return ops

@@ -3,9 +3,9 @@ package analyzer
 import "github.com/stormwatch/stormwatch/spans"
 
 // wk numbers the span attributes inference reads. A span's attributes are read once, into a
-// [known], and inference then finds each by its number: it used to look most of them up by key
-// many times over per CLIENT span (origin, target, outcome, attempt hints, the operation's
-// fields), each lookup a scan of the span's attributes.
+// [known], and inference then finds each by its number, where looking them up by key would scan
+// the span's attributes many times over per CLIENT span (origin, target, outcome, attempt hints,
+// the operation's fields).
 type wk uint8
 
 const (

@@ -45,7 +45,7 @@ type scratch struct {
 	unpacker spans.Unpacker
 	spans    []spans.Span
 	// arena holds the trace index's arrays (see buildTrace) and trace the index itself, with the
-	// result it belongs to: made per trace, they were two allocations a trace.
+	// result it belongs to: made per trace, they would be two allocations a trace.
 	arena []int32
 	trace struct {
 		r traceResult
