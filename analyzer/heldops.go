@@ -14,8 +14,8 @@ import (
 // A held analysis of a live analyzer keeps its operations packed: one pointer-free byte string per
 // trace, as its spans are. As Operation values they are most of what the garbage collector
 // marks on every cycle in a collector under load (ten pointers an operation, four an attempt,
-// for everything held), and the longer marking ran, the longer every pointer store in the
-// process paid a write barrier. Packed, the collector never looks into them; they are read back
+// for everything held), and the longer marking runs, the longer every pointer store in the
+// process pays a write barrier. Packed, the collector never looks into them; they are read back
 // when asked for: by a snapshot (the TUI: what it reads stays unpacked with its result, and from
 // the first snapshot on the analyzer holds new operations as values), by the windowed detectors,
 // and by a trace view. See Config.holdsOperationsPacked for when they are held as values.
