@@ -87,6 +87,12 @@ type Analyzer struct {
 
 	windowFindings []Finding
 	lastWindow     int64
+	// heldEpoch moves whenever the operations held change (an analysis published or taken
+	// back, a trace dropped); windowEpoch is its value at the windowed detectors' last run. The
+	// window is measured back from the latest operation held, not from the clock, so while the
+	// two are equal a run would find what the last one found: an idle analyzer skips it.
+	heldEpoch   uint64
+	windowEpoch uint64
 
 	// history: per dependency, the amplification per interval.
 	hist       map[string][]float64
@@ -347,6 +353,7 @@ func (a *Analyzer) evict() {
 
 // drop forgets a trace's spans and operations; its findings and counts stay in the report.
 func (a *Analyzer) drop(t *traceState) {
+	a.heldEpoch++
 	a.spansHeld -= t.npending + t.held
 	a.packedBytes -= len(t.pending) + len(t.packed)
 	if t.inPending.linked {
@@ -382,7 +389,7 @@ func (a *Analyzer) Settle(now time.Time) {
 	if wi == 0 {
 		wi = int64(DefaultWindowInterval)
 	}
-	due := wi > 0 && n-a.lastWindow >= wi
+	due := wi > 0 && n-a.lastWindow >= wi && a.heldEpoch != a.windowEpoch
 	if due {
 		a.lastWindow = n
 	}
@@ -587,6 +594,7 @@ func (a *Analyzer) publishLate(t *traceState, res *traceResult, meta *heldTrace,
 // n is the number of spans it was made from and is the data issues its trace found (r may be held
 // without its trace: see hold).
 func (a *Analyzer) contribute(r *traceResult, id spans.TraceID, n int, is traceIssues, sign int) {
+	a.heldEpoch++
 	a.inSpans += sign * n
 	a.inOps += sign * r.nOps
 	a.issues.add(is, sign)
@@ -679,6 +687,7 @@ func (a *Analyzer) runWindow() {
 		}
 	}
 	n := a.inOps
+	a.windowEpoch = a.heldEpoch
 	a.mu.Unlock()
 	var errs []string
 	ops := make([]*Operation, 0, n)

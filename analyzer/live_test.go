@@ -260,3 +260,40 @@ func TestConcurrentConsumeSettleSnapshot(t *testing.T) {
 		t.Errorf("traces = %d, want 80", r.Input.Traces)
 	}
 }
+
+// The windowed detectors run when the operations held changed since their last run, not on every
+// tick: their window is measured from the latest operation, so an idle analyzer would find the same
+// again, and re-reading a million held operations every ten seconds is what idling would cost.
+func TestWindowRunsOnlyWhenOperationsChanged(t *testing.T) {
+	runs := 0
+	counter := &analyzer.Detector{Name: "window-counter", Title: "t", Doc: "counts its runs", Scope: analyzer.ScopeWindow,
+		Run: func(p *analyzer.Pass) error { runs++; return nil }}
+	a := analyzer.New(analyzer.Config{Detectors: []*analyzer.Detector{counter}, Settle: time.Second,
+		WindowInterval: 10 * time.Second})
+	trace := func(n byte, at int64) {
+		if err := a.ConsumeBatch(context.Background(), &spans.Batch{Spans: []spans.Span{
+			sp(n, 1, 0, spans.KindServer, "api", at, at+50),
+			sp(n, 2, 1, spans.KindClient, "api", at+1, at+9, get("http://dep:80/x", 503)...),
+		}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	now := time.Unix(0, t0)
+	tick := func(d time.Duration) { now = now.Add(d); a.Settle(now) }
+	trace(1, 0)
+	tick(11 * time.Second) // settled and due
+	if runs != 1 {
+		t.Fatalf("runs after the first trace = %d, want 1", runs)
+	}
+	for range 5 {
+		tick(11 * time.Second) // due by the clock, nothing new
+	}
+	if runs != 1 {
+		t.Errorf("runs while idle = %d, want still 1", runs)
+	}
+	trace(2, 60_000)
+	tick(2 * time.Second) // settled: due again, by the clock and by the data
+	if runs != 2 {
+		t.Errorf("runs after a new trace = %d, want 2", runs)
+	}
+}
