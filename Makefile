@@ -39,7 +39,7 @@ fixtures:
 ## fuzz: run each fuzz target for FUZZTIME (default 30s); `make test` already runs their seed corpora
 FUZZTIME ?= 30s
 FUZZ_TARGETS := ./spans:FuzzDecodeProto ./spans:FuzzDecodeJSON ./spans:FuzzUnpack ./tracefile:FuzzReader \
-	./tracefile:FuzzProtoToJSON ./tracefile:FuzzJSONToProto
+	./tracefile:FuzzProtoToJSON ./tracefile:FuzzJSONToProto ./tracefile:FuzzJaegerJSON ./tracefile:FuzzZipkinJSON
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \
 		echo "== $${t#*:} ($${t%%:*}) for $(FUZZTIME)"; \

@@ -17,7 +17,8 @@ var ErrNotTraceFile = errors.New("not a trace file")
 
 // FormatsRead names the formats the reader reads, for messages that must tell a user what to give.
 const FormatsRead = "OTLP/JSON lines (.jsonl, as the OpenTelemetry Collector file exporter and 'stormwatch collect --record' write them), " +
-	"one OTLP/JSON request (.json) or length-prefixed OTLP/protobuf (.pb), optionally gzipped"
+	"one OTLP/JSON request (.json), length-prefixed OTLP/protobuf (.pb), Jaeger JSON ({\"data\":[...]} as the Jaeger UI and API give it) " +
+	"or Zipkin v2 JSON (an array of spans), optionally gzipped"
 
 // headSize is how much of a file detection looks at.
 const headSize = 4096
@@ -39,18 +40,57 @@ func detect(head []byte, ext Format, maxRecord int) (Format, error) {
 		}
 		return ext, nil
 	case body[0] == '{':
+		if firstKeyIs(body, "data") {
+			// Jaeger's query API and UI: no OTLP document has a "data" member.
+			return FormatJaegerJSON, nil
+		}
 		if ext == FormatJSONLines || ext == FormatJSON {
 			return ext, nil
 		}
 		return FormatJSON, nil
 	case body[0] == '[':
-		return 0, notTraceFile("a JSON array")
+		// OTLP has no top-level array; Zipkin's v2 JSON is one of span objects.
+		if rest := bytes.TrimLeft(body[1:], " \t\r\n"); len(rest) == 0 || rest[0] == '{' || rest[0] == ']' {
+			return FormatZipkinJSON, nil
+		}
+		return 0, notTraceFile("a JSON array of something other than spans")
 	case ext == FormatJSONLines || ext == FormatJSON:
 		return ext, nil
 	case looksLikeProto(head, maxRecord) || ext == FormatProto && len(head) < 5:
 		return FormatProto, nil
 	}
 	return 0, notTraceFile(describe(head))
+}
+
+// firstKeyIs reports whether the JSON object at the start of body has key as its first member,
+// or after members whose values are scalars (Jaeger writes "data" first, but a tool that
+// re-serialised the document may have sorted "errors" and "limit" before it).
+func firstKeyIs(body []byte, key string) bool {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return false
+	}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return false
+		}
+		if tok == key {
+			return true
+		}
+		if tok == "resourceSpans" || tok == "resource_spans" {
+			return false
+		}
+		v, err := dec.Token()
+		if err != nil {
+			return false
+		}
+		if _, nested := v.(json.Delim); nested {
+			// null counts as a scalar; an array or object before "data" is not Jaeger's layout.
+			return false
+		}
+	}
+	return false
 }
 
 // looksLikeProto: a 4-byte big-endian length within the record bound, then an

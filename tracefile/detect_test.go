@@ -27,10 +27,10 @@ func TestNotATraceFile(t *testing.T) {
 		{"notes", "plain words", `text beginning "plain words"`},
 		{"image.png", "\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", "binary data beginning 89 50 4e 47"},
 		{"traces.pb", "this is text, not protobuf", `text beginning "this is text`},
-		{"spans.json", `[{"traceId":"a","id":"b"}]`, "a JSON array"},
+		{"numbers.json", `[1, 2, 3]`, "a JSON array of something other than spans"},
 		{"config.json", `{"service": {"pipelines": {}}, "exporters": []}`, `a JSON object with the keys "service", "exporters" and no resourceSpans`},
 		{"config.jsonl", "{\"level\":\"info\",\"msg\":\"started\"}\n{\"level\":\"info\"}\n", `a JSON object with the keys "level", "msg"`},
-		{"pretty", "{\n  \"data\": [\n    {\"traceID\": \"abc\"}\n  ]\n}\n", `a JSON object with the keys "data"`},
+		{"pretty", "{\n  \"items\": [\n    {\"traceID\": \"abc\"}\n  ]\n}\n", `a JSON object with the keys "items"`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), c.name)

@@ -19,6 +19,12 @@ const (
 	// FormatProto is the file exporter's length-prefixed protobuf (".pb"): a 4-byte big-endian
 	// length, then that many bytes of ExportTraceServiceRequest, repeated.
 	FormatProto
+	// FormatJaegerJSON is the Jaeger query service's JSON, {"data":[{"traceID","spans","processes"}]},
+	// as GET /api/traces returns it and the Jaeger UI downloads it. Read only, detected by content.
+	FormatJaegerJSON
+	// FormatZipkinJSON is Zipkin's v2 JSON, an array of spans, as POST /api/v2/spans takes it and
+	// the Zipkin UI downloads it. Read only, detected by content.
+	FormatZipkinJSON
 )
 
 func (f Format) String() string {
@@ -29,6 +35,10 @@ func (f Format) String() string {
 		return "OTLP/JSON"
 	case FormatProto:
 		return "length-prefixed OTLP/protobuf"
+	case FormatJaegerJSON:
+		return "Jaeger JSON"
+	case FormatZipkinJSON:
+		return "Zipkin v2 JSON"
 	}
 	return "unknown"
 }

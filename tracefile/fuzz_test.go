@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"io"
 	"testing"
+
+	"github.com/stormwatch/stormwatch/spans"
 )
 
 var fuzzNames = []string{"f.jsonl", "f.json", "f.pb", "-", "f.jsonl.gz"}
@@ -22,7 +24,7 @@ func FuzzReader(f *testing.F) {
 	w = NewGzipWriter(&gz, FormatJSONLines)
 	w.WriteRequest(mustMarshal(f, fullRequest(3)), false)
 	w.Close()
-	for i, seed := range [][]byte{pb.Bytes(), jl.Bytes(), gz.Bytes(), nil, []byte("{\n"), []byte("\x00\x00\x00\x05{}{}{")} {
+	for i, seed := range [][]byte{pb.Bytes(), jl.Bytes(), gz.Bytes(), nil, []byte("{\n"), []byte("\x00\x00\x00\x05{}{}{"), []byte(jaegerDocument), []byte(zipkinDocument)} {
 		f.Add(seed, uint8(i))
 	}
 	f.Fuzz(func(t *testing.T, data []byte, name uint8) {
@@ -50,4 +52,46 @@ func FuzzReader(f *testing.F) {
 			}
 		}
 	})
+}
+
+// FuzzJaegerJSON feeds arbitrary documents to the Jaeger JSON reader: it must never panic, and
+// every span it returns has a trace id and a span id, as the analyzer needs.
+func FuzzJaegerJSON(f *testing.F) {
+	f.Add([]byte(jaegerDocument))
+	f.Add([]byte(`{"data":[]}`))
+	f.Add([]byte(`{"data":[{"traceID":"1","spans":[{"spanID":"2","references":[{"refType":"CHILD_OF","traceID":"1","spanID":"0"}]}]}]}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		batches, err := decodeJaegerJSON(data, spans.DecodeOptions{AllAttributes: len(data)%2 == 0})
+		checkFuzzBatches(t, batches, err)
+	})
+}
+
+// FuzzZipkinJSON is FuzzJaegerJSON for Zipkin v2 JSON, shared spans included.
+func FuzzZipkinJSON(f *testing.F) {
+	f.Add([]byte(zipkinDocument))
+	f.Add([]byte(`[]`))
+	f.Add([]byte(`[{"traceId":"1","id":"2","kind":"SERVER","shared":true},{"traceId":"1","id":"2","kind":"SERVER","shared":true},{"traceId":"1","id":"3","parentId":"2"}]`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		batches, err := decodeZipkinJSON(data, spans.DecodeOptions{AllAttributes: len(data)%2 == 0})
+		checkFuzzBatches(t, batches, err)
+	})
+}
+
+func checkFuzzBatches(t *testing.T, batches []*spans.Batch, err error) {
+	if err != nil {
+		if batches != nil {
+			t.Fatalf("batches and an error: %v", err)
+		}
+		return
+	}
+	for _, b := range batches {
+		for _, s := range b.Spans {
+			if s.TraceID.IsZero() || s.SpanID.IsZero() {
+				t.Fatalf("span without ids: %+v", s)
+			}
+			if s.TraceID != b.Spans[0].TraceID {
+				t.Fatalf("two traces in one batch")
+			}
+		}
+	}
 }

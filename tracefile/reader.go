@@ -60,11 +60,17 @@ type Position struct {
 	Line   int   // 1-based first line of a JSON record; 0 for protobuf
 	Record int   // 1-based ordinal of the record in the file
 	Offset int64 // byte offset of a protobuf record's length prefix (in the decompressed stream)
+	// Trace is set for the formats read as one document (Jaeger and Zipkin JSON), whose records
+	// are its traces: the trace id.
+	Trace string
 }
 
 func (p Position) String() string {
 	if p.Line > 0 {
 		return p.File + ":" + strconv.Itoa(p.Line)
+	}
+	if p.Trace != "" {
+		return fmt.Sprintf("%s: trace %d (%s)", p.File, p.Record, p.Trace)
 	}
 	return fmt.Sprintf("%s: record %d (byte %d)", p.File, p.Record, p.Offset)
 }
@@ -107,6 +113,10 @@ type Reader struct {
 	warnings []error
 	skipped  int
 	read     int // records returned
+
+	// pending holds the traces of a document read whole (Jaeger, Zipkin JSON) not yet returned.
+	pending []*spans.Batch
+	docRead bool
 }
 
 // jsonMode says how JSON records are delimited.
@@ -205,9 +215,12 @@ func (r *Reader) Next() (*Record, error) {
 	for r.err == nil {
 		var rec *Record
 		var err error
-		if r.format == FormatProto {
+		switch r.format {
+		case FormatProto:
 			rec, err = r.nextProto()
-		} else {
+		case FormatJaegerJSON, FormatZipkinJSON:
+			rec, err = r.nextTrace()
+		default:
 			rec, err = r.nextJSON()
 		}
 		if rec != nil {
@@ -248,6 +261,46 @@ func readErr(err error) error {
 		return io.EOF
 	}
 	return err
+}
+
+// nextTrace returns the next trace of a Jaeger or Zipkin JSON document, reading and decoding the
+// whole document on the first call. A document that does not decode is an error about the file,
+// not a record to skip: nothing in it can be trusted to be complete.
+func (r *Reader) nextTrace() (*Record, error) {
+	if !r.docRead {
+		r.docRead = true
+		body, err := readDocument(r.src, r.name, r.format, r.opt.MaxRecordBytes)
+		if err != nil {
+			return nil, err
+		}
+		if r.format == FormatJaegerJSON {
+			r.pending, err = decodeJaegerJSON(body, r.opt.Decode)
+		} else {
+			r.pending, err = decodeZipkinJSON(body, r.opt.Decode)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", r.name, err)
+		}
+	}
+	if len(r.pending) == 0 {
+		return nil, io.EOF
+	}
+	b := r.pending[0]
+	r.pending[0] = nil
+	r.pending = r.pending[1:]
+	r.n++
+	rec := &Record{Batch: b, Pos: Position{File: r.name, Record: r.n}}
+	if len(b.Spans) > 0 {
+		rec.Pos.Trace = b.Spans[0].TraceID.String()
+	}
+	if r.opt.Raw {
+		raw, err := JSONToProto(spans.EncodeJSON(b))
+		if err != nil {
+			return nil, fmt.Errorf("%s: encode as OTLP: %w", rec.Pos, err)
+		}
+		rec.Raw = raw
+	}
+	return rec, nil
 }
 
 // nextProto reads one length-prefixed record.

@@ -41,9 +41,9 @@ func newAnalyzeCmd(io streams) *cobra.Command {
 		Use:   "analyze [flags] FILE...",
 		Short: "Audit recorded traces: retry amplification, fan-out, post-deadline work (docs/analyze.md)",
 		Long: `analyze reads trace files (OTLP/JSON lines as the OpenTelemetry Collector file exporter and
-'stormwatch collect --record' write them, a .json request, or length-prefixed protobuf; gzip
-allowed; '-' is standard input), rebuilds logical operations from the attempt spans and prints
-the report.
+'stormwatch collect --record' write them, a .json request, length-prefixed protobuf, Jaeger JSON
+as the Jaeger UI downloads it, or Zipkin v2 JSON; gzip allowed; '-' is standard input),
+rebuilds logical operations from the attempt spans and prints the report (docs/sources.md).
 
 Exit status: 0 when no finding reaches --fail-on, 1 when one does, 2 on a usage error or an
 unreadable input (the file and line are named): a file that is not a trace file, or that holds no

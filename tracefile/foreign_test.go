@@ -1,0 +1,276 @@
+package tracefile
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"strings"
+	"testing"
+
+	"github.com/stormwatch/stormwatch/spans"
+)
+
+func readForeign(t *testing.T, name, doc string, opt ReadOptions) (Format, []spans.Span, error) {
+	t.Helper()
+	r, err := NewReader(strings.NewReader(doc), name, opt)
+	if err != nil {
+		return 0, nil, err
+	}
+	var all []spans.Span
+	for {
+		rec, err := r.Next()
+		if errors.Is(err, io.EOF) {
+			return r.Format(), all, nil
+		}
+		if err != nil {
+			return r.Format(), all, err
+		}
+		all = append(all, rec.Batch.Spans...)
+	}
+}
+
+func findSpan(t *testing.T, all []spans.Span, name string) *spans.Span {
+	t.Helper()
+	for i := range all {
+		if all[i].Name == name {
+			return &all[i]
+		}
+	}
+	t.Fatalf("no span %q", name)
+	return nil
+}
+
+const jaegerDocument = `{"data": [{
+  "traceID": "a1b2c3",
+  "spans": [
+    {"traceID": "a1b2c3", "spanID": "1", "operationName": "GET /checkout", "references": [],
+     "startTime": 1700000000000000, "duration": 500000, "processID": "p1",
+     "tags": [{"key": "span.kind", "type": "string", "value": "server"},
+              {"key": "otel.status_code", "type": "string", "value": "OK"},
+              {"key": "otel.scope.name", "type": "string", "value": "otelhttp"},
+              {"key": "http.route", "type": "string", "value": "/checkout"},
+              {"key": "user.id", "type": "string", "value": "secret"}]},
+    {"traceID": "a1b2c3", "spanID": "2", "operationName": "GET", "startTime": 1700000000000100, "duration": 1000,
+     "references": [{"refType": "CHILD_OF", "traceID": "a1b2c3", "spanID": "1"},
+                    {"refType": "FOLLOWS_FROM", "traceID": "a1b2c3", "spanID": "3"},
+                    {"refType": "CHILD_OF", "traceID": "ffff", "spanID": "9"}],
+     "processID": "p1",
+     "tags": [{"key": "span.kind", "type": "string", "value": "client"},
+              {"key": "http.status_code", "type": "int64", "value": 503},
+              {"key": "server.port", "type": "int64", "value": "8080"},
+              {"key": "resilience.backoff_ms", "type": "float64", "value": 12.5},
+              {"key": "http.request.header.idempotency-key", "type": "binary", "value": "AAH+"}],
+     "logs": [{"timestamp": 1700000000000900, "fields": [{"key": "event", "type": "string", "value": "exception"},
+              {"key": "exception.message", "type": "string", "value": "context deadline exceeded"}]}]},
+    {"traceID": "a1b2c3", "spanID": "3", "operationName": "rpc", "startTime": 1700000000000050, "duration": 10,
+     "references": [{"refType": "CHILD_OF", "traceID": "a1b2c3", "spanID": "1"}], "processID": "p2",
+     "tags": [{"key": "span.kind", "type": "string", "value": "server"},
+              {"key": "rpc.grpc.status_code", "type": "int64", "value": 14}]},
+    {"traceID": "a1b2c3", "spanID": "4", "operationName": "flagged", "startTime": 1700000000000060, "duration": 10,
+     "processID": "p2", "tags": [{"key": "error", "type": "bool", "value": true}]}
+  ],
+  "processes": {
+    "p1": {"serviceName": "checkout", "tags": [{"key": "service.instance.id", "type": "string", "value": "checkout-7"},
+                                             {"key": "host.name", "type": "string", "value": "node-1"}]},
+    "p2": {"serviceName": "inventory", "tags": []}
+  }
+}], "total": 0, "limit": 0, "offset": 0, "errors": null}`
+
+// TestJaegerJSONMapping reads every field of the Jaeger model that has a place in the compact
+// form: kind and status from tags, parents and links from references, processes as resources,
+// logs as events, microseconds as nanoseconds, short ids padded, and only well-known attributes
+// unless all are asked for.
+func TestJaegerJSONMapping(t *testing.T) {
+	f, all, err := readForeign(t, "download.json", jaegerDocument, ReadOptions{})
+	if err != nil || f != FormatJaegerJSON {
+		t.Fatalf("format %v, err %v", f, err)
+	}
+	if len(all) != 4 {
+		t.Fatalf("%d spans, want 4", len(all))
+	}
+	root := findSpan(t, all, "GET /checkout")
+	if root.TraceID.String() != "00000000000000000000000000a1b2c3" || root.SpanID.String() != "0000000000000001" {
+		t.Errorf("ids %s %s", root.TraceID, root.SpanID)
+	}
+	if root.Kind != spans.KindServer || root.Status != spans.StatusOK || root.Scope != "otelhttp" || !root.ParentID.IsZero() {
+		t.Errorf("root: kind %v status %v scope %q parent %s", root.Kind, root.Status, root.Scope, root.ParentID)
+	}
+	if root.StartUnixNano != 1700000000000000000 || root.EndUnixNano != 1700000000500000000 {
+		t.Errorf("root times %d..%d", root.StartUnixNano, root.EndUnixNano)
+	}
+	if root.Service() != "checkout" || root.Instance() != "checkout-7" || len(root.Resource.Attrs) != 0 {
+		t.Errorf("root resource %+v", root.Resource)
+	}
+	if _, ok := root.Attr("user.id"); ok || root.Str("http.route") != "/checkout" {
+		t.Errorf("root attrs %+v: want http.route kept, user.id dropped", root.Attrs)
+	}
+	call := findSpan(t, all, "GET")
+	if call.Kind != spans.KindClient || call.Status != spans.StatusError || call.ParentID != root.SpanID {
+		t.Errorf("call: kind %v status %v parent %s", call.Kind, call.Status, call.ParentID)
+	}
+	if len(call.Links) != 2 || call.Links[0].SpanID.String() != "0000000000000003" || call.Links[1].TraceID.String() != "0000000000000000000000000000ffff" {
+		t.Errorf("call links %+v: want the FOLLOWS_FROM and the second CHILD_OF", call.Links)
+	}
+	if n, _ := call.Int("server.port"); n != 8080 {
+		t.Errorf("server.port given as a quoted int64 = %v", call.Attrs)
+	}
+	if a, _ := call.Attr("resilience.backoff_ms"); a.Type != spans.ValueDouble || a.Float() != 12.5 {
+		t.Errorf("float64 tag read as %+v", a)
+	}
+	if call.Str("http.request.header.idempotency-key") != "0001fe" {
+		t.Errorf("binary tag read as %q", call.Str("http.request.header.idempotency-key"))
+	}
+	if len(call.Events) != 1 || call.Events[0].Name != "exception" || call.Events[0].TimeUnixNano != 1700000000000900000 ||
+		len(call.Events[0].Attrs) != 1 || call.Events[0].Attrs[0].Str != "context deadline exceeded" {
+		t.Errorf("call events %+v", call.Events)
+	}
+	if rpc := findSpan(t, all, "rpc"); rpc.Status != spans.StatusError || rpc.Service() != "inventory" {
+		t.Errorf("gRPC server span with UNAVAILABLE: status %v service %q", rpc.Status, rpc.Service())
+	}
+	if flagged := findSpan(t, all, "flagged"); flagged.Status != spans.StatusError || flagged.Kind != spans.KindUnspecified {
+		t.Errorf("error=true: status %v kind %v", flagged.Status, flagged.Kind)
+	}
+
+	_, all, err = readForeign(t, "download.json", jaegerDocument, ReadOptions{Decode: spans.DecodeOptions{AllAttributes: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	root = findSpan(t, all, "GET /checkout")
+	if root.Str("user.id") != "secret" || len(root.Resource.Attrs) != 1 || root.Resource.Attrs[0].Key != "host.name" {
+		t.Errorf("with AllAttributes: attrs %+v resource %+v", root.Attrs, root.Resource)
+	}
+	if _, ok := root.Attr("span.kind"); ok {
+		t.Errorf("span.kind kept as an attribute: it is the kind")
+	}
+}
+
+const zipkinDocument = `[
+  {"traceId": "5af7183fb1d4cf5f", "id": "0000000000000001", "name": "get /checkout", "kind": "SERVER",
+   "timestamp": 1700000000000000, "duration": 300000, "localEndpoint": {"serviceName": "checkout"}},
+  {"traceId": "5af7183fb1d4cf5f", "parentId": "0000000000000001", "id": "0000000000000002", "name": "get", "kind": "CLIENT",
+   "timestamp": 1700000000000100, "duration": 5000, "localEndpoint": {"serviceName": "checkout"},
+   "tags": {"http.response.status_code": "503", "error": "upstream unavailable", "peer.hostname": "x"}},
+  {"traceId": "5af7183fb1d4cf5f", "parentId": "0000000000000001", "id": "0000000000000002", "name": "get /items", "kind": "SERVER",
+   "shared": true, "timestamp": 1700000000000200, "duration": 4000, "localEndpoint": {"serviceName": "inventory"},
+   "tags": {"service.instance.id": "inv-2"}, "annotations": [{"timestamp": 1700000000000300, "value": "wr"}]},
+  {"traceId": "5af7183fb1d4cf5f", "parentId": "0000000000000002", "id": "0000000000000003", "name": "select", "kind": "CLIENT",
+   "timestamp": 1700000000000400, "duration": 100, "localEndpoint": {"serviceName": "inventory"}},
+  {"traceId": "5af7183fb1d4cf5f", "parentId": "0000000000000001", "id": "0000000000000004", "name": "render",
+   "timestamp": 1700000000001000, "duration": 100, "localEndpoint": {"serviceName": "checkout"}, "tags": {"span.kind": "internal"}}
+]`
+
+// TestZipkinJSONMapping: kinds, status from the error tag and the HTTP status, microseconds, and
+// a shared span split into a CLIENT and a SERVER span, the server half under the client half and
+// the server's own children moved under it.
+func TestZipkinJSONMapping(t *testing.T) {
+	f, all, err := readForeign(t, "spans", zipkinDocument, ReadOptions{})
+	if err != nil || f != FormatZipkinJSON {
+		t.Fatalf("format %v, err %v", f, err)
+	}
+	if len(all) != 5 {
+		t.Fatalf("%d spans, want 5", len(all))
+	}
+	root := findSpan(t, all, "get /checkout")
+	if root.TraceID.String() != "00000000000000005af7183fb1d4cf5f" || root.Kind != spans.KindServer || root.Status != spans.StatusUnset {
+		t.Errorf("root: trace %s kind %v status %v", root.TraceID, root.Kind, root.Status)
+	}
+	call := findSpan(t, all, "get")
+	if call.Kind != spans.KindClient || call.Status != spans.StatusError || call.StatusMessage != "upstream unavailable" ||
+		call.ParentID != root.SpanID || call.StartUnixNano != 1700000000000100000 || call.EndUnixNano != 1700000000005100000 {
+		t.Errorf("client half: %+v", call)
+	}
+	if _, ok := call.Attr("peer.hostname"); ok {
+		t.Errorf("a tag outside the well-known set was kept")
+	}
+	served := findSpan(t, all, "get /items")
+	want := SharedServerSpanID(served.TraceID, call.SpanID, 0)
+	if served.Kind != spans.KindServer || served.SpanID != want || served.ParentID != call.SpanID || served.Service() != "inventory" || served.Instance() != "inv-2" {
+		t.Errorf("server half: id %s (want %s) parent %s kind %v service %q instance %q", served.SpanID, want, served.ParentID, served.Kind, served.Service(), served.Instance())
+	}
+	if len(served.Events) != 1 || served.Events[0].Name != "wr" {
+		t.Errorf("annotations as events: %+v", served.Events)
+	}
+	if child := findSpan(t, all, "select"); child.ParentID != served.SpanID {
+		t.Errorf("the server's child has parent %s, want the server half %s", child.ParentID, served.SpanID)
+	}
+	if render := findSpan(t, all, "render"); render.Kind != spans.KindInternal {
+		t.Errorf("span.kind=internal tag: kind %v", render.Kind)
+	}
+	// The same file gives the same ids every time.
+	_, again, _ := readForeign(t, "spans", zipkinDocument, ReadOptions{})
+	if findSpan(t, again, "get /items").SpanID != served.SpanID {
+		t.Errorf("the derived id changed between reads")
+	}
+}
+
+// TestForeignBadInput: every way a Jaeger or Zipkin document can be wrong fails the read with an
+// error that names the file and says what is wrong and where.
+func TestForeignBadInput(t *testing.T) {
+	span := func(extra string) string {
+		return `[{"traceId":"1","id":"2","timestamp":1,"duration":1` + extra + `}]`
+	}
+	jspan := func(field string) string {
+		return `{"data":[{"traceID":"1","spans":[{"traceID":"1","spanID":"2","startTime":1,"duration":1` + field + `}],"processes":{}}]}`
+	}
+	for _, c := range []struct{ name, doc, want string }{
+		{"jaeger cut short", jaegerDocument[:len(jaegerDocument)/2], "Jaeger JSON: the JSON ends in the middle of the document"},
+		{"zipkin cut short", zipkinDocument[:len(zipkinDocument)/2], "Zipkin v2 JSON: the JSON ends in the middle of the document"},
+		{"jaeger data not an array", `{"data": {"traceID": "1"}}`, "data must be an array, found a JSON object"},
+		{"jaeger spans not an array", `{"data": [{"traceID": "1", "spans": "none"}]}`, "data.spans must be an array, found a JSON string"},
+		{"jaeger only errors", `{"data": null, "errors": [{"code": 404, "msg": "trace not found"}]}`, "only errors; the first: 404 trace not found"},
+		{"jaeger bad trace id", jspan(`,"traceID":"xyz"`), `trace 1 (1): span 1 (2): trace id "xyz": not hex`},
+		{"jaeger long span id", `{"data":[{"traceID":"1","spans":[{"spanID":"00112233445566778899"}]}]}`, `span id "00112233445566778899": want 1 to 16 hex digits`},
+		{"jaeger zero span id", jspan(`,"spanID":"0"`), `span id "0": all zeroes`},
+		{"jaeger unknown tag type", jspan(`,"tags":[{"key":"http.route","type":"uuid","value":"x"}]`), `tag "http.route": unknown type "uuid"`},
+		{"jaeger tag value of another type", jspan(`,"tags":[{"key":"server.port","type":"int64","value":"eighty"}]`), `tag "server.port" of type int64: value "eighty" does not fit`},
+		{"jaeger bad reference", jspan(`,"references":[{"refType":"SIBLING","traceID":"1","spanID":"3"}]`), `reference type "SIBLING"`},
+		{"jaeger unknown process", jspan(`,"processID":"p9"`), `processID "p9" is not in the trace's processes`},
+		{"jaeger fractional time", jspan(`,"startTime":1.5`), `startTime "1.5": want whole microseconds`},
+		{"jaeger time out of range", jspan(`,"startTime":99999999999999999`), "startTime 99999999999999999: out of range"},
+		{"zipkin not spans", `[{"traceId": 7}]`, "traceId must be a string, found a JSON number (byte 14)"},
+		{"zipkin bad kind", span(`,"kind":"SIDECAR"`), `span 1 (2): kind "SIDECAR": want CLIENT, SERVER, PRODUCER or CONSUMER`},
+		{"zipkin tags not strings", span(`,"tags":{"http.response.status_code":503}`), "tags must be a string, found a JSON number"},
+		{"zipkin invalid JSON", "[\n{\"traceId\": \"1\",, }]", "invalid JSON on line 2"},
+		{"zipkin second document", `[] []`, "more data after the document ends"},
+		{"too deep", "[" + strings.Repeat(`{"a":[`, 40) + "1" + strings.Repeat("]}", 40) + "]", "JSON nested more than 64 deep"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, _, err := readForeign(t, "traces.json", c.doc, ReadOptions{})
+			if err == nil {
+				t.Fatal("read without error")
+			}
+			if msg := err.Error(); !strings.Contains(msg, c.want) || !strings.HasPrefix(msg, "traces.json: ") {
+				t.Errorf("error %q: want it to name the file and say %q", msg, c.want)
+			}
+		})
+	}
+	t.Run("too large", func(t *testing.T) {
+		_, _, err := readForeign(t, "big.json", zipkinDocument, ReadOptions{MaxRecordBytes: 100})
+		if !errors.Is(err, ErrTooLarge) || !strings.Contains(err.Error(), "over the limit of 100 bytes") {
+			t.Errorf("err = %v", err)
+		}
+	})
+}
+
+// TestForeignRaw: replay asks for the protobuf form of each record; the traces of a Jaeger
+// document come with it, and it decodes back to the same spans.
+func TestForeignRaw(t *testing.T) {
+	r, err := NewReader(strings.NewReader(jaegerDocument), "-", ReadOptions{Raw: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := r.Next()
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := spans.DecodeProto(rec.Raw, spans.DecodeOptions{})
+	if err != nil || len(back.Spans) != len(rec.Batch.Spans) {
+		t.Fatalf("raw decodes to %v spans, err %v", len(back.Spans), err)
+	}
+	if rec.Pos.String() != "-: trace 1 (00000000000000000000000000a1b2c3)" {
+		t.Errorf("position %q", rec.Pos)
+	}
+	if !bytes.Equal(spans.EncodeJSON(back), spans.EncodeJSON(rec.Batch)) {
+		t.Errorf("raw form differs from the batch")
+	}
+}

@@ -1,0 +1,302 @@
+package tracefile
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/stormwatch/stormwatch/spans"
+)
+
+// The Jaeger query service's JSON (GET /api/traces, GET /api/traces/{id}, the UI's "Download
+// JSON"): {"data":[trace...], "errors":[...]}, each trace its spans and a table of processes.
+type jaegerDoc struct {
+	Data   []jaegerTrace `json:"data"`
+	Errors []struct {
+		Code    int    `json:"code"`
+		Msg     string `json:"msg"`
+		TraceID string `json:"traceID"`
+	} `json:"errors"`
+}
+
+type jaegerTrace struct {
+	TraceID   string                   `json:"traceID"`
+	Spans     []jaegerSpan             `json:"spans"`
+	Processes map[string]jaegerProcess `json:"processes"`
+}
+
+type jaegerProcess struct {
+	ServiceName string      `json:"serviceName"`
+	Tags        []jaegerTag `json:"tags"`
+}
+
+type jaegerSpan struct {
+	TraceID       string `json:"traceID"`
+	SpanID        string `json:"spanID"`
+	OperationName string `json:"operationName"`
+	References    []struct {
+		RefType string `json:"refType"`
+		TraceID string `json:"traceID"`
+		SpanID  string `json:"spanID"`
+	} `json:"references"`
+	// ParentSpanID is the deprecated form of a CHILD_OF reference; some exporters still write it.
+	ParentSpanID string      `json:"parentSpanID"`
+	StartTime    json.Number `json:"startTime"` // microseconds since the epoch
+	Duration     json.Number `json:"duration"`  // microseconds
+	Tags         []jaegerTag `json:"tags"`
+	Logs         []struct {
+		Timestamp json.Number `json:"timestamp"`
+		Fields    []jaegerTag `json:"fields"`
+	} `json:"logs"`
+	ProcessID string `json:"processID"`
+	// Process is set instead of ProcessID in the embedded form some tools write.
+	Process *jaegerProcess `json:"process"`
+}
+
+// jaegerTag is a typed key-value: type is string, bool, int64, float64 or binary (base64).
+type jaegerTag struct {
+	Key   string          `json:"key"`
+	Type  string          `json:"type"`
+	Value json.RawMessage `json:"value"`
+}
+
+func (t jaegerTag) attr() (spans.Attr, error) {
+	var err error
+	switch strings.ToLower(t.Type) {
+	case "", "string":
+		var s string
+		if err = json.Unmarshal(t.Value, &s); err == nil {
+			return spans.StringAttr(t.Key, s), nil
+		}
+	case "bool":
+		var b bool
+		if err = json.Unmarshal(t.Value, &b); err == nil {
+			return spans.BoolAttr(t.Key, b), nil
+		}
+	case "int64", "float64":
+		var n json.Number
+		// Some writers quote 64-bit numbers, as OTLP/JSON does.
+		raw := strings.Trim(string(t.Value), `"`)
+		if err = json.Unmarshal([]byte(raw), &n); err == nil {
+			return numberAttr(t.Key, n)
+		}
+	case "binary":
+		var s string
+		if err = json.Unmarshal(t.Value, &s); err == nil {
+			var b []byte
+			if b, err = base64.StdEncoding.DecodeString(s); err == nil {
+				return spans.Attr{Key: t.Key, Str: fmt.Sprintf("%x", b), Type: spans.ValueOther}, nil
+			}
+		}
+	default:
+		return spans.Attr{}, fmt.Errorf("tag %q: unknown type %q (want string, bool, int64, float64 or binary)", t.Key, t.Type)
+	}
+	return spans.Attr{}, fmt.Errorf("tag %q of type %s: value %s does not fit", t.Key, t.Type, t.Value)
+}
+
+// decodeJaegerJSON reads a Jaeger query JSON document into one batch per trace.
+func decodeJaegerJSON(body []byte, opt spans.DecodeOptions) ([]*spans.Batch, error) {
+	var doc jaegerDoc
+	if err := decodeDocument(body, &doc, FormatJaegerJSON); err != nil {
+		return nil, err
+	}
+	if len(doc.Data) == 0 && len(doc.Errors) > 0 {
+		e := doc.Errors[0]
+		return nil, fmt.Errorf("the Jaeger document holds no trace, only errors; the first: %d %s", e.Code, e.Msg)
+	}
+	out := make([]*spans.Batch, 0, len(doc.Data))
+	for i := range doc.Data {
+		b, err := jaegerTraceBatch(&doc.Data[i], opt)
+		if err != nil {
+			return nil, fmt.Errorf("decode %s: trace %d (%s): %w", FormatJaegerJSON, i+1, doc.Data[i].TraceID, err)
+		}
+		out = append(out, b)
+	}
+	return out, nil
+}
+
+// jaegerTraceBatch maps one Jaeger trace onto the compact span form.
+func jaegerTraceBatch(t *jaegerTrace, opt spans.DecodeOptions) (*spans.Batch, error) {
+	resources := map[string]*spans.Resource{}
+	resource := func(p *jaegerProcess) (*spans.Resource, error) {
+		attrs, err := jaegerAttrs(p.Tags, spans.DecodeOptions{AllAttributes: true})
+		if err != nil {
+			return nil, fmt.Errorf("process %s: %w", p.ServiceName, err)
+		}
+		return resourceFrom(p.ServiceName, attrs, opt), nil
+	}
+	for _, id := range sortedKeys(t.Processes) {
+		p := t.Processes[id]
+		r, err := resource(&p)
+		if err != nil {
+			return nil, err
+		}
+		resources[id] = r
+	}
+	b := &spans.Batch{Spans: make([]spans.Span, 0, len(t.Spans))}
+	for i := range t.Spans {
+		js := &t.Spans[i]
+		s, err := jaegerSpanOf(js, t.TraceID, opt)
+		if err != nil {
+			return nil, fmt.Errorf("span %d (%s): %w", i+1, js.SpanID, err)
+		}
+		switch {
+		case js.Process != nil:
+			if s.Resource, err = resource(js.Process); err != nil {
+				return nil, fmt.Errorf("span %s: %w", js.SpanID, err)
+			}
+		case js.ProcessID != "":
+			if s.Resource = resources[js.ProcessID]; s.Resource == nil {
+				return nil, fmt.Errorf("span %s: processID %q is not in the trace's processes", js.SpanID, js.ProcessID)
+			}
+		}
+		b.Spans = append(b.Spans, s)
+	}
+	return b, nil
+}
+
+func jaegerAttrs(tags []jaegerTag, opt spans.DecodeOptions) ([]spans.Attr, error) {
+	var out []spans.Attr
+	for _, t := range tags {
+		if !keepAttr(t.Key, opt) {
+			continue
+		}
+		a, err := t.attr()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, a)
+	}
+	return out, nil
+}
+
+func jaegerSpanOf(js *jaegerSpan, traceID string, opt spans.DecodeOptions) (spans.Span, error) {
+	var s spans.Span
+	var err error
+	if js.TraceID != "" {
+		traceID = js.TraceID
+	}
+	if s.TraceID, err = parseTraceID(traceID); err != nil {
+		return s, err
+	}
+	if s.SpanID, err = parseSpanID(js.SpanID, "span id"); err != nil {
+		return s, err
+	}
+	if s.SpanID.IsZero() {
+		return s, fmt.Errorf("span id %q: all zeroes", js.SpanID)
+	}
+	start, err := microsToNanos(js.StartTime, "startTime")
+	if err != nil {
+		return s, err
+	}
+	dur, err := microsToNanos(js.Duration, "duration")
+	if err != nil {
+		return s, err
+	}
+	s.StartUnixNano, s.EndUnixNano = start, start+dur
+	s.Name = js.OperationName
+	if js.ParentSpanID != "" {
+		if s.ParentID, err = parseSpanID(js.ParentSpanID, "parentSpanID"); err != nil {
+			return s, err
+		}
+	}
+	for _, r := range js.References {
+		rt, err := parseTraceID(r.TraceID)
+		if err != nil {
+			return s, fmt.Errorf("reference: %w", err)
+		}
+		rs, err := parseSpanID(r.SpanID, "reference span id")
+		if err != nil {
+			return s, fmt.Errorf("reference: %w", err)
+		}
+		switch r.RefType {
+		case "CHILD_OF", "":
+			// The first CHILD_OF within the trace is the parent; any other one, like a
+			// FOLLOWS_FROM, can only be a link in OpenTelemetry's model.
+			if s.ParentID.IsZero() && rt == s.TraceID {
+				s.ParentID = rs
+				continue
+			}
+		case "FOLLOWS_FROM":
+		default:
+			return s, fmt.Errorf("reference type %q: want CHILD_OF or FOLLOWS_FROM", r.RefType)
+		}
+		s.Links = append(s.Links, spans.Link{TraceID: rt, SpanID: rs})
+	}
+	var otelCode string
+	errTag := false
+	for _, t := range js.Tags {
+		if !isFieldTag(t.Key) {
+			if !keepAttr(t.Key, opt) {
+				continue
+			}
+			a, err := t.attr()
+			if err != nil {
+				return s, err
+			}
+			s.Attrs = append(s.Attrs, a)
+			continue
+		}
+		a, err := t.attr()
+		if err != nil {
+			return s, err
+		}
+		switch t.Key {
+		case tagSpanKind:
+			s.Kind = kindFromName(a.AsString())
+		case tagError:
+			errTag = a.AsString() == "true"
+		case tagOtelStatusCode:
+			otelCode = a.AsString()
+		case tagOtelStatusMessage:
+			s.StatusMessage = a.AsString()
+		case tagOtelScopeName, tagOtelLibraryName:
+			s.Scope = a.AsString()
+		}
+	}
+	s.Status = deriveStatus(&s, otelCode, errTag)
+	for _, l := range js.Logs {
+		at, err := microsToNanos(l.Timestamp, "log timestamp")
+		if err != nil {
+			return s, err
+		}
+		ev := spans.Event{TimeUnixNano: at}
+		for _, f := range l.Fields {
+			if f.Key == "event" {
+				a, err := f.attr()
+				if err != nil {
+					return s, err
+				}
+				ev.Name = a.AsString()
+				continue
+			}
+			if !keepAttr(f.Key, opt) {
+				continue
+			}
+			a, err := f.attr()
+			if err != nil {
+				return s, err
+			}
+			ev.Attrs = append(ev.Attrs, a)
+		}
+		s.Events = append(s.Events, ev)
+	}
+	return s, nil
+}
+
+// microsToNanos reads Jaeger's and Zipkin's microsecond times.
+func microsToNanos(n json.Number, what string) (int64, error) {
+	if n == "" {
+		return 0, nil
+	}
+	v, err := n.Int64()
+	if err != nil {
+		return 0, fmt.Errorf("%s %q: want whole microseconds", what, n)
+	}
+	const limit = (1<<63 - 1) / 1000
+	if v > limit || v < -limit {
+		return 0, fmt.Errorf("%s %d: out of range", what, v)
+	}
+	return v * 1000, nil
+}
