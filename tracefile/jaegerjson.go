@@ -95,6 +95,16 @@ func (t jaegerTag) attr() (spans.Attr, error) {
 	return spans.Attr{}, fmt.Errorf("tag %q of type %s: value %s does not fit", t.Key, t.Type, t.Value)
 }
 
+// DecodeJaegerJSON decodes a Jaeger query service JSON document ({"data":[...]}, as GET
+// /api/traces answers) into one batch per trace, mapped as the reader maps a file (see
+// docs/sources.md). Its nesting is bounded as a file's is; bounding its size is the caller's.
+func DecodeJaegerJSON(body []byte, opt spans.DecodeOptions) ([]*spans.Batch, error) {
+	if err := checkDepth(body, spans.MaxValueDepth); err != nil {
+		return nil, fmt.Errorf("decode %s: %w", FormatJaegerJSON, err)
+	}
+	return decodeJaegerJSON(body, opt)
+}
+
 // decodeJaegerJSON reads a Jaeger query JSON document into one batch per trace.
 func decodeJaegerJSON(body []byte, opt spans.DecodeOptions) ([]*spans.Batch, error) {
 	var doc jaegerDoc
