@@ -197,8 +197,8 @@ func TestTLS(t *testing.T) {
 func TestBadAnswers(t *testing.T) {
 	for _, c := range []struct {
 		name, body, want string
-		status         int
-		max            int64
+		status           int
+		max              int64
 	}{
 		{"not json", "<html>login</html>", "invalid JSON on line 1", 200, 0},
 		{"cut short", string(oneTrace()[:50]), "the JSON ends in the middle", 200, 0},
