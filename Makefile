@@ -5,7 +5,7 @@ VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev
 LDFLAGS  := -X main.version=$(VERSION)
 ARGS     ?=
 
-.PHONY: run build test lint bench fixtures fuzz clean
+.PHONY: run build test lint bench fixtures fuzz clean jaeger
 
 ## run: the main job - the collector on 127.0.0.1:4317/4318 and the live dashboard
 run:
@@ -48,6 +48,12 @@ fuzz:
 
 clean:
 	rm -rf bin
+
+## jaeger: build the Jaeger (v2 binary, the version tools/jaeger/go.mod pins) that the Jaeger source
+## tests run against; about 12 minutes once, then cached in the user cache directory by version.
+## Without it those tests skip, saying so (under CI they fail).
+jaeger:
+	tools/jaeger/build.sh
 
 .PHONY: test-otelcol bench-otelcol
 

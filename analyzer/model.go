@@ -146,6 +146,17 @@ type Report struct {
 	// Always present in JSON (an empty list when there is nothing to say), so a reader can tell
 	// "nothing noted" from a report that does not carry notes.
 	Notes []string `json:"notes"`
+	// TraceURL, when set, is where a trace can be looked at, with "{trace_id}" standing for a
+	// finding's trace id: the Jaeger UI's trace page when the traces came from a Jaeger.
+	TraceURL string `json:"trace_url,omitempty"`
+}
+
+// TraceLink is the address of trace id's page per TraceURL, or "" without one.
+func (r *Report) TraceLink(id string) string {
+	if r.TraceURL == "" || id == "" {
+		return ""
+	}
+	return strings.ReplaceAll(r.TraceURL, "{trace_id}", id)
 }
 
 // AttemptKind says why an attempt was made (resilience.attempt.kind, or inferred).

@@ -300,6 +300,11 @@ func Text(w io.Writer, r *analyzer.Report) error {
 			}
 			if len(g.TraceIDs) > 0 {
 				fmt.Fprintf(ew, "  traces       %s\n", shortSpans(g.TraceIDs, exampleTraces))
+				for _, id := range g.TraceIDs[:min(len(g.TraceIDs), exampleTraces)] {
+					if link := r.TraceLink(id); link != "" {
+						fmt.Fprintf(ew, "  view         %s\n", link)
+					}
+				}
 			}
 			if len(f.SpanIDs) > 0 {
 				fmt.Fprintf(ew, "  spans        %s\n", shortSpans(f.SpanIDs, 4))
@@ -338,6 +343,10 @@ func Markdown(w io.Writer, r *analyzer.Report) error {
 			f := &r.Findings[g.Findings[0]]
 			traces := make([]string, 0, exampleTraces)
 			for _, id := range g.TraceIDs[:min(len(g.TraceIDs), exampleTraces)] {
+				if link := r.TraceLink(id); link != "" {
+					traces = append(traces, "[`"+id+"`]("+link+")")
+					continue
+				}
 				traces = append(traces, "`"+id+"`")
 			}
 			if n := len(g.TraceIDs); n > exampleTraces {

@@ -33,12 +33,15 @@ type analyzeOptions struct {
 	// allowEmpty accepts a file without a span: by default it is an error, since a CI gate must
 	// not read an empty or wrong input as a clean audit.
 	allowEmpty bool
+	// jaeger and since select traces from a Jaeger instead of files.
+	jaeger jaegerFlags
+	since  time.Duration
 }
 
 func newAnalyzeCmd(io streams) *cobra.Command {
 	var o analyzeOptions
 	cmd := &cobra.Command{
-		Use:   "analyze [flags] FILE...",
+		Use:   "analyze [flags] FILE... | analyze --jaeger URL --service NAME [flags]",
 		Short: "Audit recorded traces: retry amplification, fan-out, post-deadline work (docs/analyze.md)",
 		Long: `analyze reads trace files (OTLP/JSON lines as the OpenTelemetry Collector file exporter and
 'stormwatch collect --record' write them, a .json request, length-prefixed protobuf, Jaeger JSON
@@ -50,8 +53,17 @@ unreadable input (the file and line are named): a file that is not a trace file,
 span (unless --allow-empty).`,
 		Example: `  stormwatch analyze traces.jsonl
   stormwatch analyze --format markdown --fail-on warning recordings/*.jsonl >> "$GITHUB_STEP_SUMMARY"
-  otelcol-export | stormwatch analyze --format json -`,
-		Args: cobra.MinimumNArgs(1),
+  otelcol-export | stormwatch analyze --format json -
+  stormwatch analyze --jaeger http://jaeger:16686 --service checkout --since 30m`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if o.jaeger.url != "" && len(args) > 0 {
+				return withExitCode(2, errors.New("give trace files or --jaeger, not both"))
+			}
+			if o.jaeger.url == "" && len(args) == 0 {
+				return withExitCode(2, errors.New("give trace files to analyze, or --jaeger URL --service NAME"))
+			}
+			return nil
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runAnalyze(cmd.Context(), io, o, args)
 		},
@@ -66,6 +78,8 @@ span (unless --allow-empty).`,
 	f.DurationVar(&o.settle, "settle", 30*time.Second, "analyze a trace once no span of it has arrived for this long in recorded time, and release its spans (bounds memory on large inputs); 0 holds every span until the end")
 	f.IntVar(&o.maxRecord, "max-record-bytes", tracefile.DefaultMaxRecordBytes, "the largest record (line, request) read from a file; a larger one is skipped with a warning")
 	f.BoolVar(&o.allowEmpty, "allow-empty", false, "accept a file that holds no span (an empty recording) instead of failing with exit 2")
+	o.jaeger.register(f, 100)
+	f.DurationVar(&o.since, "since", 15*time.Minute, "with --jaeger: read the traces of this long before now")
 	f.IntVar(&o.maxSpans, "max-spans", analyzer.DefaultMaxSpans, "spans held at once; beyond it the least recently updated traces are analyzed early and released (negative: no bound)")
 	// cobra reports flag errors as plain errors; they are usage errors: exit 2.
 	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return withExitCode(2, err) })
@@ -112,6 +126,14 @@ func runAnalyze(ctx context.Context, io streams, o analyzeOptions, files []strin
 	a := analyzer.New(cfg)
 	prog := newProgress(io.err, o.progress)
 	var inputNotes []string
+	var traceURL string
+	if o.jaeger.url != "" {
+		notes, url, err := readJaeger(ctx, a, o)
+		if err != nil {
+			return withExitCode(2, err)
+		}
+		inputNotes, traceURL = notes, url
+	}
 	for _, file := range files {
 		notes, err := readInto(ctx, a, file, io, o, prog)
 		if err != nil {
@@ -125,6 +147,7 @@ func runAnalyze(ctx context.Context, io streams, o analyzeOptions, files []strin
 	// What the reader skipped or doubted is part of what the report is about, not only a line on
 	// stderr.
 	rep.Notes = append(rep.Notes, inputNotes...)
+	rep.TraceURL = traceURL
 	if err := writeAnalysis(io.out, format, &rep, a, changes); err != nil {
 		return withExitCode(2, err)
 	}

@@ -1,0 +1,84 @@
+package main
+
+import (
+	"encoding/json"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stormwatch/stormwatch/analyzer"
+	"github.com/stormwatch/stormwatch/fixtures"
+	"github.com/stormwatch/stormwatch/sources/jaeger/jaegertest"
+)
+
+// TestAnalyzeFromJaeger sends fixtures to a real Jaeger over OTLP and analyzes them back with
+// `analyze --jaeger`: the findings and dependency counts are those of the recording, and each
+// finding's trace is linked to its page in the Jaeger UI in the text and Markdown reports.
+func TestAnalyzeFromJaeger(t *testing.T) {
+	for _, name := range []string{"amplification-27-stock", "fanout-stock", "post-deadline-stock", "untraced-proxy-stock"} {
+		t.Run(name, func(t *testing.T) {
+			srv := jaegertest.Start(t)
+			file := fixture(t, name)
+			data, _ := fixtures.Read(name)
+			srv.SendOTLPJSON(t, data)
+			all := readAllSpans(t, file)
+			first, service := all[0].StartUnixNano, ""
+			for _, s := range all {
+				first = min(first, s.StartUnixNano)
+				if s.ParentID.IsZero() {
+					service = s.Service()
+				}
+			}
+			since := (time.Since(time.Unix(0, first)) + time.Hour).Round(time.Hour).String()
+			args := []string{"analyze", "--jaeger", srv.QueryURL, "--service", service, "--since", since}
+
+			want := analyzeReport(t, file)
+			code, out, stderr := runCLI(t, "", append(args, "--format", "json")...)
+			if code > 1 {
+				t.Fatalf("exit %d: %s", code, stderr)
+			}
+			var got analyzer.Report
+			if err := json.Unmarshal([]byte(out), &got); err != nil {
+				t.Fatal(err)
+			}
+			if got.Input != want.Input || !reflect.DeepEqual(got.Findings, want.Findings) || !reflect.DeepEqual(got.Dependencies, want.Dependencies) {
+				t.Errorf("from Jaeger:\n%s\nfrom the file:\n%s", mustJSON(got), mustJSON(want))
+			}
+			if got.TraceURL != srv.QueryURL+"/trace/{trace_id}" || !strings.Contains(strings.Join(got.Notes, "\n"), "from Jaeger at "+srv.QueryURL+" (/api/v3/traces)") {
+				t.Errorf("trace_url %q, notes %q", got.TraceURL, got.Notes)
+			}
+			for _, format := range []string{"text", "markdown"} {
+				_, out, _ := runCLI(t, "", append(args, "--format", format)...)
+				for _, f := range want.Findings {
+					if link := srv.QueryURL + "/trace/" + f.TraceID; f.TraceID != "" && !strings.Contains(out, link) {
+						t.Errorf("%s report lacks the link %s:\n%s", format, link, out)
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestAnalyzeJaegerUsage: --jaeger's flags are checked before anything is fetched, and a Jaeger
+// that cannot be reached is an input error (exit 2) that names it.
+func TestAnalyzeJaegerUsage(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"analyze"}, "give trace files to analyze, or --jaeger URL --service NAME"},
+		{[]string{"analyze", "--jaeger", "http://127.0.0.1:1", "x.jsonl"}, "give trace files or --jaeger, not both"},
+		{[]string{"analyze", "--jaeger", "http://127.0.0.1:1"}, "--jaeger needs --service NAME"},
+		{[]string{"analyze", "--jaeger", "jaeger:16686", "--service", "a"}, "want http(s)://host:port"},
+		{[]string{"analyze", "--jaeger", "http://127.0.0.1:1", "--service", "a", "--jaeger-user", "u"}, "--jaeger-user and --jaeger-password-file go together"},
+		{[]string{"analyze", "--jaeger", "http://127.0.0.1:1", "--service", "a", "--jaeger-token-file", "/nonexistent"}, "--jaeger-token-file"},
+		{[]string{"analyze", "--jaeger", "http://127.0.0.1:1", "--service", "a", "--since", "-1m"}, "--since -1m0s: must be positive"},
+		{[]string{"analyze", "--jaeger", "http://127.0.0.1:1", "--service", "a", "--jaeger-timeout", "1s"}, "read traces from Jaeger at http://127.0.0.1:1"},
+	} {
+		code, out, stderr := runCLI(t, "", c.args...)
+		if code != 2 || out != "" || !strings.Contains(stderr, c.want) {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit 2 saying %q", c.args, code, out, stderr, c.want)
+		}
+	}
+}

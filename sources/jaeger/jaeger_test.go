@@ -1,0 +1,132 @@
+package jaeger_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stormwatch/stormwatch/fixtures"
+	"github.com/stormwatch/stormwatch/sources/jaeger"
+	"github.com/stormwatch/stormwatch/sources/jaeger/jaegertest"
+	"github.com/stormwatch/stormwatch/spans"
+	"github.com/stormwatch/stormwatch/tracefile"
+)
+
+// fixtureSpans reads a fixture's spans as the OTLP file reader gives them.
+func fixtureSpans(t *testing.T, name string) ([]byte, []spans.Span) {
+	t.Helper()
+	data, err := fixtures.Read(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := tracefile.NewReader(bytes.NewReader(data), name+".jsonl", tracefile.ReadOptions{Strict: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var all []spans.Span
+	for {
+		rec, err := r.Next()
+		if errors.Is(err, io.EOF) {
+			return data, all
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, rec.Batch.Spans...)
+	}
+}
+
+// describe renders what the analyzer reads of a span, times in microseconds (Jaeger's unit).
+func describe(s *spans.Span) string {
+	attrs := make([]string, 0, len(s.Attrs))
+	for _, a := range s.Attrs {
+		attrs = append(attrs, a.Key+"="+a.AsString())
+	}
+	sort.Strings(attrs)
+	links := make([]string, 0, len(s.Links))
+	for _, l := range s.Links {
+		links = append(links, l.TraceID.String()+"/"+l.SpanID.String())
+	}
+	return fmt.Sprintf("%s %s parent=%s %q kind=%v status=%v %d..%d service=%s links=%v attrs=%v",
+		s.TraceID, s.SpanID, s.ParentID, s.Name, s.Kind, s.Status, s.StartUnixNano/1000, s.EndUnixNano/1000, s.Service(), links, attrs)
+}
+
+func describeAll(all []spans.Span) []string {
+	out := make([]string, len(all))
+	for i := range all {
+		out[i] = describe(&all[i])
+	}
+	sort.Strings(out)
+	return out
+}
+
+// TestRealJaegerRoundTrip sends a fixture to a real Jaeger over OTLP and searches it back through
+// both query APIs: every span comes back with the ids, parent, name, kind, status, times, service,
+// links and attributes the analyzer reads.
+func TestRealJaegerRoundTrip(t *testing.T) {
+	srv := jaegertest.Start(t)
+	data, want := fixtureSpans(t, "amplification-27-stock")
+	srv.SendOTLPJSON(t, data)
+	var root *spans.Span
+	traces := map[spans.TraceID]bool{}
+	first := want[0].StartUnixNano
+	for i := range want {
+		traces[want[i].TraceID] = true
+		first = min(first, want[i].StartUnixNano)
+		if want[i].ParentID.IsZero() {
+			root = &want[i]
+		}
+	}
+	q := jaeger.Query{Service: root.Service(), Start: time.Unix(0, first).Add(-time.Hour), End: time.Unix(0, first).Add(time.Hour), Limit: 100}
+	for _, api := range []jaeger.API{jaeger.APIv3, jaeger.APIv1} {
+		t.Run(strings.Trim(string(api), "/"), func(t *testing.T) {
+			c, err := jaeger.New(jaeger.Config{URL: srv.QueryURL, API: api})
+			if err != nil {
+				t.Fatal(err)
+			}
+			batches, err := c.FindTraces(context.Background(), q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(batches) != len(traces) {
+				t.Fatalf("%d traces, want %d", len(batches), len(traces))
+			}
+			var got []spans.Span
+			for _, b := range batches {
+				for i := range b.Spans {
+					if b.Spans[i].TraceID != b.Spans[0].TraceID {
+						t.Fatalf("a batch holds two traces")
+					}
+				}
+				got = append(got, b.Spans...)
+			}
+			g, w := describeAll(got), describeAll(want)
+			if strings.Join(g, "\n") != strings.Join(w, "\n") {
+				for i := range min(len(g), len(w)) {
+					if g[i] != w[i] {
+						t.Errorf("first difference:\n got %s\nwant %s", g[i], w[i])
+						break
+					}
+				}
+				t.Fatalf("%d spans back, %d sent", len(g), len(w))
+			}
+			if c.API() != api {
+				t.Errorf("API %q", c.API())
+			}
+		})
+	}
+	t.Run("nothing found", func(t *testing.T) {
+		c, _ := jaeger.New(jaeger.Config{URL: srv.QueryURL})
+		empty := q
+		empty.Service = "no-such-service"
+		if b, err := c.FindTraces(context.Background(), empty); err != nil || len(b) != 0 {
+			t.Errorf("unknown service: %d traces, err %v", len(b), err)
+		}
+	})
+}
