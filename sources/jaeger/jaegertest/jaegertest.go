@@ -29,7 +29,12 @@ type Server struct {
 	OTLPHTTP string
 	// OTLPGRPC is the OTLP/gRPC receiver's host:port.
 	OTLPGRPC string
+
+	stop func()
 }
+
+// Stop stops the Jaeger before the test ends (to test what happens when it goes away).
+func (s *Server) Stop() { s.stop() }
 
 // Binary is the path of the Jaeger binary tools/jaeger/build.sh builds (or $STORMWATCH_JAEGER),
 // and whether it is there.
@@ -120,15 +125,19 @@ func Start(t testing.TB) *Server {
 		}
 		exited <- cmd.Wait()
 	}()
-	t.Cleanup(func() {
-		cmd.Process.Signal(os.Interrupt)
-		select {
-		case <-exited:
-		case <-time.After(30 * time.Second):
-			cmd.Process.Kill()
-			<-exited
-		}
-	})
+	var stopOnce sync.Once
+	s.stop = func() {
+		stopOnce.Do(func() {
+			cmd.Process.Signal(os.Interrupt)
+			select {
+			case <-exited:
+			case <-time.After(30 * time.Second):
+				cmd.Process.Kill()
+				<-exited
+			}
+		})
+	}
+	t.Cleanup(s.stop)
 	select {
 	case <-ready:
 	case err := <-exited:
