@@ -45,6 +45,16 @@ func (m Model) headerView() string {
 			line1 += "  " + t.Dim.Render(p)
 		}
 	}
+	if m.opt.Upstream != nil {
+		// The health of the source stays on the line, cut to fit (an error can be long).
+		st, ok := m.opt.Upstream()
+		st = ansi.Truncate(st, max(w-ansi.StringWidth(line1)-2, 0), "…")
+		if ok {
+			line1 += "  " + t.Dim.Render(st)
+		} else {
+			line1 += "  " + t.Warn.Render(st)
+		}
+	}
 	// The endpoints are on the start screen too: they give way first in a narrow terminal.
 	if eps := "  " + t.Dim.Render(strings.Join(m.opt.Endpoints, " · ")); len(m.opt.Endpoints) > 0 && ansi.StringWidth(line1+eps) <= w {
 		line1 += eps

@@ -60,6 +60,9 @@ type Options struct {
 	Endpoints []string
 	// HTTPEndpoint is the OTLP/HTTP base URL for the exporter example in the empty state.
 	HTTPEndpoint string
+	// Upstream, when set, says where else traces come from and whether it answers (a Jaeger the
+	// dashboard polls), for the header: unhealthy is shown as a warning.
+	Upstream func() (status string, healthy bool)
 	// Replay is set when a recording is being played; nil means live.
 	Replay ReplayControl
 	// StartDemo starts built-in demo traffic and returns at once; nil hides the demo key.

@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/stormwatch/stormwatch/collector"
+	"github.com/stormwatch/stormwatch/sources/jaeger"
 	"github.com/stormwatch/stormwatch/tui"
 )
 
@@ -37,6 +38,7 @@ func newLiveCmd(io streams) *cobra.Command {
 	var (
 		f collectorFlags
 		d dashboardFlags
+		j liveJaegerFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "stormwatch",
@@ -51,14 +53,17 @@ Offline reports: 'stormwatch analyze FILE'.
 Keys, screens and troubleshooting: docs/tui.md (or press ? in the dashboard).`,
 		Example: `  stormwatch
   stormwatch --grpc 127.0.0.1:14317 --http 127.0.0.1:14318 --policy retry-policy.yaml
-  stormwatch demo        # a retry storm to explore, no setup`,
+  stormwatch demo        # a retry storm to explore, no setup
+  stormwatch --jaeger http://jaeger:16686 --service checkout   # follow a Jaeger's traces too`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runLive(cmd.Context(), io, &f, &d)
+			return runLive(cmd.Context(), io, &f, &d, &j)
 		},
 	}
 	f.register(cmd.Flags())
 	d.register(cmd.Flags(), 2*time.Second)
+	j.register(cmd.Flags(), 100)
+	cmd.Flags().DurationVar(&j.poll, "poll", jaeger.DefaultPoll, "with --jaeger: how often to search it for new traces")
 	return cmd
 }
 
@@ -78,14 +83,22 @@ func requireTerminal(io streams) error {
 	return nil
 }
 
-func runLive(ctx context.Context, io streams, f *collectorFlags, d *dashboardFlags) error {
+func runLive(ctx context.Context, io streams, f *collectorFlags, d *dashboardFlags, j *liveJaegerFlags) error {
+	jc, err := j.liveClient()
+	if err != nil {
+		return withExitCode(2, err)
+	}
 	p, err := startDashboard(ctx, io, f, d)
 	if err != nil {
 		return err
 	}
 	defer p.closeLog()
+	fl := j.follow(p.ctx, jc, p.session, p.log)
 	demo := &demoTraffic{log: p.log, grpcAddr: p.c.GRPCAddr(), httpAddr: p.c.HTTPAddr()}
 	opt := p.tuiOptions(f, d)
+	if fl != nil {
+		opt.Upstream = upstream(fl)
+	}
 	if !isTLS(f) && f.tokenFile == "" {
 		// The demo sends through the collector's own OTLP port, which a token or TLS would refuse.
 		opt.StartDemo = func() error { return demo.start(p.ctx) }

@@ -39,6 +39,8 @@ type Follower struct {
 	Sink spans.Consumer
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// OnPoll, when set, is called with the status after every poll (to log a change of health).
+	OnPoll func(Status)
 
 	mu     sync.Mutex
 	status Status
@@ -101,6 +103,9 @@ func (f *Follower) Run(ctx context.Context) error {
 	pause := poll
 	for {
 		next, err := f.PollOnce(ctx, start, f.now().Add(-lag))
+		if f.OnPoll != nil && ctx.Err() == nil {
+			f.OnPoll(f.Status())
+		}
 		if err == nil {
 			start, pause = next, poll
 		} else {

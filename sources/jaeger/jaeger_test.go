@@ -8,6 +8,7 @@ import (
 	"io"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -129,4 +130,98 @@ func TestRealJaegerRoundTrip(t *testing.T) {
 			t.Errorf("unknown service: %d traces, err %v", len(b), err)
 		}
 	})
+}
+
+// chanSink hands each trace to a channel.
+type chanSink chan spans.TraceID
+
+func (c chanSink) ConsumeBatch(_ context.Context, b *spans.Batch) error {
+	c <- b.Spans[0].TraceID
+	return nil
+}
+
+// TestRealJaegerFollow follows a real Jaeger over the time the fixture's traces were recorded (a
+// clock that moves a second per poll): every trace is handed on exactly once. Then Jaeger stops,
+// and the status says it is down.
+func TestRealJaegerFollow(t *testing.T) {
+	srv := jaegertest.Start(t)
+	data, want := fixtureSpans(t, "fanout-stock")
+	srv.SendOTLPJSON(t, data)
+	traces := map[spans.TraceID]bool{}
+	first, service := want[0].StartUnixNano, ""
+	for i := range want {
+		traces[want[i].TraceID] = true
+		first = min(first, want[i].StartUnixNano)
+		if want[i].ParentID.IsZero() {
+			service = want[i].Service()
+		}
+	}
+	c, err := jaeger.New(jaeger.Config{URL: srv.QueryURL, Attempts: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	clock := time.Unix(0, first).Add(-3 * time.Second)
+	got := make(chanSink, 100)
+	polls := make(chan jaeger.Status, 1000)
+	f := &jaeger.Follower{Client: c, Query: jaeger.Query{Service: service, Limit: 100}, Sink: got,
+		Poll: time.Millisecond, Lag: time.Nanosecond,
+		Now: func() time.Time {
+			mu.Lock()
+			defer mu.Unlock()
+			clock = clock.Add(time.Second)
+			return clock
+		},
+		OnPoll: func(s jaeger.Status) {
+			select {
+			case polls <- s:
+			default:
+			}
+		}}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan struct{})
+	go func() { f.Run(ctx); close(done) }()
+	seen := map[spans.TraceID]int{}
+	timeout := time.After(time.Minute)
+	for len(seen) < len(traces) {
+		select {
+		case id := <-got:
+			seen[id]++
+		case <-polls:
+		case <-timeout:
+			t.Fatalf("after a minute %d of %d traces handed on", len(seen), len(traces))
+		}
+	}
+	// Polls over the recording's time go on for a few more seconds of it: nothing comes twice.
+	for n := 0; n < 5; {
+		select {
+		case id := <-got:
+			seen[id]++
+		case <-polls:
+			n++
+		}
+	}
+	for id, n := range seen {
+		if !traces[id] || n != 1 {
+			t.Errorf("trace %s handed on %d times (in the fixture: %v)", id, n, traces[id])
+		}
+	}
+
+	srv.Stop()
+	for {
+		select {
+		case s := <-polls:
+			if s.Err != nil {
+				if !strings.Contains(s.String(), "jaeger DOWN since") {
+					t.Errorf("status %q", s)
+				}
+				cancel()
+				<-done
+				return
+			}
+		case <-timeout:
+			t.Fatal("no failed poll a minute after Jaeger stopped")
+		}
+	}
 }
