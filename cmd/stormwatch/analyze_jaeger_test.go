@@ -82,3 +82,21 @@ func TestAnalyzeJaegerUsage(t *testing.T) {
 		}
 	}
 }
+
+// TestLiveJaegerUsage: the dashboard checks its --jaeger flags before it asks for a terminal, so
+// a mistake is reported plainly (exit 2) wherever it runs.
+func TestLiveJaegerUsage(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--jaeger", "http://127.0.0.1:1"}, "--jaeger needs --service NAME"},
+		{[]string{"--jaeger", "http://127.0.0.1:1", "--service", "a", "--poll", "0s"}, "--poll 0s: must be positive"},
+		{[]string{"--jaeger", "ftp://jaeger", "--service", "a"}, "want http(s)://host:port"},
+	} {
+		code, _, stderr := runCLI(t, "", c.args...)
+		if code != 2 || !strings.Contains(stderr, c.want) {
+			t.Errorf("%v: exit %d, stderr %q; want exit 2 saying %q", c.args, code, stderr, c.want)
+		}
+	}
+}
