@@ -160,3 +160,24 @@ func gzipped(t *testing.T, data []byte) []byte {
 	}
 	return buf.Bytes()
 }
+
+// TestReplayJaegerAndZipkinFiles: replay sends the traces of a Jaeger or Zipkin JSON file as OTLP,
+// every span of them, the shared spans of Zipkin split.
+func TestReplayJaegerAndZipkinFiles(t *testing.T) {
+	all := readAllSpans(t, fixture(t, "untraced-proxy-stock"))
+	shared, _ := foreigntest.Zipkin(all, foreigntest.ZipkinOptions{Shared: true})
+	dir := t.TempDir()
+	for name, data := range map[string][]byte{"jaeger.json": foreigntest.Jaeger(all), "zipkin.json": shared} {
+		t.Run(name, func(t *testing.T) {
+			path := filepath.Join(dir, name)
+			if err := os.WriteFile(path, data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			c, sink := startTestCollector(t, "")
+			if err, stderr := runCmd(t, "replay", "--to", c.GRPCAddr(), "--max", path); err != nil {
+				t.Fatalf("%v\n%s", err, stderr)
+			}
+			waitFor(t, sink, len(all))
+		})
+	}
+}

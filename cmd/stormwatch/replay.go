@@ -38,8 +38,8 @@ func newReplayCmd(io streams) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "replay [flags] FILE...",
 		Short: "Play recorded traces into the dashboard, or re-send them as OTLP to a collector (docs/tracefiles.md)",
-		Long: `replay plays trace files (OTLP/JSON lines, a .json request, length-prefixed protobuf; gzip
-allowed; '-' is standard input) at their recorded pace (--speed 2 plays twice as fast). Each pass
+		Long: `replay plays trace files (OTLP/JSON lines, a .json request, length-prefixed protobuf, Jaeger
+or Zipkin JSON; gzip allowed; '-' is standard input) at their recorded pace (--speed 2 plays twice as fast). Each pass
 is moved to now by one time shift, applied to every span, event and time-valued attribute
 (resilience.deadline, captured Request-Deadline and Retry-After dates), so every trace keeps its
 timing exactly, and gets fresh trace ids (docs/tracefiles.md says what changes).
