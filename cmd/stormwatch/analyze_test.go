@@ -120,7 +120,7 @@ func TestAnalyzeBadInput(t *testing.T) {
 		{"nothing readable", []string{"analyze", garbage}, 2, "no readable record"},
 		{"unknown format", []string{"analyze", "--format", "yaml", bad}, 2, "--format"},
 		{"unknown severity", []string{"analyze", "--fail-on", "fatal", bad}, 2, "--fail-on"},
-		{"no file", []string{"analyze"}, 2, "arg"},
+		{"no file", []string{"analyze"}, 2, "give trace files to analyze"},
 		{"unknown flag", []string{"analyze", "--nope", bad}, 2, "nope"},
 		{"negative settle", []string{"analyze", "--settle", "-1s", bad}, 2, "--settle"},
 		{"bad policy", []string{"analyze", "--policy", policyFile, bad}, 2, "policy.yaml"},
