@@ -1,7 +1,7 @@
 // Package jaegertest starts a real Jaeger (the v2 binary, built from tools/jaeger) for tests: its
 // OTLP receiver and query service on free loopback ports, in-memory storage, and none of its own
-// telemetry, so it neither exports its own traces to a collector on 127.0.0.1:4317 nor opens a
-// metrics port.
+// telemetry (service.telemetry off, and the query service's own tracer off), so it neither exports
+// its own traces to a collector on 127.0.0.1:4317 nor opens a metrics port.
 package jaegertest
 
 import (
@@ -137,7 +137,12 @@ func Start(t testing.TB) *Server {
 			}
 		})
 	}
-	t.Cleanup(s.stop)
+	t.Cleanup(func() {
+		s.stop()
+		if strings.Contains(log.String(), ":4317: connect") {
+			t.Errorf("jaeger tried to export its own traces to port 4317:\n%s", log.String())
+		}
+	})
 	select {
 	case <-ready:
 	case err := <-exited:
@@ -172,6 +177,9 @@ extensions:
         memory:
           max_traces: 100000
   jaeger_query:
+    # Its own tracer would export jaeger's traces to 127.0.0.1:4317 - into a stormwatch running
+    # there, or retrying for seconds at shutdown when nothing is.
+    enable_tracing: false
     storage:
       traces: mem
     http:
