@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/stormwatch/stormwatch/internal/words"
 	"github.com/stormwatch/stormwatch/spans"
 )
 
@@ -20,6 +21,9 @@ const (
 	maxCatchUp = 5 * time.Minute
 	// maxPollPause bounds how far the polling slows down while Jaeger fails.
 	maxPollPause = time.Minute
+	// initialLookback is how far back the first search reaches: a dashboard opened during an
+	// incident shows the last minute at once, not only what happens next.
+	initialLookback = time.Minute
 )
 
 // Follower polls a Jaeger for the traces of one service and hands each new trace to Sink once.
@@ -61,7 +65,7 @@ type Status struct {
 	Full bool
 }
 
-// String says the status in a few words: "jaeger ok (12 traces)" or what is wrong.
+// String says the status in a few words: "jaeger ok, 12 traces" or what is wrong.
 func (s Status) String() string {
 	switch {
 	case s.Err != nil && s.LastOK.IsZero():
@@ -71,9 +75,9 @@ func (s Status) String() string {
 	case s.LastOK.IsZero():
 		return "jaeger connecting"
 	case s.Full:
-		return fmt.Sprintf("jaeger ok, %d traces (a search hit --limit: some were missed)", s.Traces)
+		return fmt.Sprintf("jaeger ok, %s (a search hit --limit: some were missed)", words.Count(s.Traces, "trace"))
 	}
-	return fmt.Sprintf("jaeger ok, %d traces", s.Traces)
+	return "jaeger ok, " + words.Count(s.Traces, "trace")
 }
 
 // Status is the current health.
@@ -99,7 +103,7 @@ func (f *Follower) Run(ctx context.Context) error {
 	if lag <= 0 {
 		lag = DefaultLag
 	}
-	start := f.now().Add(-lag - poll)
+	start := f.now().Add(-lag - max(poll, initialLookback))
 	pause := poll
 	for {
 		next, err := f.PollOnce(ctx, start, f.now().Add(-lag))
