@@ -174,7 +174,7 @@ func TestReplayJaegerAndZipkinFiles(t *testing.T) {
 				t.Fatal(err)
 			}
 			c, sink := startTestCollector(t, "")
-			if err, stderr := runCmd(t, "replay", "--to", c.GRPCAddr(), "--max", path); err != nil {
+			if stderr, err := runCmd(t, "replay", "--to", c.GRPCAddr(), "--max", path); err != nil {
 				t.Fatalf("%v\n%s", err, stderr)
 			}
 			waitFor(t, sink, len(all))
