@@ -101,12 +101,15 @@ func TestV3NothingFound(t *testing.T) {
 // ceiling; Retry-After is honoured up to it; after Attempts the error says how many failed.
 func TestRetriesWithBackoff(t *testing.T) {
 	var calls atomic.Int32
+	var down atomic.Bool
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		n := calls.Add(1)
-		switch n {
-		case 1:
+		switch {
+		case down.Load():
 			w.WriteHeader(http.StatusServiceUnavailable)
-		case 2:
+		case n == 1:
+			w.WriteHeader(http.StatusServiceUnavailable)
+		case n == 2:
 			w.Header().Set("Retry-After", "120")
 			w.WriteHeader(http.StatusTooManyRequests)
 		default:
@@ -125,11 +128,7 @@ func TestRetriesWithBackoff(t *testing.T) {
 		t.Errorf("pauses %v: want half of the 1s ceiling, then Retry-After capped at 10s", pauses)
 	}
 
-	calls.Store(-100) // every answer a 503 from now on
-	srv.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		calls.Add(1)
-		w.WriteHeader(http.StatusServiceUnavailable)
-	})
+	down.Store(true) // every answer a 503 from now on
 	pauses = nil
 	_, err = c.FindTraces(context.Background(), window)
 	if err == nil || !strings.Contains(err.Error(), "3 attempts failed") || !strings.Contains(err.Error(), "503") {
