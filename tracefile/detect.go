@@ -40,8 +40,9 @@ func detect(head []byte, ext Format, maxRecord int) (Format, error) {
 		}
 		return ext, nil
 	case body[0] == '{':
-		if firstKeyIs(body, "data") {
-			// Jaeger's query API and UI: no OTLP document has a "data" member.
+		if firstKeyIs(body, "data") || firstKeyIs(body, "traceID") {
+			// Jaeger's query API and UI ({"data":[...]}), or one Jaeger trace saved alone: no
+			// OTLP document has either member.
 			return FormatJaegerJSON, nil
 		}
 		if ext == FormatJSONLines || ext == FormatJSON {

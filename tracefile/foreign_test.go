@@ -159,6 +159,17 @@ const zipkinDocument = `[
    "timestamp": 1700000000001000, "duration": 100, "localEndpoint": {"serviceName": "checkout"}, "tags": {"span.kind": "internal"}}
 ]`
 
+// TestJaegerSingleTrace: one trace saved on its own, without the "data" list, reads as Jaeger
+// JSON too.
+func TestJaegerSingleTrace(t *testing.T) {
+	start := strings.Index(jaegerDocument, "{\n  \"traceID\"")
+	end := strings.LastIndex(jaegerDocument, "], \"total\"")
+	f, all, err := readForeign(t, "trace.json", jaegerDocument[start:end], ReadOptions{})
+	if err != nil || f != FormatJaegerJSON || len(all) != 4 {
+		t.Fatalf("format %v, %d spans, err %v", f, len(all), err)
+	}
+}
+
 // TestZipkinJSONMapping: kinds, status from the error tag and the HTTP status, microseconds, and
 // a shared span split into a CLIENT and a SERVER span, the server half under the client half and
 // the server's own children moved under it.

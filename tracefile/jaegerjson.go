@@ -12,7 +12,9 @@ import (
 // The Jaeger query service's JSON (GET /api/traces, GET /api/traces/{id}, the UI's "Download
 // JSON"): {"data":[trace...], "errors":[...]}, each trace its spans and a table of processes.
 type jaegerDoc struct {
-	Data   []jaegerTrace `json:"data"`
+	Data []jaegerTrace `json:"data"`
+	// A single trace, as some tools save one, is the trace object itself without "data".
+	jaegerTrace
 	Errors []struct {
 		Code    int    `json:"code"`
 		Msg     string `json:"msg"`
@@ -110,6 +112,9 @@ func decodeJaegerJSON(body []byte, opt spans.DecodeOptions) ([]*spans.Batch, err
 	var doc jaegerDoc
 	if err := decodeDocument(body, &doc, FormatJaegerJSON); err != nil {
 		return nil, err
+	}
+	if doc.Data == nil && (doc.TraceID != "" || doc.Spans != nil) {
+		doc.Data = []jaegerTrace{doc.jaegerTrace}
 	}
 	if len(doc.Data) == 0 && len(doc.Errors) > 0 {
 		e := doc.Errors[0]
