@@ -196,10 +196,12 @@ func deriveStatus(s *spans.Span, otelCode string, errTag bool) spans.StatusCode 
 	if errTag {
 		return spans.StatusError
 	}
-	if n, ok := s.Int(spans.AttrHTTPStatus); ok || func() bool { n, ok = s.Int(spans.AttrLegacyHTTPStatusCode); return ok }() {
-		if n >= 500 || n >= 400 && s.Kind == spans.KindClient {
-			return spans.StatusError
-		}
+	n, ok := s.Int(spans.AttrHTTPStatus)
+	if !ok {
+		n, ok = s.Int(spans.AttrLegacyHTTPStatusCode)
+	}
+	if ok && (n >= 500 || n >= 400 && s.Kind == spans.KindClient) {
+		return spans.StatusError
 	}
 	if n, ok := s.Int(spans.AttrRPCGRPCStatus); ok && n != 0 {
 		if s.Kind != spans.KindServer {
