@@ -285,3 +285,35 @@ func TestForeignRaw(t *testing.T) {
 		t.Errorf("raw form differs from the batch")
 	}
 }
+
+// TestDeriveStatus: the status of a span that carries none follows the OpenTelemetry
+// conventions; an explicit one wins.
+func TestDeriveStatus(t *testing.T) {
+	for _, c := range []struct {
+		kind    spans.Kind
+		attr    spans.Attr
+		otel    string
+		errTag  bool
+		want    spans.StatusCode
+		comment string
+	}{
+		{spans.KindClient, spans.IntAttr("http.response.status_code", 404), "", false, spans.StatusError, "client 4xx"},
+		{spans.KindServer, spans.IntAttr("http.response.status_code", 404), "", false, spans.StatusUnset, "server 4xx is the caller's fault"},
+		{spans.KindServer, spans.StringAttr("http.status_code", "503"), "", false, spans.StatusError, "server 5xx, older key, as a string"},
+		{spans.KindClient, spans.IntAttr("http.response.status_code", 200), "", false, spans.StatusUnset, "success"},
+		{spans.KindClient, spans.IntAttr("rpc.grpc.status_code", 5), "", false, spans.StatusError, "client NOT_FOUND"},
+		{spans.KindServer, spans.IntAttr("rpc.grpc.status_code", 5), "", false, spans.StatusUnset, "server NOT_FOUND"},
+		{spans.KindServer, spans.IntAttr("rpc.grpc.status_code", 14), "", false, spans.StatusError, "server UNAVAILABLE"},
+		{spans.KindClient, spans.IntAttr("http.response.status_code", 503), "OK", false, spans.StatusOK, "explicit OK wins"},
+		{spans.KindInternal, spans.Attr{}, "", true, spans.StatusError, "error tag"},
+		{spans.KindInternal, spans.Attr{}, "error", false, spans.StatusError, "otel.status_code in any case"},
+	} {
+		s := spans.Span{Kind: c.kind}
+		if c.attr.Key != "" {
+			s.Attrs = []spans.Attr{c.attr}
+		}
+		if got := deriveStatus(&s, c.otel, c.errTag); got != c.want {
+			t.Errorf("%s: %v, want %v", c.comment, got, c.want)
+		}
+	}
+}
