@@ -181,3 +181,31 @@ func TestReplayJaegerAndZipkinFiles(t *testing.T) {
 		})
 	}
 }
+
+// TestAnalyzeBrokenForeignFiles: a Jaeger or Zipkin document that does not decode fails the
+// audit (exit 2) with the file and what is wrong, and no report.
+func TestAnalyzeBrokenForeignFiles(t *testing.T) {
+	all := readAllSpans(t, fixture(t, "fanout-stock"))
+	jaeger := foreigntest.Jaeger(all)
+	zipkin, _ := foreigntest.Zipkin(all, foreigntest.ZipkinOptions{})
+	dir := t.TempDir()
+	for _, c := range []struct {
+		name string
+		data []byte
+		want string
+	}{
+		{"jaeger-cut.json", jaeger[:len(jaeger)/2], "decode Jaeger JSON: the JSON ends in the middle of the document"},
+		{"zipkin-cut.json.gz", gzipped(t, zipkin[:len(zipkin)/3]), "decode Zipkin v2 JSON: the JSON ends in the middle of the document"},
+		{"zipkin-wrong.json", []byte(`[{"traceId": "1", "id": "2", "kind": "LEADER"}]`), `kind "LEADER": want CLIENT, SERVER, PRODUCER or CONSUMER`},
+		{"jaeger-empty.json", []byte(`{"data": []}`), "no spans"},
+	} {
+		path := filepath.Join(dir, c.name)
+		if err := os.WriteFile(path, c.data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		code, out, stderr := runCLI(t, "", "analyze", path)
+		if code != 2 || out != "" || !strings.Contains(stderr, path) || !strings.Contains(stderr, c.want) {
+			t.Errorf("%s: exit %d, stdout %q, stderr %q; want exit 2 naming the file and saying %q", c.name, code, out, stderr, c.want)
+		}
+	}
+}
