@@ -7,6 +7,7 @@ package jaegertest
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -59,8 +60,10 @@ func Binary() (string, bool, error) {
 // Version is the Jaeger version tools/jaeger/go.mod pins: the build script and the tests agree
 // on the cache path through it.
 func Version() (string, error) {
-	_, here, _, _ := runtime.Caller(0)
-	mod := filepath.Join(filepath.Dir(here), "..", "..", "..", "tools", "jaeger", "go.mod")
+	mod, err := toolsModule()
+	if err != nil {
+		return "", err
+	}
 	b, err := os.ReadFile(mod)
 	if err != nil {
 		return "", fmt.Errorf("read the Jaeger tools module: %w", err)
@@ -70,6 +73,26 @@ func Version() (string, error) {
 		return "", fmt.Errorf("%s does not require github.com/jaegertracing/jaeger", mod)
 	}
 	return string(m[1]), nil
+}
+
+// toolsModule finds tools/jaeger/go.mod: a test runs in its package's directory, somewhere under
+// the repository's root.
+func toolsModule() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		p := filepath.Join(dir, "tools", "jaeger", "go.mod")
+		if _, err := os.Stat(p); err == nil {
+			return p, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("no tools/jaeger/go.mod above the working directory: run the tests from the repository")
+		}
+		dir = parent
+	}
 }
 
 // Start runs a Jaeger until the test ends. Where the binary has not been built it skips the test,
