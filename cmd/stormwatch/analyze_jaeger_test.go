@@ -2,7 +2,13 @@ package main
 
 import (
 	"encoding/json"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -13,8 +19,9 @@ import (
 )
 
 // TestAnalyzeFromJaeger sends fixtures to a real Jaeger over OTLP and analyzes them back with
-// `analyze --jaeger`: the findings and dependency counts are those of the recording, and each
-// finding's trace is linked to its page in the Jaeger UI in the text and Markdown reports.
+// `analyze --jaeger` and from the Jaeger JSON file Jaeger itself writes (/api/traces): the
+// findings and dependency counts are those of the recording, and each finding's trace is linked
+// to its page in the Jaeger UI in the text and Markdown reports.
 func TestAnalyzeFromJaeger(t *testing.T) {
 	for _, name := range []string{"amplification-27-stock", "fanout-stock", "post-deadline-stock", "untraced-proxy-stock"} {
 		t.Run(name, func(t *testing.T) {
@@ -48,6 +55,24 @@ func TestAnalyzeFromJaeger(t *testing.T) {
 			if got.TraceURL != srv.QueryURL+"/trace/{trace_id}" || !strings.Contains(strings.Join(got.Notes, "\n"), "from Jaeger at "+srv.QueryURL+" (/api/v3/traces)") {
 				t.Errorf("trace_url %q, notes %q", got.TraceURL, got.Notes)
 			}
+			// The same traces as a file saved from Jaeger's own /api/traces (what the UI downloads).
+			q := url.Values{"service": {service}, "limit": {"100"},
+				"start": {strconv.FormatInt(first/1000-3_600_000_000, 10)}, "end": {strconv.FormatInt(first/1000+3_600_000_000, 10)}}
+			resp, err := http.Get(srv.QueryURL + "/api/traces?" + q.Encode())
+			if err != nil {
+				t.Fatal(err)
+			}
+			saved, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			path := filepath.Join(t.TempDir(), "jaeger-download.json")
+			if err := os.WriteFile(path, saved, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			fromFile := analyzeReport(t, path)
+			if fromFile.Input != want.Input || !reflect.DeepEqual(fromFile.Findings, want.Findings) || !reflect.DeepEqual(fromFile.Dependencies, want.Dependencies) {
+				t.Errorf("from a file Jaeger wrote:\n%s\nfrom the recording:\n%s", mustJSON(fromFile), mustJSON(want))
+			}
+
 			for _, format := range []string{"text", "markdown"} {
 				_, out, _ := runCLI(t, "", append(args, "--format", format)...)
 				for _, f := range want.Findings {
