@@ -34,6 +34,7 @@ const (
 // window is kept (up to maxCatchUp) and polls slow down, doubling the pause up to a minute, so an
 // outage is not met with a stream of searches.
 type Follower struct {
+	// Client and Sink are required; the rest have defaults.
 	Client *Client
 	// Query is the search; its Start and End are set by each poll.
 	Query Query
