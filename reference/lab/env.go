@@ -185,16 +185,13 @@ func (e *env) client(service string, cfg reference.Config, rt *reference.Runtime
 }
 
 // parallel runs f(i) for i in [0, n) concurrently and waits, letting the clock move meanwhile.
+// The wait is not abandoned when the run is cancelled: the calls stop by themselves then.
 func (e *env) parallel(n int, f func(i int)) {
-	var wg sync.WaitGroup
-	wg.Add(n)
+	g := e.clk.newGroup()
 	for i := 0; i < n; i++ {
-		e.clk.Go(func() {
-			defer wg.Done()
-			f(i)
-		})
+		g.Go(func() { f(i) })
 	}
-	e.clk.Wait(wg.Wait)
+	_ = g.Wait(context.Background())
 }
 
 // idleAll waits until no origin of the run is working, or the run is cancelled.

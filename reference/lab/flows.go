@@ -9,12 +9,14 @@ import (
 	"github.com/stormwatch/stormwatch/reference/fakeclock"
 )
 
-// flowHeader tags a physical request so the origin can take over its caller's fake-clock token.
+// flowHeader tags a physical request so the origin can take over its caller's participation in
+// the fake clock.
 const flowHeader = "X-Lab-Flow"
 
-// flows hands a caller's token to the origin handler serving its request, so the fake clock knows
-// the caller is waiting for the origin (and moves when the origin waits on the clock), and back.
-// When a caller gives up first, it takes a new token and the handler drops the old one when done.
+// flows hands a caller's participation in the fake clock to the origin handler serving its
+// request, so the clock knows the caller is waiting for the origin (and moves when the origin waits
+// on the clock), and back. When a caller gives up first, it registers again (Hold) and the handler
+// releases the participation it took over when done.
 type flows struct {
 	clk  *fakeclock.Clock
 	mu   sync.Mutex
@@ -37,8 +39,8 @@ func newFlows(clk *fakeclock.Clock) *flows {
 	return f
 }
 
-// resuming reports a caller whose request was cancelled while the origin held its token: it is
-// about to resume without one.
+// resuming reports a caller whose request was cancelled while the origin held its participation:
+// it is about to resume before it has registered again.
 func (f *flows) resuming() bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -93,7 +95,7 @@ func (f *flows) handler(next http.Handler) http.Handler {
 		}
 		f.mu.Unlock()
 		if fl == nil {
-			// Not a lab caller's request: it runs on its own token.
+			// Not a lab caller's request: it runs as a participant of its own.
 			f.clk.Hold()
 			defer f.clk.Release()
 			next.ServeHTTP(w, r)

@@ -49,53 +49,9 @@ type origin struct {
 	arrived   chan struct{}
 	completed int // requests whose work ran to the end
 	stopped   int // requests whose work was cut short by the propagated deadline
-	// busy counts handlers from the moment the server calls them until they return.
-	busy activity
-}
-
-// activity counts running handlers and tells when none is. (A WaitGroup would not do: idle waits
-// are abandoned when the run is cancelled, and a WaitGroup must not be reused while a Wait is
-// still pending.)
-type activity struct {
-	mu   sync.Mutex
-	n    int
-	zero chan struct{} // closed when n drops to 0
-}
-
-func (a *activity) start() {
-	a.mu.Lock()
-	if a.n == 0 {
-		a.zero = make(chan struct{})
-	}
-	a.n++
-	a.mu.Unlock()
-}
-
-func (a *activity) done() {
-	a.mu.Lock()
-	a.n--
-	if a.n == 0 {
-		close(a.zero)
-	}
-	a.mu.Unlock()
-}
-
-func (a *activity) running() int {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.n
-}
-
-var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
-
-// idleChan is closed once no handler runs.
-func (a *activity) idleChan() <-chan struct{} {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.n == 0 {
-		return closedChan
-	}
-	return a.zero
+	// busy counts the handlers at work. Waiting for it lets the fake clock move, and the last
+	// handler to finish hands the waiter back to the simulation before anything else can happen.
+	busy group
 }
 
 type originOptions struct {
@@ -109,7 +65,7 @@ type originOptions struct {
 // (the Go server would otherwise notice it): only the propagated deadline, read by the middleware,
 // can stop it - and the end (or cancellation) of the run, so that nothing outlives it.
 func (e *env) newOrigin(name string, b behaviour, o originOptions) *origin {
-	org := &origin{name: name, clk: e.clk, behave: b, arrived: make(chan struct{})}
+	org := &origin{name: name, clk: e.clk, behave: b, arrived: make(chan struct{}), busy: e.clk.newGroup()}
 	e.origins = append(e.origins, org)
 	var work http.Handler = http.HandlerFunc(org.serve)
 	if o.handler != nil {
@@ -131,15 +87,16 @@ func (e *env) newOrigin(name string, b behaviour, o originOptions) *origin {
 	})
 	h := e.serverSpans(name, work)
 	h = e.detach(h)
-	h = e.flows.handler(h)
-	// busy is the outermost layer: it covers a handler from its first instruction to its last, token
-	// hand-over included.
+	// busy covers everything the handler does but the hand-over of its caller's participation, which
+	// wraps it: a handler is counted done before it gives back a participation it took over, so
+	// the clock cannot move between the two and overtake whoever waits for the origin to be idle.
 	counted := h
 	h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		org.busy.start()
-		defer org.busy.done()
+		org.busy.Add(1)
+		defer org.busy.Done()
 		counted.ServeHTTP(w, r)
 	})
+	h = e.flows.handler(h)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		e.fail(fmt.Errorf("start origin %s: %w", name, err))
@@ -171,13 +128,10 @@ func (o *origin) close(wait time.Duration) error {
 	if o.srv == nil {
 		return nil
 	}
-	timer := time.NewTimer(wait)
-	defer timer.Stop()
-	select {
-	case <-o.busy.idleChan():
-	case <-timer.C:
-	}
-	running := o.busy.running()
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	_ = o.busy.Wait(ctx)
+	cancel()
+	running := o.busy.Count()
 	cerr := o.srv.Close()
 	switch {
 	case running > 0:
@@ -298,14 +252,7 @@ func (o *origin) countsAfter(t time.Time) int {
 
 // idle waits (letting the lab clock move) until no request is being worked on, or the run is
 // cancelled (the work then stops by itself, and the end of the run waits for it).
-func (o *origin) idle(ctx context.Context) {
-	o.clk.Wait(func() {
-		select {
-		case <-o.busy.idleChan():
-		case <-ctx.Done():
-		}
-	})
-}
+func (o *origin) idle(ctx context.Context) { _ = o.busy.Wait(ctx) }
 
 func always(status int, latency time.Duration) behaviour {
 	return func(*http.Request, int) reply { return reply{status: status, latency: latency} }

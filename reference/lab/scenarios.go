@@ -695,8 +695,8 @@ func fanout(e *env) (*Result, error) {
 	e.parallel(len(replicas), func(i int) {
 		// All three are sent at the same lab instant, but each only once the previous one has
 		// reached its replica: the spans then start, and take their seeded ids, in a fixed order,
-		// and recordings repeat byte for byte. (The clock cannot move meanwhile: this caller holds
-		// its token while it waits.)
+		// and recordings repeat byte for byte. (The clock cannot move meanwhile: this caller is a
+		// participant blocked on a channel, not on the clock.)
 		if i > 0 {
 			select {
 			case <-replicas[i-1].arrived:
