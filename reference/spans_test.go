@@ -235,7 +235,8 @@ func TestSpansOfAHedge(t *testing.T) {
 		return &http.Response{StatusCode: 200, Body: http.NoBody, Header: http.Header{}}, nil
 	})
 	rec := tracetest.NewSpanRecorder()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	ended := make(chan struct{}, 16)
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(notifyOnEnd{rec, ended}))
 	tr, err := New(Config{Hedge: HedgeConfig{Delay: 5 * time.Millisecond}}, WithBase(base), WithRuntime(NewRuntime(0)), WithTracerProvider(tp))
 	if err != nil {
 		t.Fatal(err)
@@ -244,9 +245,14 @@ func TestSpansOfAHedge(t *testing.T) {
 	if err != nil || resp.StatusCode != 200 {
 		t.Fatal(resp, err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for len(rec.Ended()) < 3 && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
+	// The loser's span ends on its own goroutine after the call returned: wait for the three
+	// (operation, primary, hedge) to end.
+	for i := 0; i < 3; i++ {
+		select {
+		case <-ended:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%d of 3 spans ended: %v", i, rec.Ended())
+		}
 	}
 	var primary, hedge sdktrace.ReadOnlySpan
 	for _, s := range rec.Ended() {
@@ -275,4 +281,15 @@ func TestSpansOfAHedge(t *testing.T) {
 	if len(hedge.Links()) != 1 || hedge.Links()[0].SpanContext.SpanID() != primary.SpanContext().SpanID() {
 		t.Errorf("the hedge does not link to the primary")
 	}
+}
+
+// notifyOnEnd tells a test each time a span has ended (after the wrapped processor saw it).
+type notifyOnEnd struct {
+	*tracetest.SpanRecorder
+	ended chan<- struct{}
+}
+
+func (n notifyOnEnd) OnEnd(s sdktrace.ReadOnlySpan) {
+	n.SpanRecorder.OnEnd(s)
+	n.ended <- struct{}{}
 }

@@ -98,6 +98,9 @@ Scenarios: ` + strings.Join(lab.Names(), ", ") + `.`,
 	return cmd
 }
 
+// runScenario runs one lab scenario; tests replace it to watch a run from the inside.
+var runScenario = lab.Run
+
 func runLab(ctx context.Context, io streams, o labOptions, args []string) error {
 	if o.list {
 		for _, s := range lab.Scenarios() {
@@ -160,7 +163,7 @@ func runLab(ctx context.Context, io streams, o labOptions, args []string) error 
 
 	runErr := func() error {
 		for _, name := range names {
-			res, err := lab.Run(ctx, name, opts)
+			res, err := runScenario(ctx, name, opts)
 			if ctx.Err() != nil {
 				// SIGINT/SIGTERM: the run has stopped its origins and clients; say so and exit
 				// non-zero, since the tables are incomplete.

@@ -12,7 +12,10 @@ import (
 	"time"
 
 	"github.com/stormwatch/stormwatch/collector"
+	"github.com/stormwatch/stormwatch/reference/lab"
 	"github.com/stormwatch/stormwatch/spans"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 )
 
 func TestLabPrintsTheSeedTable(t *testing.T) {
@@ -193,23 +196,16 @@ func TestLabOTLP(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
+	// The command returns once its exporter's last request was accepted; Shutdown drains what the
+	// collector accepted into the sink, so the counts are final after it.
+	if err := c.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
 	// 6 calls: 5 reached the origin (5 CLIENT + 5 SERVER spans), 6 operations.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		mu.Lock()
-		ok := got["CLIENT"] == 5 && got["SERVER"] == 5 && got["INTERNAL"] == 6
-		snapshot := map[string]int{}
-		for k, v := range got {
-			snapshot[k] = v
-		}
-		mu.Unlock()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("collector received %v", snapshot)
-		}
-		time.Sleep(20 * time.Millisecond)
+	if got["CLIENT"] != 5 || got["SERVER"] != 5 || got["INTERNAL"] != 6 {
+		t.Fatalf("collector received %v", got)
 	}
 }
 
@@ -225,8 +221,14 @@ func TestLabStopsOnSignal(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		var out, errb bytes.Buffer
 		done := make(chan error, 1)
+		serving := originServing(t)
 		go func() { done <- run(ctx, args, strings.NewReader(""), &out, &errb) }()
-		time.Sleep(300 * time.Millisecond) // the first caller is waiting on its origin
+		// Cancel while the first caller waits on its origin, as a signal would arrive mid-run.
+		select {
+		case <-serving:
+		case err := <-done:
+			t.Fatalf("%v: returned before any origin served a request: %v", args, err)
+		}
 		cancel()
 		select {
 		case err := <-done:
@@ -241,4 +243,47 @@ func TestLabStopsOnSignal(t *testing.T) {
 			t.Fatalf("%v: still running 10 s after its context was cancelled", args)
 		}
 	}
+}
+
+// originServing makes the lab runs of the test report, on the returned channel, the first time an
+// origin starts serving a request (its SERVER span starts): from then on a caller is waiting on it.
+// Spans are still recorded as the command's flags ask.
+func originServing(t *testing.T) <-chan struct{} {
+	serving := make(chan struct{})
+	var once sync.Once
+	orig := runScenario
+	t.Cleanup(func() { runScenario = orig })
+	runScenario = func(ctx context.Context, name string, opts lab.Options) (*lab.Result, error) {
+		inner := opts.TracerProvider
+		opts.TracerProvider = func(service string) trace.TracerProvider {
+			var tp trace.TracerProvider = noop.NewTracerProvider()
+			if inner != nil {
+				tp = inner(service)
+			}
+			return watchedProvider{tp, func() { once.Do(func() { close(serving) }) }}
+		}
+		return orig(ctx, name, opts)
+	}
+	return serving
+}
+
+type watchedProvider struct {
+	trace.TracerProvider
+	server func()
+}
+
+func (p watchedProvider) Tracer(name string, opts ...trace.TracerOption) trace.Tracer {
+	return watchedTracer{p.TracerProvider.Tracer(name, opts...), p.server}
+}
+
+type watchedTracer struct {
+	trace.Tracer
+	server func()
+}
+
+func (t watchedTracer) Start(ctx context.Context, name string, opts ...trace.SpanStartOption) (context.Context, trace.Span) {
+	if cfg := trace.NewSpanStartConfig(opts...); cfg.SpanKind() == trace.SpanKindServer {
+		t.server()
+	}
+	return t.Tracer.Start(ctx, name, opts...)
 }
