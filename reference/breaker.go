@@ -50,10 +50,12 @@ func (e *BreakerOpenError) Is(target error) bool { return target == ErrBreakerOp
 // outlive a client: a service that builds a client per request is still protected because the
 // clients meet here. Without [WithRuntime] clients share the process-wide runtime; tests and the
 // lab give each run its own. Idle breakers are evicted.
+//
+// The zero value is an empty runtime with [DefaultIdleTTL], like NewRuntime(0).
 type Runtime struct {
 	mu        sync.Mutex
 	breakers  map[breakerKey]*breaker
-	idleTTL   time.Duration
+	idleTTL   time.Duration // 0 means DefaultIdleTTL
 	lastSweep time.Time
 }
 
@@ -63,10 +65,7 @@ const DefaultIdleTTL = 10 * time.Minute
 // NewRuntime returns an empty runtime whose breakers are evicted after idleTTL without calls
 // (0 means [DefaultIdleTTL]).
 func NewRuntime(idleTTL time.Duration) *Runtime {
-	if idleTTL <= 0 {
-		idleTTL = DefaultIdleTTL
-	}
-	return &Runtime{breakers: map[breakerKey]*breaker{}, idleTTL: idleTTL}
+	return &Runtime{idleTTL: idleTTL}
 }
 
 var (
@@ -98,16 +97,26 @@ func (r *Runtime) Len() int {
 	return len(r.breakers)
 }
 
-// State reports the state of the breaker for origin (scheme://host:port) with the given settings
-// as of now, for tests and the lab.
+// ttl is how long an untouched breaker is kept.
+func (r *Runtime) ttl() time.Duration {
+	if r.idleTTL <= 0 {
+		return DefaultIdleTTL
+	}
+	return r.idleTTL
+}
+
+// breakerFor returns the breaker for k, creating it, and marks it used at now.
 func (r *Runtime) breakerFor(k breakerKey, now time.Time) *breaker {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if now.Sub(r.lastSweep) >= r.idleTTL/2 {
+	if now.Sub(r.lastSweep) >= r.ttl()/2 {
 		r.sweepLocked(now)
 	}
 	b := r.breakers[k]
 	if b == nil {
+		if r.breakers == nil {
+			r.breakers = map[breakerKey]*breaker{}
+		}
 		b = &breaker{threshold: k.threshold, recovery: k.recovery, origin: k.scheme + "://" + k.host + ":" + k.port}
 		r.breakers[k] = b
 	}
@@ -120,7 +129,7 @@ func (r *Runtime) sweepLocked(now time.Time) {
 	r.lastSweep = now
 	for k, b := range r.breakers {
 		b.mu.Lock()
-		idle := now.Sub(b.lastUsed) >= r.idleTTL && !b.probing && b.inflight == 0
+		idle := now.Sub(b.lastUsed) >= r.ttl() && !b.probing && b.inflight == 0
 		b.mu.Unlock()
 		if idle {
 			delete(r.breakers, k)

@@ -21,7 +21,14 @@ import (
 
 // Transport is the resilient http.RoundTripper. Each RoundTrip is one logical call: it may make
 // several physical attempts through the base transport. It is safe for concurrent use.
+//
+// The zero value is ready to use and behaves as New(Config{}) with no options: the defaults of
+// [Config], http.DefaultTransport, the system clock, the process-wide runtime, no spans and no
+// metrics. New is how to choose anything else.
 type Transport struct {
+	// defaults fills in a zero Transport on first use; New leaves nothing for it to do.
+	defaults sync.Once
+
 	cfg    Config
 	base   http.RoundTripper
 	clock  Clock
@@ -62,6 +69,17 @@ func New(cfg Config, opts ...Option) (*Transport, error) {
 	for _, opt := range opts {
 		opt(&o)
 	}
+	inst, err := newInstruments(o.mp)
+	if err != nil {
+		return nil, fmt.Errorf("create reference client metrics: %w", err)
+	}
+	t := &Transport{}
+	t.setup(c, o, inst)
+	return t, nil
+}
+
+// setup fills t from a normalized configuration and the options, defaulting what they leave out.
+func (t *Transport) setup(c Config, o options, inst *instruments) {
 	if o.base == nil {
 		o.base = http.DefaultTransport
 	}
@@ -71,26 +89,37 @@ func New(cfg Config, opts ...Option) (*Transport, error) {
 	if o.runtime == nil {
 		o.runtime = ProcessRuntime()
 	}
-	inst, err := newInstruments(o.mp)
-	if err != nil {
-		return nil, fmt.Errorf("create reference client metrics: %w", err)
-	}
-	return &Transport{
-		cfg:    c,
-		base:   o.base,
-		clock:  o.clock,
-		rnd:    &randSource{src: o.rand},
-		tracer: tracerFrom(o.tp),
-		prop:   propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}),
-		inst:   inst,
-		budget: newBudget(c.Budget),
-		rt:     o.runtime,
-		bulk:   map[originKey]chan struct{}{},
-	}, nil
+	t.cfg = c
+	t.base = o.base
+	t.clock = o.clock
+	t.rnd = &randSource{src: o.rand}
+	t.tracer = tracerFrom(o.tp)
+	t.prop = propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})
+	t.inst = inst
+	t.budget = newBudget(c.Budget)
+	t.rt = o.runtime
+	t.bulk = map[originKey]chan struct{}{}
+}
+
+// init makes a zero Transport usable, once. A Transport built by New already has a clock.
+func (t *Transport) init() {
+	t.defaults.Do(func() {
+		if t.clock != nil {
+			return
+		}
+		c, err := Config{}.normalize()
+		if err != nil {
+			panic("reference: the empty Config does not normalize: " + err.Error())
+		}
+		t.setup(c, options{}, nil)
+	})
 }
 
 // Config returns the configuration in effect, defaults filled in.
-func (t *Transport) Config() Config { return t.cfg }
+func (t *Transport) Config() Config {
+	t.init()
+	return t.cfg
+}
 
 // Stats returns the client's counters.
 func (t *Transport) Stats() Stats {
@@ -185,6 +214,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if req.URL == nil {
 		return nil, errors.New("reference: request has no URL")
 	}
+	t.init()
 	t.stats.operations.Add(1)
 	c := &call{t: t, req: req, origin: originOf(req), callerCtx: req.Context(), start: t.clock.Now()}
 	c.deadline = c.start.Add(t.cfg.Timeout)
@@ -677,6 +707,7 @@ func (e errBody) Close() error             { return nil }
 // CloseIdleConnections closes the base transport's idle connections when it can, so
 // http.Client.CloseIdleConnections works through a Transport.
 func (t *Transport) CloseIdleConnections() {
+	t.init()
 	if c, ok := t.base.(interface{ CloseIdleConnections() }); ok {
 		c.CloseIdleConnections()
 	}
