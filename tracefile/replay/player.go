@@ -83,6 +83,10 @@ type Player struct {
 	played atomic.Int64 // spans delivered
 	pass   atomic.Int64
 	done   atomic.Bool
+
+	// pausedWait, when set (tests), is called each time a wait blocks because playback is paused:
+	// the point after which nothing is delivered until SetPaused(false).
+	pausedWait func()
 }
 
 // Progress is a short phrase for the dashboard's header: spans played, the loop pass, "done".
@@ -284,6 +288,9 @@ func (p *Player) wait(ctx context.Context, t int64) (time.Time, error) {
 			return now, nil
 		}
 		p.mu.Unlock()
+		if paused && p.pausedWait != nil {
+			p.pausedWait()
+		}
 		var timer <-chan time.Time
 		if !paused {
 			// Round up: a wait that falls short by a nanosecond would spin on zero-length timers.

@@ -172,6 +172,13 @@ func TestPlayerPauseStopsTheClock(t *testing.T) {
 	clock := &fakeClock{now: time.Unix(2_000_000_000, 0)}
 	p := NewPlayer([]string{path}, Options{Speed: 1, Clock: clock})
 	delivered := make(chan time.Time, 2)
+	blocked := make(chan struct{}, 1)
+	p.pausedWait = func() {
+		select {
+		case blocked <- struct{}{}:
+		default:
+		}
+	}
 	p.SetPaused(true)
 	done := make(chan error)
 	go func() {
@@ -180,10 +187,11 @@ func TestPlayerPauseStopsTheClock(t *testing.T) {
 			return nil
 		})
 	}()
+	// The player either blocks on the pause before its first record or delivers it.
 	select {
 	case <-delivered:
 		t.Fatal("a paused player delivered")
-	case <-time.After(50 * time.Millisecond):
+	case <-blocked:
 	}
 	if !p.Paused() {
 		t.Fatal("Paused() = false")
