@@ -2,10 +2,10 @@ package reference
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -221,14 +221,15 @@ func TestNoopTracerEmitsNothingAndSkipsWork(t *testing.T) {
 }
 
 func TestSpansOfAHedge(t *testing.T) {
-	var mu sync.Mutex
-	n := 0
 	base := roundTripper(func(r *http.Request) (*http.Response, error) {
-		mu.Lock()
-		n++
-		first := n == 1
-		mu.Unlock()
-		if first {
+		// The primary hangs until the hedge wins. It is told by its span, not by arriving first: its
+		// goroutine may be scheduled only after the hedge delay has passed and the hedge was sent.
+		s, ok := trace.SpanFromContext(r.Context()).(sdktrace.ReadOnlySpan)
+		if !ok {
+			t.Error("the attempt's request carries no recording span")
+			return nil, errors.New("no span")
+		}
+		if attrs(s)[spans.AttrAttemptKind].AsString() != KindHedge {
 			<-r.Context().Done()
 			return nil, r.Context().Err()
 		}
