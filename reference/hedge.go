@@ -14,7 +14,7 @@ import (
 // hedged makes attempt n as a primary copy plus, if the primary has not answered after
 // Hedge.Delay and the budget allows, a second copy. The first conclusive answer (ok or permanent)
 // wins and the other copy is cancelled; if both fail the later failure decides.
-func (c *call) hedged(n int, kind string, pause time.Duration) (*http.Response, error, class) {
+func (c *call) hedged(n int, kind string, pause time.Duration) (*http.Response, class, error) {
 	t := c.t
 	results := make(chan result, 2)
 	primaryCtx, cancelPrimaryCause := context.WithCancelCause(c.opCtx)
@@ -73,7 +73,7 @@ func (c *call) hedged(n int, kind string, pause time.Duration) (*http.Response, 
 		cancelBoth()
 	}
 	c.last = win.la
-	return win.resp, win.err, win.cls
+	return win.resp, win.cls, win.err
 }
 
 // errHedgeLost is the cause given to the copy that lost.

@@ -241,7 +241,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		c.startSpan()
 	}
 
-	resp, err, stop := c.run(retryable)
+	resp, stop, err := c.run(retryable)
 
 	if stop != StopSucceeded && stop != StopPermanent && stop != StopCancelled && t.cfg.Fallback != nil {
 		// The stop reason stays the dependency's story; the terminal action says a fallback answered.
@@ -281,7 +281,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 }
 
 // run is the attempt loop; it returns the final result and the stop reason.
-func (c *call) run(retryable bool) (resp *http.Response, err error, stop string) {
+func (c *call) run(retryable bool) (resp *http.Response, stop string, err error) {
 	t := c.t
 	var tk ticket
 	if !t.cfg.Breaker.Disabled {
@@ -295,7 +295,7 @@ func (c *call) run(retryable bool) (resp *http.Response, err error, stop string)
 			if t.inst != nil {
 				t.inst.add(c.callerCtx, t.inst.breakerRefusals, c.origin)
 			}
-			return nil, refusal, StopBreakerOpen
+			return nil, StopBreakerOpen, refusal
 		}
 	}
 	t.budget.deposit()
@@ -305,7 +305,7 @@ func (c *call) run(retryable bool) (resp *http.Response, err error, stop string)
 	var end time.Time // when the call's outcome was known, for the breaker
 	kind := KindInitial
 	for attempt := 1; ; attempt++ {
-		resp, err, cls = c.attempt(attempt, kind, pause)
+		resp, cls, err = c.attempt(attempt, kind, pause)
 		end = c.last.end
 		stop, pause = c.decide(attempt, retryable, resp, cls)
 		if stop != "" {
@@ -338,7 +338,7 @@ func (c *call) run(retryable bool) (resp *http.Response, err error, stop string)
 			c.noteTransition(c.breaker.record(tk, cls.trips, end))
 		}
 	}
-	return resp, err, stop
+	return resp, stop, err
 }
 
 func (c *call) breakerKey() breakerKey {
@@ -432,14 +432,14 @@ func (c *call) decide(attempt int, retryable bool, resp *http.Response, cls clas
 }
 
 // attempt makes physical attempt number n (1-based), hedged when configured.
-func (c *call) attempt(n int, kind string, pause time.Duration) (*http.Response, error, class) {
+func (c *call) attempt(n int, kind string, pause time.Duration) (*http.Response, class, error) {
 	t := c.t
 	if t.cfg.Hedge.Delay > 0 && safeMethod(c.req.Method) {
 		return c.hedged(n, kind, pause)
 	}
 	r := c.physical(c.opCtx, n, kind, pause, 1)
 	c.last = r.la
-	return r.resp, r.err, r.cls
+	return r.resp, r.cls, r.err
 }
 
 // result is one physical call's outcome.

@@ -27,7 +27,7 @@ func readJaeger(ctx context.Context, a *analyzer.Analyzer, o analyzeOptions) (no
 		return nil, "", fmt.Errorf("read traces from Jaeger at %s: %w", c.URL(), err)
 	}
 	if len(traces) == 0 && !o.allowEmpty {
-		return nil, "", fmt.Errorf("Jaeger at %s has no trace of service %q in the last %s (--allow-empty accepts that)", c.URL(), o.jaeger.service, o.since)
+		return nil, "", fmt.Errorf("no trace of service %q in the last %s at the Jaeger at %s (--allow-empty accepts that)", o.jaeger.service, o.since, c.URL())
 	}
 	// Oldest first, as a recording would have them, so settling by recorded time sees each
 	// trace after the ones before it.
@@ -43,7 +43,7 @@ func readJaeger(ctx context.Context, a *analyzer.Analyzer, o analyzeOptions) (no
 			a.Settle(time.Unix(0, end))
 		}
 		if err := a.ConsumeBatch(ctx, b); err != nil {
-			return nil, "", fmt.Errorf("Jaeger at %s: %w", c.URL(), err)
+			return nil, "", fmt.Errorf("the Jaeger at %s: %w", c.URL(), err)
 		}
 	}
 	notes = append(notes, fmt.Sprintf("read %d traces (%d spans) of service %q over the last %s from Jaeger at %s (%s)",

@@ -267,11 +267,10 @@ func fetchReport(ctx context.Context, raw, tokenFile string, timeout time.Durati
 // window is a time range of a recording. Each end is absolute, or an offset from the
 // recording's first span; a zero end is open.
 type window struct {
-	from, to         time.Time
-	fromOff, toOff   time.Duration
-	fromRel, toRel   bool
-	hasFrom, hasTo   bool
-	fromText, toText string
+	from, to       time.Time
+	fromOff, toOff time.Duration
+	fromRel, toRel bool
+	hasFrom, hasTo bool
 }
 
 func (w window) isZero() bool { return !w.hasFrom && !w.hasTo }

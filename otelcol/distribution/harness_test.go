@@ -3,7 +3,6 @@ package distribution
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -155,11 +154,4 @@ func (c *collector) stop(t testing.TB) {
 	case <-time.After(30 * time.Second):
 		t.Errorf("%s did not stop within 30s", c.name)
 	}
-}
-
-func must[T any](v T, err error) T {
-	if err != nil {
-		panic(fmt.Sprint(err))
-	}
-	return v
 }
