@@ -41,7 +41,7 @@ func newDiffCmd(io streams) *cobra.Command {
 		Use:   "diff [flags] BEFORE AFTER",
 		Short: "Compare two recordings, two windows of one, or a live collector with a file: did the fix work (docs/diff.md)",
 		Long: `diff analyzes BEFORE and AFTER as 'stormwatch analyze' does and compares them in retry-storm
-terms: per dependency and per calling service, physical calls, logical operations, amplification
+terms: per dependency and per calling service, calls, intents (what the top layer asked for), amplification
 and the product of the retrying layers, before -> after; findings matched by detector and place
 (caller -> dependency), not by trace id: resolved, new, persisting. The first line is the verdict.
 
