@@ -70,8 +70,11 @@ func (t *Trace) bridgeOrphans(skew int64, sc *scratch) bool {
 				continue
 			}
 			if c.Kind == spans.KindClient {
-				if k := t.call[j]; k < 0 || t.calls[k].servers > 0 {
-					continue // its callee is traced: the orphan is not its answer
+				// Only a call whose callee is untraced, made over a protocol that carries the
+				// trace on (HTTP, RPC: it has a method), can have led to the orphan: not one
+				// whose callee answered with a span of its own, nor a database or cache call.
+				if k := t.call[j]; k < 0 || t.calls[k].servers > 0 || t.calls[k].target == "" {
+					continue
 				}
 			}
 			if start < c.StartUnixNano-skew || start > t.End(j)+skew {

@@ -75,16 +75,36 @@ func (t *Trace) bridgedTo(i int32, sc *scratch) []int32 {
 	return out
 }
 
-// serverChildren lists the SERVER spans right under CLIENT span i, by start.
+// serverChildren lists the SERVER spans right under CLIENT span i, by start, but for those nested
+// in another (see nestedServer).
 func (t *Trace) serverChildren(i int32, sc *scratch) []int32 {
 	out := sc.srvs[:0]
 	for _, ch := range t.Children(int(i)) {
-		if t.Spans[ch].Kind == spans.KindServer {
+		if t.Spans[ch].Kind == spans.KindServer && !t.nestedServer(i, ch) {
 			out = append(out, ch)
 		}
 	}
 	sc.srvs = out
 	return out
+}
+
+// nestedServer reports whether SERVER span s under CLIENT span i lies inside an earlier SERVER
+// sibling of the same service and instance: two server instrumentations of one process (a
+// framework's span and the HTTP server's) both reading the incoming traceparent, one request, not
+// a resend. Resends to one instance follow each other.
+func (t *Trace) nestedServer(i, s int32) bool {
+	x := &t.Spans[s]
+	for _, ch := range t.Children(int(i)) {
+		if ch == s {
+			return false // siblings are by start: only earlier ones can hold it
+		}
+		y := &t.Spans[ch]
+		if y.Kind == spans.KindServer && y.Service() == x.Service() && y.Instance() == x.Instance() &&
+			y.StartUnixNano <= x.StartUnixNano && x.EndUnixNano <= t.End(int(ch)) {
+			return true
+		}
+	}
+	return false
 }
 
 // virtualCalls adds to the calls span i makes (group) the orphans attached to it: each stands for
@@ -151,6 +171,33 @@ func serverOrigin(k *known) string {
 	return scheme + "://" + joinHostPort(host, port)
 }
 
+// untracedHops makes one untraced hop per callee service and, for orphans, per thing asked: an
+// untraced gateway that calls users then orders made two operations, not a retry of one.
+func (t *Trace) untracedHops(i int32, srvs []int32, direct bool, seed maphash.Seed, in *interner, sc *scratch) {
+	srvs = slices.Clone(srvs) // sc.srvs is reused below
+	for len(srvs) > 0 {
+		first := &t.Spans[srvs[0]]
+		target := ""
+		if !direct {
+			target = in.target(&sc.known[srvs[0]], &sc.derived)
+		}
+		same := func(s int32) bool {
+			x := &t.Spans[s]
+			return x.Service() == first.Service() && (direct || in.target(&sc.known[s], &sc.derived) == target)
+		}
+		var group, rest []int32
+		for _, s := range srvs {
+			if same(s) {
+				group = append(group, s)
+			} else {
+				rest = append(rest, s)
+			}
+		}
+		t.untracedHop(i, group, direct, seed, in, sc)
+		srvs = rest
+	}
+}
+
 // untracedHop makes the operation of a hop that sent CLIENT span i's request several times and
 // exported no span of its own: its attempts are the callee's SERVER spans srvs. direct says the
 // SERVER spans are i's own children (the same request resent: they replace i as the physical
@@ -198,7 +245,7 @@ func (t *Trace) untracedHop(i int32, srvs []int32, direct bool, seed maphash.See
 	c := &t.calls[callees[0]]
 	parent := t.op(t.calls[ci].op)
 	op := t.newOperation(&sc.known[i], c, parent, sc)
-	op.ID = t.hexID(c, &sc.bufs)
+	op.ID = t.Spans[c.idx].SpanID.String()
 	calleeName := c.service
 	if calleeName == "" {
 		calleeName = c.origin
@@ -287,8 +334,9 @@ func (t *Trace) appLoops(i int32, seed maphash.Seed, sc *scratch) {
 			continue
 		}
 		name := t.Spans[first].Name
+		asked := t.lastCall(first)
 		tries := []int32{first}
-		for b := a + 1; b < len(ch) && !t.tryOK(tries[len(tries)-1]); b++ {
+		for b, lastOK := a+1, t.tryOK(first, sc); b < len(ch) && !lastOK; b++ {
 			c := ch[b]
 			if t.Spans[c].Name != name || !t.loopCandidate(c, sc) {
 				continue
@@ -296,7 +344,11 @@ func (t *Trace) appLoops(i int32, seed maphash.Seed, sc *scratch) {
 			if t.Spans[c].StartUnixNano < t.End(int(tries[len(tries)-1]))-overlapTolerance {
 				break // concurrent: not a loop
 			}
+			if !t.sameAsk(asked, t.lastCall(c)) {
+				break // another item of a batch, not the same thing tried again
+			}
 			tries = append(tries, c)
+			lastOK = t.tryOK(c, sc)
 		}
 		if len(tries) < 2 {
 			continue
@@ -322,12 +374,8 @@ func (t *Trace) loopCandidate(i int32, sc *scratch) bool {
 	return found
 }
 
-// tryOK reports whether a try succeeded: its span is not an error and the last call under it
-// (by start) was answered well.
-func (t *Trace) tryOK(i int32) bool {
-	if t.Spans[i].Status == spans.StatusError {
-		return false
-	}
+// lastCall is the last CLIENT span (by start) under span i, -1 when there is none.
+func (t *Trace) lastCall(i int32) int {
 	last := -1
 	t.Walk(int(i), func(j int) bool {
 		if t.Spans[j].Kind == spans.KindClient && (last < 0 || t.Spans[j].StartUnixNano >= t.Spans[last].StartUnixNano) {
@@ -335,11 +383,29 @@ func (t *Trace) tryOK(i int32) bool {
 		}
 		return true
 	})
+	return last
+}
+
+// sameAsk reports whether two calls asked the same thing of the same place.
+func (t *Trace) sameAsk(a, b int) bool {
+	if a < 0 || b < 0 {
+		return false
+	}
+	x, y := &t.calls[t.call[a]], &t.calls[t.call[b]]
+	return x.origin == y.origin && x.target == y.target
+}
+
+// tryOK reports whether a try succeeded: its span is not an error and the last call under it
+// (by start) was answered well.
+func (t *Trace) tryOK(i int32, sc *scratch) bool {
+	if t.Spans[i].Status == spans.StatusError {
+		return false
+	}
+	last := t.lastCall(i)
 	if last < 0 {
 		return true
 	}
-	k := knownOf(&t.Spans[last])
-	outcome, _ := classify(&k)
+	outcome, _ := classify(&sc.known[last])
 	return outcome == OutcomeOK
 }
 
@@ -379,7 +445,7 @@ func (t *Trace) loopOperation(i int32, tries []int32, seed maphash.Seed, sc *scr
 		s := &t.Spans[tr]
 		a := Attempt{Number: n + 1, Kind: KindInitial, SpanID: s.SpanID, StartUnixNano: s.StartUnixNano,
 			EndUnixNano: t.End(int(tr)), Outcome: OutcomeOK, refNumber: -1}
-		if !t.tryOK(tr) {
+		if !t.tryOK(tr, sc) {
 			a.Outcome = OutcomeRetryable
 		}
 		if n > 0 {

@@ -174,3 +174,96 @@ func TestWrapperClientSpanIsNotAPhysicalCall(t *testing.T) {
 		t.Errorf("dependency = %+v, want 3 calls for 1 intent (the wrapper span is no request of its own)", d)
 	}
 }
+
+// Healthy shapes the rules must leave alone: two server instrumentations in one process, a
+// batch of different items, back-to-back reads of two replicas, a database call that happens to
+// be open when an orphan starts.
+func TestHealthyShapesStayHealthy(t *testing.T) {
+	us := func(s spans.Span, start, end int64) spans.Span {
+		s.StartUnixNano, s.EndUnixNano = t0+start*1000, t0+end*1000
+		return s
+	}
+	batch := []spans.Span{sp(1, 1, 0, spans.KindServer, "api", 0, 100)}
+	for n := range 3 {
+		st := int64(1 + 20*n)
+		in := sp(1, 10+n, 1, spans.KindInternal, "api", st, st+15)
+		in.Name = "process-item"
+		status := 200
+		if n == 0 {
+			status = 404
+		}
+		batch = append(batch, in, sp(1, 20+n, 10+n, spans.KindClient, "api", st+1, st+10,
+			get("http://dep:80/items/"+string(rune('0'+n)), status)...))
+	}
+	for _, tc := range []struct {
+		name  string
+		ss    []spans.Span
+		dep   string
+		calls int
+		ops   int
+	}{
+		{"two SERVER spans of one process for one request", []spans.Span{
+			sp(1, 1, 0, spans.KindServer, "api", 0, 100),
+			sp(1, 2, 1, spans.KindClient, "api", 1, 90, get("http://dep:80/x", 200)...),
+			sp(1, 3, 2, spans.KindServer, "dep", 2, 80, server(200)...),
+			sp(1, 4, 2, spans.KindServer, "dep", 3, 79, server(200)...),
+		}, "http://dep:80", 1, 1},
+		{"a batch of items is no retry loop", batch, "http://dep:80", 3, 3},
+		{"back-to-back reads of two replicas are no fan-out", []spans.Span{
+			sp(1, 1, 0, spans.KindServer, "api", 0, 100),
+			us(sp(1, 2, 1, spans.KindClient, "api", 0, 0, get("http://10.0.0.1:80/x", 200)...), 1000, 10000),
+			us(sp(1, 3, 2, spans.KindServer, "dep", 0, 0, server(200)...), 1100, 9900),
+			us(sp(1, 4, 1, spans.KindClient, "api", 0, 0, get("http://10.0.0.2:80/x", 200)...), 10050, 20000),
+			us(sp(1, 5, 4, spans.KindServer, "dep", 0, 0, server(200)...), 10100, 19900),
+		}, "http://10.0.0.2:80", 1, 1},
+		{"orphans are not a redis call's doing", []spans.Span{
+			sp(1, 1, 0, spans.KindServer, "api", 0, 100),
+			sp(1, 2, 1, spans.KindClient, "api", 1, 60, spans.StringAttr("db.system", "redis"), spans.StringAttr(spans.AttrServerAddress, "redis")),
+			sp(1, 3, 9, spans.KindServer, "dep", 5, 20, server(200)...),
+			sp(1, 4, 8, spans.KindServer, "dep", 25, 40, server(200)...),
+		}, "dep", 2, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, r := run(t, analyzer.Config{}, tc.ss...)
+			if d := depStats(t, r, tc.dep); d.PhysicalCalls != tc.calls || d.LogicalOperations != tc.ops {
+				t.Errorf("%s saw %d calls for %d intents, want %d for %d", tc.dep, d.PhysicalCalls, d.LogicalOperations, tc.calls, tc.ops)
+			}
+			if len(r.Findings) != 0 {
+				t.Errorf("findings on a healthy shape: %+v", r.Findings)
+			}
+		})
+	}
+}
+
+// An untraced gateway that calls users and then orders made two calls to two services, not one
+// call retried against another service.
+func TestUntracedGatewayCallsAreNotOneRetry(t *testing.T) {
+	a, _ := run(t, analyzer.Config{},
+		sp(1, 1, 0, spans.KindServer, "web", 0, 100),
+		sp(1, 2, 1, spans.KindClient, "web", 1, 90, get("http://gateway:80/page", 200)...),
+		sp(1, 3, 70, spans.KindServer, "users", 10, 30, server(500)...),
+		sp(1, 4, 71, spans.KindServer, "orders", 40, 60, server(200)...),
+	)
+	for _, op := range a.Snapshot(testNow).Operations {
+		if op.Tries() > 1 {
+			t.Errorf("%s made %d tries toward %s: the gateway's two calls were read as a retry", op.Owner, op.Tries(), op.Dependency)
+		}
+	}
+}
+
+// A request that waited in a queue for longer than any clock skew, then was worked on after its
+// caller gave up: post-deadline work, whatever alignment does for skew.
+func TestQueuedRequestWorkedAfterGiveUp(t *testing.T) {
+	cl := sp(1, 2, 1, spans.KindClient, "api", 0, 1000, spans.StringAttr(spans.AttrRPCSystem, "grpc"),
+		spans.StringAttr(spans.AttrServerAddress, "dep"), spans.StringAttr(spans.AttrRPCStatus, "DEADLINE_EXCEEDED"))
+	cl.Status = spans.StatusError
+	_, r := run(t, analyzer.Config{},
+		sp(1, 1, 0, spans.KindServer, "api", 0, 1100),
+		cl,
+		sp(1, 3, 2, spans.KindServer, "dep", 1500, 1700),
+		sp(1, 4, 3, spans.KindClient, "dep", 1600, 1650, get("http://db:80/q", 200)...),
+	)
+	if fs := findingsOf(r, "post-deadline-work"); len(fs) != 1 || fs[0].Service != "dep" {
+		t.Errorf("post-deadline findings = %+v, want one naming dep", fs)
+	}
+}

@@ -588,7 +588,7 @@ func (t *Trace) inferOperations(seed maphash.Seed, skew int64, in *interner, sc 
 		var srvStart, srvEnd int64
 		for _, ch := range t.Children(i) {
 			cs := &t.Spans[ch]
-			if cs.Kind != spans.KindServer {
+			if cs.Kind != spans.KindServer || t.nestedServer(int32(i), ch) {
 				continue
 			}
 			if c.service == "" {
@@ -702,11 +702,11 @@ func (t *Trace) inferAt(i int32, seed maphash.Seed, skew int64, in *interner, sc
 			}
 		}
 		if t.calls[t.call[i]].servers >= 2 {
-			t.untracedHop(i, t.serverChildren(i, sc), true, seed, in, sc)
+			t.untracedHops(i, t.serverChildren(i, sc), true, seed, in, sc)
 		}
 		if len(sc.bridge) > 0 {
 			if orphans := t.bridgedTo(i, sc); len(orphans) > 0 {
-				t.untracedHop(i, orphans, false, seed, in, sc)
+				t.untracedHops(i, orphans, false, seed, in, sc)
 			}
 		}
 	}
@@ -770,6 +770,7 @@ func (t *Trace) groupCalls(caller int, calls []int32, parentIdx int32, seed maph
 	opIdx := int32(-1)
 	var cur *Attempt
 	var curEnd, curAnswer int64
+	var curFirst int64 // when the attempt's first call started
 	b := &sc.bufs
 	var attStart, callStart, originStart int
 	closeAttempt := func() {
@@ -809,10 +810,10 @@ func (t *Trace) groupCalls(caller int, calls []int32, parentIdx int32, seed maph
 					newAttempt = start >= curAnswer-overlapTolerance
 					if newAttempt && cur.Outcome == OutcomeOK && !isRedirect(cur.Status) && c.resend <= 0 && c.opID == "" {
 						// After a success nothing is retried. A call to another instance
-						// started as the last answer came is a copy sent together with it
-						// (fan-out to replicas too fast to overlap); anything later is the
-						// caller's next operation.
-						if start <= curEnd+overlapTolerance && !slices.Contains(b.origins[originStart:], c.origin) {
+						// started within a millisecond of the attempt's first call is a copy
+						// sent together with it (fan-out to replicas too fast to overlap);
+						// anything later is the caller's next operation.
+						if start <= curFirst+overlapTolerance && !slices.Contains(b.origins[originStart:], c.origin) {
 							newAttempt = false
 						} else {
 							newOp = true
@@ -869,7 +870,7 @@ func (t *Trace) groupCalls(caller int, calls []int32, parentIdx int32, seed maph
 				cur.StartUnixNano, cur.EndUnixNano, cur.refNumber = start, end, c.attempt
 				cur.BackoffNanos = backoff
 				cur.Outcome, cur.Status = c.outcome, c.status
-				curEnd, curAnswer = end, c.answer
+				curEnd, curAnswer, curFirst = end, c.answer, start
 			} else if c.outcome == OutcomeOK && cur.Outcome != OutcomeOK {
 				// Of several copies, the attempt's outcome is the best one.
 				cur.Outcome, cur.Status = c.outcome, c.status
@@ -1032,19 +1033,23 @@ func (t *Trace) newOperation(callerKnown *known, c *callInfo, parent *Operation,
 // hexID is call c's span id in hex (SpanID.String), cut from one string made for the trace's
 // calls the first time an operation needs one.
 func (t *Trace) hexID(c *callInfo, b *opBufs) string {
-	if len(b.hexIDs) < 16*len(t.calls) {
-		// First use, or calls were added since (the callee's side of an untraced hop).
+	k := int(t.call[c.idx])
+	if b.hexIDs == "" {
 		var sb strings.Builder
 		sb.Grow(16 * len(t.calls))
 		var digits [16]byte
-		for k := range t.calls {
-			id := t.Spans[t.calls[k].idx].SpanID
+		for j := range t.calls {
+			id := t.Spans[t.calls[j].idx].SpanID
 			hex.Encode(digits[:], id[:])
 			sb.Write(digits[:])
 		}
 		b.hexIDs = sb.String()
 	}
-	k := int(t.call[c.idx])
+	if 16*k+16 > len(b.hexIDs) {
+		// A call added after the string was made (the callee's side of an untraced hop): its
+		// own string, rather than the whole table again for every such call.
+		return t.Spans[c.idx].SpanID.String()
+	}
 	return b.hexIDs[16*k : 16*k+16]
 }
 

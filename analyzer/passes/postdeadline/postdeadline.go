@@ -90,6 +90,9 @@ func run(pass *analyzer.Pass) error {
 			var late, servers []int
 			for _, s := range t.Children(c) {
 				srv := int(s)
+				if t.Spans[srv].Kind != spans.KindServer {
+					continue
+				}
 				servers = append(servers, srv)
 				t.Walk(srv, func(j int) bool {
 					if isCall(t, j) && !counted[j] && start(j) > gaveUp+skew {
@@ -119,9 +122,10 @@ func run(pass *analyzer.Pass) error {
 }
 
 // clockOffsets says, for each span, what to add to its times to read them on the trace root's
-// clock. Each service's clock may be off by any amount; a callee's SERVER span is set to start
-// when its CLIENT parent did (the request's flight is too short to matter, the skew is not), and
-// every span below it moves with it, its own callees aligned again in turn. The callee's duration
+// clock. A callee's SERVER span is set to start when its CLIENT parent did (the request's flight is
+// too short to matter, a skew of tens of milliseconds is not) - by at most maxSkew when it starts
+// later, since past that the request waited - and every span below it moves with it, its own
+// callees aligned again in turn. The callee's duration
 // is kept, so a callee that worked on after its caller ended still shows it.
 func clockOffsets(t *analyzer.Trace) []int64 {
 	off := make([]int64, t.Len())
@@ -133,7 +137,10 @@ func clockOffsets(t *analyzer.Trace) []int64 {
 			if t.Spans[j].Kind == spans.KindServer && isCall(t, p) {
 				for _, ch := range t.Children(p) { // by start: the first SERVER child is the earliest
 					if t.Spans[ch].Kind == spans.KindServer {
-						off[j] += t.Start(p) - t.Start(int(ch))
+						// A callee that seems to start before its caller is skewed by all of it;
+						// one that seems to start later may also have waited in a queue, so only
+						// up to maxSkew of the gap is taken as skew.
+						off[j] += max(t.Start(p)-t.Start(int(ch)), -int64(maxSkew))
 						break
 					}
 				}
@@ -143,6 +150,10 @@ func clockOffsets(t *analyzer.Trace) []int64 {
 	}
 	return off
 }
+
+// maxSkew is the clock skew between services that alignment removes when a callee seems to start
+// late: beyond it the gap is the request's own wait (a queue, a pool, a backlog), work done late.
+const maxSkew = 100 * time.Millisecond
 
 // pastBy is how long the work in spans went on after point, on the aligned clock.
 func pastBy(work []int, end func(int) int64, point int64) int64 {
