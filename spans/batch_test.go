@@ -22,3 +22,13 @@ func TestBatchReleaseCallsTheHookOnce(t *testing.T) {
 	}
 	(&spans.Batch{}).Release()
 }
+
+// ByTrace keeps each trace's spans together and the traces in the order they first appear.
+func TestByTrace(t *testing.T) {
+	a, b := spans.TraceID{1}, spans.TraceID{2}
+	in := []spans.Span{{TraceID: b, Name: "b1"}, {TraceID: a, Name: "a1"}, {TraceID: b, Name: "b2"}}
+	out := spans.ByTrace(in)
+	if len(out) != 2 || len(out[0].Spans) != 2 || out[0].Spans[1].Name != "b2" || out[1].Spans[0].Name != "a1" {
+		t.Fatalf("ByTrace = %+v", out)
+	}
+}

@@ -290,3 +290,20 @@ type DecodeOptions struct {
 	// memory cost on every held span.
 	AllAttributes bool
 }
+
+// ByTrace groups spans into one batch per trace, in the order each trace first appears: the shape
+// a reader of whole-document formats (Jaeger, Zipkin) hands on, one trace at a time.
+func ByTrace(all []Span) []*Batch {
+	index := map[TraceID]int{}
+	var out []*Batch
+	for _, s := range all {
+		i, ok := index[s.TraceID]
+		if !ok {
+			i = len(out)
+			index[s.TraceID] = i
+			out = append(out, &Batch{})
+		}
+		out[i].Spans = append(out[i].Spans, s)
+	}
+	return out
+}

@@ -239,22 +239,6 @@ func resourceFrom(service string, tags []spans.Attr, opt spans.DecodeOptions) *s
 	return r
 }
 
-// byTrace groups spans into one batch per trace, in the order each trace first appears.
-func byTrace(all []spans.Span) []*spans.Batch {
-	index := map[spans.TraceID]int{}
-	var out []*spans.Batch
-	for _, s := range all {
-		i, ok := index[s.TraceID]
-		if !ok {
-			i = len(out)
-			index[s.TraceID] = i
-			out = append(out, &spans.Batch{})
-		}
-		out[i].Spans = append(out[i].Spans, s)
-	}
-	return out
-}
-
 // SharedServerSpanID is the span id the reader gives the server half of a Zipkin shared span,
 // which has the client half's id on the wire. n numbers the server halves that share one id, in
 // order of their start: a retrying hop nobody traces (a proxy) forwards the same B3 headers on

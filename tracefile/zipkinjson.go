@@ -74,7 +74,7 @@ func decodeZipkinJSON(body []byte, opt spans.DecodeOptions) ([]*spans.Batch, err
 	if len(shared) > 0 {
 		splitShared(all, shared)
 	}
-	return byTrace(all), nil
+	return spans.ByTrace(all), nil
 }
 
 func zipkinSpanOf(z *zipkinSpan, opt spans.DecodeOptions) (spans.Span, error) {

@@ -234,7 +234,7 @@ func (c *Client) findV3(ctx context.Context, q Query) ([]*spans.Batch, error) {
 		if err != nil {
 			return nil, fmt.Errorf("jaeger %s: %w", APIv3, err)
 		}
-		return splitTraces(b), nil
+		return spans.ByTrace(b.Spans), nil
 	case status == http.StatusNotFound && jsonErr == nil && wrap.Error != nil:
 		// Jaeger answers a search that found nothing with 404 and its error body.
 		return nil, nil
@@ -267,22 +267,6 @@ func (c *Client) findV1(ctx context.Context, q Query) ([]*spans.Batch, error) {
 		return nil, fmt.Errorf("jaeger %s: %w", APIv1, err)
 	}
 	return traces, nil
-}
-
-// splitTraces cuts one batch into one per trace, in order of first appearance.
-func splitTraces(b *spans.Batch) []*spans.Batch {
-	index := map[spans.TraceID]int{}
-	var out []*spans.Batch
-	for _, s := range b.Spans {
-		i, ok := index[s.TraceID]
-		if !ok {
-			i = len(out)
-			index[s.TraceID] = i
-			out = append(out, &spans.Batch{})
-		}
-		out[i].Spans = append(out[i].Spans, s)
-	}
-	return out
 }
 
 // StatusError is an HTTP answer that is neither a result nor worth another try.
