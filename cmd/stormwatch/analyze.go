@@ -86,20 +86,30 @@ span (unless --allow-empty).`,
 	return cmd
 }
 
-func runAnalyze(ctx context.Context, io streams, o analyzeOptions, files []string) error {
+// checked reads the flags analyze and diff share: the report's format and --fail-on's severity,
+// and a --settle that is not negative. A bad one is a usage error (exit 2).
+func (o analyzeOptions) checked() (render.Format, analyzer.Severity, error) {
 	format, err := render.ParseFormat(o.format)
 	if err != nil {
-		return withExitCode(2, fmt.Errorf("--format: %w", err))
+		return format, 0, withExitCode(2, fmt.Errorf("--format: %w", err))
 	}
 	failOn, err := analyzer.ParseSeverity(o.failOn)
 	if err != nil {
-		return withExitCode(2, fmt.Errorf("--fail-on: %w", err))
+		return format, 0, withExitCode(2, fmt.Errorf("--fail-on: %w", err))
+	}
+	if o.settle < 0 {
+		return format, 0, withExitCode(2, fmt.Errorf("--settle: must not be negative, got %s", o.settle))
+	}
+	return format, failOn, nil
+}
+
+func runAnalyze(ctx context.Context, io streams, o analyzeOptions, files []string) error {
+	format, failOn, err := o.checked()
+	if err != nil {
+		return err
 	}
 	if ctx == nil {
 		ctx = context.Background()
-	}
-	if o.settle < 0 {
-		return withExitCode(2, fmt.Errorf("--settle: must not be negative, got %s", o.settle))
 	}
 	// Offline, time is the recording's: a trace is complete once the recording has moved on by
 	// --settle past its last span. Analyzed traces release their spans, so memory holds about

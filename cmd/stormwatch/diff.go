@@ -98,19 +98,12 @@ func runDiff(ctx context.Context, io streams, o diffOptions, args []string) erro
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	format, err := render.ParseFormat(o.format)
+	format, failOn, err := o.checked()
 	if err != nil {
-		return withExitCode(2, fmt.Errorf("--format: %w", err))
-	}
-	failOn, err := analyzer.ParseSeverity(o.failOn)
-	if err != nil {
-		return withExitCode(2, fmt.Errorf("--fail-on: %w", err))
+		return err
 	}
 	if o.tolerance < 0 {
 		return withExitCode(2, fmt.Errorf("--tolerance: must not be negative, got %g", o.tolerance))
-	}
-	if o.settle < 0 {
-		return withExitCode(2, fmt.Errorf("--settle: must not be negative, got %s", o.settle))
 	}
 	if o.timeout <= 0 {
 		return withExitCode(2, fmt.Errorf("--timeout: must be positive, got %s", o.timeout))
