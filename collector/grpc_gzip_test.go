@@ -1,11 +1,7 @@
 package collector
 
 import (
-	"bytes"
 	"context"
-	"encoding/binary"
-	"io"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -13,46 +9,9 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/exporters/otlp/otlplog/otlploggrpc"
 	sdklog "go.opentelemetry.io/otel/sdk/log"
-)
 
-// rawGRPC sends one Export call framed by hand over HTTP/2 - the message's compressed flag and
-// grpc-encoding as given, whatever the payload - and returns the grpc-status and grpc-message.
-// A stock client cannot send a body that claims gzip and is not.
-func rawGRPC(t *testing.T, addr string, compressed bool, encoding string, payload []byte) (code, msg string) {
-	t.Helper()
-	frame := make([]byte, 5, 5+len(payload))
-	if compressed {
-		frame[0] = 1
-	}
-	binary.BigEndian.PutUint32(frame[1:], uint32(len(payload)))
-	frame = append(frame, payload...)
-	tr := &http.Transport{Protocols: new(http.Protocols)}
-	tr.Protocols.SetUnencryptedHTTP2(true) // gRPC without TLS: HTTP/2 with prior knowledge
-	defer tr.CloseIdleConnections()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost,
-		"http://"+addr+"/opentelemetry.proto.collector.trace.v1.TraceService/Export", bytes.NewReader(frame))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/grpc")
-	req.Header.Set("TE", "trailers")
-	if encoding != "" {
-		req.Header.Set("grpc-encoding", encoding)
-	}
-	resp, err := tr.RoundTrip(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	io.Copy(io.Discard, resp.Body) // trailers arrive after the body
-	code, msg = resp.Trailer.Get("grpc-status"), resp.Trailer.Get("grpc-message")
-	if code == "" { // a trailers-only answer
-		code, msg = resp.Header.Get("grpc-status"), resp.Header.Get("grpc-message")
-	}
-	return code, msg
-}
+	"github.com/stormwatch/stormwatch/collector/collectortest"
+)
 
 // TestGRPCBodyThatClaimsGzipAndIsNot: a message flagged gzip-compressed that is not gzip (or is
 // cut short) is bad input - INVALID_ARGUMENT, counted malformed - as over HTTP, not INTERNAL; a
@@ -74,7 +33,7 @@ func TestGRPCBodyThatClaimsGzipAndIsNot(t *testing.T) {
 		{"gzip cut short", true, zipped[:len(zipped)/2], "3", "gzip"},
 		{"unflagged under grpc-encoding gzip", false, good, "0", ""},
 	} {
-		code, msg := rawGRPC(t, c.GRPCAddr(), tc.compressed, "gzip", tc.payload)
+		code, msg := collectortest.RawGRPC(t, c.GRPCAddr(), tc.compressed, "gzip", tc.payload)
 		if code != tc.code || !strings.Contains(msg, tc.msg) {
 			t.Errorf("%s: grpc-status %s %q, want %s containing %q", tc.name, code, msg, tc.code, tc.msg)
 		}

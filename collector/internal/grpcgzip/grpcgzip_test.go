@@ -4,9 +4,6 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
-	"encoding/binary"
-	"io"
-	"net/http"
 	"sync"
 	"testing"
 	"time"
@@ -17,6 +14,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/stormwatch/stormwatch/collector"
+	"github.com/stormwatch/stormwatch/collector/collectortest"
 	"github.com/stormwatch/stormwatch/spans"
 )
 
@@ -85,45 +83,8 @@ func TestGzipExportOverGRPC(t *testing.T) {
 	if err := zw.Close(); err != nil {
 		t.Fatal(err)
 	}
-	// A gRPC length-prefixed message: compressed flag 1, big-endian length, the gzip bytes.
-	frame := make([]byte, 5, 5+zipped.Len())
-	frame[0] = 1
-	binary.BigEndian.PutUint32(frame[1:], uint32(zipped.Len()))
-	frame = append(frame, zipped.Bytes()...)
-
-	// gRPC without TLS is HTTP/2 with prior knowledge (h2c).
-	tr := &http.Transport{Protocols: new(http.Protocols)}
-	tr.Protocols.SetUnencryptedHTTP2(true) // gRPC without TLS: HTTP/2 with prior knowledge
-	defer tr.CloseIdleConnections()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost,
-		"http://"+c.GRPCAddr()+"/opentelemetry.proto.collector.trace.v1.TraceService/Export", bytes.NewReader(frame))
-	if err != nil {
-		t.Fatal(err)
-	}
-	hreq.Header.Set("Content-Type", "application/grpc")
-	hreq.Header.Set("TE", "trailers")
-	hreq.Header.Set("grpc-encoding", "gzip")
-	hreq.Header.Set("grpc-accept-encoding", "gzip")
-	resp, err := tr.RoundTrip(hreq)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = resp.Body.Close() }()
-	if _, err := io.Copy(io.Discard, resp.Body); err != nil { // trailers arrive after the body
-		t.Fatal(err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("HTTP status %d, want 200", resp.StatusCode)
-	}
-	status := resp.Trailer.Get("grpc-status")
-	if status == "" {
-		status = resp.Header.Get("grpc-status") // a trailers-only answer
-	}
-	if status != "0" {
-		t.Fatalf("grpc-status %q (%s), want 0: the compressed request was refused",
-			status, resp.Trailer.Get("grpc-message")+resp.Header.Get("grpc-message"))
+	if code, msg := collectortest.RawGRPC(t, c.GRPCAddr(), true, "gzip", zipped.Bytes()); code != "0" {
+		t.Fatalf("grpc-status %q (%s), want 0: the compressed request was refused", code, msg)
 	}
 
 	deadline := time.Now().Add(10 * time.Second)
