@@ -24,7 +24,8 @@ const (
 //
 // To add one: a package under analyzer/passes/<name>/ with a doc.go, a `var Detector =
 // &analyzer.Detector{...}`, a testdata/ of traces where it fires and where it stays silent run by
-// passtest.Run, and a line in analyzer/suite (docs/detectors.md, "Adding a detector").
+// passtest.Run, and a line in analyzer/suite (docs/detectors.md, "Adding a detector"). A threshold
+// the detector needs is one of its Settings, never a constant a user cannot reach.
 type Detector struct {
 	// Name is the stable identifier in reports and policies: lowercase words joined by '-'.
 	Name string
@@ -37,6 +38,28 @@ type Detector struct {
 	// Severity is the default severity; a Run may report higher or lower with a reason (e.g.
 	// retry-amplification is critical from the critical factor on).
 	Severity Severity
+	// Settings are the detector's own tunable thresholds, nil when it has none: a pointer to a
+	// struct of the detector's package holding the defaults. A policy file sets them by name under
+	// detectors.<Name> (docs/policy.md), and policy.Configure gives the run a copy of the
+	// detector carrying the configured values; Run reads them with SettingsOf, never through
+	// this field of the shared value. Each exported field is one setting, described by its tags:
+	//
+	//	policy:"key"  its name in a policy file (required)
+	//	doc:"..."     one line for the docs (required)
+	//	min:"1"       optional bounds on numbers and durations, inclusive, written as in
+	//	max:"1"       a policy file: 1, 0.5, 10ms
+	//
+	// Its type is time.Duration (written with a unit), int, float64, bool or string. The bounds
+	// are the one validation: a policy outside them is refused at load time with the file, line
+	// and column, and the defaults must lie within them (Validate). For example:
+	//
+	//	type Settings struct {
+	//		MinPause time.Duration `policy:"minPause" doc:"a retry pause at or under it counts as none" min:"0s"`
+	//	}
+	//
+	//	var Detector = &analyzer.Detector{..., Settings: &Settings{MinPause: time.Millisecond}}
+	//
+	Settings any
 	// Run inspects the pass and reports findings through pass.Report.
 	Run func(pass *Pass) error
 }
@@ -67,8 +90,8 @@ type Pass struct {
 
 var nameRE = regexp.MustCompile(`^[a-z][a-z0-9]*(-[a-z0-9]+)*$`)
 
-// Validate checks a suite: every detector non-nil, with a valid unique name, a title, a doc and a
-// Run. Tests of every suite call it; New does not, so a caller's typo shows up in its tests.
+// Validate checks a suite: every detector non-nil, with a valid unique name, a title, a doc, a Run
+// and well-declared Settings (see SettingFields). Tests of every suite call it; New does not, so a caller's typo shows up in its tests.
 func Validate(detectors []*Detector) error {
 	var errs []error
 	seen := map[string]bool{}
@@ -92,6 +115,9 @@ func Validate(detectors []*Detector) error {
 		}
 		if d.Run == nil {
 			errs = append(errs, fmt.Errorf("detector %q has no Run", d.Name))
+		}
+		if _, err := SettingFields(d.Settings); err != nil {
+			errs = append(errs, fmt.Errorf("detector %q: %w", d.Name, err))
 		}
 		if d.Scope > ScopeWindow {
 			errs = append(errs, fmt.Errorf("detector %q has unknown scope %d", d.Name, d.Scope))

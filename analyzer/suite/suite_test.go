@@ -30,6 +30,16 @@ func TestValidateRejectsBadSuites(t *testing.T) {
 		"no title":  {[]*analyzer.Detector{{Name: "a", Doc: good.Doc, Run: run}}, "no title"},
 		"no doc":    {[]*analyzer.Detector{{Name: "a", Title: "t", Run: run}}, "no doc"},
 		"no run":    {[]*analyzer.Detector{{Name: "a", Title: "t", Doc: good.Doc}}, "no Run"},
+		"settings not a struct pointer": {[]*analyzer.Detector{{Name: "a", Title: "t", Doc: good.Doc, Run: run,
+			Settings: struct{ N int }{}}}, "must be a non-nil pointer to a struct"},
+		"setting without doc": {[]*analyzer.Detector{{Name: "a", Title: "t", Doc: good.Doc, Run: run,
+			Settings: &struct {
+				N int `policy:"n"`
+			}{}}}, "no doc tag"},
+		"default out of bounds": {[]*analyzer.Detector{{Name: "a", Title: "t", Doc: good.Doc, Run: run,
+			Settings: &struct {
+				N int `policy:"n" doc:"d" min:"1"`
+			}{}}}, "the default 0 must be at least 1"},
 	}
 	for name, c := range cases {
 		err := analyzer.Validate(c.ds)
