@@ -1,6 +1,9 @@
 package policy
 
 import (
+	"fmt"
+	"reflect"
+	"slices"
 	"time"
 
 	"github.com/stormwatch/stormwatch/analyzer"
@@ -25,25 +28,36 @@ const (
 	Live
 )
 
-// Configure applies p to cfg. Call it after cfg.Detectors is filled (suite.Default()):
+// Configure applies p to cfg. Call it after cfg.Detectors is filled (suite.Default()), with p
+// parsed for those detectors:
 //   - detectors the policy turns off (enabled: false) are removed;
+//   - a detector whose settings the policy writes runs as a copy carrying them (the fields the
+//     file leaves out keep the detector's defaults), read through analyzer.SettingsOf;
 //   - a severity the policy sets replaces the detector's own on every finding it reports;
 //   - each class's maxFanout becomes the fan-out limit of its operations (unbounded-fanout);
 //   - p itself is put in cfg.Settings.Extra for the detectors that read the class rules;
 //   - in Live mode the window bounds the cross-trace detectors.
 //
-// A nil p configures the built-in defaults.
+// The detectors of the suite are never changed: every change is made on a copy. A nil p
+// configures the built-in defaults.
 func Configure(cfg *analyzer.Config, p *Policy, mode Mode) {
 	if p == nil {
 		p = Default()
 	}
 	kept := cfg.Detectors[:0:0]
 	for _, d := range cfg.Detectors {
-		if d == nil || !p.Enabled(d.Name) {
+		if d == nil {
 			continue
 		}
-		if sev := p.Detector(d.Name).Severity; sev.Set {
-			d = withSeverity(d, sev.Value)
+		s := p.Detector(d.Name)
+		if !s.Enabled {
+			continue
+		}
+		if len(s.Set) > 0 {
+			d = withSettings(d, s)
+		}
+		if s.Severity.Set {
+			d = withSeverity(d, s.Severity.Value)
 		}
 		kept = append(kept, d)
 	}
@@ -76,6 +90,35 @@ func Configure(cfg *analyzer.Config, p *Policy, mode Mode) {
 func Window(s analyzer.Settings) time.Duration {
 	w, _ := s.Extra[WindowKey].(time.Duration)
 	return w
+}
+
+// withSettings is a copy of d carrying the settings s writes, on a copy of d's own: the keys the
+// file leaves out keep d's defaults. s was decoded for a detector of d's name; one whose settings
+// lack a key of s, or give it another type, is a caller's mistake (a policy parsed for other
+// detectors than it configures) and panics.
+func withSettings(d *analyzer.Detector, s DetectorSettings) *analyzer.Detector {
+	dstFields, err := analyzer.SettingFields(d.Settings)
+	if err != nil || d.Settings == nil {
+		panic(fmt.Sprintf("policy: detector %s cannot take the settings the policy was parsed for: %v", d.Name, err))
+	}
+	srcFields, err := analyzer.SettingFields(s.Values)
+	if err != nil {
+		panic(fmt.Sprintf("policy: detector %s: %v", d.Name, err))
+	}
+	dst := reflect.New(reflect.TypeOf(d.Settings).Elem())
+	dst.Elem().Set(reflect.ValueOf(d.Settings).Elem())
+	src := reflect.ValueOf(s.Values).Elem()
+	for key := range s.Set {
+		i := slices.IndexFunc(dstFields, func(f analyzer.SettingField) bool { return f.Key == key })
+		j := slices.IndexFunc(srcFields, func(f analyzer.SettingField) bool { return f.Key == key })
+		if i < 0 || j < 0 || dstFields[i].Type != srcFields[j].Type {
+			panic(fmt.Sprintf("policy: detector %s has no setting %s of the type the policy was parsed for", d.Name, key))
+		}
+		dst.Elem().Field(dstFields[i].Index).Set(src.Field(srcFields[j].Index))
+	}
+	c := *d
+	c.Settings = dst.Interface()
+	return &c
 }
 
 // withSeverity is a copy of d whose findings all carry sev: the policy, as the driver, decides

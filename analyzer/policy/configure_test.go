@@ -69,7 +69,7 @@ func TestConfigureDisablesAndSetsSeverity(t *testing.T) {
 		t.Errorf("disabled detector still reports: %v", got)
 	}
 
-	p, err := policy.Parse("p.yaml", []byte(pol))
+	p, err := policy.Parse("p.yaml", []byte(pol), suite.Default())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"path"
+	"reflect"
 	"regexp"
 	"sort"
 	"strconv"
@@ -15,6 +16,8 @@ import (
 	"time"
 
 	yaml "go.yaml.in/yaml/v3"
+
+	"github.com/stormwatch/stormwatch/analyzer"
 )
 
 // Error is one problem in a policy file, at the position of the offending key or value.
@@ -43,18 +46,23 @@ func (es Errors) Error() string {
 	return strings.Join(lines, "\n")
 }
 
-// Load reads and validates the policy file at file.
-func Load(file string) (*Policy, error) {
+// Load reads and validates the policy file at file for the given detectors (see Parse).
+func Load(file string, detectors []*analyzer.Detector) (*Policy, error) {
 	data, err := os.ReadFile(file)
 	if err != nil {
 		return nil, fmt.Errorf("read policy: %w", err)
 	}
-	return Parse(file, data)
+	return Parse(file, data, detectors)
 }
 
 // Parse validates a policy held in memory; file is used only in positions and messages.
-func Parse(file string, data []byte) (*Policy, error) {
-	d := &decoder{file: file}
+//
+// detectors are the ones the policy may configure (suite.Default()): their names are the keys
+// of the detectors section, and each takes enabled, severity and the fields its Settings declare
+// (analyzer.Detector.Settings), decoded by their tags. This package keeps no list of its own, so
+// a new detector's settings are configurable as soon as it declares them.
+func Parse(file string, data []byte, detectors []*analyzer.Detector) (*Policy, error) {
+	d := &decoder{file: file, detectors: detectors}
 	p := Default()
 	p.File = file
 	dec := yaml.NewDecoder(bytes.NewReader(data))
@@ -106,8 +114,9 @@ func (d *decoder) syntaxError(err error) *Error {
 }
 
 type decoder struct {
-	file string
-	errs Errors
+	file      string
+	detectors []*analyzer.Detector
+	errs      Errors
 }
 
 func (d *decoder) pos(n *yaml.Node) Pos { return Pos{File: d.file, Line: n.Line, Col: n.Column} }
@@ -384,13 +393,9 @@ func (d *decoder) ruleHandlers(at string, r *Rules) map[string]func(k, v *yaml.N
 			r.Terminal = Setting[string]{Value: s, Set: true, Pos: d.pos(k)}
 		},
 		"idempotent": func(k, v *yaml.Node) {
-			p := join(at, "idempotent")
-			if v.Kind != yaml.ScalarNode || v.ShortTag() != "!!bool" {
-				d.fail(v, p, "want true or false, got %s", describe(v))
-				return
+			if b, ok := d.boolean(v, join(at, "idempotent")); ok {
+				r.Idempotent = Setting[bool]{Value: b, Set: true, Pos: d.pos(k)}
 			}
-			b, _ := strconv.ParseBool(strings.ToLower(v.Value))
-			r.Idempotent = Setting[bool]{Value: b, Set: true, Pos: d.pos(k)}
 		},
 	}
 }
@@ -457,37 +462,6 @@ func (d *decoder) backoff(n *yaml.Node, at string) (Backoff, bool) {
 	return b, ok
 }
 
-// knownDetectors are the stable detector names (docs/detectors.md) and the tunables each takes
-// besides enabled and severity.
-var knownDetectors = map[string][]string{
-	"retry-amplification":     nil,
-	"unbounded-fanout":        nil,
-	"post-deadline-work":      nil,
-	"deadline-not-propagated": nil,
-	"hidden-fallback-retry":   nil,
-	"retry-non-retryable":     nil,
-	"unsafe-write-retry":      nil,
-	"idempotency-key-changed": nil,
-	"retry-after-ignored":     nil,
-	"no-backoff":              {"minPause"},
-	"synchronized-retries":    {"maxCV", "minSamples"},
-	"retry-budget-exceeded":   {"minSamples", "reserve"},
-	"unbounded-retries":       nil,
-	"breaker-wrong-key":       nil,
-	"breaker-counts-attempts": nil,
-	"hedge-not-cancelled":     nil,
-}
-
-// KnownDetectors lists the detector names a policy may configure, sorted.
-func KnownDetectors() []string {
-	out := make([]string, 0, len(knownDetectors))
-	for k := range knownDetectors {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}
-
 func (d *decoder) detectorHandlers(p *Policy) map[string]func(k, v *yaml.Node) {
 	h := map[string]func(k, v *yaml.Node){
 		"window": func(k, v *yaml.Node) {
@@ -500,75 +474,108 @@ func (d *decoder) detectorHandlers(p *Policy) map[string]func(k, v *yaml.Node) {
 			}
 		},
 	}
-	for name, tunables := range knownDetectors {
-		h[name] = func(k, v *yaml.Node) {
-			at := "detectors." + name
-			s := DetectorSettings{Enabled: true, Pos: d.pos(k)}
-			fh := map[string]func(k, v *yaml.Node){
-				"enabled": func(k, v *yaml.Node) {
-					if v.Kind != yaml.ScalarNode || v.ShortTag() != "!!bool" {
-						d.fail(v, join(at, "enabled"), "want true or false, got %s", describe(v))
-						return
-					}
-					s.Enabled, _ = strconv.ParseBool(strings.ToLower(v.Value))
-				},
-				"severity": func(k, v *yaml.Node) {
-					w, ok := d.word(v, join(at, "severity"))
-					if !ok {
-						return
-					}
-					if w != "info" && w != "warning" && w != "critical" {
-						d.fail(v, join(at, "severity"), "unknown severity %q (want info, warning or critical)", w)
-						return
-					}
-					s.Severity = Setting[string]{Value: w, Set: true, Pos: d.pos(k)}
-				},
+	for _, det := range d.detectors {
+		if det == nil {
+			continue
+		}
+		h[det.Name] = func(k, v *yaml.Node) {
+			if s, ok := d.detector(det, k, v); ok {
+				p.Detectors[det.Name] = s
 			}
-			for _, t := range tunables {
-				switch t {
-				case "minPause":
-					fh[t] = func(k, v *yaml.Node) {
-						if dur, ok := d.duration(v, join(at, t)); ok {
-							if dur < 0 {
-								d.fail(v, join(at, t), "must not be negative, got %s", v.Value)
-								return
-							}
-							s.MinPause = Setting[time.Duration]{Value: dur, Set: true, Pos: d.pos(k)}
-						}
-					}
-				case "maxCV":
-					fh[t] = func(k, v *yaml.Node) {
-						if f, ok := d.ratio(v, join(at, t)); ok {
-							s.MaxCV = Setting[float64]{Value: f, Set: true, Pos: d.pos(k)}
-						}
-					}
-				case "reserve":
-					fh[t] = func(k, v *yaml.Node) {
-						if n, ok := d.integer(v, join(at, t)); ok {
-							if n < 0 {
-								d.fail(v, join(at, t), "must not be negative, got %d", n)
-								return
-							}
-							s.Reserve = Setting[int]{Value: n, Set: true, Pos: d.pos(k)}
-						}
-					}
-				case "minSamples":
-					fh[t] = func(k, v *yaml.Node) {
-						if n, ok := d.integer(v, join(at, t)); ok {
-							if n < 1 {
-								d.fail(v, join(at, t), "must be at least 1, got %d", n)
-								return
-							}
-							s.MinSamples = Setting[int]{Value: n, Set: true, Pos: d.pos(k)}
-						}
-					}
-				}
-			}
-			d.fields(v, at, fh)
-			p.Detectors[name] = s
 		}
 	}
 	return h
+}
+
+// detector decodes one detector's entry: enabled, severity and the fields det declares in its
+// Settings, by their policy tags, each checked against its type and bounds.
+func (d *decoder) detector(det *analyzer.Detector, k, v *yaml.Node) (DetectorSettings, bool) {
+	at := "detectors." + det.Name
+	s := DetectorSettings{Enabled: true, Pos: d.pos(k)}
+	fields, err := analyzer.SettingFields(det.Settings)
+	if err != nil {
+		d.fail(k, at, "the detector's settings cannot be configured: %v", err)
+		return s, false
+	}
+	var values reflect.Value
+	if det.Settings != nil {
+		values = reflect.New(reflect.TypeOf(det.Settings).Elem())
+		values.Elem().Set(reflect.ValueOf(det.Settings).Elem())
+		s.Values = values.Interface()
+	}
+	fh := map[string]func(k, v *yaml.Node){
+		"enabled": func(k, v *yaml.Node) {
+			if b, ok := d.boolean(v, join(at, "enabled")); ok {
+				s.Enabled = b
+			}
+		},
+		"severity": func(k, v *yaml.Node) {
+			w, ok := d.word(v, join(at, "severity"))
+			if !ok {
+				return
+			}
+			if w != "info" && w != "warning" && w != "critical" {
+				d.fail(v, join(at, "severity"), "unknown severity %q (want info, warning or critical)", w)
+				return
+			}
+			s.Severity = Setting[string]{Value: w, Set: true, Pos: d.pos(k)}
+		},
+	}
+	for _, f := range fields {
+		fh[f.Key] = func(k, v *yaml.Node) {
+			if d.setting(f, values.Elem().Field(f.Index), v, join(at, f.Key)) {
+				if s.Set == nil {
+					s.Set = map[string]Pos{}
+				}
+				s.Set[f.Key] = d.pos(k)
+			}
+		}
+	}
+	d.fields(v, at, fh)
+	return s, true
+}
+
+// setting decodes n into dst, a field of a detector's settings described by f.
+func (d *decoder) setting(f analyzer.SettingField, dst reflect.Value, n *yaml.Node, at string) bool {
+	val := reflect.New(f.Type).Elem()
+	switch {
+	case f.Type == reflect.TypeFor[time.Duration]():
+		dur, ok := d.duration(n, at)
+		if !ok {
+			return false
+		}
+		val.SetInt(int64(dur))
+	case f.Type.Kind() == reflect.Int:
+		i, ok := d.integer(n, at)
+		if !ok {
+			return false
+		}
+		val.SetInt(int64(i))
+	case f.Type.Kind() == reflect.Float64:
+		x, ok := d.number(n, at, f)
+		if !ok {
+			return false
+		}
+		val.SetFloat(x)
+	case f.Type.Kind() == reflect.Bool:
+		b, ok := d.boolean(n, at)
+		if !ok {
+			return false
+		}
+		val.SetBool(b)
+	default:
+		w, ok := d.word(n, at)
+		if !ok {
+			return false
+		}
+		val.SetString(w)
+	}
+	if msg := f.Check(val); msg != "" {
+		d.fail(n, at, "%s, got %s", msg, n.Value)
+		return false
+	}
+	dst.Set(val)
+	return true
 }
 
 func (d *decoder) whatIf(n *yaml.Node) []Change {
@@ -614,6 +621,36 @@ func (d *decoder) word(n *yaml.Node, at string) (string, bool) {
 		return "", false
 	}
 	return n.Value, true
+}
+
+// boolean reads true or false.
+func (d *decoder) boolean(n *yaml.Node, at string) (bool, bool) {
+	if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!bool" {
+		d.fail(n, at, "want true or false, got %s", describe(n))
+		return false, false
+	}
+	b, _ := strconv.ParseBool(strings.ToLower(n.Value))
+	return b, true
+}
+
+// number reads a finite number for the detector setting f, whose bounds it names when the value
+// is not a number at all.
+func (d *decoder) number(n *yaml.Node, at string, f analyzer.SettingField) (float64, bool) {
+	want := "a number"
+	if f.Min != "" && f.Max != "" {
+		want += " between " + f.Min + " and " + f.Max
+	}
+	tag := n.ShortTag()
+	if n.Kind != yaml.ScalarNode || (tag != "!!float" && tag != "!!int") {
+		d.fail(n, at, "want %s, got %s", want, describe(n))
+		return 0, false
+	}
+	x, err := strconv.ParseFloat(n.Value, 64)
+	if err != nil || math.IsNaN(x) || math.IsInf(x, 0) {
+		d.fail(n, at, "want %s, got %s", want, describe(n))
+		return 0, false
+	}
+	return x, true
 }
 
 func (d *decoder) integer(n *yaml.Node, at string) (int, bool) {

@@ -1,4 +1,4 @@
-package policy
+package policy_test
 
 import (
 	"errors"
@@ -7,6 +7,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/stormwatch/stormwatch/analyzer/passes/nobackoff"
+	"github.com/stormwatch/stormwatch/analyzer/policy"
+	"github.com/stormwatch/stormwatch/analyzer/suite"
 )
 
 // TestParseRejects holds every kind of bad input with the exact message a user sees: the file,
@@ -119,14 +123,14 @@ func TestParseRejects(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			p, err := Parse("p.yaml", []byte(c.yaml))
+			p, err := policy.Parse("p.yaml", []byte(c.yaml), suite.Default())
 			if err == nil {
 				t.Fatalf("accepted:\n%s\ngot %+v", c.yaml, p)
 			}
 			if got := err.Error(); got != c.want {
 				t.Errorf("message\n got: %s\nwant: %s", got, c.want)
 			}
-			var es Errors
+			var es policy.Errors
 			if !errors.As(err, &es) || len(es) == 0 {
 				t.Errorf("error is %T, want policy.Errors", err)
 			}
@@ -135,15 +139,15 @@ func TestParseRejects(t *testing.T) {
 }
 
 func TestExampleParses(t *testing.T) {
-	p, err := Parse("example.yaml", Example)
+	p, err := policy.Parse("example.yaml", policy.Example, suite.Default())
 	if err != nil {
 		t.Fatalf("the example policy that `policy init` writes is invalid:\n%v", err)
 	}
 	if len(p.Classes) != 3 {
 		t.Fatalf("classes = %d, want 3", len(p.Classes))
 	}
-	if !p.Detector("no-backoff").MinPause.Set || p.Detector("no-backoff").MinPause.Value != 5*time.Millisecond {
-		t.Errorf("no-backoff minPause = %+v", p.Detector("no-backoff").MinPause)
+	if nb := p.Detector("no-backoff"); nb.Set["minPause"].IsZero() || nb.Values.(*nobackoff.Settings).MinPause != 5*time.Millisecond {
+		t.Errorf("no-backoff minPause = %+v", nb)
 	}
 }
 
@@ -161,45 +165,45 @@ classes:
   - name: search
     match: {route: /search}
 `
-	p, err := Parse("pol.yaml", []byte(src))
+	p, err := policy.Parse("pol.yaml", []byte(src), suite.Default())
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := p.Lookup(Key{Operation: "catalog.read", Service: "edge"})
+	c := p.Lookup(policy.Key{Operation: "catalog.read", Service: "edge"})
 	if c.Name != "reads" || c.MaxAttempts.Value != 2 || c.MaxAttempts.Pos.FileLine() != "pol.yaml:7" {
 		t.Errorf("reads: %s maxAttempts %d at %s", c.Name, c.MaxAttempts.Value, c.MaxAttempts.Pos)
 	}
-	if c.Backoff.Value.Jitter != JitterFull || c.Backoff.Pos.FileLine() != "pol.yaml:3" {
+	if c.Backoff.Value.Jitter != policy.JitterFull || c.Backoff.Pos.FileLine() != "pol.yaml:3" {
 		t.Errorf("reads inherits backoff from defaults: %+v at %s", c.Backoff.Value, c.Backoff.Pos)
 	}
 	// The dependency may be named by the callee's service.name.
-	c = p.Lookup(Key{Service: "checkout", Dependency: "http://10.0.0.7:8443", DependencyService: "payments"})
+	c = p.Lookup(policy.Key{Service: "checkout", Dependency: "http://10.0.0.7:8443", DependencyService: "payments"})
 	if c.Name != "checkout-payments" || !c.Idempotent.Set || c.Idempotent.Value {
 		t.Errorf("payments: %+v", c)
 	}
 	// Every field of a match must hold: the caller differs, so defaults apply.
-	if c = p.Lookup(Key{Service: "edge", DependencyService: "payments"}); c.Name != "defaults" || c.MaxAttempts.Value != 4 {
+	if c = p.Lookup(policy.Key{Service: "edge", DependencyService: "payments"}); c.Name != "defaults" || c.MaxAttempts.Value != 4 {
 		t.Errorf("edge->payments got class %q maxAttempts %d", c.Name, c.MaxAttempts.Value)
 	}
-	if c = p.Lookup(Key{Route: "/search"}); c.Name != "search" {
+	if c = p.Lookup(policy.Key{Route: "/search"}); c.Name != "search" {
 		t.Errorf("route: got %q", c.Name)
 	}
 	// Built-in defaults for what no one wrote.
-	if c.MaxFanout.Value != DefaultMaxFanout || c.MaxFanout.Set || c.MaxFanout.Pos.String() != "built-in default" {
+	if c.MaxFanout.Value != policy.DefaultMaxFanout || c.MaxFanout.Set || c.MaxFanout.Pos.String() != "built-in default" {
 		t.Errorf("maxFanout built-in: %+v", c.MaxFanout)
 	}
-	if c.RetryBudget.Value != DefaultRetryBudget {
+	if c.RetryBudget.Value != policy.DefaultRetryBudget {
 		t.Errorf("retryBudget built-in: %v", c.RetryBudget.Value)
 	}
 }
 
 func TestEmptyFileIsDefaults(t *testing.T) {
 	for _, src := range []string{"", "# nothing\n", "---\n"} {
-		p, err := Parse("e.yaml", []byte(src))
+		p, err := policy.Parse("e.yaml", []byte(src), suite.Default())
 		if err != nil {
 			t.Fatalf("%q: %v", src, err)
 		}
-		if c := p.Lookup(Key{Operation: "x"}); c.MaxAttempts.Value != DefaultMaxAttempts {
+		if c := p.Lookup(policy.Key{Operation: "x"}); c.MaxAttempts.Value != policy.DefaultMaxAttempts {
 			t.Errorf("%q: maxAttempts %d", src, c.MaxAttempts.Value)
 		}
 		if !p.Enabled("no-backoff") {
@@ -209,7 +213,7 @@ func TestEmptyFileIsDefaults(t *testing.T) {
 }
 
 func TestDetectorSettings(t *testing.T) {
-	p, err := Parse("d.yaml", []byte("detectors:\n  window: 30s\n  hedge-not-cancelled: {enabled: false}\n  no-backoff: {minPause: 2ms, severity: critical}\n"))
+	p, err := policy.Parse("d.yaml", []byte("detectors:\n  window: 30s\n  hedge-not-cancelled: {enabled: false}\n  no-backoff: {minPause: 2ms, severity: critical}\n"), suite.Default())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -217,7 +221,7 @@ func TestDetectorSettings(t *testing.T) {
 		t.Errorf("enabled: hedge %v no-backoff %v amplification %v", p.Enabled("hedge-not-cancelled"), p.Enabled("no-backoff"), p.Enabled("retry-amplification"))
 	}
 	nb := p.Detector("no-backoff")
-	if nb.MinPause.Value != 2*time.Millisecond || nb.Severity.Value != "critical" {
+	if nb.Values.(*nobackoff.Settings).MinPause != 2*time.Millisecond || nb.Set["minPause"].FileLine() != "d.yaml:4" || nb.Severity.Value != "critical" {
 		t.Errorf("no-backoff: %+v", nb)
 	}
 	if p.Window.Value != 30*time.Second || p.Window.Pos.FileLine() != "d.yaml:2" {
@@ -227,11 +231,11 @@ func TestDetectorSettings(t *testing.T) {
 
 func TestAnchorsWork(t *testing.T) {
 	src := "defaults:\n  backoff: &b {base: 10ms, cap: 1s}\nclasses:\n  - name: a\n    match: {operation: x}\n    backoff: *b\n"
-	p, err := Parse("a.yaml", []byte(src))
+	p, err := policy.Parse("a.yaml", []byte(src), suite.Default())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if b := p.Classes[0].Backoff.Value; b.Base != 10*time.Millisecond || b.Cap != time.Second || b.Jitter != JitterNone {
+	if b := p.Classes[0].Backoff.Value; b.Base != 10*time.Millisecond || b.Cap != time.Second || b.Jitter != policy.JitterNone {
 		t.Errorf("aliased backoff: %+v", b)
 	}
 }
@@ -242,18 +246,18 @@ func TestLoadNamesTheFile(t *testing.T) {
 	if err := os.WriteFile(f, []byte("defaults:\n  maxAttempts: 0\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	_, err := Load(f)
+	_, err := policy.Load(f, suite.Default())
 	if err == nil || !strings.HasPrefix(err.Error(), f+":2:16: ") {
-		t.Errorf("Load error %v, want it to start with %s:2:16", err, f)
+		t.Errorf("policy.Load error %v, want it to start with %s:2:16", err, f)
 	}
-	_, err = Load(filepath.Join(dir, "missing.yaml"))
+	_, err = policy.Load(filepath.Join(dir, "missing.yaml"), suite.Default())
 	if err == nil || !strings.Contains(err.Error(), "read policy: ") || !strings.Contains(err.Error(), "missing.yaml") {
 		t.Errorf("missing file: %v", err)
 	}
 }
 
 func TestOutcomesContains(t *testing.T) {
-	o := DefaultRetryable()
+	o := policy.DefaultRetryable()
 	cases := []struct {
 		status, outcome string
 		want            bool
@@ -274,7 +278,7 @@ func TestOutcomesContains(t *testing.T) {
 			t.Errorf("Contains(%q, %q) = %v, want %v", c.status, c.outcome, got, c.want)
 		}
 	}
-	p, err := Parse("o.yaml", []byte("defaults:\n  retryable: [5xx, unavailable, Timeout]\n"))
+	p, err := policy.Parse("o.yaml", []byte("defaults:\n  retryable: [5xx, unavailable, Timeout]\n"), suite.Default())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -298,7 +302,7 @@ func TestParseChanges(t *testing.T) {
 		{"adapter.breaker=5", "adapter.breaker=5"},
 	}
 	for _, c := range good {
-		cs, err := ParseChanges(c.in)
+		cs, err := policy.ParseChanges(c.in)
 		if err != nil {
 			t.Fatalf("%q: %v", c.in, err)
 		}
@@ -320,7 +324,7 @@ func TestParseChanges(t *testing.T) {
 		{",", `no changes in ",": want layer.field=value, such as edge.maxAttempts=1`},
 	}
 	for _, c := range bad {
-		_, err := ParseChanges(c.in)
+		_, err := policy.ParseChanges(c.in)
 		if err == nil || err.Error() != c.want {
 			t.Errorf("%q: error %v, want %s", c.in, err, c.want)
 		}

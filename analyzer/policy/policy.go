@@ -110,21 +110,19 @@ type Key struct {
 	Route             string
 }
 
-// DetectorSettings tune one detector. Zero values mean "the detector's own default".
+// DetectorSettings are what a policy file writes under detectors.<name>.
 type DetectorSettings struct {
 	// Enabled is false when the policy turned the detector off.
 	Enabled  bool
 	Severity Setting[string]
-	// MinPause: no-backoff counts a pause at or under it as immediate.
-	MinPause Setting[time.Duration]
-	// MaxCV: synchronized-retries reports pauses whose coefficient of variation is at or under it.
-	MaxCV Setting[float64]
-	// MinSamples: the fewest retries (or operations) a windowed detector needs before it judges.
-	MinSamples Setting[int]
-	// Reserve: retry-budget-exceeded allows this many retries per window beyond the ratio, as
-	// token-bucket budgets do (the reference client's reserve is 10).
-	Reserve Setting[int]
-	Pos     Pos
+	// Values are the detector's own settings as the file leaves them: a copy of its declared
+	// defaults (of the same type as its analyzer.Detector.Settings) with the keys the file writes
+	// set. nil when the detector declares none.
+	Values any
+	// Set holds, by policy key, where each of the detector's settings the file writes is written;
+	// Configure copies those (and only those) into the detector it runs.
+	Set map[string]Pos
+	Pos Pos
 }
 
 // Policy is a loaded, validated policy file.
@@ -185,8 +183,8 @@ func (p *Policy) Lookup(k Key) *Class {
 	return &p.Defaults
 }
 
-// Detector returns the settings for the named detector; a detector the file does not name is
-// enabled with its own defaults.
+// Detector returns what the file writes for the named detector; a detector the file does not
+// name is enabled with its own defaults (Values nil).
 func (p *Policy) Detector(name string) DetectorSettings {
 	if p != nil {
 		if d, ok := p.Detectors[name]; ok {

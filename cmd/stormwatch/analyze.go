@@ -122,7 +122,7 @@ func runAnalyze(ctx context.Context, io streams, o analyzeOptions, files []strin
 	limitMemory()
 	var pol *policy.Policy
 	if o.policy != "" {
-		p, err := policy.Load(o.policy)
+		p, err := policy.Load(o.policy, cfg.Detectors)
 		if err != nil {
 			return withExitCode(2, err)
 		}

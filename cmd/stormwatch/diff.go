@@ -125,7 +125,7 @@ func runDiff(ctx context.Context, io streams, o diffOptions, args []string) erro
 	}
 	var pol *policy.Policy
 	if o.policy != "" {
-		if pol, err = policy.Load(o.policy); err != nil {
+		if pol, err = policy.Load(o.policy, suite.Default()); err != nil {
 			return withExitCode(2, err)
 		}
 	}

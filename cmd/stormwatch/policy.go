@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/stormwatch/stormwatch/analyzer/policy"
+	"github.com/stormwatch/stormwatch/analyzer/suite"
 )
 
 func newPolicyCmd(io streams) *cobra.Command {
@@ -73,7 +74,7 @@ func newPolicyCheckCmd(io streams) *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			bad := 0
 			for _, file := range args {
-				p, err := policy.Load(file)
+				p, err := policy.Load(file, suite.Default())
 				if err != nil {
 					bad++
 					fmt.Fprintln(io.err, err)

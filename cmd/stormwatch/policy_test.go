@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/stormwatch/stormwatch/analyzer/policy"
+	"github.com/stormwatch/stormwatch/analyzer/suite"
 )
 
 // runCmd runs the command line as main does and returns the exit code and both streams.
@@ -28,7 +29,7 @@ func TestPolicyInitToStdoutIsValid(t *testing.T) {
 	if out != string(policy.Example) {
 		t.Fatalf("stdout is not the example policy")
 	}
-	if _, err := policy.Parse("stdout", []byte(out)); err != nil {
+	if _, err := policy.Parse("stdout", []byte(out), suite.Default()); err != nil {
 		t.Fatalf("written example does not validate: %v", err)
 	}
 }

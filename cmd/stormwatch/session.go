@@ -67,7 +67,7 @@ func newAnalysisSession(a *analysisFlags, maxSpans int, log *slog.Logger) (*sess
 	var p *policy.Policy
 	if a.policy != "" {
 		var err error
-		if p, err = policy.Load(a.policy); err != nil {
+		if p, err = policy.Load(a.policy, cfg.Detectors); err != nil {
 			return nil, fmt.Errorf("--policy: %w", err)
 		}
 	}

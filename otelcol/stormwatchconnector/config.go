@@ -7,6 +7,7 @@ import (
 
 	"github.com/stormwatch/stormwatch/analyzer"
 	"github.com/stormwatch/stormwatch/analyzer/policy"
+	"github.com/stormwatch/stormwatch/analyzer/suite"
 )
 
 // Defaults of the fields a user leaves out. Settle and the bounds are the single binary's, so that
@@ -92,7 +93,7 @@ func (c *Config) Validate() error {
 	if c.Policy != "" {
 		// Loaded here as well as at creation so that a bad file stops the collector at startup,
 		// with the file, line and column of every problem.
-		if _, err := policy.Load(c.Policy); err != nil {
+		if _, err := policy.Load(c.Policy, suite.Default()); err != nil {
 			errs = append(errs, fmt.Errorf("policy %s: %w", c.Policy, err))
 		}
 	}

@@ -74,7 +74,7 @@ func newShared(set connector.Settings, cfg *Config, release func()) (*shared, er
 	var p *policy.Policy
 	if cfg.Policy != "" {
 		var err error
-		if p, err = policy.Load(cfg.Policy); err != nil {
+		if p, err = policy.Load(cfg.Policy, acfg.Detectors); err != nil {
 			return nil, fmt.Errorf("policy %s: %w", cfg.Policy, err)
 		}
 	}

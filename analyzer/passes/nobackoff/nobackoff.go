@@ -15,20 +15,21 @@ var Detector = &analyzer.Detector{
 	Title:    "Retries with no pause",
 	Doc:      "two or more retries of one operation with (near) zero pause (at or under minPause, default 1 ms); evidence: retries, immediate_retries, pauses_ms, threshold_ms",
 	Severity: analyzer.SeverityWarning,
+	Settings: &Settings{MinPause: time.Millisecond},
 	Run:      run,
 }
 
 const name = "no-backoff"
 
-// DefaultMinPause is the pause at or under which a retry counts as immediate.
-const DefaultMinPause = time.Millisecond
+// Settings are no-backoff's own (analyzer.Detector.Settings).
+type Settings struct {
+	// MinPause is the pause at or under which a retry counts as immediate. 1 ms: a timer's
+	// resolution, well under any deliberate backoff.
+	MinPause time.Duration `policy:"minPause" doc:"a retry whose pause is at or under it came back immediately" min:"0s"`
+}
 
 func run(pass *analyzer.Pass) error {
-	p := audit.Policy(pass.Settings)
-	minPause := int64(DefaultMinPause)
-	if s := p.Detector(name).MinPause; s.Set {
-		minPause = int64(s.Value)
-	}
+	minPause := int64(analyzer.SettingsOf[Settings](pass).MinPause)
 	for _, op := range pass.Operations {
 		immediate := 0
 		for i := range op.Attempts {

@@ -21,7 +21,7 @@ func Analyze(t testing.TB, name, policyFile, policyYAML string) analyzer.Report 
 	t.Helper()
 	cfg := analyzer.Config{Detectors: suite.Default()}
 	if policyYAML != "" {
-		p, err := policy.Parse(policyFile, []byte(policyYAML))
+		p, err := policy.Parse(policyFile, []byte(policyYAML), cfg.Detectors)
 		if err != nil {
 			t.Fatalf("policy: %v", err)
 		}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/stormwatch/stormwatch/analyzer"
 	"github.com/stormwatch/stormwatch/analyzer/policy"
+	"github.com/stormwatch/stormwatch/analyzer/suite"
 )
 
 // Suffixes of the files Run reads in a detector's testdata: NAME.jsonl is a trace, NAME.want the
@@ -153,7 +154,7 @@ func (c Case) Analyze(d *analyzer.Detector) ([]analyzer.Finding, error) {
 		}
 		// The base name only, so that evidence citing the rule (file:line) reads the same
 		// wherever the test runs.
-		p, err := policy.Parse(filepath.Base(c.Policy), data)
+		p, err := policy.Parse(filepath.Base(c.Policy), data, policyDetectors(d))
 		if err != nil {
 			return nil, err
 		}
@@ -175,6 +176,18 @@ func (c Case) Analyze(d *analyzer.Detector) ([]analyzer.Finding, error) {
 	}
 	a.Flush()
 	return a.Report().Findings, nil
+}
+
+// policyDetectors are the detectors a case's policy may configure: the default suite, d in place
+// of the suite's detector of its name (or beside them when it is not one), so that a policy
+// naming another detector reads as it does in `stormwatch analyze`.
+func policyDetectors(d *analyzer.Detector) []*analyzer.Detector {
+	ds := suite.Default()
+	if i := slices.IndexFunc(ds, func(s *analyzer.Detector) bool { return s.Name == d.Name }); i >= 0 {
+		ds[i] = d
+		return ds
+	}
+	return append(ds, d)
 }
 
 // Want is one expected finding: a line of a .want file.

@@ -16,14 +16,6 @@ import (
 
 const name = "retry-budget-exceeded"
 
-// DefaultMinSamples is the fewest first attempts a group needs before its ratio is judged.
-const DefaultMinSamples = 10
-
-// DefaultReserve is the retries a window may always spend beyond the ratio: budgets are token
-// buckets with a floor (the reference client's reserve is 10), so that a single flaky call still
-// gets its retry at low traffic. Seed 000's budget run - 10 retries for 40 requests - is within it.
-const DefaultReserve = 10
-
 // Detector is the retry-budget-exceeded detector.
 var Detector = &analyzer.Detector{
 	Name:     name,
@@ -31,7 +23,20 @@ var Detector = &analyzer.Detector{
 	Doc:      "retries / first attempts per (caller, dependency) over the window above the budget ratio (default 0.1, policy retryBudget); evidence: first_attempts, retries, ratio, budget, window_start, window_end, window_ms",
 	Scope:    analyzer.ScopeWindow,
 	Severity: analyzer.SeverityWarning,
+	Settings: &Settings{MinSamples: 10, Reserve: 10},
 	Run:      run,
+}
+
+// Settings are retry-budget-exceeded's own (analyzer.Detector.Settings).
+type Settings struct {
+	// MinSamples is the fewest first attempts, from as many traces, a group needs before its
+	// ratio is judged: a ratio over a handful of requests says little.
+	MinSamples int `policy:"minSamples" doc:"first attempts (from as many traces) a group needs before its ratio is judged" min:"1"`
+	// Reserve is the retries a window may always spend beyond the ratio: budgets are token
+	// buckets with a floor (the reference client's reserve is 10), so that a single flaky call
+	// still gets its retry at low traffic. Seed 000's budget run - 10 retries for 40 requests - is
+	// within it.
+	Reserve int `policy:"reserve" doc:"retries a window may always spend beyond the ratio, as token-bucket budgets do" min:"0"`
 }
 
 type group struct {
@@ -48,14 +53,8 @@ type group struct {
 
 func run(pass *analyzer.Pass) error {
 	p := audit.Policy(pass.Settings)
-	minSamples := DefaultMinSamples
-	if s := p.Detector(name).MinSamples; s.Set {
-		minSamples = s.Value
-	}
-	reserve := DefaultReserve
-	if s := p.Detector(name).Reserve; s.Set {
-		reserve = s.Value
-	}
+	set := analyzer.SettingsOf[Settings](pass)
+	minSamples, reserve := set.MinSamples, set.Reserve
 	w := audit.Windowed(pass)
 	// Groups are (caller, dependency, class). They are found through the dependency alone - one
 	// string hashed per operation, a few groups compared - and each operation's group is noted,

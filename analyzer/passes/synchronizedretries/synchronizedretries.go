@@ -15,12 +15,6 @@ import (
 
 const name = "synchronized-retries"
 
-// Defaults for the policy's tunables.
-const (
-	DefaultMaxCV      = 0.05
-	DefaultMinSamples = 8
-)
-
 // Detector is the synchronized-retries detector.
 var Detector = &analyzer.Detector{
 	Name:     name,
@@ -28,7 +22,18 @@ var Detector = &analyzer.Detector{
 	Doc:      "pauses before the n-th retry identical across operations (coefficient of variation at or under maxCV, default 0.05), or retry starts bunched in waves; full jitter is never reported; evidence: retry, samples, mean_pause_ms, cv, callers, waves, largest_wave, wave_starts",
 	Scope:    analyzer.ScopeWindow,
 	Severity: analyzer.SeverityWarning,
+	Settings: &Settings{MaxCV: 0.05, MinSamples: 8},
 	Run:      run,
+}
+
+// Settings are synchronized-retries' own (analyzer.Detector.Settings).
+type Settings struct {
+	// MaxCV is the coefficient of variation at or under which pauses are in lockstep. 0.05
+	// catches fixed pauses and a token jitter of a few percent; equal jitter is near 0.19.
+	MaxCV float64 `policy:"maxCV" doc:"pauses whose coefficient of variation is at or under it have no jitter" min:"0" max:"1"`
+	// MinSamples is the fewest pauses, from as many traces, a retry ordinal needs (and the
+	// smallest wave) before it is judged.
+	MinSamples int `policy:"minSamples" doc:"pauses (from as many traces) needed before a retry ordinal or a wave is judged" min:"1"`
 }
 
 // stats is a running mean and variance (Welford), so a group costs the same at any size.
@@ -64,15 +69,8 @@ type dependency struct {
 }
 
 func run(pass *analyzer.Pass) error {
-	p := audit.Policy(pass.Settings)
-	set := p.Detector(name)
-	maxCV, minSamples := DefaultMaxCV, DefaultMinSamples
-	if set.MaxCV.Set {
-		maxCV = set.MaxCV.Value
-	}
-	if set.MinSamples.Set {
-		minSamples = set.MinSamples.Value
-	}
+	set := analyzer.SettingsOf[Settings](pass)
+	maxCV, minSamples := set.MaxCV, set.MinSamples
 	w := audit.Windowed(pass)
 	deps := map[string]*dependency{}
 	for _, op := range w.Ops {
