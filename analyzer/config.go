@@ -58,8 +58,8 @@ type Config struct {
 	// up afterwards. Spans that arrive for a released trace are analyzed on their own and noted.
 	// Leave it off when snapshots' TraceLookup is used (the TUI).
 	ReleaseSpans bool
-	// Settings are the thresholds detectors read (see [Settings]).
-	Settings Settings
+	// Settings are the run-wide values detectors read (see [RunSettings]).
+	Settings RunSettings
 	// Now stamps span arrival for the settle period, and spans more than a day ahead of it are
 	// noted in the report (a wrong clock). The analyzer never reads a clock itself: when Now is
 	// nil, arrival is stamped with the time of the latest Settle or Snapshot call, which is

@@ -59,6 +59,8 @@ type Detector struct {
 	//
 	//	var Detector = &analyzer.Detector{..., Settings: &Settings{MinPause: time.Millisecond}}
 	//
+	// Thresholds that are the same for every detector of a run (the clock skew) are not here but
+	// in RunSettings.
 	Settings any
 	// Run inspects the pass and reports findings through pass.Report.
 	Run func(pass *Pass) error
@@ -81,8 +83,10 @@ type Pass struct {
 	// nothing taken from them (an operation, an attempt, a slice of either) may be kept past Run
 	// but in findings.
 	Operations []*Operation
-	// Settings are the thresholds (see [Settings]).
-	Settings Settings
+	// Settings are the run-wide values every detector shares (see [RunSettings]): the clock skew,
+	// the policy, the live window. The detector's own thresholds are not here: read them with
+	// SettingsOf.
+	Settings RunSettings
 	// Report records one finding. Detector and TraceID are filled in when empty; Severity is
 	// taken as given (start from pass.Detector.Severity).
 	Report func(Finding)

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/stormwatch/stormwatch/analyzer"
+	"github.com/stormwatch/stormwatch/analyzer/policy"
+	"github.com/stormwatch/stormwatch/analyzer/suite"
 	"github.com/stormwatch/stormwatch/spans"
 )
 
@@ -105,8 +107,14 @@ func TestOverlappingCallsToReplicasAreFanout(t *testing.T) {
 	if len(r.Findings) != 1 || r.Findings[0].Detector != "unbounded-fanout" || r.Findings[0].Evidence["fanout"] != 3 {
 		t.Fatalf("findings = %+v", r.Findings)
 	}
-	// A policy limit of 3 allows it.
-	_, r = run(t, analyzer.Config{Settings: analyzer.Settings{MaxFanout: 3}},
+	// unbounded-fanout's own limit of 3, set in a policy, allows it.
+	p, err := policy.Parse("p.yaml", []byte("detectors:\n  unbounded-fanout: {maxFanout: 3}\n"), suite.Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := analyzer.Config{Detectors: suite.Default()}
+	policy.Configure(&cfg, p, policy.Offline)
+	_, r = run(t, cfg,
 		sp(1, 1, 0, spans.KindServer, "edge", 0, 100),
 		sp(1, 2, 1, spans.KindClient, "edge", 1, 50, get("http://10.0.0.1:8080/items/1", 200)...), srv(3, 2, "a", 2, 49),
 		sp(1, 4, 1, spans.KindClient, "edge", 1, 50, get("http://10.0.0.2:8080/items/1", 200)...), srv(5, 4, "b", 2, 49),

@@ -9,11 +9,11 @@ import (
 	"github.com/stormwatch/stormwatch/analyzer"
 )
 
-// ExtraKey is the analyzer.Settings.Extra key under which Configure leaves the *Policy for the
+// ExtraKey is the analyzer.RunSettings.Extra key under which Configure leaves the *Policy for the
 // policy-aware detectors (analyzer/passes/internal/audit reads it).
 const ExtraKey = "policy"
 
-// WindowKey is the Settings.Extra key holding the live sliding window (a time.Duration) of the
+// WindowKey is the RunSettings.Extra key holding the live sliding window (a time.Duration) of the
 // cross-trace detectors. It is absent offline, where they see the whole input.
 const WindowKey = "policy.window"
 
@@ -34,8 +34,8 @@ const (
 //   - a detector whose settings the policy writes runs as a copy carrying them (the fields the
 //     file leaves out keep the detector's defaults), read through analyzer.SettingsOf;
 //   - a severity the policy sets replaces the detector's own on every finding it reports;
-//   - each class's maxFanout becomes the fan-out limit of its operations (unbounded-fanout);
-//   - p itself is put in cfg.Settings.Extra for the detectors that read the class rules;
+//   - p itself is put in cfg.Settings.Extra for the detectors that read the class rules (each
+//     class's maxFanout, for one, is unbounded-fanout's limit for its operations);
 //   - in Live mode the window bounds the cross-trace detectors.
 //
 // The detectors of the suite are never changed: every change is made on a copy. A nil p
@@ -71,23 +71,10 @@ func Configure(cfg *analyzer.Config, p *Policy, mode Mode) {
 	} else {
 		delete(cfg.Settings.Extra, WindowKey)
 	}
-	if len(p.Classes) > 0 || p.Defaults.MaxFanout.Set {
-		prev := cfg.Settings.MaxFanoutFor
-		cfg.Settings.MaxFanoutFor = func(op *analyzer.Operation) int {
-			c := p.Lookup(Key{Operation: op.Name, Service: op.Caller, Dependency: op.Dependency, DependencyService: op.DependencyService})
-			if c.MaxFanout.Set {
-				return c.MaxFanout.Value
-			}
-			if prev != nil {
-				return prev(op)
-			}
-			return 0
-		}
-	}
 }
 
 // Window is the live sliding window set by Configure, or 0 offline (everything).
-func Window(s analyzer.Settings) time.Duration {
+func Window(s analyzer.RunSettings) time.Duration {
 	w, _ := s.Extra[WindowKey].(time.Duration)
 	return w
 }

@@ -93,7 +93,7 @@ func TestConfigureDisablesAndSetsSeverity(t *testing.T) {
 	}
 }
 
-// maxFanout per class reaches unbounded-fanout through Settings.MaxFanoutFor.
+// A class's maxFanout is unbounded-fanout's limit for its operations.
 func TestClassMaxFanout(t *testing.T) {
 	pol := "classes:\n  - name: reads\n    match: {service: edge}\n    maxFanout: 2\n"
 	if got := passtest.Of(passtest.Analyze(t, "fanout-stock", "p.yaml", pol), "unbounded-fanout"); len(got) != 0 {

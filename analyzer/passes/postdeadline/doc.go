@@ -10,7 +10,7 @@
 //
 // Clocks of different services drift by tens of milliseconds, so every callee's times are first
 // read on its caller's clock: its SERVER span is set to start when its CLIENT parent did, and the
-// spans below move with it (its duration is kept). Settings.SkewTolerance more is allowed before
+// spans below move with it (its duration is kept). RunSettings.SkewTolerance more is allowed before
 // a call counts as late.
 //
 // The finding names the worker: the service that went on after the caller stopped waiting (the

@@ -11,8 +11,11 @@
 // same count; kept separate so a policy can later weigh factor differently), layers (the retrying
 // layers, top first: service and the most attempts any of its copies made).
 //
-// Severity: critical from Settings.CriticalFactor (default 9: two layers of three already
-// multiply a failing dependency's load by nine), otherwise warning.
+// Settings (policy detectors.retry-amplification): minRetryingLayers (default 2), the retrying
+// layers on one path that make it fire; criticalFactor (default 9), see Severity.
+//
+// Severity: critical from criticalFactor (default 9: two layers of three already multiply a
+// failing dependency's load by nine), otherwise warning.
 //
 // False positives: two layers that retry on purpose with a shared budget (the seed's "inter-layer
 // contract with one quota") look the same in a trace; a policy can lower the severity. A single

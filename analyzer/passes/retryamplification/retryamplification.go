@@ -20,14 +20,27 @@ var Detector = &analyzer.Detector{
 	Title:    "Retries multiplied across layers",
 	Doc:      "two or more layers on one root-to-leaf path retried, multiplying the calls that reached the leaf dependency; evidence: factor, leaf_calls, layers",
 	Severity: analyzer.SeverityWarning,
+	Settings: &Settings{MinRetryingLayers: 2, CriticalFactor: 9},
 	Run:      run,
+}
+
+// Settings are retry-amplification's own (analyzer.Detector.Settings).
+type Settings struct {
+	// MinRetryingLayers is how many retrying layers on one root-to-leaf path make it fire: one
+	// layer retrying is not amplification (unbounded-retries judges it).
+	MinRetryingLayers int `policy:"minRetryingLayers" doc:"retrying layers on one root-to-leaf path that make it fire" min:"2"`
+	// CriticalFactor is the amplification factor (leaf calls per root request) from which a
+	// finding is critical rather than a warning: two layers of three attempts each already
+	// multiply a failing dependency's load by nine.
+	CriticalFactor int `policy:"criticalFactor" doc:"leaf calls per root request from which a finding is critical, not a warning" min:"1"`
 }
 
 // maxSpanIDs bounds the span ids named by one finding: the factor says how many there were.
 const maxSpanIDs = 100
 
 func run(pass *analyzer.Pass) error {
-	need := pass.Settings.RetryingLayers()
+	set := analyzer.SettingsOf[Settings](pass)
+	need := set.MinRetryingLayers
 	if !mayFire(pass.Operations, need) {
 		return nil
 	}
@@ -43,7 +56,7 @@ func run(pass *analyzer.Pass) error {
 		}
 		reported = append(reported, c.Dependency)
 		sev := analyzer.SeverityWarning
-		if c.LeafCalls >= pass.Settings.Critical() {
+		if c.LeafCalls >= set.CriticalFactor {
 			sev = analyzer.SeverityCritical
 		}
 		calls := make([]spans.SpanID, 0, c.LeafCalls) // LeafCalls counts them

@@ -8,8 +8,8 @@
 // resilience.attempt.kind=fanout. Hedges (copies to the same origin, or attempts the reference
 // client marks as hedge) are not fan-out.
 //
-// Evidence: fanout (origins the attempt reached), limit (Settings.FanoutLimit: default 1, or the
-// policy's maxFanout), targets (the origins).
+// Evidence: fanout (origins the attempt reached), limit (the maxFanout of the operation's policy
+// class, else the detector's own maxFanout setting, default 1), targets (the origins).
 //
 // Severity: warning.
 //

@@ -16,7 +16,15 @@ var Detector = &analyzer.Detector{
 	Title:    "One attempt reached too many origins",
 	Doc:      "an attempt of one logical operation reached more origins than the allowed fan-out (default 1, policy maxFanout); evidence: fanout, limit, targets",
 	Severity: analyzer.SeverityWarning,
+	Settings: &Settings{MaxFanout: 1},
 	Run:      run,
+}
+
+// Settings are unbounded-fanout's own (analyzer.Detector.Settings).
+type Settings struct {
+	// MaxFanout is the limit of an operation whose policy class sets no maxFanout: one origin per
+	// attempt, since a retry sent to several replicas at once multiplies load as retries do.
+	MaxFanout int `policy:"maxFanout" doc:"origins one attempt may reach when the operation's policy class sets no maxFanout" min:"1"`
 }
 
 func run(pass *analyzer.Pass) error {
@@ -26,7 +34,12 @@ func run(pass *analyzer.Pass) error {
 		if !fansOut(op) {
 			continue
 		}
-		limit := pass.Settings.FanoutLimit(op)
+		// The class's maxFanout when the policy sets one, else the detector's own.
+		cls := audit.Class(audit.Policy(pass.Settings), nil, op)
+		limit := analyzer.SettingsOf[Settings](pass).MaxFanout
+		if cls.MaxFanout.Set {
+			limit = cls.MaxFanout.Value
+		}
 		for i := range op.Attempts {
 			a := &op.Attempts[i]
 			if len(a.Origins) <= limit {
@@ -49,7 +62,7 @@ func run(pass *analyzer.Pass) error {
 			}
 			// A limit set by a policy file's class is cited with its line (rule, policy).
 			cite := ""
-			if cls := audit.Class(audit.Policy(pass.Settings), nil, op); cls.MaxFanout.Value == limit {
+			if cls.MaxFanout.Set {
 				cite = audit.Cite(ev, "maxFanout", cls.MaxFanout, strconv.Itoa(limit))
 			}
 			pass.Report(analyzer.Finding{

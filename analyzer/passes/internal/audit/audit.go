@@ -17,9 +17,9 @@ import (
 // only look rules up, so sharing it costs nothing and saves building one per trace.
 var builtin = policy.Default()
 
-// Policy is the policy the run was configured with (policy.Configure puts it in Settings.Extra),
+// Policy is the policy the run was configured with (policy.Configure puts it in RunSettings.Extra),
 // or the built-in defaults.
-func Policy(s analyzer.Settings) *policy.Policy {
+func Policy(s analyzer.RunSettings) *policy.Policy {
 	if p, ok := s.Extra[policy.ExtraKey].(*policy.Policy); ok && p != nil {
 		return p
 	}

@@ -48,7 +48,7 @@ func TestWindowed(t *testing.T) {
 		return &analyzer.Operation{StartUnixNano: ns, EndUnixNano: ns + int64(time.Millisecond)}
 	}
 	ops := []*analyzer.Operation{at(0), at(100), at(170), at(180)}
-	offline := analyzer.Settings{}
+	offline := analyzer.RunSettings{}
 	w := Windowed(&analyzer.Pass{Operations: ops, Settings: offline})
 	if start, end := w.Bounds(); len(w.Ops) != 4 || start != 0 || end != 180*int64(time.Second)+int64(time.Millisecond) {
 		t.Errorf("offline: %d ops from %d to %d, want all 4 from 0 to 180.001 s", len(w.Ops), start, end)
