@@ -31,8 +31,8 @@ func (s RunSettings) Skew() int64 {
 
 // SettingsOf is the running detector's own settings: pass.Detector.Settings, which must be a *T.
 // It is the configured copy when a policy set some of them, the declared defaults otherwise, and
-// is only read. A detector that declares no *T panics, which the analyzer reports as the
-// detector's error; Validate catches a nil Settings beforehand.
+// is only read. Asking for a type the detector does not declare is a bug in the detector: it
+// panics, which the analyzer reports as that detector's error.
 func SettingsOf[T any](pass *Pass) *T {
 	s, ok := pass.Detector.Settings.(*T)
 	if !ok || s == nil {

@@ -7,9 +7,14 @@
 // fields a class leaves out come from the file's defaults. Every value keeps the file:line:col it
 // came from, so a finding can name the rule a trace broke and where that rule is written.
 //
+// The detectors section names the detectors Load is given, and each takes the settings that
+// detector declares (analyzer.Detector.Settings): this package holds no list of detectors or of
+// their settings, so a detector is configurable as soon as it declares them.
+//
 // Load rejects an unknown key, a value of the wrong type and an impossible value (maxAttempts 0, a
-// negative deadline, a backoff cap below its base, a ratio outside [0,1]) with file:line:col and
-// what is wrong, all errors at once. Configure applies a loaded policy to an analyzer.Config (the
-// detectors it turns off, the severities it sets, the per-class limits, the live window); the
-// analyzer itself never imports this package, so the detectors and the commands can.
+// negative deadline, a backoff cap below its base, a ratio outside [0,1], a detector setting
+// outside its bounds) with file:line:col and what is wrong, all errors at once. Configure applies a
+// loaded policy to an analyzer.Config (the detectors it turns off, their settings and severities,
+// the live window); the analyzer itself never imports this package, so the detectors and the
+// commands can.
 package policy
