@@ -55,6 +55,7 @@ func analyzeTrace(id spans.TraceID, ss []spans.Span, truncated int, cfg *Config,
 	// spans each, with seventeen detectors 1.3 allocations per span).
 	traceHex := ""
 	report := func(f Finding) {
+		f = f.Clone() // the pass's memory is the next trace's: see Pass.Report
 		if f.Detector == "" {
 			f.Detector = pass.Detector.Name
 		}

@@ -519,8 +519,8 @@ func (a *Analyzer) run(j *job, scratch *[]byte) {
 	// evicted trace's result is dropped once published: its operations are not worth packing.
 	j.res, j.meta = hold(res, &sc.ops, packOps && !j.noPack)
 	if packOps && !j.noPack {
-		// Held packed: nothing points to the operations' memory any more (the findings'
-		// strings and evidence are copies, see detachRest). The next trace's are made in it.
+		// Held packed: nothing points to the operations' memory any more (the findings are
+		// copies, see Pass.Report). The next trace's are made in it.
 		sc.spare.give(&sc.bufs, res.ops)
 	}
 	j.pending, j.from = nil, nil
@@ -713,6 +713,7 @@ func (a *Analyzer) runWindow() {
 	for _, d := range win {
 		pass := &Pass{Detector: d, Operations: ops, Settings: a.cfg.Settings}
 		pass.Report = func(f Finding) {
+			f = f.Clone() // the held operations' memory is reused: see Pass.Report
 			if f.Detector == "" {
 				f.Detector = d.Name
 			}

@@ -3,7 +3,7 @@ package analyzer_test
 import (
 	"context"
 	"reflect"
-	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -117,56 +117,78 @@ func TestHeldResultsDoNotPointIntoPackedSpans(t *testing.T) {
 	}
 }
 
-// oddEvidence reports, for each trace's first CLIENT span, evidence of the kinds no built-in
-// detector uses: a struct and a pointer holding the span's name, a map keyed by it, and the
-// span's children as the trace's own index slice - which the next analysis overwrites unless the
-// analyzer copies it.
+// oddEvidence reports, for each trace's first CLIENT span, evidence taken straight from the
+// pass's memory: the span's name (aliasing the packed bytes) as a text and as a record's key, and
+// the Origins of the first attempt of the trace's operations - a slice the next trace's
+// operations are made in - each with a copy made at Report time to compare with later.
 var oddEvidence = &analyzer.Detector{Name: "odd-evidence", Severity: analyzer.SeverityInfo,
 	Run: func(p *analyzer.Pass) error {
 		t := p.Trace
-		first := -1 // the first CLIENT span with children, else the first CLIENT span
+		first := -1
 		for i := range t.Len() {
-			if t.Spans[i].Kind == spans.KindClient && (first < 0 || len(t.Children(first)) == 0) {
+			if t.Spans[i].Kind == spans.KindClient {
 				first = i
+				break
 			}
 		}
-		for i := range t.Len() {
-			s := &t.Spans[i]
-			if i != first {
-				continue
-			}
-			type named struct{ Name string }
-			p.Report(analyzer.Finding{Summary: "odd", SpanIDs: []string{s.SpanID.String()}, Evidence: map[string]any{
-				"struct":   named{s.Name},
-				"pointer":  &named{s.Name},
-				"map":      map[string]int{s.Name: len(t.Children(i))},
-				"children": t.Children(i),
-				"want":     append([]int32(nil), t.Children(i)...),
-			}})
+		if first < 0 {
 			return nil
 		}
+		var origins []string
+		for _, op := range p.Operations {
+			if len(op.Attempts) > 0 && len(op.Attempts[0].Origins) > 0 {
+				origins = op.Attempts[0].Origins
+				break
+			}
+		}
+		s := &t.Spans[first]
+		p.Report(analyzer.Finding{Summary: "odd", SpanIDs: []string{s.SpanID.String()}, Evidence: analyzer.Evidence{
+			"name":         analyzer.Text(s.Name),
+			"by_name":      analyzer.Record(analyzer.Evidence{s.Name: analyzer.Int(len(t.Children(first)))}),
+			"origins":      analyzer.Texts(origins),
+			"want_name":    analyzer.Text(strings.Clone(s.Name)),
+			"want_origins": analyzer.Texts(cloneTexts(origins)),
+		}})
 		return nil
 	}}
 
-// checkOddEvidence: the index slice oddEvidence reported still holds what it held when reported.
+func cloneTexts(s []string) []string {
+	if s == nil {
+		return nil
+	}
+	out := make([]string, len(s))
+	for i := range s {
+		out[i] = strings.Clone(s[i])
+	}
+	return out
+}
+
+// checkOddEvidence: what oddEvidence reported still holds what it held when reported.
 func checkOddEvidence(t *testing.T, fs []analyzer.Finding) {
 	t.Helper()
-	n, withChildren := 0, 0
+	n, withOrigins := 0, 0
 	for _, f := range fs {
 		if f.Detector != oddEvidence.Name {
 			continue
 		}
 		n++
-		got, want := f.Evidence["children"].([]int32), f.Evidence["want"].([]int32)
-		if !slices.Equal(got, want) {
-			t.Fatalf("evidence %v changed to %v after later analyses", want, got)
+		if !f.Evidence["name"].Equal(f.Evidence["want_name"]) {
+			t.Fatalf("name %v changed to %v after later analyses", f.Evidence["want_name"], f.Evidence["name"])
 		}
-		if len(want) > 0 {
-			withChildren++
+		name, _ := f.Evidence["name"].Text()
+		if r, _ := f.Evidence["by_name"].Record(); len(r) != 1 || r[name].Kind() != analyzer.KindInt {
+			t.Fatalf("record keyed by the name %q changed to %v", name, r)
+		}
+		got, want := f.Evidence["origins"], f.Evidence["want_origins"]
+		if o, _ := want.Texts(); len(o) > 0 {
+			withOrigins++
+		}
+		if !got.Equal(want) {
+			t.Fatalf("origins %v changed to %v after later analyses", want, got)
 		}
 	}
-	if n == 0 || withChildren == 0 {
-		t.Fatalf("%d odd-evidence findings, %d with children", n, withChildren)
+	if n == 0 || withOrigins == 0 {
+		t.Fatalf("%d odd-evidence findings, %d with origins", n, withOrigins)
 	}
 }
 

@@ -74,8 +74,7 @@ type Pass struct {
 	// Trace is the assembled trace (nil for ScopeWindow): spans, parent/child index, the
 	// operation each CLIENT span belongs to. It lives only for the pass: its spans, their
 	// attributes and its index are read back into buffers the next trace's analysis reuses, so
-	// nothing taken from it may be kept past Run. Findings may carry what they like; the analyzer
-	// gives their strings and evidence values memory of their own.
+	// nothing taken from it may be kept past Run. Findings may carry what they like (see Report).
 	Trace *Trace
 	// Operations are the trace's logical operations (for ScopeWindow: of every trace held), each
 	// with its chain of Parent operations up to the root request. Like Trace, they live only for
@@ -88,7 +87,10 @@ type Pass struct {
 	// SettingsOf.
 	Settings RunSettings
 	// Report records one finding. Detector and TraceID are filled in when empty; Severity is
-	// taken as given (start from pass.Detector.Severity).
+	// taken as given (start from pass.Detector.Severity). The finding may carry anything taken
+	// from the pass - a span's name, an attempt's Origins as evidence - because Report keeps a
+	// copy of it (Finding.Clone), not the memory the next analysis reuses; changing the
+	// finding's slices or evidence after Report changes nothing.
 	Report func(Finding)
 }
 

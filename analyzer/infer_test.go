@@ -104,7 +104,7 @@ func TestOverlappingCallsToReplicasAreFanout(t *testing.T) {
 		sp(1, 6, 1, spans.KindClient, "edge", 2, 50, get("http://10.0.0.3:8080/items/1", 200)...),
 		srv(7, 6, "c", 3, 49),
 	)
-	if len(r.Findings) != 1 || r.Findings[0].Detector != "unbounded-fanout" || r.Findings[0].Evidence["fanout"] != 3 {
+	if len(r.Findings) != 1 || r.Findings[0].Detector != "unbounded-fanout" || !r.Findings[0].Evidence["fanout"].Equal(analyzer.Int(3)) {
 		t.Fatalf("findings = %+v", r.Findings)
 	}
 	// unbounded-fanout's own limit of 3, set in a policy, allows it.

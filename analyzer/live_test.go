@@ -162,7 +162,7 @@ func TestSnapshotTraceViewOrderAndLayers(t *testing.T) {
 		v.Layers[1] != (analyzer.Layer{Service: "api", Attempts: 3}) || v.LeafDependency != "http://dep:80" {
 		t.Errorf("layers = %+v leaf %q", v.Layers, v.LeafDependency)
 	}
-	if len(v.Findings) != 1 || v.Findings[0].Severity != analyzer.SeverityWarning || v.Findings[0].Evidence["factor"] != 6 {
+	if len(v.Findings) != 1 || v.Findings[0].Severity != analyzer.SeverityWarning || !v.Findings[0].Evidence["factor"].Equal(analyzer.Int(6)) {
 		t.Errorf("findings = %+v", v.Findings)
 	}
 	// The chain of operations from a leaf call up to the root names the owners.

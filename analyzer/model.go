@@ -69,7 +69,7 @@ type Finding struct {
 	Action string `json:"action,omitempty"`
 	// Evidence keys per detector are documented in docs/detectors.md and never renamed without
 	// bumping ReportVersion.
-	Evidence map[string]any `json:"evidence,omitempty"`
+	Evidence Evidence `json:"evidence,omitempty"`
 	// TimeUnixNano is when it happened: the earliest start of the spans it names (0 when unknown,
 	// as for findings about many traces).
 	TimeUnixNano int64 `json:"time_unix_nano,omitempty"`

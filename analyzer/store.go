@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
-	"reflect"
 	"slices"
 	"strings"
 	"unsafe"
@@ -259,8 +258,9 @@ func (a *Analyzer) viewPacked(id spans.TraceID, r *traceResult, meta *heldTrace,
 // detachOps and detachRest give what an analysis keeps strings of their own where they alias the
 // packed bytes its spans were read from (src): operations held as values and the accounting rows
 // (interned: services, names, dependencies and statuses repeat; operation ids are copied), then
-// findings, detector errors and the trace's notes. Operations held packed (see hold) need none of
-// it - the frame is a copy of everything in them - and are passed as nil.
+// detector errors and the trace's notes; findings are copies already (see Pass.Report).
+// Operations held packed (see hold) need none of it - the frame is a copy of everything in
+// them - and are passed as nil.
 // Without it one operation's service name would keep its whole trace's packed bytes alive after
 // the trace was dropped. Strings that do not alias src (constants, the interner's, text the
 // analysis formatted) are left as they are.
@@ -311,16 +311,6 @@ func detachRest(r *traceResult, src *sources) {
 	if src == nil {
 		return
 	}
-	for i := range r.findings {
-		f := &r.findings[i]
-		for _, s := range []*string{&f.Detector, &f.TraceID, &f.Service, &f.Dependency, &f.Summary, &f.Action} {
-			*s = detachString(src, *s)
-		}
-		for k := range f.SpanIDs {
-			f.SpanIDs[k] = detachString(src, f.SpanIDs[k])
-		}
-		detachValue(src, f.Evidence)
-	}
 	for i := range r.errs {
 		r.errs[i] = detachString(src, r.errs[i])
 	}
@@ -336,106 +326,4 @@ func detachString(src *sources, s string) string {
 		return strings.Clone(s)
 	}
 	return s
-}
-
-// detachValue is an evidence value with its strings detached. The kinds of value the built-in
-// detectors put in evidence are handled in place; any other (a custom detector's) is copied
-// deeply (see detachCopy), since it may hold parts of the trace, which its analysis's scratch
-// reuses.
-func detachValue(src *sources, v any) any {
-	switch x := v.(type) {
-	case nil, bool, int, int64, float64:
-		return v
-	case string:
-		return detachString(src, x)
-	case []string:
-		// A copy: the slice may be part of an operation (an attempt's Origins), whose memory
-		// the next trace's analysis reuses (see opsSpare).
-		x = slices.Clone(x)
-		for i := range x {
-			x[i] = detachString(src, x[i])
-		}
-		return x
-	case []any:
-		for i := range x {
-			x[i] = detachValue(src, x[i])
-		}
-	case map[string]any:
-		for k, e := range x {
-			if nk := detachString(src, k); nk != k {
-				delete(x, k)
-				k = nk
-			}
-			x[k] = detachValue(src, e)
-		}
-	case []map[string]any:
-		for i := range x {
-			detachValue(src, x[i])
-		}
-	default:
-		return detachCopy(src, reflect.ValueOf(v), 0).Interface()
-	}
-	return v
-}
-
-// detachCopy is a deep copy of v with its strings detached: slices, arrays, maps, pointers and
-// structs are copied (a struct's unexported fields by value), to a depth of 8 and no further.
-func detachCopy(src *sources, v reflect.Value, depth int) reflect.Value {
-	if !v.IsValid() || depth > 8 {
-		return v
-	}
-	switch v.Kind() {
-	case reflect.String:
-		if s := v.String(); src.owns(s) {
-			return reflect.ValueOf(strings.Clone(s)).Convert(v.Type())
-		}
-	case reflect.Slice:
-		if v.IsNil() {
-			return v
-		}
-		out := reflect.MakeSlice(v.Type(), v.Len(), v.Len())
-		for i := range v.Len() {
-			out.Index(i).Set(detachCopy(src, v.Index(i), depth+1))
-		}
-		return out
-	case reflect.Array:
-		out := reflect.New(v.Type()).Elem()
-		for i := range v.Len() {
-			out.Index(i).Set(detachCopy(src, v.Index(i), depth+1))
-		}
-		return out
-	case reflect.Map:
-		if v.IsNil() {
-			return v
-		}
-		out := reflect.MakeMapWithSize(v.Type(), v.Len())
-		for it := v.MapRange(); it.Next(); {
-			out.SetMapIndex(detachCopy(src, it.Key(), depth+1), detachCopy(src, it.Value(), depth+1))
-		}
-		return out
-	case reflect.Pointer:
-		if v.IsNil() {
-			return v
-		}
-		out := reflect.New(v.Type().Elem())
-		out.Elem().Set(detachCopy(src, v.Elem(), depth+1))
-		return out
-	case reflect.Interface:
-		if v.IsNil() {
-			return v
-		}
-		out := reflect.New(v.Type()).Elem()
-		out.Set(detachCopy(src, v.Elem(), depth+1))
-		return out
-	case reflect.Struct:
-		out := reflect.New(v.Type()).Elem()
-		out.Set(v)
-		for i := range v.NumField() {
-			if f := out.Field(i); f.CanSet() {
-				f.Set(detachCopy(src, v.Field(i), depth+1))
-			}
-		}
-		return out
-	}
-	return v
 }

@@ -155,15 +155,19 @@ func stormTrace(n uint64) *analyzer.TraceView {
 			}
 		}
 	}
+	layers := make([]analyzer.Evidence, len(v.Layers))
+	for i, l := range v.Layers {
+		layers[i] = analyzer.Evidence{"service": analyzer.Text(l.Service), "attempts": analyzer.Int(l.Attempts)}
+	}
 	v.Findings = []analyzer.Finding{
 		{Detector: "retry-amplification", Severity: analyzer.SeverityCritical, TraceID: v.TraceID.String(), SpanIDs: leaf,
 			Service: "edge", Dependency: "http://dep:8080", Summary: "3 layers retried: 27 calls for 1 request",
 			Action:   "let one layer own retries (the edge); make api and adapter fail fast",
-			Evidence: map[string]any{"factor": 27, "leaf_calls": 27, "layers": v.Layers}},
+			Evidence: analyzer.Evidence{"factor": analyzer.Int(27), "leaf_calls": analyzer.Int(27), "layers": analyzer.Records(layers)}},
 		{Detector: "post-deadline-work", Severity: analyzer.SeverityWarning, TraceID: v.TraceID.String(), SpanIDs: late,
 			Service: "edge", Dependency: "http://api:8080", Summary: fmt.Sprintf("%d attempts started after the 1s deadline", len(late)),
 			Action:   "propagate the deadline and stop retrying when the budget is spent",
-			Evidence: map[string]any{"count": len(late)}},
+			Evidence: analyzer.Evidence{"count": analyzer.Int(len(late))}},
 	}
 	for _, op := range v.Operations {
 		for _, a := range op.Attempts {
@@ -231,7 +235,7 @@ func fakeSnapshot(extraOps int) *analyzer.Snapshot {
 	findings := append([]analyzer.Finding(nil), storm.Findings...)
 	findings = append(findings, analyzer.Finding{Detector: "no-backoff", Severity: analyzer.SeverityInfo,
 		Service: "web", Dependency: "http://pricing:8080", Summary: "2 retries with under 1ms pause",
-		Action: "add exponential backoff with full jitter", Evidence: map[string]any{"retries": 2}})
+		Action: "add exponential backoff with full jitter", Evidence: analyzer.Evidence{"retries": analyzer.Int(2)}})
 	hist := map[string][]float64{
 		"http://dep:8080":     {1, 1, 1, 3, 9, 27, 27, 27, 27, 27},
 		"http://adapter:8080": {1, 1, 1, 3, 9, 9, 9, 9, 9, 9},

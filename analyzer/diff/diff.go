@@ -304,39 +304,23 @@ func layerProducts(r *analyzer.Report, deps map[string]*Dependency, side func(*D
 	}
 }
 
-// layersOf reads the layers evidence as the analyzer makes it ([]map[string]any) and as JSON
-// decodes it ([]any of map[string]any with float64 numbers), so live reports compare like files.
-func layersOf(v any) []Layer {
-	var ms []map[string]any
-	switch x := v.(type) {
-	case []map[string]any:
-		ms = x
-	case []any:
-		for _, e := range x {
-			if m, ok := e.(map[string]any); ok {
-				ms = append(ms, m)
-			}
-		}
-	}
-	out := make([]Layer, 0, len(ms))
-	for _, m := range ms {
-		s, _ := m["service"].(string)
-		n, _ := number(m["attempts"])
+// layersOf reads the layers evidence, as the analyzer makes it and as JSON brings it back.
+func layersOf(v analyzer.Value) []Layer {
+	rs, _ := v.Records()
+	out := make([]Layer, 0, len(rs))
+	for _, r := range rs {
+		s, _ := r["service"].Text()
+		n, _ := number(r["attempts"])
 		out = append(out, Layer{Service: s, Attempts: n})
 	}
 	return out
 }
 
-func number(v any) (int, bool) {
-	switch x := v.(type) {
-	case int:
-		return x, true
-	case int64:
-		return int(x), true
-	case float64:
-		return int(math.Round(x)), true
-	}
-	return 0, false
+// number reads a count: JSON brings back a whole number as an Int, but one written by hand may
+// carry a fraction.
+func number(v analyzer.Value) (int, bool) {
+	x, ok := v.Number()
+	return int(math.Round(x)), ok
 }
 
 type placeKey struct{ detector, service, dependency string }

@@ -24,13 +24,13 @@ func amplification(trace, service, dependency string, layers ...any) analyzer.Fi
 	for i := 1; i < len(layers); i += 2 {
 		factor *= layers[i].(int)
 	}
-	var ev []map[string]any
+	var ev []analyzer.Evidence
 	for i := 0; i < len(layers); i += 2 {
-		ev = append(ev, map[string]any{"service": layers[i], "attempts": layers[i+1]})
+		ev = append(ev, analyzer.Evidence{"service": analyzer.Text(layers[i].(string)), "attempts": analyzer.Int(layers[i+1].(int))})
 	}
 	return analyzer.Finding{Detector: "retry-amplification", Severity: analyzer.SeverityCritical, TraceID: trace,
 		Service: service, Dependency: dependency, Summary: "layers retried",
-		Evidence: map[string]any{"factor": factor, "leaf_calls": factor, "layers": ev}}
+		Evidence: analyzer.Evidence{"factor": analyzer.Int(factor), "leaf_calls": analyzer.Int(factor), "layers": analyzer.Records(ev)}}
 }
 
 func finding(detector string, sev analyzer.Severity, trace, service, dependency string) analyzer.Finding {

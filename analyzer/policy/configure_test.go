@@ -39,7 +39,7 @@ func TestDetectorsCiteThePolicyLine(t *testing.T) {
 				t.Fatalf("no %s finding; report: %+v", c.detector, rep.Findings)
 			}
 			f := got[0]
-			if f.Evidence["rule"] != c.rule || f.Evidence["policy"] != c.at {
+			if f.Evidence["rule"].String() != c.rule || f.Evidence["policy"].String() != c.at {
 				t.Errorf("evidence rule=%v policy=%v, want %s at %s", f.Evidence["rule"], f.Evidence["policy"], c.rule, c.at)
 			}
 			if !strings.Contains(f.Summary, "at "+c.at) || len(f.SpanIDs) == 0 {
@@ -104,7 +104,7 @@ func TestClassMaxFanout(t *testing.T) {
 	}
 	// A maxFanout of 1 written in the file is cited with its line.
 	got := passtest.Of(passtest.Analyze(t, "fanout-stock", "p.yaml", "defaults:\n  maxFanout: 1\n"), "unbounded-fanout")
-	if len(got) == 0 || got[0].Evidence["rule"] != "maxFanout" || got[0].Evidence["policy"] != "p.yaml:2" {
+	if len(got) == 0 || got[0].Evidence["rule"].String() != "maxFanout" || got[0].Evidence["policy"].String() != "p.yaml:2" {
 		t.Errorf("maxFanout from the file not cited: %+v", got)
 	}
 }

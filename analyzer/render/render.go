@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -92,71 +91,9 @@ func Outcomes(m map[string]int) string {
 }
 
 // Evidence renders a finding's evidence as "key=value" pairs in key order, two spaces apart;
-// layers read as "edge x3 -> api x3", counts by name as "200 x60, 503 x2".
-func Evidence(ev map[string]any) string {
-	keys := slices.Sorted(maps.Keys(ev))
-	parts := make([]string, len(keys))
-	for i, k := range keys {
-		parts[i] = k + "=" + value(ev[k])
-	}
-	return strings.Join(parts, "  ")
-}
-
-func value(v any) string {
-	switch x := v.(type) {
-	case []analyzer.Layer:
-		return Layers(x)
-	case []map[string]any:
-		parts := make([]string, len(x))
-		for i, m := range x {
-			if s, ok := m["service"]; ok {
-				parts[i] = fmt.Sprintf("%v x%v", s, value(m["attempts"]))
-			} else {
-				parts[i] = "(" + Evidence(m) + ")"
-			}
-		}
-		return strings.Join(parts, " -> ")
-	case []any:
-		if ms, ok := allMaps(x); ok {
-			return value(ms)
-		}
-		parts := make([]string, len(x))
-		for i, e := range x {
-			parts[i] = value(e)
-		}
-		return strings.Join(parts, ", ")
-	case []string:
-		return strings.Join(x, ", ")
-	case map[string]int:
-		return Outcomes(x)
-	case map[string]any:
-		return countsOrPairs(x)
-	case float64:
-		return strconv.FormatFloat(x, 'f', -1, 64)
-	case string:
-		return x
-	case nil:
-		return "-"
-	}
-	// Any other map or slice (a detector's own types) is read by reflection rather than printed
-	// as Go syntax: map[200:60] means nothing to the reader of a report.
-	rv := reflect.ValueOf(v)
-	switch rv.Kind() {
-	case reflect.Map:
-		m := make(map[string]any, rv.Len())
-		for it := rv.MapRange(); it.Next(); {
-			m[fmt.Sprint(it.Key().Interface())] = it.Value().Interface()
-		}
-		return countsOrPairs(m)
-	case reflect.Slice, reflect.Array:
-		out := make([]any, rv.Len())
-		for i := range out {
-			out[i] = rv.Index(i).Interface()
-		}
-		return value(out)
-	}
-	return fmt.Sprint(v)
-}
+// layers read as "edge x3 -> api x3", counts by name as "200 x60, 503 x2" (see analyzer.Value's
+// String).
+func Evidence(ev analyzer.Evidence) string { return ev.String() }
 
 // Layers renders the layers that retried, root first: "edge x3 -> api x3 -> adapter x3".
 func Layers(ls []analyzer.Layer) string {
@@ -165,52 +102,6 @@ func Layers(ls []analyzer.Layer) string {
 		parts[i] = fmt.Sprintf("%s x%d", l.Service, l.Attempts)
 	}
 	return strings.Join(parts, " -> ")
-}
-
-func allMaps(xs []any) ([]map[string]any, bool) {
-	ms := make([]map[string]any, len(xs))
-	for i, e := range xs {
-		m, ok := e.(map[string]any)
-		if !ok {
-			return nil, false
-		}
-		ms[i] = m
-	}
-	return ms, len(xs) > 0
-}
-
-// countsOrPairs renders a map of counts (as JSON brings them back: float64) like Outcomes, and any
-// other map as "k: v" pairs in key order.
-func countsOrPairs(m map[string]any) string {
-	counts := make(map[string]int, len(m))
-	for k, v := range m {
-		switch n := v.(type) {
-		case int:
-			counts[k] = n
-		case int64:
-			counts[k] = int(n)
-		case float64:
-			if n != float64(int(n)) {
-				counts = nil
-			} else {
-				counts[k] = int(n)
-			}
-		default:
-			counts = nil
-		}
-		if counts == nil {
-			break
-		}
-	}
-	if counts != nil {
-		return Outcomes(counts)
-	}
-	keys := slices.Sorted(maps.Keys(m))
-	parts := make([]string, len(keys))
-	for i, k := range keys {
-		parts[i] = k + ": " + value(m[k])
-	}
-	return strings.Join(parts, ", ")
 }
 
 func shortSpans(ids []string, n int) string {

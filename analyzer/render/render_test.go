@@ -20,8 +20,8 @@ func sample() *analyzer.Report {
 		Findings: []analyzer.Finding{{Detector: "retry-amplification", Severity: analyzer.SeverityCritical, TraceID: "abc",
 			SpanIDs: []string{"1", "2", "3", "4", "5"}, Service: "edge", Dependency: "http://dep:8080",
 			Summary: "3 layers retried | a pipe", Action: "let one layer own retries",
-			Evidence: map[string]any{"factor": 27, "leaf_calls": 27, "layers": []map[string]any{
-				{"service": "edge", "attempts": 3}, {"service": "api", "attempts": 3}}}}},
+			Evidence: analyzer.Evidence{"factor": analyzer.Int(27), "leaf_calls": analyzer.Int(27), "layers": analyzer.Records([]analyzer.Evidence{
+				{"service": analyzer.Text("edge"), "attempts": analyzer.Int(3)}, {"service": analyzer.Text("api"), "attempts": analyzer.Int(3)}})}}},
 		Notes: []string{"2 orphan spans"},
 	}
 }
@@ -120,7 +120,8 @@ func storm() *analyzer.Report {
 		f := analyzer.Finding{Detector: "breaker-wrong-key", Severity: analyzer.SeverityWarning, TraceID: tr,
 			Service: "web", Dependency: "http://stock:8080", Summary: "breaker refused 5 calls",
 			TimeUnixNano: time.Date(2026, 1, 15, 10, 0, i, 0, time.UTC).UnixNano(),
-			Evidence:     map[string]any{"answers": map[string]int{"200": 60, "503": 2}, "failed_origins": map[string]any{"http://reviews:8080": 5.0}}}
+			Evidence: analyzer.Evidence{"answers": analyzer.Counts(map[string]int{"200": 60, "503": 2}),
+				"failed_origins": analyzer.Record(analyzer.Evidence{"http://reviews:8080": analyzer.Float(5.0)})}}
 		if i == 3 {
 			f.Dependency = "http://pricing:8080"
 		}
@@ -205,19 +206,22 @@ func TestJSONKeepsFindingsAndAddsGroups(t *testing.T) {
 // from JSON; other lists are comma-separated, not Go syntax.
 func TestEvidenceLayers(t *testing.T) {
 	want := "edge x3 -> api x3"
-	for _, v := range []any{
-		[]analyzer.Layer{{Service: "edge", Attempts: 3}, {Service: "api", Attempts: 3}},
-		[]map[string]any{{"service": "edge", "attempts": 3}, {"service": "api", "attempts": 3}},
-		[]any{map[string]any{"service": "edge", "attempts": 3.0}, map[string]any{"service": "api", "attempts": 3.0}},
-	} {
-		if got := value(v); got != want {
-			t.Errorf("value(%T) = %q, want %q", v, got, want)
+	built := analyzer.Records([]analyzer.Evidence{
+		{"service": analyzer.Text("edge"), "attempts": analyzer.Int(3)},
+		{"service": analyzer.Text("api"), "attempts": analyzer.Int(3)}})
+	var decoded analyzer.Value
+	if err := json.Unmarshal([]byte(`[{"service":"edge","attempts":3},{"service":"api","attempts":3.0}]`), &decoded); err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range []analyzer.Value{built, decoded} {
+		if got := Evidence(analyzer.Evidence{"layers": v}); got != "layers="+want {
+			t.Errorf("%s: %q, want %q", v.Kind(), got, "layers="+want)
 		}
 	}
-	if got := value([]any{1, 2}); got != "1, 2" {
+	if got := analyzer.Ints([]int{1, 2}).String(); got != "1, 2" {
 		t.Errorf("other lists: %q", got)
 	}
-	if got := value(map[int]int{200: 60}); got != "200 x60" {
-		t.Errorf("a map of counts by any key: %q", got)
+	if got := analyzer.Counts(map[string]int{"200": 60, "503": 2}).String(); got != "200 x60, 503 x2" {
+		t.Errorf("a record of counts: %q", got)
 	}
 }

@@ -71,7 +71,7 @@ func TestAnalyzeFormats(t *testing.T) {
 		t.Fatalf("json report does not parse: %v\n%s", err, out)
 	}
 	if rep.Version != analyzer.ReportVersion || rep.Input.Traces != 1 || rep.Findings[0].Detector != "retry-amplification" ||
-		rep.Findings[0].Evidence["factor"] != float64(64) {
+		!rep.Findings[0].Evidence["factor"].Equal(analyzer.Int(64)) {
 		t.Errorf("report = %+v", rep)
 	}
 	var raw map[string]any

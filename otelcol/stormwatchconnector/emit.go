@@ -1,9 +1,8 @@
 package stormwatchconnector
 
 import (
-	"bytes"
 	"encoding/hex"
-	"encoding/json"
+	"maps"
 	"math"
 	"slices"
 	"strconv"
@@ -355,193 +354,86 @@ func findingRecord(lr plog.LogRecord, f *analyzer.Finding, ts pcommon.Timestamp)
 	}
 }
 
-// putEvidence stores one evidence value. Evidence may hold detector-defined structs, so the rule
-// is its JSON form - the same one the --format json report shows - with integers kept as integers.
-// The values detectors use (numbers, strings, and slices and maps of them) are written directly,
-// exactly as that round trip would write them; anything else goes through encoding/json, which
-// costs a marshal and a decode per value (it was most of the cost of a finding record).
-func putEvidence(v pcommon.Value, x any) {
-	if direct(x) {
-		setDirect(v, x)
-		return
-	}
-	putJSON(v, x)
-}
-
-// putJSON is putEvidence through the JSON form: the rule itself, for any value.
-func putJSON(v pcommon.Value, x any) {
-	data, err := json.Marshal(x)
-	if err != nil {
-		v.SetStr(err.Error())
-		return
-	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	var generic any
-	if err := dec.Decode(&generic); err != nil {
-		v.SetStr(string(data))
-		return
-	}
-	setValue(v, generic)
-}
-
-// direct reports whether setDirect writes x as the JSON round trip would: strings that JSON keeps
-// as they are (valid UTF-8), integers that fit an int64, finite float64s, and slices and maps of
-// such values. float32 is left to JSON, which formats it at 32-bit precision.
-func direct(x any) bool {
-	switch t := x.(type) {
-	case nil, bool, int, int8, int16, int32, int64, uint8, uint16, uint32:
-		return true
-	case uint:
-		return uint64(t) <= math.MaxInt64
-	case uint64:
-		return t <= math.MaxInt64
-	case string:
-		return utf8.ValidString(t)
-	case float64:
-		return !math.IsNaN(t) && !math.IsInf(t, 0)
-	case []string:
-		for _, e := range t {
-			if !utf8.ValidString(e) {
-				return false
-			}
-		}
-		return true
-	case []int, []int64:
-		return true
-	case []float64:
-		for _, e := range t {
-			if !direct(e) {
-				return false
-			}
-		}
-		return true
-	case []any:
-		for _, e := range t {
-			if !direct(e) {
-				return false
-			}
-		}
-		return true
-	case map[string]any:
-		for k, e := range t {
-			if !utf8.ValidString(k) || !direct(e) {
-				return false
-			}
-		}
-		return true
-	case []map[string]any:
-		for _, e := range t {
-			if !direct(e) {
-				return false
-			}
-		}
-		return true
-	}
-	return false
-}
-
-// setDirect writes a value direct accepted. A nil map or slice is JSON's null, which leaves the
-// value empty, as setValue does.
-func setDirect(v pcommon.Value, x any) {
-	switch t := x.(type) {
-	case nil:
-	case bool:
-		v.SetBool(t)
-	case int:
-		v.SetInt(int64(t))
-	case int8:
-		v.SetInt(int64(t))
-	case int16:
-		v.SetInt(int64(t))
-	case int32:
-		v.SetInt(int64(t))
-	case int64:
-		v.SetInt(t)
-	case uint8:
-		v.SetInt(int64(t))
-	case uint16:
-		v.SetInt(int64(t))
-	case uint32:
-		v.SetInt(int64(t))
-	case uint:
-		v.SetInt(int64(t))
-	case uint64:
-		v.SetInt(int64(t))
-	case string:
-		v.SetStr(t)
-	case float64:
-		setFloat(v, t)
-	case []string:
-		if t != nil {
+// putEvidence stores one evidence value as its JSON form - the one the --format json report
+// shows - would read back with integers kept as integers: a Float without a fraction is an
+// integer, invalid UTF-8 is U+FFFD, and a nil list or record is empty (JSON's null).
+func putEvidence(v pcommon.Value, x analyzer.Value) {
+	switch x.Kind() {
+	case analyzer.KindInt:
+		n, _ := x.Int()
+		v.SetInt(int64(n))
+	case analyzer.KindFloat:
+		f, _ := x.Float()
+		setFloat(v, f)
+	case analyzer.KindText:
+		t, _ := x.Text()
+		v.SetStr(validText(t))
+	case analyzer.KindBool:
+		b, _ := x.Bool()
+		v.SetBool(b)
+	case analyzer.KindTexts:
+		if t, _ := x.Texts(); t != nil {
 			s := v.SetEmptySlice()
 			s.EnsureCapacity(len(t))
 			for _, e := range t {
-				s.AppendEmpty().SetStr(e)
+				s.AppendEmpty().SetStr(validText(e))
 			}
 		}
-	case []int:
-		if t != nil {
+	case analyzer.KindInts:
+		if t, _ := x.Ints(); t != nil {
 			s := v.SetEmptySlice()
 			s.EnsureCapacity(len(t))
 			for _, e := range t {
 				s.AppendEmpty().SetInt(int64(e))
 			}
 		}
-	case []int64:
-		if t != nil {
-			s := v.SetEmptySlice()
-			s.EnsureCapacity(len(t))
-			for _, e := range t {
-				s.AppendEmpty().SetInt(e)
-			}
-		}
-	case []float64:
-		if t != nil {
+	case analyzer.KindFloats:
+		if t, _ := x.Floats(); t != nil {
 			s := v.SetEmptySlice()
 			s.EnsureCapacity(len(t))
 			for _, e := range t {
 				setFloat(s.AppendEmpty(), e)
 			}
 		}
-	case []any:
-		if t != nil {
-			s := v.SetEmptySlice()
-			s.EnsureCapacity(len(t))
-			for _, e := range t {
-				setDirect(s.AppendEmpty(), e)
-			}
+	case analyzer.KindRecord:
+		if r, _ := x.Record(); r != nil {
+			setRecord(v.SetEmptyMap(), r)
 		}
-	case map[string]any:
-		if t != nil {
-			setMap(v.SetEmptyMap(), t)
-		}
-	case []map[string]any:
-		if t != nil {
+	case analyzer.KindRecords:
+		if rs, _ := x.Records(); rs != nil {
 			s := v.SetEmptySlice()
-			s.EnsureCapacity(len(t))
-			for _, e := range t {
-				if e == nil {
-					s.AppendEmpty()
-					continue
+			s.EnsureCapacity(len(rs))
+			for _, r := range rs {
+				e := s.AppendEmpty()
+				if r != nil {
+					setRecord(e.SetEmptyMap(), r)
 				}
-				setMap(s.AppendEmpty().SetEmptyMap(), e)
 			}
 		}
 	}
 }
 
-// setMap writes a map's entries in key order, as setValue does.
-func setMap(m pcommon.Map, t map[string]any) {
-	keys := make([]string, 0, len(t))
-	for k := range t {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
+// setRecord writes a record's entries in key order, as the report does.
+func setRecord(m pcommon.Map, r analyzer.Evidence) {
+	keys := slices.Sorted(maps.Keys(r))
 	m.EnsureCapacity(len(keys))
 	for _, k := range keys {
-		setDirect(m.PutEmpty(k), t[k])
+		putEvidence(m.PutEmpty(validText(k)), r[k])
 	}
+}
+
+// validText is s as JSON writes it: each byte that is not part of valid UTF-8 becomes U+FFFD.
+func validText(s string) string {
+	if utf8.ValidString(s) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		b.WriteRune(r) // utf8.RuneError for an invalid byte, which is U+FFFD
+		i += size
+	}
+	return b.String()
 }
 
 // setFloat writes a finite float64 as JSON's decoding with UseNumber reads it back. JSON writes
@@ -562,37 +454,4 @@ func setFloat(v pcommon.Value, f float64) {
 		}
 	}
 	v.SetDouble(f)
-}
-
-func setValue(v pcommon.Value, x any) {
-	switch t := x.(type) {
-	case nil:
-	case string:
-		v.SetStr(t)
-	case bool:
-		v.SetBool(t)
-	case json.Number:
-		if i, err := t.Int64(); err == nil {
-			v.SetInt(i)
-		} else if f, err := t.Float64(); err == nil {
-			v.SetDouble(f)
-		} else {
-			v.SetStr(t.String())
-		}
-	case []any:
-		s := v.SetEmptySlice()
-		for _, e := range t {
-			setValue(s.AppendEmpty(), e)
-		}
-	case map[string]any:
-		m := v.SetEmptyMap()
-		keys := make([]string, 0, len(t))
-		for k := range t {
-			keys = append(keys, k)
-		}
-		slices.Sort(keys)
-		for _, k := range keys {
-			setValue(m.PutEmpty(k), t[k])
-		}
-	}
 }

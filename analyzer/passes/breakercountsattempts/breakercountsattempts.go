@@ -110,14 +110,14 @@ func run(pass *analyzer.Pass) error {
 		if okAfterRetry <= failedLogical || failedAttempts <= failedLogical {
 			continue
 		}
-		ev := map[string]any{
-			"opened_at":                   time.Unix(0, opened).UTC().Format(time.RFC3339Nano),
-			"attempts_before_open":        attempts,
-			"failed_attempts_before_open": failedAttempts,
-			"logical_calls_before_open":   logical,
-			"succeeded_after_retry":       okAfterRetry,
-			"failed_logical_calls":        failedLogical,
-			"refused_calls":               refusedCalls,
+		ev := analyzer.Evidence{
+			"opened_at":                   analyzer.Text(time.Unix(0, opened).UTC().Format(time.RFC3339Nano)),
+			"attempts_before_open":        analyzer.Int(attempts),
+			"failed_attempts_before_open": analyzer.Int(failedAttempts),
+			"logical_calls_before_open":   analyzer.Int(logical),
+			"succeeded_after_retry":       analyzer.Int(okAfterRetry),
+			"failed_logical_calls":        analyzer.Int(failedLogical),
+			"refused_calls":               analyzer.Int(refusedCalls),
 		}
 		w.Evidence(ev)
 		pass.Report(analyzer.Finding{

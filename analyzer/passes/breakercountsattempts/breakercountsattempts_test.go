@@ -3,6 +3,7 @@ package breakercountsattempts_test
 import (
 	"testing"
 
+	"github.com/stormwatch/stormwatch/analyzer"
 	"github.com/stormwatch/stormwatch/analyzer/passes/breakercountsattempts"
 	"github.com/stormwatch/stormwatch/analyzer/passes/passtest"
 )
@@ -22,7 +23,7 @@ func TestSeed003AttemptCountingBreaker(t *testing.T) {
 		want := map[string]int{"failed_attempts_before_open": 5, "succeeded_after_retry": 2,
 			"failed_logical_calls": 0, "logical_calls_before_open": 2, "refused_calls": 8}
 		for k, v := range want {
-			if ev[k] != v {
+			if !ev[k].Equal(analyzer.Int(v)) {
 				t.Errorf("%s: %s = %v, want %d", shape, k, ev[k], v)
 			}
 		}

@@ -125,11 +125,11 @@ func run(pass *analyzer.Pass) error {
 			continue
 		}
 		names := slices.Sorted(maps.Keys(failed))
-		ev := map[string]any{
-			"origin":         k.origin,
-			"refused_calls":  s.refused,
-			"answers":        s.answers,
-			"failed_origins": failed,
+		ev := analyzer.Evidence{
+			"origin":         analyzer.Text(k.origin),
+			"refused_calls":  analyzer.Int(s.refused),
+			"answers":        analyzer.Counts(s.answers),
+			"failed_origins": analyzer.Counts(failed),
 		}
 		w.Evidence(ev)
 		pass.Report(analyzer.Finding{

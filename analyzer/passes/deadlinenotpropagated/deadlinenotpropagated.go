@@ -42,11 +42,11 @@ func run(pass *analyzer.Pass) error {
 				Summary: fmt.Sprintf("%s gave %s a deadline %.0f ms later than its caller %s's: work below it can outlive the request",
 					op.Caller, op.Name, audit.Ms(over), parent.Caller),
 				Action: "derive each downstream deadline from the caller's remaining budget (propagate resilience.deadline / Request-Deadline) instead of starting a new timeout",
-				Evidence: map[string]any{
-					"kind":               "later-than-caller",
-					"deadline_ms":        audit.Ms(op.DeadlineUnixNano - op.StartUnixNano),
-					"caller_deadline_ms": audit.Ms(parent.DeadlineUnixNano - op.StartUnixNano),
-					"overrun_ms":         audit.Ms(over),
+				Evidence: analyzer.Evidence{
+					"kind":               analyzer.Text("later-than-caller"),
+					"deadline_ms":        analyzer.Float(audit.Ms(op.DeadlineUnixNano - op.StartUnixNano)),
+					"caller_deadline_ms": analyzer.Float(audit.Ms(parent.DeadlineUnixNano - op.StartUnixNano)),
+					"overrun_ms":         analyzer.Float(audit.Ms(over)),
 				},
 			})
 		case op.DeadlineUnixNano == 0 && !op.Inferred:
@@ -58,9 +58,9 @@ func run(pass *analyzer.Pass) error {
 				Summary: fmt.Sprintf("%s called %s with no deadline although its caller %s had %.0f ms left: the deadline stopped at %s",
 					op.Caller, op.Name, parent.Caller, audit.Ms(max(parent.DeadlineUnixNano-op.StartUnixNano, 0)), op.Caller),
 				Action: "read the incoming deadline (Request-Deadline header or baggage) and bound every downstream operation by it",
-				Evidence: map[string]any{
-					"kind":               "not-propagated",
-					"caller_deadline_ms": audit.Ms(parent.DeadlineUnixNano - op.StartUnixNano),
+				Evidence: analyzer.Evidence{
+					"kind":               analyzer.Text("not-propagated"),
+					"caller_deadline_ms": analyzer.Float(audit.Ms(parent.DeadlineUnixNano - op.StartUnixNano)),
 				},
 			})
 		}
@@ -97,10 +97,10 @@ func reportAttempt(pass *analyzer.Pass, op *analyzer.Operation, skew int64) bool
 			Summary: fmt.Sprintf("attempt %d of %s's %s ran %.0f ms past the operation's deadline: its own timeout was longer than the budget left",
 				a.Number, op.Owner, op.Name, audit.Ms(over)),
 			Action: "give each attempt min(its timeout, the deadline's remaining budget), and do not start an attempt the budget cannot hold",
-			Evidence: map[string]any{
-				"kind":        "attempt-outlived-deadline",
-				"deadline_ms": audit.Ms(budgetEnd - op.StartUnixNano),
-				"overrun_ms":  audit.Ms(over),
+			Evidence: analyzer.Evidence{
+				"kind":        analyzer.Text("attempt-outlived-deadline"),
+				"deadline_ms": analyzer.Float(audit.Ms(budgetEnd - op.StartUnixNano)),
+				"overrun_ms":  analyzer.Float(audit.Ms(over)),
 			},
 		})
 		return true

@@ -52,7 +52,7 @@ func TestDeadlineStoppedAtAService(t *testing.T) {
 			}
 			continue
 		}
-		if len(got) != 1 || got[0].Evidence["kind"] != "not-propagated" || got[0].Service != "api" {
+		if len(got) != 1 || got[0].Evidence["kind"].String() != "not-propagated" || got[0].Service != "api" {
 			t.Errorf("findings %+v, want one not-propagated finding for api", got)
 		}
 	}

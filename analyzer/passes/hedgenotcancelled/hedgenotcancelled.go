@@ -118,11 +118,11 @@ func judge(pass *analyzer.Pass, t *analyzer.Trace, op *analyzer.Operation, race 
 		Summary: fmt.Sprintf("%s hedged %s with %d copies; %d kept running %.0f ms after the winner answered",
 			op.Owner, op.Name, len(idx), len(losers), audit.Ms(wasted)),
 		Action: "cancel the losing copies as soon as one answers (cancel their contexts), and hedge only idempotent reads",
-		Evidence: map[string]any{
-			"copies":           len(idx),
-			"winner":           t.Spans[winner].SpanID.String(),
-			"losers_completed": len(losers),
-			"wasted_ms":        audit.Ms(wasted),
+		Evidence: analyzer.Evidence{
+			"copies":           analyzer.Int(len(idx)),
+			"winner":           analyzer.Text(t.Spans[winner].SpanID.String()),
+			"losers_completed": analyzer.Int(len(losers)),
+			"wasted_ms":        analyzer.Float(audit.Ms(wasted)),
 		},
 	})
 }

@@ -227,14 +227,14 @@ func report(pass *analyzer.Pass, op *analyzer.Operation, ids []string, failedDep
 		}
 		what = append(what, s)
 	}
-	ev := map[string]any{
-		"primary":           failedDep,
-		"fallback":          fallback,
-		"fallback_attempts": tries,
-		"calls_to_failed":   again,
+	ev := analyzer.Evidence{
+		"primary":           analyzer.Text(failedDep),
+		"fallback":          analyzer.Text(fallback),
+		"fallback_attempts": analyzer.Int(tries),
+		"calls_to_failed":   analyzer.Int(again),
 	}
 	if via != "" {
-		ev["via"] = via
+		ev["via"] = analyzer.Text(via)
 	}
 	pass.Report(analyzer.Finding{
 		Severity:   pass.Detector.Severity,

@@ -92,7 +92,7 @@ func run(pass *analyzer.Pass) error {
 			Summary: fmt.Sprintf("%s sent %s of %s with %d different idempotency keys: the server cannot tell they are one write",
 				op.Owner, words.Count(len(keys), "attempt"), op.Name, len(distinct)),
 			Action:   "make the idempotency key once per logical operation, before the first attempt, and send the same key on every retry",
-			Evidence: map[string]any{"keys": keys, "distinct_keys": len(distinct), "attempts": len(keys)},
+			Evidence: analyzer.Evidence{"keys": analyzer.Texts(keys), "distinct_keys": analyzer.Int(len(distinct)), "attempts": analyzer.Int(len(keys))},
 		})
 	}
 	return nil

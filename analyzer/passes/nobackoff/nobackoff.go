@@ -60,11 +60,11 @@ func run(pass *analyzer.Pass) error {
 			Summary: fmt.Sprintf("%s retried %s %s with no pause (%d of %s within %.1f ms of the failure)",
 				op.Owner, op.Name, words.Plural(immediate, "time", "times"), immediate, words.Plural(len(pauses), "retry", "retries"), audit.Ms(minPause)),
 			Action: "wait between attempts: exponential backoff with full jitter, sleep uniform(0, min(cap, base*2^n))",
-			Evidence: map[string]any{
-				"retries":           len(pauses),
-				"immediate_retries": immediate,
-				"pauses_ms":         pauses,
-				"threshold_ms":      audit.Ms(minPause),
+			Evidence: analyzer.Evidence{
+				"retries":           analyzer.Int(len(pauses)),
+				"immediate_retries": analyzer.Int(immediate),
+				"pauses_ms":         analyzer.Floats(pauses),
+				"threshold_ms":      analyzer.Float(audit.Ms(minPause)),
 			},
 		})
 	}

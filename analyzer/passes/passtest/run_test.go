@@ -24,7 +24,7 @@ var retried = &analyzer.Detector{
 			if len(op.Attempts) > 1 {
 				pass.Report(analyzer.Finding{Severity: pass.Detector.Severity, Service: op.Caller, Dependency: op.Dependency,
 					Summary:  op.Caller + " tried again",
-					Evidence: map[string]any{"attempts": len(op.Attempts), "classes": classes}})
+					Evidence: analyzer.Evidence{"attempts": analyzer.Int(len(op.Attempts)), "classes": analyzer.Int(classes)}})
 			}
 		}
 		return nil
@@ -41,7 +41,8 @@ func TestRunReadsEveryTraceOfTestdata(t *testing.T) {
 func TestDiff(t *testing.T) {
 	finding := func(sev analyzer.Severity, svc string, attempts int) analyzer.Finding {
 		return analyzer.Finding{Severity: sev, Service: svc, Dependency: "http://dep:80", Summary: svc + " retried",
-			Evidence: map[string]any{"attempts": attempts, "status": "503", "targets": []string{"a", "b"}}}
+			Evidence: analyzer.Evidence{"attempts": analyzer.Int(attempts), "status": analyzer.Text("503"),
+				"targets": analyzer.Texts([]string{"a", "b"})}}
 	}
 	want := func(text string) []Want {
 		w, err := ParseWant("t.want", []byte(text))

@@ -75,12 +75,12 @@ func (v *violations) report(rule string, pos policy.Pos, expected, observed stri
 		Dependency: v.op.Dependency,
 		Summary:    fmt.Sprintf("%s (policy %s at %s, class %s)", summary, rule, pos.FileLine(), v.cls.Name),
 		Action:     action,
-		Evidence: map[string]any{
-			"rule":     rule,
-			"policy":   pos.FileLine(),
-			"class":    v.cls.Name,
-			"expected": expected,
-			"observed": observed,
+		Evidence: analyzer.Evidence{
+			"rule":     analyzer.Text(rule),
+			"policy":   analyzer.Text(pos.FileLine()),
+			"class":    analyzer.Text(v.cls.Name),
+			"expected": analyzer.Text(expected),
+			"observed": analyzer.Text(observed),
 		},
 	})
 }

@@ -28,7 +28,7 @@ func TestOwnerRuleNamesRuleLineAndSpans(t *testing.T) {
 		got := passtest.Of(rep, "policy-violation")
 		byOwner := map[string]int{}
 		for _, f := range got {
-			if f.Evidence["rule"] != "owner" {
+			if f.Evidence["rule"].String() != "owner" {
 				t.Errorf("%s: unexpected rule %v: %s", shape, f.Evidence["rule"], f.Summary)
 				continue
 			}
@@ -36,7 +36,7 @@ func TestOwnerRuleNamesRuleLineAndSpans(t *testing.T) {
 			if len(f.SpanIDs) == 0 || f.TraceID == "" {
 				t.Errorf("%s: finding names no spans: %+v", shape, f)
 			}
-			pos := f.Evidence["policy"].(string)
+			pos, _ := f.Evidence["policy"].Text()
 			if pos != "team.yaml:5" && pos != "team.yaml:9" {
 				t.Errorf("%s: policy position %q, want team.yaml:5 or :9", shape, pos)
 			}

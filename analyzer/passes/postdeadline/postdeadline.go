@@ -207,11 +207,11 @@ func report(pass *analyzer.Pass, late []int, source, service string, wasted int6
 		Summary: fmt.Sprintf("%s, but %s started %s to %s after that and worked %.1f ms past it, for nobody",
 			what, service, calls, dep, ms),
 		Action: "propagate the deadline downstream (context deadline, Request-Deadline header or baggage) and check it before every call, so work stops when the caller gives up",
-		Evidence: map[string]any{
-			"spans_after_deadline": len(late),
-			"wasted_ms":            ms,
-			"deadline_source":      source,
-			"worker":               service,
+		Evidence: analyzer.Evidence{
+			"spans_after_deadline": analyzer.Int(len(late)),
+			"wasted_ms":            analyzer.Float(ms),
+			"deadline_source":      analyzer.Text(source),
+			"worker":               analyzer.Text(service),
 		},
 	})
 }

@@ -63,10 +63,10 @@ func run(pass *analyzer.Pass) error {
 				Summary: fmt.Sprintf("%s retried %s after %.0f ms although the server answered %s with Retry-After %.0f ms",
 					op.Owner, op.Name, audit.Ms(waited), status, audit.Ms(hint)),
 				Action: "wait at least the Retry-After the server sent (the backoff may be longer, never shorter), or give up when it does not fit the deadline",
-				Evidence: map[string]any{
-					"retry_after_ms": audit.Ms(hint),
-					"waited_ms":      audit.Ms(max(waited, 0)),
-					"status":         status,
+				Evidence: analyzer.Evidence{
+					"retry_after_ms": analyzer.Float(audit.Ms(hint)),
+					"waited_ms":      analyzer.Float(audit.Ms(max(waited, 0))),
+					"status":         analyzer.Text(status),
 				},
 			})
 			break // one finding per operation

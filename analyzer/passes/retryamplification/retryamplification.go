@@ -78,10 +78,10 @@ func run(pass *analyzer.Pass) error {
 			ids = audit.HexIDs(calls)
 		}
 		parts := make([]string, len(layers))
-		ev := make([]map[string]any, len(layers))
+		ev := make([]analyzer.Evidence, len(layers))
 		for i, l := range layers {
 			parts[i] = l.Service + " x" + strconv.Itoa(l.Attempts)
-			ev[i] = map[string]any{"service": l.Service, "attempts": l.Attempts}
+			ev[i] = analyzer.Evidence{"service": analyzer.Text(l.Service), "attempts": analyzer.Int(l.Attempts)}
 		}
 		dep := c.Dependency
 		if c.Service != "" && c.Service != dep {
@@ -96,10 +96,10 @@ func run(pass *analyzer.Pass) error {
 				len(layers), strings.Join(parts, ", "), c.LeafCalls, dep),
 			Action: fmt.Sprintf("let one layer own retries (%s is nearest the dependency) and make the others fail fast, or share one retry budget across the layers",
 				layers[len(layers)-1].Service),
-			Evidence: map[string]any{
-				"factor":     c.LeafCalls,
-				"leaf_calls": c.LeafCalls,
-				"layers":     ev,
+			Evidence: analyzer.Evidence{
+				"factor":     analyzer.Int(c.LeafCalls),
+				"leaf_calls": analyzer.Int(c.LeafCalls),
+				"layers":     analyzer.Records(ev),
 			},
 		})
 	}

@@ -136,14 +136,14 @@ func run(pass *analyzer.Pass) error {
 		if ratio >= 1 && sev < analyzer.SeverityCritical {
 			sev = analyzer.SeverityCritical
 		}
-		ev := map[string]any{
-			"first_attempts": g.first,
-			"retries":        g.retries,
-			"ratio":          round3(ratio),
-			"budget":         budget,
-			"reserve":        reserve,
-			"operations":     g.ops,
-			"traces":         traces,
+		ev := analyzer.Evidence{
+			"first_attempts": analyzer.Int(g.first),
+			"retries":        analyzer.Int(g.retries),
+			"ratio":          analyzer.Float(round3(ratio)),
+			"budget":         analyzer.Float(budget),
+			"reserve":        analyzer.Int(reserve),
+			"operations":     analyzer.Int(g.ops),
+			"traces":         analyzer.Int(traces),
 		}
 		w.Evidence(ev)
 		start, end := w.Bounds()

@@ -67,7 +67,7 @@ func run(pass *analyzer.Pass) error {
 			if status == "" {
 				status = a.Outcome
 			}
-			ev := map[string]any{"status": status, "retries_after": retries, "attempts": op.Tries()}
+			ev := analyzer.Evidence{"status": analyzer.Text(status), "retries_after": analyzer.Int(retries), "attempts": analyzer.Int(op.Tries())}
 			cite := audit.Cite(ev, "retryable", cls.Retryable, fmt.Sprint(cls.Retryable.Value.Tokens()))
 			pass.Report(analyzer.Finding{
 				Severity:   pass.Detector.Severity,

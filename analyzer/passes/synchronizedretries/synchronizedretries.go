@@ -143,7 +143,7 @@ func run(pass *analyzer.Pass) error {
 		if !lockstep && !bunched {
 			continue
 		}
-		ev := map[string]any{"waves": len(waves), "largest_wave": largest(waves)}
+		ev := analyzer.Evidence{"waves": analyzer.Int(len(waves)), "largest_wave": analyzer.Int(largest(waves))}
 		var ws []string
 		for i, wv := range waves {
 			if i == 5 {
@@ -151,15 +151,15 @@ func run(pass *analyzer.Pass) error {
 			}
 			ws = append(ws, time.Unix(0, wv.start).UTC().Format(time.RFC3339Nano))
 		}
-		ev["wave_starts"] = ws
+		ev["wave_starts"] = analyzer.Texts(ws)
 		summary := ""
 		f := analyzer.Finding{Severity: pass.Detector.Severity, Dependency: depName}
 		if g != nil {
-			ev["retry"] = retry
-			ev["samples"] = g.n
-			ev["mean_pause_ms"] = audit.Ms(int64(g.mean))
-			ev["cv"] = math.Round(g.cv()*1000) / 1000
-			ev["callers"] = slices.Sorted(slices.Values(g.callers))
+			ev["retry"] = analyzer.Int(retry)
+			ev["samples"] = analyzer.Int(g.n)
+			ev["mean_pause_ms"] = analyzer.Float(audit.Ms(int64(g.mean)))
+			ev["cv"] = analyzer.Float(math.Round(g.cv()*1000) / 1000)
+			ev["callers"] = analyzer.Texts(slices.Sorted(slices.Values(g.callers)))
 			f.Service = g.example.Caller
 			f.TraceID = g.example.TraceID.String()
 			f.SpanIDs = audit.HexIDs(g.ids)

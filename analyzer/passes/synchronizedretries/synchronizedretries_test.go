@@ -86,10 +86,14 @@ func TestIdenticalPausesAreSynchronized(t *testing.T) {
 		t.Fatalf("findings %d, want 1", len(got))
 	}
 	ev := got[0].Evidence
-	if ev["cv"] != 0.0 || ev["samples"] != 40 || ev["mean_pause_ms"] != 100.0 || ev["retry"] != 1 {
+	if !ev["cv"].Equal(analyzer.Float(0)) || !ev["samples"].Equal(analyzer.Int(40)) || !ev["mean_pause_ms"].Equal(analyzer.Float(100)) ||
+		!ev["retry"].Equal(analyzer.Int(1)) {
 		t.Errorf("evidence %v", ev)
 	}
-	if ev["waves"].(int) < 1 || ev["largest_wave"].(int) < 40 {
+	if waves, _ := ev["waves"].Int(); waves < 1 {
+		t.Errorf("no wave: %v", ev)
+	}
+	if largest, _ := ev["largest_wave"].Int(); largest < 40 {
 		t.Errorf("40 clients retrying at the same instant make a wave of 40: %v", ev)
 	}
 	if len(got[0].SpanIDs) == 0 || got[0].TraceID == "" {

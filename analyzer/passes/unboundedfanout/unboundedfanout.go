@@ -55,10 +55,10 @@ func run(pass *analyzer.Pass) error {
 			if op.DependencyService != "" {
 				dep = op.DependencyService
 			}
-			ev := map[string]any{
-				"fanout":  len(a.Origins),
-				"limit":   limit,
-				"targets": targets,
+			ev := analyzer.Evidence{
+				"fanout":  analyzer.Int(len(a.Origins)),
+				"limit":   analyzer.Int(limit),
+				"targets": analyzer.Texts(targets),
 			}
 			// A limit set by a policy file's class is cited with its line (rule, policy).
 			cite := ""

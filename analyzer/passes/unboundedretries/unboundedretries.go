@@ -35,7 +35,7 @@ func run(pass *analyzer.Pass) error {
 		limit := cls.MaxAttempts.Value
 		if tries > limit {
 			ids := tryIDs(op)
-			ev := map[string]any{"attempts": tries, "limit": limit}
+			ev := analyzer.Evidence{"attempts": analyzer.Int(tries), "limit": analyzer.Int(limit)}
 			cite := audit.Cite(ev, "maxAttempts", cls.MaxAttempts, strconv.Itoa(limit))
 			pass.Report(analyzer.Finding{
 				Severity:   pass.Detector.Severity,
@@ -59,7 +59,7 @@ func run(pass *analyzer.Pass) error {
 			Dependency: op.Dependency,
 			Summary:    fmt.Sprintf("%s gave up %s after %s without a stop reason: nothing in the trace says what bounded the loop", op.Owner, op.Name, words.Plural(tries, "try", "tries")),
 			Action:     "record resilience.stop_reason (max_attempts, deadline, budget, breaker_open, permanent...) on the operation so every stop is explained",
-			Evidence:   map[string]any{"attempts": tries, "stop_reason": ""},
+			Evidence:   analyzer.Evidence{"attempts": analyzer.Int(tries), "stop_reason": analyzer.Text("")},
 		})
 	}
 	return nil

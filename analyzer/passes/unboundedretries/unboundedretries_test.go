@@ -41,7 +41,7 @@ func TestMissingStopReason(t *testing.T) {
 		a.Flush()
 		got := a.Report().Findings
 		switch {
-		case stop == "" && (len(got) != 1 || got[0].Severity != analyzer.SeverityInfo || got[0].Evidence["stop_reason"] != ""):
+		case stop == "" && (len(got) != 1 || got[0].Severity != analyzer.SeverityInfo || !got[0].Evidence["stop_reason"].Equal(analyzer.Text(""))):
 			t.Errorf("no stop reason: findings %+v, want one info finding", got)
 		case stop != "" && len(got) != 0:
 			t.Errorf("stop_reason %s: findings %+v, want none", stop, got)

@@ -63,7 +63,7 @@ func run(pass *analyzer.Pass) error {
 		if shown == "" {
 			shown = "write"
 		}
-		ev := map[string]any{"method": shown, "attempts": sends, "key_present": false}
+		ev := analyzer.Evidence{"method": analyzer.Text(shown), "attempts": analyzer.Int(sends), "key_present": analyzer.Bool(false)}
 		// A name inferred from the calls already starts with the method ("POST /charges").
 		what := shown + " " + op.Name
 		if strings.HasPrefix(op.Name, shown+" ") {

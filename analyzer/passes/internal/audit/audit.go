@@ -88,12 +88,12 @@ func FromFile[T any](s policy.Setting[T]) bool { return s.Set && !s.Pos.IsZero()
 
 // Cite adds the rule and its place to a finding's evidence when the rule came from a file, and
 // returns a suffix for the summary such as " (policy maxAttempts: 3 at policy.yaml:12)".
-func Cite[T any](ev map[string]any, rule string, s policy.Setting[T], shown string) string {
+func Cite[T any](ev analyzer.Evidence, rule string, s policy.Setting[T], shown string) string {
 	if !FromFile(s) {
 		return ""
 	}
-	ev["rule"] = rule
-	ev["policy"] = s.Pos.FileLine()
+	ev["rule"] = analyzer.Text(rule)
+	ev["policy"] = analyzer.Text(s.Pos.FileLine())
 	return fmt.Sprintf(" (policy %s: %s at %s)", rule, shown, s.Pos.FileLine())
 }
 

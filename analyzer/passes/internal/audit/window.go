@@ -65,9 +65,9 @@ func (w *Window) Bounds() (start, end int64) {
 }
 
 // Evidence adds the window to a finding's evidence: its bounds (RFC 3339, UTC) and length.
-func (w *Window) Evidence(ev map[string]any) {
+func (w *Window) Evidence(ev analyzer.Evidence) {
 	start, end := w.Bounds()
-	ev["window_start"] = time.Unix(0, start).UTC().Format(time.RFC3339Nano)
-	ev["window_end"] = time.Unix(0, end).UTC().Format(time.RFC3339Nano)
-	ev["window_ms"] = Ms(end - start)
+	ev["window_start"] = analyzer.Text(time.Unix(0, start).UTC().Format(time.RFC3339Nano))
+	ev["window_end"] = analyzer.Text(time.Unix(0, end).UTC().Format(time.RFC3339Nano))
+	ev["window_ms"] = analyzer.Float(Ms(end - start))
 }
