@@ -141,7 +141,7 @@ func (v Value) Text() (string, bool) {
 }
 
 // Bool is v's truth, if v is a Bool.
-func (v Value) Bool() (bool, bool) { return v.n == 1, v.kind == KindBool }
+func (v Value) Bool() (bool, bool) { return v.kind == KindBool && v.n == 1, v.kind == KindBool }
 
 // Texts is v's list of strings, if v is one; it is v's own memory, not to be changed.
 func (v Value) Texts() ([]string, bool) {

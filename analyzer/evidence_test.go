@@ -178,6 +178,9 @@ func TestEvidenceAccessors(t *testing.T) {
 	if b, ok := analyzer.Bool(true).Bool(); !ok || !b {
 		t.Errorf("Bool: %v %v", b, ok)
 	}
+	if b, ok := analyzer.Int(1).Bool(); ok || b {
+		t.Errorf("an Int is no Bool: %v %v", b, ok)
+	}
 	if r, ok := analyzer.Counts(map[string]int{"200": 2}).Record(); !ok || !r["200"].Equal(analyzer.Int(2)) {
 		t.Errorf("Counts: %v %v", r, ok)
 	}
