@@ -256,3 +256,19 @@ func mustJSON(t *testing.T, v any) string {
 	}
 	return string(data)
 }
+
+// BenchmarkFindingClone is the copy Pass.Report makes of a retry-amplification finding.
+func BenchmarkFindingClone(b *testing.B) {
+	f := analyzer.Finding{Detector: "retry-amplification", TraceID: "0123456789abcdef0123456789abcdef",
+		SpanIDs: []string{"0123456789abcdef", "0123456789abcdef", "0123456789abcdef"}, Service: "edge",
+		Dependency: "http://dep:8080", Summary: "3 layers retried (edge x3, api x3, adapter x3): 27 calls to dep (http://dep:8080) for 1 request",
+		Action: "let one layer own retries", Evidence: analyzer.Evidence{"factor": analyzer.Int(27), "leaf_calls": analyzer.Int(27),
+			"layers": analyzer.Records([]analyzer.Evidence{
+				{"service": analyzer.Text("edge"), "attempts": analyzer.Int(3)},
+				{"service": analyzer.Text("api"), "attempts": analyzer.Int(3)},
+				{"service": analyzer.Text("adapter"), "attempts": analyzer.Int(3)}})}}
+	b.ReportAllocs()
+	for b.Loop() {
+		_ = f.Clone()
+	}
+}
