@@ -5,13 +5,16 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"regexp"
 	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -24,6 +27,7 @@ import (
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/protobuf/proto"
 
+	swmetrics "github.com/stormwatch/stormwatch/analyzer/metrics"
 	"github.com/stormwatch/stormwatch/tracefile/replay"
 )
 
@@ -66,16 +70,27 @@ func TestCollectorHelperProcess(t *testing.T) {
 	}
 }
 
+// prefillSpans numbers the spans that fill the store before a measured blast (see prefiller) far
+// above the measured requests' (from 0), so that the two never share a trace id, an operation id
+// or a URL; each round of the prefill starts prefillRound further.
+const (
+	prefillSpans = 1 << 44
+	prefillRound = 1 << 36
+)
+
 // benchRequests builds n distinct requests of 100 spans that look like real HTTP client attempt
-// spans: about 580 bytes each on the wire, 10 attributes.
-func benchRequests(n int) ([][]byte, float64) {
+// spans: about 580 bytes each on the wire, 10 attributes, 10 spans per trace. The spans are
+// numbered from first: a span's number makes its ids and its request's URL and operation id; its
+// times depend only on its place in the list.
+func benchRequests(n int, first uint64) ([][]byte, float64) {
 	out := make([][]byte, n)
 	now := uint64(time.Now().UnixNano())
 	var total, spansN int
 	for i := range out {
 		ss := &tracepb.ScopeSpans{Scope: &commonpb.InstrumentationScope{Name: "go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp", Version: "0.61.0"}}
 		for j := 0; j < 100; j++ {
-			k := uint64(i*100 + j)
+			at := uint64(i*100 + j)
+			k := first + at
 			tid, sid, pid := make([]byte, 16), make([]byte, 8), make([]byte, 8)
 			binary.BigEndian.PutUint64(tid[:8], 0x5157_0000_0000_0000|k/10)
 			binary.BigEndian.PutUint64(tid[8:], k/10*0x9e3779b97f4a7c15|1)
@@ -84,7 +99,7 @@ func benchRequests(n int) ([][]byte, float64) {
 			ss.Spans = append(ss.Spans, &tracepb.Span{
 				TraceId: tid, SpanId: sid, ParentSpanId: pid, Flags: 0x101,
 				Name: "GET /api/v1/catalog/items/{id}", Kind: tracepb.Span_SPAN_KIND_CLIENT,
-				StartTimeUnixNano: now - 30e6 + k*1000, EndTimeUnixNano: now - 18e6 + k*1000,
+				StartTimeUnixNano: now - 30e6 + at*1000, EndTimeUnixNano: now - 18e6 + at*1000,
 				Attributes: []*commonpb.KeyValue{
 					kvStr("http.request.method", "GET"), kvInt("http.response.status_code", 503),
 					kvStr("server.address", "catalog.internal.example.com"), kvInt("server.port", 8080),
@@ -193,14 +208,43 @@ var stoppedLine = regexp.MustCompile(`stopped: (\d+) spans accepted`)
 // BenchmarkCollectorEndToEnd drives a running collector (its own process, loopback sockets) with the
 // pre-encoded replay blaster over each protocol and reports accepted spans/s, spans per collector
 // CPU-second, the collector's peak RSS, and the ratio to the OpenTelemetry Collector's spans per
-// CPU-second. The arm "stormwatch" is `stormwatch collect`, the live analyzer consuming. When
-// STORMWATCH_E2E_OTELCOL names a binary, each iteration blasts stormwatch, otelcol, otelcol,
-// stormwatch (an ABBA order, so a load that rises or falls during the iteration weighs on both arms
-// alike), each for STORMWATCH_E2E_SECONDS (default 3) seconds; without it, stormwatch once. An
-// iteration takes longer than the default benchtime, so `go test -bench` runs one per -count and
-// each -count gives one same-run ratio. The blaster runs in the benchmark's process on the same
-// cores, so accepted spans/s is bounded by the machine; spans per CPU-second is the collector's own
-// efficiency, comparable across machines of the same class.
+// CPU-second.
+//
+// The arms, each a process of its own started afresh for every blast:
+//   - stormwatch: `stormwatch collect`, the live analyzer consuming every accepted span, its store
+//     empty when the blast starts;
+//   - stormwatch-full, when STORMWATCH_E2E_PREFILL=N: the same, first filled with N spans of other
+//     traces (see prefiller) and measured only once every one of them is analyzed; both stormwatch
+//     arms then run with --max-spans N, so this one starts at its bound and the measured blast
+//     evicts the oldest traces as it goes, as a long-running collector does;
+//   - otelcol, when STORMWATCH_E2E_OTELCOL names a binary: the OpenTelemetry Collector.
+//
+// Each iteration blasts the arms in an order that reads the same both ways (stormwatch,
+// stormwatch-full, otelcol, otelcol, stormwatch-full, stormwatch), so a load that rises or falls
+// during the iteration weighs on every arm alike, each blast lasting STORMWATCH_E2E_SECONDS
+// (default 3). An iteration takes longer than the default benchtime, so `go test -bench` runs one
+// per -count (say -benchtime 1x to be sure) and each -count gives same-iteration ratios:
+// x-measured-otelcol (stormwatch over otelcol), x-measured-otelcol-full (stormwatch-full over
+// otelcol), x-full-vs-empty (stormwatch-full over stormwatch).
+//
+// The CPU counted is the collector's from the measured blast's start until it has done its work on
+// every span it accepted - the same rule for every arm:
+//   - stormwatch: until its /metrics says every accepted span is analyzed (see waitAnalyzed): the
+//     traces still settling when the blast stops are paid for, with the settle period's idle
+//     ticks and the benchmark's scrapes;
+//   - otelcol: until the blast's end - its pipeline here (otlp receiver into the debug exporter, no
+//     sending queue, no batch processor) has exported a request's spans before it answers it.
+//
+// Start-up, the prefill and its analysis, and shutdown are left out. Shutdown is not ingest: for
+// stormwatch it runs the windowed detectors and the final report over every span held, a million
+// with a full store. The -exit metrics count to the process's exit instead, shutdown included.
+// Live, stormwatch re-runs the windowed detectors every 10 s while what it holds changes, over
+// everything held; a run falls in a measured window or not depending on where the blast starts in
+// that period, which over many iterations charges each arm about its steady rate.
+//
+// The blaster runs in the benchmark's process on the same cores, so accepted spans/s is bounded by
+// the machine; spans per CPU-second is the collector's own efficiency, comparable across machines
+// of the same class.
 func BenchmarkCollectorEndToEnd(b *testing.B) {
 	if testing.Short() {
 		b.Skip("end-to-end: starts a collector process")
@@ -215,12 +259,11 @@ func BenchmarkCollectorEndToEnd(b *testing.B) {
 		}
 		secs = v
 	}
-	// Every request carries traces of its own, and the blaster cycles through the list: with too
-	// few requests the same trace IDs come back every fraction of a second, no trace ever
-	// settles, and the analyzer holds a few hundred ever-growing traces instead of analyzing and
-	// dropping complete ones as it does with real traffic. 8192 requests (819,200 spans, 81,920
-	// traces) last a 5 s blast at up to 160,000 spans/s without a repeat, and a repeat comes
-	// back after the default 2 s settle period below 400,000 spans/s.
+	// Every request carries traces of its own, and the blaster cycles through the list (every pass
+	// after the first with fresh trace ids): with the same trace IDs coming back every fraction of
+	// a second no trace would ever settle, and the analyzer would hold a few hundred ever-growing
+	// traces instead of analyzing and dropping complete ones as it does with real traffic. 8192
+	// requests (819,200 spans, 81,920 traces) last a 5 s blast at up to 160,000 spans/s.
 	nreq := 8192
 	if s := os.Getenv("STORMWATCH_E2E_REQUESTS"); s != "" {
 		v, err := strconv.Atoi(s)
@@ -229,16 +272,21 @@ func BenchmarkCollectorEndToEnd(b *testing.B) {
 		}
 		nreq = v
 	}
-	raws, bytesPerSpan := benchRequests(nreq)
+	var fill *prefiller
+	if s := os.Getenv("STORMWATCH_E2E_PREFILL"); s != "" {
+		v, err := strconv.Atoi(s)
+		if err != nil || v <= 0 {
+			b.Fatalf("STORMWATCH_E2E_PREFILL=%q: want a positive number of spans", s)
+		}
+		fill = &prefiller{n: v}
+	}
+	raws, bytesPerSpan := benchRequests(nreq, 0)
 	// STORMWATCH_E2E_OTELCOL=BINARY adds the OpenTelemetry Collector (an otelcol binary with the otlp
 	// receiver and the debug exporter, e.g. otelcol/cmd/otelcol-stormwatch) to each iteration on the
 	// same payload: an interleaved A/B on the same machine at the same time, which the fixed figures
 	// (a quiet machine) cannot give on a busy one.
-	order := []string{"stormwatch"}
 	withOtelcol := os.Getenv("STORMWATCH_E2E_OTELCOL") != ""
-	if withOtelcol {
-		order = []string{"stormwatch", "otelcol", "otelcol", "stormwatch"}
-	}
+	order := e2eOrder(fill != nil, withOtelcol)
 	told := false
 	for _, p := range []replay.Protocol{replay.GRPC, replay.HTTPProtobuf, replay.HTTPJSON} {
 		b.Run("protocol="+strings.ReplaceAll(string(p), "/", "-"), func(b *testing.B) {
@@ -247,7 +295,7 @@ func BenchmarkCollectorEndToEnd(b *testing.B) {
 			if !withOtelcol && !told {
 				told = true
 				b.Log("STORMWATCH_E2E_OTELCOL is not set: stormwatch only, against the Collector's fixed figures " +
-					"(x-fixed-otelcol). For the same-run A/B with the OpenTelemetry Collector: " +
+					"(x-fixed-otelcol). For the same-run A/B with the OpenTelemetry Collector: tools/ingest-vs-otelcol.sh, or " +
 					"(cd otelcol && go build -o /tmp/otelcol-sw ./cmd/otelcol-stormwatch), then set STORMWATCH_E2E_OTELCOL=/tmp/otelcol-sw")
 			}
 			reqs := make([]*replay.Request, len(raws))
@@ -258,54 +306,257 @@ func BenchmarkCollectorEndToEnd(b *testing.B) {
 				}
 				reqs[i] = r
 			}
-			type sums struct {
-				spans, cpu float64
-				elapsed    time.Duration
-				peak       int64
-				refused    int64
-			}
-			got := map[string]*sums{}
+			got := map[string]*armSums{}
 			for range b.N {
 				for _, arm := range order {
-					st, cpu, rss := blastOnce(b, arm, p, reqs, time.Duration(secs*float64(time.Second)))
+					r := blastOnce(b, arm, p, reqs, time.Duration(secs*float64(time.Second)), fill)
 					s := got[arm]
 					if s == nil {
-						s = &sums{}
+						s = &armSums{}
 						got[arm] = s
 					}
-					s.spans += float64(st.Spans)
-					s.cpu += cpu.Seconds()
-					s.elapsed += st.Elapsed
-					s.peak = max(s.peak, rss)
-					s.refused += st.Refused
+					s.add(r)
 				}
 			}
 			for arm, s := range got {
 				b.ReportMetric(s.spans/s.elapsed.Seconds(), arm+"-spans/s")
 				b.ReportMetric(s.spans/s.cpu, arm+"-spans/CPU-s")
+				b.ReportMetric(s.spans/s.cpuExit, arm+"-spans/CPU-s-exit")
 				b.ReportMetric(float64(s.peak)/(1<<20), arm+"-peak-RSS-MiB")
+				if arm != "otelcol" {
+					b.ReportMetric(s.wait.Seconds()/float64(s.runs), arm+"-analyzed-after-s")
+				}
+				if arm == "stormwatch-full" {
+					b.ReportMetric(float64(s.held)/float64(s.runs), arm+"-held-spans")
+				}
 				if s.refused > 0 {
 					b.ReportMetric(float64(s.refused)/float64(b.N), arm+"-refused-req")
 				}
 			}
-			sw := got["stormwatch"].spans / got["stormwatch"].cpu
-			b.ReportMetric(sw/otelcolSpansPerCPUSecond[p], "x-fixed-otelcol")
-			if oc := got["otelcol"]; oc != nil {
-				b.ReportMetric(sw/(oc.spans/oc.cpu), "x-measured-otelcol")
+			sw, full, oc := got["stormwatch"], got["stormwatch-full"], got["otelcol"]
+			b.ReportMetric(sw.perCPU()/otelcolSpansPerCPUSecond[p], "x-fixed-otelcol")
+			if oc != nil {
+				b.ReportMetric(sw.perCPU()/oc.perCPU(), "x-measured-otelcol")
+				b.ReportMetric(sw.perCPUExit()/oc.perCPUExit(), "x-measured-otelcol-exit")
+			}
+			if full != nil {
+				b.ReportMetric(full.perCPU()/sw.perCPU(), "x-full-vs-empty")
+				b.ReportMetric(full.perCPUExit()/sw.perCPUExit(), "x-full-vs-empty-exit")
+				if oc != nil {
+					b.ReportMetric(full.perCPU()/oc.perCPU(), "x-measured-otelcol-full")
+					b.ReportMetric(full.perCPUExit()/oc.perCPUExit(), "x-measured-otelcol-full-exit")
+				}
 			}
 			b.ReportMetric(bytesPerSpan, "B/span-wire")
 		})
 	}
 }
 
-// blastOnce starts a collector process, blasts it for d, stops it, and returns what was accepted,
-// the collector's CPU time from the blast's start to its exit and its peak RSS up to the blast's end.
-func blastOnce(b *testing.B, arm string, p replay.Protocol, reqs []*replay.Request, d time.Duration) (replay.Stats, time.Duration, int64) {
+// e2eOrder is the arms of one iteration: stormwatch, then stormwatch-full and otelcol when asked
+// for, and the same again backwards (A B C C B A).
+func e2eOrder(full, otelcol bool) []string {
+	arms := []string{"stormwatch"}
+	if full {
+		arms = append(arms, "stormwatch-full")
+	}
+	if otelcol {
+		arms = append(arms, "otelcol")
+	}
+	if len(arms) == 1 {
+		return arms
+	}
+	order := slices.Clone(arms)
+	for i := len(arms) - 1; i >= 0; i-- {
+		order = append(order, arms[i])
+	}
+	return order
+}
+
+// armResult is one blast of one arm.
+type armResult struct {
+	st replay.Stats
+	// cpu is the collector's CPU time from the blast's start until every span it accepted was
+	// handled (see BenchmarkCollectorEndToEnd); cpuExit from the blast's start to its exit.
+	cpu, cpuExit time.Duration
+	// wait is the time from the blast's end until every accepted span was analyzed (stormwatch).
+	wait time.Duration
+	rss  int64
+	// held is the spans the collector held when the measured blast started: the prefill.
+	held int64
+}
+
+// armSums add up an arm's blasts.
+type armSums struct {
+	spans, cpu, cpuExit float64
+	elapsed, wait       time.Duration
+	peak, refused, held int64
+	runs                int
+}
+
+func (s *armSums) add(r armResult) {
+	s.spans += float64(r.st.Spans)
+	s.cpu += r.cpu.Seconds()
+	s.cpuExit += r.cpuExit.Seconds()
+	s.elapsed += r.st.Elapsed
+	s.wait += r.wait
+	s.peak = max(s.peak, r.rss)
+	s.refused += r.st.Refused
+	s.held += r.held
+	s.runs++
+}
+
+func (s *armSums) perCPU() float64     { return s.spans / s.cpu }
+func (s *armSums) perCPUExit() float64 { return s.spans / s.cpuExit }
+
+// prefillChunk is how many requests (of 100 spans) the prefill makes at a time; the blaster sends
+// them as many times as needed, every pass after the first with fresh trace ids.
+const prefillChunk = 1000
+
+// prefiller fills stormwatch-full's store with n spans before the measured blast: requests of the
+// measured shape whose traces and attribute values are their own (prefillSpans), over gRPC
+// whatever the protocol measured - what the store holds does not depend on it.
+type prefiller struct {
+	n int
+	// chunks are the requests of each round, made once: a round after the first is needed only
+	// when the collector refused requests as overloaded (the blaster does not retry them), and
+	// its traces must not be those of the rounds before it.
+	chunks [][]*replay.Request
+}
+
+func (f *prefiller) chunk(b *testing.B, round int) []*replay.Request {
+	for len(f.chunks) <= round {
+		raws, _ := benchRequests(prefillChunk, prefillSpans+uint64(len(f.chunks))*prefillRound)
+		reqs := make([]*replay.Request, len(raws))
+		for i, raw := range raws {
+			r, err := replay.Encode(replay.GRPC, raw, 100)
+			if err != nil {
+				b.Fatal(err)
+			}
+			reqs[i] = r
+		}
+		f.chunks = append(f.chunks, reqs)
+	}
+	return f.chunks[round]
+}
+
+// fill sends the collector at grpcAddr f.n spans (to within a request's 100) and returns how many
+// it accepted.
+func (f *prefiller) fill(b *testing.B, grpcAddr string) int64 {
+	var accepted int64
+	for round := 0; accepted < int64(f.n); round++ {
+		if round == 100 {
+			b.Fatalf("prefill: the collector accepted %d of %d spans in %d rounds", accepted, f.n, round)
+		}
+		reqs := f.chunk(b, round)
+		rest := int64(f.n) - accepted
+		opt := replay.SendOptions{Target: replay.Target{Endpoint: grpcAddr, Protocol: replay.GRPC}, Connections: 4, Passes: 1}
+		if per := int64(len(reqs)) * 100; rest >= per {
+			opt.Passes = int(rest / per)
+		} else {
+			reqs = reqs[:(rest+99)/100]
+		}
+		st, err := replay.Blast(context.Background(), reqs, opt)
+		if err != nil {
+			b.Fatalf("prefill: %v", err)
+		}
+		accepted += st.Spans
+	}
+	return accepted
+}
+
+// e2eScrape is what the benchmark reads of stormwatch's /metrics.
+type e2eScrape struct {
+	received, analyzed, truncated, pending, queued, held float64
+}
+
+// allAnalyzed reports whether every span accepted so far has been analyzed: the ingest queue empty,
+// no trace waiting for its settle period, and the analysis's span count - which keeps evicted
+// traces' - up to the collector's count of spans accepted (spans over the per-trace cap are
+// accepted but counted apart). The analysis figures come from a snapshot at most a second old and
+// the accepted count is read live, so the last condition cannot hold early.
+func (s e2eScrape) allAnalyzed() bool {
+	return s.received > 0 && s.queued == 0 && s.pending == 0 && s.analyzed+s.truncated >= s.received
+}
+
+func scrapeMetrics(c *http.Client, url string) (e2eScrape, error) {
+	var s e2eScrape
+	resp, err := c.Get(url)
+	if err != nil {
+		return s, err
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		return s, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return s, fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	for line := range strings.Lines(string(body)) {
+		f := strings.Fields(line)
+		if len(f) < 2 || strings.HasPrefix(f[0], "#") {
+			continue
+		}
+		name, _, _ := strings.Cut(f[0], "{")
+		v, err := strconv.ParseFloat(f[len(f)-1], 64)
+		if err != nil {
+			continue
+		}
+		switch name {
+		case "stormwatch_collector_received_spans_total": // one series per transport
+			s.received += v
+		case "stormwatch_collector_queue_depth":
+			s.queued = v
+		case "stormwatch_held_spans":
+			s.held = v
+		case swmetrics.NameSpansAnalyzed:
+			s.analyzed = v
+		case swmetrics.NameTruncSpans:
+			s.truncated = v
+		case swmetrics.NamePendingTraces:
+			s.pending = v
+		}
+	}
+	return s, nil
+}
+
+// waitAnalyzed polls stormwatch's /metrics on httpAddr until every accepted span is analyzed, and
+// returns the scrape that said so. Each scrape costs the collector a little CPU, counted with the
+// rest.
+func waitAnalyzed(b *testing.B, httpAddr string, timeout time.Duration, stderr *bytes.Buffer) e2eScrape {
+	c := &http.Client{Transport: &http.Transport{Proxy: nil}, Timeout: 10 * time.Second}
+	defer c.CloseIdleConnections()
+	url := "http://" + httpAddr + "/metrics"
+	deadline := time.Now().Add(timeout)
+	for {
+		s, err := scrapeMetrics(c, url)
+		if err == nil && s.allAnalyzed() {
+			return s
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("not every accepted span analyzed after %s: %+v (%v)\n%s", timeout, s, err, stderr.String())
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// blastOnce starts a collector process for arm, fills it first for stormwatch-full, blasts it for d,
+// stops it, and returns what was accepted, the collector's CPU time (see BenchmarkCollectorEndToEnd
+// for the window) and its peak RSS.
+func blastOnce(b *testing.B, arm string, p replay.Protocol, reqs []*replay.Request, d time.Duration, fill *prefiller) armResult {
 	grpcAddr, httpAddr := freePort(b), freePort(b)
 	args := []string{"--grpc", grpcAddr, "--http", httpAddr, "--status-interval", "0"}
+	if fill != nil {
+		// The same flags for both stormwatch arms; stormwatch-full starts at the bound.
+		args = append(args, "--max-spans", strconv.Itoa(fill.n))
+	}
 	var env []string
 	if prof := os.Getenv("STORMWATCH_E2E_CPUPROFILE"); prof != "" {
-		// One profile per protocol (the last stormwatch blast of the run for it).
+		// One profile per protocol and stormwatch arm (the last blast of the run for it), of the
+		// whole process: stormwatch-full's holds its prefill.
+		if arm == "stormwatch-full" {
+			prof += ".full"
+		}
 		env = append(env, "STORMWATCH_E2E_CPUPROFILE="+prof+"."+strings.ReplaceAll(string(p), "/", "-"))
 	}
 	cmd := exec.Command(os.Args[0], "-test.run=^TestCollectorHelperProcess$")
@@ -340,6 +591,12 @@ func blastOnce(b *testing.B, arm string, p replay.Protocol, reqs []*replay.Reque
 			time.Sleep(20 * time.Millisecond)
 		}
 	}
+	var res armResult
+	var filled int64
+	if arm == "stormwatch-full" {
+		filled = fill.fill(b, grpcAddr)
+		res.held = int64(waitAnalyzed(b, httpAddr, 10*time.Minute, &stderr).held)
+	}
 	to := grpcAddr
 	if p != replay.GRPC {
 		to = "http://" + httpAddr
@@ -348,42 +605,46 @@ func blastOnce(b *testing.B, arm string, p replay.Protocol, reqs []*replay.Reque
 	if err != nil {
 		b.Fatal(err)
 	}
-	st, err := replay.Blast(context.Background(), reqs, replay.SendOptions{
+	res.st, err = replay.Blast(context.Background(), reqs, replay.SendOptions{
 		Target: replay.Target{Endpoint: to, Protocol: p}, Connections: 4, Duration: d})
 	if err != nil {
 		b.Fatalf("blast: %v\n%s", err, stderr.String())
 	}
+	end := time.Now()
+	if arm != "otelcol" {
+		waitAnalyzed(b, httpAddr, time.Minute, &stderr)
+		res.wait = time.Since(end)
+	}
+	cpu, err := procCPU(cmd.Process.Pid)
+	if err != nil {
+		b.Fatal(err)
+	}
+	res.cpu = cpu - cpu0
 	// Peak RSS is the kernel's high-water mark of the collector's own address space, read before
 	// it stops: getrusage's ru_maxrss after exit would do, but Linux carries into it the RSS of the
 	// address space the child had before exec - this benchmark's, payload included.
-	rss, err := procPeakRSS(cmd.Process.Pid)
-	if err != nil {
+	if res.rss, err = procPeakRSS(cmd.Process.Pid); err != nil {
 		b.Fatal(err)
 	}
 	cmd.Process.Signal(syscall.SIGTERM)
 	if err := cmd.Wait(); err != nil {
 		b.Fatalf("collector exited with %v\n%s", err, stderr.String())
 	}
-	// The collector's CPU is counted from the blast's start to its exit, not to the blast's end:
-	// the analyzer still owes the work on traces settling when the blast stops (stormwatch
-	// analyzes them at shutdown), and leaving that out would flatter stormwatch. Both arms pay
-	// their shutdown; neither pays its start-up.
-	var cpu time.Duration
 	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
-		cpu = time.Duration(ru.Utime.Nano()+ru.Stime.Nano()) - cpu0
+		res.cpuExit = time.Duration(ru.Utime.Nano()+ru.Stime.Nano()) - cpu0
 	} else {
 		b.Fatal("no rusage for the collector process")
 	}
 	if arm == "otelcol" {
-		return st, cpu, rss
+		return res
 	}
 	// The collector's own count must cover what the blaster saw accepted.
 	m := stoppedLine.FindStringSubmatch(stderr.String())
 	if m == nil {
 		b.Fatalf("no final status line from the collector:\n%s", stderr.String())
 	}
-	if got, _ := strconv.ParseInt(m[1], 10, 64); got < st.Spans {
-		b.Fatalf("collector accepted %d spans, the blaster counted %d", got, st.Spans)
+	if got, _ := strconv.ParseInt(m[1], 10, 64); got < filled+res.st.Spans {
+		b.Fatalf("collector accepted %d spans, the blaster counted %d (%d of them the prefill)", got, filled+res.st.Spans, filled)
 	}
-	return st, cpu, rss
+	return res
 }
