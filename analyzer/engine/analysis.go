@@ -1,0 +1,315 @@
+package engine
+
+import (
+	"cmp"
+	"fmt"
+	"hash/maphash"
+	"slices"
+
+	"github.com/stormwatch/stormwatch/spans"
+)
+
+// traceResult is one analysis of one trace: immutable once held, but for ops (below);
+// re-analysis makes a new one.
+type traceResult struct {
+	trace *Trace
+	// ops are the analysis's operations, nOps of them. A held result keeps them as values (an
+	// offline analyzer, or a live one after its first Snapshot: detached and compacted) or packed
+	// in packedOps (a live one before: see hold and Config.holdsOperationsPacked). A packed
+	// result gets its values when they are read back for keeps (unpackHeldOps, heldOpsOf): the
+	// one field set after a result is held, and only under a.mu.
+	ops       []*Operation
+	packedOps []byte
+	nOps      int
+	findings  []Finding
+	errs      []string // detectors that failed
+	// acct is the trace's accounting, made once with the analysis (outside the analyzer's lock)
+	// and added to or taken from the totals as the trace is published or re-analyzed.
+	acct []acctRow
+	// released: the spans and the index were dropped after analysis (Config.ReleaseSpans).
+	released bool
+}
+
+// analyzeTrace is the whole per-trace pipeline: index, operations, accounting, detectors. The
+// trace it returns with the result uses sc's buffers. When src is not nil, ss's strings alias src
+// and the result is detached from it (see detach); its operations too when opsKept says they will
+// be held as values (see hold), and they are then compacted.
+func analyzeTrace(id spans.TraceID, ss []spans.Span, truncated int, cfg *Config, seed maphash.Seed, in *interner, sc *scratch, src *sources, opsKept bool) *traceResult {
+	// The result and its trace are the scratch's: a result is held as a copy of its own (see
+	// hold), without the trace.
+	r, t := &sc.trace.r, &sc.trace.t
+	*r, *t = traceResult{}, Trace{}
+	r.trace = t
+	buildTrace(t, id, ss, truncated, sc)
+	r.ops = t.inferOperations(seed, cfg.Settings.Skew(), in, sc)
+	var keepOps []*Operation // what is held as values, detached from the spans below
+	if opsKept {
+		t.ops = sc.bufs.compact(t.ops)
+		r.ops, keepOps = t.ops, t.ops
+	}
+	r.acct = t.accountRows(r.ops, sc)
+	detachOps(keepOps, r.acct, src, in)
+	pass := Pass{Trace: t, Operations: r.ops, Settings: cfg.Settings}
+	// One Report for all the detectors of this trace: it names whichever detector is running.
+	// Made per detector, the closure would be an allocation per detector per trace (about one per ten
+	// spans each, with seventeen detectors 1.3 allocations per span).
+	traceHex := ""
+	report := func(f Finding) {
+		f = f.Clone() // the pass's memory is the next trace's: see Pass.Report
+		if f.Detector == "" {
+			f.Detector = pass.Detector.Name
+		}
+		if f.TraceID == "" {
+			// Made once per trace, for its first finding: most traces have none.
+			if traceHex == "" {
+				traceHex = id.String()
+			}
+			f.TraceID = traceHex
+		}
+		r.findings = append(r.findings, f)
+	}
+	for _, d := range cfg.Detectors {
+		if d.Scope != ScopeTrace {
+			continue
+		}
+		pass.Detector = d
+		pass.Report = report
+		if err := runDetector(d, &pass); err != nil {
+			r.errs = append(r.errs, err.Error())
+		}
+	}
+	sortFindings(r.findings)
+	for i := range r.findings {
+		t.countFinding(&r.findings[i])
+		t.stampFinding(&r.findings[i])
+	}
+	t.makeNotes()
+	detachRest(r, src)
+	t.calls = nil // the scratch's: it goes back to the pool with the scratch
+	return r
+}
+
+// runDetector runs one detector and turns a panic into an error: a bug in one detector must not
+// take the collector down with it.
+func runDetector(d *Detector, pass *Pass) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("detector %s panicked: %v", d.Name, p)
+		}
+	}()
+	if err := d.Run(pass); err != nil {
+		return fmt.Errorf("detector %s: %w", d.Name, err)
+	}
+	return nil
+}
+
+// countFinding credits a finding to the operations whose spans it names.
+func (t *Trace) countFinding(f *Finding) {
+	var seen []*Operation
+	for _, hexID := range f.SpanIDs {
+		var id spans.SpanID
+		if len(hexID) != 16 || decodeHex(id[:], hexID) != nil {
+			continue
+		}
+		i, ok := t.Lookup(id)
+		if !ok {
+			continue
+		}
+		op := t.Operation(i)
+		if op == nil {
+			op = t.Enclosing(i)
+		}
+		if op != nil && !slices.Contains(seen, op) {
+			seen = append(seen, op)
+			op.Findings++
+		}
+	}
+}
+
+func sortFindings(fs []Finding) {
+	slices.SortStableFunc(fs, func(a, b Finding) int {
+		if c := cmp.Compare(b.Severity, a.Severity); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(a.Detector, b.Detector); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(a.TraceID, b.TraceID); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(a.Dependency, b.Dependency); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.Summary, b.Summary)
+	})
+}
+
+// intentAt is one logical operation toward one dependency, for counting each once.
+type intentAt struct {
+	dep    string
+	intent uint64
+}
+
+// acctRow is one trace's count of physical calls and logical operations toward one dependency,
+// from one caller, with one outcome.
+type acctRow struct {
+	dep, service, caller, status string
+	physical, logical            int32
+}
+
+// accountRows counts, per origin, caller and outcome, the physical calls, the logical operations
+// (distinct intents, so copies made by the retries of layers above count once) and the outcomes,
+// once per analysis, and notes the trace's split-trace issues. Few intents and rows per trace in
+// the common case: slices, each becoming a map past 16 entries, so that ten thousand distinct
+// operations under one caller stay linear.
+func (t *Trace) accountRows(ops []*Operation, sc *scratch) []acctRow {
+	seenList := sc.seen[:0]
+	var seenMap map[intentAt]struct{}
+	seen := func(ia intentAt) bool {
+		if seenMap != nil {
+			if _, ok := seenMap[ia]; ok {
+				return true
+			}
+			seenMap[ia] = struct{}{}
+			return false
+		}
+		if slices.Contains(seenList, ia) {
+			return true
+		}
+		seenList = append(seenList, ia)
+		if len(seenList) > 16 {
+			seenMap = make(map[intentAt]struct{}, 64)
+			for _, x := range seenList {
+				seenMap[x] = struct{}{}
+			}
+		}
+		return false
+	}
+	type rowKey struct{ dep, caller, status, service string }
+	var rows []acctRow
+	var idx map[rowKey]int
+	for k, op := range ops {
+		joined := false
+		opCalls := sc.callsOf(k)
+		if op.Parent == nil && len(opCalls) > 0 {
+			first := &t.Spans[t.calls[opCalls[0]].idx]
+			if first.Kind == spans.KindClient && (first.ParentID.IsZero() || t.parent[t.calls[opCalls[0]].idx] < 0) {
+				// A client with no parent span: its other attempts, if any, are in other traces.
+				for _, l := range first.Links {
+					if l.TraceID != t.ID {
+						joined = true
+					}
+				}
+				// The reference client numbers its attempts: a trace that starts at attempt 2
+				// of an operation id continues that operation, wherever attempt 1 is.
+				if first.Str(spans.AttrOpID) != "" && op.Attempts[0].refNumber > 1 {
+					joined = true
+				}
+				if joined {
+					t.issues.splitLinked++
+				} else if first.Str(spans.AttrOpID) == "" && op.Attempts[len(op.Attempts)-1].Outcome != OutcomeOK {
+					t.issues.clientRoots++
+				}
+			}
+		}
+		for _, ck := range opCalls {
+			c := &t.calls[ck]
+			if c.below {
+				continue // counted from the callee's SERVER spans under it
+			}
+			logical := !joined && !seen(intentAt{c.origin, op.intent})
+			caller, status := op.Caller, statusKey(c.outcome, c.status)
+			k := -1
+			if idx != nil {
+				if v, ok := idx[rowKey{c.origin, caller, status, c.service}]; ok {
+					k = v
+				}
+			} else {
+				for i := range rows {
+					if r := &rows[i]; r.dep == c.origin && r.caller == caller && r.status == status && r.service == c.service {
+						k = i
+						break
+					}
+				}
+			}
+			if k < 0 {
+				if rows == nil {
+					// Most traces touch a handful of (dependency, caller, outcome) rows.
+					rows = make([]acctRow, 0, 4)
+				}
+				k = len(rows)
+				rows = append(rows, acctRow{dep: c.origin, caller: caller, status: status, service: c.service})
+				if idx != nil {
+					idx[rowKey{c.origin, caller, status, c.service}] = k
+				} else if len(rows) > 16 {
+					idx = make(map[rowKey]int, 64)
+					for i, r := range rows {
+						idx[rowKey{r.dep, r.caller, r.status, r.service}] = i
+					}
+				}
+			}
+			r := &rows[k]
+			r.physical++
+			if logical {
+				r.logical++
+			}
+		}
+	}
+	clear(seenList)
+	sc.seen = seenList[:0]
+	return slices.Clip(rows)
+}
+
+func decodeHex(dst []byte, s string) error {
+	for i := range dst {
+		hi, ok1 := unhex(s[2*i])
+		lo, ok2 := unhex(s[2*i+1])
+		if !ok1 || !ok2 {
+			return fmt.Errorf("bad hex %q", s)
+		}
+		dst[i] = hi<<4 | lo
+	}
+	return nil
+}
+
+func unhex(c byte) (byte, bool) {
+	switch {
+	case '0' <= c && c <= '9':
+		return c - '0', true
+	case 'a' <= c && c <= 'f':
+		return c - 'a' + 10, true
+	case 'A' <= c && c <= 'F':
+		return c - 'A' + 10, true
+	}
+	return 0, false
+}
+
+// view builds the TUI's view of an analyzed trace. Called on demand (TraceLookup), not per trace.
+func (r *traceResult) view() *TraceView {
+	t := r.trace
+	if t == nil {
+		return &TraceView{Operations: r.ops, Findings: r.findings,
+			Notes: []string{"spans released after analysis (offline mode): operations and findings only"}}
+	}
+	v := &TraceView{
+		TraceID:    t.ID,
+		Spans:      make([]spans.Span, len(t.order)),
+		Depth:      make([]int, len(t.order)),
+		Operations: r.ops,
+		Findings:   r.findings,
+		Truncated:  t.Truncated,
+		Notes:      t.notes,
+	}
+	for k, i := range t.order {
+		v.Spans[k] = t.Spans[i]
+		v.Depth[k] = int(t.depth[i])
+	}
+	for _, c := range LeafChains(r.ops) {
+		if l := c.RetryingLayers(); len(l) > 0 {
+			v.Layers = l
+			v.LeafDependency = c.Dependency
+			break
+		}
+	}
+	return v
+}

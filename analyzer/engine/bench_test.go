@@ -1,0 +1,203 @@
+package engine_test
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stormwatch/stormwatch/analyzer"
+	"github.com/stormwatch/stormwatch/analyzer/analyzertest"
+	"github.com/stormwatch/stormwatch/analyzer/passes/postdeadline"
+	"github.com/stormwatch/stormwatch/analyzer/passes/retryamplification"
+	"github.com/stormwatch/stormwatch/analyzer/passes/unboundedfanout"
+	"github.com/stormwatch/stormwatch/analyzer/policy"
+	"github.com/stormwatch/stormwatch/analyzer/suite"
+	"github.com/stormwatch/stormwatch/internal/cputime"
+	"github.com/stormwatch/stormwatch/spans"
+)
+
+// BenchmarkAnalyze measures offline analysis (ingestion, assembly, inference, accounting, the
+// default suite, the report) of realistic multi-layer traces, per span, at three sizes: the cost
+// per span must stay flat from 10k to 1M (no quadratic step). Generating the spans is inside the
+// timed loop (it is a copy of ~11 small structs per trace, cheap next to the analysis) so a
+// million spans are never held twice.
+//
+// detectors=core runs the three detectors of the analyzer core; detectors=all the whole suite
+// (what `stormwatch analyze` runs).
+//
+// urls=unique gives every url.full a query string of its own ("?request_id=N"), as real traffic
+// carries request ids: caches keyed by whole URLs never hit there, and every URL is a fresh
+// string to copy. Rewriting the URLs is inside the timed loop too (one attribute slice and one
+// string per HTTP client span, the same for every build being compared).
+func BenchmarkAnalyze(b *testing.B) {
+	core := []*analyzer.Detector{retryamplification.Detector, unboundedfanout.Detector, postdeadline.Detector}
+	for _, set := range []struct {
+		name string
+		ds   []*analyzer.Detector
+	}{{"core", core}, {"all", suite.Default()}} {
+		for _, n := range []int{10_000, 100_000, 1_000_000} {
+			benchAnalyze(b, set.name, set.ds, n, false)
+		}
+	}
+	for _, n := range []int{10_000, 100_000} {
+		benchAnalyze(b, "all", suite.Default(), n, true)
+	}
+}
+
+func benchAnalyze(b *testing.B, name string, detectors []*analyzer.Detector, n int, uniqueURLs bool) {
+	{
+		bname := fmt.Sprintf("detectors=%s/spans=%d", name, n)
+		if uniqueURLs {
+			bname = fmt.Sprintf("detectors=%s/urls=unique/spans=%d", name, n)
+		}
+		b.Run(bname, func(b *testing.B) {
+			m := startSpanMeter(b)
+			for range b.N {
+				// As `stormwatch analyze` configures it: offline (windowed detectors at Flush).
+				a := analyzer.New(analyzer.Config{Detectors: detectors, MaxSpans: -1, WindowInterval: -1})
+				w := analyzertest.NewWorkload(t0)
+				var edit func(*spans.Batch)
+				if uniqueURLs {
+					reqID := 0
+					edit = func(batch *spans.Batch) { uniqueURLsIn(batch, &reqID) }
+				}
+				if err := w.Feed(a, n, edit); err != nil {
+					b.Fatal(err)
+				}
+				a.Flush()
+				if r := a.Report(); r.Input.Spans < n {
+					b.Fatalf("analyzed %d spans, want %d", r.Input.Spans, n)
+				}
+			}
+			m.stop(b)
+			m.report(b, n)
+		})
+	}
+}
+
+// uniqueURLsIn gives each span's url.full a query string of its own. The workload shares
+// attribute slices between traces, so a span with a URL gets a copy of its slice first.
+func uniqueURLsIn(b *spans.Batch, next *int) {
+	for i := range b.Spans {
+		s := &b.Spans[i]
+		for k, a := range s.Attrs {
+			if a.Key != spans.AttrURLFull {
+				continue
+			}
+			*next++
+			as := append([]spans.Attr(nil), s.Attrs...)
+			as[k].Str = a.Str + "?request_id=" + strconv.Itoa(*next)
+			s.Attrs = as
+			break
+		}
+	}
+}
+
+// BenchmarkSnapshot is the TUI's cost: a snapshot taken after every change (the worst case; an
+// unchanged analyzer shares the previous one) with about 100k operations held.
+func BenchmarkSnapshot(b *testing.B) {
+	a := analyzer.New(analyzer.Config{Detectors: suite.Default(), MaxSpans: -1})
+	w := analyzertest.NewWorkload(t0)
+	for done := 0; done < 300_000; {
+		batch := &spans.Batch{}
+		done += w.Fill(batch, 512)
+		a.ConsumeBatch(context.Background(), batch)
+	}
+	a.Flush()
+	now := time.Unix(0, t0)
+	if s := a.Snapshot(now); len(s.Operations) < 100_000 {
+		b.Fatalf("only %d operations held", len(s.Operations))
+	}
+	b.Run("changed", func(b *testing.B) {
+		b.ReportAllocs()
+		for range b.N {
+			batch := &spans.Batch{}
+			w.Fill(batch, 1)
+			a.ConsumeBatch(context.Background(), batch) // a change: the next snapshot is rebuilt
+			now = now.Add(time.Millisecond)
+			_ = a.Snapshot(now)
+		}
+	})
+	b.Run("unchanged", func(b *testing.B) {
+		b.ReportAllocs()
+		for range b.N {
+			now = now.Add(time.Millisecond)
+			_ = a.Snapshot(now)
+		}
+	})
+}
+
+// BenchmarkWindowRun is one run of the windowed detectors over 300k held spans (the default
+// suite, the built-in policy in live mode, which looks at every operation held): what a live
+// analyzer pays every WindowInterval. held=packed is a live analyzer, which reads every held
+// trace's operations back for the run; held=values is the same analyzer holding them as values
+// (an offline one, WindowInterval -1), which only lists them. Per held span: CPU time, and the
+// memory a run allocates.
+func BenchmarkWindowRun(b *testing.B) {
+	for _, c := range []struct {
+		name   string
+		window time.Duration
+	}{{"held=packed", time.Hour}, {"held=values", -1}} {
+		b.Run(c.name, func(b *testing.B) {
+			cfg := analyzer.Config{Detectors: suite.Default(), MaxSpans: -1, WindowInterval: c.window}
+			policy.Configure(&cfg, nil, policy.Live)
+			a := analyzer.New(cfg)
+			w := analyzertest.NewWorkload(t0)
+			n := 0
+			for n < 300_000 {
+				batch := &spans.Batch{}
+				n += w.Fill(batch, 512)
+				if err := a.ConsumeBatch(context.Background(), batch); err != nil {
+					b.Fatal(err)
+				}
+			}
+			a.Flush() // analyzes everything; each Flush after it is a windowed run alone
+			b.ReportAllocs()
+			cpu0 := cputime.Process()
+			b.ResetTimer()
+			for range b.N {
+				a.Flush()
+			}
+			b.StopTimer()
+			b.ReportMetric(float64((cputime.Process()-cpu0).Nanoseconds())/float64(b.N*n), "cpu-ns/held-span")
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/held-span")
+		})
+	}
+}
+
+// spanMeter measures a benchmark per span: wall and CPU time, bytes and allocations.
+type spanMeter struct {
+	ms0, ms1   runtime.MemStats
+	cpu0, cpu1 time.Duration
+}
+
+// startSpanMeter collects garbage, takes the starting figures and resets the timer.
+func startSpanMeter(b *testing.B) *spanMeter {
+	m := &spanMeter{}
+	runtime.GC()
+	runtime.ReadMemStats(&m.ms0)
+	m.cpu0 = cputime.Process()
+	b.ResetTimer()
+	return m
+}
+
+// stop stops the timer and takes the closing figures (before any check the benchmark makes).
+func (m *spanMeter) stop(b *testing.B) {
+	b.StopTimer()
+	m.cpu1 = cputime.Process()
+	runtime.ReadMemStats(&m.ms1)
+}
+
+// report reports the figures per span, spansPerOp spans an op.
+func (m *spanMeter) report(b *testing.B, spansPerOp int) {
+	total := float64(b.N) * float64(spansPerOp)
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/total, "ns/span")
+	b.ReportMetric(float64(m.ms1.TotalAlloc-m.ms0.TotalAlloc)/total, "B/span")
+	b.ReportMetric(float64(m.ms1.Mallocs-m.ms0.Mallocs)/total, "allocs/span")
+	// CPU time of the process (all threads, the collector's included) per span: on a shared
+	// machine wall time says more about the neighbours than about the code.
+	b.ReportMetric(float64((m.cpu1-m.cpu0).Nanoseconds())/total, "cpu-ns/span")
+}

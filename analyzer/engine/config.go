@@ -1,0 +1,102 @@
+package engine
+
+import "time"
+
+// Defaults used when a Config field is zero.
+const (
+	// DefaultSettle is how long a trace must stay quiet before live mode analyzes it: long enough
+	// for the slowest exporter's batch interval (the SDK default is 5 s) in most deployments.
+	DefaultSettle = 5 * time.Second
+	// DefaultMaxSpans bounds the spans held at once. Analyzed, a span costs 240-570 bytes with its
+	// trace's operations (0.5-1.1 GiB at this bound, see docs/performance.md "Held memory per
+	// stored span"); a span still settling, 90-240 (spans are packed from arrival).
+	DefaultMaxSpans = 2_000_000
+	// DefaultMaxTraceSpans caps one trace; a trace over it is marked truncated.
+	DefaultMaxTraceSpans = 50_000
+	// DefaultMaxFindings bounds the findings a long live session keeps; the oldest go first.
+	DefaultMaxFindings = 10_000
+	// DefaultHistoryInterval and DefaultHistoryLen shape the sparklines in Snapshot.History.
+	DefaultHistoryInterval = time.Second
+	DefaultHistoryLen      = 120
+	// DefaultWindowInterval is how often live mode re-runs the cross-trace (windowed) detectors.
+	DefaultWindowInterval = 10 * time.Second
+	// DefaultSkewTolerance is how far a child may start before its parent, or a callee's clock may
+	// run ahead of its caller's, before the analyzer believes the timestamps over the tree.
+	DefaultSkewTolerance = 5 * time.Millisecond
+)
+
+// Config configures an [Analyzer]. The zero value is usable: no detectors (pass suite.Default()
+// from analyzer/suite for the standard set), live-mode settle of DefaultSettle, the bounds above.
+//
+// Who sets what:
+//   - the live collector wires --settle to Settle and --max-spans to MaxSpans, and sets Now;
+//   - `stormwatch analyze` leaves Settle alone (it calls Flush once at the end);
+//   - the OpenTelemetry Collector connector sets the bounds from its component config;
+//   - the detector suite (and a policy) fill Detectors and Settings.
+type Config struct {
+	// Settle is the quiet period after the last span of a trace before live mode analyzes it.
+	// 0 means DefaultSettle.
+	Settle time.Duration
+	// MaxSpans bounds the spans held across all traces, analyzed ones (held packed) included.
+	// When it is exceeded the least recently updated traces are analyzed as they are and their
+	// spans released (counted in StoreStats.EvictedTraces/EvictedSpans and noted in the report);
+	// their findings and dependency counts stay in the report. 0 means DefaultMaxSpans; negative
+	// means no bound.
+	MaxSpans int
+	// MaxTraceSpans caps one trace: spans beyond it are dropped and the trace marked truncated.
+	// 0 means DefaultMaxTraceSpans; negative means no cap.
+	MaxTraceSpans int
+	// MaxFindings bounds the findings kept for the report (oldest dropped and counted).
+	// 0 means DefaultMaxFindings; negative means no bound.
+	MaxFindings int
+	// Detectors run on every analyzed trace (ScopeTrace) or over all held operations
+	// (ScopeWindow). nil runs none: the analyzer package cannot import its own detectors, so
+	// callers pass suite.Default().
+	Detectors []*Detector
+	// ReleaseSpans drops a trace's spans and index as soon as it is analyzed, keeping only its
+	// operations and findings: for offline analysis of large inputs, where nothing looks a trace
+	// up afterwards. Spans that arrive for a released trace are analyzed on their own and noted.
+	// Leave it off when snapshots' TraceLookup is used (the TUI).
+	ReleaseSpans bool
+	// Settings are the run-wide values detectors read (see [RunSettings]).
+	Settings RunSettings
+	// Now stamps span arrival for the settle period, and spans more than a day ahead of it are
+	// noted in the report (a wrong clock). The analyzer never reads a clock itself: when Now is
+	// nil, arrival is stamped with the time of the latest Settle or Snapshot call, which is
+	// precise to one tick of the caller's loop, and span times are not checked against a clock.
+	Now func() time.Time
+	// HistoryInterval and HistoryLen shape Snapshot.History. 0 means the defaults.
+	HistoryInterval time.Duration
+	HistoryLen      int
+	// WindowInterval is how often Settle re-runs ScopeWindow detectors. 0 means the default;
+	// negative means never from Settle, only from Flush (an offline driver that calls Settle
+	// with the recording's time to release memory, like `stormwatch analyze`). It also decides
+	// how analyzed traces hold their operations (see holdsOperationsPacked).
+	WindowInterval time.Duration
+}
+
+// holdsOperationsPacked says whether analyzed traces hold their operations packed (see
+// heldops.go) rather than as values. The Analyzer overrides it from its first Snapshot on, which
+// reads them all: it then holds later ones as values (the TUI reads every operation of every
+// snapshot). A live analyzer (the collector, the connector: WindowInterval
+// 0 or positive) does: its store stays full for hours, the garbage collector marks every held
+// operation on every cycle, and packing them made the connector about 7% cheaper per span. An
+// offline one (WindowInterval negative: one pass over a recording, the windowed detectors once at
+// Flush) does not: its heap only grows, so the collector marks the operations in a handful of
+// cycles, and packing them to read them all back at Flush made BenchmarkAnalyze 16-26% dearer
+// per span.
+func (c *Config) holdsOperationsPacked() bool { return c.WindowInterval >= 0 }
+
+func (c Config) settle() int64 {
+	if c.Settle > 0 {
+		return int64(c.Settle)
+	}
+	return int64(DefaultSettle)
+}
+
+func orDefault(v, def int) int {
+	if v == 0 {
+		return def
+	}
+	return v
+}

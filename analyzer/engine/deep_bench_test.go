@@ -1,0 +1,121 @@
+package engine_test
+
+import (
+	"context"
+	"encoding/binary"
+	"testing"
+	"time"
+
+	"github.com/stormwatch/stormwatch/analyzer"
+	"github.com/stormwatch/stormwatch/analyzer/analyzertest"
+	"github.com/stormwatch/stormwatch/analyzer/passes/passtest"
+	"github.com/stormwatch/stormwatch/analyzer/policy"
+	"github.com/stormwatch/stormwatch/analyzer/suite"
+	"github.com/stormwatch/stormwatch/spans"
+)
+
+// BenchmarkAnalyzeDeep is the analyzer's share of the collector connector's work: the
+// request its benchmark sends, the amplification-27-reference fixture (2 traces of 92 spans,
+// three retrying layers) in one batch, analyzed over and over by one long-lived analyzer configured as the
+// connector configures it (the default suite, the built-in policy in live mode, spans held and
+// packed after analysis: ReleaseSpans off). Each iteration gives the fixture's traces fresh ids,
+// feeds them and settles, so every trace is assembled, inferred, detected and packed once.
+// The windowed re-runs never come due (WindowInterval a century): the fake clock jumps a settle
+// period per iteration and would run them every time, which the connector does every 10 s. (Not
+// -1, which would make it an offline analyzer, holding its operations as values: see
+// Config.holdsOperationsPacked.)
+//
+// Copying the spans with new trace ids is inside the timed loop (one slice copy per request,
+// the same for every build being compared).
+func BenchmarkAnalyzeDeep(b *testing.B) {
+	// One request of the connector's benchmark is the whole fixture in one export (its records
+	// merged), which the connector converts to one batch.
+	src := passtest.Spans(b, "amplification-27-reference")
+	n := len(src)
+	a := newBenchLiveAnalyzer()
+	now := time.Unix(1_800_000_000, 0)
+	ids := map[spans.TraceID]spans.TraceID{}
+	var seq uint64
+	m := startSpanMeter(b)
+	for range b.N {
+		batch := &spans.Batch{Spans: appendRenumbered(make([]spans.Span, 0, len(src)), src, ids, &seq)}
+		if err := a.ConsumeBatch(context.Background(), batch); err != nil {
+			b.Fatal(err)
+		}
+		now = now.Add(2 * time.Second)
+		a.Settle(now)
+	}
+	m.stop(b)
+	if r := a.Report(); r.Input.Spans < b.N*n {
+		b.Fatalf("analyzed %d spans, want %d", r.Input.Spans, b.N*n)
+	}
+	m.report(b, n)
+}
+
+// newBenchLiveAnalyzer is a long-lived analyzer configured as the connector and collect configure
+// theirs (the default suite, the built-in policy in live mode), whose windowed re-runs never come
+// due (see BenchmarkAnalyzeDeep).
+func newBenchLiveAnalyzer() *analyzer.Analyzer {
+	cfg := analyzer.Config{Settle: time.Second, WindowInterval: 100 * 365 * 24 * time.Hour, Detectors: suite.Default()}
+	policy.Configure(&cfg, nil, policy.Live)
+	return analyzer.New(cfg)
+}
+
+// appendRenumbered appends a copy of src to dst with trace ids of its own: each trace of src gets
+// the next number of seq (ids is the scratch map from src's ids to the new ones, cleared here).
+func appendRenumbered(dst, src []spans.Span, ids map[spans.TraceID]spans.TraceID, seq *uint64) []spans.Span {
+	clear(ids)
+	for _, s := range src {
+		id, ok := ids[s.TraceID]
+		if !ok {
+			*seq++
+			binary.BigEndian.PutUint64(id[8:], *seq)
+			id[0] = 0x5e
+			ids[s.TraceID] = id
+		}
+		s.TraceID = id
+		dst = append(dst, s)
+	}
+	return dst
+}
+
+// BenchmarkAnalyzeLive is the analyzer's share of `stormwatch collect`'s end-to-end benchmark
+// (BenchmarkCollectorEndToEnd): its payload (analyzertest.PayloadTrace: ten spans a trace, an id in every URL)
+// in requests of 100 spans, consumed and settled by one long-lived analyzer configured as `collect`
+// configures it (the default suite, the built-in policy in live mode). The requests cycle through
+// 8,000 traces, as the end-to-end blaster cycles through its requests, and each round gives them
+// fresh ids: the caches see as many distinct URLs as they do there. Settling every 64 requests
+// stands in for the settle ticker; the windowed re-runs never come due (see BenchmarkAnalyzeDeep).
+func BenchmarkAnalyzeLive(b *testing.B) {
+	const traces, perRequest, settleEvery = 8000, 100, 64
+	var src []spans.Span
+	for n := range traces {
+		src = append(src, analyzertest.PayloadTrace(n, 1_700_000_000_000_000_000)...)
+	}
+	a := newBenchLiveAnalyzer()
+	now := time.Unix(1_800_000_000, 0)
+	ids := map[spans.TraceID]spans.TraceID{}
+	var seq uint64
+	off := 0
+	m := startSpanMeter(b)
+	for i := range b.N {
+		if off == len(src) {
+			off = 0
+		}
+		batch := &spans.Batch{Spans: appendRenumbered(make([]spans.Span, 0, perRequest), src[off:off+perRequest], ids, &seq)}
+		off += perRequest
+		if err := a.ConsumeBatch(context.Background(), batch); err != nil {
+			b.Fatal(err)
+		}
+		if i%settleEvery == settleEvery-1 {
+			now = now.Add(2 * time.Second)
+			a.Settle(now)
+		}
+	}
+	a.Flush()
+	m.stop(b)
+	if r := a.Report(); r.Input.Spans < b.N*perRequest {
+		b.Fatalf("analyzed %d spans, want %d", r.Input.Spans, b.N*perRequest)
+	}
+	m.report(b, perRequest)
+}

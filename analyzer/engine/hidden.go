@@ -1,0 +1,93 @@
+package engine
+
+import (
+	"github.com/stormwatch/stormwatch/spans"
+)
+
+// The rules in this file read the retries that no CLIENT span shows. Each follows from who makes
+// which span:
+//
+//   - A request sent again below the caller's instrumentation (a retrying proxy or sidecar that
+//     exports nothing, a library that retries inside the one span its instrumentation wraps around
+//     the whole call) reaches the callee each time with the same traceparent: the callee makes one
+//     SERVER span per request, all children of the one CLIENT span. The SERVER spans are the
+//     physical calls; the hop that repeated them is a layer of its own (untracedHop).
+//   - A SERVER span whose parent never arrives answered a call whose span was lost: the caller's
+//     service exports nothing, or its CLIENT span never ended (an instrumentation that ends the
+//     span when the body is closed, under a retry loop that drops failed answers unclosed). The
+//     orphan is attached by time to the span that most likely made the call (bridgeOrphans) and
+//     stands for that call.
+//   - An application loop around a client that retries on its own shows as sibling INTERNAL spans
+//     of one name, each but the last failing, each with the client's attempts under it: both loops
+//     are layers (appLoops).
+
+// bridge is an orphan SERVER span and the span it is attached to.
+type bridge struct {
+	orphan, attach int32
+}
+
+// loopTry is one try of an application's retry loop and the index in t.ops of the loop's
+// operation.
+type loopTry struct {
+	span, op int32
+}
+
+// maxBridged bounds the orphans a trace attaches: each costs a scan of the trace.
+const maxBridged = 256
+
+// bridgeOrphans attaches each orphan SERVER span (its parent span never arrived) to the span that
+// most likely made the call it answered, and reports whether any was. The attach point is the
+// innermost span of another service that was open when the orphan started (within the skew
+// tolerance): a CLIENT span whose callee left no span of its own (the orphan's caller sat,
+// untraced, behind it) or the SERVER or INTERNAL span whose CLIENT span was lost. Time decides
+// only among spans that contain the orphan's start, so a skewed clock can misplace an orphan
+// between two attempts of one layer but never invent a layer.
+func (t *Trace) bridgeOrphans(skew int64, sc *scratch) bool {
+	sc.bridge = sc.bridge[:0]
+	if len(t.roots) < 2 {
+		return false // an orphan is a root beside the trace's own root
+	}
+	for _, r := range t.roots {
+		s := &t.Spans[r]
+		if s.Kind != spans.KindServer || s.ParentID.IsZero() || s.ParentID == s.SpanID {
+			continue
+		}
+		if _, found := t.Lookup(s.ParentID); found {
+			continue // a broken cycle, not a lost parent
+		}
+		if len(sc.bridge) == maxBridged {
+			break
+		}
+		start, service := s.StartUnixNano, s.Service()
+		lo, hi := t.pos[r], t.pos[r]+t.size[r]
+		best := int32(-1)
+		for j := range t.Spans {
+			if p := t.pos[j]; p >= lo && p < hi {
+				continue // its own subtree
+			}
+			c := &t.Spans[j]
+			if c.Service() == service || c.Kind == spans.KindProducer {
+				continue
+			}
+			if c.Kind == spans.KindClient {
+				// Only a call whose callee is untraced, made over a protocol that carries the
+				// trace on (HTTP, RPC: it has a method), can have led to the orphan: not one
+				// whose callee answered with a span of its own, nor a database or cache call.
+				if k := t.call[j]; k < 0 || t.calls[k].servers > 0 || t.calls[k].target == "" {
+					continue
+				}
+			}
+			if start < c.StartUnixNano-skew || start > t.End(j)+skew {
+				continue
+			}
+			if best < 0 || t.depth[j] > t.depth[best] || t.depth[j] == t.depth[best] && c.StartUnixNano > t.Spans[best].StartUnixNano {
+				best = int32(j)
+			}
+		}
+		if best >= 0 {
+			sc.bridge = append(sc.bridge, bridge{orphan: r, attach: best})
+			t.issues.bridged++
+		}
+	}
+	return len(sc.bridge) > 0
+}

@@ -1,0 +1,483 @@
+package engine
+
+import (
+	"hash/maphash"
+	"slices"
+
+	"github.com/stormwatch/stormwatch/spans"
+)
+
+// inferBridged is inference's pre-order walk when orphans were attached: the trace's own tree
+// first, each attached orphan's subtree after the span it is attached to, so that the operation
+// the orphan stands for exists before the work under it is inferred.
+func (t *Trace) inferBridged(seed maphash.Seed, skew int64, in *interner, sc *scratch) {
+	visited := slices.Grow(sc.visited[:0], len(t.Spans))[:len(t.Spans)]
+	clear(visited)
+	sc.visited = visited
+	isBridged := func(i int32) bool {
+		return slices.ContainsFunc(sc.bridge, func(b bridge) bool { return b.orphan == i })
+	}
+	walk := func(root int32) {
+		for k, hi := t.pos[root], t.pos[root]+t.size[root]; k < hi; {
+			i := t.order[k]
+			if i != root && isBridged(i) {
+				k += t.size[i]
+				continue
+			}
+			visited[i] = true
+			t.inferAt(i, seed, skew, in, sc)
+			k++
+		}
+	}
+	for _, r := range t.roots {
+		if !isBridged(r) {
+			walk(r)
+		}
+	}
+	for {
+		progress, left := false, false
+		for _, b := range sc.bridge {
+			if visited[b.orphan] {
+				continue
+			}
+			if !visited[b.attach] {
+				left = true
+				continue
+			}
+			walk(b.orphan)
+			progress = true
+		}
+		if !left {
+			return
+		}
+		if !progress {
+			// Attached to one another in a loop, out of reach of the trace's tree: walked as
+			// roots of their own.
+			for _, b := range sc.bridge {
+				if !visited[b.orphan] {
+					walk(b.orphan)
+				}
+			}
+			return
+		}
+	}
+}
+
+// bridgedTo lists the orphans attached to span i.
+func (t *Trace) bridgedTo(i int32, sc *scratch) []int32 {
+	out := sc.srvs[:0]
+	for _, b := range sc.bridge {
+		if b.attach == i {
+			out = append(out, b.orphan)
+		}
+	}
+	sc.srvs = out
+	return out
+}
+
+// serverChildren lists the SERVER spans right under CLIENT span i, by start, but for those nested
+// in another (see nestedServer).
+func (t *Trace) serverChildren(i int32, sc *scratch) []int32 {
+	out := sc.srvs[:0]
+	for _, ch := range t.Children(int(i)) {
+		if t.Spans[ch].Kind == spans.KindServer && !t.nestedServer(i, ch) {
+			out = append(out, ch)
+		}
+	}
+	sc.srvs = out
+	return out
+}
+
+// nestedServer reports whether SERVER span s under CLIENT span i lies inside an earlier SERVER
+// sibling of the same service and instance: two server instrumentations of one process (a
+// framework's span and the HTTP server's) both reading the incoming traceparent, one request, not
+// a resend. Resends to one instance follow each other.
+func (t *Trace) nestedServer(i, s int32) bool {
+	x := &t.Spans[s]
+	for _, ch := range t.Children(int(i)) {
+		if ch == s {
+			return false // siblings are by start: only earlier ones can hold it
+		}
+		y := &t.Spans[ch]
+		if y.Kind == spans.KindServer && y.Service() == x.Service() && y.Instance() == x.Instance() &&
+			y.StartUnixNano <= x.StartUnixNano && x.EndUnixNano <= t.End(int(ch)) {
+			return true
+		}
+	}
+	return false
+}
+
+// virtualCalls adds to the calls span i makes (group) the orphans attached to it: each stands for
+// a CLIENT span of i's that was lost, and is registered as a call seen from the callee's side.
+func (t *Trace) virtualCalls(i int32, group []int32, in *interner, sc *scratch) []int32 {
+	for _, b := range sc.bridge {
+		if b.attach == i {
+			t.calleeCall(b.orphan, "", "", in, sc)
+			group = append(group, b.orphan)
+		}
+	}
+	return group
+}
+
+// calleeCall registers SERVER span srv as a physical call seen from the callee's side and returns
+// its index in t.calls. origin and target are the caller's words for it where the caller's span
+// is known (an untraced hop below a CLIENT span); otherwise they are read from the SERVER span,
+// and the origin is one a traced caller in the trace used for the same service, when there is one.
+func (t *Trace) calleeCall(srv int32, origin, target string, in *interner, sc *scratch) int32 {
+	k := &sc.known[srv]
+	s := &t.Spans[srv]
+	c := callInfo{idx: srv, op: -1, origin: origin, target: target, service: s.Service(),
+		attempt: -1, resend: -1, backoff: -1, deadline: -1, answer: t.End(int(srv))}
+	c.outcome, c.status = classify(k)
+	if c.target == "" {
+		c.target = in.target(k, &sc.derived)
+	}
+	if c.origin == "" {
+		for j := range t.calls {
+			if t.calls[j].service == c.service && t.Spans[t.calls[j].idx].Kind == spans.KindClient {
+				c.origin = t.calls[j].origin
+				break
+			}
+		}
+	}
+	if c.origin == "" {
+		c.origin = serverOrigin(k)
+	}
+	if c.origin == "" {
+		c.origin = c.service
+	}
+	t.call[srv] = int32(len(t.calls))
+	t.calls = append(t.calls, c)
+	return t.call[srv]
+}
+
+// serverOrigin is scheme://host:port as a SERVER span states its own address (url.scheme,
+// server.address, server.port), "" when it does not.
+func serverOrigin(k *known) string {
+	host, port := k.str(wkServerAddress), k.str(wkServerPort)
+	if host == "" {
+		return ""
+	}
+	scheme := k.str(wkURLScheme)
+	if scheme == "" {
+		scheme = "http"
+		if k.str(wkRPCSystem) != "" {
+			scheme = "grpc"
+		}
+	}
+	if port == "" {
+		port = defaultPort(scheme)
+	}
+	return scheme + "://" + joinHostPort(host, port)
+}
+
+// untracedHops makes one untraced hop per callee service and, for orphans, per thing asked: an
+// untraced gateway that calls users then orders made two operations, not a retry of one.
+func (t *Trace) untracedHops(i int32, srvs []int32, direct bool, seed maphash.Seed, in *interner, sc *scratch) {
+	srvs = slices.Clone(srvs) // sc.srvs is reused below
+	for len(srvs) > 0 {
+		first := &t.Spans[srvs[0]]
+		target := ""
+		if !direct {
+			target = in.target(&sc.known[srvs[0]], &sc.derived)
+		}
+		same := func(s int32) bool {
+			x := &t.Spans[s]
+			return x.Service() == first.Service() && (direct || in.target(&sc.known[s], &sc.derived) == target)
+		}
+		var group, rest []int32
+		for _, s := range srvs {
+			if same(s) {
+				group = append(group, s)
+			} else {
+				rest = append(rest, s)
+			}
+		}
+		t.untracedHop(i, group, direct, seed, in, sc)
+		srvs = rest
+	}
+}
+
+// untracedHop makes the operation of a hop that sent CLIENT span i's request several times and
+// exported no span of its own: its attempts are the callee's SERVER spans srvs. direct says the
+// SERVER spans are i's own children (the same request resent: they replace i as the physical
+// calls to i's destination); otherwise they are orphans attached to i by time (a service behind
+// i's callee, reached by an untraced caller).
+func (t *Trace) untracedHop(i int32, srvs []int32, direct bool, seed maphash.Seed, in *interner, sc *scratch) {
+	ci := t.call[i]
+	origin, target := "", ""
+	if direct {
+		origin, target = t.calls[ci].origin, t.calls[ci].target
+		t.calls[ci].below = true
+	}
+	// Envoy numbers the requests it sends: where every SERVER span has the number, it orders
+	// them, whatever the callees' clocks say. Otherwise their starts do: one clock when they come
+	// from one instance, and the order a retry loop sent them in either way.
+	numbered, sameClock := true, true
+	for _, srv := range srvs {
+		if sc.known[srv].headerInt(wkEnvoyAttempt) < 0 {
+			numbered = false
+		}
+		if t.Spans[srv].Instance() != t.Spans[srvs[0]].Instance() || t.Spans[srv].Service() != t.Spans[srvs[0]].Service() {
+			sameClock = false
+		}
+	}
+	ordered := slices.Clone(srvs)
+	slices.SortStableFunc(ordered, func(a, b int32) int {
+		if numbered {
+			if x, y := sc.known[a].headerInt(wkEnvoyAttempt), sc.known[b].headerInt(wkEnvoyAttempt); x != y {
+				return int(x - y)
+			}
+		}
+		sa, sb := t.Spans[a].StartUnixNano, t.Spans[b].StartUnixNano
+		switch {
+		case sa < sb:
+			return -1
+		case sa > sb:
+			return 1
+		}
+		return 0
+	})
+	callees := make([]int32, len(ordered))
+	for n, srv := range ordered {
+		callees[n] = t.calleeCall(srv, origin, target, in, sc)
+	}
+	c := &t.calls[callees[0]]
+	parent := t.op(t.calls[ci].op)
+	op := t.newOperation(&sc.known[i], c, parent, sc)
+	op.ID = t.Spans[c.idx].SpanID.String()
+	calleeName := c.service
+	if calleeName == "" {
+		calleeName = c.origin
+	}
+	op.Owner = "(untraced, between " + t.Spans[i].Service() + " and " + calleeName + ")"
+	if !direct {
+		// The calls came from whatever answers at i's destination, which exported nothing: i's
+		// own service did not make them.
+		op.Caller = "(untraced at " + t.calls[ci].origin + ")"
+	}
+	op.Terminal, op.StopReason = "", ""
+	key := hashStrings(seed, "untraced", c.service, c.target)
+	op.intent = intentKey(seed, parent, key, sc.nextOccurrence(i, key))
+	opIdx := int32(len(t.ops))
+	t.ops = append(t.ops, op)
+	sc.opStart = append(sc.opStart, int32(len(sc.opCalls)))
+	b := &sc.bufs
+	attStart := len(b.att)
+	var prevEnd int64
+	for n, k := range callees {
+		cc := &t.calls[k]
+		s := &t.Spans[cc.idx]
+		a := Attempt{Number: n + 1, Kind: KindInitial, SpanID: s.SpanID, StartUnixNano: s.StartUnixNano,
+			EndUnixNano: t.End(int(cc.idx)), Outcome: cc.outcome, Status: cc.status, refNumber: -1}
+		if n > 0 {
+			a.Kind = KindRetry
+			a.BackoffNanos = -1 // unknown: the callees' clocks may differ
+			if sameClock {
+				if s.StartUnixNano < prevEnd-overlapTolerance {
+					a.Kind = KindHedge
+				}
+				a.BackoffNanos = max(0, s.StartUnixNano-prevEnd)
+			}
+		}
+		prevEnd = max(prevEnd, a.EndUnixNano)
+		callStart, originStart := len(b.calls), len(b.origins)
+		b.calls = append(b.calls, s.SpanID)
+		b.origins = append(b.origins, cc.origin)
+		a.Calls = b.calls[callStart:len(b.calls):len(b.calls)]
+		a.Origins = b.origins[originStart:len(b.origins):len(b.origins)]
+		b.att = append(b.att, a)
+		sc.opCalls = append(sc.opCalls, k)
+		cc.op = opIdx
+		op.StartUnixNano = min(op.StartUnixNano, a.StartUnixNano)
+		op.EndUnixNano = max(op.EndUnixNano, a.EndUnixNano)
+		t.issues.untraced++
+	}
+	op.Attempts = b.att[attStart:len(b.att):len(b.att)]
+	if op.Attempts[len(op.Attempts)-1].Outcome == OutcomeOK {
+		op.Terminal, op.StopReason = "complete", "succeeded"
+	} else {
+		op.Terminal = "fail-fast"
+	}
+}
+
+// loopOf is the index in t.ops of the application loop whose try span i is, -1 when it is none.
+func (sc *scratch) loopOf(i int32) int32 {
+	for _, l := range sc.loopTries {
+		if l.span == i {
+			return l.op
+		}
+	}
+	return -1
+}
+
+// appLoops finds an application's own retry loop among span i's children: sibling INTERNAL spans
+// of one name (no resilience.operation.id: the reference client's operation spans say what they
+// are), one after the other, with calls under each, where every try but the last failed. A try
+// that succeeded ends the loop: the same name after a success is the caller's next intent (four
+// reads in a row), not a retry. Each loop becomes an operation whose attempts are the tries; the
+// operations of the calls under the tries run inside it, so both loops count as layers.
+func (t *Trace) appLoops(i int32, seed maphash.Seed, sc *scratch) {
+	ch := t.Children(int(i))
+	n := 0
+	for _, c := range ch {
+		if t.Spans[c].Kind == spans.KindInternal {
+			n++
+		}
+	}
+	if n < 2 {
+		return
+	}
+	for a := 0; a < len(ch); a++ {
+		first := ch[a]
+		if !t.loopCandidate(first, sc) {
+			continue
+		}
+		name := t.Spans[first].Name
+		asked := t.lastCall(first)
+		tries := []int32{first}
+		for b, lastOK := a+1, t.tryOK(first, sc); b < len(ch) && !lastOK; b++ {
+			c := ch[b]
+			if t.Spans[c].Name != name || !t.loopCandidate(c, sc) {
+				continue
+			}
+			if t.Spans[c].StartUnixNano < t.End(int(tries[len(tries)-1]))-overlapTolerance {
+				break // concurrent: not a loop
+			}
+			if !t.sameAsk(asked, t.lastCall(c)) {
+				break // another item of a batch, not the same thing tried again
+			}
+			tries = append(tries, c)
+			lastOK = t.tryOK(c, sc)
+		}
+		if len(tries) < 2 {
+			continue
+		}
+		t.loopOperation(i, tries, seed, sc)
+		a = slices.Index(ch, tries[len(tries)-1])
+	}
+}
+
+// loopCandidate: an INTERNAL span, not an operation span of the reference client, not already a
+// try, with a call under it.
+func (t *Trace) loopCandidate(i int32, sc *scratch) bool {
+	if t.Spans[i].Kind != spans.KindInternal || sc.known[i].str(wkOpID) != "" || sc.loopOf(i) >= 0 {
+		return false
+	}
+	found := false
+	t.Walk(int(i), func(j int) bool {
+		if t.Spans[j].Kind == spans.KindClient {
+			found = true
+		}
+		return !found
+	})
+	return found
+}
+
+// lastCall is the last CLIENT span (by start) under span i, -1 when there is none.
+func (t *Trace) lastCall(i int32) int {
+	last := -1
+	t.Walk(int(i), func(j int) bool {
+		if t.Spans[j].Kind == spans.KindClient && (last < 0 || t.Spans[j].StartUnixNano >= t.Spans[last].StartUnixNano) {
+			last = j
+		}
+		return true
+	})
+	return last
+}
+
+// sameAsk reports whether two calls asked the same thing of the same place.
+func (t *Trace) sameAsk(a, b int) bool {
+	if a < 0 || b < 0 {
+		return false
+	}
+	x, y := &t.calls[t.call[a]], &t.calls[t.call[b]]
+	return x.origin == y.origin && x.target == y.target
+}
+
+// tryOK reports whether a try succeeded: its span is not an error and the last call under it
+// (by start) was answered well.
+func (t *Trace) tryOK(i int32, sc *scratch) bool {
+	if t.Spans[i].Status == spans.StatusError {
+		return false
+	}
+	last := t.lastCall(i)
+	if last < 0 {
+		return true
+	}
+	outcome, _ := classify(&sc.known[last])
+	return outcome == OutcomeOK
+}
+
+// loopOperation makes the operation of an application loop under span i whose tries are tries.
+func (t *Trace) loopOperation(i int32, tries []int32, seed maphash.Seed, sc *scratch) {
+	b := &sc.bufs
+	if len(b.slab) == cap(b.slab) {
+		b.slab = make([]Operation, 0, 4) // earlier operations are pointed to: never grown in place
+	}
+	b.slab = b.slab[:len(b.slab)+1]
+	op := &b.slab[len(b.slab)-1]
+	first := &t.Spans[tries[0]]
+	parent := t.op(t.enclosing[i])
+	op.TraceID, op.SpanID = t.ID, first.SpanID
+	op.Caller = first.Service()
+	op.Owner = first.Service() + "/" + first.Name
+	op.Name = first.Name
+	op.ID = first.SpanID.String()
+	op.Parent = parent
+	op.Inferred = true
+	op.StartUnixNano, op.EndUnixNano = first.StartUnixNano, first.StartUnixNano
+	if parent != nil {
+		parent.children++
+	}
+	scope := i
+	for scope >= 0 && t.Spans[scope].Kind == spans.KindInternal && t.parent[scope] >= 0 && sc.loopOf(scope) < 0 {
+		scope = t.parent[scope]
+	}
+	key := hashStrings(seed, "loop", op.Caller, op.Name)
+	op.intent = intentKey(seed, parent, key, sc.nextOccurrence(scope, key))
+	opIdx := int32(len(t.ops))
+	t.ops = append(t.ops, op)
+	sc.opStart = append(sc.opStart, int32(len(sc.opCalls)))
+	attStart := len(b.att)
+	var prevEnd int64
+	for n, tr := range tries {
+		s := &t.Spans[tr]
+		a := Attempt{Number: n + 1, Kind: KindInitial, SpanID: s.SpanID, StartUnixNano: s.StartUnixNano,
+			EndUnixNano: t.End(int(tr)), Outcome: OutcomeOK, refNumber: -1}
+		if !t.tryOK(tr, sc) {
+			a.Outcome = OutcomeRetryable
+		}
+		if n > 0 {
+			a.Kind = KindRetry
+			a.BackoffNanos = max(0, s.StartUnixNano-prevEnd)
+		}
+		prevEnd = a.EndUnixNano
+		op.EndUnixNano = max(op.EndUnixNano, a.EndUnixNano)
+		b.att = append(b.att, a)
+		sc.loopTries = append(sc.loopTries, loopTry{span: tr, op: opIdx})
+	}
+	op.Attempts = b.att[attStart:len(b.att):len(b.att)]
+	if op.Attempts[len(op.Attempts)-1].Outcome == OutcomeOK {
+		op.Terminal, op.StopReason = "complete", "succeeded"
+	} else {
+		op.Terminal = "fail-fast"
+	}
+	sc.loops = append(sc.loops, opIdx)
+	t.issues.appLoops++
+}
+
+// finishLoops names each application loop's dependency after the first operation inside it, and
+// forgets the trace's loops and attached orphans.
+func (t *Trace) finishLoops(sc *scratch) {
+	for _, l := range sc.loops {
+		loop := t.ops[l]
+		for _, op := range t.ops {
+			if op.Parent == loop && op.Dependency != "" {
+				loop.Dependency, loop.DependencyService = op.Dependency, op.DependencyService
+				break
+			}
+		}
+	}
+	sc.loops, sc.loopTries, sc.bridge = sc.loops[:0], sc.loopTries[:0], sc.bridge[:0]
+}

@@ -1,0 +1,41 @@
+package engine
+
+import (
+	"hash/maphash"
+	"math/rand/v2"
+	"strings"
+	"testing"
+)
+
+// TestIntentKeyHashesItsThreeNumbers pins intentKey to the hash of the parent's intent, the
+// occurrence and the key as 24 little-endian bytes, the layout it has always hashed.
+func TestIntentKeyHashesItsThreeNumbers(t *testing.T) {
+	seed := maphash.MakeSeed()
+	rng := rand.New(rand.NewPCG(7, 8))
+	for range 1000 {
+		parent := &Operation{intent: rng.Uint64()}
+		key, occ := rng.Uint64(), rng.IntN(1000)
+		var buf [24]byte
+		for i := range 8 {
+			buf[i] = byte(parent.intent >> (8 * i))
+			buf[8+i] = byte(uint64(occ) >> (8 * i))
+			buf[16+i] = byte(key >> (8 * i))
+		}
+		if got, want := intentKey(seed, parent, key, occ), maphash.Bytes(seed, buf[:]); got != want {
+			t.Fatalf("intentKey = %x, want %x", got, want)
+		}
+	}
+}
+
+// TestURLCutsMatchIndexAny checks the URL cutters against strings.IndexAny.
+func TestURLCutsMatchIndexAny(t *testing.T) {
+	for _, s := range []string{"", "/", "?", "#", "api:8080", "api:8080/x", "api:8080?q", "api:8080#f",
+		"a/b?c#d", "a?b/c", "a#b?c/d", "http://api:8080/items/1?request_id=1"} {
+		if got, want := indexEndOfAuthority(s), strings.IndexAny(s, "/?#"); got != want {
+			t.Errorf("indexEndOfAuthority(%q) = %d, want %d", s, got, want)
+		}
+		if got, want := indexEndOfPath(s), strings.IndexAny(s, "?#"); got != want {
+			t.Errorf("indexEndOfPath(%q) = %d, want %d", s, got, want)
+		}
+	}
+}

@@ -1,0 +1,327 @@
+package engine
+
+import (
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/stormwatch/stormwatch/spans"
+)
+
+// maxInterned bounds the intern table: values beyond it (high-cardinality URLs, messages) are
+// copied instead of shared, so the table cannot grow without limit in a long live session.
+const maxInterned = 1 << 16
+
+// interner gives what the analysis keeps strings of its own (see detach): held spans are packed,
+// and an analysis reads them back with strings aliasing the packed bytes, so an operation or a
+// finding made from them would otherwise keep those bytes alive after the trace is dropped.
+// Service names, methods, dependencies and statuses repeat endlessly, so most strings end up
+// shared; values unique to an operation are only copied.
+type interner struct {
+	// strMu guards strs and recent: analyses run outside the analyzer's lock, and an eviction
+	// (under it) may analyze while a pass does.
+	strMu sync.Mutex
+	strs  map[string]string
+	// recent are strings interned lately, by recentSlot (see strLocked).
+	recent [1 << recentBits]string
+	// derived caches the origin and target computed from a call's attributes: the same URLs
+	// come back call after call, and building "scheme://host:port" each time is an allocation.
+	// It has a lock of its own.
+	derivedMu sync.Mutex
+	derived   map[derivedKey]derivedEntry // the entries' keys are copies of the cache's own
+	// derivedCounts (under derivedMu) and bypass: see countDerived.
+	derivedCounts [5]derivedCount
+	bypass        [5]atomic.Int64
+	// scratches are the analyses' reusable buffers (see scratch): taken and given back by the
+	// analyses, which run outside the analyzer's lock, so a pool (locked on its own).
+	scratches sync.Pool
+}
+
+// getScratch takes a scratch for one trace's analysis; putScratch gives it back.
+func (in *interner) getScratch() *scratch {
+	if sc, ok := in.scratches.Get().(*scratch); ok {
+		return sc
+	}
+	return &scratch{}
+}
+
+func (in *interner) putScratch(sc *scratch) {
+	sc.reset()
+	in.scratches.Put(sc)
+}
+
+func newInterner() *interner {
+	return &interner{strs: map[string]string{}, derived: map[derivedKey]derivedEntry{}}
+}
+
+// lockStr and unlockStr bracket calls of strLocked.
+func (in *interner) lockStr()   { in.strMu.Lock() }
+func (in *interner) unlockStr() { in.strMu.Unlock() }
+
+// strLocked is s as a string of the interner's own, shared with every equal string interned
+// before (while the table has room; a copy after). The caller holds lockStr.
+func (in *interner) strLocked(s string) string {
+	if s == "" {
+		return ""
+	}
+	// Most strings were interned moments ago (the same services, names and statuses operation
+	// after operation): a small direct-mapped table of recent ones answers with one compare,
+	// where the map hashes the whole string.
+	e := &in.recent[recentSlot(s)]
+	if *e == s {
+		return *e
+	}
+	if v, ok := in.strs[s]; ok {
+		*e = v
+		return v
+	}
+	c := strings.Clone(s)
+	if len(in.strs) < maxInterned {
+		in.strs[c] = c
+	}
+	*e = c
+	return c
+}
+
+// recentSlot picks s's entry in interner.recent from its length and its first and last bytes.
+func recentSlot(s string) int {
+	n := len(s)
+	var x uint64
+	if n >= 8 {
+		x = load64(s) ^ load64(s[n-8:])*0xff51afd7ed558ccd
+	} else {
+		for i := 0; i < n; i++ {
+			x = x<<8 | uint64(s[i])
+		}
+	}
+	x ^= uint64(n) * 0xc4ceb9fe1a85ec53
+	x *= 0x9e3779b97f4a7c15
+	return int(x >> (64 - recentBits))
+}
+
+func load64(s string) uint64 {
+	_ = s[7]
+	return uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
+		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
+}
+
+const recentBits = 8
+
+type derivedKey struct {
+	what    byte // 'o' origin from a URL's scheme and authority, 'h'/'n' from host and port, 'r'/'t' target
+	a, b, c string
+	port    int64 // 'n': an integer server.port (as a number, not made into text for the key)
+	rpc     bool
+}
+
+// origin is originOf, cached for the common shapes: a URL, keyed by its scheme://authority prefix
+// alone (originOfURL reads nothing else, and the rest of a real URL - path ids, query strings -
+// is different on every call); or host, port and scheme.
+func (in *interner) origin(s *known, l1 *derivedL1) string {
+	var k derivedKey
+	if u := s.str(wkURLFull); strings.Contains(u, "://") {
+		p, ok := urlAuthorityPrefix(u)
+		if !ok {
+			// originOfURL finds no origin there and originOf falls back to other attributes.
+			return s.origin()
+		}
+		k = derivedKey{what: 'o', a: p}
+	} else if h := s.str(wkServerAddress); h != "" && s.str(wkLegacyHTTPURL) == "" {
+		k = derivedKey{what: 'h', a: h, c: s.str(wkURLScheme),
+			rpc: s.str(wkRPCSystem) != "" || s.str(wkRPCMethod) != ""}
+		if p, ok := s.attr(wkServerPort); ok && p.Type == spans.ValueInt {
+			// The number is the key: its text would be an allocation per call.
+			k.what, k.port = 'n', p.Num
+		} else {
+			k.b = p.AsString()
+		}
+	} else {
+		return s.origin()
+	}
+	return in.cached(k, s, originFor, l1)
+}
+
+// urlAuthorityPrefix is the part of u that originOfURL reads - everything up to the end of the
+// authority ("scheme://userinfo@host:port") - and false when originOfURL would find no origin in
+// it. It cuts the same way originOfURL does, without allocating.
+func urlAuthorityPrefix(u string) (string, bool) {
+	i := strings.Index(u, "://")
+	if i <= 0 {
+		return "", false
+	}
+	end := len(u)
+	if j := indexEndOfAuthority(u[i+3:]); j >= 0 {
+		end = i + 3 + j
+	}
+	auth := u[i+3 : end]
+	if j := strings.LastIndexByte(auth, '@'); j >= 0 {
+		auth = auth[j+1:]
+	}
+	if auth == "" {
+		return "", false
+	}
+	return u[:end], true
+}
+
+// target is targetOf, cached by method and path (HTTP: targetOf drops the query and fragment, which
+// differ on every call) or service and method (RPC).
+func (in *interner) target(s *known, l1 *derivedL1) string {
+	var k derivedKey
+	if m := s.str(wkRPCMethod); m != "" {
+		k = derivedKey{what: 'r', a: s.str(wkRPCService), b: m}
+	} else if u := s.str(wkURLFull); u != "" {
+		k = derivedKey{what: 't', a: pathOfURL(u), b: s.str(wkHTTPMethod)}
+		if k.b == "" {
+			return s.target()
+		}
+		// What s.target() gives for such a span (the method, and the path of url.full), made
+		// from the key: the path is not cut out of the URL a second time.
+		return in.cached(k, s, httpTargetOfKey, l1)
+	} else {
+		return s.target()
+	}
+	return in.cached(k, s, targetFor, l1)
+}
+
+// The derivations cached: from the span's attributes, or from the key that was made of them.
+func originFor(s *known, _ derivedKey) string { return s.origin() }
+func targetFor(s *known, _ derivedKey) string { return s.target() }
+func httpTargetOfKey(_ *known, k derivedKey) string {
+	return strings.TrimSpace(k.b + " " + k.a)
+}
+
+// cached looks k up in l1 (when not nil), then in the shared cache, and computes f(s, &k) when
+// neither has it.
+func (in *interner) cached(k derivedKey, s *known, f func(*known, derivedKey) string, l1 *derivedL1) string {
+	var e *derivedEntry
+	if l1 != nil {
+		e = &l1[k.slot()]
+		if e.ok && e.k == k {
+			return e.v
+		}
+	}
+	kind := derivedKind(k.what)
+	if in.bypass[kind].Load() > 0 {
+		// This kind's keys have not been coming back: made again, not looked up.
+		in.bypass[kind].Add(-1)
+		return f(s, k)
+	}
+	in.derivedMu.Lock()
+	own, ok := in.derived[k]
+	in.countDerived(kind, ok)
+	in.derivedMu.Unlock()
+	if !ok {
+		if own, ok = in.derive(k, s, f); !ok {
+			return own.v // the cache is full: made again, and not kept
+		}
+	}
+	// l1 outlives the trace: it takes only the cache's own entry, whose key and value are copies.
+	// The caller's key and a value made from it are parts of the span's strings (a URL's
+	// authority is a slice of it), which alias the trace's packed bytes.
+	if e != nil {
+		*e = own
+	}
+	return own.v
+}
+
+// Derived values are cheap to make again; the shared cache pays when their keys come back. When
+// they do not - targets of URLs with an id in the path, on every call - a lookup is a lock and a
+// hash of the key for nothing, and, until the cache is full, an insert with three copies. So the
+// cache counts its hits per kind of key over windows of derivedWindow lookups, and a kind that hit
+// less than one lookup in eight skips the shared cache for its next derivedBypass values (the
+// analysis's own small cache still answers first), then is measured again.
+const (
+	derivedWindow = 4096
+	derivedBypass = 1 << 16
+)
+
+type derivedCount struct{ lookups, hits int }
+
+// derivedKind numbers derivedKey.what: 'o', 'h', 'n' (origins), 'r', 't' (targets).
+func derivedKind(what byte) int {
+	switch what {
+	case 'o':
+		return 0
+	case 'h':
+		return 1
+	case 'n':
+		return 2
+	case 'r':
+		return 3
+	}
+	return 4
+}
+
+// countDerived counts a lookup of a kind (under derivedMu) and starts a bypass when the window
+// ends with too few hits.
+func (in *interner) countDerived(kind int, hit bool) {
+	c := &in.derivedCounts[kind]
+	c.lookups++
+	if hit {
+		c.hits++
+	}
+	if c.lookups >= derivedWindow {
+		if c.hits*8 < c.lookups {
+			in.bypass[kind].Store(derivedBypass)
+		}
+		*c = derivedCount{}
+	}
+}
+
+// derive makes k's value and caches it while the cache has room: ok says the entry returned is
+// the cache's own (key and value copies), else only its value is set.
+func (in *interner) derive(k derivedKey, s *known, f func(*known, derivedKey) string) (e derivedEntry, ok bool) {
+	v := f(s, k)
+	in.derivedMu.Lock()
+	defer in.derivedMu.Unlock()
+	if len(in.derived) >= maxInterned {
+		return derivedEntry{v: v}, false
+	}
+	// The key's strings and the value may be parts of the spans' strings, which alias their
+	// packed bytes: copies of their own keep the cache from pinning them.
+	k.a, k.b, k.c = strings.Clone(k.a), strings.Clone(k.b), strings.Clone(k.c)
+	e = derivedEntry{k: k, v: strings.Clone(v), ok: true}
+	in.derived[k] = e
+	return e, true
+}
+
+// derivedL1 is a small cache of derived values in front of the interner's shared one, private to
+// one analysis at a time (it lives in a scratch, and stays there from trace to trace): a hit
+// costs a few compares where the shared cache costs a lock and a map lookup that hashes every
+// string of the key. Direct-mapped: a key that collides with another replaces it. It holds only
+// the shared cache's own entries (copies), so keeping it pins no trace's packed spans.
+type derivedL1 [64]derivedEntry
+
+type derivedEntry struct {
+	k  derivedKey
+	v  string
+	ok bool
+}
+
+// slot picks k's entry in a derivedL1 from its lengths, its last bytes and its port: cheap, and
+// different for the origins and targets a workload has (they differ in their hosts, ports and
+// paths, which end their strings).
+func (k *derivedKey) slot() int {
+	h := uint64(k.what) | uint64(len(k.a))<<8 | uint64(len(k.b))<<24 | uint64(len(k.c))<<40
+	h ^= tail8(k.a) * 0x9e3779b97f4a7c15
+	h ^= tail8(k.b) * 0xff51afd7ed558ccd
+	h ^= tail8(k.c) * 0xc4ceb9fe1a85ec53
+	h ^= uint64(k.port)
+	if k.rpc {
+		h ^= 0x5bd1e995
+	}
+	h *= 0x9e3779b97f4a7c15
+	return int(h >> 58)
+}
+
+// tail8 is the last (up to) eight bytes of s as a number.
+func tail8(s string) uint64 {
+	if len(s) > 8 {
+		s = s[len(s)-8:]
+	}
+	var x uint64
+	for i := 0; i < len(s); i++ {
+		x = x<<8 | uint64(s[i])
+	}
+	return x
+}

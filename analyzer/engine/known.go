@@ -1,0 +1,317 @@
+package engine
+
+import "github.com/stormwatch/stormwatch/spans"
+
+// wk numbers the span attributes inference reads. A span's attributes are read once, into a
+// [known], and inference then finds each by its number, where looking them up by key would scan
+// the span's attributes many times over per CLIENT span (origin, target, outcome, attempt hints,
+// the operation's fields).
+type wk uint8
+
+const (
+	wkURLFull wk = iota
+	wkLegacyHTTPURL
+	wkLegacyHTTPTarget
+	wkURLPath
+	wkHTTPRoute
+	wkHTTPMethod
+	wkLegacyHTTPMethod
+	wkURLScheme
+	wkServerAddress
+	wkServerPort
+	wkLegacyNetPeerName
+	wkLegacyNetPeerPort
+	wkNetworkPeerAddress
+	wkNetworkPeerPort
+	wkRPCSystem
+	wkRPCService
+	wkRPCMethod
+	wkRPCStatus
+	wkRPCGRPCStatus
+	wkGRPCPreviousAttempts
+	wkHTTPStatus
+	wkLegacyHTTPStatusCode
+	wkHTTPResendCount
+	wkErrorType
+	wkExceptionType
+	wkExceptionMessage
+	wkOutcome
+	wkAttempt
+	wkAttemptKind
+	wkOpID
+	wkOpName
+	wkOwner
+	wkTerminal
+	wkStopReason
+	wkDeadline
+	wkBackoff
+	wkEnvoyAttempt
+	wkUpstreamCluster
+	wkGRPCAttemptPrevious
+	// The keys below are not read by inference: the detectors ask only whether any span of the
+	// trace carries them ([Trace.CarriesAttr]), and indexing them here, in the one pass over every
+	// attribute that inference makes anyway, answers that without a pass per detector.
+	wkDeadlineRemaining
+	wkRetryAfter
+	wkResHeaderRetryAfter
+	wkIdempotencyKey
+	wkReqHeaderIdempotencyKey
+	nWK
+)
+
+// wkCarried is the first of the keys indexed only for [Trace.CarriesAttr].
+const wkCarried = wkDeadlineRemaining
+
+// wkKeys are the attribute keys by number (for spans too large for a [known] index).
+var wkKeys = [nWK]string{
+	wkURLFull:              spans.AttrURLFull,
+	wkLegacyHTTPURL:        spans.AttrLegacyHTTPURL,
+	wkLegacyHTTPTarget:     spans.AttrLegacyHTTPTarget,
+	wkURLPath:              spans.AttrURLPath,
+	wkHTTPRoute:            spans.AttrHTTPRoute,
+	wkHTTPMethod:           spans.AttrHTTPMethod,
+	wkLegacyHTTPMethod:     spans.AttrLegacyHTTPMethod,
+	wkURLScheme:            spans.AttrURLScheme,
+	wkServerAddress:        spans.AttrServerAddress,
+	wkServerPort:           spans.AttrServerPort,
+	wkLegacyNetPeerName:    spans.AttrLegacyNetPeerName,
+	wkLegacyNetPeerPort:    spans.AttrLegacyNetPeerPort,
+	wkNetworkPeerAddress:   spans.AttrNetworkPeerAddress,
+	wkNetworkPeerPort:      spans.AttrNetworkPeerPort,
+	wkRPCSystem:            spans.AttrRPCSystem,
+	wkRPCService:           spans.AttrRPCService,
+	wkRPCMethod:            spans.AttrRPCMethod,
+	wkRPCStatus:            spans.AttrRPCStatus,
+	wkRPCGRPCStatus:        spans.AttrRPCGRPCStatus,
+	wkGRPCPreviousAttempts: spans.AttrGRPCPreviousAttempts,
+	wkHTTPStatus:           spans.AttrHTTPStatus,
+	wkLegacyHTTPStatusCode: spans.AttrLegacyHTTPStatusCode,
+	wkHTTPResendCount:      spans.AttrHTTPResendCount,
+	wkErrorType:            spans.AttrErrorType,
+	wkExceptionType:        "exception.type",
+	wkExceptionMessage:     "exception.message",
+	wkOutcome:              spans.AttrOutcome,
+	wkAttempt:              spans.AttrAttempt,
+	wkAttemptKind:          spans.AttrAttemptKind,
+	wkOpID:                 spans.AttrOpID,
+	wkOpName:               spans.AttrOpName,
+	wkOwner:                spans.AttrOwner,
+	wkTerminal:             spans.AttrTerminal,
+	wkStopReason:           spans.AttrStopReason,
+	wkDeadline:             spans.AttrDeadline,
+	wkBackoff:              spans.AttrBackoff,
+	wkEnvoyAttempt:         spans.AttrReqHeaderEnvoyAttempt,
+	wkUpstreamCluster:      spans.AttrEnvoyUpstreamCluster,
+	wkGRPCAttemptPrevious:  spans.AttrGRPCAttemptPrevious,
+
+	wkDeadlineRemaining:       spans.AttrDeadlineRemaining,
+	wkRetryAfter:              spans.AttrRetryAfter,
+	wkResHeaderRetryAfter:     spans.AttrResHeaderRetryAfter,
+	wkIdempotencyKey:          spans.AttrIdempotencyKey,
+	wkReqHeaderIdempotencyKey: spans.AttrReqHeaderIdempotencyKey,
+}
+
+// wkOf numbers a key; false for keys inference does not read. The decoders intern well-known keys,
+// so the comparisons below mostly end at a pointer compare.
+func wkOf(key string) (wk, bool) {
+	switch key {
+	case spans.AttrURLFull:
+		return wkURLFull, true
+	case spans.AttrLegacyHTTPURL:
+		return wkLegacyHTTPURL, true
+	case spans.AttrLegacyHTTPTarget:
+		return wkLegacyHTTPTarget, true
+	case spans.AttrURLPath:
+		return wkURLPath, true
+	case spans.AttrHTTPRoute:
+		return wkHTTPRoute, true
+	case spans.AttrHTTPMethod:
+		return wkHTTPMethod, true
+	case spans.AttrLegacyHTTPMethod:
+		return wkLegacyHTTPMethod, true
+	case spans.AttrURLScheme:
+		return wkURLScheme, true
+	case spans.AttrServerAddress:
+		return wkServerAddress, true
+	case spans.AttrServerPort:
+		return wkServerPort, true
+	case spans.AttrLegacyNetPeerName:
+		return wkLegacyNetPeerName, true
+	case spans.AttrLegacyNetPeerPort:
+		return wkLegacyNetPeerPort, true
+	case spans.AttrNetworkPeerAddress:
+		return wkNetworkPeerAddress, true
+	case spans.AttrNetworkPeerPort:
+		return wkNetworkPeerPort, true
+	case spans.AttrRPCSystem:
+		return wkRPCSystem, true
+	case spans.AttrRPCService:
+		return wkRPCService, true
+	case spans.AttrRPCMethod:
+		return wkRPCMethod, true
+	case spans.AttrRPCStatus:
+		return wkRPCStatus, true
+	case spans.AttrRPCGRPCStatus:
+		return wkRPCGRPCStatus, true
+	case spans.AttrGRPCPreviousAttempts:
+		return wkGRPCPreviousAttempts, true
+	case spans.AttrHTTPStatus:
+		return wkHTTPStatus, true
+	case spans.AttrLegacyHTTPStatusCode:
+		return wkLegacyHTTPStatusCode, true
+	case spans.AttrHTTPResendCount:
+		return wkHTTPResendCount, true
+	case spans.AttrErrorType:
+		return wkErrorType, true
+	case "exception.type":
+		return wkExceptionType, true
+	case "exception.message":
+		return wkExceptionMessage, true
+	case spans.AttrOutcome:
+		return wkOutcome, true
+	case spans.AttrAttempt:
+		return wkAttempt, true
+	case spans.AttrAttemptKind:
+		return wkAttemptKind, true
+	case spans.AttrOpID:
+		return wkOpID, true
+	case spans.AttrOpName:
+		return wkOpName, true
+	case spans.AttrOwner:
+		return wkOwner, true
+	case spans.AttrTerminal:
+		return wkTerminal, true
+	case spans.AttrStopReason:
+		return wkStopReason, true
+	case spans.AttrDeadline:
+		return wkDeadline, true
+	case spans.AttrBackoff:
+		return wkBackoff, true
+	case spans.AttrReqHeaderEnvoyAttempt:
+		return wkEnvoyAttempt, true
+	case spans.AttrEnvoyUpstreamCluster:
+		return wkUpstreamCluster, true
+	case spans.AttrGRPCAttemptPrevious:
+		return wkGRPCAttemptPrevious, true
+	case spans.AttrDeadlineRemaining:
+		return wkDeadlineRemaining, true
+	case spans.AttrRetryAfter:
+		return wkRetryAfter, true
+	case spans.AttrResHeaderRetryAfter:
+		return wkResHeaderRetryAfter, true
+	case spans.AttrIdempotencyKey:
+		return wkIdempotencyKey, true
+	case spans.AttrReqHeaderIdempotencyKey:
+		return wkReqHeaderIdempotencyKey, true
+	}
+	return 0, false
+}
+
+// known is one span with the position of each attribute inference reads, found in one pass over
+// its attributes. Lookups answer exactly as [spans.Span.Attr] does: the first attribute with the
+// key.
+type known struct {
+	s *spans.Span
+	// at[k] is 1 + the index of the first attribute numbered k, 0 when there is none.
+	at [nWK]uint8
+	// scan: the span has more attributes than at can index; lookups scan them instead.
+	scan bool
+}
+
+// read indexes s's attributes.
+func (k *known) read(s *spans.Span) {
+	k.s = s
+	k.at = [nWK]uint8{}
+	k.scan = len(s.Attrs) >= 255
+	if k.scan {
+		return
+	}
+	for i := range s.Attrs {
+		if w, ok := wkOf(s.Attrs[i].Key); ok && k.at[w] == 0 {
+			k.at[w] = uint8(i + 1)
+		}
+	}
+}
+
+func knownOf(s *spans.Span) known {
+	var k known
+	k.read(s)
+	return k
+}
+
+// attr is the first attribute numbered w.
+func (k *known) attr(w wk) (spans.Attr, bool) {
+	if k.scan {
+		return k.s.Attr(wkKeys[w])
+	}
+	if j := k.at[w]; j > 0 {
+		return k.s.Attrs[j-1], true
+	}
+	return spans.Attr{}, false
+}
+
+// str is [spans.Span.Str] for attribute w.
+func (k *known) str(w wk) string {
+	if k.scan {
+		return k.s.Str(wkKeys[w])
+	}
+	if j := k.at[w]; j > 0 {
+		return k.s.Attrs[j-1].AsString()
+	}
+	return ""
+}
+
+// intOr is attribute w as an integer (see [spans.Attr.AsInt]), or -1 when absent or not a number.
+func (k *known) intOr(w wk) int64 {
+	if a, ok := k.attr(w); ok {
+		if n, ok := a.AsInt(); ok {
+			return n
+		}
+	}
+	return -1
+}
+
+// headerInt is attribute w as an integer where it may be recorded as a header: a number, or the
+// first number in a string or a string array's display form (["2"]); -1 when there is none.
+func (k *known) headerInt(w wk) int64 {
+	a, ok := k.attr(w)
+	if !ok {
+		return -1
+	}
+	if n, ok := a.AsInt(); ok {
+		return n
+	}
+	s := a.AsString()
+	n, digits := int64(0), 0
+	for i := 0; i < len(s) && digits < 9; i++ {
+		if c := s[i]; c >= '0' && c <= '9' {
+			n = 10*n + int64(c-'0')
+			digits++
+		} else if digits > 0 {
+			break
+		}
+	}
+	if digits == 0 {
+		return -1
+	}
+	return n
+}
+
+// carried is the set of keys from wkCarried on that the span has, one bit each (bit w-wkCarried).
+func (k *known) carried() uint8 {
+	var bits uint8
+	if k.scan {
+		for i := range k.s.Attrs {
+			if w, ok := wkOf(k.s.Attrs[i].Key); ok && w >= wkCarried {
+				bits |= 1 << (w - wkCarried)
+			}
+		}
+		return bits
+	}
+	for w := wkCarried; w < nWK; w++ {
+		if k.at[w] != 0 {
+			bits |= 1 << (w - wkCarried)
+		}
+	}
+	return bits
+}

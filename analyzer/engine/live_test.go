@@ -1,0 +1,299 @@
+package engine_test
+
+import (
+	"context"
+	"reflect"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stormwatch/stormwatch/analyzer"
+	"github.com/stormwatch/stormwatch/analyzer/suite"
+	"github.com/stormwatch/stormwatch/spans"
+)
+
+// clock is an injected Now.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *clock) Add(d time.Duration) time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+	return c.t
+}
+
+func consume(t *testing.T, a *analyzer.Analyzer, ss ...spans.Span) {
+	t.Helper()
+	if err := a.ConsumeBatch(context.Background(), &spans.Batch{Spans: ss}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// twoLayerTrace: edge retries api twice, api retries dep three times per call: 6 leaf calls.
+func twoLayerTrace(trace byte) []spans.Span {
+	ss := []spans.Span{sp(trace, 1, 0, spans.KindServer, "edge", 0, 1000)}
+	id := 10
+	for e := range 2 {
+		c := id
+		ss = append(ss, sp(trace, c, 1, spans.KindClient, "edge", int64(e)*400, int64(e)*400+300, get("http://api:80/x", 503)...))
+		ss = append(ss, sp(trace, c+1, c, spans.KindServer, "api", int64(e)*400+1, int64(e)*400+299))
+		for k := range 3 {
+			ss = append(ss, sp(trace, c+2+k, c+1, spans.KindClient, "api", int64(e)*400+2+int64(k)*90,
+				int64(e)*400+80+int64(k)*90, get("http://dep:80/y", 503)...))
+		}
+		id += 10
+	}
+	return ss
+}
+
+func TestLiveSettleWaitsForTheQuietPeriod(t *testing.T) {
+	clk := &clock{t: time.Unix(0, t0)}
+	a := analyzer.New(analyzer.Config{Settle: 2 * time.Second, Now: clk.Now, Detectors: nil})
+	ss := twoLayerTrace(1)
+	consume(t, a, ss[:5]...)
+	a.Settle(clk.Add(time.Second))
+	if st := a.Stats(); st.PendingTraces != 1 || a.Report().Input.Traces != 0 {
+		t.Fatalf("analyzed before the settle period: %+v", st)
+	}
+	consume(t, a, ss[5:]...) // more spans: the quiet period starts again
+	a.Settle(clk.Add(1500 * time.Millisecond))
+	if a.Report().Input.Traces != 0 {
+		t.Fatal("analyzed 1.5 s after the last span with a 2 s settle")
+	}
+	a.Settle(clk.Add(time.Second))
+	r := a.Report()
+	if r.Input.Traces != 1 || r.Input.Spans != len(ss) || a.Stats().PendingTraces != 0 {
+		t.Fatalf("after settle: input %+v stats %+v", r.Input, a.Stats())
+	}
+}
+
+func TestLiveLateSpansReanalyzeWithoutDoubleCounting(t *testing.T) {
+	clk := &clock{t: time.Unix(0, t0)}
+	a := analyzer.New(analyzer.Config{Settle: time.Second, Now: clk.Now})
+	ss := twoLayerTrace(1)
+	consume(t, a, ss[:len(ss)-1]...)
+	a.Settle(clk.Add(2 * time.Second))
+	before := a.Report()
+	snap := a.Snapshot(clk.Now())
+	consume(t, a, ss[len(ss)-1]) // a late leaf call
+	a.Settle(clk.Add(2 * time.Second))
+	after := a.Report()
+	if after.Input.Traces != 1 || after.Input.Spans != before.Input.Spans+1 {
+		t.Errorf("input before %+v after %+v", before.Input, after.Input)
+	}
+	dep := func(r analyzer.Report) analyzer.DependencyStats {
+		for _, d := range r.Dependencies {
+			if d.Dependency == "http://dep:80" {
+				return d
+			}
+		}
+		return analyzer.DependencyStats{}
+	}
+	if b, a := dep(before), dep(after); b.PhysicalCalls != 5 || a.PhysicalCalls != 6 || a.LogicalOperations != 1 || a.Amplification != 6 {
+		t.Errorf("dep before %+v after %+v", b, a)
+	}
+	// The older snapshot did not change under the re-analysis.
+	if n := len(snap.Report.Findings); n != len(before.Findings) {
+		t.Errorf("old snapshot changed")
+	}
+}
+
+func TestMaxSpansEvictsOldestTracesButKeepsTheirCounts(t *testing.T) {
+	clk := &clock{t: time.Unix(0, t0)}
+	a := analyzer.New(analyzer.Config{MaxSpans: 20, Now: clk.Now, Detectors: suite.Default()})
+	for n := byte(1); n <= 3; n++ {
+		consume(t, a, twoLayerTrace(n)...) // 11 spans each
+		clk.Add(time.Millisecond)
+	}
+	st := a.Stats()
+	if st.SpansHeld > 20 || st.EvictedTraces != 2 || st.EvictedSpans != 22 || st.TracesHeld != 1 {
+		t.Fatalf("stats = %+v", st)
+	}
+	a.Flush()
+	r := a.Report()
+	if r.Input.Traces != 3 || len(r.Findings) != 3 || !hasNote(r, "evicted by the span bound") {
+		t.Errorf("report input %+v findings %d notes %q", r.Input, len(r.Findings), r.Notes)
+	}
+	if _, ok := a.Snapshot(clk.Now()).Trace(tid(1)); ok {
+		t.Error("an evicted trace is still looked up")
+	}
+	if _, ok := a.Snapshot(clk.Now()).Trace(tid(3)); !ok {
+		t.Error("the held trace is not looked up")
+	}
+}
+
+func TestMaxTraceSpansTruncates(t *testing.T) {
+	a := analyzer.New(analyzer.Config{MaxTraceSpans: 5})
+	consume(t, a, twoLayerTrace(1)...)
+	a.Flush()
+	st, r := a.Stats(), a.Report()
+	if st.TruncatedTraces != 1 || st.SpansHeld != 5 || !hasNote(r, "per-trace cap of 5 spans") {
+		t.Errorf("stats %+v notes %q", st, r.Notes)
+	}
+	v, ok := a.Snapshot(testNow).Trace(tid(1))
+	if !ok || !v.Truncated {
+		t.Errorf("view = %+v", v)
+	}
+}
+
+func TestSnapshotTraceViewOrderAndLayers(t *testing.T) {
+	a, _ := run(t, analyzer.Config{}, twoLayerTrace(1)...)
+	v, ok := a.Snapshot(testNow).Trace(tid(1))
+	if !ok {
+		t.Fatal("trace not found")
+	}
+	pos := map[spans.SpanID]int{}
+	for i, s := range v.Spans {
+		pos[s.SpanID] = i
+	}
+	for i, s := range v.Spans {
+		if !s.ParentID.IsZero() && pos[s.ParentID] >= i {
+			t.Errorf("span %d shown before its parent", i)
+		}
+		if s.ParentID.IsZero() && v.Depth[i] != 0 || !s.ParentID.IsZero() && v.Depth[i] != v.Depth[pos[s.ParentID]]+1 {
+			t.Errorf("depth of span %d = %d", i, v.Depth[i])
+		}
+	}
+	if len(v.Layers) != 2 || v.Layers[0] != (analyzer.Layer{Service: "edge", Attempts: 2}) ||
+		v.Layers[1] != (analyzer.Layer{Service: "api", Attempts: 3}) || v.LeafDependency != "http://dep:80" {
+		t.Errorf("layers = %+v leaf %q", v.Layers, v.LeafDependency)
+	}
+	if len(v.Findings) != 1 || v.Findings[0].Severity != analyzer.SeverityWarning || !v.Findings[0].Evidence["factor"].Equal(analyzer.Int(6)) {
+		t.Errorf("findings = %+v", v.Findings)
+	}
+	// The chain of operations from a leaf call up to the root names the owners.
+	for _, op := range v.Operations {
+		if op.Dependency == "http://dep:80" {
+			chain := op.Chain()
+			if len(chain) != 2 || chain[0].Owner != "edge" || chain[1].Owner != "api" {
+				t.Errorf("chain = %v", chain)
+			}
+		}
+	}
+}
+
+func TestSnapshotIsCachedAndHistoryTicks(t *testing.T) {
+	clk := &clock{t: time.Unix(0, t0)}
+	a := analyzer.New(analyzer.Config{Settle: time.Second, Now: clk.Now, HistoryInterval: time.Second})
+	a.Settle(clk.Now())
+	consume(t, a, twoLayerTrace(1)...)
+	a.Settle(clk.Add(2 * time.Second))
+	s1, s2 := a.Snapshot(clk.Now()), a.Snapshot(clk.Add(time.Millisecond))
+	if len(s1.Operations) == 0 || &s1.Operations[0] != &s2.Operations[0] {
+		t.Error("unchanged analyzer rebuilt its snapshot")
+	}
+	if s2.AtUnixNano == s1.AtUnixNano {
+		t.Error("snapshot time not updated")
+	}
+	if h := s2.History["http://dep:80"]; len(h) != 1 || h[0] != 6 {
+		t.Errorf("history = %v", s2.History)
+	}
+}
+
+// TestSummaryIsTheSnapshotWithoutOperations: a summary (what /metrics and the status line read)
+// has the snapshot's report, history and figures at the same moment, no operations, and follows
+// every change - whichever of the two was asked first.
+func TestSummaryIsTheSnapshotWithoutOperations(t *testing.T) {
+	clk := &clock{t: time.Unix(0, t0)}
+	a := analyzer.New(analyzer.Config{Settle: time.Second, Now: clk.Now, HistoryInterval: time.Second})
+	a.Settle(clk.Now())
+	for i, summaryFirst := range []bool{true, false, true} {
+		consume(t, a, twoLayerTrace(byte(i+1))...)
+		a.Settle(clk.Add(2 * time.Second))
+		var sum, snap *analyzer.Snapshot
+		if summaryFirst {
+			sum, snap = a.Summary(clk.Now()), a.Snapshot(clk.Now())
+		} else {
+			snap, sum = a.Snapshot(clk.Now()), a.Summary(clk.Now())
+		}
+		if sum.Operations != nil {
+			t.Fatalf("round %d: a summary lists %d operations", i, len(sum.Operations))
+		}
+		if sum.Report.Input.Traces != i+1 || len(snap.Operations) != snap.Report.Input.Operations {
+			t.Fatalf("round %d: summary counts %d traces (want %d); snapshot lists %d operations, counts %d",
+				i, sum.Report.Input.Traces, i+1, len(snap.Operations), snap.Report.Input.Operations)
+		}
+		if !reflect.DeepEqual(sum.Report, snap.Report) || sum.Stats != snap.Stats || !reflect.DeepEqual(sum.History, snap.History) {
+			t.Fatalf("round %d (summary first %v): the summary's figures differ from the snapshot's:\n%+v\n%+v", i, summaryFirst, sum.Report.Input, snap.Report.Input)
+		}
+	}
+}
+
+// Run with -race: ingestion, settling and snapshots from different goroutines.
+func TestConcurrentConsumeSettleSnapshot(t *testing.T) {
+	clk := &clock{t: time.Unix(0, t0)}
+	a := analyzer.New(analyzer.Config{Settle: time.Millisecond, Now: clk.Now, MaxSpans: 200})
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for n := range 20 {
+				consume(t, a, twoLayerTrace(byte(g*20+n+1))...)
+			}
+		}()
+	}
+	done := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			a.Settle(clk.Add(time.Millisecond))
+			s := a.Snapshot(clk.Now())
+			for _, op := range s.Operations {
+				_ = op.PhysicalCalls()
+			}
+			s.Trace(tid(1))
+		}
+	}()
+	wg.Wait()
+	close(done)
+	a.Flush()
+	if r := a.Report(); r.Input.Traces != 80 {
+		t.Errorf("traces = %d, want 80", r.Input.Traces)
+	}
+}
+
+// The windowed detectors run when the operations held changed since their last run, not on every
+// tick: their window is measured from the latest operation, so an idle analyzer would find the same
+// again, and re-reading a million held operations every ten seconds is what idling would cost.
+func TestWindowRunsOnlyWhenOperationsChanged(t *testing.T) {
+	runs := 0
+	counter := &analyzer.Detector{Name: "window-counter", Title: "t", Doc: "counts its runs", Scope: analyzer.ScopeWindow,
+		Run: func(p *analyzer.Pass) error { runs++; return nil }}
+	a := analyzer.New(analyzer.Config{Detectors: []*analyzer.Detector{counter}, Settle: time.Second,
+		WindowInterval: 10 * time.Second})
+	trace := func(n byte, at int64) {
+		if err := a.ConsumeBatch(context.Background(), &spans.Batch{Spans: []spans.Span{
+			sp(n, 1, 0, spans.KindServer, "api", at, at+50),
+			sp(n, 2, 1, spans.KindClient, "api", at+1, at+9, get("http://dep:80/x", 503)...),
+		}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	now := time.Unix(0, t0)
+	tick := func(d time.Duration) { now = now.Add(d); a.Settle(now) }
+	trace(1, 0)
+	tick(11 * time.Second) // settled and due
+	if runs != 1 {
+		t.Fatalf("runs after the first trace = %d, want 1", runs)
+	}
+	for range 5 {
+		tick(11 * time.Second) // due by the clock, nothing new
+	}
+	if runs != 1 {
+		t.Errorf("runs while idle = %d, want still 1", runs)
+	}
+	trace(2, 60_000)
+	tick(2 * time.Second) // settled: due again, by the clock and by the data
+	if runs != 2 {
+		t.Errorf("runs after a new trace = %d, want 2", runs)
+	}
+}

@@ -1,0 +1,65 @@
+package engine
+
+import "github.com/stormwatch/stormwatch/spans"
+
+// refusedOperations adds the logical operations that never made a physical call: the reference
+// client records a call refused by its breaker or retry budget as its operation span alone
+// (resilience.outcome=refused, resilience.stop_reason=breaker_open or budget) with no CLIENT span
+// under it (and, refused before it began, possibly no resilience.operation.id). The cross-trace breaker detectors need these refusals; the accounting is unchanged
+// (no call, no dependency count). Each gets one attempt with no calls, outcome refused.
+func (t *Trace) refusedOperations(ops []*Operation) []*Operation {
+	var have map[spans.SpanID]bool
+	for i := range t.Spans {
+		s := &t.Spans[i]
+		if s.Kind == spans.KindClient || s.Kind == spans.KindServer {
+			continue
+		}
+		stop := s.Str(spans.AttrStopReason)
+		if s.Str(spans.AttrOutcome) != OutcomeRefused && stop != "breaker_open" && stop != "budget" {
+			continue
+		}
+		if have == nil {
+			have = make(map[spans.SpanID]bool, len(ops))
+			for _, op := range ops {
+				have[op.SpanID] = true
+			}
+		}
+		if have[s.SpanID] {
+			continue // it did make calls: an ordinary operation
+		}
+		parent := t.Enclosing(i)
+		op := &Operation{
+			TraceID:       t.ID,
+			SpanID:        s.SpanID,
+			ID:            s.Str(spans.AttrOpID),
+			Name:          s.Str(spans.AttrOpName),
+			Caller:        s.Service(),
+			Owner:         s.Str(spans.AttrOwner),
+			Dependency:    originOf(s),
+			Parent:        parent,
+			Terminal:      s.Str(spans.AttrTerminal),
+			StopReason:    stop,
+			StartUnixNano: s.StartUnixNano,
+			EndUnixNano:   max(s.StartUnixNano, s.EndUnixNano),
+		}
+		if op.Owner == "" {
+			op.Owner = op.Caller
+		}
+		if op.Name == "" {
+			op.Name = s.Name
+		}
+		if op.Terminal == "" {
+			op.Terminal = "fail-fast"
+		}
+		if d := intAttr(s, spans.AttrDeadline); d > 0 {
+			op.DeadlineUnixNano = d
+		}
+		if parent != nil {
+			parent.children++
+		}
+		op.Attempts = []Attempt{{Number: 1, Kind: KindInitial, SpanID: s.SpanID, StartUnixNano: op.StartUnixNano,
+			EndUnixNano: op.EndUnixNano, Outcome: OutcomeRefused, refNumber: -1}}
+		ops = append(ops, op)
+	}
+	return ops
+}

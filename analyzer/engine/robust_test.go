@@ -1,0 +1,139 @@
+package engine_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/stormwatch/stormwatch/analyzer"
+	"github.com/stormwatch/stormwatch/spans"
+)
+
+func TestOrphanSpansAreAnalyzedAndNoted(t *testing.T) {
+	// The api's SERVER span (3) never arrived; its calls still form an operation.
+	_, r := run(t, analyzer.Config{},
+		sp(1, 1, 0, spans.KindServer, "edge", 0, 100),
+		sp(1, 4, 3, spans.KindClient, "api", 10, 20, get("http://dep:80/x", 503)...),
+		sp(1, 5, 3, spans.KindClient, "api", 30, 40, get("http://dep:80/x", 200)...),
+	)
+	if !hasNote(r, "2 orphan spans") {
+		t.Errorf("notes = %q, want the orphans noted", r.Notes)
+	}
+	if r.Input.Operations != 1 || len(r.Dependencies) != 1 || r.Dependencies[0].PhysicalCalls != 2 {
+		t.Errorf("input %+v deps %+v: want one operation of two calls", r.Input, r.Dependencies)
+	}
+}
+
+func TestSelfParentAndCyclesAreBroken(t *testing.T) {
+	_, r := run(t, analyzer.Config{},
+		sp(1, 1, 1, spans.KindServer, "self", 0, 10), // its own parent
+		sp(2, 1, 2, spans.KindServer, "a", 0, 10),    // 1 -> 2 -> 3 -> 1
+		sp(2, 2, 3, spans.KindInternal, "a", 1, 9),
+		sp(2, 3, 1, spans.KindClient, "a", 2, 8, get("http://b:80/", 200)...),
+		sp(2, 4, 3, spans.KindServer, "b", 3, 7),
+	)
+	if !hasNote(r, "named themselves as their parent") || !hasNote(r, "1 parent cycles broken") {
+		t.Errorf("notes = %q", r.Notes)
+	}
+	if r.Input.Spans != 5 || r.Input.Traces != 2 {
+		t.Errorf("input = %+v", r.Input)
+	}
+}
+
+func TestDuplicateSpansAreDroppedOnce(t *testing.T) {
+	s := sp(1, 1, 0, spans.KindClient, "job", 0, 10, get("http://dep:80/", 200)...)
+	a, r := run(t, analyzer.Config{}, s, s, s)
+	if got := a.Stats().DuplicateSpans; got != 2 {
+		t.Errorf("DuplicateSpans = %d, want 2", got)
+	}
+	if r.Input.Spans != 1 || r.Dependencies[0].PhysicalCalls != 1 || !hasNote(r, "2 duplicate spans") {
+		t.Errorf("report = %+v", r)
+	}
+	if st := a.Stats(); st.SpansHeld != 1 {
+		t.Errorf("SpansHeld = %d, want 1 after dropping duplicates", st.SpansHeld)
+	}
+}
+
+func TestBadTimesDoNotBreakAnalysis(t *testing.T) {
+	_, r := run(t, analyzer.Config{},
+		sp(1, 1, 0, spans.KindServer, "edge", 50, 10),                                // ends before it starts
+		sp(1, 2, 1, spans.KindClient, "edge", 20, 20, get("http://dep:80/", 503)...), // zero length
+		sp(1, 3, 1, spans.KindClient, "edge", 30, 25, get("http://dep:80/", 503)...), // negative
+		sp(1, 4, 1, spans.KindClient, "edge", 0, 0, get("http://dep:80/", 200)...),
+	)
+	if !hasNote(r, "2 spans end before they start") {
+		t.Errorf("notes = %q", r.Notes)
+	}
+	if r.Dependencies[0].PhysicalCalls != 3 {
+		t.Errorf("deps = %+v", r.Dependencies)
+	}
+}
+
+func TestTenThousandSiblings(t *testing.T) {
+	const n = 10_000
+	ss := []spans.Span{sp(1, 1, 0, spans.KindServer, "edge", 0, 100_000)}
+	// One destination, sequential failures: one operation with 10,000 attempts.
+	for i := range n {
+		ss = append(ss, sp(1, 10+i, 1, spans.KindClient, "edge", int64(i)*3, int64(i)*3+2, get("http://dep:80/x", 503)...))
+	}
+	// And 10,000 different paths at once (parallel, different targets: not fan-out, not retries).
+	for i := range n {
+		ss = append(ss, sp(1, 20_000+i, 1, spans.KindClient, "edge", 5, 50, get(fmt.Sprintf("http://other:80/%d", i), 200)...))
+	}
+	a, r := run(t, analyzer.Config{}, ss...)
+	if r.Input.Operations != 1+n {
+		t.Fatalf("operations = %d, want %d", r.Input.Operations, 1+n)
+	}
+	snap := a.Snapshot(testNow)
+	var maxTries int
+	for _, op := range snap.Operations {
+		maxTries = max(maxTries, op.Tries())
+	}
+	if maxTries != n {
+		t.Errorf("most tries = %d, want %d", maxTries, n)
+	}
+	for _, f := range r.Findings {
+		if f.Detector == "unbounded-fanout" {
+			t.Errorf("parallel calls to different paths reported as fan-out: %s", f.Summary)
+		}
+	}
+}
+
+func TestEmptyInputs(t *testing.T) {
+	a := analyzer.New(analyzer.Config{})
+	for _, b := range []*spans.Batch{nil, {}, {Rejected: 2, RejectReason: "invalid trace or span id"}} {
+		if err := a.ConsumeBatch(context.Background(), b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a.Flush()
+	r := a.Report()
+	if r.Input.Spans != 0 || len(r.Findings) != 0 || r.Findings == nil || r.Dependencies == nil {
+		t.Errorf("report = %+v, want empty (non-nil) lists", r)
+	}
+	if !hasNote(r, "2 spans rejected") {
+		t.Errorf("notes = %q", r.Notes)
+	}
+	if s := a.Snapshot(testNow); len(s.Operations) != 0 {
+		t.Errorf("snapshot of nothing has operations")
+	}
+}
+
+func TestCanceledContextIsRefused(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	a := analyzer.New(analyzer.Config{})
+	if err := a.ConsumeBatch(ctx, &spans.Batch{}); err == nil {
+		t.Error("ConsumeBatch with a canceled context succeeded")
+	}
+}
+
+func TestDetectorPanicBecomesANote(t *testing.T) {
+	boom := &analyzer.Detector{Name: "boom", Title: "t", Doc: "panics on purpose for the test",
+		Run: func(*analyzer.Pass) error { panic("kaboom") }}
+	_, r := run(t, analyzer.Config{Detectors: []*analyzer.Detector{boom}},
+		sp(1, 1, 0, spans.KindServer, "edge", 0, 10))
+	if !hasNote(r, "detector boom panicked: kaboom") {
+		t.Errorf("notes = %q", r.Notes)
+	}
+}

@@ -1,0 +1,146 @@
+package engine
+
+import "github.com/stormwatch/stormwatch/spans"
+
+// scratch holds one trace analysis's temporary buffers. The analyzer keeps a pool of them (in its
+// interner), so a trace's analysis allocates what it returns and little else: the sort keys,
+// the cycle walk's marks, the traversal stack, the attribute indexes, the grouping keys and the
+// occurrence counts are reused from one trace to the next. A scratch is used by one analysis at a
+// time (Settle's pass and an eviction may analyze at once, each with its own).
+type scratch struct {
+	keys          []idKey
+	state         []uint8
+	path, stack   []int32
+	known         []known
+	group         []int32
+	keyed         []keyed
+	runs          []keyRun
+	originService [][2]string
+	occList       []occCount
+	occurrences   map[scopeIntent]int
+	bufs          opBufs    // the trace being inferred; its buffers go with the result
+	spare         opsSpare  // buffers of operations gone on packed, for the next trace
+	ops           opsPacker // packs the operations of a result to hold
+	// calls are the trace's CLIENT spans (Trace.calls, while it is analyzed). Operation k of
+	// the trace made calls opCalls[opStart[k]:opStart[k+1]] (indexes into calls); the
+	// operations after len(opStart)-1 (refused before any call) made none.
+	calls   []callInfo
+	opCalls []int32
+	opStart []int32
+	seen    []intentAt
+	// What inference reads below the instrumentation (see hidden.go): orphans attached to the
+	// spans that made their calls, SERVER spans being read as calls, the walk's marks, and the
+	// application loops found with their tries.
+	bridge    []bridge
+	srvs      []int32
+	visited   []bool
+	loopTries []loopTry
+	loops     []int32
+	// derived caches origins and targets in front of the interner's shared cache. Kept from
+	// trace to trace (reset leaves it): what it holds is true for any trace, and is the shared
+	// cache's own copies.
+	derived derivedL1
+	// unpacker and spans hold the trace's spans read back from their packed bytes (see
+	// scratch.unpack).
+	unpacker spans.Unpacker
+	spans    []spans.Span
+	// arena holds the trace index's arrays (see buildTrace) and trace the index itself, with the
+	// result it belongs to: made per trace, they would be two allocations a trace.
+	arena []int32
+	trace struct {
+		r traceResult
+		t Trace
+	}
+}
+
+// arenaFor is the scratch's index array, n zero elements.
+func (sc *scratch) arenaFor(n int) []int32 {
+	if cap(sc.arena) < n {
+		sc.arena = make([]int32, n)
+		return sc.arena
+	}
+	a := sc.arena[:n]
+	clear(a)
+	return a
+}
+
+// maxScratch is the largest buffer (in elements) a scratch keeps between traces: one huge trace
+// must not leave a huge buffer pinned in the pool.
+const maxScratch = 4096
+
+// reset drops buffers grown beyond maxScratch and what the last analysis left that points
+// into its result.
+//
+// The attribute indexes, the calls and the spans read back (with the unpacker's arrays) are only
+// truncated, not cleared: clearing them cost more than a percent of the analysis (write barriers
+// for every pointer), and the next traces overwrite them. Until then a pooled scratch keeps
+// strings of the traces it analyzed last reachable, and with them their packed bytes: as many
+// traces as its arrays' tails reach back to (the arrays are dropped past maxScratch elements, the
+// unpacker's past 16,384), for as long as the scratch lives - a pool entry not taken again goes
+// at the second garbage collection.
+func (sc *scratch) reset() {
+	// The spans read back alias their packed bytes and the unpacker's buffers: truncated only,
+	// like the indexes below, they keep one trace's packed bytes reachable until the next.
+	if cap(sc.spans) > maxScratch {
+		sc.spans = nil
+	} else {
+		sc.spans = sc.spans[:0]
+	}
+	sc.unpacker.Reset()
+	if cap(sc.arena) > 12*maxScratch {
+		sc.arena = nil
+	}
+	sc.trace.r, sc.trace.t = traceResult{}, Trace{}
+	sc.known = sc.known[:0]
+	sc.calls = sc.calls[:0]
+	sc.bufs = opBufs{} // the last trace's operations: its result holds them packed, not these
+	sc.occList = sc.occList[:0]
+	sc.occurrences = nil
+	if cap(sc.keys) > maxScratch {
+		sc.keys = nil
+	}
+	if cap(sc.state) > maxScratch {
+		sc.state = nil
+	}
+	if cap(sc.path) > maxScratch {
+		sc.path = nil
+	}
+	if cap(sc.stack) > maxScratch {
+		sc.stack = nil
+	}
+	if cap(sc.known) > maxScratch {
+		sc.known = nil
+	}
+	if cap(sc.group) > maxScratch {
+		sc.group = nil
+	}
+	if cap(sc.calls) > maxScratch {
+		sc.calls = nil
+	}
+	if cap(sc.opCalls) > maxScratch {
+		sc.opCalls = nil
+	}
+	if cap(sc.opStart) > maxScratch {
+		sc.opStart = nil
+	}
+	if cap(sc.keyed) > maxScratch {
+		sc.keyed = nil
+	}
+	if cap(sc.runs) > maxScratch {
+		sc.runs = nil
+	}
+	if cap(sc.occList) > maxScratch {
+		sc.occList = nil
+	}
+	if cap(sc.seen) > maxScratch {
+		sc.seen = nil
+	}
+}
+
+// callsOf are the indexes into the trace's calls of the calls operation k made.
+func (sc *scratch) callsOf(k int) []int32 {
+	if k+1 >= len(sc.opStart) {
+		return nil
+	}
+	return sc.opCalls[sc.opStart[k]:sc.opStart[k+1]]
+}

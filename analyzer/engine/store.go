@@ -1,0 +1,329 @@
+package engine
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"slices"
+	"strings"
+	"unsafe"
+
+	"github.com/stormwatch/stormwatch/spans"
+)
+
+// The analyzer holds every span it is given until --max-spans pushes it out: while its trace
+// settles, then for re-analysis when late spans arrive and for the TUI's trace view. Held as
+// []spans.Span, a span was about 730 bytes with its strings, and the garbage collector marked
+// every string pointer of every attribute on every cycle (close to a fifth of the collector's
+// CPU). So spans are packed the moment they arrive (spans.AppendPacked: pointer-free bytes the
+// collector never looks into), and stay packed until the trace is dropped:
+//
+//   - ConsumeBatch packs each trace's spans of a batch as one block, appended to the trace's
+//     pending bytes (a trace's blocks are framed: a 4-byte length, then the block).
+//   - An analysis reads the blocks back into its scratch (spans.Unpacker: no allocation, strings
+//     aliasing the packed bytes), and detaches what it keeps - operations, findings, notes - from
+//     those bytes (see detach), so that nothing held points into them but the trace itself.
+//   - The analyzed spans are then held as one block: the one they came in, or, when they came
+//     in several or the analysis dropped duplicates, the spans it kept packed again.
+//   - The spans come back (a copy) only for the TUI's trace view.
+//
+// What the report and the windowed detectors read - operations, findings, accounting - is held
+// beside the packed spans as the analysis made it.
+
+// blockHeader is the framing before each block of a trace's packed bytes: its length.
+const blockHeader = 4
+
+// appendBlock appends ss to buf as one framed block, packed through scratch (reused).
+func appendBlock(buf []byte, ss []spans.Span, scratch *[]byte) []byte {
+	*scratch = spans.AppendPacked(append((*scratch)[:0], 0, 0, 0, 0), ss)
+	binary.LittleEndian.PutUint32(*scratch, uint32(len(*scratch)-blockHeader))
+	if buf == nil {
+		// Most traces arrive in one batch: their bytes are exactly sized.
+		return bytes.Clone(*scratch)
+	}
+	return append(buf, *scratch...)
+}
+
+// appendPending packs a trace's spans of one batch onto its pending bytes.
+func (a *Analyzer) appendPending(pending []byte, ss []spans.Span) []byte {
+	pending = appendBlock(pending, ss, &a.ingest)
+	if a.packed != nil {
+		a.packed(pending)
+	}
+	if cap(a.ingest) > maxPackBuf {
+		a.ingest = nil // one huge batch does not leave its buffer behind
+	}
+	return pending
+}
+
+// regroup copies a batch's spans into the analyzer's gather buffer, each trace's spans together
+// (in the order they came), the traces in order (each span's trace is in ts, order lists each
+// trace once with its count in incoming).
+func (a *Analyzer) regroup(ss []spans.Span, ts []*traceState, order []*traceState) []spans.Span {
+	at := int32(0)
+	for _, t := range order {
+		t.cursor = at
+		at += t.incoming
+	}
+	g := slices.Grow(a.gather[:0], len(ss))[:len(ss)]
+	for i, t := range ts {
+		g[t.cursor] = ss[i]
+		t.cursor++
+	}
+	a.gather = g
+	return g
+}
+
+// maxGather is the largest regroup buffer (in spans, 184 bytes each) kept from batch to batch:
+// requests of a few thousand spans keep theirs, one huge batch does not leave its copy behind.
+const maxGather = 1 << 14
+
+// endRegroup lets go of the batch regroup copied (its strings alias the request).
+func (a *Analyzer) endRegroup() {
+	clear(a.gather)
+	if cap(a.gather) > maxGather {
+		a.gather = nil
+	} else {
+		a.gather = a.gather[:0]
+	}
+}
+
+// eachBlock calls f with every framed block of b, and returns the first error: b is the
+// analyzer's own, so an error is a bug, reported rather than hidden.
+func eachBlock(b []byte, f func(block []byte) error) error {
+	for len(b) > 0 {
+		if len(b) < blockHeader {
+			return fmt.Errorf("held spans: %d bytes left, too few for a block: %w", len(b), spans.ErrPackCorrupt)
+		}
+		n := int(binary.LittleEndian.Uint32(b))
+		if n > len(b)-blockHeader {
+			return fmt.Errorf("held spans: a block of %d bytes, %d left: %w", n, len(b)-blockHeader, spans.ErrPackCorrupt)
+		}
+		if err := f(b[blockHeader : blockHeader+n]); err != nil {
+			return err
+		}
+		b = b[blockHeader+n:]
+	}
+	return nil
+}
+
+// sources are the packed bytes one analysis read its spans from: the spans' strings alias them.
+type sources [2][]byte
+
+// owns reports whether s's bytes are inside one of the sources: a string to detach.
+func (src *sources) owns(s string) bool {
+	if len(s) == 0 {
+		return false
+	}
+	p := uintptr(unsafe.Pointer(unsafe.StringData(s)))
+	for _, b := range src {
+		if len(b) > 0 {
+			base := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+			if p >= base && p < base+uintptr(len(b)) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// unpack reads the sources' spans into the scratch (valid until the scratch is reset). A source
+// with a block that does not read is read up to that block, and the error returned.
+func (sc *scratch) unpack(src sources) ([]spans.Span, error) {
+	sc.unpacker.Reset()
+	ss := sc.spans[:0]
+	var lost error
+	for _, b := range src {
+		err := eachBlock(b, func(block []byte) error {
+			var err error
+			ss, err = sc.unpacker.Append(ss, block)
+			return err
+		})
+		if err != nil && lost == nil {
+			lost = err
+		}
+	}
+	sc.spans = ss
+	return ss, lost
+}
+
+// keepPacked is what a trace holds of the spans an analysis read from src (read of them; kept,
+// the ones it kept): the block as it is when the spans came in one and the analysis dropped
+// nothing; else the kept spans packed again as one block (detached results no longer point into
+// src, so it may go). A trace whose spans came in several batches is packed again once analyzed:
+// each block repeats its strings and header, about 200 bytes a block. scratch is the packing
+// buffer, reused.
+func keepPacked(src sources, kept []spans.Span, read int, lost error, scratch *[]byte) []byte {
+	if len(kept) == 0 {
+		return nil
+	}
+	if len(kept) == read && lost == nil {
+		if b := src[0]; len(src[1]) == 0 && oneBlock(b) {
+			return b
+		}
+		if b := src[1]; len(src[0]) == 0 && oneBlock(b) {
+			return b
+		}
+	}
+	return appendBlock(nil, kept, scratch)
+}
+
+// oneBlock reports whether b is exactly one framed block.
+func oneBlock(b []byte) bool {
+	return len(b) >= blockHeader && int(binary.LittleEndian.Uint32(b)) == len(b)-blockHeader
+}
+
+// heldTrace is what a held analysis keeps of its trace besides the packed spans: the data issues
+// (the report's counts, taken back when late spans re-analyze the trace) and what the trace view
+// shows. Most traces have none of it, and hold none (nil).
+type heldTrace struct {
+	issues    traceIssues
+	notes     []string
+	truncated bool
+}
+
+// hold is a fresh analysis as held: operations, findings, accounting and detector errors, without
+// the trace (spans and index), and what the trace had to say. The held result is a copy of its
+// own: the analysis makes the result and its trace in its scratch, which the next analysis reuses.
+func hold(r *traceResult, p *opsPacker, packOps bool) (*traceResult, *heldTrace) {
+	t := r.trace
+	held := new(traceResult)
+	*held = *r
+	held.trace = nil
+	held.nOps = len(r.ops)
+	if packOps {
+		// Held packed (see heldops.go); the Operation values go with the trace, and their
+		// memory to the next trace's (opsSpare): the held result keeps no slice of it, not even
+		// an empty one.
+		held.ops = nil
+		if len(r.ops) > 0 {
+			held.packedOps = p.pack(r.ops)
+		}
+	}
+	if t.issues == (traceIssues{}) && t.notes == nil && !t.Truncated {
+		return held, nil
+	}
+	return held, &heldTrace{issues: t.issues, notes: t.notes, truncated: t.Truncated}
+}
+
+// dataIssues is the data issues a held analysis's trace had (none when m is nil: see hold).
+func (m *heldTrace) dataIssues() traceIssues {
+	if m == nil {
+		return traceIssues{}
+	}
+	return m.issues
+}
+
+// unpackCopy reads a trace's held blocks back as spans of their own (copies: a view outlives
+// any scratch).
+func unpackCopy(packed []byte) ([]spans.Span, error) {
+	var ss []spans.Span
+	err := eachBlock(packed, func(block []byte) error {
+		var err error
+		ss, err = spans.AppendUnpacked(ss, block)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("unpacking held spans: %w", err)
+	}
+	return ss, nil
+}
+
+// viewPacked rebuilds the trace view of an analysis held packed: the spans unpacked and indexed
+// again (they are the ones the analysis indexed, so the display order and depths come out the
+// same), with the analysis's own operations, findings, truncation and notes.
+func (a *Analyzer) viewPacked(id spans.TraceID, r *traceResult, meta *heldTrace, packed []byte) *TraceView {
+	if meta == nil {
+		meta = &heldTrace{}
+	}
+	ss, err := unpackCopy(packed)
+	if err != nil {
+		// Only a bug in the packed form gets here: show what is left, and say why.
+		return &TraceView{TraceID: id, Operations: r.ops, Findings: r.findings, Truncated: meta.truncated,
+			Notes: append(slices.Clip(meta.notes), fmt.Sprintf("spans lost: %v", err))}
+	}
+	// The view reads the trace's index (order, depths), not its inference: the held result's
+	// operations and findings are the analysis's own.
+	t := &Trace{}
+	sc := a.intern.getScratch()
+	defer a.intern.putScratch(sc) // after the view has copied what it shows out of the index
+	buildTrace(t, id, ss, 0, sc)
+	t.Truncated = meta.truncated
+	t.notes = meta.notes
+	full := *r
+	full.trace = t
+	return full.view()
+}
+
+// detachOps and detachRest give what an analysis keeps strings of their own where they alias the
+// packed bytes its spans were read from (src): operations held as values and the accounting rows
+// (interned: services, names, dependencies and statuses repeat; operation ids are copied), then
+// detector errors and the trace's notes; findings are copies already (see Pass.Report).
+// Operations held packed (see hold) need none of it - the frame is a copy of everything in
+// them - and are passed as nil.
+// Without it one operation's service name would keep its whole trace's packed bytes alive after
+// the trace was dropped. Strings that do not alias src (constants, the interner's, text the
+// analysis formatted) are left as they are.
+func detachOps(ops []*Operation, rows []acctRow, src *sources, in *interner) {
+	if src == nil || len(ops) == 0 && len(rows) == 0 {
+		return
+	}
+	in.lockStr()
+	defer in.unlockStr()
+	str := func(s *string) {
+		if src.owns(*s) {
+			*s = in.strLocked(*s)
+		}
+	}
+	for _, op := range ops {
+		if src.owns(op.ID) {
+			op.ID = strings.Clone(op.ID) // one per operation: not worth a table entry
+		}
+		str(&op.Name)
+		str(&op.Caller)
+		str(&op.Owner)
+		str(&op.Dependency)
+		str(&op.DependencyService)
+		str(&op.Terminal)
+		str(&op.StopReason)
+		for k := range op.Attempts {
+			at := &op.Attempts[k]
+			if src.owns(string(at.Kind)) {
+				at.Kind = AttemptKind(in.strLocked(string(at.Kind)))
+			}
+			for i := range at.Origins {
+				str(&at.Origins[i])
+			}
+			str(&at.Outcome)
+			str(&at.Status)
+		}
+	}
+	for i := range rows {
+		r := &rows[i]
+		str(&r.dep)
+		str(&r.service)
+		str(&r.caller)
+		str(&r.status)
+	}
+}
+
+func detachRest(r *traceResult, src *sources) {
+	if src == nil {
+		return
+	}
+	for i := range r.errs {
+		r.errs[i] = detachString(src, r.errs[i])
+	}
+	if t := r.trace; t != nil {
+		for i := range t.notes {
+			t.notes[i] = detachString(src, t.notes[i])
+		}
+	}
+}
+
+func detachString(src *sources, s string) string {
+	if src.owns(s) {
+		return strings.Clone(s)
+	}
+	return s
+}

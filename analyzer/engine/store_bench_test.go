@@ -1,0 +1,152 @@
+package engine_test
+
+import (
+	"context"
+	"reflect"
+	"runtime"
+	"runtime/metrics"
+	"testing"
+	"time"
+
+	"github.com/stormwatch/stormwatch/analyzer"
+	"github.com/stormwatch/stormwatch/analyzer/analyzertest"
+	"github.com/stormwatch/stormwatch/analyzer/passes/passtest"
+	"github.com/stormwatch/stormwatch/analyzer/suite"
+	"github.com/stormwatch/stormwatch/spans"
+)
+
+// BenchmarkHeldMemory is what a live analyzer (collect, live, the connector) holds per span once
+// its traces are analyzed and wait, held for the trace view and for late spans, until --max-spans
+// pushes them out: the heap in use after a GC, less the heap before the analyzer was made, over
+// the spans held. scan-B/span is the part of that heap the garbage collector must scan for
+// pointers (runtime/metrics /gc/scan/heap:bytes), the marking it repeats every cycle; gc-ns/span
+// times one forced collection with all of it held (noisy on a shared machine; scan-B is not).
+//
+// The spans arrive as the decoders deliver them: each batch's attributes in one array of the
+// batch's own (the workload shares attribute slices between traces, which no decoder does).
+// state=pending measures the same spans before their traces settle: what the live analyzer holds
+// for the settle period of everything it receives.
+func BenchmarkHeldMemory(b *testing.B) {
+	for _, settled := range []bool{true, false} {
+		state := "/state=analyzed"
+		if !settled {
+			state = "/state=pending"
+		}
+		b.Run("workload=synthetic"+state, func(b *testing.B) {
+			w := analyzertest.NewWorkload(t0)
+			benchHeld(b, settled, func(batch *spans.Batch, n int) int {
+				added := w.Fill(batch, n)
+				ownAttrs(batch)
+				return added
+			})
+		})
+		b.Run("workload=payload"+state, func(b *testing.B) {
+			benchHeld(b, settled, payloadFill())
+		})
+		b.Run("workload=amplification"+state, func(b *testing.B) {
+			benchHeld(b, settled, amplificationFill(b))
+		})
+	}
+}
+
+// amplificationFill fills batches with copies of the amplification-27-reference fixture (the
+// connector benchmark's request: three retrying layers, 92 spans a trace, a third as many
+// operations as calls), each copy with trace ids of its own.
+func amplificationFill(b *testing.B) func(batch *spans.Batch, n int) int {
+	src := passtest.Spans(b, "amplification-27-reference")
+	var seq uint64
+	ids := map[spans.TraceID]spans.TraceID{}
+	return func(batch *spans.Batch, n int) int {
+		added := 0
+		for added < n {
+			batch.Spans = appendRenumbered(batch.Spans, src, ids, &seq)
+			added += len(src)
+		}
+		ownAttrs(batch)
+		return added
+	}
+}
+
+// payloadFill fills batches with the end-to-end payload's traces, one after another.
+func payloadFill() func(batch *spans.Batch, n int) int {
+	next := 0
+	return func(batch *spans.Batch, n int) int {
+		added := 0
+		for added < n {
+			tr := analyzertest.PayloadTrace(next, t0)
+			batch.Spans = append(batch.Spans, tr...)
+			added += len(tr)
+			next++
+		}
+		ownAttrs(batch)
+		return added
+	}
+}
+
+func benchHeld(b *testing.B, settled bool, fill func(b *spans.Batch, n int) int) {
+	const n = 100_000
+	var heldB, objs, scanB, gcNs, packedB float64
+	scan := []metrics.Sample{{Name: "/gc/scan/heap:bytes"}}
+	for range b.N {
+		b.StopTimer()
+		runtime.GC()
+		var ms0, ms1 runtime.MemStats
+		runtime.ReadMemStats(&ms0)
+		metrics.Read(scan)
+		scan0 := scan[0].Value.Uint64()
+		b.StartTimer()
+		a := analyzer.New(analyzer.Config{Detectors: suite.Default(), MaxSpans: 1_000_000, Settle: time.Second})
+		for done := 0; done < n; {
+			batch := &spans.Batch{Spans: make([]spans.Span, 0, 600)}
+			done += fill(batch, min(512, n-done))
+			if err := a.ConsumeBatch(context.Background(), batch); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if settled {
+			a.Settle(time.Unix(0, t0).Add(time.Hour))
+		}
+		b.StopTimer()
+		st := a.Stats()
+		if settled && st.PendingTraces != 0 || !settled && st.PendingTraces == 0 || st.SpansHeld < n*9/10 {
+			b.Fatalf("settled %v: %+v", settled, st)
+		}
+		runtime.GC()
+		start := time.Now()
+		runtime.GC()
+		gc := time.Since(start)
+		runtime.ReadMemStats(&ms1)
+		metrics.Read(scan)
+		scanB = float64(int64(scan[0].Value.Uint64())-int64(scan0)) / float64(st.SpansHeld)
+		heldB = float64(int64(ms1.HeapAlloc)-int64(ms0.HeapAlloc)) / float64(st.SpansHeld)
+		objs = float64(int64(ms1.HeapObjects)-int64(ms0.HeapObjects)) / float64(st.SpansHeld)
+		gcNs = float64(gc.Nanoseconds()) / float64(st.SpansHeld)
+		// By name, so that the benchmark also builds at commits before StoreStats had it.
+		if f := reflect.ValueOf(st).FieldByName("PackedBytes"); f.IsValid() {
+			packedB = float64(f.Int()) / float64(st.SpansHeld)
+		}
+		runtime.KeepAlive(a)
+		b.StartTimer()
+	}
+	b.ReportMetric(heldB, "held-B/span")
+	b.ReportMetric(objs, "heap-objects/span")
+	b.ReportMetric(scanB, "scan-B/span")
+	b.ReportMetric(gcNs, "gc-ns/span")
+	b.ReportMetric(packedB, "packed-B/span")
+}
+
+// ownAttrs gives the batch's spans attribute slices of their own, carved from one array per
+// batch, as the decoders do.
+func ownAttrs(b *spans.Batch) {
+	total := 0
+	for i := range b.Spans {
+		total += len(b.Spans[i].Attrs)
+	}
+	slab := make([]spans.Attr, 0, total)
+	for i := range b.Spans {
+		s := &b.Spans[i]
+		at := len(slab)
+		slab = append(slab, s.Attrs...)
+		s.Attrs = slab[at:len(slab):len(slab)]
+	}
+}

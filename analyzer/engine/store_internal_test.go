@@ -1,0 +1,414 @@
+package engine
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"reflect"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stormwatch/stormwatch/spans"
+	"github.com/stormwatch/stormwatch/spans/spanstest"
+)
+
+// fixtureTraces is every fixture's traces, fixture after fixture, each in arrival order.
+func fixtureTraces(t testing.TB) [][]spans.Span {
+	t.Helper()
+	var traces [][]spans.Span
+	for _, f := range spanstest.FixtureTraces(t, spans.DecodeOptions{}) {
+		traces = append(traces, f.Traces...)
+	}
+	return traces
+}
+
+// namingDetector reports one finding per trace naming its CLIENT spans, so that the views compared
+// below carry findings and operations credited with them.
+var namingDetector = &Detector{Name: "naming", Run: func(p *Pass) error {
+	var ids []string
+	for i := range p.Trace.Len() {
+		if p.Trace.Spans[i].Kind == spans.KindClient {
+			ids = append(ids, p.Trace.Spans[i].SpanID.String())
+		}
+	}
+	if len(ids) > 0 {
+		p.Report(Finding{Summary: "clients", SpanIDs: ids})
+	}
+	return nil
+}}
+
+// analyzeAlone analyzes one trace's spans (a copy: buildTrace sorts them in place) with a scratch
+// of its own, as the analyzer's passes do but without packing them first.
+func analyzeAlone(a *Analyzer, ss []spans.Span, truncated int) *traceResult {
+	sc := a.intern.getScratch() // not given back: the result's trace uses it
+	return analyzeTrace(ss[0].TraceID, slices.Clone(ss), truncated, &a.cfg, a.seed, a.intern, sc, nil, !a.cfg.holdsOperationsPacked())
+}
+
+// blocks packs spans as held blocks, n spans a block, as batches of n would bring them.
+func blocks(ss []spans.Span, n int) []byte {
+	var out, buf []byte
+	for len(ss) > 0 {
+		k := min(n, len(ss))
+		out = appendBlock(out, ss[:k], &buf)
+		ss = ss[k:]
+	}
+	return out
+}
+
+// blocksLen counts the spans held in a trace's blocks.
+func blocksLen(t *testing.T, b []byte) int {
+	t.Helper()
+	total := 0
+	if err := eachBlock(b, func(block []byte) error {
+		n, err := spans.PackedLen(block)
+		total += n
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return total
+}
+
+// TestPackedViewIsTheAnalysisView: for every trace of every fixture, the view rebuilt from the
+// packed spans and the held (stripped) analysis is the view of the analysis itself, field for
+// field, unexported ones included - whether the spans were packed in one block or several, and
+// whether the operations are held packed (live) or as values (offline).
+func TestPackedViewIsTheAnalysisView(t *testing.T) {
+	for _, window := range []time.Duration{0, -1} {
+		a := New(Config{Detectors: []*Detector{namingDetector}, WindowInterval: window})
+		packOps := a.cfg.holdsOperationsPacked()
+		for _, ss := range fixtureTraces(t) {
+			id := ss[0].TraceID
+			res := analyzeAlone(a, ss, 0)
+			want := res.view()
+			held, meta := hold(res, &opsPacker{}, packOps)
+			if held.trace != nil {
+				t.Fatalf("trace %s: the held analysis keeps its trace", id)
+			}
+			if (held.ops == nil) != (packOps && held.nOps > 0) {
+				t.Fatalf("trace %s, operations packed %v: held %d operations as values, %d bytes packed", id, packOps, len(held.ops), len(held.packedOps))
+			}
+			for _, n := range []int{len(ss), 3} {
+				if got := a.viewHeld(id, *held, meta, blocks(ss, n)); !reflect.DeepEqual(got, want) {
+					t.Fatalf("trace %s, %d spans a block, operations packed %v: the view from the packed spans differs:\n got %+v\nwant %+v", id, n, packOps, got, want)
+				}
+			}
+		}
+		// A truncated trace keeps its flag and note.
+		ss := fixtureTraces(t)[0]
+		res := analyzeAlone(a, ss, 3)
+		want := res.view()
+		held, meta := hold(res, &opsPacker{}, packOps)
+		if got := a.viewHeld(ss[0].TraceID, *held, meta, blocks(ss, len(ss))); !want.Truncated || !reflect.DeepEqual(got, want) {
+			t.Fatalf("truncated trace: got %+v\nwant %+v", got, want)
+		}
+	}
+}
+
+// TestSettledTracesHoldOnlyPackedSpans: once settled, a trace holds no pending spans and no
+// index, only its packed spans, and the counts say so.
+func TestSettledTracesHoldOnlyPackedSpans(t *testing.T) {
+	a := New(Config{Detectors: []*Detector{namingDetector}, Settle: time.Second})
+	total := 0
+	for _, ss := range fixtureTraces(t) {
+		total += len(ss)
+		if err := a.ConsumeBatch(context.Background(), &spans.Batch{Spans: ss}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a.Settle(time.Unix(0, 1).Add(1000 * time.Hour))
+	held, bytes := 0, 0
+	for _, ts := range a.traces {
+		if ts.pending != nil || ts.npending != 0 || ts.res == nil || ts.res.trace != nil || ts.packed == nil {
+			t.Fatalf("trace %s: %d pending, packed %d bytes, result %+v", ts.id, ts.npending, len(ts.packed), ts.res)
+		}
+		if n := blocksLen(t, ts.packed); n != ts.held || n != ts.resSpans {
+			t.Fatalf("trace %s: %d spans packed, %d held, %d analyzed", ts.id, n, ts.held, ts.resSpans)
+		}
+		held += ts.held
+		bytes += len(ts.packed)
+	}
+	st := a.Stats()
+	if st.SpansHeld != held || st.PackedBytes != bytes || st.SpansHeld > total || st.SpansHeld < total*9/10 {
+		t.Fatalf("stats %+v; %d spans packed in %d bytes, %d received", st, held, bytes, total)
+	}
+	if r := a.Report(); r.Input.Spans != held {
+		t.Fatalf("input %+v, %d spans held", r.Input, held)
+	}
+}
+
+// TestPendingSpansArePacked: spans waiting for their trace to settle are held packed too, and
+// counted in PackedBytes; an analysis takes them out and the counts follow.
+func TestPendingSpansArePacked(t *testing.T) {
+	a := New(Config{Detectors: []*Detector{namingDetector}, Settle: time.Hour})
+	total := 0
+	for _, ss := range fixtureTraces(t) {
+		total += len(ss)
+		if err := a.ConsumeBatch(context.Background(), &spans.Batch{Spans: ss}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pending, bytes := 0, 0
+	for _, ts := range a.traces {
+		if ts.packed != nil || ts.res != nil {
+			t.Fatalf("trace %s analyzed before it settled", ts.id)
+		}
+		if n := blocksLen(t, ts.pending); n != ts.npending {
+			t.Fatalf("trace %s: %d spans in its pending blocks, %d counted", ts.id, n, ts.npending)
+		}
+		pending += ts.npending
+		bytes += len(ts.pending)
+	}
+	if st := a.Stats(); st.SpansHeld != total || pending != total || st.PackedBytes != bytes {
+		t.Fatalf("stats %+v: %d pending spans in %d bytes, %d received", st, pending, bytes, total)
+	}
+	a.Flush()
+	bytes = 0
+	for _, ts := range a.traces {
+		bytes += len(ts.packed) + len(ts.pending)
+	}
+	if st := a.Stats(); st.PackedBytes != bytes || st.PendingTraces != 0 {
+		t.Fatalf("after Flush: stats %+v, %d bytes held", st, bytes)
+	}
+}
+
+// TestTraceFromManyBatchesIsHeldAsOneBlock: a trace whose spans arrive one batch at a time is held
+// pending as a block per batch, and as one block once analyzed, smaller than those blocks together
+// (they repeat their strings and headers); a trace that came in one batch keeps its block as is.
+func TestTraceFromManyBatchesIsHeldAsOneBlock(t *testing.T) {
+	var many []spans.Span
+	for _, ss := range fixtureTraces(t) {
+		if len(ss) >= 10 {
+			many = ss
+			break
+		}
+	}
+	if many == nil {
+		t.Fatal("no fixture trace of 10 spans or more")
+	}
+	a := New(Config{Detectors: []*Detector{namingDetector}, Settle: time.Second})
+	for i := range many {
+		if err := a.ConsumeBatch(context.Background(), &spans.Batch{Spans: many[i : i+1]}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ts := a.traces[many[0].TraceID]
+	blocks := func(b []byte) int {
+		n := 0
+		if err := eachBlock(b, func([]byte) error { n++; return nil }); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if n := blocks(ts.pending); n != len(many) {
+		t.Fatalf("%d pending blocks for %d batches", n, len(many))
+	}
+	pendingBytes := len(ts.pending)
+	a.Settle(time.Unix(0, 1).Add(1000 * time.Hour))
+	if n := blocks(ts.packed); n != 1 || blocksLen(t, ts.packed) != ts.held || len(ts.packed) >= pendingBytes {
+		t.Fatalf("analyzed: %d blocks, %d bytes (pending: %d bytes), %d spans held", n, len(ts.packed), pendingBytes, ts.held)
+	}
+	if st := a.Stats(); st.PackedBytes != len(ts.packed) {
+		t.Fatalf("stats %+v, %d bytes held", st, len(ts.packed))
+	}
+
+	// In one batch: the block it came in is the block held.
+	b := New(Config{Detectors: []*Detector{namingDetector}, Settle: time.Second})
+	if err := b.ConsumeBatch(context.Background(), &spans.Batch{Spans: many}); err != nil {
+		t.Fatal(err)
+	}
+	one := b.traces[many[0].TraceID]
+	pending := one.pending
+	b.Settle(time.Unix(0, 1).Add(1000 * time.Hour))
+	if len(one.packed) == 0 || &one.packed[0] != &pending[0] {
+		t.Fatal("a trace that came in one batch was packed again")
+	}
+}
+
+// TestDerivedCachesHoldNoSpanStrings: the origin/target caches outlive the traces they were filled
+// from - the shared one for the analyzer's life, each scratch's small one from trace to trace -
+// so neither may hold a string that points into a trace's packed spans.
+func TestDerivedCachesHoldNoSpanStrings(t *testing.T) {
+	a := New(Config{})
+	sc := a.intern.getScratch()
+	var made [][]byte
+	within := func(s string) bool {
+		for _, b := range made {
+			if (&sources{b}).owns(s) {
+				return true
+			}
+		}
+		return false
+	}
+	entries := 0
+	for _, ss := range fixtureTraces(t) {
+		block := blocks(ss, len(ss))
+		made = append(made, block)
+		src := sources{nil, block}
+		read, err := sc.unpack(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		analyzeTrace(ss[0].TraceID, read, 0, &a.cfg, a.seed, a.intern, sc, &src, false)
+		sc.reset()
+		for _, e := range sc.derived {
+			if e.ok {
+				entries++
+				for _, s := range []string{e.k.a, e.k.b, e.k.c, e.v} {
+					if within(s) {
+						t.Fatalf("the scratch's cache holds %q from a trace's packed spans", s)
+					}
+				}
+			}
+		}
+	}
+	for k, e := range a.intern.derived {
+		for _, s := range []string{k.a, k.b, k.c, e.k.a, e.k.b, e.k.c, e.v} {
+			if within(s) {
+				t.Fatalf("the shared cache holds %q from a trace's packed spans", s)
+			}
+		}
+	}
+	if entries == 0 || len(a.intern.derived) == 0 {
+		t.Fatalf("%d entries in the scratch's cache, %d in the shared one: nothing was checked", entries, len(a.intern.derived))
+	}
+}
+
+// TestOperationsAreCompacted: a trace whose calls are mostly retries of few operations holds its
+// operations in a slab of their own size, not one sized for its calls, and the move keeps every
+// operation's parent pointing at the moved parent (the same operations, field for field).
+func TestOperationsAreCompacted(t *testing.T) {
+	a := New(Config{WindowInterval: -1}) // offline: operations are held as values
+	compacted := 0
+	for _, ss := range fixtureTraces(t) {
+		sc := a.intern.getScratch()
+		res := analyzeTrace(ss[0].TraceID, slices.Clone(ss), 0, &a.cfg, a.seed, a.intern, sc, nil, true)
+		slab := sc.bufs.slab
+		calls := 0
+		for i := range ss {
+			if ss[i].Kind == spans.KindClient {
+				calls++
+			}
+		}
+		if calls <= 8 || len(res.ops) == 0 || 4*len(res.ops) > 3*calls {
+			continue
+		}
+		compacted++
+		if cap(slab) != len(res.ops) {
+			t.Fatalf("trace %s: %d operations held in a slab of %d (%d calls)", ss[0].TraceID, len(res.ops), cap(slab), calls)
+		}
+		inSlab := func(op *Operation) bool {
+			for i := range slab {
+				if &slab[i] == op {
+					return true
+				}
+			}
+			return false
+		}
+		for _, op := range res.ops {
+			if !inSlab(op) || op.Parent != nil && !inSlab(op.Parent) {
+				t.Fatalf("trace %s: operation %s or its parent is outside the compacted slab", ss[0].TraceID, op.ID)
+			}
+			if op.Parent != nil && op.Parent.children == 0 {
+				t.Fatalf("trace %s: operation %s's parent has no children", ss[0].TraceID, op.ID)
+			}
+		}
+	}
+	if compacted == 0 {
+		t.Fatal("no fixture trace has mostly retried calls: the test checks nothing")
+	}
+}
+
+// TestCompactMovesOperationsWhole: compact copies every operation field for field into a slab of
+// their number, and points each parent at the moved parent; a slab mostly full, small, or with an
+// operation outside it is left as it is.
+func TestCompactMovesOperationsWhole(t *testing.T) {
+	mk := func(n, used int) (*opBufs, []*Operation) {
+		b := &opBufs{slab: make([]Operation, 0, n)}
+		var ops []*Operation
+		for i := range used {
+			b.slab = b.slab[:i+1]
+			op := &b.slab[i]
+			*op = Operation{ID: fmt.Sprintf("op-%d", i), Caller: "svc", StartUnixNano: int64(i), intent: uint64(i)}
+			if i > 0 {
+				op.Parent = &b.slab[(i-1)/2]
+				op.Parent.children++
+			}
+			ops = append(ops, op)
+		}
+		return b, ops
+	}
+	b, ops := mk(30, 7)
+	want := make([]Operation, len(ops))
+	for i, op := range ops {
+		want[i] = *op
+	}
+	out := b.compact(ops)
+	if cap(b.slab) != 7 || len(out) != 7 {
+		t.Fatalf("slab of %d, %d operations; want 7 and 7", cap(b.slab), len(out))
+	}
+	for i, op := range out {
+		if op != &b.slab[i] {
+			t.Fatalf("operation %d is not in the new slab", i)
+		}
+		got, w := *op, want[i]
+		if i > 0 {
+			if op.Parent != &b.slab[(i-1)/2] {
+				t.Fatalf("operation %d's parent was not moved along", i)
+			}
+			got.Parent, w.Parent = nil, nil
+		}
+		if !reflect.DeepEqual(got, w) {
+			t.Fatalf("operation %d: %+v, want %+v", i, got, w)
+		}
+	}
+	for _, c := range []struct {
+		name     string
+		n, used  int
+		outsider bool
+	}{{"mostly full", 10, 8, false}, {"small", 8, 2, false}, {"one outside", 30, 7, true}} {
+		b, ops := mk(c.n, c.used)
+		if c.outsider {
+			ops[3] = &Operation{ID: "elsewhere"}
+		}
+		slab := b.slab
+		if out := b.compact(ops); &out[0] != &ops[0] || cap(b.slab) != cap(slab) {
+			t.Errorf("%s: compacted", c.name)
+		}
+	}
+}
+
+// TestCorruptHeldBlocksAreReported: held bytes whose framing or block does not read (only a bug
+// gets there) give the spans of the blocks before the bad one and an error wrapping
+// ErrPackCorrupt, never a panic or a silent loss.
+func TestCorruptHeldBlocksAreReported(t *testing.T) {
+	ss := fixtureTraces(t)[0]
+	if len(ss) < 6 {
+		t.Fatalf("the first fixture trace has %d spans: too few for several blocks", len(ss))
+	}
+	good := blocks(ss, 3) // three spans a block
+	frame := func(body ...byte) []byte {
+		return append(binary.LittleEndian.AppendUint32(slices.Clone(good), uint32(len(body))), body...)
+	}
+	bad := map[string][]byte{
+		"the last block cut short":     good[:len(good)-1],
+		"a few bytes after the blocks": append(slices.Clone(good), 1, 0),
+		"a block longer than the rest": append(binary.LittleEndian.AppendUint32(slices.Clone(good), 1000), 1, 2, 3),
+		"a block of junk":              frame(9, 9, 9, 9, 9),
+	}
+	sc := &scratch{}
+	for name, b := range bad {
+		read, err := sc.unpack(sources{b})
+		if !errors.Is(err, spans.ErrPackCorrupt) {
+			t.Errorf("%s: err = %v, want ErrPackCorrupt", name, err)
+		}
+		if len(read) < len(ss)-3 {
+			t.Errorf("%s: %d spans read, want those of every block before the bad one (%d or more)", name, len(read), len(ss)-3)
+		}
+	}
+	if read, err := sc.unpack(sources{good}); err != nil || len(read) != len(ss) {
+		t.Fatalf("the good blocks: %d spans, %v", len(read), err)
+	}
+}
