@@ -147,3 +147,9 @@ func LeafChains(ops []*Operation) []LeafChain {
 	})
 	return out
 }
+
+// Layer is one service's retry loop on a root-to-leaf path.
+type Layer struct {
+	Service  string `json:"service"`
+	Attempts int    `json:"attempts"`
+}

@@ -3,8 +3,6 @@ package analyzer
 import (
 	"cmp"
 	"slices"
-
-	"github.com/stormwatch/stormwatch/spans"
 )
 
 // FindingGroup is every finding of one detector at one place: a caller toward a dependency. A
@@ -76,32 +74,4 @@ func GroupFindings(fs []Finding) []FindingGroup {
 		return cmp.Compare(a.Dependency, b.Dependency)
 	})
 	return groups
-}
-
-// stampFinding sets when f happened: the earliest start of the spans it names, or of the trace
-// when it names none the trace holds.
-func (t *Trace) stampFinding(f *Finding) {
-	if f.TimeUnixNano != 0 || len(t.Spans) == 0 {
-		return
-	}
-	var at int64
-	for _, hexID := range f.SpanIDs {
-		var id spans.SpanID
-		if len(hexID) != 16 || decodeHex(id[:], hexID) != nil {
-			continue
-		}
-		if i, ok := t.Lookup(id); ok {
-			if s := t.Spans[i].StartUnixNano; at == 0 || s < at {
-				at = s
-			}
-		}
-	}
-	if at == 0 {
-		for i := range t.Spans {
-			if s := t.Spans[i].StartUnixNano; s > 0 && (at == 0 || s < at) {
-				at = s
-			}
-		}
-	}
-	f.TimeUnixNano = at
 }

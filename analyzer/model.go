@@ -171,6 +171,20 @@ const (
 	KindFallback AttemptKind = "fallback"
 )
 
+// AttemptKindResend marks a resend that is not a retry: the request sent again after a redirect
+// (3xx) or an authentication challenge (401). It does not count as an attempt of a retry loop.
+const AttemptKindResend AttemptKind = "resend"
+
+// Outcome classes (resilience.outcome values; inferred from status codes when absent).
+const (
+	OutcomeOK        = "ok"
+	OutcomeRetryable = "retryable"
+	OutcomePermanent = "permanent"
+	OutcomeTimeout   = "timeout"
+	OutcomeCancelled = "cancelled"
+	OutcomeRefused   = "refused"
+)
+
 // Attempt is one try of a logical operation: usually one CLIENT span, several with fan-out.
 type Attempt struct {
 	// Number starts at 1.

@@ -193,3 +193,7 @@ func (f SettingField) Format(v reflect.Value) string {
 		return fmt.Sprint(v.Interface())
 	}
 }
+
+// DefaultSkewTolerance is how far a child may start before its parent, or a callee's clock may
+// run ahead of its caller's, before the analyzer believes the timestamps over the tree.
+const DefaultSkewTolerance = 5 * time.Millisecond

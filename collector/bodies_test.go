@@ -17,7 +17,7 @@ import (
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/stormwatch/stormwatch/analyzer"
+	"github.com/stormwatch/stormwatch/analyzer/engine"
 	"github.com/stormwatch/stormwatch/analyzer/suite"
 	"github.com/stormwatch/stormwatch/fixtures"
 	"github.com/stormwatch/stormwatch/spans"
@@ -249,8 +249,8 @@ func TestAnalyzerKeepsNothingOfReleasedBodies(t *testing.T) {
 			lines = append(lines, bytes.Clone(sc.Bytes()))
 		}
 	}
-	newAnalyzer := func() *analyzer.Analyzer {
-		return analyzer.New(analyzer.Config{Detectors: suite.Default(), Settle: time.Hour})
+	newAnalyzer := func() *engine.Analyzer {
+		return engine.New(engine.Config{Detectors: suite.Default(), Settle: time.Hour})
 	}
 	want := newAnalyzer()
 	for i, line := range lines {

@@ -9,11 +9,12 @@ import (
 	"github.com/charmbracelet/x/exp/teatest"
 
 	"github.com/stormwatch/stormwatch/analyzer"
+	"github.com/stormwatch/stormwatch/analyzer/engine"
 )
 
 // afterFix is fakeSnapshot(0) two minutes on, after a fix: the storm's dependency got one more
 // logical operation for 3 calls (3.00x since), reviews ten more at 1.00x, stock is new.
-func afterFix() *analyzer.Snapshot {
+func afterFix() *engine.Snapshot {
 	s := fakeSnapshot(0)
 	s.AtUnixNano += int64(2 * time.Minute)
 	add := map[string][2]int{"http://dep:8080": {3, 1}, "http://adapter:8080": {3, 1}, "http://api:8080": {3, 1}, "http://reviews:8080": {10, 10}}

@@ -14,6 +14,7 @@ import (
 	"github.com/muesli/termenv"
 
 	"github.com/stormwatch/stormwatch/analyzer"
+	"github.com/stormwatch/stormwatch/analyzer/engine"
 	"github.com/stormwatch/stormwatch/spans"
 )
 
@@ -264,7 +265,7 @@ func TestBigTraceNavigable(t *testing.T) {
 	v := bigTrace(10_000)
 	snap := fakeSnapshot(0)
 	inner := snap.TraceLookup
-	snap.TraceLookup = func(id spans.TraceID) (*analyzer.TraceView, bool) {
+	snap.TraceLookup = func(id spans.TraceID) (*engine.TraceView, bool) {
 		if id == v.TraceID {
 			return v, true
 		}
@@ -330,7 +331,7 @@ func TestClear(t *testing.T) {
 	src := &switchSource{}
 	src.set(fakeSnapshot(0))
 	opt := testOptions(src)
-	opt.Clear = func() { src.set(&analyzer.Snapshot{}) }
+	opt.Clear = func() { src.set(&engine.Snapshot{}) }
 	m := drive(t, New(opt), size(testW, testH), press("C"))
 	if v := m.View(); !strings.Contains(v, "No traces yet") || !strings.Contains(v, "cleared") {
 		t.Errorf("C did not clear:\n%s", v)
@@ -522,7 +523,7 @@ func TestHelpFitsSmallTerminal(t *testing.T) {
 // TestSpansButNoAnalysisYet: spans held but nothing settled says why the table is empty instead of
 // blaming a filter.
 func TestSpansButNoAnalysisYet(t *testing.T) {
-	snap := &analyzer.Snapshot{Stats: analyzer.StoreStats{SpansHeld: 12, TracesHeld: 2, PendingTraces: 2}}
+	snap := &engine.Snapshot{Stats: engine.StoreStats{SpansHeld: 12, TracesHeld: 2, PendingTraces: 2}}
 	v := drive(t, New(testOptions(fixedSource(snap))), size(testW, testH)).View()
 	if !strings.Contains(v, "no dependencies yet") || strings.Contains(v, "nothing matches") || !strings.Contains(v, "traces 2 (2 settling)") {
 		t.Errorf("pending traces:\n%s", v)

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/stormwatch/stormwatch/analyzer"
+	"github.com/stormwatch/stormwatch/analyzer/engine"
 	"github.com/stormwatch/stormwatch/spans"
 )
 
@@ -16,7 +16,7 @@ func BenchmarkView(b *testing.B) {
 	for _, nops := range []int{1_000, 100_000} {
 		snap := fakeSnapshot(nops - 61) // the storm and the healthy traffic make 61
 		inner := snap.TraceLookup
-		snap.TraceLookup = func(id spans.TraceID) (*analyzer.TraceView, bool) {
+		snap.TraceLookup = func(id spans.TraceID) (*engine.TraceView, bool) {
 			if id == big.TraceID {
 				return big, true
 			}
@@ -56,7 +56,7 @@ func BenchmarkView(b *testing.B) {
 // BenchmarkSnapshotApply is the once-per-snapshot work: the sort and filter of every list.
 func BenchmarkSnapshotApply(b *testing.B) {
 	for _, nops := range []int{1_000, 100_000} {
-		snaps := [2]*analyzer.Snapshot{fakeSnapshot(nops - 61), fakeSnapshot(nops - 61)}
+		snaps := [2]*engine.Snapshot{fakeSnapshot(nops - 61), fakeSnapshot(nops - 61)}
 		for _, sc := range []string{"1", "2"} {
 			m := drive(&testing.T{}, New(testOptions(fixedSource(snaps[0]))), size(120, 40), press(sc))
 			b.Run(fmt.Sprintf("screen=%s/ops=%d", screenNames[m.screen], nops), func(b *testing.B) {

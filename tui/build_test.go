@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/stormwatch/stormwatch/analyzer"
+	"github.com/stormwatch/stormwatch/analyzer/engine"
 	"github.com/stormwatch/stormwatch/spans"
 )
 
@@ -125,13 +126,13 @@ func (b *traceBuilder) storm(parent spans.SpanID, parentOp *analyzer.Operation, 
 	return t, op
 }
 
-func (b *traceBuilder) view() *analyzer.TraceView {
-	return &analyzer.TraceView{TraceID: b.id, Spans: b.spans, Depth: b.depth, Operations: b.ops}
+func (b *traceBuilder) view() *engine.TraceView {
+	return &engine.TraceView{TraceID: b.id, Spans: b.spans, Depth: b.depth, Operations: b.ops}
 }
 
 // stormTrace is the seed's three layers x three attempts = 27 calls to the dependency, under a
 // 1 s deadline that the later attempts overrun.
-func stormTrace(n uint64) *analyzer.TraceView {
+func stormTrace(n uint64) *engine.TraceView {
 	b := newTraceBuilder(n)
 	root := b.add(spans.SpanID{}, 0, "edge", "GET /checkout", spans.KindServer, base, 0, spans.StringAttr(spans.AttrHTTPRoute, "/checkout"))
 	end, _ := b.storm(root, nil, 1, []layer{{"edge", ""}, {"api", "http://api:8080"}, {"adapter", "http://adapter:8080"}},
@@ -206,7 +207,7 @@ func healthyOps(first uint64, n int, caller, dep string, status string) []*analy
 
 // fakeSnapshot is the storm trace plus healthy traffic to two other dependencies and extraOps more
 // operations (for the scale tests).
-func fakeSnapshot(extraOps int) *analyzer.Snapshot {
+func fakeSnapshot(extraOps int) *engine.Snapshot {
 	storm := stormTrace(1)
 	ops := append([]*analyzer.Operation(nil), storm.Operations...)
 	ops = append(ops, healthyOps(1000, 40, "web", "http://reviews:8080", "200")...)
@@ -214,7 +215,7 @@ func fakeSnapshot(extraOps int) *analyzer.Snapshot {
 	if extraOps > 0 {
 		ops = append(ops, healthyOps(1_000_000, extraOps, "batch", "http://stock:8080", "200")...)
 	}
-	views := map[spans.TraceID]*analyzer.TraceView{storm.TraceID: storm}
+	views := map[spans.TraceID]*engine.TraceView{storm.TraceID: storm}
 	deps := []analyzer.DependencyStats{
 		{Dependency: "http://dep:8080", Service: "dep", PhysicalCalls: 27, LogicalOperations: 1, Amplification: 27,
 			Outcomes: map[string]int{"503": 27}, Callers: []string{"adapter"}},
@@ -243,13 +244,13 @@ func fakeSnapshot(extraOps int) *analyzer.Snapshot {
 		"http://reviews:8080": {1, 1, 1, 1, 1, 1, 1, 1, 1, 1},
 	}
 	spansHeld := len(storm.Spans) + 48 + extraOps
-	return &analyzer.Snapshot{
+	return &engine.Snapshot{
 		AtUnixNano: base + int64(10*time.Second),
 		Report:     analyzer.Report{Version: analyzer.ReportVersion, Dependencies: deps, Findings: findings},
 		Operations: ops,
 		History:    hist,
-		Stats:      analyzer.StoreStats{SpansHeld: spansHeld, TracesHeld: 49 + extraOps},
-		TraceLookup: func(id spans.TraceID) (*analyzer.TraceView, bool) {
+		Stats:      engine.StoreStats{SpansHeld: spansHeld, TracesHeld: 49 + extraOps},
+		TraceLookup: func(id spans.TraceID) (*engine.TraceView, bool) {
 			v, ok := views[id]
 			return v, ok
 		},
@@ -257,7 +258,7 @@ func fakeSnapshot(extraOps int) *analyzer.Snapshot {
 }
 
 // bigTrace is a trace of about n spans: many operations, each retried, under one root.
-func bigTrace(n int) *analyzer.TraceView {
+func bigTrace(n int) *engine.TraceView {
 	b := newTraceBuilder(99)
 	root := b.add(spans.SpanID{}, 0, "edge", "GET /batch", spans.KindServer, base, base+int64(time.Minute))
 	t := base

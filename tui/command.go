@@ -8,7 +8,7 @@ import (
 	"github.com/charmbracelet/bubbles/textinput"
 	tea "github.com/charmbracelet/bubbletea"
 
-	"github.com/stormwatch/stormwatch/analyzer"
+	"github.com/stormwatch/stormwatch/analyzer/engine"
 	"github.com/stormwatch/stormwatch/spans"
 )
 
@@ -53,7 +53,7 @@ func newCommandInput(t *Theme) textinput.Model {
 
 // commandSuggestions are the completions: every command name, then "trace ID" for the traces with
 // findings (most severe first) and the open one.
-func commandSuggestions(snap *analyzer.Snapshot, open string) []string {
+func commandSuggestions(snap *engine.Snapshot, open string) []string {
 	var out []string
 	for _, c := range commands {
 		for _, n := range c.names {

@@ -5,7 +5,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-
 	"unicode/utf8"
 
 	"github.com/charmbracelet/bubbles/key"
@@ -13,6 +12,7 @@ import (
 	"github.com/charmbracelet/x/ansi"
 
 	"github.com/stormwatch/stormwatch/analyzer"
+	"github.com/stormwatch/stormwatch/analyzer/engine"
 	"github.com/stormwatch/stormwatch/internal/words"
 )
 
@@ -74,7 +74,7 @@ func (m *depsModel) SetSize(w, h int) {
 }
 
 // SetSnapshot rebuilds the rows.
-func (m *depsModel) SetSnapshot(s *analyzer.Snapshot) {
+func (m *depsModel) SetSnapshot(s *engine.Snapshot) {
 	m.at = s.AtUnixNano
 	deps := s.Report.Dependencies
 	// The breaker state is not in the report; the latest attempt to each dependency says whether
@@ -155,7 +155,7 @@ func (m *depsModel) SetSnapshot(s *analyzer.Snapshot) {
 
 // watchingText explains a quiet screen: traffic is arriving (or settling) and no detector has
 // anything to say. It names what is watched and the shapes a storm takes, with the defaults.
-func watchingText(s *analyzer.Snapshot) []string {
+func watchingText(s *engine.Snapshot) []string {
 	if len(s.Report.Findings) > 0 {
 		return nil
 	}

@@ -7,7 +7,7 @@ import (
 
 	tea "github.com/charmbracelet/bubbletea"
 
-	"github.com/stormwatch/stormwatch/analyzer"
+	"github.com/stormwatch/stormwatch/analyzer/engine"
 	"github.com/stormwatch/stormwatch/spans"
 )
 
@@ -40,7 +40,7 @@ func (m Model) export() tea.Cmd {
 	default:
 		return status("select an operation, a finding or a trace to export")
 	}
-	var view *analyzer.TraceView
+	var view *engine.TraceView
 	if m.trace.view != nil && m.trace.view.TraceID == id {
 		view = m.trace.view
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/charmbracelet/x/ansi"
 
 	"github.com/stormwatch/stormwatch/analyzer"
+	"github.com/stormwatch/stormwatch/analyzer/engine"
 	"github.com/stormwatch/stormwatch/analyzer/render"
 	"github.com/stormwatch/stormwatch/internal/words"
 	"github.com/stormwatch/stormwatch/spans"
@@ -57,7 +58,7 @@ func (m *findingsModel) SetSize(w, h int) {
 	m.cur.setHeight(h - findDetailLines - 1) // and the column titles
 }
 
-func (m *findingsModel) SetSnapshot(s *analyzer.Snapshot) {
+func (m *findingsModel) SetSnapshot(s *engine.Snapshot) {
 	m.all = s.Report.Findings
 	m.rebuild()
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/charmbracelet/x/exp/teatest"
 
 	"github.com/stormwatch/stormwatch/analyzer"
+	"github.com/stormwatch/stormwatch/analyzer/engine"
 )
 
 // What a person opening the dashboard for the first time meets: an 80x24 terminal, NO_COLOR, the
@@ -169,7 +170,7 @@ func TestWordsOnEveryScreen(t *testing.T) {
 
 // stormFindings is a storm's findings as a detector makes them: one per request, n of them at one
 // place, and one at another.
-func stormFindings(n int) *analyzer.Snapshot {
+func stormFindings(n int) *engine.Snapshot {
 	snap := fakeSnapshot(0)
 	storm := snap.Report.Findings[0]
 	var fs []analyzer.Finding

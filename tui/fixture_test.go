@@ -10,16 +10,16 @@ import (
 
 	tea "github.com/charmbracelet/bubbletea"
 
-	"github.com/stormwatch/stormwatch/analyzer"
+	"github.com/stormwatch/stormwatch/analyzer/engine"
 	"github.com/stormwatch/stormwatch/analyzer/suite"
 	"github.com/stormwatch/stormwatch/fixtures"
 	"github.com/stormwatch/stormwatch/spans"
 )
 
 // fixtureSnapshot runs a recorded fixture through the real analyzer with the default detectors.
-func fixtureSnapshot(t testing.TB, names ...string) *analyzer.Snapshot {
+func fixtureSnapshot(t testing.TB, names ...string) *engine.Snapshot {
 	t.Helper()
-	a := analyzer.New(analyzer.Config{Detectors: suite.Default()})
+	a := engine.New(engine.Config{Detectors: suite.Default()})
 	for _, name := range names {
 		body, err := fixtures.Read(name)
 		if err != nil {

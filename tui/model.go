@@ -10,7 +10,7 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/lipgloss"
 
-	"github.com/stormwatch/stormwatch/analyzer"
+	"github.com/stormwatch/stormwatch/analyzer/engine"
 	"github.com/stormwatch/stormwatch/spans"
 )
 
@@ -30,14 +30,14 @@ const maxRefresh = 2 * time.Second
 // Source supplies snapshots. Snapshot is called from a tea.Cmd goroutine, at most once per refresh
 // interval, and must neither block for long nor wait for ingestion.
 type Source interface {
-	Snapshot(now time.Time) *analyzer.Snapshot
+	Snapshot(now time.Time) *engine.Snapshot
 }
 
 // SourceFunc adapts a function to [Source].
-type SourceFunc func(now time.Time) *analyzer.Snapshot
+type SourceFunc func(now time.Time) *engine.Snapshot
 
 // Snapshot calls f.
-func (f SourceFunc) Snapshot(now time.Time) *analyzer.Snapshot { return f(now) }
+func (f SourceFunc) Snapshot(now time.Time) *engine.Snapshot { return f(now) }
 
 // ReplayControl steers a recording being played into the dashboard. Its methods are called from the
 // UI goroutine and must return at once.
@@ -107,13 +107,13 @@ type shared struct {
 
 // Messages. Children ask the root to navigate by returning a command that yields one of these.
 type (
-	snapshotMsg  struct{ snap *analyzer.Snapshot }
+	snapshotMsg  struct{ snap *engine.Snapshot }
 	openTraceMsg struct {
 		trace spans.TraceID
 		focus []spans.SpanID
 	}
 	traceLoadedMsg struct {
-		view  *analyzer.TraceView
+		view  *engine.TraceView
 		trace spans.TraceID
 		focus []spans.SpanID
 	}
@@ -137,8 +137,8 @@ type Model struct {
 	screen screen
 	back   []screen
 
-	snap    *analyzer.Snapshot // what is shown
-	pending *analyzer.Snapshot // newest snapshot while the view is frozen
+	snap    *engine.Snapshot // what is shown
+	pending *engine.Snapshot // newest snapshot while the view is frozen
 	frozen  bool
 	refresh time.Duration // the current snapshot interval (see the snapshotMsg case)
 
@@ -196,7 +196,7 @@ func (m Model) Init() tea.Cmd {
 	return func() tea.Msg { return snapshotMsg{pull(src, now())} }
 }
 
-func pull(src Source, now time.Time) *analyzer.Snapshot {
+func pull(src Source, now time.Time) *engine.Snapshot {
 	if src == nil {
 		return nil
 	}
@@ -339,7 +339,7 @@ func (m *Model) setSize(w, h int) {
 
 // apply makes snap the shown snapshot; the children redo their sorting and filtering here, once
 // per snapshot, never per frame.
-func (m *Model) apply(snap *analyzer.Snapshot) {
+func (m *Model) apply(snap *engine.Snapshot) {
 	if snap == nil || snap == m.snap {
 		return
 	}
@@ -375,7 +375,7 @@ func (m *Model) apply(snap *analyzer.Snapshot) {
 
 // sameData reports whether b shares a's report and operations (same backing arrays), which is how
 // the analyzer says "nothing changed" without a version number.
-func sameData(a, b *analyzer.Snapshot) bool {
+func sameData(a, b *engine.Snapshot) bool {
 	if a == nil || b == nil {
 		return false
 	}

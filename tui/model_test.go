@@ -14,7 +14,7 @@ import (
 	"github.com/charmbracelet/x/exp/teatest"
 	"github.com/muesli/termenv"
 
-	"github.com/stormwatch/stormwatch/analyzer"
+	"github.com/stormwatch/stormwatch/analyzer/engine"
 )
 
 const (
@@ -32,16 +32,16 @@ func asciiRenderer() *lipgloss.Renderer {
 // switchSource hands out whatever snapshot the test last set.
 type switchSource struct {
 	mu   sync.Mutex
-	snap *analyzer.Snapshot
+	snap *engine.Snapshot
 }
 
-func (s *switchSource) Snapshot(time.Time) *analyzer.Snapshot {
+func (s *switchSource) Snapshot(time.Time) *engine.Snapshot {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.snap
 }
 
-func (s *switchSource) set(snap *analyzer.Snapshot) {
+func (s *switchSource) set(snap *engine.Snapshot) {
 	s.mu.Lock()
 	s.snap = snap
 	s.mu.Unlock()
@@ -59,8 +59,8 @@ func testOptions(src Source) Options {
 	}
 }
 
-func fixedSource(s *analyzer.Snapshot) Source {
-	return SourceFunc(func(time.Time) *analyzer.Snapshot { return s })
+func fixedSource(s *engine.Snapshot) Source {
+	return SourceFunc(func(time.Time) *engine.Snapshot { return s })
 }
 
 // startTUI runs m in a teatest program of the test size and waits for the first frame that shows
@@ -220,7 +220,7 @@ func TestSpanDetailGolden(t *testing.T) {
 }
 
 func TestEmptyStateGolden(t *testing.T) {
-	opt := testOptions(fixedSource(&analyzer.Snapshot{}))
+	opt := testOptions(fixedSource(&engine.Snapshot{}))
 	started := make(chan struct{}, 1)
 	opt.StartDemo = func() error { started <- struct{}{}; return nil }
 	tm := startTUI(t, New(opt), "No traces yet")

@@ -11,6 +11,7 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 
 	"github.com/stormwatch/stormwatch/analyzer"
+	"github.com/stormwatch/stormwatch/analyzer/engine"
 	"github.com/stormwatch/stormwatch/internal/words"
 	"github.com/stormwatch/stormwatch/spans"
 )
@@ -49,7 +50,7 @@ type opsModel struct {
 	height  int
 	// stale is set when a snapshot arrived while the screen was hidden: the sort waits until
 	// the screen is shown, so a hundred thousand operations cost nothing on other screens.
-	stale *analyzer.Snapshot
+	stale *engine.Snapshot
 	// intents are the dependencies' intents, so a list filtered to one dependency reconciles
 	// with the figure on the dependencies screen.
 	intents map[string]int
@@ -83,7 +84,7 @@ func (m *opsModel) SetSize(w, h int) {
 	m.cur.setHeight(h - 3) // column titles, the selected row in full, legend
 }
 
-func (m *opsModel) SetSnapshot(s *analyzer.Snapshot) {
+func (m *opsModel) SetSnapshot(s *engine.Snapshot) {
 	m.stale = nil
 	m.all = s.Operations
 	m.intents = make(map[string]int, len(s.Report.Dependencies))
@@ -95,7 +96,7 @@ func (m *opsModel) SetSnapshot(s *analyzer.Snapshot) {
 }
 
 // deferSnapshot records s to be applied when the screen is next shown.
-func (m *opsModel) deferSnapshot(s *analyzer.Snapshot) { m.stale = s }
+func (m *opsModel) deferSnapshot(s *engine.Snapshot) { m.stale = s }
 
 // refresh applies a deferred snapshot.
 func (m *opsModel) refresh() {

@@ -6,6 +6,7 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 
 	"github.com/stormwatch/stormwatch/analyzer"
+	"github.com/stormwatch/stormwatch/analyzer/engine"
 )
 
 // manyOps makes n operations whose callers sort in the reverse of their order.
@@ -25,7 +26,7 @@ func TestOpsSortRunsOffTheUpdateLoop(t *testing.T) {
 	m := newOpsModel(&shared{keys: &keys, theme: NewTheme(asciiRenderer(), false)})
 	m.asyncAbove = 10
 	m.SetSize(100, 20)
-	m.SetSnapshot(&analyzer.Snapshot{Operations: manyOps(50)})
+	m.SetSnapshot(&engine.Snapshot{Operations: manyOps(50)})
 	if len(m.rows) != 0 || !m.building {
 		t.Fatalf("rows %d, building %v: the first rebuild of 50 operations should be a command", len(m.rows), m.building)
 	}

@@ -9,7 +9,7 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/x/ansi"
 
-	"github.com/stormwatch/stormwatch/analyzer"
+	"github.com/stormwatch/stormwatch/analyzer/engine"
 	"github.com/stormwatch/stormwatch/internal/words"
 	"github.com/stormwatch/stormwatch/spans"
 )
@@ -72,7 +72,7 @@ func (m *spanModel) scroll(d int) {
 	}
 }
 
-func (m *spanModel) load(v *analyzer.TraceView, i int, ann []spanAnn) {
+func (m *spanModel) load(v *engine.TraceView, i int, ann []spanAnn) {
 	sp := &v.Spans[i]
 	var t0 int64
 	for j := range v.Spans {

@@ -11,6 +11,7 @@ import (
 	"github.com/charmbracelet/x/ansi"
 
 	"github.com/stormwatch/stormwatch/analyzer"
+	"github.com/stormwatch/stormwatch/analyzer/engine"
 	"github.com/stormwatch/stormwatch/analyzer/render"
 	"github.com/stormwatch/stormwatch/internal/words"
 	"github.com/stormwatch/stormwatch/spans"
@@ -35,8 +36,8 @@ type spanAnn struct {
 // traceModel is the waterfall of one trace.
 type traceModel struct {
 	ctx       *shared
-	snap      *analyzer.Snapshot
-	view      *analyzer.TraceView
+	snap      *engine.Snapshot
+	view      *engine.TraceView
 	ann       []spanAnn
 	collapsed []bool
 	visible   []int // indices into view.Spans of the rows not hidden by a collapse
@@ -67,7 +68,7 @@ func (m *traceModel) unload() {
 
 // load opens v with the cursor on the first of focus (the spans a finding names, or an operation's
 // span).
-func (m *traceModel) load(v *analyzer.TraceView, snap *analyzer.Snapshot, focus []spans.SpanID) {
+func (m *traceModel) load(v *engine.TraceView, snap *engine.Snapshot, focus []spans.SpanID) {
 	m.view, m.snap = v, snap
 	n := len(v.Spans)
 	m.ann = make([]spanAnn, n)
@@ -174,7 +175,7 @@ func (m *traceModel) load(v *analyzer.TraceView, snap *analyzer.Snapshot, focus 
 	}
 }
 
-func depthAt(v *analyzer.TraceView, i int) int {
+func depthAt(v *engine.TraceView, i int) int {
 	if i < len(v.Depth) {
 		return v.Depth[i]
 	}
@@ -460,7 +461,7 @@ func (m traceModel) View() string {
 	return padLines(lines, m.height)
 }
 
-func layersLine(t *Theme, v *analyzer.TraceView, w int) string {
+func layersLine(t *Theme, v *engine.TraceView, w int) string {
 	if len(v.Layers) == 0 {
 		return t.Dim.Render("no layer retried in this trace: every operation made one attempt")
 	}

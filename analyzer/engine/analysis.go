@@ -6,22 +6,23 @@ import (
 	"hash/maphash"
 	"slices"
 
+	"github.com/stormwatch/stormwatch/analyzer"
 	"github.com/stormwatch/stormwatch/spans"
 )
 
 // traceResult is one analysis of one trace: immutable once held, but for ops (below);
 // re-analysis makes a new one.
 type traceResult struct {
-	trace *Trace
+	trace *trace
 	// ops are the analysis's operations, nOps of them. A held result keeps them as values (an
 	// offline analyzer, or a live one after its first Snapshot: detached and compacted) or packed
 	// in packedOps (a live one before: see hold and Config.holdsOperationsPacked). A packed
 	// result gets its values when they are read back for keeps (unpackHeldOps, heldOpsOf): the
 	// one field set after a result is held, and only under a.mu.
-	ops       []*Operation
+	ops       []*analyzer.Operation
 	packedOps []byte
 	nOps      int
-	findings  []Finding
+	findings  []analyzer.Finding
 	errs      []string // detectors that failed
 	// acct is the trace's accounting, made once with the analysis (outside the analyzer's lock)
 	// and added to or taken from the totals as the trace is published or re-analyzed.
@@ -38,23 +39,24 @@ func analyzeTrace(id spans.TraceID, ss []spans.Span, truncated int, cfg *Config,
 	// The result and its trace are the scratch's: a result is held as a copy of its own (see
 	// hold), without the trace.
 	r, t := &sc.trace.r, &sc.trace.t
-	*r, *t = traceResult{}, Trace{}
+	*r, *t = traceResult{}, trace{}
 	r.trace = t
 	buildTrace(t, id, ss, truncated, sc)
 	r.ops = t.inferOperations(seed, cfg.Settings.Skew(), in, sc)
-	var keepOps []*Operation // what is held as values, detached from the spans below
+	var keepOps []*analyzer.Operation // what is held as values, detached from the spans below
 	if opsKept {
-		t.ops = sc.bufs.compact(t.ops)
-		r.ops, keepOps = t.ops, t.ops
+		t.Index().Ops = sc.bufs.compact(t.Index().Ops)
+		r.ops, keepOps = t.Index().Ops, t.Index().Ops
 	}
 	r.acct = t.accountRows(r.ops, sc)
 	detachOps(keepOps, r.acct, src, in)
-	pass := Pass{Trace: t, Operations: r.ops, Settings: cfg.Settings}
+	t.publishCalls(sc)
+	pass := analyzer.Pass{Trace: &t.Trace, Operations: r.ops, Settings: cfg.Settings}
 	// One Report for all the detectors of this trace: it names whichever detector is running.
 	// Made per detector, the closure would be an allocation per detector per trace (about one per ten
 	// spans each, with seventeen detectors 1.3 allocations per span).
 	traceHex := ""
-	report := func(f Finding) {
+	report := func(f analyzer.Finding) {
 		f = f.Clone() // the pass's memory is the next trace's: see Pass.Report
 		if f.Detector == "" {
 			f.Detector = pass.Detector.Name
@@ -69,7 +71,7 @@ func analyzeTrace(id spans.TraceID, ss []spans.Span, truncated int, cfg *Config,
 		r.findings = append(r.findings, f)
 	}
 	for _, d := range cfg.Detectors {
-		if d.Scope != ScopeTrace {
+		if d.Scope != analyzer.ScopeTrace {
 			continue
 		}
 		pass.Detector = d
@@ -85,13 +87,27 @@ func analyzeTrace(id spans.TraceID, ss []spans.Span, truncated int, cfg *Config,
 	}
 	t.makeNotes()
 	detachRest(r, src)
-	t.calls = nil // the scratch's: it goes back to the pool with the scratch
+	// The scratch's: they go back to the pool with the scratch.
+	t.calls, t.Index().Calls = nil, nil
 	return r
+}
+
+// publishCalls gives the detectors what the Trace answers about each call (TraceIndex.Calls):
+// the operation, origin, outcome and status inference found, copied out of its own facts about
+// the calls, most of which are inference's business alone.
+func (t *trace) publishCalls(sc *scratch) {
+	facts := slices.Grow(sc.facts[:0], len(t.calls))[:len(t.calls)]
+	for k := range t.calls {
+		c := &t.calls[k]
+		facts[k] = analyzer.CallFacts{Op: c.op, Origin: c.origin, Outcome: c.outcome, Status: c.status}
+	}
+	sc.facts = facts
+	t.Index().Calls = facts
 }
 
 // runDetector runs one detector and turns a panic into an error: a bug in one detector must not
 // take the collector down with it.
-func runDetector(d *Detector, pass *Pass) (err error) {
+func runDetector(d *analyzer.Detector, pass *analyzer.Pass) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("detector %s panicked: %v", d.Name, p)
@@ -104,8 +120,8 @@ func runDetector(d *Detector, pass *Pass) (err error) {
 }
 
 // countFinding credits a finding to the operations whose spans it names.
-func (t *Trace) countFinding(f *Finding) {
-	var seen []*Operation
+func (t *trace) countFinding(f *analyzer.Finding) {
+	var seen []*analyzer.Operation
 	for _, hexID := range f.SpanIDs {
 		var id spans.SpanID
 		if len(hexID) != 16 || decodeHex(id[:], hexID) != nil {
@@ -126,8 +142,36 @@ func (t *Trace) countFinding(f *Finding) {
 	}
 }
 
-func sortFindings(fs []Finding) {
-	slices.SortStableFunc(fs, func(a, b Finding) int {
+// stampFinding sets when f happened: the earliest start of the spans it names, or of the trace
+// when it names none the trace holds.
+func (t *trace) stampFinding(f *analyzer.Finding) {
+	if f.TimeUnixNano != 0 || len(t.Spans) == 0 {
+		return
+	}
+	var at int64
+	for _, hexID := range f.SpanIDs {
+		var id spans.SpanID
+		if len(hexID) != 16 || decodeHex(id[:], hexID) != nil {
+			continue
+		}
+		if i, ok := t.Lookup(id); ok {
+			if s := t.Spans[i].StartUnixNano; at == 0 || s < at {
+				at = s
+			}
+		}
+	}
+	if at == 0 {
+		for i := range t.Spans {
+			if s := t.Spans[i].StartUnixNano; s > 0 && (at == 0 || s < at) {
+				at = s
+			}
+		}
+	}
+	f.TimeUnixNano = at
+}
+
+func sortFindings(fs []analyzer.Finding) {
+	slices.SortStableFunc(fs, func(a, b analyzer.Finding) int {
 		if c := cmp.Compare(b.Severity, a.Severity); c != 0 {
 			return c
 		}
@@ -162,7 +206,7 @@ type acctRow struct {
 // once per analysis, and notes the trace's split-trace issues. Few intents and rows per trace in
 // the common case: slices, each becoming a map past 16 entries, so that ten thousand distinct
 // operations under one caller stay linear.
-func (t *Trace) accountRows(ops []*Operation, sc *scratch) []acctRow {
+func (t *trace) accountRows(ops []*analyzer.Operation, sc *scratch) []acctRow {
 	seenList := sc.seen[:0]
 	var seenMap map[intentAt]struct{}
 	seen := func(ia intentAt) bool {
@@ -193,7 +237,7 @@ func (t *Trace) accountRows(ops []*Operation, sc *scratch) []acctRow {
 		opCalls := sc.callsOf(k)
 		if op.Parent == nil && len(opCalls) > 0 {
 			first := &t.Spans[t.calls[opCalls[0]].idx]
-			if first.Kind == spans.KindClient && (first.ParentID.IsZero() || t.parent[t.calls[opCalls[0]].idx] < 0) {
+			if first.Kind == spans.KindClient && (first.ParentID.IsZero() || t.Index().Parent[t.calls[opCalls[0]].idx] < 0) {
 				// A client with no parent span: its other attempts, if any, are in other traces.
 				for _, l := range first.Links {
 					if l.TraceID != t.ID {
@@ -202,12 +246,12 @@ func (t *Trace) accountRows(ops []*Operation, sc *scratch) []acctRow {
 				}
 				// The reference client numbers its attempts: a trace that starts at attempt 2
 				// of an operation id continues that operation, wherever attempt 1 is.
-				if first.Str(spans.AttrOpID) != "" && op.Attempts[0].refNumber > 1 {
+				if first.Str(spans.AttrOpID) != "" && op.Attempts[0].RecordedNumber() > 1 {
 					joined = true
 				}
 				if joined {
 					t.issues.splitLinked++
-				} else if first.Str(spans.AttrOpID) == "" && op.Attempts[len(op.Attempts)-1].Outcome != OutcomeOK {
+				} else if first.Str(spans.AttrOpID) == "" && op.Attempts[len(op.Attempts)-1].Outcome != analyzer.OutcomeOK {
 					t.issues.clientRoots++
 				}
 			}
@@ -217,7 +261,7 @@ func (t *Trace) accountRows(ops []*Operation, sc *scratch) []acctRow {
 			if c.below {
 				continue // counted from the callee's SERVER spans under it
 			}
-			logical := !joined && !seen(intentAt{c.origin, op.intent})
+			logical := !joined && !seen(intentAt{c.origin, op.IntentKey()})
 			caller, status := op.Caller, statusKey(c.outcome, c.status)
 			k := -1
 			if idx != nil {
@@ -293,18 +337,18 @@ func (r *traceResult) view() *TraceView {
 	}
 	v := &TraceView{
 		TraceID:    t.ID,
-		Spans:      make([]spans.Span, len(t.order)),
-		Depth:      make([]int, len(t.order)),
+		Spans:      make([]spans.Span, len(t.Index().Order)),
+		Depth:      make([]int, len(t.Index().Order)),
 		Operations: r.ops,
 		Findings:   r.findings,
 		Truncated:  t.Truncated,
-		Notes:      t.notes,
+		Notes:      t.Notes(),
 	}
-	for k, i := range t.order {
+	for k, i := range t.Index().Order {
 		v.Spans[k] = t.Spans[i]
 		v.Depth[k] = int(t.depth[i])
 	}
-	for _, c := range LeafChains(r.ops) {
+	for _, c := range analyzer.LeafChains(r.ops) {
 		if l := c.RetryingLayers(); len(l) > 0 {
 			v.Layers = l
 			v.LeafDependency = c.Dependency

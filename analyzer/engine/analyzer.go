@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/stormwatch/stormwatch/analyzer"
 	"github.com/stormwatch/stormwatch/spans"
 )
 
@@ -21,7 +22,7 @@ import (
 //
 // Live (collector, TUI, OpenTelemetry Collector connector):
 //
-//	a := analyzer.New(analyzer.Config{Settle: settle, MaxSpans: maxSpans, Detectors: suite.Default(), Now: time.Now})
+//	a := engine.New(engine.Config{Settle: settle, MaxSpans: maxSpans, Detectors: suite.Default(), Now: time.Now})
 //	// receivers: a.ConsumeBatch(ctx, batch)
 //	// a ticker, every few hundred ms: a.Settle(now)
 //	// the TUI, a few times a second: snap := a.Snapshot(now)
@@ -85,7 +86,7 @@ type Analyzer struct {
 	releasedSpans int
 	lateFragments int
 
-	windowFindings []Finding
+	windowFindings []analyzer.Finding
 	lastWindow     int64
 	// heldEpoch moves whenever the operations held change (an analysis published or taken
 	// back, a trace dropped); windowEpoch is its value at the windowed detectors' last run. The
@@ -156,7 +157,7 @@ type callerAgg struct {
 
 type findingRec struct {
 	trace spans.TraceID
-	f     Finding
+	f     analyzer.Finding
 }
 
 // New makes an analyzer. See [Config] for the zero value.
@@ -663,9 +664,9 @@ func (a *Analyzer) contribute(r *traceResult, id spans.TraceID, n int, is traceI
 // runWindow runs the ScopeWindow detectors over the operations of every trace held: the
 // operations are gathered under the lock (they are immutable), the detectors run without it.
 func (a *Analyzer) runWindow() {
-	var win []*Detector
+	var win []*analyzer.Detector
 	for _, d := range a.cfg.Detectors {
-		if d.Scope == ScopeWindow {
+		if d.Scope == analyzer.ScopeWindow {
 			win = append(win, d)
 		}
 	}
@@ -676,7 +677,7 @@ func (a *Analyzer) runWindow() {
 	// read back here (out of the lock) for this run only.
 	type heldOps struct {
 		id     spans.TraceID
-		ops    []*Operation
+		ops    []*analyzer.Operation
 		packed []byte
 	}
 	a.mu.Lock()
@@ -690,7 +691,7 @@ func (a *Analyzer) runWindow() {
 	a.windowEpoch = a.heldEpoch
 	a.mu.Unlock()
 	var errs []string
-	ops := make([]*Operation, 0, n)
+	ops := make([]*analyzer.Operation, 0, n)
 	packs := make([][]byte, 0, len(held))
 	for _, h := range held {
 		if h.ops == nil {
@@ -709,10 +710,10 @@ func (a *Analyzer) runWindow() {
 			errs = append(errs, fmt.Sprintf("analyzer: operations of trace %s: %v", h.id, err))
 		}
 	}
-	var found []Finding
+	var found []analyzer.Finding
 	for _, d := range win {
-		pass := &Pass{Detector: d, Operations: ops, Settings: a.cfg.Settings}
-		pass.Report = func(f Finding) {
+		pass := &analyzer.Pass{Detector: d, Operations: ops, Settings: a.cfg.Settings}
+		pass.Report = func(f analyzer.Finding) {
 			f = f.Clone() // the held operations' memory is reused: see Pass.Report
 			if f.Detector == "" {
 				f.Detector = d.Name
@@ -733,21 +734,21 @@ func (a *Analyzer) runWindow() {
 }
 
 // Report is the report over everything analyzed so far (held and evicted traces).
-func (a *Analyzer) Report() Report {
+func (a *Analyzer) Report() analyzer.Report {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.report()
 }
 
-func (a *Analyzer) report() Report {
-	r := Report{
-		Version:      ReportVersion,
-		Input:        InputStats{Spans: a.inSpans, Traces: a.inTraces, Operations: a.inOps},
-		Dependencies: []DependencyStats{},
-		Findings:     make([]Finding, 0, len(a.findings)+len(a.windowFindings)),
+func (a *Analyzer) report() analyzer.Report {
+	r := analyzer.Report{
+		Version:      analyzer.ReportVersion,
+		Input:        analyzer.InputStats{Spans: a.inSpans, Traces: a.inTraces, Operations: a.inOps},
+		Dependencies: []analyzer.DependencyStats{},
+		Findings:     make([]analyzer.Finding, 0, len(a.findings)+len(a.windowFindings)),
 	}
 	for dep, g := range a.deps {
-		ds := DependencyStats{Dependency: dep, Service: g.service, PhysicalCalls: g.physical,
+		ds := analyzer.DependencyStats{Dependency: dep, Service: g.service, PhysicalCalls: g.physical,
 			LogicalOperations: g.logical, Outcomes: make(map[string]int, len(g.outcomes))}
 		if g.logical > 0 {
 			ds.Amplification = float64(g.physical) / float64(g.logical)
@@ -761,12 +762,12 @@ func (a *Analyzer) report() Report {
 		for k, v := range g.outcomes {
 			ds.Outcomes[k] = v
 		}
-		ds.ByCaller = make([]CallerStats, 0, len(g.byCaller))
+		ds.ByCaller = make([]analyzer.CallerStats, 0, len(g.byCaller))
 		for name, c := range g.byCaller {
 			if name != "" && c.physical > 0 {
 				ds.Callers = append(ds.Callers, name)
 			}
-			cs := CallerStats{Caller: name, PhysicalCalls: c.physical, LogicalOperations: c.logical,
+			cs := analyzer.CallerStats{Caller: name, PhysicalCalls: c.physical, LogicalOperations: c.logical,
 				Outcomes: make(map[string]int, len(c.outcomes))}
 			if c.logical > 0 {
 				cs.Amplification = float64(c.physical) / float64(c.logical)
@@ -777,7 +778,7 @@ func (a *Analyzer) report() Report {
 			ds.ByCaller = append(ds.ByCaller, cs)
 		}
 		sort.Strings(ds.Callers)
-		slices.SortFunc(ds.ByCaller, func(x, y CallerStats) int {
+		slices.SortFunc(ds.ByCaller, func(x, y analyzer.CallerStats) int {
 			if c := cmp.Compare(y.PhysicalCalls, x.PhysicalCalls); c != 0 {
 				return c
 			}
@@ -785,7 +786,7 @@ func (a *Analyzer) report() Report {
 		})
 		r.Dependencies = append(r.Dependencies, ds)
 	}
-	slices.SortFunc(r.Dependencies, func(x, y DependencyStats) int {
+	slices.SortFunc(r.Dependencies, func(x, y analyzer.DependencyStats) int {
 		if c := cmp.Compare(y.Amplification, x.Amplification); c != 0 {
 			return c
 		}
@@ -799,7 +800,7 @@ func (a *Analyzer) report() Report {
 	}
 	r.Findings = append(r.Findings, a.windowFindings...)
 	sortFindings(r.Findings)
-	r.Groups = GroupFindings(r.Findings)
+	r.Groups = analyzer.GroupFindings(r.Findings)
 	r.Notes = a.notes()
 	return r
 }
@@ -879,7 +880,7 @@ func (a *Analyzer) Snapshot(now time.Time) *Snapshot {
 		} else {
 			s = a.summary()
 		}
-		s.Operations = make([]*Operation, 0, a.inOps)
+		s.Operations = make([]*analyzer.Operation, 0, a.inOps)
 		for t := a.held.front(); t != nil; t = a.held.next(t) {
 			if t.res != nil {
 				s.Operations = append(s.Operations, a.heldOpsOf(t.id, t.res)...)
@@ -940,7 +941,7 @@ func (a *Analyzer) unpackHeldOps() {
 	type unread struct {
 		id  spans.TraceID
 		r   *traceResult
-		ops []*Operation
+		ops []*analyzer.Operation
 		err error
 	}
 	a.mu.Lock()
@@ -960,7 +961,7 @@ func (a *Analyzer) unpackHeldOps() {
 		// A result's own arrays (not one arena for all): the operations kept live as long as
 		// their trace, and an arena would keep every trace's alive as long as any one.
 		u := &todo[i]
-		u.ops, u.err = unpackOps(make([]*Operation, 0, u.r.nOps), u.r.packedOps)
+		u.ops, u.err = unpackOps(make([]*analyzer.Operation, 0, u.r.nOps), u.r.packedOps)
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -980,10 +981,10 @@ func (a *Analyzer) unpackHeldOps() {
 // heldOpsOf is the operations of trace id's held analysis r, read back and kept with r when they
 // are packed (a snapshot's fallback for traces analyzed since unpackHeldOps, and late fragments'
 // joins). Under a.mu.
-func (a *Analyzer) heldOpsOf(id spans.TraceID, r *traceResult) []*Operation {
+func (a *Analyzer) heldOpsOf(id spans.TraceID, r *traceResult) []*analyzer.Operation {
 	if r.ops == nil && r.nOps > 0 {
 		var err error
-		if r.ops, err = unpackOps(make([]*Operation, 0, r.nOps), r.packedOps); err != nil {
+		if r.ops, err = unpackOps(make([]*analyzer.Operation, 0, r.nOps), r.packedOps); err != nil {
 			// Only a bug in the packed form gets here; the next report says so.
 			a.detErrs[fmt.Sprintf("analyzer: operations of trace %s: %v", id, err)] = true
 			a.version++
@@ -1049,7 +1050,7 @@ func (a *Analyzer) lookup(id spans.TraceID) (*TraceView, bool) {
 func (a *Analyzer) viewHeld(id spans.TraceID, r traceResult, meta *heldTrace, packed []byte) *TraceView {
 	var lost error
 	if r.ops == nil && r.nOps > 0 {
-		r.ops, lost = unpackOps(make([]*Operation, 0, r.nOps), r.packedOps)
+		r.ops, lost = unpackOps(make([]*analyzer.Operation, 0, r.nOps), r.packedOps)
 	}
 	var v *TraceView
 	if packed != nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/stormwatch/stormwatch/analyzer"
 	"github.com/stormwatch/stormwatch/analyzer/analyzertest"
+	"github.com/stormwatch/stormwatch/analyzer/engine"
 	"github.com/stormwatch/stormwatch/analyzer/passes/postdeadline"
 	"github.com/stormwatch/stormwatch/analyzer/passes/retryamplification"
 	"github.com/stormwatch/stormwatch/analyzer/passes/unboundedfanout"
@@ -57,7 +58,7 @@ func benchAnalyze(b *testing.B, name string, detectors []*analyzer.Detector, n i
 			m := startSpanMeter(b)
 			for range b.N {
 				// As `stormwatch analyze` configures it: offline (windowed detectors at Flush).
-				a := analyzer.New(analyzer.Config{Detectors: detectors, MaxSpans: -1, WindowInterval: -1})
+				a := engine.New(engine.Config{Detectors: detectors, MaxSpans: -1, WindowInterval: -1})
 				w := analyzertest.NewWorkload(t0)
 				var edit func(*spans.Batch)
 				if uniqueURLs {
@@ -99,7 +100,7 @@ func uniqueURLsIn(b *spans.Batch, next *int) {
 // BenchmarkSnapshot is the TUI's cost: a snapshot taken after every change (the worst case; an
 // unchanged analyzer shares the previous one) with about 100k operations held.
 func BenchmarkSnapshot(b *testing.B) {
-	a := analyzer.New(analyzer.Config{Detectors: suite.Default(), MaxSpans: -1})
+	a := engine.New(engine.Config{Detectors: suite.Default(), MaxSpans: -1})
 	w := analyzertest.NewWorkload(t0)
 	for done := 0; done < 300_000; {
 		batch := &spans.Batch{}
@@ -142,9 +143,9 @@ func BenchmarkWindowRun(b *testing.B) {
 		window time.Duration
 	}{{"held=packed", time.Hour}, {"held=values", -1}} {
 		b.Run(c.name, func(b *testing.B) {
-			cfg := analyzer.Config{Detectors: suite.Default(), MaxSpans: -1, WindowInterval: c.window}
-			policy.Configure(&cfg, nil, policy.Live)
-			a := analyzer.New(cfg)
+			cfg := engine.Config{Detectors: suite.Default(), MaxSpans: -1, WindowInterval: c.window}
+			policy.Configure(&cfg.Detectors, &cfg.Settings, nil, policy.Live)
+			a := engine.New(cfg)
 			w := analyzertest.NewWorkload(t0)
 			n := 0
 			for n < 300_000 {

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/stormwatch/stormwatch/analyzer"
+	"github.com/stormwatch/stormwatch/analyzer/engine"
 	"github.com/stormwatch/stormwatch/analyzer/passes/passtest"
 	"github.com/stormwatch/stormwatch/spans"
 )
@@ -80,7 +81,7 @@ func TestByCallerSplitsTwoCallersOfOneDependency(t *testing.T) {
 			last.StartUnixNano, last.EndUnixNano = ss[i].StartUnixNano+msec, ss[i].EndUnixNano-msec
 		}
 	}
-	_, r := run(t, analyzer.Config{}, ss...)
+	_, r := run(t, engine.Config{}, ss...)
 	d := depStats(t, r, "http://dep:80")
 	if d.PhysicalCalls != 4 || d.LogicalOperations != 2 || d.Amplification != 2 {
 		t.Fatalf("dependency figures %+v", d)
@@ -96,7 +97,7 @@ func TestByCallerSplitsTwoCallersOfOneDependency(t *testing.T) {
 // Re-analysis after a late span swaps the per-caller contribution, never adds it twice.
 func TestByCallerSurvivesReanalysis(t *testing.T) {
 	ss := twoLayerTrace(1)
-	a := analyzer.New(analyzer.Config{Settle: 1, Now: nil})
+	a := engine.New(engine.Config{Settle: 1, Now: nil})
 	consume(t, a, ss[:len(ss)-1]...)
 	a.Flush()
 	consume(t, a, ss[len(ss)-1])

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/stormwatch/stormwatch/analyzer"
+	"github.com/stormwatch/stormwatch/analyzer/engine"
 	"github.com/stormwatch/stormwatch/analyzer/passes/passtest"
 	"github.com/stormwatch/stormwatch/fixtures"
 	"github.com/stormwatch/stormwatch/spans"
@@ -36,7 +37,7 @@ func TestCarriesAttrAgreesWithScan(t *testing.T) {
 		return nil
 	}}
 	for _, c := range fixtures.Cases {
-		passtest.Load(t, c.Name, analyzer.Config{Detectors: []*analyzer.Detector{probe}})
+		passtest.Load(t, c.Name, engine.Config{Detectors: []*analyzer.Detector{probe}})
 	}
 	if traces == 0 {
 		t.Fatal("the probe saw no trace")

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/stormwatch/stormwatch/analyzer"
+	"github.com/stormwatch/stormwatch/analyzer/engine"
 	"github.com/stormwatch/stormwatch/spans"
 )
 
@@ -45,7 +46,7 @@ func within(t *testing.T, what string, fn func()) {
 func TestSettleDoesNotBlockIngestion(t *testing.T) {
 	clk := &clock{t: time.Unix(0, t0)}
 	b := newBlocker()
-	a := analyzer.New(analyzer.Config{Settle: time.Second, Now: clk.Now, WindowInterval: -1,
+	a := engine.New(engine.Config{Settle: time.Second, Now: clk.Now, WindowInterval: -1,
 		Detectors: []*analyzer.Detector{b.detector()}})
 	one, two := twoLayerTrace(1), twoLayerTrace(2)
 	late := one[len(one)-1]
@@ -102,7 +103,7 @@ func TestSettleDoesNotBlockIngestion(t *testing.T) {
 func TestLateSpansDuringAnalysisWithReleasedSpans(t *testing.T) {
 	clk := &clock{t: time.Unix(0, t0)}
 	b := newBlocker()
-	a := analyzer.New(analyzer.Config{Settle: time.Second, Now: clk.Now, WindowInterval: -1, ReleaseSpans: true,
+	a := engine.New(engine.Config{Settle: time.Second, Now: clk.Now, WindowInterval: -1, ReleaseSpans: true,
 		Detectors: []*analyzer.Detector{b.detector()}})
 	one := twoLayerTrace(1)
 	consume(t, a, one[:len(one)-1]...)
@@ -151,7 +152,7 @@ func TestBatchShapesGiveTheSameReport(t *testing.T) {
 	}
 	var want string
 	for _, name := range []string{"single", "runs", "interleaved", "split"} {
-		a := analyzer.New(analyzer.Config{})
+		a := engine.New(engine.Config{})
 		for _, b := range shapes[name] {
 			consume(t, a, append([]spans.Span{}, b...)...)
 		}
@@ -182,7 +183,7 @@ func TestEvictionPassesOverTraceInFlight(t *testing.T) {
 			return nil
 		}}
 	one := twoLayerTrace(1)
-	a := analyzer.New(analyzer.Config{Settle: time.Second, Now: clk.Now, WindowInterval: -1, MaxSpans: len(one) + 2,
+	a := engine.New(engine.Config{Settle: time.Second, Now: clk.Now, WindowInterval: -1, MaxSpans: len(one) + 2,
 		Detectors: []*analyzer.Detector{slow}})
 	consume(t, a, one...)
 	settled := make(chan struct{})

@@ -1,6 +1,10 @@
 package engine
 
-import "time"
+import (
+	"time"
+
+	"github.com/stormwatch/stormwatch/analyzer"
+)
 
 // Defaults used when a Config field is zero.
 const (
@@ -20,9 +24,6 @@ const (
 	DefaultHistoryLen      = 120
 	// DefaultWindowInterval is how often live mode re-runs the cross-trace (windowed) detectors.
 	DefaultWindowInterval = 10 * time.Second
-	// DefaultSkewTolerance is how far a child may start before its parent, or a callee's clock may
-	// run ahead of its caller's, before the analyzer believes the timestamps over the tree.
-	DefaultSkewTolerance = 5 * time.Millisecond
 )
 
 // Config configures an [Analyzer]. The zero value is usable: no detectors (pass suite.Default()
@@ -50,16 +51,16 @@ type Config struct {
 	// 0 means DefaultMaxFindings; negative means no bound.
 	MaxFindings int
 	// Detectors run on every analyzed trace (ScopeTrace) or over all held operations
-	// (ScopeWindow). nil runs none: the analyzer package cannot import its own detectors, so
-	// callers pass suite.Default().
-	Detectors []*Detector
+	// (ScopeWindow). nil runs none: the engine does not import the detectors (they are a suite
+	// the caller chooses), so callers pass suite.Default().
+	Detectors []*analyzer.Detector
 	// ReleaseSpans drops a trace's spans and index as soon as it is analyzed, keeping only its
 	// operations and findings: for offline analysis of large inputs, where nothing looks a trace
 	// up afterwards. Spans that arrive for a released trace are analyzed on their own and noted.
 	// Leave it off when snapshots' TraceLookup is used (the TUI).
 	ReleaseSpans bool
-	// Settings are the run-wide values detectors read (see [RunSettings]).
-	Settings RunSettings
+	// Settings are the run-wide values detectors read (see [analyzer.RunSettings]).
+	Settings analyzer.RunSettings
 	// Now stamps span arrival for the settle period, and spans more than a day ahead of it are
 	// noted in the report (a wrong clock). The analyzer never reads a clock itself: when Now is
 	// nil, arrival is stamped with the time of the latest Settle or Snapshot call, which is

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stormwatch/stormwatch/analyzer"
 	"github.com/stormwatch/stormwatch/analyzer/analyzertest"
+	"github.com/stormwatch/stormwatch/analyzer/engine"
 	"github.com/stormwatch/stormwatch/analyzer/passes/passtest"
 	"github.com/stormwatch/stormwatch/analyzer/policy"
 	"github.com/stormwatch/stormwatch/analyzer/suite"
@@ -55,10 +55,10 @@ func BenchmarkAnalyzeDeep(b *testing.B) {
 // newBenchLiveAnalyzer is a long-lived analyzer configured as the connector and collect configure
 // theirs (the default suite, the built-in policy in live mode), whose windowed re-runs never come
 // due (see BenchmarkAnalyzeDeep).
-func newBenchLiveAnalyzer() *analyzer.Analyzer {
-	cfg := analyzer.Config{Settle: time.Second, WindowInterval: 100 * 365 * 24 * time.Hour, Detectors: suite.Default()}
-	policy.Configure(&cfg, nil, policy.Live)
-	return analyzer.New(cfg)
+func newBenchLiveAnalyzer() *engine.Analyzer {
+	cfg := engine.Config{Settle: time.Second, WindowInterval: 100 * 365 * 24 * time.Hour, Detectors: suite.Default()}
+	policy.Configure(&cfg.Detectors, &cfg.Settings, nil, policy.Live)
+	return engine.New(cfg)
 }
 
 // appendRenumbered appends a copy of src to dst with trace ids of its own: each trace of src gets

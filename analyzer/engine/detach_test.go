@@ -10,6 +10,7 @@ import (
 	"unsafe"
 
 	"github.com/stormwatch/stormwatch/analyzer"
+	"github.com/stormwatch/stormwatch/analyzer/engine"
 	"github.com/stormwatch/stormwatch/analyzer/policy"
 	"github.com/stormwatch/stormwatch/analyzer/suite"
 	"github.com/stormwatch/stormwatch/spans"
@@ -57,13 +58,13 @@ func TestHeldResultsDoNotPointIntoPackedSpans(t *testing.T) {
 			if sc.offline {
 				window = -1
 			}
-			cfg := analyzer.Config{Settle: time.Second, WindowInterval: window, ReleaseSpans: sc.release,
+			cfg := engine.Config{Settle: time.Second, WindowInterval: window, ReleaseSpans: sc.release,
 				Detectors: append(suite.Default(), oddEvidence)}
-			policy.Configure(&cfg, nil, policy.Live)
-			a := analyzer.New(cfg)
+			policy.Configure(&cfg.Detectors, &cfg.Settings, nil, policy.Live)
+			a := engine.New(cfg)
 			var mu sync.Mutex
 			var made [][]byte
-			analyzer.OnPack(a, func(b []byte) { mu.Lock(); made = append(made, b); mu.Unlock() })
+			engine.OnPack(a, func(b []byte) { mu.Lock(); made = append(made, b); mu.Unlock() })
 			feed := func(ss []spans.Span) {
 				for lo := 0; lo < len(ss); lo += sc.batch {
 					batch := interleave(ss[lo:min(lo+sc.batch, len(ss))])

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stormwatch/stormwatch/analyzer"
+	"github.com/stormwatch/stormwatch/analyzer/engine"
 	"github.com/stormwatch/stormwatch/analyzer/render"
 	"github.com/stormwatch/stormwatch/analyzer/suite"
 	"github.com/stormwatch/stormwatch/spans"
@@ -19,7 +19,7 @@ import (
 
 // The analyzer's report must be a function of its input: users gate CI on `stormwatch analyze`'s
 // exit code, which follows the findings. Each analyzer hashes with a seed of its own
-// (analyzer.New), and the spans of one input may arrive in any order and any batching; neither
+// (engine.New), and the spans of one input may arrive in any order and any batching; neither
 // may show in the report, in a trace's operations (their order, ids and which of them are one
 // intent) or in its findings.
 
@@ -124,10 +124,10 @@ type analysis struct {
 
 // analyze runs a fresh analyzer (its own seed) over ss fed in batches of the given sizes (the
 // last batch takes the rest), offline, and describes the result.
-func analyze(t *testing.T, cfg analyzer.Config, ss []spans.Span, batches []int, ids []spans.TraceID) analysis {
+func analyze(t *testing.T, cfg engine.Config, ss []spans.Span, batches []int, ids []spans.TraceID) analysis {
 	t.Helper()
 	cfg.Detectors = suite.Default()
-	a := analyzer.New(cfg)
+	a := engine.New(cfg)
 	rest := ss
 	for _, n := range batches {
 		n = min(n, len(rest))
@@ -168,7 +168,7 @@ func analyze(t *testing.T, cfg analyzer.Config, ss []spans.Span, batches []int, 
 // describeView writes a trace view as text: the view's JSON, then each operation's in order with
 // its intent class (the position of the first operation with its intent key: the keys are hashes
 // seeded per analyzer, which of them are equal is not).
-func describeView(t *testing.T, v *analyzer.TraceView) string {
+func describeView(t *testing.T, v *engine.TraceView) string {
 	t.Helper()
 	var b strings.Builder
 	c := *v
@@ -245,11 +245,11 @@ func cut(s string) string {
 func TestSplitIntentIsNumberedFromTheData(t *testing.T) {
 	ss := splitIntentTrace(1)
 	ids := []spans.TraceID{tid(1)}
-	first := analyze(t, analyzer.Config{}, ss, nil, ids)
+	first := analyze(t, engine.Config{}, ss, nil, ids)
 	for run := range 16 {
-		requireSame(t, fmt.Sprintf("analyzer %d", run+2), first, analyze(t, analyzer.Config{}, ss, nil, ids))
+		requireSame(t, fmt.Sprintf("analyzer %d", run+2), first, analyze(t, engine.Config{}, ss, nil, ids))
 	}
-	_, r := run(t, analyzer.Config{}, ss...)
+	_, r := run(t, engine.Config{}, ss...)
 	want := map[string][2]int{"http://api:80": {2, 1}, "http://dep-a:80": {3, 2}, "http://dep-b:80": {2, 1}}
 	for _, d := range r.Dependencies {
 		if w := want[d.Dependency]; d.PhysicalCalls != w[0] || d.LogicalOperations != w[1] {
@@ -269,7 +269,7 @@ func TestReportIsTheSameForAnySeedAndArrivalOrder(t *testing.T) {
 	rng := rand.New(rand.NewPCG(11, 12))
 	for round := range 6 {
 		ss, ids := brokenTraces(rng, 40)
-		for _, cfg := range []analyzer.Config{{}, {ReleaseSpans: true}} {
+		for _, cfg := range []engine.Config{{}, {ReleaseSpans: true}} {
 			want := analyze(t, cfg, ss, nil, ids)
 			for k := range 6 {
 				in := slices.Clone(ss)
@@ -323,7 +323,7 @@ func TestGroupsAreTakenInTheOrderTheyBegan(t *testing.T) {
 			return bytes.Compare(a[:], b[:])
 		})
 		for range 4 {
-			a, _ := run(t, analyzer.Config{}, slices.Clone(ss)...)
+			a, _ := run(t, engine.Config{}, slices.Clone(ss)...)
 			v, ok := a.Snapshot(time.Unix(0, t0)).Trace(tid(1))
 			if !ok {
 				t.Fatal("trace not held")
@@ -352,7 +352,7 @@ func TestDependencyServiceIsTheSameInAnyTraceOrder(t *testing.T) {
 	}
 	zeta, alpha := trace(1, "zeta"), trace(2, "alpha")
 	for _, order := range [][]spans.Span{append(slices.Clone(zeta), alpha...), append(slices.Clone(alpha), zeta...)} {
-		_, r := run(t, analyzer.Config{Detectors: suite.Default()}, order...)
+		_, r := run(t, engine.Config{Detectors: suite.Default()}, order...)
 		var got []string
 		for _, d := range r.Dependencies {
 			if d.Dependency == "http://shared:80" {

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"unsafe"
 
+	"github.com/stormwatch/stormwatch/analyzer"
 	"github.com/stormwatch/stormwatch/internal/packio"
 	"github.com/stormwatch/stormwatch/spans"
 )
@@ -28,10 +29,10 @@ import (
 //	operation: str ID, str Name, trace id (16), span id (8), str Caller, str Owner,
 //	           str Dependency, str DependencyService, byte Inferred, str Terminal,
 //	           str StopReason, zz deadline, zz start, zz end - start, uv parent (0 none, k+1 the
-//	           k-th operation of the frame), uv Findings, intent (8), uv children, list attempts
+//	           k-th operation of the frame), uv Findings, intent (8), uv ChildCount, list attempts
 //	attempt:   zz Number, str Kind, span id (8), list of calls (8 bytes each), list of origins
 //	           (str each), zz start, zz end - start, str Outcome, str Status, zz backoff,
-//	           zz refNumber
+//	           zz RecordedNumber
 //	list:      uv count+1, or 0 for a nil slice
 //	str:       uv n: n even, an inline string of n/2 bytes (added to the frame's table unless
 //	           empty); n odd, the (n-1)/2-th inline string of the table
@@ -46,7 +47,7 @@ var errOpsCorrupt = errors.New("corrupt packed operations")
 // opsPacker packs operations; it lives in a scratch and is reused from trace to trace.
 type opsPacker struct {
 	buf   []byte
-	index map[*Operation]int32 // operation -> its position in the frame, for Parent
+	index map[*analyzer.Operation]int32 // operation -> its position in the frame, for Parent
 	// strs finds strings already written by the address of their bytes: a direct-mapped cache.
 	strs  [64]opsStrSlot
 	nStrs uint32
@@ -61,12 +62,12 @@ type opsStrSlot struct {
 }
 
 // pack returns ops packed as one frame, in a slice of exactly its size.
-func (p *opsPacker) pack(ops []*Operation) []byte {
+func (p *opsPacker) pack(ops []*analyzer.Operation) []byte {
 	if p.gen++; p.gen == 0 { // a new generation empties the string cache without clearing it
 		p.strs, p.gen = [len(p.strs)]opsStrSlot{}, 1
 	}
 	if p.index == nil {
-		p.index = make(map[*Operation]int32, len(ops))
+		p.index = make(map[*analyzer.Operation]int32, len(ops))
 	} // empty: every pack clears it when done
 	var nAtt, nCalls, nOrigins int
 	for i, op := range ops {
@@ -109,8 +110,8 @@ func (p *opsPacker) pack(ops []*Operation) []byte {
 		}
 		b = binary.AppendUvarint(b, parent)
 		b = binary.AppendUvarint(b, uint64(op.Findings))
-		b = binary.LittleEndian.AppendUint64(b, op.intent)
-		b = binary.AppendUvarint(b, uint64(op.children))
+		b = binary.LittleEndian.AppendUint64(b, op.IntentKey())
+		b = binary.AppendUvarint(b, uint64(op.ChildCount()))
 		b = packio.AppendCount(b, len(op.Attempts), op.Attempts == nil)
 		for k := range op.Attempts {
 			at := &op.Attempts[k]
@@ -130,7 +131,7 @@ func (p *opsPacker) pack(ops []*Operation) []byte {
 			b = p.str(b, at.Outcome)
 			b = p.str(b, at.Status)
 			b = packio.AppendZZ(b, at.BackoffNanos)
-			b = packio.AppendZZ(b, at.refNumber)
+			b = packio.AppendZZ(b, at.RecordedNumber())
 		}
 	}
 	p.buf = b
@@ -173,7 +174,7 @@ func (p *opsPacker) str(b []byte, s string) []byte {
 
 // unpackOps appends the operations packed in b (frames) to dst. Their strings alias b, which
 // must not change (held results never change theirs).
-func unpackOps(dst []*Operation, b []byte) ([]*Operation, error) {
+func unpackOps(dst []*analyzer.Operation, b []byte) ([]*analyzer.Operation, error) {
 	var ar opsArena
 	ar.reserve(b)
 	return ar.unpack(dst, b)
@@ -183,8 +184,8 @@ func unpackOps(dst []*Operation, b []byte) ([]*Operation, error) {
 // reserved, so reading back the operations of thousands of traces (a windowed run) is a few
 // allocations, not five a trace.
 type opsArena struct {
-	slab    []Operation
-	att     []Attempt
+	slab    []analyzer.Operation
+	att     []analyzer.Attempt
 	calls   []spans.SpanID
 	origins []string
 	// Read while a frame is read: its string table and its operations' parents.
@@ -211,7 +212,7 @@ func (ar *opsArena) reserve(bs ...[]byte) {
 }
 
 // unpack appends the operations packed in b (frames) to dst.
-func (ar *opsArena) unpack(dst []*Operation, b []byte) ([]*Operation, error) {
+func (ar *opsArena) unpack(dst []*analyzer.Operation, b []byte) ([]*analyzer.Operation, error) {
 	err := eachOpsFrame(b, func(n [5]int, frame string) error {
 		r := opsReader{packio.Reader{S: frame, Corrupt: errOpsCorrupt}}
 		var err error
@@ -295,7 +296,7 @@ func carveList[T any](r *opsReader, free *[]T, what string) []T {
 type opsReader struct{ packio.Reader }
 
 // frame reads the operations of a frame whose counts are n into ar's memory.
-func (r *opsReader) frame(dst []*Operation, n [5]int, ar *opsArena) ([]*Operation, error) {
+func (r *opsReader) frame(dst []*analyzer.Operation, n [5]int, ar *opsArena) ([]*analyzer.Operation, error) {
 	nOps, nAtt, nCalls, nOrigins, nStrs := n[0], n[1], n[2], n[3], n[4]
 	slab := take(&ar.slab, nOps)
 	att := take(&ar.att, nAtt)
@@ -334,15 +335,15 @@ func (r *opsReader) frame(dst []*Operation, n [5]int, ar *opsArena) ([]*Operatio
 		}
 		op.Findings = int(r.UV())
 		if f := r.Fixed(8); len(f) == 8 {
-			op.intent = uint64(f[0]) | uint64(f[1])<<8 | uint64(f[2])<<16 | uint64(f[3])<<24 |
-				uint64(f[4])<<32 | uint64(f[5])<<40 | uint64(f[6])<<48 | uint64(f[7])<<56
+			op.SetIntentKey(uint64(f[0]) | uint64(f[1])<<8 | uint64(f[2])<<16 | uint64(f[3])<<24 |
+				uint64(f[4])<<32 | uint64(f[5])<<40 | uint64(f[6])<<48 | uint64(f[7])<<56)
 		}
-		op.children = int(r.UV())
+		op.SetChildCount(int(r.UV()))
 		op.Attempts = carveList(r, &att, "attempts")
 		for k := range op.Attempts {
 			at := &op.Attempts[k]
 			at.Number = int(r.ZZ())
-			at.Kind = AttemptKind(r.Str())
+			at.Kind = analyzer.AttemptKind(r.Str())
 			copy(at.SpanID[:], r.Fixed(8))
 			at.Calls = carveList(r, &calls, "calls")
 			for j := range at.Calls {
@@ -357,7 +358,7 @@ func (r *opsReader) frame(dst []*Operation, n [5]int, ar *opsArena) ([]*Operatio
 			at.Outcome = r.Str()
 			at.Status = r.Str()
 			at.BackoffNanos = r.ZZ()
-			at.refNumber = r.ZZ()
+			at.SetRecordedNumber(r.ZZ())
 		}
 		if r.Err != nil {
 			return dst, r.Err

@@ -11,12 +11,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stormwatch/stormwatch/analyzer"
 	"github.com/stormwatch/stormwatch/spans"
 )
 
 // packedOps packs each result's operations through one packer (reused, as a scratch's is) and
 // returns the frames.
-func packedOps(t testing.TB, results [][]*Operation) [][]byte {
+func packedOps(t testing.TB, results [][]*analyzer.Operation) [][]byte {
 	t.Helper()
 	var p opsPacker
 	var frames [][]byte
@@ -27,9 +28,9 @@ func packedOps(t testing.TB, results [][]*Operation) [][]byte {
 }
 
 // fixtureOps is the operations of every fixture trace, each trace analyzed alone.
-func fixtureOps(t testing.TB) [][]*Operation {
-	a := New(Config{Detectors: []*Detector{namingDetector}})
-	var out [][]*Operation
+func fixtureOps(t testing.TB) [][]*analyzer.Operation {
+	a := New(Config{Detectors: []*analyzer.Detector{namingDetector}})
+	var out [][]*analyzer.Operation
 	for _, ss := range fixtureTraces(t) {
 		if ops := analyzeAlone(a, ss, 0).ops; len(ops) > 0 {
 			out = append(out, ops)
@@ -44,7 +45,7 @@ func fixtureOps(t testing.TB) [][]*Operation {
 func TestPackedOperationsRoundTrip(t *testing.T) {
 	results := fixtureOps(t)
 	frames := packedOps(t, results)
-	var all []*Operation
+	var all []*analyzer.Operation
 	var joined []byte
 	for i, ops := range results {
 		got, err := unpackOps(nil, frames[i])
@@ -86,22 +87,25 @@ func TestPackedOperationsRoundTrip(t *testing.T) {
 // negative and extreme times.
 func TestPackedOperationsEdgeCases(t *testing.T) {
 	long := strings.Repeat("x", 300)
-	ops := make([]*Operation, 0, 100)
-	parent := &Operation{ID: "parent", Caller: "api", intent: 1<<64 - 1, children: 1}
-	child := &Operation{ID: "child", Parent: parent, Caller: strings.Clone("api"), Attempts: []Attempt{},
+	ops := make([]*analyzer.Operation, 0, 100)
+	parent := &analyzer.Operation{ID: "parent", Caller: "api"}
+	parent.SetIntentKey(1<<64 - 1)
+	parent.SetChildCount(1)
+	child := &analyzer.Operation{ID: "child", Parent: parent, Caller: strings.Clone("api"), Attempts: []analyzer.Attempt{},
 		StartUnixNano: -5, EndUnixNano: 1<<63 - 1, DeadlineUnixNano: -1 << 63, Findings: 3, Inferred: true}
 	ops = append(ops, child, parent)
-	ops = append(ops, &Operation{ID: long, Name: long, Attempts: []Attempt{
-		{Number: 1, Kind: KindInitial, Calls: nil, Origins: nil, refNumber: -1},
-		{Number: 2, Kind: KindRetry, Calls: []spans.SpanID{}, Origins: []string{}, BackoffNanos: -7},
-		{Number: 3, Kind: KindHedge, Calls: []spans.SpanID{{1}, {2}}, Origins: []string{"http://a:1", "http://b:2"},
+	ops = append(ops, &analyzer.Operation{ID: long, Name: long, Attempts: []analyzer.Attempt{
+		{Number: 1, Kind: analyzer.KindInitial, Calls: nil, Origins: nil},
+		{Number: 2, Kind: analyzer.KindRetry, Calls: []spans.SpanID{}, Origins: []string{}, BackoffNanos: -7},
+		{Number: 3, Kind: analyzer.KindHedge, Calls: []spans.SpanID{{1}, {2}}, Origins: []string{"http://a:1", "http://b:2"},
 			Outcome: "ok", Status: "200", StartUnixNano: 10, EndUnixNano: 5},
 	}})
+	ops[2].Attempts[0].SetRecordedNumber(-1)
 	for i := range 97 {
-		ops = append(ops, &Operation{ID: "op-" + strings.Repeat("y", i), Dependency: "dep-" + strings.Repeat("z", i%7)})
+		ops = append(ops, &analyzer.Operation{ID: "op-" + strings.Repeat("y", i), Dependency: "dep-" + strings.Repeat("z", i%7)})
 	}
-	frames := packedOps(t, [][]*Operation{ops, ops[2:3]})
-	for i, want := range [][]*Operation{ops, ops[2:3]} {
+	frames := packedOps(t, [][]*analyzer.Operation{ops, ops[2:3]})
+	for i, want := range [][]*analyzer.Operation{ops, ops[2:3]} {
 		got, err := unpackOps(nil, frames[i])
 		if err != nil {
 			t.Fatal(err)
@@ -112,22 +116,22 @@ func TestPackedOperationsEdgeCases(t *testing.T) {
 	}
 	// Empty lists alone in their frame (no attempt, call or origin anywhere to carve them from)
 	// come back empty, not nil.
-	for _, ops := range [][]*Operation{
-		{{ID: "no attempts", Attempts: []Attempt{}}},
-		{{ID: "no calls", Attempts: []Attempt{{Number: 1, Calls: []spans.SpanID{}, Origins: []string{}}}}},
+	for _, ops := range [][]*analyzer.Operation{
+		{{ID: "no attempts", Attempts: []analyzer.Attempt{}}},
+		{{ID: "no calls", Attempts: []analyzer.Attempt{{Number: 1, Calls: []spans.SpanID{}, Origins: []string{}}}}},
 	} {
-		got, err := unpackOps(nil, packedOps(t, [][]*Operation{ops})[0])
+		got, err := unpackOps(nil, packedOps(t, [][]*analyzer.Operation{ops})[0])
 		if err != nil || !reflect.DeepEqual(got, ops) {
 			t.Fatalf("%s: read back %v\n%s\nwant\n%s", ops[0].ID, err, dumpOps(got), dumpOps(ops))
 		}
 	}
 	// Parents that make a cycle (only a bug makes them) are refused, not followed forever.
-	self := &Operation{ID: "self"}
+	self := &analyzer.Operation{ID: "self"}
 	self.Parent = self
-	a, b := &Operation{ID: "a"}, &Operation{ID: "b"}
+	a, b := &analyzer.Operation{ID: "a"}, &analyzer.Operation{ID: "b"}
 	a.Parent, b.Parent = b, a
-	for _, ops := range [][]*Operation{{self}, {a, b}} {
-		if got, err := unpackOps(nil, packedOps(t, [][]*Operation{ops})[0]); !errors.Is(err, errOpsCorrupt) || len(got) != 0 {
+	for _, ops := range [][]*analyzer.Operation{{self}, {a, b}} {
+		if got, err := unpackOps(nil, packedOps(t, [][]*analyzer.Operation{ops})[0]); !errors.Is(err, errOpsCorrupt) || len(got) != 0 {
 			t.Fatalf("%s: parents in a cycle read back as %d operations, err %v", ops[0].ID, len(got), err)
 		}
 	}
@@ -138,7 +142,7 @@ func TestPackedOperationsEdgeCases(t *testing.T) {
 		}
 	}()
 	var p opsPacker
-	p.pack([]*Operation{child})
+	p.pack([]*analyzer.Operation{child})
 }
 
 // TestUnpackOpsRejectsCorruptInput: cut or damaged frames give errOpsCorrupt, never a panic,
@@ -203,7 +207,7 @@ func FuzzUnpackOps(f *testing.F) {
 // anyway): the next snapshot reads nothing back.
 func TestHeldOperationsArePacked(t *testing.T) {
 	traces := fixtureTraces(t)
-	a := New(Config{Detectors: []*Detector{namingDetector}, Settle: time.Hour})
+	a := New(Config{Detectors: []*analyzer.Detector{namingDetector}, Settle: time.Hour})
 	for _, ss := range traces[2:] {
 		if err := a.ConsumeBatch(context.Background(), &spans.Batch{Spans: ss}); err != nil {
 			t.Fatal(err)
@@ -246,7 +250,7 @@ func TestHeldOperationsArePacked(t *testing.T) {
 		t.Fatalf("the snapshot lists %d operations, its report counts %d", len(snap.Operations), snap.Report.Input.Operations)
 	}
 	withOps := 0
-	kept := map[*traceState]*Operation{}
+	kept := map[*traceState]*analyzer.Operation{}
 	for _, ts := range a.traces {
 		if ts.res.nOps > 0 {
 			withOps++
@@ -284,7 +288,7 @@ func TestHeldOperationsArePacked(t *testing.T) {
 }
 
 // dumpOps prints operations for a failure message, a line each, parents by id.
-func dumpOps(ops []*Operation) string {
+func dumpOps(ops []*analyzer.Operation) string {
 	var b strings.Builder
 	for _, op := range ops {
 		o := *op
@@ -306,13 +310,13 @@ func dumpOps(ops []*Operation) string {
 // Once packed, their memory goes to the scratch's spare as a live analyzer's does (Analyzer.run),
 // so each trace is made in the last one's operations when they are large enough.
 func TestReusedScratchMatchesFresh(t *testing.T) {
-	a := New(Config{Detectors: []*Detector{namingDetector}})
+	a := New(Config{Detectors: []*analyzer.Detector{namingDetector}})
 	traces := fixtureTraces(t)
 	slices.SortFunc(traces, func(x, y []spans.Span) int { return len(y) - len(x) })
 	order := append(slices.Clone(traces), traces...)
 	slices.Reverse(order[len(traces):])
 	var p opsPacker
-	var carved []*Operation // where each trace's first operation was made
+	var carved []*analyzer.Operation // where each trace's first operation was made
 	shared := a.intern.getScratch()
 	for _, ss := range order {
 		fresh := analyzeAlone(a, ss, 0).ops // a scratch of its own
@@ -343,8 +347,8 @@ func TestReusedScratchMatchesFresh(t *testing.T) {
 }
 
 // windowWalker is a windowed detector that reads every field of every operation it is given, as
-// the windowed detectors of the suite do (which this package's tests cannot import).
-var windowWalker = &Detector{Name: "window-walker", Scope: ScopeWindow, Run: func(p *Pass) error {
+// the windowed detectors of the suite do.
+var windowWalker = &analyzer.Detector{Name: "window-walker", Scope: analyzer.ScopeWindow, Run: func(p *analyzer.Pass) error {
 	n := 0
 	for _, op := range p.Operations {
 		n += len(op.ID) + len(op.Caller) + len(op.Dependency)
@@ -373,7 +377,7 @@ func TestPackedOperationsUnderConcurrentReaders(t *testing.T) {
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
 	// The windowed detectors too: each Settle runs them, reading back every packed trace.
 	a := New(Config{Settle: time.Second, WindowInterval: time.Nanosecond, Now: clock,
-		Detectors: []*Detector{namingDetector, windowWalker}})
+		Detectors: []*analyzer.Detector{namingDetector, windowWalker}})
 	ids := make([]spans.TraceID, 0, len(traces))
 	for _, ss := range traces {
 		ids = append(ids, ss[0].TraceID)
@@ -456,7 +460,7 @@ func TestPackedOperationsUnderConcurrentReaders(t *testing.T) {
 // snapshot comes between the two analyses. The snapshot lists every operation the report counts.
 func TestLateFragmentsJoinPackedAndValues(t *testing.T) {
 	for _, between := range []bool{false, true} {
-		a := New(Config{Detectors: []*Detector{namingDetector}, Settle: time.Second, ReleaseSpans: true})
+		a := New(Config{Detectors: []*analyzer.Detector{namingDetector}, Settle: time.Second, ReleaseSpans: true})
 		now := time.Unix(1_800_000_000, 0)
 		traces := fixtureTraces(t)
 		for _, ss := range traces {
@@ -500,7 +504,7 @@ func TestLateFragmentsJoinPackedAndValues(t *testing.T) {
 // them) are said in the report of the very snapshot that found them, not hidden until something
 // else changes, and the other traces' operations are all there.
 func TestCorruptHeldOperationsAreReported(t *testing.T) {
-	a := New(Config{Detectors: []*Detector{namingDetector}})
+	a := New(Config{Detectors: []*analyzer.Detector{namingDetector}})
 	for _, ss := range fixtureTraces(t) {
 		if err := a.ConsumeBatch(context.Background(), &spans.Batch{Spans: ss}); err != nil {
 			t.Fatal(err)

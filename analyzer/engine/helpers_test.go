@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/stormwatch/stormwatch/analyzer"
+	"github.com/stormwatch/stormwatch/analyzer/engine"
 	"github.com/stormwatch/stormwatch/analyzer/suite"
 	"github.com/stormwatch/stormwatch/spans"
 )
@@ -55,12 +56,12 @@ func get(url string, status int) []spans.Attr {
 	return a
 }
 
-func run(t testing.TB, cfg analyzer.Config, ss ...spans.Span) (*analyzer.Analyzer, analyzer.Report) {
+func run(t testing.TB, cfg engine.Config, ss ...spans.Span) (*engine.Analyzer, analyzer.Report) {
 	t.Helper()
 	if cfg.Detectors == nil {
 		cfg.Detectors = suite.Default()
 	}
-	a := analyzer.New(cfg)
+	a := engine.New(cfg)
 	if err := a.ConsumeBatch(context.Background(), &spans.Batch{Spans: ss}); err != nil {
 		t.Fatal(err)
 	}

@@ -26,8 +26,8 @@ type bridge struct {
 	orphan, attach int32
 }
 
-// loopTry is one try of an application's retry loop and the index in t.ops of the loop's
-// operation.
+// loopTry is one try of an application's retry loop and the index in the trace's operations of the
+// loop's operation.
 type loopTry struct {
 	span, op int32
 }
@@ -42,12 +42,12 @@ const maxBridged = 256
 // untraced, behind it) or the SERVER or INTERNAL span whose CLIENT span was lost. Time decides
 // only among spans that contain the orphan's start, so a skewed clock can misplace an orphan
 // between two attempts of one layer but never invent a layer.
-func (t *Trace) bridgeOrphans(skew int64, sc *scratch) bool {
+func (t *trace) bridgeOrphans(skew int64, sc *scratch) bool {
 	sc.bridge = sc.bridge[:0]
-	if len(t.roots) < 2 {
+	if len(t.Index().Roots) < 2 {
 		return false // an orphan is a root beside the trace's own root
 	}
-	for _, r := range t.roots {
+	for _, r := range t.Index().Roots {
 		s := &t.Spans[r]
 		if s.Kind != spans.KindServer || s.ParentID.IsZero() || s.ParentID == s.SpanID {
 			continue
@@ -59,10 +59,10 @@ func (t *Trace) bridgeOrphans(skew int64, sc *scratch) bool {
 			break
 		}
 		start, service := s.StartUnixNano, s.Service()
-		lo, hi := t.pos[r], t.pos[r]+t.size[r]
+		lo, hi := t.Index().Pos[r], t.Index().Pos[r]+t.Index().Size[r]
 		best := int32(-1)
 		for j := range t.Spans {
-			if p := t.pos[j]; p >= lo && p < hi {
+			if p := t.Index().Pos[j]; p >= lo && p < hi {
 				continue // its own subtree
 			}
 			c := &t.Spans[j]
@@ -73,7 +73,7 @@ func (t *Trace) bridgeOrphans(skew int64, sc *scratch) bool {
 				// Only a call whose callee is untraced, made over a protocol that carries the
 				// trace on (HTTP, RPC: it has a method), can have led to the orphan: not one
 				// whose callee answered with a span of its own, nor a database or cache call.
-				if k := t.call[j]; k < 0 || t.calls[k].servers > 0 || t.calls[k].target == "" {
+				if k := t.Index().Call[j]; k < 0 || t.calls[k].servers > 0 || t.calls[k].target == "" {
 					continue
 				}
 			}

@@ -4,13 +4,14 @@ import (
 	"hash/maphash"
 	"slices"
 
+	"github.com/stormwatch/stormwatch/analyzer"
 	"github.com/stormwatch/stormwatch/spans"
 )
 
 // inferBridged is inference's pre-order walk when orphans were attached: the trace's own tree
 // first, each attached orphan's subtree after the span it is attached to, so that the operation
 // the orphan stands for exists before the work under it is inferred.
-func (t *Trace) inferBridged(seed maphash.Seed, skew int64, in *interner, sc *scratch) {
+func (t *trace) inferBridged(seed maphash.Seed, skew int64, in *interner, sc *scratch) {
 	visited := slices.Grow(sc.visited[:0], len(t.Spans))[:len(t.Spans)]
 	clear(visited)
 	sc.visited = visited
@@ -18,10 +19,10 @@ func (t *Trace) inferBridged(seed maphash.Seed, skew int64, in *interner, sc *sc
 		return slices.ContainsFunc(sc.bridge, func(b bridge) bool { return b.orphan == i })
 	}
 	walk := func(root int32) {
-		for k, hi := t.pos[root], t.pos[root]+t.size[root]; k < hi; {
-			i := t.order[k]
+		for k, hi := t.Index().Pos[root], t.Index().Pos[root]+t.Index().Size[root]; k < hi; {
+			i := t.Index().Order[k]
 			if i != root && isBridged(i) {
-				k += t.size[i]
+				k += t.Index().Size[i]
 				continue
 			}
 			visited[i] = true
@@ -29,7 +30,7 @@ func (t *Trace) inferBridged(seed maphash.Seed, skew int64, in *interner, sc *sc
 			k++
 		}
 	}
-	for _, r := range t.roots {
+	for _, r := range t.Index().Roots {
 		if !isBridged(r) {
 			walk(r)
 		}
@@ -64,7 +65,7 @@ func (t *Trace) inferBridged(seed maphash.Seed, skew int64, in *interner, sc *sc
 }
 
 // bridgedTo lists the orphans attached to span i.
-func (t *Trace) bridgedTo(i int32, sc *scratch) []int32 {
+func (t *trace) bridgedTo(i int32, sc *scratch) []int32 {
 	out := sc.srvs[:0]
 	for _, b := range sc.bridge {
 		if b.attach == i {
@@ -77,7 +78,7 @@ func (t *Trace) bridgedTo(i int32, sc *scratch) []int32 {
 
 // serverChildren lists the SERVER spans right under CLIENT span i, by start, but for those nested
 // in another (see nestedServer).
-func (t *Trace) serverChildren(i int32, sc *scratch) []int32 {
+func (t *trace) serverChildren(i int32, sc *scratch) []int32 {
 	out := sc.srvs[:0]
 	for _, ch := range t.Children(int(i)) {
 		if t.Spans[ch].Kind == spans.KindServer && !t.nestedServer(i, ch) {
@@ -92,7 +93,7 @@ func (t *Trace) serverChildren(i int32, sc *scratch) []int32 {
 // sibling of the same service and instance: two server instrumentations of one process (a
 // framework's span and the HTTP server's) both reading the incoming traceparent, one request, not
 // a resend. Resends to one instance follow each other.
-func (t *Trace) nestedServer(i, s int32) bool {
+func (t *trace) nestedServer(i, s int32) bool {
 	x := &t.Spans[s]
 	for _, ch := range t.Children(int(i)) {
 		if ch == s {
@@ -109,7 +110,7 @@ func (t *Trace) nestedServer(i, s int32) bool {
 
 // virtualCalls adds to the calls span i makes (group) the orphans attached to it: each stands for
 // a CLIENT span of i's that was lost, and is registered as a call seen from the callee's side.
-func (t *Trace) virtualCalls(i int32, group []int32, in *interner, sc *scratch) []int32 {
+func (t *trace) virtualCalls(i int32, group []int32, in *interner, sc *scratch) []int32 {
 	for _, b := range sc.bridge {
 		if b.attach == i {
 			t.calleeCall(b.orphan, "", "", in, sc)
@@ -123,7 +124,7 @@ func (t *Trace) virtualCalls(i int32, group []int32, in *interner, sc *scratch) 
 // its index in t.calls. origin and target are the caller's words for it where the caller's span
 // is known (an untraced hop below a CLIENT span); otherwise they are read from the SERVER span,
 // and the origin is one a traced caller in the trace used for the same service, when there is one.
-func (t *Trace) calleeCall(srv int32, origin, target string, in *interner, sc *scratch) int32 {
+func (t *trace) calleeCall(srv int32, origin, target string, in *interner, sc *scratch) int32 {
 	k := &sc.known[srv]
 	s := &t.Spans[srv]
 	c := callInfo{idx: srv, op: -1, origin: origin, target: target, service: s.Service(),
@@ -146,9 +147,9 @@ func (t *Trace) calleeCall(srv int32, origin, target string, in *interner, sc *s
 	if c.origin == "" {
 		c.origin = c.service
 	}
-	t.call[srv] = int32(len(t.calls))
+	t.Index().Call[srv] = int32(len(t.calls))
 	t.calls = append(t.calls, c)
-	return t.call[srv]
+	return t.Index().Call[srv]
 }
 
 // serverOrigin is scheme://host:port as a SERVER span states its own address (url.scheme,
@@ -173,7 +174,7 @@ func serverOrigin(k *known) string {
 
 // untracedHops makes one untraced hop per callee service and, for orphans, per thing asked: an
 // untraced gateway that calls users then orders made two operations, not a retry of one.
-func (t *Trace) untracedHops(i int32, srvs []int32, direct bool, seed maphash.Seed, in *interner, sc *scratch) {
+func (t *trace) untracedHops(i int32, srvs []int32, direct bool, seed maphash.Seed, in *interner, sc *scratch) {
 	srvs = slices.Clone(srvs) // sc.srvs is reused below
 	for len(srvs) > 0 {
 		first := &t.Spans[srvs[0]]
@@ -203,8 +204,8 @@ func (t *Trace) untracedHops(i int32, srvs []int32, direct bool, seed maphash.Se
 // SERVER spans are i's own children (the same request resent: they replace i as the physical
 // calls to i's destination); otherwise they are orphans attached to i by time (a service behind
 // i's callee, reached by an untraced caller).
-func (t *Trace) untracedHop(i int32, srvs []int32, direct bool, seed maphash.Seed, in *interner, sc *scratch) {
-	ci := t.call[i]
+func (t *trace) untracedHop(i int32, srvs []int32, direct bool, seed maphash.Seed, in *interner, sc *scratch) {
+	ci := t.Index().Call[i]
 	origin, target := "", ""
 	if direct {
 		origin, target = t.calls[ci].origin, t.calls[ci].target
@@ -243,7 +244,7 @@ func (t *Trace) untracedHop(i int32, srvs []int32, direct bool, seed maphash.See
 		callees[n] = t.calleeCall(srv, origin, target, in, sc)
 	}
 	c := &t.calls[callees[0]]
-	parent := t.op(t.calls[ci].op)
+	parent := t.opOf(&t.calls[ci])
 	op := t.newOperation(&sc.known[i], c, parent, sc)
 	op.ID = t.Spans[c.idx].SpanID.String()
 	calleeName := c.service
@@ -258,9 +259,9 @@ func (t *Trace) untracedHop(i int32, srvs []int32, direct bool, seed maphash.See
 	}
 	op.Terminal, op.StopReason = "", ""
 	key := hashStrings(seed, "untraced", c.service, c.target)
-	op.intent = intentKey(seed, parent, key, sc.nextOccurrence(i, key))
-	opIdx := int32(len(t.ops))
-	t.ops = append(t.ops, op)
+	op.SetIntentKey(intentKey(seed, parent, key, sc.nextOccurrence(i, key)))
+	opIdx := int32(len(t.Index().Ops))
+	t.Index().Ops = append(t.Index().Ops, op)
 	sc.opStart = append(sc.opStart, int32(len(sc.opCalls)))
 	b := &sc.bufs
 	attStart := len(b.att)
@@ -268,14 +269,15 @@ func (t *Trace) untracedHop(i int32, srvs []int32, direct bool, seed maphash.See
 	for n, k := range callees {
 		cc := &t.calls[k]
 		s := &t.Spans[cc.idx]
-		a := Attempt{Number: n + 1, Kind: KindInitial, SpanID: s.SpanID, StartUnixNano: s.StartUnixNano,
-			EndUnixNano: t.End(int(cc.idx)), Outcome: cc.outcome, Status: cc.status, refNumber: -1}
+		a := analyzer.Attempt{Number: n + 1, Kind: analyzer.KindInitial, SpanID: s.SpanID, StartUnixNano: s.StartUnixNano,
+			EndUnixNano: t.End(int(cc.idx)), Outcome: cc.outcome, Status: cc.status}
+		a.SetRecordedNumber(-1)
 		if n > 0 {
-			a.Kind = KindRetry
+			a.Kind = analyzer.KindRetry
 			a.BackoffNanos = -1 // unknown: the callees' clocks may differ
 			if sameClock {
 				if s.StartUnixNano < prevEnd-overlapTolerance {
-					a.Kind = KindHedge
+					a.Kind = analyzer.KindHedge
 				}
 				a.BackoffNanos = max(0, s.StartUnixNano-prevEnd)
 			}
@@ -294,14 +296,15 @@ func (t *Trace) untracedHop(i int32, srvs []int32, direct bool, seed maphash.See
 		t.issues.untraced++
 	}
 	op.Attempts = b.att[attStart:len(b.att):len(b.att)]
-	if op.Attempts[len(op.Attempts)-1].Outcome == OutcomeOK {
+	if op.Attempts[len(op.Attempts)-1].Outcome == analyzer.OutcomeOK {
 		op.Terminal, op.StopReason = "complete", "succeeded"
 	} else {
 		op.Terminal = "fail-fast"
 	}
 }
 
-// loopOf is the index in t.ops of the application loop whose try span i is, -1 when it is none.
+// loopOf is the index in the trace's operations of the application loop whose try span i is, -1
+// when it is none.
 func (sc *scratch) loopOf(i int32) int32 {
 	for _, l := range sc.loopTries {
 		if l.span == i {
@@ -317,7 +320,7 @@ func (sc *scratch) loopOf(i int32) int32 {
 // that succeeded ends the loop: the same name after a success is the caller's next intent (four
 // reads in a row), not a retry. Each loop becomes an operation whose attempts are the tries; the
 // operations of the calls under the tries run inside it, so both loops count as layers.
-func (t *Trace) appLoops(i int32, seed maphash.Seed, sc *scratch) {
+func (t *trace) appLoops(i int32, seed maphash.Seed, sc *scratch) {
 	ch := t.Children(int(i))
 	n := 0
 	for _, c := range ch {
@@ -360,7 +363,7 @@ func (t *Trace) appLoops(i int32, seed maphash.Seed, sc *scratch) {
 
 // loopCandidate: an INTERNAL span, not an operation span of the reference client, not already a
 // try, with a call under it.
-func (t *Trace) loopCandidate(i int32, sc *scratch) bool {
+func (t *trace) loopCandidate(i int32, sc *scratch) bool {
 	if t.Spans[i].Kind != spans.KindInternal || sc.known[i].str(wkOpID) != "" || sc.loopOf(i) >= 0 {
 		return false
 	}
@@ -375,7 +378,7 @@ func (t *Trace) loopCandidate(i int32, sc *scratch) bool {
 }
 
 // lastCall is the last CLIENT span (by start) under span i, -1 when there is none.
-func (t *Trace) lastCall(i int32) int {
+func (t *trace) lastCall(i int32) int {
 	last := -1
 	t.Walk(int(i), func(j int) bool {
 		if t.Spans[j].Kind == spans.KindClient && (last < 0 || t.Spans[j].StartUnixNano >= t.Spans[last].StartUnixNano) {
@@ -387,17 +390,17 @@ func (t *Trace) lastCall(i int32) int {
 }
 
 // sameAsk reports whether two calls asked the same thing of the same place.
-func (t *Trace) sameAsk(a, b int) bool {
+func (t *trace) sameAsk(a, b int) bool {
 	if a < 0 || b < 0 {
 		return false
 	}
-	x, y := &t.calls[t.call[a]], &t.calls[t.call[b]]
+	x, y := &t.calls[t.Index().Call[a]], &t.calls[t.Index().Call[b]]
 	return x.origin == y.origin && x.target == y.target
 }
 
 // tryOK reports whether a try succeeded: its span is not an error and the last call under it
 // (by start) was answered well.
-func (t *Trace) tryOK(i int32, sc *scratch) bool {
+func (t *trace) tryOK(i int32, sc *scratch) bool {
 	if t.Spans[i].Status == spans.StatusError {
 		return false
 	}
@@ -406,19 +409,19 @@ func (t *Trace) tryOK(i int32, sc *scratch) bool {
 		return true
 	}
 	outcome, _ := classify(&sc.known[last])
-	return outcome == OutcomeOK
+	return outcome == analyzer.OutcomeOK
 }
 
 // loopOperation makes the operation of an application loop under span i whose tries are tries.
-func (t *Trace) loopOperation(i int32, tries []int32, seed maphash.Seed, sc *scratch) {
+func (t *trace) loopOperation(i int32, tries []int32, seed maphash.Seed, sc *scratch) {
 	b := &sc.bufs
 	if len(b.slab) == cap(b.slab) {
-		b.slab = make([]Operation, 0, 4) // earlier operations are pointed to: never grown in place
+		b.slab = make([]analyzer.Operation, 0, 4) // earlier operations are pointed to: never grown in place
 	}
 	b.slab = b.slab[:len(b.slab)+1]
 	op := &b.slab[len(b.slab)-1]
 	first := &t.Spans[tries[0]]
-	parent := t.op(t.enclosing[i])
+	parent := t.Enclosing(int(i))
 	op.TraceID, op.SpanID = t.ID, first.SpanID
 	op.Caller = first.Service()
 	op.Owner = first.Service() + "/" + first.Name
@@ -428,28 +431,29 @@ func (t *Trace) loopOperation(i int32, tries []int32, seed maphash.Seed, sc *scr
 	op.Inferred = true
 	op.StartUnixNano, op.EndUnixNano = first.StartUnixNano, first.StartUnixNano
 	if parent != nil {
-		parent.children++
+		parent.SetChildCount(parent.ChildCount() + 1)
 	}
 	scope := i
-	for scope >= 0 && t.Spans[scope].Kind == spans.KindInternal && t.parent[scope] >= 0 && sc.loopOf(scope) < 0 {
-		scope = t.parent[scope]
+	for scope >= 0 && t.Spans[scope].Kind == spans.KindInternal && t.Index().Parent[scope] >= 0 && sc.loopOf(scope) < 0 {
+		scope = t.Index().Parent[scope]
 	}
 	key := hashStrings(seed, "loop", op.Caller, op.Name)
-	op.intent = intentKey(seed, parent, key, sc.nextOccurrence(scope, key))
-	opIdx := int32(len(t.ops))
-	t.ops = append(t.ops, op)
+	op.SetIntentKey(intentKey(seed, parent, key, sc.nextOccurrence(scope, key)))
+	opIdx := int32(len(t.Index().Ops))
+	t.Index().Ops = append(t.Index().Ops, op)
 	sc.opStart = append(sc.opStart, int32(len(sc.opCalls)))
 	attStart := len(b.att)
 	var prevEnd int64
 	for n, tr := range tries {
 		s := &t.Spans[tr]
-		a := Attempt{Number: n + 1, Kind: KindInitial, SpanID: s.SpanID, StartUnixNano: s.StartUnixNano,
-			EndUnixNano: t.End(int(tr)), Outcome: OutcomeOK, refNumber: -1}
+		a := analyzer.Attempt{Number: n + 1, Kind: analyzer.KindInitial, SpanID: s.SpanID, StartUnixNano: s.StartUnixNano,
+			EndUnixNano: t.End(int(tr)), Outcome: analyzer.OutcomeOK}
+		a.SetRecordedNumber(-1)
 		if !t.tryOK(tr, sc) {
-			a.Outcome = OutcomeRetryable
+			a.Outcome = analyzer.OutcomeRetryable
 		}
 		if n > 0 {
-			a.Kind = KindRetry
+			a.Kind = analyzer.KindRetry
 			a.BackoffNanos = max(0, s.StartUnixNano-prevEnd)
 		}
 		prevEnd = a.EndUnixNano
@@ -458,7 +462,7 @@ func (t *Trace) loopOperation(i int32, tries []int32, seed maphash.Seed, sc *scr
 		sc.loopTries = append(sc.loopTries, loopTry{span: tr, op: opIdx})
 	}
 	op.Attempts = b.att[attStart:len(b.att):len(b.att)]
-	if op.Attempts[len(op.Attempts)-1].Outcome == OutcomeOK {
+	if op.Attempts[len(op.Attempts)-1].Outcome == analyzer.OutcomeOK {
 		op.Terminal, op.StopReason = "complete", "succeeded"
 	} else {
 		op.Terminal = "fail-fast"
@@ -469,10 +473,10 @@ func (t *Trace) loopOperation(i int32, tries []int32, seed maphash.Seed, sc *scr
 
 // finishLoops names each application loop's dependency after the first operation inside it, and
 // forgets the trace's loops and attached orphans.
-func (t *Trace) finishLoops(sc *scratch) {
+func (t *trace) finishLoops(sc *scratch) {
 	for _, l := range sc.loops {
-		loop := t.ops[l]
-		for _, op := range t.ops {
+		loop := t.Index().Ops[l]
+		for _, op := range t.Index().Ops {
 			if op.Parent == loop && op.Dependency != "" {
 				loop.Dependency, loop.DependencyService = op.Dependency, op.DependencyService
 				break

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/stormwatch/stormwatch/analyzer"
+	"github.com/stormwatch/stormwatch/analyzer/engine"
 	"github.com/stormwatch/stormwatch/spans"
 )
 
@@ -34,7 +35,7 @@ func TestUntracedHopCountsCalleeSpansInEnvoyOrder(t *testing.T) {
 	envoy := func(n string) spans.Attr {
 		return spans.Attr{Key: spans.AttrReqHeaderEnvoyAttempt, Str: `["` + n + `"]`, Type: spans.ValueOther}
 	}
-	a, r := run(t, analyzer.Config{},
+	a, r := run(t, engine.Config{},
 		sp(1, 1, 0, spans.KindServer, "api", 0, 100),
 		sp(1, 2, 1, spans.KindClient, "api", 1, 90, get("http://mesh:15001/x", 200)...),
 		// Attempt 3 looks earliest (its clock runs 60 ms behind), attempt 1 latest.
@@ -73,7 +74,7 @@ func TestUntracedHopCountsCalleeSpansInEnvoyOrder(t *testing.T) {
 
 // A proxy's own span without a traced callee names the callee from upstream_cluster.
 func TestUpstreamClusterNamesTheCallee(t *testing.T) {
-	_, r := run(t, analyzer.Config{},
+	_, r := run(t, engine.Config{},
 		sp(1, 1, 0, spans.KindServer, "api", 0, 100),
 		sp(1, 2, 1, spans.KindClient, "api", 1, 9, append(get("http://10.0.0.7:8080/x", 200),
 			spans.StringAttr(spans.AttrEnvoyUpstreamCluster, "inventory"))...),
@@ -86,7 +87,7 @@ func TestUpstreamClusterNamesTheCallee(t *testing.T) {
 // A CLIENT span that ends when its body is closed - after the next attempt began - is not a
 // hedge: the callee's SERVER span says when the answer came.
 func TestLateBodyCloseIsNotAHedge(t *testing.T) {
-	a, _ := run(t, analyzer.Config{},
+	a, _ := run(t, engine.Config{},
 		sp(1, 1, 0, spans.KindServer, "api", 0, 200),
 		sp(1, 2, 1, spans.KindClient, "api", 1, 60, get("http://dep:80/x", 503)...), // closed at 60
 		sp(1, 3, 2, spans.KindServer, "dep", 2, 5, server(503)...),                  // answered at ~5
@@ -110,7 +111,7 @@ func TestSubMillisecondOverlapIsSequential(t *testing.T) {
 		x.StartUnixNano, x.EndUnixNano = t0+start, t0+end
 		return x
 	}
-	a, _ := run(t, analyzer.Config{},
+	a, _ := run(t, engine.Config{},
 		sp(1, 1, 0, spans.KindServer, "web", 0, 100),
 		s(2, 1*msec, 10*msec+400_000, 503),
 		s(3, 10*msec, 20*msec, 503), // starts 0.4 ms before the last one "ended"
@@ -131,7 +132,7 @@ func TestSuccessfulTriesAreNotAnApplicationLoop(t *testing.T) {
 		ss = append(ss, sp(1, 10+k, 1, spans.KindInternal, "api", start, start+10))
 		ss = append(ss, sp(1, 20+k, 10+k, spans.KindClient, "api", start+1, start+9, get("http://dep:80/x", 200)...))
 	}
-	_, r := run(t, analyzer.Config{}, ss...)
+	_, r := run(t, engine.Config{}, ss...)
 	if d := depStats(t, r, "http://dep:80"); d.PhysicalCalls != 4 || d.LogicalOperations != 4 {
 		t.Errorf("dependency = %+v, want 4 calls for 4 operations", d)
 	}
@@ -143,7 +144,7 @@ func TestSuccessfulTriesAreNotAnApplicationLoop(t *testing.T) {
 // Two services answer behind one origin (a proxy in front of both): the dependency names both,
 // not whichever came first.
 func TestEveryServiceBehindAnOriginIsNamed(t *testing.T) {
-	_, r := run(t, analyzer.Config{},
+	_, r := run(t, engine.Config{},
 		sp(1, 1, 0, spans.KindServer, "api", 0, 100),
 		sp(1, 2, 1, spans.KindClient, "api", 1, 9, get("http://gateway:80/reviews", 200)...),
 		sp(1, 3, 2, spans.KindServer, "reviews", 2, 8, server(200)...),
@@ -160,7 +161,7 @@ func TestEveryServiceBehindAnOriginIsNamed(t *testing.T) {
 // spans under it, each answered by the callee - are one request per attempt span, not one more
 // for the wrapper.
 func TestWrapperClientSpanIsNotAPhysicalCall(t *testing.T) {
-	_, r := run(t, analyzer.Config{},
+	_, r := run(t, engine.Config{},
 		sp(1, 1, 0, spans.KindServer, "api", 0, 100),
 		sp(1, 2, 1, spans.KindClient, "api", 1, 90, get("http://dep:80/x", 200)...), // requests' span
 		sp(1, 3, 2, spans.KindClient, "api", 2, 10, get("http://dep:80/x", 503)...), // urllib3's attempts
@@ -224,7 +225,7 @@ func TestHealthyShapesStayHealthy(t *testing.T) {
 		}, "dep", 2, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, r := run(t, analyzer.Config{}, tc.ss...)
+			_, r := run(t, engine.Config{}, tc.ss...)
 			if d := depStats(t, r, tc.dep); d.PhysicalCalls != tc.calls || d.LogicalOperations != tc.ops {
 				t.Errorf("%s saw %d calls for %d intents, want %d for %d", tc.dep, d.PhysicalCalls, d.LogicalOperations, tc.calls, tc.ops)
 			}
@@ -238,7 +239,7 @@ func TestHealthyShapesStayHealthy(t *testing.T) {
 // An untraced gateway that calls users and then orders made two calls to two services, not one
 // call retried against another service.
 func TestUntracedGatewayCallsAreNotOneRetry(t *testing.T) {
-	a, _ := run(t, analyzer.Config{},
+	a, _ := run(t, engine.Config{},
 		sp(1, 1, 0, spans.KindServer, "web", 0, 100),
 		sp(1, 2, 1, spans.KindClient, "web", 1, 90, get("http://gateway:80/page", 200)...),
 		sp(1, 3, 70, spans.KindServer, "users", 10, 30, server(500)...),
@@ -257,7 +258,7 @@ func TestQueuedRequestWorkedAfterGiveUp(t *testing.T) {
 	cl := sp(1, 2, 1, spans.KindClient, "api", 0, 1000, spans.StringAttr(spans.AttrRPCSystem, "grpc"),
 		spans.StringAttr(spans.AttrServerAddress, "dep"), spans.StringAttr(spans.AttrRPCStatus, "DEADLINE_EXCEEDED"))
 	cl.Status = spans.StatusError
-	_, r := run(t, analyzer.Config{},
+	_, r := run(t, engine.Config{},
 		sp(1, 1, 0, spans.KindServer, "api", 0, 1100),
 		cl,
 		sp(1, 3, 2, spans.KindServer, "dep", 1500, 1700),

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"unsafe"
 
+	"github.com/stormwatch/stormwatch/analyzer"
 	"github.com/stormwatch/stormwatch/spans"
 )
 
@@ -47,20 +48,6 @@ type callInfo struct {
 // overlap by up to a millisecond.
 const overlapTolerance = int64(1e6)
 
-// AttemptKindResend marks a resend that is not a retry: the request sent again after a redirect
-// (3xx) or an authentication challenge (401). It does not count as an attempt of a retry loop.
-const AttemptKindResend AttemptKind = "resend"
-
-// Outcome classes (resilience.outcome values; inferred from status codes when absent).
-const (
-	OutcomeOK        = "ok"
-	OutcomeRetryable = "retryable"
-	OutcomePermanent = "permanent"
-	OutcomeTimeout   = "timeout"
-	OutcomeCancelled = "cancelled"
-	OutcomeRefused   = "refused"
-)
-
 var grpcCodes = [...]string{"OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED", "NOT_FOUND",
 	"ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION", "ABORTED",
 	"OUT_OF_RANGE", "UNIMPLEMENTED", "INTERNAL", "UNAVAILABLE", "DATA_LOSS", "UNAUTHENTICATED"}
@@ -80,30 +67,30 @@ func classify(k *known) (outcome, status string) {
 		code, _ := a.AsInt()
 		switch {
 		case code >= 200 && code < 400:
-			outcome = OutcomeOK
+			outcome = analyzer.OutcomeOK
 		case code == 408 || code == 425 || code == 429 || code >= 500:
-			outcome = OutcomeRetryable
+			outcome = analyzer.OutcomeRetryable
 		default:
-			outcome = OutcomePermanent
+			outcome = analyzer.OutcomePermanent
 		}
 	} else if g := grpcStatus(k); g != "" {
 		status = g
 		switch g {
 		case "OK":
-			outcome = OutcomeOK
+			outcome = analyzer.OutcomeOK
 		case "UNAVAILABLE", "RESOURCE_EXHAUSTED", "ABORTED":
-			outcome = OutcomeRetryable
+			outcome = analyzer.OutcomeRetryable
 		case "DEADLINE_EXCEEDED":
-			outcome = OutcomeTimeout
+			outcome = analyzer.OutcomeTimeout
 		case "CANCELLED":
-			outcome = OutcomeCancelled
+			outcome = analyzer.OutcomeCancelled
 		default:
-			outcome = OutcomePermanent
+			outcome = analyzer.OutcomePermanent
 		}
 	} else if s.Status == spans.StatusError || k.str(wkErrorType) != "" {
 		outcome = errorClass(k)
 	} else {
-		outcome = OutcomeOK
+		outcome = analyzer.OutcomeOK
 	}
 	if explicit != "" {
 		outcome = explicit
@@ -173,13 +160,13 @@ func errorClass(k *known) string {
 	}
 	switch {
 	case strings.Contains(text, "deadline") || strings.Contains(text, "timeout") || strings.Contains(text, "timed out"):
-		return OutcomeTimeout
+		return analyzer.OutcomeTimeout
 	case strings.Contains(text, "cancel"):
-		return OutcomeCancelled
+		return analyzer.OutcomeCancelled
 	case strings.Contains(text, "circuit") || strings.Contains(text, "breaker") || strings.Contains(text, "budget"):
-		return OutcomeRefused
+		return analyzer.OutcomeRefused
 	}
-	return OutcomeRetryable
+	return analyzer.OutcomeRetryable
 }
 
 // StatusText is the outcome key used in DependencyStats.Outcomes: the status when there is one,
@@ -188,7 +175,7 @@ func statusKey(outcome, status string) string {
 	if status != "" {
 		return status
 	}
-	if outcome == OutcomeRetryable {
+	if outcome == analyzer.OutcomeRetryable {
 		return "connect error"
 	}
 	return outcome
@@ -351,8 +338,8 @@ func intAttr(s *spans.Span, key string) int64 {
 // make) instead of several per operation and per caller. Each carved slice is capped when
 // complete, so nothing appended later can spill into a neighbour.
 type opBufs struct {
-	slab    []Operation
-	att     []Attempt
+	slab    []analyzer.Operation
+	att     []analyzer.Attempt
 	calls   []spans.SpanID
 	origins []string
 	// hexIDs is every call's span id in hex, 16 digits each by call index, made when the first
@@ -363,85 +350,85 @@ type opBufs struct {
 // make sizes the buffers for n calls and returns the operations' list, empty with room for n.
 // A trace with up to 8 calls (most traces) gets all its buffers in one allocation of exactly its
 // size, where separate buffers would be five; a larger one gets one per buffer.
-func (b *opBufs) make(n int, spare *opsSpare) []*Operation {
+func (b *opBufs) make(n int, spare *opsSpare) []*analyzer.Operation {
 	if ops, ok := spare.take(b, n); ok {
 		return ops
 	}
 	switch n {
 	case 1:
 		k := new(struct {
-			o [1]*Operation
-			s [1]Operation
-			a [1]Attempt
+			o [1]*analyzer.Operation
+			s [1]analyzer.Operation
+			a [1]analyzer.Attempt
 			c [1]spans.SpanID
 			r [1]string
 		})
 		return b.carve(k.o[:], k.s[:], k.a[:], k.c[:], k.r[:])
 	case 2:
 		k := new(struct {
-			o [2]*Operation
-			s [2]Operation
-			a [2]Attempt
+			o [2]*analyzer.Operation
+			s [2]analyzer.Operation
+			a [2]analyzer.Attempt
 			c [2]spans.SpanID
 			r [2]string
 		})
 		return b.carve(k.o[:], k.s[:], k.a[:], k.c[:], k.r[:])
 	case 3:
 		k := new(struct {
-			o [3]*Operation
-			s [3]Operation
-			a [3]Attempt
+			o [3]*analyzer.Operation
+			s [3]analyzer.Operation
+			a [3]analyzer.Attempt
 			c [3]spans.SpanID
 			r [3]string
 		})
 		return b.carve(k.o[:], k.s[:], k.a[:], k.c[:], k.r[:])
 	case 4:
 		k := new(struct {
-			o [4]*Operation
-			s [4]Operation
-			a [4]Attempt
+			o [4]*analyzer.Operation
+			s [4]analyzer.Operation
+			a [4]analyzer.Attempt
 			c [4]spans.SpanID
 			r [4]string
 		})
 		return b.carve(k.o[:], k.s[:], k.a[:], k.c[:], k.r[:])
 	case 5:
 		k := new(struct {
-			o [5]*Operation
-			s [5]Operation
-			a [5]Attempt
+			o [5]*analyzer.Operation
+			s [5]analyzer.Operation
+			a [5]analyzer.Attempt
 			c [5]spans.SpanID
 			r [5]string
 		})
 		return b.carve(k.o[:], k.s[:], k.a[:], k.c[:], k.r[:])
 	case 6:
 		k := new(struct {
-			o [6]*Operation
-			s [6]Operation
-			a [6]Attempt
+			o [6]*analyzer.Operation
+			s [6]analyzer.Operation
+			a [6]analyzer.Attempt
 			c [6]spans.SpanID
 			r [6]string
 		})
 		return b.carve(k.o[:], k.s[:], k.a[:], k.c[:], k.r[:])
 	case 7:
 		k := new(struct {
-			o [7]*Operation
-			s [7]Operation
-			a [7]Attempt
+			o [7]*analyzer.Operation
+			s [7]analyzer.Operation
+			a [7]analyzer.Attempt
 			c [7]spans.SpanID
 			r [7]string
 		})
 		return b.carve(k.o[:], k.s[:], k.a[:], k.c[:], k.r[:])
 	case 8:
 		k := new(struct {
-			o [8]*Operation
-			s [8]Operation
-			a [8]Attempt
+			o [8]*analyzer.Operation
+			s [8]analyzer.Operation
+			a [8]analyzer.Attempt
 			c [8]spans.SpanID
 			r [8]string
 		})
 		return b.carve(k.o[:], k.s[:], k.a[:], k.c[:], k.r[:])
 	}
-	return b.carve(make([]*Operation, n), make([]Operation, n), make([]Attempt, n), make([]spans.SpanID, n), make([]string, n))
+	return b.carve(make([]*analyzer.Operation, n), make([]analyzer.Operation, n), make([]analyzer.Attempt, n), make([]spans.SpanID, n), make([]string, n))
 }
 
 // compact moves the operations into a slab of their own size when the one sized for the trace's
@@ -450,16 +437,16 @@ func (b *opBufs) make(n int, spare *opsSpare) []*Operation {
 // (Config.holdsOperationsPacked false) are held as long as the trace: the empty part was memory
 // held and scanned by the garbage collector on every cycle. Operations point to their parent, so those pointers are moved along; nothing else
 // points to an operation yet (calls and spans name theirs by index).
-func (b *opBufs) compact(ops []*Operation) []*Operation {
+func (b *opBufs) compact(ops []*analyzer.Operation) []*analyzer.Operation {
 	slab := b.slab
 	if cap(slab) <= 8 || 4*len(slab) > 3*cap(slab) || len(ops) != len(slab) {
 		// Small traces' buffers are one allocation with the rest; a slab grown past its first
 		// (refused operations beyond the calls, not reached in practice) is left as it is.
 		return ops
 	}
-	size := unsafe.Sizeof(Operation{})
+	size := unsafe.Sizeof(analyzer.Operation{})
 	base := uintptr(unsafe.Pointer(unsafe.SliceData(slab)))
-	index := func(op *Operation) int {
+	index := func(op *analyzer.Operation) int {
 		off := uintptr(unsafe.Pointer(op)) - base
 		if op == nil || off >= uintptr(len(slab))*size {
 			return -1
@@ -471,14 +458,14 @@ func (b *opBufs) compact(ops []*Operation) []*Operation {
 			return ops
 		}
 	}
-	fresh := make([]Operation, len(slab))
+	fresh := make([]analyzer.Operation, len(slab))
 	copy(fresh, slab)
 	for i := range fresh {
 		if p := fresh[i].Parent; p != nil {
 			fresh[i].Parent = &fresh[index(p)]
 		}
 	}
-	out := make([]*Operation, len(ops))
+	out := make([]*analyzer.Operation, len(ops))
 	for k, op := range ops {
 		out[k] = &fresh[index(op)]
 	}
@@ -494,15 +481,15 @@ func (b *opBufs) compact(ops []*Operation) []*Operation {
 // there, and only as far as they were used: newOperation fills an operation in place and
 // relies on its zero fields.
 type opsSpare struct {
-	ops     []*Operation
-	slab    []Operation
-	att     []Attempt
+	ops     []*analyzer.Operation
+	slab    []analyzer.Operation
+	att     []analyzer.Attempt
 	calls   []spans.SpanID
 	origins []string
 }
 
 // take carves b from the spare arrays when each has room for n calls, and empties the spare.
-func (sp *opsSpare) take(b *opBufs, n int) ([]*Operation, bool) {
+func (sp *opsSpare) take(b *opBufs, n int) ([]*analyzer.Operation, bool) {
 	if cap(sp.ops) < n || cap(sp.slab) < n || cap(sp.att) < n || cap(sp.calls) < n || cap(sp.origins) < n {
 		return nil, false
 	}
@@ -514,7 +501,7 @@ func (sp *opsSpare) take(b *opBufs, n int) ([]*Operation, bool) {
 // give keeps the arrays of b and ops (the list make returned, as inference left it) as the
 // spare, cleared. The caller guarantees nothing points into them any more. Arrays beyond
 // maxScratch elements are not kept.
-func (sp *opsSpare) give(b *opBufs, ops []*Operation) {
+func (sp *opsSpare) give(b *opBufs, ops []*analyzer.Operation) {
 	if cap(b.slab) == 0 || cap(b.slab) > maxScratch || cap(ops) > maxScratch {
 		return // nothing made, or too large to keep
 	}
@@ -527,7 +514,7 @@ func (sp *opsSpare) give(b *opBufs, ops []*Operation) {
 }
 
 // carve makes the buffers empty slices of the given arrays, and returns the operations' list.
-func (b *opBufs) carve(ops []*Operation, slab []Operation, att []Attempt, calls []spans.SpanID, origins []string) []*Operation {
+func (b *opBufs) carve(ops []*analyzer.Operation, slab []analyzer.Operation, att []analyzer.Attempt, calls []spans.SpanID, origins []string) []*analyzer.Operation {
 	*b = opBufs{slab: slab[:0], att: att[:0], calls: calls[:0], origins: origins[:0]}
 	return ops[:0]
 }
@@ -536,16 +523,17 @@ func (b *opBufs) carve(ops []*Operation, slab []Operation, att []Attempt, calls 
 // to the one it runs inside. It runs in one pre-order pass over the tree, so parents' operations
 // exist before their children's; grouping under one caller sorts the caller's calls once, so ten
 // thousand siblings cost n log n, not n squared.
-func (t *Trace) inferOperations(seed maphash.Seed, skew int64, in *interner, sc *scratch) []*Operation {
+func (t *trace) inferOperations(seed maphash.Seed, skew int64, in *interner, sc *scratch) []*analyzer.Operation {
 	n := len(t.Spans)
-	// t.call and t.enclosing were carved by buildTrace. Every span's attributes are indexed once.
+	// The index's Call and Enclosing were carved by buildTrace. Every span's attributes are indexed
+	// once.
 	kn := slices.Grow(sc.known[:0], n)[:n]
 	sc.known = kn
 	nClient := 0
 	var carried uint8
 	for i := range t.Spans {
-		t.call[i] = -1
-		t.enclosing[i] = -1
+		t.Index().Call[i] = -1
+		t.Index().Enclosing[i] = -1
 		s := &t.Spans[i]
 		kn[i].read(s)
 		carried |= kn[i].carried()
@@ -553,7 +541,7 @@ func (t *Trace) inferOperations(seed maphash.Seed, skew int64, in *interner, sc 
 			nClient++
 		}
 	}
-	t.carried, t.carriedRead = carried, true
+	t.Index().Carried, t.Index().CarriedRead = carried, true
 	// The calls are read only while the trace is analyzed (see analyzeTrace): scratch.
 	t.calls = slices.Grow(sc.calls[:0], nClient)
 	sc.opCalls, sc.opStart = sc.opCalls[:0], sc.opStart[:0]
@@ -617,7 +605,7 @@ func (t *Trace) inferOperations(seed maphash.Seed, skew int64, in *interner, sc 
 		if c.service != "" && !slices.ContainsFunc(originService, func(p [2]string) bool { return p[0] == c.origin }) {
 			originService = append(originService, [2]string{c.origin, c.service})
 		}
-		t.call[i] = int32(len(t.calls))
+		t.Index().Call[i] = int32(len(t.calls))
 		t.calls = append(t.calls, c)
 	}
 	// A call that timed out has no SERVER child to name the callee; another call to the same
@@ -635,22 +623,22 @@ func (t *Trace) inferOperations(seed maphash.Seed, skew int64, in *interner, sc 
 	sc.originService = originService[:0]
 
 	if nClient > 0 {
-		t.ops = sc.bufs.make(nClient, &sc.spare)
+		t.Index().Ops = sc.bufs.make(nClient, &sc.spare)
 	}
 	group := sc.group[:0]
 	// Root CLIENT spans (a client without a parent span) are grouped together as if under one
 	// unseen caller.
-	for _, r := range t.roots {
-		if t.call[r] >= 0 {
+	for _, r := range t.Index().Roots {
+		if t.Index().Call[r] >= 0 {
 			group = append(group, r)
 		}
 	}
 	if len(group) > 0 {
-		t.groupCalls(-1, group, -1, seed, skew, sc)
+		t.groupCalls(-1, group, nil, seed, skew, sc)
 	}
 	sc.group = group
 	if !t.bridgeOrphans(skew, sc) {
-		for _, i := range t.order {
+		for _, i := range t.Index().Order {
 			t.inferAt(i, seed, skew, in, sc)
 		}
 	} else {
@@ -659,49 +647,49 @@ func (t *Trace) inferOperations(seed maphash.Seed, skew int64, in *interner, sc 
 	t.finishLoops(sc)
 	sc.calls = t.calls
 	sc.opStart = append(sc.opStart, int32(len(sc.opCalls)))
-	t.ops = t.refusedOperations(t.ops)
-	return t.ops
+	t.Index().Ops = t.refusedOperations(t.Index().Ops)
+	return t.Index().Ops
 }
 
 // inferAt is inference's step at span i, taken in pre-order (a span after every span above it):
 // the operation i works for, then the operations of the calls i makes - its CLIENT children,
 // the calls that orphans attached to it stand for, the attempts below the instrumentation of a
 // call, and an application's own retry loop over its children.
-func (t *Trace) inferAt(i int32, seed maphash.Seed, skew int64, in *interner, sc *scratch) {
-	if c := t.call[i]; c >= 0 && t.calls[c].op >= 0 {
-		t.enclosing[i] = t.calls[c].op
+func (t *trace) inferAt(i int32, seed maphash.Seed, skew int64, in *interner, sc *scratch) {
+	if c := t.Index().Call[i]; c >= 0 && t.calls[c].op >= 0 {
+		t.Index().Enclosing[i] = t.calls[c].op
 	} else if lo := sc.loopOf(i); lo >= 0 {
-		t.enclosing[i] = lo
-	} else if p := t.parent[i]; p >= 0 {
-		t.enclosing[i] = t.enclosing[p]
+		t.Index().Enclosing[i] = lo
+	} else if p := t.Index().Parent[i]; p >= 0 {
+		t.Index().Enclosing[i] = t.Index().Enclosing[p]
 	}
 	group := sc.group[:0]
 	for _, ch := range t.Children(int(i)) {
-		if t.call[ch] >= 0 && t.Spans[ch].Kind == spans.KindClient {
+		if t.Index().Call[ch] >= 0 && t.Spans[ch].Kind == spans.KindClient {
 			group = append(group, ch)
 		}
 	}
-	isCall := t.call[i] >= 0 && t.Spans[i].Kind == spans.KindClient
+	isCall := t.Index().Call[i] >= 0 && t.Spans[i].Kind == spans.KindClient
 	if !isCall && len(sc.bridge) > 0 {
 		group = t.virtualCalls(i, group, in, sc)
 	}
 	sc.group = group
 	if len(group) > 0 {
-		t.groupCalls(int(i), group, t.enclosing[i], seed, skew, sc)
+		t.groupCalls(int(i), group, t.Enclosing(int(i)), seed, skew, sc)
 	}
 	if isCall {
 		// A CLIENT span whose own CLIENT children go where it goes is a wrapper, not a request on
 		// the wire: two instrumentations at two levels (requests over urllib3, a gRPC call span
 		// over its attempt spans). Its children are the physical calls; it stays the operation
 		// above them.
-		c := &t.calls[t.call[i]]
+		c := &t.calls[t.Index().Call[i]]
 		for _, ch := range group {
-			if cc := &t.calls[t.call[ch]]; cc.origin == c.origin || cc.service != "" && cc.service == c.service {
+			if cc := &t.calls[t.Index().Call[ch]]; cc.origin == c.origin || cc.service != "" && cc.service == c.service {
 				c.below = true
 				break
 			}
 		}
-		if t.calls[t.call[i]].servers >= 2 {
+		if t.calls[t.Index().Call[i]].servers >= 2 {
 			t.untracedHops(i, t.serverChildren(i, sc), true, seed, in, sc)
 		}
 		if len(sc.bridge) > 0 {
@@ -713,17 +701,16 @@ func (t *Trace) inferAt(i int32, seed maphash.Seed, skew int64, in *interner, sc
 	t.appLoops(i, seed, sc)
 }
 
-// groupCalls turns the CLIENT children of one caller into operations, appended to t.ops: per
+// groupCalls turns the CLIENT children of one caller into operations, appended to the trace's: per
 // destination, attempts in start order; overlapping calls are one attempt's copies (hedges to one
 // origin, fan-out to several); a call after a success starts a new operation; a call after a
-// redirect or 401 is a resend, not a retry. parentIdx is the index in t.ops of the operation the
-// calls run inside, -1 for none.
-func (t *Trace) groupCalls(caller int, calls []int32, parentIdx int32, seed maphash.Seed, skew int64, sc *scratch) {
-	parent := t.op(parentIdx)
+// redirect or 401 is a resend, not a retry. parent is the operation the calls run inside, nil for
+// none.
+func (t *trace) groupCalls(caller int, calls []int32, parent *analyzer.Operation, seed maphash.Seed, skew int64, sc *scratch) {
 	ks := slices.Grow(sc.keyed[:0], len(calls))[:len(calls)]
 	sc.keyed = ks
 	for k, i := range calls {
-		c := &t.calls[t.call[i]]
+		c := &t.calls[t.Index().Call[i]]
 		if parent != nil && c.opID != "" && c.opID == parent.ID {
 			// The caller's operation id, propagated in baggage: it names the operation
 			// above, not this layer's own, so it does not group these calls.
@@ -756,19 +743,19 @@ func (t *Trace) groupCalls(caller int, calls []int32, parentIdx int32, seed maph
 	if caller >= 0 {
 		callerKnown = &sc.known[caller]
 	}
-	first := len(t.ops)
+	first := len(t.Index().Ops)
 	// Occurrences are counted per scope: the caller span, or, when the caller is an INTERNAL
 	// span (the reference client wraps each call in an operation span), the nearest SERVER (or
 	// other non-INTERNAL) span above it. Four reads in a row under one request are four
 	// intents even when each has its own operation span.
 	scope := int32(caller)
-	for scope >= 0 && t.Spans[scope].Kind == spans.KindInternal && t.parent[scope] >= 0 && sc.loopOf(scope) < 0 {
-		scope = t.parent[scope]
+	for scope >= 0 && t.Spans[scope].Kind == spans.KindInternal && t.Index().Parent[scope] >= 0 && sc.loopOf(scope) < 0 {
+		scope = t.Index().Parent[scope]
 	}
 	occurrence := 0
-	var op *Operation
+	var op *analyzer.Operation
 	opIdx := int32(-1)
-	var cur *Attempt
+	var cur *analyzer.Attempt
 	var curEnd, curAnswer int64
 	var curFirst int64 // when the attempt's first call started
 	b := &sc.bufs
@@ -792,23 +779,23 @@ func (t *Trace) groupCalls(caller int, calls []int32, parentIdx int32, seed maph
 		op, opIdx, cur, curEnd, curAnswer = nil, -1, nil, 0, 0
 		for _, kc := range ks[g.lo:g.hi] {
 			i := kc.idx
-			c := &t.calls[t.call[i]]
+			c := &t.calls[t.Index().Call[i]]
 			s := &t.Spans[i]
 			start, end := s.StartUnixNano, max(s.StartUnixNano, s.EndUnixNano)
 			newAttempt, newOp := true, op == nil
 			if cur != nil {
 				switch {
-				case c.attempt >= 0 && cur.refNumber >= 0:
-					newAttempt = c.attempt != cur.refNumber && c.kind != string(KindFanout)
-					newOp = c.attempt < cur.refNumber && c.opID == ""
-				case c.kind == string(KindFanout) || c.kind == string(KindHedge):
-					newAttempt = c.kind == string(KindHedge)
+				case c.attempt >= 0 && cur.RecordedNumber() >= 0:
+					newAttempt = c.attempt != cur.RecordedNumber() && c.kind != string(analyzer.KindFanout)
+					newOp = c.attempt < cur.RecordedNumber() && c.opID == ""
+				case c.kind == string(analyzer.KindFanout) || c.kind == string(analyzer.KindHedge):
+					newAttempt = c.kind == string(analyzer.KindHedge)
 				default:
 					// Overlap with the attempt in flight means a copy, not a retry. A call
 					// that starts within the tolerance of the previous answer is still
 					// sequential: whole-millisecond timestamps round that way.
 					newAttempt = start >= curAnswer-overlapTolerance
-					if newAttempt && cur.Outcome == OutcomeOK && !isRedirect(cur.Status) && c.resend <= 0 && c.opID == "" {
+					if newAttempt && cur.Outcome == analyzer.OutcomeOK && !isRedirect(cur.Status) && c.resend <= 0 && c.opID == "" {
 						// After a success nothing is retried. A call to another instance
 						// started within a millisecond of the attempt's first call is a copy
 						// sent together with it (fan-out to replicas too fast to overlap);
@@ -825,15 +812,15 @@ func (t *Trace) groupCalls(caller int, calls []int32, parentIdx int32, seed maph
 				closeOp()
 				op = t.newOperation(callerKnown, c, parent, sc)
 				occurrence = sc.nextOccurrence(scope, kc.intent)
-				op.intent = intentKey(seed, parent, kc.intent, occurrence)
-				opIdx = int32(len(t.ops))
-				t.ops = append(t.ops, op)
+				op.SetIntentKey(intentKey(seed, parent, kc.intent, occurrence))
+				opIdx = int32(len(t.Index().Ops))
+				t.Index().Ops = append(t.Index().Ops, op)
 				sc.opStart = append(sc.opStart, int32(len(sc.opCalls)))
 				cur = nil
 				newAttempt = true
 			}
 			if newAttempt {
-				kind := AttemptKind(c.kind)
+				kind := analyzer.AttemptKind(c.kind)
 				prevStatus := ""
 				if cur != nil {
 					prevStatus = cur.Status
@@ -842,13 +829,13 @@ func (t *Trace) groupCalls(caller int, calls []int32, parentIdx int32, seed maph
 				switch {
 				case kind != "":
 				case nAttempts == 0:
-					kind = KindInitial
+					kind = analyzer.KindInitial
 				case isRedirect(prevStatus) || prevStatus == "401":
-					kind = AttemptKindResend
+					kind = analyzer.AttemptKindResend
 				case cur != nil && start < curAnswer-overlapTolerance:
-					kind = KindHedge
+					kind = analyzer.KindHedge
 				default:
-					kind = KindRetry
+					kind = analyzer.KindRetry
 				}
 				backoff := int64(0)
 				if c.backoff >= 0 {
@@ -861,17 +848,18 @@ func (t *Trace) groupCalls(caller int, calls []int32, parentIdx int32, seed maph
 				closeAttempt()
 				// Filled in place, as operations are. Within capacity: cur stays valid.
 				if len(b.att) == cap(b.att) {
-					b.att = append(b.att, Attempt{})
+					b.att = append(b.att, analyzer.Attempt{})
 				} else {
 					b.att = b.att[:len(b.att)+1]
 				}
 				cur = &b.att[len(b.att)-1]
 				cur.Number, cur.Kind, cur.SpanID = nAttempts+1, kind, s.SpanID
-				cur.StartUnixNano, cur.EndUnixNano, cur.refNumber = start, end, c.attempt
+				cur.StartUnixNano, cur.EndUnixNano = start, end
+				cur.SetRecordedNumber(c.attempt)
 				cur.BackoffNanos = backoff
 				cur.Outcome, cur.Status = c.outcome, c.status
 				curEnd, curAnswer, curFirst = end, c.answer, start
-			} else if c.outcome == OutcomeOK && cur.Outcome != OutcomeOK {
+			} else if c.outcome == analyzer.OutcomeOK && cur.Outcome != analyzer.OutcomeOK {
 				// Of several copies, the attempt's outcome is the best one.
 				cur.Outcome, cur.Status = c.outcome, c.status
 			}
@@ -890,19 +878,19 @@ func (t *Trace) groupCalls(caller int, calls []int32, parentIdx int32, seed maph
 			if c.attempt >= 0 || c.opID != "" {
 				op.Inferred = false
 			}
-			sc.opCalls = append(sc.opCalls, t.call[i])
+			sc.opCalls = append(sc.opCalls, t.Index().Call[i])
 			c.op = opIdx
 		}
 		closeOp()
 	}
-	for _, op := range t.ops[first:] {
+	for _, op := range t.Index().Ops[first:] {
 		if len(op.Attempts) > 0 && op.Terminal == "" {
 			last := op.Attempts[len(op.Attempts)-1]
-			if last.Outcome == OutcomeOK {
+			if last.Outcome == analyzer.OutcomeOK {
 				op.Terminal, op.StopReason = "complete", "succeeded"
 			} else {
 				op.Terminal = "fail-fast"
-				if last.Outcome == OutcomePermanent {
+				if last.Outcome == analyzer.OutcomePermanent {
 					op.StopReason = "permanent"
 				}
 			}
@@ -918,7 +906,7 @@ func (t *Trace) groupCalls(caller int, calls []int32, parentIdx int32, seed maph
 // order of the trace's operations and, through the occurrence numbering, which operations
 // under another caller are copies of which (intent keys, hence logical operations) - would
 // then change from one analyzer to the next on the same input.
-func (t *Trace) groupsInOrder(ks []keyed, sc *scratch) []keyRun {
+func (t *trace) groupsInOrder(ks []keyed, sc *scratch) []keyRun {
 	runs := sc.runs[:0]
 	for lo := 0; lo < len(ks); {
 		hi := lo + 1
@@ -956,7 +944,7 @@ func (t *Trace) groupsInOrder(ks []keyed, sc *scratch) []keyRun {
 
 // beganAfter reports whether span x started after span y: later, or at the same time with a
 // greater span id (spans are sorted by id, so the index orders them as their ids do).
-func (t *Trace) beganAfter(x, y int32) bool {
+func (t *trace) beganAfter(x, y int32) bool {
 	sx, sy := t.Spans[x].StartUnixNano, t.Spans[y].StartUnixNano
 	return sx > sy || sx == sy && x > y
 }
@@ -975,13 +963,13 @@ func isRedirect(status string) bool { return len(status) == 3 && status[0] == '3
 
 // newOperation starts an operation with what the caller span and the first call say. The
 // operation is carved from the trace's buffers.
-func (t *Trace) newOperation(callerKnown *known, c *callInfo, parent *Operation, sc *scratch) *Operation {
+func (t *trace) newOperation(callerKnown *known, c *callInfo, parent *analyzer.Operation, sc *scratch) *analyzer.Operation {
 	b := &sc.bufs
 	s := &t.Spans[c.idx]
 	if len(b.slab) == cap(b.slab) {
 		// Not reached (a trace has no more operations than calls), but never grow the slab in
 		// place: earlier operations are pointed to.
-		b.slab = make([]Operation, 0, 4)
+		b.slab = make([]analyzer.Operation, 0, 4)
 	}
 	// Filled in place (the slab is zeroed): no 250-byte struct copied with a write barrier for
 	// each of its pointers.
@@ -993,7 +981,7 @@ func (t *Trace) newOperation(callerKnown *known, c *callInfo, parent *Operation,
 	op.Inferred = true
 	op.StartUnixNano, op.EndUnixNano = s.StartUnixNano, s.EndUnixNano
 	if parent != nil {
-		parent.children++
+		parent.SetChildCount(parent.ChildCount() + 1)
 	}
 	src := &sc.known[c.idx]
 	if callerKnown != nil {
@@ -1032,8 +1020,8 @@ func (t *Trace) newOperation(callerKnown *known, c *callInfo, parent *Operation,
 
 // hexID is call c's span id in hex (SpanID.String), cut from one string made for the trace's
 // calls the first time an operation needs one.
-func (t *Trace) hexID(c *callInfo, b *opBufs) string {
-	k := int(t.call[c.idx])
+func (t *trace) hexID(c *callInfo, b *opBufs) string {
+	k := int(t.Index().Call[c.idx])
 	if b.hexIDs == "" {
 		var sb strings.Builder
 		sb.Grow(16 * len(t.calls))
@@ -1057,10 +1045,10 @@ func (t *Trace) hexID(c *callInfo, b *opBufs) string {
 // parent asked: the same read under the second retry of the layer above has the same key. The
 // per-dependency "logical operations" are the distinct keys, so amplification counts every copy
 // made by every layer against one request of the top layer.
-func intentKey(seed maphash.Seed, parent *Operation, key uint64, occurrence int) uint64 {
+func intentKey(seed maphash.Seed, parent *analyzer.Operation, key uint64, occurrence int) uint64 {
 	var pk uint64
 	if parent != nil {
-		pk = parent.intent
+		pk = parent.IntentKey()
 	}
 	var buf [24]byte
 	binary.LittleEndian.PutUint64(buf[0:], pk)

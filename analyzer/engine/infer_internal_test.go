@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+
+	"github.com/stormwatch/stormwatch/analyzer"
 )
 
 // TestIntentKeyHashesItsThreeNumbers pins intentKey to the hash of the parent's intent, the
@@ -13,11 +15,12 @@ func TestIntentKeyHashesItsThreeNumbers(t *testing.T) {
 	seed := maphash.MakeSeed()
 	rng := rand.New(rand.NewPCG(7, 8))
 	for range 1000 {
-		parent := &Operation{intent: rng.Uint64()}
+		parent := &analyzer.Operation{}
+		parent.SetIntentKey(rng.Uint64())
 		key, occ := rng.Uint64(), rng.IntN(1000)
 		var buf [24]byte
 		for i := range 8 {
-			buf[i] = byte(parent.intent >> (8 * i))
+			buf[i] = byte(parent.IntentKey() >> (8 * i))
 			buf[8+i] = byte(uint64(occ) >> (8 * i))
 			buf[16+i] = byte(key >> (8 * i))
 		}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/stormwatch/stormwatch/analyzer"
+	"github.com/stormwatch/stormwatch/analyzer/engine"
 	"github.com/stormwatch/stormwatch/analyzer/policy"
 	"github.com/stormwatch/stormwatch/analyzer/suite"
 	"github.com/stormwatch/stormwatch/spans"
@@ -13,7 +14,7 @@ import (
 
 var testNow = time.Unix(0, t0).Add(time.Hour)
 
-func onlyOp(t *testing.T, a *analyzer.Analyzer) *analyzer.Operation {
+func onlyOp(t *testing.T, a *engine.Analyzer) *analyzer.Operation {
 	t.Helper()
 	ops := a.Snapshot(testNow).Operations
 	if len(ops) != 1 {
@@ -28,7 +29,7 @@ func TestBothGRPCStatusSpellings(t *testing.T) {
 			spans.StringAttr(spans.AttrRPCMethod, "Get"), spans.StringAttr(spans.AttrServerAddress, "s"),
 			spans.IntAttr(spans.AttrServerPort, 9090), status}
 	}
-	a, r := run(t, analyzer.Config{},
+	a, r := run(t, engine.Config{},
 		sp(1, 1, 0, spans.KindServer, "api", 0, 100),
 		sp(1, 2, 1, spans.KindClient, "api", 1, 10, grpc(spans.StringAttr(spans.AttrRPCStatus, "UNAVAILABLE"))...),
 		sp(1, 3, 1, spans.KindClient, "api", 20, 30, grpc(spans.IntAttr(spans.AttrRPCGRPCStatus, 14))...),
@@ -44,7 +45,7 @@ func TestBothGRPCStatusSpellings(t *testing.T) {
 }
 
 func TestRedirectAnd401AreResendsNotRetries(t *testing.T) {
-	a, _ := run(t, analyzer.Config{},
+	a, _ := run(t, engine.Config{},
 		sp(1, 1, 0, spans.KindServer, "web", 0, 100),
 		sp(1, 2, 1, spans.KindClient, "web", 1, 5, get("http://auth:80/me", 307)...),
 		sp(1, 3, 1, spans.KindClient, "web", 6, 9, get("http://auth:80/me", 401)...),
@@ -58,7 +59,7 @@ func TestRedirectAnd401AreResendsNotRetries(t *testing.T) {
 
 func TestCallsAfterASuccessAreNewOperations(t *testing.T) {
 	// Three reads in a row that all succeed are three operations (an N+1 loop), not retries.
-	a, r := run(t, analyzer.Config{},
+	a, r := run(t, engine.Config{},
 		sp(1, 1, 0, spans.KindServer, "web", 0, 100),
 		sp(1, 2, 1, spans.KindClient, "web", 1, 5, get("http://db:80/row", 200)...),
 		sp(1, 3, 1, spans.KindClient, "web", 6, 9, get("http://db:80/row", 200)...),
@@ -73,7 +74,7 @@ func TestCallsAfterASuccessAreNewOperations(t *testing.T) {
 }
 
 func TestOverlappingCopiesToOneOriginAreHedges(t *testing.T) {
-	a, r := run(t, analyzer.Config{},
+	a, r := run(t, engine.Config{},
 		sp(1, 1, 0, spans.KindServer, "web", 0, 100),
 		sp(1, 2, 1, spans.KindClient, "web", 1, 50, get("http://db:80/row", 200)...),
 		sp(1, 3, 1, spans.KindClient, "web", 20, 40, get("http://db:80/row", 200)...),
@@ -95,7 +96,7 @@ func TestOverlappingCallsToReplicasAreFanout(t *testing.T) {
 		s.Resource = &spans.Resource{ServiceName: "primary", ServiceInstance: inst}
 		return s
 	}
-	_, r := run(t, analyzer.Config{},
+	_, r := run(t, engine.Config{},
 		sp(1, 1, 0, spans.KindServer, "edge", 0, 100),
 		sp(1, 2, 1, spans.KindClient, "edge", 1, 50, get("http://10.0.0.1:8080/items/1", 200)...),
 		srv(3, 2, "a", 2, 49),
@@ -112,8 +113,8 @@ func TestOverlappingCallsToReplicasAreFanout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := analyzer.Config{Detectors: suite.Default()}
-	policy.Configure(&cfg, p, policy.Offline)
+	cfg := engine.Config{Detectors: suite.Default()}
+	policy.Configure(&cfg.Detectors, &cfg.Settings, p, policy.Offline)
 	_, r = run(t, cfg,
 		sp(1, 1, 0, spans.KindServer, "edge", 0, 100),
 		sp(1, 2, 1, spans.KindClient, "edge", 1, 50, get("http://10.0.0.1:8080/items/1", 200)...), srv(3, 2, "a", 2, 49),
@@ -128,7 +129,7 @@ func TestChildStartingBeforeParentIsTolerated(t *testing.T) {
 	// The callee's clock runs 3 ms behind: its SERVER span starts before the CLIENT span, and its
 	// calls seem earlier than they were. They started before the caller gave up (at 100), so
 	// nothing is reported even though raw times disagree across services.
-	_, r := run(t, analyzer.Config{},
+	_, r := run(t, engine.Config{},
 		sp(1, 1, 0, spans.KindServer, "edge", 0, 200),
 		sp(1, 2, 1, spans.KindClient, "edge", 10, 100, append(get("http://api:80/", 0),
 			spans.StringAttr(spans.AttrErrorType, "timeout"))...),
@@ -139,7 +140,7 @@ func TestChildStartingBeforeParentIsTolerated(t *testing.T) {
 		t.Errorf("skewed but timely call reported: %+v", r.Findings)
 	}
 	// Started well after the caller gave up, even corrected for skew: reported.
-	_, r = run(t, analyzer.Config{},
+	_, r = run(t, engine.Config{},
 		sp(1, 1, 0, spans.KindServer, "edge", 0, 200),
 		sp(1, 2, 1, spans.KindClient, "edge", 10, 100, append(get("http://api:80/", 0),
 			spans.StringAttr(spans.AttrErrorType, "timeout"))...),
@@ -164,7 +165,7 @@ func TestEachCallInItsOwnOperationSpanIsItsOwnIntent(t *testing.T) {
 				append(get("http://db:80/q", 200), spans.StringAttr(spans.AttrOpID, fmt.Sprint("op-", k)),
 					spans.IntAttr(spans.AttrAttempt, 1))...))
 	}
-	_, r := run(t, analyzer.Config{}, ss...)
+	_, r := run(t, engine.Config{}, ss...)
 	if d := r.Dependencies[0]; d.PhysicalCalls != 3 || d.LogicalOperations != 3 {
 		t.Errorf("dependency = %+v, want 3 calls for 3 operations", d)
 	}
@@ -179,7 +180,7 @@ func TestAttemptsInSeparateTracesJoinedByOperationID(t *testing.T) {
 			append(get("http://api:80/sync", 503), spans.StringAttr(spans.AttrOpID, "sync-1"),
 				spans.IntAttr(spans.AttrAttempt, int64(n+1)))...))
 	}
-	_, r := run(t, analyzer.Config{}, ss...)
+	_, r := run(t, engine.Config{}, ss...)
 	if d := r.Dependencies[0]; d.PhysicalCalls != 3 || d.LogicalOperations != 1 {
 		t.Errorf("dependency = %+v, want 3 calls for 1 operation", d)
 	}

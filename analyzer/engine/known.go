@@ -49,7 +49,7 @@ const (
 	wkUpstreamCluster
 	wkGRPCAttemptPrevious
 	// The keys below are not read by inference: the detectors ask only whether any span of the
-	// trace carries them ([Trace.CarriesAttr]), and indexing them here, in the one pass over every
+	// trace carries them ([analyzer.Trace.CarriesAttr]), and indexing them here, in the one pass over every
 	// attribute that inference makes anyway, answers that without a pass per detector.
 	wkDeadlineRemaining
 	wkRetryAfter
@@ -59,7 +59,8 @@ const (
 	nWK
 )
 
-// wkCarried is the first of the keys indexed only for [Trace.CarriesAttr].
+// wkCarried is the first of the keys indexed only for [analyzer.Trace.CarriesAttr], in the order
+// of [analyzer.CarriedKeys] (bit w-wkCarried of the trace's TraceIndex.Carried).
 const wkCarried = wkDeadlineRemaining
 
 // wkKeys are the attribute keys by number (for spans too large for a [known] index).

@@ -4,6 +4,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/stormwatch/stormwatch/analyzer"
 	"github.com/stormwatch/stormwatch/spans"
 )
 
@@ -21,6 +22,20 @@ func TestKnownNumbersEveryKey(t *testing.T) {
 	}
 	if _, ok := wkOf("not.read"); ok {
 		t.Error("wkOf numbered a key inference does not read")
+	}
+}
+
+// TestCarriedKeysInTheFrameworksOrder: the keys indexed for Trace.CarriesAttr are the
+// framework's CarriedKeys, bit for bit: the engine sets bit w-wkCarried for key wkKeys[w], and
+// CarriesAttr reads bit k for CarriedKeys[k].
+func TestCarriedKeysInTheFrameworksOrder(t *testing.T) {
+	if n := int(nWK - wkCarried); n != len(analyzer.CarriedKeys) {
+		t.Fatalf("%d keys indexed for CarriesAttr, the framework names %d", n, len(analyzer.CarriedKeys))
+	}
+	for k, key := range analyzer.CarriedKeys {
+		if got := wkKeys[wkCarried+wk(k)]; got != key {
+			t.Errorf("bit %d: the engine indexes %q, the framework reads it as %q", k, got, key)
+		}
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/stormwatch/stormwatch/analyzer"
+	"github.com/stormwatch/stormwatch/analyzer/engine"
 	"github.com/stormwatch/stormwatch/analyzer/suite"
 	"github.com/stormwatch/stormwatch/spans"
 )
@@ -26,7 +27,7 @@ func (c *clock) Add(d time.Duration) time.Time {
 	return c.t
 }
 
-func consume(t *testing.T, a *analyzer.Analyzer, ss ...spans.Span) {
+func consume(t *testing.T, a *engine.Analyzer, ss ...spans.Span) {
 	t.Helper()
 	if err := a.ConsumeBatch(context.Background(), &spans.Batch{Spans: ss}); err != nil {
 		t.Fatal(err)
@@ -52,7 +53,7 @@ func twoLayerTrace(trace byte) []spans.Span {
 
 func TestLiveSettleWaitsForTheQuietPeriod(t *testing.T) {
 	clk := &clock{t: time.Unix(0, t0)}
-	a := analyzer.New(analyzer.Config{Settle: 2 * time.Second, Now: clk.Now, Detectors: nil})
+	a := engine.New(engine.Config{Settle: 2 * time.Second, Now: clk.Now, Detectors: nil})
 	ss := twoLayerTrace(1)
 	consume(t, a, ss[:5]...)
 	a.Settle(clk.Add(time.Second))
@@ -73,7 +74,7 @@ func TestLiveSettleWaitsForTheQuietPeriod(t *testing.T) {
 
 func TestLiveLateSpansReanalyzeWithoutDoubleCounting(t *testing.T) {
 	clk := &clock{t: time.Unix(0, t0)}
-	a := analyzer.New(analyzer.Config{Settle: time.Second, Now: clk.Now})
+	a := engine.New(engine.Config{Settle: time.Second, Now: clk.Now})
 	ss := twoLayerTrace(1)
 	consume(t, a, ss[:len(ss)-1]...)
 	a.Settle(clk.Add(2 * time.Second))
@@ -104,7 +105,7 @@ func TestLiveLateSpansReanalyzeWithoutDoubleCounting(t *testing.T) {
 
 func TestMaxSpansEvictsOldestTracesButKeepsTheirCounts(t *testing.T) {
 	clk := &clock{t: time.Unix(0, t0)}
-	a := analyzer.New(analyzer.Config{MaxSpans: 20, Now: clk.Now, Detectors: suite.Default()})
+	a := engine.New(engine.Config{MaxSpans: 20, Now: clk.Now, Detectors: suite.Default()})
 	for n := byte(1); n <= 3; n++ {
 		consume(t, a, twoLayerTrace(n)...) // 11 spans each
 		clk.Add(time.Millisecond)
@@ -127,7 +128,7 @@ func TestMaxSpansEvictsOldestTracesButKeepsTheirCounts(t *testing.T) {
 }
 
 func TestMaxTraceSpansTruncates(t *testing.T) {
-	a := analyzer.New(analyzer.Config{MaxTraceSpans: 5})
+	a := engine.New(engine.Config{MaxTraceSpans: 5})
 	consume(t, a, twoLayerTrace(1)...)
 	a.Flush()
 	st, r := a.Stats(), a.Report()
@@ -141,7 +142,7 @@ func TestMaxTraceSpansTruncates(t *testing.T) {
 }
 
 func TestSnapshotTraceViewOrderAndLayers(t *testing.T) {
-	a, _ := run(t, analyzer.Config{}, twoLayerTrace(1)...)
+	a, _ := run(t, engine.Config{}, twoLayerTrace(1)...)
 	v, ok := a.Snapshot(testNow).Trace(tid(1))
 	if !ok {
 		t.Fatal("trace not found")
@@ -178,7 +179,7 @@ func TestSnapshotTraceViewOrderAndLayers(t *testing.T) {
 
 func TestSnapshotIsCachedAndHistoryTicks(t *testing.T) {
 	clk := &clock{t: time.Unix(0, t0)}
-	a := analyzer.New(analyzer.Config{Settle: time.Second, Now: clk.Now, HistoryInterval: time.Second})
+	a := engine.New(engine.Config{Settle: time.Second, Now: clk.Now, HistoryInterval: time.Second})
 	a.Settle(clk.Now())
 	consume(t, a, twoLayerTrace(1)...)
 	a.Settle(clk.Add(2 * time.Second))
@@ -199,12 +200,12 @@ func TestSnapshotIsCachedAndHistoryTicks(t *testing.T) {
 // every change - whichever of the two was asked first.
 func TestSummaryIsTheSnapshotWithoutOperations(t *testing.T) {
 	clk := &clock{t: time.Unix(0, t0)}
-	a := analyzer.New(analyzer.Config{Settle: time.Second, Now: clk.Now, HistoryInterval: time.Second})
+	a := engine.New(engine.Config{Settle: time.Second, Now: clk.Now, HistoryInterval: time.Second})
 	a.Settle(clk.Now())
 	for i, summaryFirst := range []bool{true, false, true} {
 		consume(t, a, twoLayerTrace(byte(i+1))...)
 		a.Settle(clk.Add(2 * time.Second))
-		var sum, snap *analyzer.Snapshot
+		var sum, snap *engine.Snapshot
 		if summaryFirst {
 			sum, snap = a.Summary(clk.Now()), a.Snapshot(clk.Now())
 		} else {
@@ -226,7 +227,7 @@ func TestSummaryIsTheSnapshotWithoutOperations(t *testing.T) {
 // Run with -race: ingestion, settling and snapshots from different goroutines.
 func TestConcurrentConsumeSettleSnapshot(t *testing.T) {
 	clk := &clock{t: time.Unix(0, t0)}
-	a := analyzer.New(analyzer.Config{Settle: time.Millisecond, Now: clk.Now, MaxSpans: 200})
+	a := engine.New(engine.Config{Settle: time.Millisecond, Now: clk.Now, MaxSpans: 200})
 	var wg sync.WaitGroup
 	for g := range 4 {
 		wg.Add(1)
@@ -268,7 +269,7 @@ func TestWindowRunsOnlyWhenOperationsChanged(t *testing.T) {
 	runs := 0
 	counter := &analyzer.Detector{Name: "window-counter", Title: "t", Doc: "counts its runs", Scope: analyzer.ScopeWindow,
 		Run: func(p *analyzer.Pass) error { runs++; return nil }}
-	a := analyzer.New(analyzer.Config{Detectors: []*analyzer.Detector{counter}, Settle: time.Second,
+	a := engine.New(engine.Config{Detectors: []*analyzer.Detector{counter}, Settle: time.Second,
 		WindowInterval: 10 * time.Second})
 	trace := func(n byte, at int64) {
 		if err := a.ConsumeBatch(context.Background(), &spans.Batch{Spans: []spans.Span{

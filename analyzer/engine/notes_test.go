@@ -7,14 +7,15 @@ import (
 	"time"
 
 	"github.com/stormwatch/stormwatch/analyzer"
+	"github.com/stormwatch/stormwatch/analyzer/engine"
 	"github.com/stormwatch/stormwatch/spans"
 )
 
 // TestReportAlwaysCarriesNotes: the JSON report has a notes list even when there is nothing to
 // say, so a reader never meets null or an absent field.
 func TestReportAlwaysCarriesNotes(t *testing.T) {
-	for _, r := range []analyzer.Report{analyzer.New(analyzer.Config{}).Report(), func() analyzer.Report {
-		_, r := run(t, analyzer.Config{}, twoLayerTrace(1)...)
+	for _, r := range []analyzer.Report{engine.New(engine.Config{}).Report(), func() analyzer.Report {
+		_, r := run(t, engine.Config{}, twoLayerTrace(1)...)
 		return r
 	}()} {
 		out, err := json.Marshal(r)
@@ -31,7 +32,7 @@ func TestReportAlwaysCarriesNotes(t *testing.T) {
 // are counted in a note; spans with sound times are not.
 func TestNotesUnsetAndFutureTimes(t *testing.T) {
 	clk := &clock{t: time.Unix(0, t0)}
-	a := analyzer.New(analyzer.Config{Settle: time.Second, Now: clk.Now})
+	a := engine.New(engine.Config{Settle: time.Second, Now: clk.Now})
 	unsetStart := sp(1, 1, 0, spans.KindServer, "api", 0, 10)
 	unsetStart.StartUnixNano = 0
 	unsetEnd := sp(1, 2, 1, spans.KindClient, "api", 1, 9)

@@ -1,13 +1,16 @@
 package engine
 
-import "github.com/stormwatch/stormwatch/spans"
+import (
+	"github.com/stormwatch/stormwatch/analyzer"
+	"github.com/stormwatch/stormwatch/spans"
+)
 
 // refusedOperations adds the logical operations that never made a physical call: the reference
 // client records a call refused by its breaker or retry budget as its operation span alone
 // (resilience.outcome=refused, resilience.stop_reason=breaker_open or budget) with no CLIENT span
 // under it (and, refused before it began, possibly no resilience.operation.id). The cross-trace breaker detectors need these refusals; the accounting is unchanged
 // (no call, no dependency count). Each gets one attempt with no calls, outcome refused.
-func (t *Trace) refusedOperations(ops []*Operation) []*Operation {
+func (t *trace) refusedOperations(ops []*analyzer.Operation) []*analyzer.Operation {
 	var have map[spans.SpanID]bool
 	for i := range t.Spans {
 		s := &t.Spans[i]
@@ -15,7 +18,7 @@ func (t *Trace) refusedOperations(ops []*Operation) []*Operation {
 			continue
 		}
 		stop := s.Str(spans.AttrStopReason)
-		if s.Str(spans.AttrOutcome) != OutcomeRefused && stop != "breaker_open" && stop != "budget" {
+		if s.Str(spans.AttrOutcome) != analyzer.OutcomeRefused && stop != "breaker_open" && stop != "budget" {
 			continue
 		}
 		if have == nil {
@@ -28,7 +31,7 @@ func (t *Trace) refusedOperations(ops []*Operation) []*Operation {
 			continue // it did make calls: an ordinary operation
 		}
 		parent := t.Enclosing(i)
-		op := &Operation{
+		op := &analyzer.Operation{
 			TraceID:       t.ID,
 			SpanID:        s.SpanID,
 			ID:            s.Str(spans.AttrOpID),
@@ -55,10 +58,11 @@ func (t *Trace) refusedOperations(ops []*Operation) []*Operation {
 			op.DeadlineUnixNano = d
 		}
 		if parent != nil {
-			parent.children++
+			parent.SetChildCount(parent.ChildCount() + 1)
 		}
-		op.Attempts = []Attempt{{Number: 1, Kind: KindInitial, SpanID: s.SpanID, StartUnixNano: op.StartUnixNano,
-			EndUnixNano: op.EndUnixNano, Outcome: OutcomeRefused, refNumber: -1}}
+		op.Attempts = []analyzer.Attempt{{Number: 1, Kind: analyzer.KindInitial, SpanID: s.SpanID, StartUnixNano: op.StartUnixNano,
+			EndUnixNano: op.EndUnixNano, Outcome: analyzer.OutcomeRefused}}
+		op.Attempts[0].SetRecordedNumber(-1)
 		ops = append(ops, op)
 	}
 	return ops

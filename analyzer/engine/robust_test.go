@@ -6,12 +6,13 @@ import (
 	"testing"
 
 	"github.com/stormwatch/stormwatch/analyzer"
+	"github.com/stormwatch/stormwatch/analyzer/engine"
 	"github.com/stormwatch/stormwatch/spans"
 )
 
 func TestOrphanSpansAreAnalyzedAndNoted(t *testing.T) {
 	// The api's SERVER span (3) never arrived; its calls still form an operation.
-	_, r := run(t, analyzer.Config{},
+	_, r := run(t, engine.Config{},
 		sp(1, 1, 0, spans.KindServer, "edge", 0, 100),
 		sp(1, 4, 3, spans.KindClient, "api", 10, 20, get("http://dep:80/x", 503)...),
 		sp(1, 5, 3, spans.KindClient, "api", 30, 40, get("http://dep:80/x", 200)...),
@@ -25,7 +26,7 @@ func TestOrphanSpansAreAnalyzedAndNoted(t *testing.T) {
 }
 
 func TestSelfParentAndCyclesAreBroken(t *testing.T) {
-	_, r := run(t, analyzer.Config{},
+	_, r := run(t, engine.Config{},
 		sp(1, 1, 1, spans.KindServer, "self", 0, 10), // its own parent
 		sp(2, 1, 2, spans.KindServer, "a", 0, 10),    // 1 -> 2 -> 3 -> 1
 		sp(2, 2, 3, spans.KindInternal, "a", 1, 9),
@@ -42,7 +43,7 @@ func TestSelfParentAndCyclesAreBroken(t *testing.T) {
 
 func TestDuplicateSpansAreDroppedOnce(t *testing.T) {
 	s := sp(1, 1, 0, spans.KindClient, "job", 0, 10, get("http://dep:80/", 200)...)
-	a, r := run(t, analyzer.Config{}, s, s, s)
+	a, r := run(t, engine.Config{}, s, s, s)
 	if got := a.Stats().DuplicateSpans; got != 2 {
 		t.Errorf("DuplicateSpans = %d, want 2", got)
 	}
@@ -55,7 +56,7 @@ func TestDuplicateSpansAreDroppedOnce(t *testing.T) {
 }
 
 func TestBadTimesDoNotBreakAnalysis(t *testing.T) {
-	_, r := run(t, analyzer.Config{},
+	_, r := run(t, engine.Config{},
 		sp(1, 1, 0, spans.KindServer, "edge", 50, 10),                                // ends before it starts
 		sp(1, 2, 1, spans.KindClient, "edge", 20, 20, get("http://dep:80/", 503)...), // zero length
 		sp(1, 3, 1, spans.KindClient, "edge", 30, 25, get("http://dep:80/", 503)...), // negative
@@ -80,7 +81,7 @@ func TestTenThousandSiblings(t *testing.T) {
 	for i := range n {
 		ss = append(ss, sp(1, 20_000+i, 1, spans.KindClient, "edge", 5, 50, get(fmt.Sprintf("http://other:80/%d", i), 200)...))
 	}
-	a, r := run(t, analyzer.Config{}, ss...)
+	a, r := run(t, engine.Config{}, ss...)
 	if r.Input.Operations != 1+n {
 		t.Fatalf("operations = %d, want %d", r.Input.Operations, 1+n)
 	}
@@ -100,7 +101,7 @@ func TestTenThousandSiblings(t *testing.T) {
 }
 
 func TestEmptyInputs(t *testing.T) {
-	a := analyzer.New(analyzer.Config{})
+	a := engine.New(engine.Config{})
 	for _, b := range []*spans.Batch{nil, {}, {Rejected: 2, RejectReason: "invalid trace or span id"}} {
 		if err := a.ConsumeBatch(context.Background(), b); err != nil {
 			t.Fatal(err)
@@ -122,7 +123,7 @@ func TestEmptyInputs(t *testing.T) {
 func TestCanceledContextIsRefused(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	a := analyzer.New(analyzer.Config{})
+	a := engine.New(engine.Config{})
 	if err := a.ConsumeBatch(ctx, &spans.Batch{}); err == nil {
 		t.Error("ConsumeBatch with a canceled context succeeded")
 	}
@@ -131,7 +132,7 @@ func TestCanceledContextIsRefused(t *testing.T) {
 func TestDetectorPanicBecomesANote(t *testing.T) {
 	boom := &analyzer.Detector{Name: "boom", Title: "t", Doc: "panics on purpose for the test",
 		Run: func(*analyzer.Pass) error { panic("kaboom") }}
-	_, r := run(t, analyzer.Config{Detectors: []*analyzer.Detector{boom}},
+	_, r := run(t, engine.Config{Detectors: []*analyzer.Detector{boom}},
 		sp(1, 1, 0, spans.KindServer, "edge", 0, 10))
 	if !hasNote(r, "detector boom panicked: kaboom") {
 		t.Errorf("notes = %q", r.Notes)

@@ -1,6 +1,9 @@
 package engine
 
-import "github.com/stormwatch/stormwatch/spans"
+import (
+	"github.com/stormwatch/stormwatch/analyzer"
+	"github.com/stormwatch/stormwatch/spans"
+)
 
 // scratch holds one trace analysis's temporary buffers. The analyzer keeps a pool of them (in its
 // interner), so a trace's analysis allocates what it returns and little else: the sort keys,
@@ -21,10 +24,11 @@ type scratch struct {
 	bufs          opBufs    // the trace being inferred; its buffers go with the result
 	spare         opsSpare  // buffers of operations gone on packed, for the next trace
 	ops           opsPacker // packs the operations of a result to hold
-	// calls are the trace's CLIENT spans (Trace.calls, while it is analyzed). Operation k of
+	// calls are the trace's calls (trace.calls, while it is analyzed). Operation k of
 	// the trace made calls opCalls[opStart[k]:opStart[k+1]] (indexes into calls); the
 	// operations after len(opStart)-1 (refused before any call) made none.
 	calls   []callInfo
+	facts   []analyzer.CallFacts // what the detectors read of calls (see publishCalls)
 	opCalls []int32
 	opStart []int32
 	seen    []intentAt
@@ -49,7 +53,7 @@ type scratch struct {
 	arena []int32
 	trace struct {
 		r traceResult
-		t Trace
+		t trace
 	}
 }
 
@@ -90,9 +94,10 @@ func (sc *scratch) reset() {
 	if cap(sc.arena) > 12*maxScratch {
 		sc.arena = nil
 	}
-	sc.trace.r, sc.trace.t = traceResult{}, Trace{}
+	sc.trace.r, sc.trace.t = traceResult{}, trace{}
 	sc.known = sc.known[:0]
 	sc.calls = sc.calls[:0]
+	sc.facts = sc.facts[:0]
 	sc.bufs = opBufs{} // the last trace's operations: its result holds them packed, not these
 	sc.occList = sc.occList[:0]
 	sc.occurrences = nil
@@ -116,6 +121,9 @@ func (sc *scratch) reset() {
 	}
 	if cap(sc.calls) > maxScratch {
 		sc.calls = nil
+	}
+	if cap(sc.facts) > maxScratch {
+		sc.facts = nil
 	}
 	if cap(sc.opCalls) > maxScratch {
 		sc.opCalls = nil

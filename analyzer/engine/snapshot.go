@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"github.com/stormwatch/stormwatch/analyzer"
 	"github.com/stormwatch/stormwatch/spans"
 )
 
@@ -11,10 +12,10 @@ type Snapshot struct {
 	// AtUnixNano is the time the snapshot was taken (the caller's clock).
 	AtUnixNano int64
 	// Report holds dependencies (worst amplification first), findings and notes.
-	Report Report
+	Report analyzer.Report
 	// Operations are the logical operations of the traces held, in no particular order; the
 	// pointed-to values are immutable (re-analysis of a trace makes new ones).
-	Operations []*Operation
+	Operations []*analyzer.Operation
 	// History is each dependency's amplification per interval, oldest first, for sparklines.
 	History map[string][]float64
 	// Stats describes the store behind the snapshot.
@@ -62,19 +63,13 @@ type TraceView struct {
 	// Depth[i] is Spans[i]'s depth in the tree (0 for roots and orphans).
 	Depth []int
 	// Operations are the logical operations found in the trace.
-	Operations []*Operation
-	Findings   []Finding
+	Operations []*analyzer.Operation
+	Findings   []analyzer.Finding
 	// Layers is the worst root-to-leaf chain of retrying layers, top first: the
 	// "3 x 3 x 3 = 27 calls to dep" line. Empty when no layer retried.
-	Layers []Layer
+	Layers []analyzer.Layer
 	// LeafDependency is the dependency at the bottom of Layers.
 	LeafDependency string
 	Truncated      bool
 	Notes          []string
-}
-
-// Layer is one service's retry loop on a root-to-leaf path.
-type Layer struct {
-	Service  string `json:"service"`
-	Attempts int    `json:"attempts"`
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"unsafe"
 
+	"github.com/stormwatch/stormwatch/analyzer"
 	"github.com/stormwatch/stormwatch/spans"
 )
 
@@ -200,10 +201,10 @@ func hold(r *traceResult, p *opsPacker, packOps bool) (*traceResult, *heldTrace)
 			held.packedOps = p.pack(r.ops)
 		}
 	}
-	if t.issues == (traceIssues{}) && t.notes == nil && !t.Truncated {
+	if t.issues == (traceIssues{}) && t.Notes() == nil && !t.Truncated {
 		return held, nil
 	}
-	return held, &heldTrace{issues: t.issues, notes: t.notes, truncated: t.Truncated}
+	return held, &heldTrace{issues: t.issues, notes: t.Notes(), truncated: t.Truncated}
 }
 
 // dataIssues is the data issues a held analysis's trace had (none when m is nil: see hold).
@@ -244,12 +245,12 @@ func (a *Analyzer) viewPacked(id spans.TraceID, r *traceResult, meta *heldTrace,
 	}
 	// The view reads the trace's index (order, depths), not its inference: the held result's
 	// operations and findings are the analysis's own.
-	t := &Trace{}
+	t := &trace{}
 	sc := a.intern.getScratch()
 	defer a.intern.putScratch(sc) // after the view has copied what it shows out of the index
 	buildTrace(t, id, ss, 0, sc)
 	t.Truncated = meta.truncated
-	t.notes = meta.notes
+	t.Index().Notes = meta.notes
 	full := *r
 	full.trace = t
 	return full.view()
@@ -264,7 +265,7 @@ func (a *Analyzer) viewPacked(id spans.TraceID, r *traceResult, meta *heldTrace,
 // Without it one operation's service name would keep its whole trace's packed bytes alive after
 // the trace was dropped. Strings that do not alias src (constants, the interner's, text the
 // analysis formatted) are left as they are.
-func detachOps(ops []*Operation, rows []acctRow, src *sources, in *interner) {
+func detachOps(ops []*analyzer.Operation, rows []acctRow, src *sources, in *interner) {
 	if src == nil || len(ops) == 0 && len(rows) == 0 {
 		return
 	}
@@ -289,7 +290,7 @@ func detachOps(ops []*Operation, rows []acctRow, src *sources, in *interner) {
 		for k := range op.Attempts {
 			at := &op.Attempts[k]
 			if src.owns(string(at.Kind)) {
-				at.Kind = AttemptKind(in.strLocked(string(at.Kind)))
+				at.Kind = analyzer.AttemptKind(in.strLocked(string(at.Kind)))
 			}
 			for i := range at.Origins {
 				str(&at.Origins[i])
@@ -315,8 +316,8 @@ func detachRest(r *traceResult, src *sources) {
 		r.errs[i] = detachString(src, r.errs[i])
 	}
 	if t := r.trace; t != nil {
-		for i := range t.notes {
-			t.notes[i] = detachString(src, t.notes[i])
+		for i := range t.Index().Notes {
+			t.Index().Notes[i] = detachString(src, t.Index().Notes[i])
 		}
 	}
 }

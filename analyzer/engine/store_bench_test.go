@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stormwatch/stormwatch/analyzer"
 	"github.com/stormwatch/stormwatch/analyzer/analyzertest"
+	"github.com/stormwatch/stormwatch/analyzer/engine"
 	"github.com/stormwatch/stormwatch/analyzer/passes/passtest"
 	"github.com/stormwatch/stormwatch/analyzer/suite"
 	"github.com/stormwatch/stormwatch/spans"
@@ -95,7 +95,7 @@ func benchHeld(b *testing.B, settled bool, fill func(b *spans.Batch, n int) int)
 		metrics.Read(scan)
 		scan0 := scan[0].Value.Uint64()
 		b.StartTimer()
-		a := analyzer.New(analyzer.Config{Detectors: suite.Default(), MaxSpans: 1_000_000, Settle: time.Second})
+		a := engine.New(engine.Config{Detectors: suite.Default(), MaxSpans: 1_000_000, Settle: time.Second})
 		for done := 0; done < n; {
 			batch := &spans.Batch{Spans: make([]spans.Span, 0, 600)}
 			done += fill(batch, min(512, n-done))

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stormwatch/stormwatch/analyzer"
 	"github.com/stormwatch/stormwatch/spans"
 	"github.com/stormwatch/stormwatch/spans/spanstest"
 )
@@ -26,7 +27,7 @@ func fixtureTraces(t testing.TB) [][]spans.Span {
 
 // namingDetector reports one finding per trace naming its CLIENT spans, so that the views compared
 // below carry findings and operations credited with them.
-var namingDetector = &Detector{Name: "naming", Run: func(p *Pass) error {
+var namingDetector = &analyzer.Detector{Name: "naming", Run: func(p *analyzer.Pass) error {
 	var ids []string
 	for i := range p.Trace.Len() {
 		if p.Trace.Spans[i].Kind == spans.KindClient {
@@ -34,7 +35,7 @@ var namingDetector = &Detector{Name: "naming", Run: func(p *Pass) error {
 		}
 	}
 	if len(ids) > 0 {
-		p.Report(Finding{Summary: "clients", SpanIDs: ids})
+		p.Report(analyzer.Finding{Summary: "clients", SpanIDs: ids})
 	}
 	return nil
 }}
@@ -77,7 +78,7 @@ func blocksLen(t *testing.T, b []byte) int {
 // whether the operations are held packed (live) or as values (offline).
 func TestPackedViewIsTheAnalysisView(t *testing.T) {
 	for _, window := range []time.Duration{0, -1} {
-		a := New(Config{Detectors: []*Detector{namingDetector}, WindowInterval: window})
+		a := New(Config{Detectors: []*analyzer.Detector{namingDetector}, WindowInterval: window})
 		packOps := a.cfg.holdsOperationsPacked()
 		for _, ss := range fixtureTraces(t) {
 			id := ss[0].TraceID
@@ -110,7 +111,7 @@ func TestPackedViewIsTheAnalysisView(t *testing.T) {
 // TestSettledTracesHoldOnlyPackedSpans: once settled, a trace holds no pending spans and no
 // index, only its packed spans, and the counts say so.
 func TestSettledTracesHoldOnlyPackedSpans(t *testing.T) {
-	a := New(Config{Detectors: []*Detector{namingDetector}, Settle: time.Second})
+	a := New(Config{Detectors: []*analyzer.Detector{namingDetector}, Settle: time.Second})
 	total := 0
 	for _, ss := range fixtureTraces(t) {
 		total += len(ss)
@@ -142,7 +143,7 @@ func TestSettledTracesHoldOnlyPackedSpans(t *testing.T) {
 // TestPendingSpansArePacked: spans waiting for their trace to settle are held packed too, and
 // counted in PackedBytes; an analysis takes them out and the counts follow.
 func TestPendingSpansArePacked(t *testing.T) {
-	a := New(Config{Detectors: []*Detector{namingDetector}, Settle: time.Hour})
+	a := New(Config{Detectors: []*analyzer.Detector{namingDetector}, Settle: time.Hour})
 	total := 0
 	for _, ss := range fixtureTraces(t) {
 		total += len(ss)
@@ -188,7 +189,7 @@ func TestTraceFromManyBatchesIsHeldAsOneBlock(t *testing.T) {
 	if many == nil {
 		t.Fatal("no fixture trace of 10 spans or more")
 	}
-	a := New(Config{Detectors: []*Detector{namingDetector}, Settle: time.Second})
+	a := New(Config{Detectors: []*analyzer.Detector{namingDetector}, Settle: time.Second})
 	for i := range many {
 		if err := a.ConsumeBatch(context.Background(), &spans.Batch{Spans: many[i : i+1]}); err != nil {
 			t.Fatal(err)
@@ -215,7 +216,7 @@ func TestTraceFromManyBatchesIsHeldAsOneBlock(t *testing.T) {
 	}
 
 	// In one batch: the block it came in is the block held.
-	b := New(Config{Detectors: []*Detector{namingDetector}, Settle: time.Second})
+	b := New(Config{Detectors: []*analyzer.Detector{namingDetector}, Settle: time.Second})
 	if err := b.ConsumeBatch(context.Background(), &spans.Batch{Spans: many}); err != nil {
 		t.Fatal(err)
 	}
@@ -299,7 +300,7 @@ func TestOperationsAreCompacted(t *testing.T) {
 		if cap(slab) != len(res.ops) {
 			t.Fatalf("trace %s: %d operations held in a slab of %d (%d calls)", ss[0].TraceID, len(res.ops), cap(slab), calls)
 		}
-		inSlab := func(op *Operation) bool {
+		inSlab := func(op *analyzer.Operation) bool {
 			for i := range slab {
 				if &slab[i] == op {
 					return true
@@ -311,7 +312,7 @@ func TestOperationsAreCompacted(t *testing.T) {
 			if !inSlab(op) || op.Parent != nil && !inSlab(op.Parent) {
 				t.Fatalf("trace %s: operation %s or its parent is outside the compacted slab", ss[0].TraceID, op.ID)
 			}
-			if op.Parent != nil && op.Parent.children == 0 {
+			if op.Parent != nil && op.Parent.IsLeaf() {
 				t.Fatalf("trace %s: operation %s's parent has no children", ss[0].TraceID, op.ID)
 			}
 		}
@@ -325,23 +326,24 @@ func TestOperationsAreCompacted(t *testing.T) {
 // their number, and points each parent at the moved parent; a slab mostly full, small, or with an
 // operation outside it is left as it is.
 func TestCompactMovesOperationsWhole(t *testing.T) {
-	mk := func(n, used int) (*opBufs, []*Operation) {
-		b := &opBufs{slab: make([]Operation, 0, n)}
-		var ops []*Operation
+	mk := func(n, used int) (*opBufs, []*analyzer.Operation) {
+		b := &opBufs{slab: make([]analyzer.Operation, 0, n)}
+		var ops []*analyzer.Operation
 		for i := range used {
 			b.slab = b.slab[:i+1]
 			op := &b.slab[i]
-			*op = Operation{ID: fmt.Sprintf("op-%d", i), Caller: "svc", StartUnixNano: int64(i), intent: uint64(i)}
+			*op = analyzer.Operation{ID: fmt.Sprintf("op-%d", i), Caller: "svc", StartUnixNano: int64(i)}
+			op.SetIntentKey(uint64(i))
 			if i > 0 {
 				op.Parent = &b.slab[(i-1)/2]
-				op.Parent.children++
+				op.Parent.SetChildCount(op.Parent.ChildCount() + 1)
 			}
 			ops = append(ops, op)
 		}
 		return b, ops
 	}
 	b, ops := mk(30, 7)
-	want := make([]Operation, len(ops))
+	want := make([]analyzer.Operation, len(ops))
 	for i, op := range ops {
 		want[i] = *op
 	}
@@ -371,7 +373,7 @@ func TestCompactMovesOperationsWhole(t *testing.T) {
 	}{{"mostly full", 10, 8, false}, {"small", 8, 2, false}, {"one outside", 30, 7, true}} {
 		b, ops := mk(c.n, c.used)
 		if c.outsider {
-			ops[3] = &Operation{ID: "elsewhere"}
+			ops[3] = &analyzer.Operation{ID: "elsewhere"}
 		}
 		slab := b.slab
 		if out := b.compact(ops); &out[0] != &ops[0] || cap(b.slab) != cap(slab) {

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stormwatch/stormwatch/analyzer"
 	"github.com/stormwatch/stormwatch/analyzer/analyzertest"
+	"github.com/stormwatch/stormwatch/analyzer/engine"
 	"github.com/stormwatch/stormwatch/analyzer/passes/passtest"
 	"github.com/stormwatch/stormwatch/analyzer/suite"
 	"github.com/stormwatch/stormwatch/fixtures"
@@ -44,7 +44,7 @@ func TestHeldTracesTakeLateSpansAsBefore(t *testing.T) {
 		t.Run(c.Name, func(t *testing.T) {
 			first, second := halves(passtest.Spans(t, c.Name))
 			clk := &clock{t: time.Unix(0, t0)}
-			late := analyzer.New(analyzer.Config{Detectors: suite.Default(), Settle: time.Second, Now: clk.Now})
+			late := engine.New(engine.Config{Detectors: suite.Default(), Settle: time.Second, Now: clk.Now})
 			consume(t, late, first...)
 			late.Settle(clk.Add(time.Hour))
 			st := late.Stats()
@@ -57,7 +57,7 @@ func TestHeldTracesTakeLateSpansAsBefore(t *testing.T) {
 
 			// The same clock: spans ahead of it by more than a day are noted (fixtures recorded
 			// from real libraries are later than the test clock).
-			whole := analyzer.New(analyzer.Config{Detectors: suite.Default(), Now: clk.Now})
+			whole := engine.New(engine.Config{Detectors: suite.Default(), Now: clk.Now})
 			consume(t, whole, first...)
 			consume(t, whole, second...)
 			whole.Flush()
@@ -94,7 +94,7 @@ func TestHeldTracesTakeLateSpansAsBefore(t *testing.T) {
 // spans beyond it are dropped and the trace marked truncated, as when they were held unpacked.
 func TestHeldTraceCapCountsPackedSpans(t *testing.T) {
 	clk := &clock{t: time.Unix(0, t0)}
-	a := analyzer.New(analyzer.Config{Settle: time.Second, Now: clk.Now, MaxTraceSpans: 8})
+	a := engine.New(engine.Config{Settle: time.Second, Now: clk.Now, MaxTraceSpans: 8})
 	ss := twoLayerTrace(1) // 11 spans
 	consume(t, a, ss[:6]...)
 	a.Settle(clk.Add(2 * time.Second))
@@ -118,7 +118,7 @@ func TestHeldTraceCapCountsPackedSpans(t *testing.T) {
 // report's note - rather than the count of the trace's last analysis.
 func TestCapCountsSpansAfterAnalysis(t *testing.T) {
 	clk := &clock{t: time.Unix(0, t0)}
-	a := analyzer.New(analyzer.Config{Settle: time.Second, Now: clk.Now, MaxTraceSpans: 8})
+	a := engine.New(engine.Config{Settle: time.Second, Now: clk.Now, MaxTraceSpans: 8})
 	first := make([]spans.Span, 9)
 	for i := range first {
 		first[i] = sp(1, i+1, 0, spans.KindInternal, "svc", 0, 1)
@@ -147,7 +147,7 @@ func TestCapCountsSpansAfterAnalysis(t *testing.T) {
 // gives their bytes back (what is left: one trace analyzed, one pending, packed alike).
 func TestEvictionCountsPackedSpans(t *testing.T) {
 	clk := &clock{t: time.Unix(0, t0)}
-	a := analyzer.New(analyzer.Config{MaxSpans: 25, Settle: time.Second, Now: clk.Now, Detectors: suite.Default()})
+	a := engine.New(engine.Config{MaxSpans: 25, Settle: time.Second, Now: clk.Now, Detectors: suite.Default()})
 	consume(t, a, twoLayerTrace(1)...)
 	consume(t, a, twoLayerTrace(2)...)
 	a.Settle(clk.Add(2 * time.Second))
@@ -178,7 +178,7 @@ func TestEvictionCountsPackedSpans(t *testing.T) {
 
 // TestReleaseSpansHoldsNothingPacked: offline, nothing is kept for lookups, packed or not.
 func TestReleaseSpansHoldsNothingPacked(t *testing.T) {
-	a := analyzer.New(analyzer.Config{ReleaseSpans: true, Detectors: suite.Default()})
+	a := engine.New(engine.Config{ReleaseSpans: true, Detectors: suite.Default()})
 	consume(t, a, twoLayerTrace(1)...)
 	a.Flush()
 	if st := a.Stats(); st.SpansHeld != 0 || st.PackedBytes != 0 {
@@ -191,9 +191,9 @@ func TestReleaseSpansHoldsNothingPacked(t *testing.T) {
 
 // sameView compares two trace views by their exported content, operations in order (the order
 // follows the data, not the analyzer's hash seed: see determinism_test.go).
-func sameView(t *testing.T, a, b *analyzer.TraceView) bool {
+func sameView(t *testing.T, a, b *engine.TraceView) bool {
 	t.Helper()
-	enc := func(v *analyzer.TraceView) (string, []string) {
+	enc := func(v *engine.TraceView) (string, []string) {
 		c := *v
 		c.Operations = nil
 		j, err := json.Marshal(c)
@@ -231,7 +231,7 @@ func TestHeldMemoryStaysPacked(t *testing.T) {
 	runtime.GC()
 	var ms0, ms1 runtime.MemStats
 	runtime.ReadMemStats(&ms0)
-	a := analyzer.New(analyzer.Config{Detectors: suite.Default(), Settle: time.Second})
+	a := engine.New(engine.Config{Detectors: suite.Default(), Settle: time.Second})
 	w := analyzertest.NewWorkload(t0)
 	for done := 0; done < n; {
 		batch := &spans.Batch{}
@@ -262,7 +262,7 @@ func TestTraceCapWithInterleavedBatches(t *testing.T) {
 		interleaved = append(interleaved, one[i], two[i])
 	}
 	var want string
-	var wantStats analyzer.StoreStats
+	var wantStats engine.StoreStats
 	for _, shape := range []struct {
 		name    string
 		batches [][]spans.Span
@@ -276,7 +276,7 @@ func TestTraceCapWithInterleavedBatches(t *testing.T) {
 		{"interleaved in one batch", [][]spans.Span{interleaved}},
 		{"interleaved in two batches", [][]spans.Span{interleaved[:7], interleaved[7:]}},
 	} {
-		a := analyzer.New(analyzer.Config{MaxTraceSpans: 8, Detectors: suite.Default()})
+		a := engine.New(engine.Config{MaxTraceSpans: 8, Detectors: suite.Default()})
 		for _, b := range shape.batches {
 			consume(t, a, append([]spans.Span{}, b...)...)
 		}

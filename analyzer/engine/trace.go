@@ -6,47 +6,28 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/stormwatch/stormwatch/analyzer"
 	"github.com/stormwatch/stormwatch/spans"
 )
 
-// Trace is one assembled trace: its spans indexed by id, the parent/child tree repaired where the
-// data is broken, and the logical operation each CLIENT span belongs to. Detectors read it through
-// their Pass; it is immutable once built, and lives only as long as its analysis (see Pass.Trace).
-type Trace struct {
-	ID spans.TraceID
-	// Spans are deduplicated and sorted by span id (so Lookup is a binary search, no map).
-	Spans []spans.Span
-	// Truncated is true when the trace hit the per-trace span cap and spans were dropped.
-	Truncated bool
-
-	// ids are Spans' ids (sorted) as pairs of big-endian halves, the high one first: what Lookup
-	// searches, eight bytes a step next to each other, with no pointer for the collector.
-	ids      []int32
-	parent   []int32 // index of the parent, -1 for roots, orphans and broken links
-	childOff []int32 // children of i are child[childOff[i]:childOff[i+1]], by start time
-	child    []int32
-	roots    []int32 // by start time
-	order    []int32 // display order: pre-order, siblings by start
-	depth    []int32
-	pos      []int32 // position of span i in order
-	size     []int32 // spans in the subtree under span i, i included: order[pos[i]:pos[i]+size[i]]
-
-	call []int32 // index into calls for CLIENT spans, -1 otherwise
-	// calls has one entry per CLIENT span while the trace is analyzed (the detectors' pass);
-	// it is the analysis's scratch, dropped when the analysis ends.
-	calls []callInfo
-	// enclosing: index into ops of the innermost operation whose call is span i or an ancestor
-	// of it, -1 for none. Indexes, not pointers: nothing for the garbage collector to trace.
-	enclosing []int32
-	ops       []*Operation // the trace's operations, as inference made them
-
+// trace is a Trace as the engine builds and infers it: the framework's Trace, which the
+// detectors read, and what only the engine reads. calls has one entry per call (a CLIENT span, or
+// a call inferred from the callee's SERVER spans) while the trace is analyzed: the analysis's
+// scratch, dropped when it ends; depth is each span's depth in the tree, for views; issues are
+// the data's faults, for the notes.
+type trace struct {
+	analyzer.Trace
+	calls  []callInfo
+	depth  []int32
 	issues traceIssues
-	notes  []string
+}
 
-	// carried: which of the keys indexed for CarriesAttr (see wkCarried) some span has, one bit
-	// each, set by inference's pass over every attribute; carriedRead says that pass has run.
-	carried     uint8
-	carriedRead bool
+// opOf is the operation call c was grouped into, nil before it is.
+func (t *trace) opOf(c *callInfo) *analyzer.Operation {
+	if c.op < 0 {
+		return nil
+	}
+	return t.Index().Ops[c.op]
 }
 
 // traceIssues counts what was wrong with the data; the report turns them into notes.
@@ -80,127 +61,13 @@ func (a *traceIssues) add(b traceIssues, sign int) {
 	a.appLoops += sign * b.appLoops
 }
 
-// Len is the number of spans.
-func (t *Trace) Len() int { return len(t.Spans) }
-
-// CarriesAttr reports whether any span of t has an attribute named key. The keys the detectors
-// ask about (deadline remaining, retry-after, idempotency key, as attribute or header) are
-// answered from inference's index; any other key, or a trace not yet inferred, by a scan.
-func (t *Trace) CarriesAttr(key string) bool {
-	if t.carriedRead {
-		if w, ok := wkOf(key); ok && w >= wkCarried {
-			return t.carried&(1<<(w-wkCarried)) != 0
-		}
-	}
-	for i := range t.Spans {
-		for j := range t.Spans[i].Attrs {
-			if t.Spans[i].Attrs[j].Key == key {
-				return true
-			}
-		}
-	}
-	return false
-}
-
-// Lookup finds a span's index by id.
-func (t *Trace) Lookup(id spans.SpanID) (int, bool) {
-	// Compared as bytes.Compare compares the ids: the big-endian high halves, then the low ones.
-	hi, lo := binary.BigEndian.Uint32(id[:4]), binary.BigEndian.Uint32(id[4:])
-	ids := t.ids
-	i, j := 0, len(ids)/2
-	for i < j {
-		h := int(uint(i+j) >> 1)
-		if hh := uint32(ids[2*h]); hh < hi || hh == hi && uint32(ids[2*h+1]) < lo {
-			i = h + 1
-		} else {
-			j = h
-		}
-	}
-	return i, 2*i < len(ids) && uint32(ids[2*i]) == hi && uint32(ids[2*i+1]) == lo
-}
-
-// Parent is the index of span i's parent, or -1 for a root, an orphan (parent never arrived) or a
-// link the analyzer broke (a span that is its own parent, a cycle).
-func (t *Trace) Parent(i int) int { return int(t.parent[i]) }
-
-// Children are span i's children ordered by start time.
-func (t *Trace) Children(i int) []int32 { return t.child[t.childOff[i]:t.childOff[i+1]] }
-
-// Roots are the spans without a (usable) parent, by start time.
-func (t *Trace) Roots() []int32 { return t.roots }
-
-// Start and End are span i's times with bad data repaired: an end before the start is taken as
-// the start (a zero-length span).
-func (t *Trace) Start(i int) int64 { return t.Spans[i].StartUnixNano }
-
-// End is span i's end, never before its start.
-func (t *Trace) End(i int) int64 {
-	s := &t.Spans[i]
-	return max(s.StartUnixNano, s.EndUnixNano)
-}
-
-// Operation is the operation whose attempt made CLIENT span i, or nil. Operation, Outcome and
-// Origin answer while the trace is analyzed (for the detectors); afterwards they answer as for
-// a span that is not a call.
-func (t *Trace) Operation(i int) *Operation {
-	if c := t.call[i]; c >= 0 && int(c) < len(t.calls) {
-		return t.op(t.calls[c].op)
-	}
-	return nil
-}
-
-// Enclosing is the innermost operation that span i works for: the operation of the nearest
-// CLIENT call at or above it. nil for work done directly for the root request.
-func (t *Trace) Enclosing(i int) *Operation { return t.op(t.enclosing[i]) }
-
-// op is operation k of the trace, nil for -1.
-func (t *Trace) op(k int32) *Operation {
-	if k < 0 {
-		return nil
-	}
-	return t.ops[k]
-}
-
-// Outcome is the outcome class (ok, retryable, permanent, timeout, cancelled, refused) and the
-// status text (HTTP status, gRPC code, "" when no answer) of CLIENT span i; "" for other spans.
-func (t *Trace) Outcome(i int) (outcome, status string) {
-	if c := t.call[i]; c >= 0 && int(c) < len(t.calls) {
-		return t.calls[c].outcome, t.calls[c].status
-	}
-	return "", ""
-}
-
-// Origin is CLIENT span i's destination (scheme://host:port), "" for other spans.
-func (t *Trace) Origin(i int) string {
-	if c := t.call[i]; c >= 0 && int(c) < len(t.calls) {
-		return t.calls[c].origin
-	}
-	return ""
-}
-
-// Walk visits the subtree under span i (not i itself) in pre-order; fn returns false to skip a
-// node's descendants.
-func (t *Trace) Walk(i int, fn func(j int) bool) {
-	// The display order is the pre-order, so a subtree is one run of it: no stack to allocate.
-	for k, end := t.pos[i]+1, t.pos[i]+t.size[i]; k < end; {
-		j := t.order[k]
-		if fn(int(j)) {
-			k++
-		} else {
-			k += t.size[j]
-		}
-	}
-}
-
-// Notes are what the analysis of this trace had to work around.
-func (t *Trace) Notes() []string { return t.notes }
-
-// buildTrace sorts, deduplicates and indexes the spans of one trace into t, a zero Trace. It owns
+// buildTrace sorts, deduplicates and indexes the spans of one trace into t, a zero trace. It owns
 // ss; sc is the analysis's scratch.
-func buildTrace(t *Trace, id spans.TraceID, ss []spans.Span, truncated int, sc *scratch) {
+func buildTrace(t *trace, id spans.TraceID, ss []spans.Span, truncated int, sc *scratch) {
+	ix := t.Index()
 	t.ID, t.Truncated = id, truncated > 0
 	t.issues.truncated = truncated
-	t.carried, t.carriedRead = 0, false // inference indexes the attributes again
+	ix.Carried, ix.CarriedRead = 0, false // inference indexes the attributes again
 	sortByID(ss, &sc.keys)
 	n := len(ss)
 	// The per-span index arrays share one array, sized before duplicates are dropped: the ids
@@ -230,13 +97,13 @@ func buildTrace(t *Trace, id spans.TraceID, ss []spans.Span, truncated int, sc *
 	clear(ss[w:])
 	ss = ss[:w]
 	t.Spans = ss
-	t.ids = ids[: 2*w : 2*w]
+	ix.IDs = ids[: 2*w : 2*w]
 	n = w
 
-	t.parent = carve(n)
+	ix.Parent = carve(n)
 	for i := range ss {
 		s := &ss[i]
-		t.parent[i] = -1
+		ix.Parent[i] = -1
 		if s.EndUnixNano < s.StartUnixNano {
 			t.issues.badTimes++
 		} else if s.EndUnixNano == s.StartUnixNano || s.StartUnixNano <= 0 {
@@ -250,7 +117,7 @@ func buildTrace(t *Trace, id spans.TraceID, ss []spans.Span, truncated int, sc *
 			continue
 		}
 		if p, ok := t.Lookup(s.ParentID); ok {
-			t.parent[i] = int32(p)
+			ix.Parent[i] = int32(p)
 		} else {
 			t.issues.orphans++
 		}
@@ -258,26 +125,26 @@ func buildTrace(t *Trace, id spans.TraceID, ss []spans.Span, truncated int, sc *
 	t.breakCycles(sc)
 
 	// Children in CSR form, each list by start time (then id, for determinism).
-	t.childOff = carve(n + 1)
-	t.roots = carve(n)[:0]
+	ix.ChildOff = carve(n + 1)
+	ix.Roots = carve(n)[:0]
 	for i := range n {
-		if p := t.parent[i]; p >= 0 {
-			t.childOff[p+1]++
+		if p := ix.Parent[i]; p >= 0 {
+			ix.ChildOff[p+1]++
 		} else {
-			t.roots = append(t.roots, int32(i))
+			ix.Roots = append(ix.Roots, int32(i))
 		}
 	}
-	t.roots = t.roots[:len(t.roots):len(t.roots)]
+	ix.Roots = ix.Roots[:len(ix.Roots):len(ix.Roots)]
 	for i := range n {
-		t.childOff[i+1] += t.childOff[i]
+		ix.ChildOff[i+1] += ix.ChildOff[i]
 	}
-	t.child = carve(n)[:n-len(t.roots)]
+	ix.Child = carve(n)[:n-len(ix.Roots)]
 	t.depth = carve(n)
 	fill := t.depth // scratch until the depths are computed below
-	copy(fill, t.childOff[:n])
+	copy(fill, ix.ChildOff[:n])
 	for i := range n {
-		if p := t.parent[i]; p >= 0 {
-			t.child[fill[p]] = int32(i)
+		if p := ix.Parent[i]; p >= 0 {
+			ix.Child[fill[p]] = int32(i)
 			fill[p]++
 		}
 	}
@@ -292,25 +159,25 @@ func buildTrace(t *Trace, id spans.TraceID, ss []spans.Span, truncated int, sc *
 			slices.SortFunc(ch, byStart)
 		}
 	}
-	if len(t.roots) > 1 {
-		slices.SortFunc(t.roots, byStart)
+	if len(ix.Roots) > 1 {
+		slices.SortFunc(ix.Roots, byStart)
 	}
 
 	// Display order and depth.
-	t.order = carve(n)[:0]
+	ix.Order = carve(n)[:0]
 	clear(t.depth)
-	t.pos = carve(n)
-	t.size = carve(n)
-	t.call = carve(n)
-	t.enclosing = carve(n)
+	ix.Pos = carve(n)
+	ix.Size = carve(n)
+	ix.Call = carve(n)
+	ix.Enclosing = carve(n)
 	stack := sc.stack[:0]
-	for k := len(t.roots) - 1; k >= 0; k-- {
-		stack = append(stack, t.roots[k])
+	for k := len(ix.Roots) - 1; k >= 0; k-- {
+		stack = append(stack, ix.Roots[k])
 	}
 	for len(stack) > 0 {
 		j := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
-		t.order = append(t.order, j)
+		ix.Order = append(ix.Order, j)
 		ch := t.Children(int(j))
 		for k := len(ch) - 1; k >= 0; k-- {
 			t.depth[ch[k]] = t.depth[j] + 1
@@ -320,27 +187,28 @@ func buildTrace(t *Trace, id spans.TraceID, ss []spans.Span, truncated int, sc *
 	sc.stack = stack
 	// Subtree sizes, children before parents (a parent comes first in pre-order).
 	for k := n - 1; k >= 0; k-- {
-		j := t.order[k]
-		t.pos[j] = int32(k)
-		t.size[j]++
-		if p := t.parent[j]; p >= 0 {
-			t.size[p] += t.size[j]
+		j := ix.Order[k]
+		ix.Pos[j] = int32(k)
+		ix.Size[j]++
+		if p := ix.Parent[j]; p >= 0 {
+			ix.Size[p] += ix.Size[j]
 		}
 	}
 }
 
 // breakCycles cuts parent links that form a loop (a->b->a): the span where the walk found the loop
 // becomes a root. Each span is walked once, so this is linear.
-func (t *Trace) breakCycles(sc *scratch) {
+func (t *trace) breakCycles(sc *scratch) {
+	ix := t.Index()
 	const (
 		unseen = iota
 		onPath
 		done
 	)
-	state := slices.Grow(sc.state[:0], len(t.parent))[:len(t.parent)]
+	state := slices.Grow(sc.state[:0], len(ix.Parent))[:len(ix.Parent)]
 	clear(state)
 	path := sc.path[:0]
-	for i := range t.parent {
+	for i := range ix.Parent {
 		if state[i] != unseen {
 			continue
 		}
@@ -349,11 +217,11 @@ func (t *Trace) breakCycles(sc *scratch) {
 		for j >= 0 && state[j] == unseen {
 			state[j] = onPath
 			path = append(path, j)
-			j = t.parent[j]
+			j = ix.Parent[j]
 		}
 		if j >= 0 && state[j] == onPath {
 			// j is on the current path: the walk came round to it. Cut j's link.
-			t.parent[j] = -1
+			ix.Parent[j] = -1
 			t.issues.cycles++
 		}
 		for _, k := range path {
@@ -364,11 +232,11 @@ func (t *Trace) breakCycles(sc *scratch) {
 }
 
 // makeNotes turns the counts into sentences for the trace view.
-func (t *Trace) makeNotes() {
+func (t *trace) makeNotes() {
 	is := t.issues
 	add := func(n int, format string) {
 		if n > 0 {
-			t.notes = append(t.notes, fmt.Sprintf(format, n))
+			t.Index().Notes = append(t.Index().Notes, fmt.Sprintf(format, n))
 		}
 	}
 	add(is.duplicates, "%d duplicate spans dropped (same span id received again)")

@@ -46,7 +46,7 @@ func TestLookupAndWalkMatchPlainSearches(t *testing.T) {
 				ss[i].ParentID = ss[rng.IntN(i)].SpanID
 			}
 		}
-		var tr Trace
+		var tr trace
 		sc := &scratch{}
 		buildTrace(&tr, spans.TraceID{1}, ss, 0, sc)
 		for range 500 {

@@ -4,13 +4,13 @@ import (
 	"sync"
 	"time"
 
-	"github.com/stormwatch/stormwatch/analyzer"
+	"github.com/stormwatch/stormwatch/analyzer/engine"
 )
 
 // Source hands out analyzer summaries (snapshots without their operations, which nothing here
-// reads); *analyzer.Analyzer implements it.
+// reads); *engine.Analyzer implements it.
 type Source interface {
-	Summary(now time.Time) *analyzer.Snapshot
+	Summary(now time.Time) *engine.Snapshot
 }
 
 // DefaultMaxAge is how old a cached snapshot may be before the next reader takes a new one.
@@ -26,7 +26,7 @@ type Cache struct {
 	now    func() time.Time
 
 	mu   sync.Mutex
-	last *analyzer.Snapshot
+	last *engine.Snapshot
 	at   time.Time
 }
 
@@ -45,7 +45,7 @@ func NewCache(src Source, maxAge time.Duration, now func() time.Time) *Cache {
 // Latest is the cached snapshot, or a new one when the cached one is older than maxAge. Readers
 // that arrive while a snapshot is being taken wait for it and share it. The same pointer is
 // returned until a new snapshot is taken, so readers can tell "nothing new" by identity.
-func (c *Cache) Latest() *analyzer.Snapshot {
+func (c *Cache) Latest() *engine.Snapshot {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := c.now()
@@ -57,7 +57,7 @@ func (c *Cache) Latest() *analyzer.Snapshot {
 
 // Fresh takes a snapshot now, whatever the age of the cached one, and caches it: for the final
 // report at shutdown, which must include the last traces analyzed.
-func (c *Cache) Fresh() *analyzer.Snapshot {
+func (c *Cache) Fresh() *engine.Snapshot {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := c.now()

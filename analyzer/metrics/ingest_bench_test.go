@@ -8,8 +8,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/stormwatch/stormwatch/analyzer"
 	"github.com/stormwatch/stormwatch/analyzer/analyzertest"
+	"github.com/stormwatch/stormwatch/analyzer/engine"
 	"github.com/stormwatch/stormwatch/analyzer/suite"
 	"github.com/stormwatch/stormwatch/spans"
 )
@@ -26,7 +26,7 @@ func BenchmarkIngestWhileScraped(b *testing.B) {
 		b.Run("scrapes="+mode, func(b *testing.B) {
 			t0 := time.Unix(1_700_000_000, 0)
 			now := t0
-			a := analyzer.New(analyzer.Config{Detectors: suite.Default(), Settle: time.Second, MaxSpans: 200_000,
+			a := engine.New(engine.Config{Detectors: suite.Default(), Settle: time.Second, MaxSpans: 200_000,
 				Now: func() time.Time { return now }})
 			w := analyzertest.NewWorkload(t0.UnixNano())
 			stop := make(chan struct{})

@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/stormwatch/stormwatch/analyzer"
+	"github.com/stormwatch/stormwatch/analyzer/engine"
 )
 
 // Label names: the connector's attributes (stormwatch.dependency, ...) with the dots the
@@ -51,7 +52,7 @@ type Collector struct {
 	mu sync.Mutex
 	// counted is the snapshot the findings were last counted from, and out the series built from
 	// it: a scrape that finds the same snapshot resends them.
-	counted *analyzer.Snapshot
+	counted *engine.Snapshot
 	out     []prometheus.Metric
 	// findings counts the findings first seen since the collector started, as the connector
 	// counts them.
@@ -118,7 +119,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 }
 
 // build counts the findings new in snap and renders every series. Called with c.mu held.
-func (c *Collector) build(snap *analyzer.Snapshot) []prometheus.Metric {
+func (c *Collector) build(snap *engine.Snapshot) []prometheus.Metric {
 	if snap == nil {
 		return nil
 	}

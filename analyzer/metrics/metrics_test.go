@@ -11,6 +11,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/stormwatch/stormwatch/analyzer"
+	"github.com/stormwatch/stormwatch/analyzer/engine"
 	"github.com/stormwatch/stormwatch/spans"
 )
 
@@ -18,15 +19,15 @@ import (
 type fakeSource struct {
 	mu    sync.Mutex
 	rep   analyzer.Report
-	stats analyzer.StoreStats
+	stats engine.StoreStats
 	taken int
 }
 
-func (f *fakeSource) Summary(now time.Time) *analyzer.Snapshot {
+func (f *fakeSource) Summary(now time.Time) *engine.Snapshot {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.taken++
-	return &analyzer.Snapshot{AtUnixNano: now.UnixNano(), Report: f.rep, Stats: f.stats}
+	return &engine.Snapshot{AtUnixNano: now.UnixNano(), Report: f.rep, Stats: f.stats}
 }
 
 func (f *fakeSource) set(r analyzer.Report) {
@@ -112,7 +113,7 @@ func storm() analyzer.Report {
 }
 
 func TestCollectorSeries(t *testing.T) {
-	src := &fakeSource{rep: storm(), stats: analyzer.StoreStats{PendingTraces: 4, TruncatedTraces: 1, TruncatedSpans: 7}}
+	src := &fakeSource{rep: storm(), stats: engine.StoreStats{PendingTraces: 4, TruncatedTraces: 1, TruncatedSpans: 7}}
 	c := NewCollector(NewCache(src, -1, nil), []*analyzer.Detector{window, perTr})
 	want := map[string]float64{
 		`stormwatch_dependency_amplification_ratio{stormwatch_dependency="http://cache:6379",stormwatch_dependency_service=""}`:                                 1.5,
@@ -234,7 +235,7 @@ func TestCollectorReusesSeriesForTheSameSnapshot(t *testing.T) {
 // and already analyzed are not analyzed, and are counted, every one, in the series.
 func TestTruncatedSpansCountedAfterAnalysis(t *testing.T) {
 	clk := &clock{t: time.Unix(1000, 0)}
-	a := analyzer.New(analyzer.Config{MaxTraceSpans: 8, Settle: time.Second, Now: clk.now})
+	a := engine.New(engine.Config{MaxTraceSpans: 8, Settle: time.Second, Now: clk.now})
 	trace := spans.TraceID{1}
 	batch := func(from, n int) *spans.Batch {
 		b := &spans.Batch{}

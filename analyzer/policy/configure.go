@@ -28,24 +28,26 @@ const (
 	Live
 )
 
-// Configure applies p to cfg. Call it after cfg.Detectors is filled (suite.Default()), with p
-// parsed for those detectors:
+// Configure applies p to a suite's detectors and their run settings: an engine.Config's Detectors
+// and Settings, which it takes apart because the detectors import this package and must not
+// import the engine. Call it after the detectors are listed (suite.Default()), with p parsed for
+// those detectors:
 //   - detectors the policy turns off (enabled: false) are removed;
 //   - a detector whose settings the policy writes runs as a copy carrying them (the fields the
 //     file leaves out keep the detector's defaults), read through analyzer.SettingsOf;
 //   - a severity the policy sets replaces the detector's own on every finding it reports;
-//   - p itself is put in cfg.Settings.Extra for the detectors that read the class rules (each
+//   - p itself is put in settings.Extra for the detectors that read the class rules (each
 //     class's maxFanout, for one, is unbounded-fanout's limit for its operations);
 //   - in Live mode the window bounds the cross-trace detectors.
 //
 // The detectors of the suite are never changed: every change is made on a copy. A nil p
 // configures the built-in defaults.
-func Configure(cfg *analyzer.Config, p *Policy, mode Mode) {
+func Configure(detectors *[]*analyzer.Detector, settings *analyzer.RunSettings, p *Policy, mode Mode) {
 	if p == nil {
 		p = Default()
 	}
-	kept := cfg.Detectors[:0:0]
-	for _, d := range cfg.Detectors {
+	kept := (*detectors)[:0:0]
+	for _, d := range *detectors {
 		if d == nil {
 			continue
 		}
@@ -61,15 +63,15 @@ func Configure(cfg *analyzer.Config, p *Policy, mode Mode) {
 		}
 		kept = append(kept, d)
 	}
-	cfg.Detectors = kept
-	if cfg.Settings.Extra == nil {
-		cfg.Settings.Extra = map[string]any{}
+	*detectors = kept
+	if settings.Extra == nil {
+		settings.Extra = map[string]any{}
 	}
-	cfg.Settings.Extra[ExtraKey] = p
+	settings.Extra[ExtraKey] = p
 	if mode == Live {
-		cfg.Settings.Extra[WindowKey] = p.Window.Value
+		settings.Extra[WindowKey] = p.Window.Value
 	} else {
-		delete(cfg.Settings.Extra, WindowKey)
+		delete(settings.Extra, WindowKey)
 	}
 }
 

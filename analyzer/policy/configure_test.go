@@ -73,17 +73,17 @@ func TestConfigureDisablesAndSetsSeverity(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := analyzer.Config{Detectors: suite.Default()}
-	policy.Configure(&cfg, p, policy.Live)
-	if len(cfg.Detectors) != len(suite.Default())-1 {
-		t.Errorf("detectors %d, want one fewer than the suite's %d", len(cfg.Detectors), len(suite.Default()))
+	detectors, settings := suite.Default(), analyzer.RunSettings{}
+	policy.Configure(&detectors, &settings, p, policy.Live)
+	if len(detectors) != len(suite.Default())-1 {
+		t.Errorf("detectors %d, want one fewer than the suite's %d", len(detectors), len(suite.Default()))
 	}
-	if policy.Window(cfg.Settings) != policy.DefaultWindow {
-		t.Errorf("live window = %v", policy.Window(cfg.Settings))
+	if policy.Window(settings) != policy.DefaultWindow {
+		t.Errorf("live window = %v", policy.Window(settings))
 	}
-	policy.Configure(&cfg, p, policy.Offline)
-	if policy.Window(cfg.Settings) != 0 {
-		t.Errorf("offline must see the whole input, window = %v", policy.Window(cfg.Settings))
+	policy.Configure(&detectors, &settings, p, policy.Offline)
+	if policy.Window(settings) != 0 {
+		t.Errorf("offline must see the whole input, window = %v", policy.Window(settings))
 	}
 	// The suite's own values are untouched: Configure copied the one it re-severitied.
 	for _, d := range suite.Default() {

@@ -14,7 +14,8 @@
 // Load rejects an unknown key, a value of the wrong type and an impossible value (maxAttempts 0, a
 // negative deadline, a backoff cap below its base, a ratio outside [0,1], a detector setting
 // outside its bounds) with file:line:col and what is wrong, all errors at once. Configure applies a
-// loaded policy to an analyzer.Config (the detectors it turns off, their settings and severities,
-// the live window); the analyzer itself never imports this package, so the detectors and the
-// commands can.
+// loaded policy to a suite of detectors and their run settings (the detectors it turns off, their
+// settings and severities, the live window). Neither the analyzer nor its engine imports this
+// package, so the detectors and the commands can; it imports no engine, so the detectors stay
+// free of it.
 package policy

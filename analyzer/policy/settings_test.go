@@ -82,9 +82,9 @@ func configured(t *testing.T, src, name string) *analyzer.Detector {
 	if err != nil {
 		t.Fatalf("%s\n%v", src, err)
 	}
-	cfg := analyzer.Config{Detectors: suite.Default()}
-	policy.Configure(&cfg, p, policy.Offline)
-	for _, d := range cfg.Detectors {
+	detectors, settings := suite.Default(), analyzer.RunSettings{}
+	policy.Configure(&detectors, &settings, p, policy.Offline)
+	for _, d := range detectors {
 		if d.Name == name {
 			return d
 		}
@@ -160,9 +160,9 @@ func TestSettingsLeftOutKeepTheirDefaults(t *testing.T) {
 		t.Errorf("positions %v", s.Set)
 	}
 	// Without a policy the detector is the suite's, defaults and all.
-	cfg := analyzer.Config{Detectors: suite.Default()}
-	policy.Configure(&cfg, nil, policy.Offline)
-	for i, d := range cfg.Detectors {
+	detectors, settings := suite.Default(), analyzer.RunSettings{}
+	policy.Configure(&detectors, &settings, nil, policy.Offline)
+	for i, d := range detectors {
 		if d != suite.Default()[i] {
 			t.Errorf("%s copied without a policy", d.Name)
 		}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/stormwatch/stormwatch/analyzer"
 	"github.com/stormwatch/stormwatch/analyzer/analyzertest"
+	"github.com/stormwatch/stormwatch/analyzer/engine"
 	"github.com/stormwatch/stormwatch/analyzer/passes/passtest"
 	"github.com/stormwatch/stormwatch/analyzer/suite"
 	"github.com/stormwatch/stormwatch/fixtures"
@@ -23,7 +24,7 @@ type captured struct {
 // capture analyzes a corpus with two detectors that only keep their passes. A Trace and its
 // operations are immutable once analyzed, and nothing here releases spans, so the passes can be
 // replayed to the real detectors as often as a benchmark likes.
-func capture(b *testing.B, feed func(*analyzer.Analyzer)) *captured {
+func capture(b *testing.B, feed func(*engine.Analyzer)) *captured {
 	c := &captured{}
 	keepTrace := &analyzer.Detector{Name: "keep-trace", Title: "t", Doc: "keeps every trace pass", Run: func(p *analyzer.Pass) error {
 		c.traces = append(c.traces, *p)
@@ -33,7 +34,7 @@ func capture(b *testing.B, feed func(*analyzer.Analyzer)) *captured {
 		c.window = *p
 		return nil
 	}}
-	a := analyzer.New(analyzer.Config{Detectors: []*analyzer.Detector{keepTrace, keepWindow}, MaxSpans: -1})
+	a := engine.New(engine.Config{Detectors: []*analyzer.Detector{keepTrace, keepWindow}, MaxSpans: -1})
 	feed(a)
 	if len(c.traces) == 0 || len(c.window.Operations) == 0 {
 		b.Fatalf("captured %d traces and %d operations: nothing to measure", len(c.traces), len(c.window.Operations))
@@ -54,9 +55,9 @@ func capture(b *testing.B, feed func(*analyzer.Analyzer)) *captured {
 func BenchmarkDetectorRun(b *testing.B) {
 	corpora := []struct {
 		name string
-		feed func(b *testing.B, a *analyzer.Analyzer)
+		feed func(b *testing.B, a *engine.Analyzer)
 	}{
-		{"workload", func(b *testing.B, a *analyzer.Analyzer) {
+		{"workload", func(b *testing.B, a *engine.Analyzer) {
 			// Small enough to stay in the cache, as a trace does in the analyzer, where its
 			// detectors run one after another right after its inference.
 			const n = 4_000
@@ -68,10 +69,10 @@ func BenchmarkDetectorRun(b *testing.B) {
 		}},
 		// The request the otelcol connector benchmark sends (docs/performance.md, Connector): two
 		// traces of 92 spans from the reference client, every resilience.* attribute set.
-		{"amplification-27-reference", func(b *testing.B, a *analyzer.Analyzer) {
+		{"amplification-27-reference", func(b *testing.B, a *engine.Analyzer) {
 			passtest.Feed(b, a, "amplification-27-reference")
 		}},
-		{"fixtures", func(b *testing.B, a *analyzer.Analyzer) {
+		{"fixtures", func(b *testing.B, a *engine.Analyzer) {
 			passtest.Feed(b, a, fixtures.Names()...)
 		}},
 	}
@@ -80,7 +81,7 @@ func BenchmarkDetectorRun(b *testing.B) {
 		for _, d := range suite.Default() {
 			b.Run(fmt.Sprintf("corpus=%s/detector=%s", corpus.name, d.Name), func(b *testing.B) {
 				if c == nil {
-					c = capture(b, func(a *analyzer.Analyzer) { corpus.feed(b, a) })
+					c = capture(b, func(a *engine.Analyzer) { corpus.feed(b, a) })
 				}
 				passes := c.traces
 				unit := "trace"

@@ -7,6 +7,7 @@ import (
 
 	"github.com/stormwatch/stormwatch/analyzer"
 	"github.com/stormwatch/stormwatch/analyzer/analyzertest"
+	"github.com/stormwatch/stormwatch/analyzer/engine"
 	"github.com/stormwatch/stormwatch/analyzer/suite"
 	"github.com/stormwatch/stormwatch/internal/cputime"
 )
@@ -26,7 +27,7 @@ func BenchmarkDetectors(b *testing.B) {
 			cpu0 := int64(cputime.Process())
 			b.ResetTimer()
 			for range b.N {
-				a := analyzer.New(analyzer.Config{Detectors: ds, MaxSpans: -1})
+				a := engine.New(engine.Config{Detectors: ds, MaxSpans: -1})
 				w := analyzertest.NewWorkload(1_767_225_600_000_000_000)
 				if err := w.Feed(a, n, nil); err != nil {
 					b.Fatal(err)

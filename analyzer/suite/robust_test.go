@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stormwatch/stormwatch/analyzer"
+	"github.com/stormwatch/stormwatch/analyzer/engine"
 	"github.com/stormwatch/stormwatch/analyzer/suite"
 	"github.com/stormwatch/stormwatch/spans"
 )
@@ -50,7 +50,7 @@ func TestSuiteSurvivesBrokenTraces(t *testing.T) {
 			spans.IntAttr(spans.AttrDeadline, 1))
 		ss = append(ss, span(4, 100+i, 30, spans.KindClient, "edge", int64(i)*3*ms, int64(i)*3*ms+2*ms, a...))
 	}
-	a := analyzer.New(analyzer.Config{Detectors: suite.Default()})
+	a := engine.New(engine.Config{Detectors: suite.Default()})
 	if err := a.ConsumeBatch(context.Background(), &spans.Batch{Spans: ss}); err != nil {
 		t.Fatal(err)
 	}

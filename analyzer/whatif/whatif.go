@@ -55,7 +55,7 @@ type predictor struct {
 	calls    map[string]float64
 }
 
-// Predict replays ops (every operation of the input: analyzer.Snapshot's Operations) under the
+// Predict replays ops (every operation of the input: engine.Snapshot's Operations) under the
 // changes. Operations of one trace must be complete (Parent links intact) for the layers below to
 // be predicted; an operation whose parent is missing is replayed as a root.
 func Predict(ops []*analyzer.Operation, changes []policy.Change) Prediction {

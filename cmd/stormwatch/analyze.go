@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/stormwatch/stormwatch/analyzer"
+	"github.com/stormwatch/stormwatch/analyzer/engine"
 	"github.com/stormwatch/stormwatch/analyzer/policy"
 	"github.com/stormwatch/stormwatch/analyzer/render"
 	"github.com/stormwatch/stormwatch/analyzer/suite"
@@ -80,7 +81,7 @@ span (unless --allow-empty).`,
 	f.BoolVar(&o.allowEmpty, "allow-empty", false, "accept a file that holds no span (an empty recording) instead of failing with exit 2")
 	o.jaeger.register(f, 100)
 	f.DurationVar(&o.since, "since", 15*time.Minute, "with --jaeger: read the traces of this long before now")
-	f.IntVar(&o.maxSpans, "max-spans", analyzer.DefaultMaxSpans, "spans held at once; beyond it the least recently updated traces are analyzed early and released (negative: no bound)")
+	f.IntVar(&o.maxSpans, "max-spans", engine.DefaultMaxSpans, "spans held at once; beyond it the least recently updated traces are analyzed early and released (negative: no bound)")
 	// cobra reports flag errors as plain errors; they are usage errors: exit 2.
 	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return withExitCode(2, err) })
 	return cmd
@@ -114,7 +115,7 @@ func runAnalyze(ctx context.Context, io streams, o analyzeOptions, files []strin
 	// Offline, time is the recording's: a trace is complete once the recording has moved on by
 	// --settle past its last span. Analyzed traces release their spans, so memory holds about
 	// --settle of recorded traffic rather than the whole input.
-	cfg := analyzer.Config{MaxSpans: o.maxSpans, Detectors: suite.Default(), Settle: o.settle, ReleaseSpans: o.settle > 0,
+	cfg := engine.Config{MaxSpans: o.maxSpans, Detectors: suite.Default(), Settle: o.settle, ReleaseSpans: o.settle > 0,
 		// The windowed detectors see the whole input once, in Flush.
 		WindowInterval: -1,
 		// An audit lists every finding.
@@ -126,14 +127,14 @@ func runAnalyze(ctx context.Context, io streams, o analyzeOptions, files []strin
 		if err != nil {
 			return withExitCode(2, err)
 		}
-		policy.Configure(&cfg, p, policy.Offline)
+		policy.Configure(&cfg.Detectors, &cfg.Settings, p, policy.Offline)
 		pol = p
 	}
 	changes, err := whatIfChanges(o.whatIf, pol)
 	if err != nil {
 		return withExitCode(2, err)
 	}
-	a := analyzer.New(cfg)
+	a := engine.New(cfg)
 	prog := newProgress(io.err, o.progress)
 	var inputNotes []string
 	var traceURL string
@@ -174,7 +175,7 @@ func runAnalyze(ctx context.Context, io streams, o analyzeOptions, files []strin
 // many spans are stamped more than a day ahead of this machine's clock. A
 // file that cannot be read at all, that is not a trace file, with no readable record, or with no
 // span (unless allowEmpty) is an error.
-func readInto(ctx context.Context, a *analyzer.Analyzer, file string, io streams, o analyzeOptions, prog *progress) (notes []string, err error) {
+func readInto(ctx context.Context, a *engine.Analyzer, file string, io streams, o analyzeOptions, prog *progress) (notes []string, err error) {
 	strict, settle := o.strict, o.settle > 0
 	r, err := tracefile.Open(file, tracefile.ReadOptions{
 		MaxRecordBytes: o.maxRecord,

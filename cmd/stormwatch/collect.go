@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/stormwatch/stormwatch/analyzer"
+	"github.com/stormwatch/stormwatch/analyzer/engine"
 	"github.com/stormwatch/stormwatch/analyzer/render"
 	"github.com/stormwatch/stormwatch/collector"
 	"github.com/stormwatch/stormwatch/internal/words"
@@ -138,7 +139,7 @@ func writeReport(f *os.File, r *analyzer.Report) error {
 
 // analysisStatus is the status line's analysis part: findings by severity and the worst
 // dependency's amplification, e.g. " · findings 2 critical 1 warning 0 info · worst 27.00x http://dep:8080".
-func analysisStatus(snap *analyzer.Snapshot) string {
+func analysisStatus(snap *engine.Snapshot) string {
 	if snap == nil {
 		return ""
 	}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/stormwatch/stormwatch/analyzer"
+	"github.com/stormwatch/stormwatch/analyzer/engine"
 	"github.com/stormwatch/stormwatch/collector"
 	"github.com/stormwatch/stormwatch/tracefile"
 	"github.com/stormwatch/stormwatch/tracefile/replay"
@@ -270,7 +271,7 @@ func TestAnalysisStatusAndFinalSummary(t *testing.T) {
 	if got := analysisStatus(nil); got != "" {
 		t.Errorf("no snapshot yet: %q", got)
 	}
-	empty := &analyzer.Snapshot{}
+	empty := &engine.Snapshot{}
 	if got, want := analysisStatus(empty), " · findings 0 critical 0 warning 0 info"; got != want {
 		t.Errorf("nothing analyzed: %q, want %q (no worst dependency)", got, want)
 	}
@@ -281,7 +282,7 @@ func TestAnalysisStatusAndFinalSummary(t *testing.T) {
 	}
 	r.Dependencies[0].Service = "da"
 	r.Findings = []analyzer.Finding{{Severity: analyzer.SeverityCritical}, {Severity: analyzer.SeverityWarning}, {Severity: analyzer.SeverityWarning}}
-	if got, want := analysisStatus(&analyzer.Snapshot{Report: r}), " · findings 1 critical 2 warning 0 info · worst 5.00x http://da:80"; got != want {
+	if got, want := analysisStatus(&engine.Snapshot{Report: r}), " · findings 1 critical 2 warning 0 info · worst 5.00x http://da:80"; got != want {
 		t.Errorf("\n got %q\nwant %q", got, want)
 	}
 	var b bytes.Buffer

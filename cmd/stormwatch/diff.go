@@ -16,6 +16,7 @@ import (
 
 	"github.com/stormwatch/stormwatch/analyzer"
 	"github.com/stormwatch/stormwatch/analyzer/diff"
+	"github.com/stormwatch/stormwatch/analyzer/engine"
 	"github.com/stormwatch/stormwatch/analyzer/policy"
 	"github.com/stormwatch/stormwatch/analyzer/render"
 	"github.com/stormwatch/stormwatch/analyzer/suite"
@@ -88,7 +89,7 @@ an unreadable input (the file, line or address named).`,
 	f.BoolVar(&o.strict, "strict", false, "stop with exit 2 at the first malformed record instead of skipping it")
 	f.DurationVar(&o.settle, "settle", 30*time.Second, "as analyze's --settle")
 	f.IntVar(&o.maxRecord, "max-record-bytes", tracefile.DefaultMaxRecordBytes, "the largest record (line, request) read from a file")
-	f.IntVar(&o.maxSpans, "max-spans", analyzer.DefaultMaxSpans, "spans held at once per side (negative: no bound)")
+	f.IntVar(&o.maxSpans, "max-spans", engine.DefaultMaxSpans, "spans held at once per side (negative: no bound)")
 	f.BoolVar(&o.allowEmpty, "allow-empty", false, "accept a recording that holds no span (a side with no traffic) instead of failing with exit 2")
 	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return withExitCode(2, err) })
 	return cmd
@@ -166,12 +167,12 @@ func diffSide(ctx context.Context, io streams, o diffOptions, pol *policy.Policy
 		r, err := fetchReport(ctx, src, o.tokenFile, o.timeout)
 		return r, src, nil, err
 	}
-	cfg := analyzer.Config{MaxSpans: o.maxSpans, Detectors: suite.Default(), Settle: o.settle, ReleaseSpans: o.settle > 0,
+	cfg := engine.Config{MaxSpans: o.maxSpans, Detectors: suite.Default(), Settle: o.settle, ReleaseSpans: o.settle > 0,
 		WindowInterval: -1, MaxFindings: -1}
 	if pol != nil {
-		policy.Configure(&cfg, pol, policy.Offline)
+		policy.Configure(&cfg.Detectors, &cfg.Settings, pol, policy.Offline)
 	}
-	a := analyzer.New(cfg)
+	a := engine.New(cfg)
 	prog := newProgress(io.err, o.progress)
 	label := src
 	var notes []string
@@ -338,7 +339,7 @@ func (w window) bounds(start time.Time) (from, to time.Time) {
 // readWindow feeds the analyzer the traces of file that start inside win. A trace is kept or
 // left whole, by its earliest span, so no trace is cut in two at an edge: the first pass finds
 // each trace's start (and the recording's), the second feeds the kept traces as analyze would.
-func readWindow(ctx context.Context, a *analyzer.Analyzer, file string, io streams, o analyzeOptions, win window) (time.Time, time.Time, error) {
+func readWindow(ctx context.Context, a *engine.Analyzer, file string, io streams, o analyzeOptions, win window) (time.Time, time.Time, error) {
 	starts := map[spans.TraceID]int64{}
 	first := int64(0)
 	err := eachRecord(file, io, o, func(rec *tracefile.Record) error {

@@ -11,7 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/stormwatch/stormwatch/analyzer"
+	"github.com/stormwatch/stormwatch/analyzer/engine"
 	"github.com/stormwatch/stormwatch/analyzer/metrics"
 	"github.com/stormwatch/stormwatch/analyzer/policy"
 	"github.com/stormwatch/stormwatch/analyzer/render"
@@ -44,8 +44,8 @@ const reportPath = "/api/v1/report"
 // session is the live analysis: the analyzer, behind a pointer so that C (clear) swaps in a fresh
 // one without stopping ingestion, and the ticker that settles traces.
 type session struct {
-	cfg analyzer.Config
-	cur atomic.Pointer[analyzer.Analyzer]
+	cfg engine.Config
+	cur atomic.Pointer[engine.Analyzer]
 	log *slog.Logger
 }
 
@@ -63,7 +63,7 @@ func newAnalysisSession(a *analysisFlags, maxSpans int, log *slog.Logger) (*sess
 	if a.settle <= 0 {
 		return nil, fmt.Errorf("--settle %s: must be positive", a.settle)
 	}
-	cfg := analyzer.Config{Settle: a.settle, MaxSpans: maxSpans, Detectors: suite.Default(), Now: time.Now}
+	cfg := engine.Config{Settle: a.settle, MaxSpans: maxSpans, Detectors: suite.Default(), Now: time.Now}
 	var p *policy.Policy
 	if a.policy != "" {
 		var err error
@@ -71,9 +71,9 @@ func newAnalysisSession(a *analysisFlags, maxSpans int, log *slog.Logger) (*sess
 			return nil, fmt.Errorf("--policy: %w", err)
 		}
 	}
-	policy.Configure(&cfg, p, policy.Live)
+	policy.Configure(&cfg.Detectors, &cfg.Settings, p, policy.Live)
 	s := &session{cfg: cfg, log: log}
-	s.cur.Store(analyzer.New(cfg))
+	s.cur.Store(engine.New(cfg))
 	return s, nil
 }
 
@@ -83,14 +83,14 @@ func (s *session) ConsumeBatch(ctx context.Context, b *spans.Batch) error {
 }
 
 // Snapshot implements tui.Source.
-func (s *session) Snapshot(now time.Time) *analyzer.Snapshot { return s.cur.Load().Snapshot(now) }
+func (s *session) Snapshot(now time.Time) *engine.Snapshot { return s.cur.Load().Snapshot(now) }
 
 // Summary implements metrics.Source.
-func (s *session) Summary(now time.Time) *analyzer.Snapshot { return s.cur.Load().Summary(now) }
+func (s *session) Summary(now time.Time) *engine.Snapshot { return s.cur.Load().Summary(now) }
 
 // Clear drops everything held: the next spans start a fresh analysis.
 func (s *session) Clear() {
-	s.cur.Store(analyzer.New(s.cfg))
+	s.cur.Store(engine.New(s.cfg))
 	if s.log != nil {
 		s.log.Info("cleared: a fresh analysis starts now")
 	}

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/stormwatch/stormwatch/analyzer"
+	"github.com/stormwatch/stormwatch/analyzer/engine"
 	"github.com/stormwatch/stormwatch/analyzer/policy"
 	"github.com/stormwatch/stormwatch/analyzer/suite"
 	"github.com/stormwatch/stormwatch/fixtures"
@@ -158,9 +159,9 @@ func attrsOf(m pcommon.Map) []attribute.KeyValue {
 // suite, Flush - `stormwatch analyze` on a protobuf trace file.
 func offlineReport(t testing.TB, batches [][]sdktrace.ReadOnlySpan) analyzer.Report {
 	t.Helper()
-	cfg := analyzer.Config{Detectors: suite.Default()}
-	policy.Configure(&cfg, nil, policy.Offline)
-	a := analyzer.New(cfg)
+	cfg := engine.Config{Detectors: suite.Default()}
+	policy.Configure(&cfg.Detectors, &cfg.Settings, nil, policy.Offline)
+	a := engine.New(cfg)
 	for _, b := range batches {
 		body, err := proto.Marshal(spanstest.RequestFromSDK(b))
 		if err != nil {

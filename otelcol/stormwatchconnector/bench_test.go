@@ -8,7 +8,7 @@ import (
 	"go.opentelemetry.io/collector/connector/connectortest"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
-	"github.com/stormwatch/stormwatch/analyzer"
+	"github.com/stormwatch/stormwatch/analyzer/engine"
 	"github.com/stormwatch/stormwatch/analyzer/suite"
 	"github.com/stormwatch/stormwatch/fixtures"
 	"github.com/stormwatch/stormwatch/internal/cputime"
@@ -53,7 +53,7 @@ func BenchmarkConvert(b *testing.B) {
 // of the analysis.
 func BenchmarkEmitFindings(b *testing.B) {
 	dets := suite.Default()
-	an := analyzer.New(analyzer.Config{Detectors: dets})
+	an := engine.New(engine.Config{Detectors: dets})
 	conv := newConverter(false)
 	for _, c := range fixtures.Cases {
 		if err := an.ConsumeBatch(context.Background(), conv.convert(merged(b, c.Name))); err != nil {

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/stormwatch/stormwatch/analyzer"
+	"github.com/stormwatch/stormwatch/analyzer/engine"
 	"github.com/stormwatch/stormwatch/analyzer/policy"
 	"github.com/stormwatch/stormwatch/analyzer/suite"
 )
@@ -13,7 +13,7 @@ import (
 // Defaults of the fields a user leaves out. Settle and the bounds are the single binary's, so that
 // a trace is judged the same way on either.
 const (
-	defaultSettle       = analyzer.DefaultSettle
+	defaultSettle       = engine.DefaultSettle
 	defaultTickInterval = time.Second
 	defaultEmitInterval = 10 * time.Second
 )

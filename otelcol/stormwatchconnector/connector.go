@@ -12,7 +12,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.uber.org/zap"
 
-	"github.com/stormwatch/stormwatch/analyzer"
+	"github.com/stormwatch/stormwatch/analyzer/engine"
 	"github.com/stormwatch/stormwatch/analyzer/policy"
 	"github.com/stormwatch/stormwatch/analyzer/suite"
 	"github.com/stormwatch/stormwatch/spans"
@@ -25,7 +25,7 @@ type shared struct {
 	cfg    *Config
 	logger *zap.Logger
 	conv   *converter
-	an     *analyzer.Analyzer
+	an     *engine.Analyzer
 	emit   *emitter
 	// now is the clock and newTicker its ticks; tests replace both to step time by hand.
 	now       func() time.Time
@@ -60,7 +60,7 @@ func newShared(set connector.Settings, cfg *Config, release func()) (*shared, er
 		newTicker: realTicker,
 		release:   release,
 	}
-	acfg := analyzer.Config{
+	acfg := engine.Config{
 		Settle:         cfg.settle(),
 		MaxSpans:       cfg.MaxSpans,
 		MaxTraceSpans:  cfg.MaxTraceSpans,
@@ -78,8 +78,8 @@ func newShared(set connector.Settings, cfg *Config, release func()) (*shared, er
 			return nil, fmt.Errorf("policy %s: %w", cfg.Policy, err)
 		}
 	}
-	policy.Configure(&acfg, p, policy.Live)
-	s.an = analyzer.New(acfg)
+	policy.Configure(&acfg.Detectors, &acfg.Settings, p, policy.Live)
+	s.an = engine.New(acfg)
 	s.emit = newEmitter(set, s.an, acfg.Detectors, s.now())
 	return s, nil
 }

@@ -20,6 +20,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/stormwatch/stormwatch/analyzer"
+	"github.com/stormwatch/stormwatch/analyzer/engine"
 	"github.com/stormwatch/stormwatch/analyzer/passes/passtest"
 	"github.com/stormwatch/stormwatch/analyzer/policy"
 	"github.com/stormwatch/stormwatch/analyzer/suite"
@@ -134,9 +135,9 @@ func testConfig() *Config {
 // default suite, Flush, Report.
 func offlineReport(t testing.TB, names ...string) analyzer.Report {
 	t.Helper()
-	cfg := analyzer.Config{Detectors: suite.Default()}
-	policy.Configure(&cfg, nil, policy.Offline)
-	a := analyzer.New(cfg)
+	cfg := engine.Config{Detectors: suite.Default()}
+	policy.Configure(&cfg.Detectors, &cfg.Settings, nil, policy.Offline)
+	a := engine.New(cfg)
 	passtest.Feed(t, a, names...)
 	return a.Report()
 }

@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pmetric"
 
 	"github.com/stormwatch/stormwatch/analyzer"
+	"github.com/stormwatch/stormwatch/analyzer/engine"
 )
 
 // scopeName is the instrumentation scope of everything the connector emits.
@@ -63,7 +64,7 @@ const (
 // dependency's running totals (cumulative temporality, so a lost export costs nothing but
 // latency) and a log record for each finding not sent before.
 type emitter struct {
-	an       *analyzer.Analyzer
+	an       *engine.Analyzer
 	resource pcommon.Resource
 	version  string
 	start    pcommon.Timestamp
@@ -81,7 +82,7 @@ func content(f *analyzer.Finding) string {
 	return f.Severity.String() + "\x00" + f.Summary + "\x00" + strings.Join(f.SpanIDs, ",")
 }
 
-func newEmitter(set connector.Settings, an *analyzer.Analyzer, detectors []*analyzer.Detector, start time.Time) *emitter {
+func newEmitter(set connector.Settings, an *engine.Analyzer, detectors []*analyzer.Detector, start time.Time) *emitter {
 	// The collector's own resource (service.name, service.instance.id) identifies the backend
 	// that computed the figures, so series from several backends do not collide when they are
 	// pushed to one metrics backend.
@@ -169,7 +170,7 @@ func (e *emitter) delivered(out output) {
 	}
 }
 
-func (e *emitter) metrics(rep *analyzer.Report, st analyzer.StoreStats, ts pcommon.Timestamp) pmetric.Metrics {
+func (e *emitter) metrics(rep *analyzer.Report, st engine.StoreStats, ts pcommon.Timestamp) pmetric.Metrics {
 	md := pmetric.NewMetrics()
 	rm := md.ResourceMetrics().AppendEmpty()
 	e.resource.CopyTo(rm.Resource())

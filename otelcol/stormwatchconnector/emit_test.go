@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/plog"
 
 	"github.com/stormwatch/stormwatch/analyzer"
+	"github.com/stormwatch/stormwatch/analyzer/engine"
 	"github.com/stormwatch/stormwatch/analyzer/suite"
 	"github.com/stormwatch/stormwatch/fixtures"
 )
@@ -34,7 +35,7 @@ func TestWindowFindingCountedOnceWhileItsExampleTraceChanges(t *testing.T) {
 		},
 	}
 	dets := []*analyzer.Detector{window}
-	an := analyzer.New(analyzer.Config{Detectors: dets})
+	an := engine.New(engine.Config{Detectors: dets})
 	em := newEmitter(connectortest.NewNopSettings(NewFactory().Type()), an, dets, time.Unix(0, 0))
 	conv := newConverter(false)
 
@@ -71,7 +72,7 @@ func TestEvidenceMatchesJSON(t *testing.T) {
 	}
 	n := 0
 	for _, c := range fixtures.Cases {
-		an := analyzer.New(analyzer.Config{Detectors: suite.Default()})
+		an := engine.New(engine.Config{Detectors: suite.Default()})
 		if err := an.ConsumeBatch(context.Background(), newConverter(false).convert(merged(t, c.Name))); err != nil {
 			t.Fatal(err)
 		}

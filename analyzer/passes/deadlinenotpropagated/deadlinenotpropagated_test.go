@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/stormwatch/stormwatch/analyzer"
+	"github.com/stormwatch/stormwatch/analyzer/engine"
 	"github.com/stormwatch/stormwatch/analyzer/passes/deadlinenotpropagated"
 	"github.com/stormwatch/stormwatch/analyzer/passes/passtest"
 	"github.com/stormwatch/stormwatch/spans"
@@ -40,7 +41,7 @@ func TestDeadlineStoppedAtAService(t *testing.T) {
 			{TraceID: tr, SpanID: id(5), ParentID: id(4), Kind: spans.KindInternal, Resource: api, StartUnixNano: 5e6, EndUnixNano: 5e8, Attrs: apiOp},
 			call(6, 5, api, "http://catalog:80/x", "api-1", 6e6, 4e8),
 		}
-		a := analyzer.New(analyzer.Config{Detectors: []*analyzer.Detector{deadlinenotpropagated.Detector}})
+		a := engine.New(engine.Config{Detectors: []*analyzer.Detector{deadlinenotpropagated.Detector}})
 		if err := a.ConsumeBatch(context.Background(), &spans.Batch{Spans: ss}); err != nil {
 			t.Fatal(err)
 		}

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/stormwatch/stormwatch/analyzer"
+	"github.com/stormwatch/stormwatch/analyzer/engine"
 	"github.com/stormwatch/stormwatch/analyzer/policy"
 	"github.com/stormwatch/stormwatch/analyzer/suite"
 	"github.com/stormwatch/stormwatch/fixtures"
@@ -19,29 +20,29 @@ import (
 // written in policyYAML ("" for none, i.e. built-in defaults), flushes it and returns the report.
 func Analyze(t testing.TB, name, policyFile, policyYAML string) analyzer.Report {
 	t.Helper()
-	cfg := analyzer.Config{Detectors: suite.Default()}
+	cfg := engine.Config{Detectors: suite.Default()}
 	if policyYAML != "" {
 		p, err := policy.Parse(policyFile, []byte(policyYAML), cfg.Detectors)
 		if err != nil {
 			t.Fatalf("policy: %v", err)
 		}
-		policy.Configure(&cfg, p, policy.Offline)
+		policy.Configure(&cfg.Detectors, &cfg.Settings, p, policy.Offline)
 	}
 	return Load(t, name, cfg).Report()
 }
 
 // Load reads the fixture `name` into a new analyzer with cfg, flushed, for tests that need more
 // than the report (the operations of a snapshot).
-func Load(t testing.TB, name string, cfg analyzer.Config) *analyzer.Analyzer {
+func Load(t testing.TB, name string, cfg engine.Config) *engine.Analyzer {
 	t.Helper()
-	a := analyzer.New(cfg)
+	a := engine.New(cfg)
 	Feed(t, a, name)
 	return a
 }
 
 // Feed reads the named fixtures into a, as `stormwatch analyze` reads files (a malformed record
 // fails the test), then flushes it.
-func Feed(t testing.TB, a *analyzer.Analyzer, names ...string) {
+func Feed(t testing.TB, a *engine.Analyzer, names ...string) {
 	t.Helper()
 	for _, name := range names {
 		for _, b := range Batches(t, name) {

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/stormwatch/stormwatch/analyzer"
+	"github.com/stormwatch/stormwatch/analyzer/engine"
 	"github.com/stormwatch/stormwatch/analyzer/policy"
 	"github.com/stormwatch/stormwatch/analyzer/suite"
 )
@@ -146,7 +147,7 @@ func Cases(dir string) ([]Case, error) {
 
 // Analyze runs d alone over the case's trace and returns its findings in report order.
 func (c Case) Analyze(d *analyzer.Detector) ([]analyzer.Finding, error) {
-	cfg := analyzer.Config{Detectors: []*analyzer.Detector{d}, WindowInterval: -1, MaxFindings: -1}
+	cfg := engine.Config{Detectors: []*analyzer.Detector{d}, WindowInterval: -1, MaxFindings: -1}
 	if c.Policy != "" {
 		data, err := os.ReadFile(c.Policy)
 		if err != nil {
@@ -158,7 +159,7 @@ func (c Case) Analyze(d *analyzer.Detector) ([]analyzer.Finding, error) {
 		if err != nil {
 			return nil, err
 		}
-		policy.Configure(&cfg, p, policy.Offline)
+		policy.Configure(&cfg.Detectors, &cfg.Settings, p, policy.Offline)
 	}
 	data, err := os.ReadFile(c.Trace)
 	if err != nil {
@@ -168,7 +169,7 @@ func (c Case) Analyze(d *analyzer.Detector) ([]analyzer.Finding, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := analyzer.New(cfg)
+	a := engine.New(cfg)
 	for _, b := range batches {
 		if err := a.ConsumeBatch(context.Background(), b); err != nil {
 			return nil, fmt.Errorf("%s: %w", c.Trace, err)

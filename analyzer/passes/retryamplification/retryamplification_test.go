@@ -5,6 +5,7 @@ import (
 
 	"github.com/stormwatch/stormwatch/analyzer"
 	"github.com/stormwatch/stormwatch/analyzer/analyzertest"
+	"github.com/stormwatch/stormwatch/analyzer/engine"
 	"github.com/stormwatch/stormwatch/analyzer/passes/passtest"
 	"github.com/stormwatch/stormwatch/analyzer/passes/retryamplification"
 	"github.com/stormwatch/stormwatch/fixtures"
@@ -33,11 +34,11 @@ func TestMayFireNeverSkipsAFinding(t *testing.T) {
 		looks = append(looks, l)
 		return nil
 	}}
-	cfg := analyzer.Config{Detectors: []*analyzer.Detector{keep}, MaxSpans: -1}
+	cfg := engine.Config{Detectors: []*analyzer.Detector{keep}, MaxSpans: -1}
 	for _, n := range fixtures.Names() {
-		passtest.Feed(t, analyzer.New(cfg), n)
+		passtest.Feed(t, engine.New(cfg), n)
 	}
-	a := analyzer.New(cfg)
+	a := engine.New(cfg)
 	w := analyzertest.NewWorkload(1_767_225_600_000_000_000)
 	if err := w.Feed(a, 20_000, nil); err != nil {
 		t.Fatal(err)

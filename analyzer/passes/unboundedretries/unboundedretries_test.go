@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/stormwatch/stormwatch/analyzer"
+	"github.com/stormwatch/stormwatch/analyzer/engine"
 	"github.com/stormwatch/stormwatch/analyzer/passes/passtest"
 	"github.com/stormwatch/stormwatch/analyzer/passes/unboundedretries"
 	"github.com/stormwatch/stormwatch/spans"
@@ -34,7 +35,7 @@ func TestMissingStopReason(t *testing.T) {
 			{TraceID: tr, SpanID: id(2), ParentID: id(1), Kind: spans.KindInternal, Resource: res, StartUnixNano: 2, EndUnixNano: 5e8, Attrs: opAttrs},
 			attempt(1, 1e6), attempt(2, 1e8),
 		}
-		a := analyzer.New(analyzer.Config{Detectors: []*analyzer.Detector{unboundedretries.Detector}})
+		a := engine.New(engine.Config{Detectors: []*analyzer.Detector{unboundedretries.Detector}})
 		if err := a.ConsumeBatch(context.Background(), &spans.Batch{Spans: ss}); err != nil {
 			t.Fatal(err)
 		}
