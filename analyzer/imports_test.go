@@ -1,0 +1,89 @@
+package analyzer_test
+
+import (
+	"errors"
+	"go/build"
+	"io/fs"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+const (
+	module     = "github.com/stormwatch/stormwatch"
+	enginePath = module + "/analyzer/engine"
+)
+
+// TestDetectorsDoNotImportTheEngine: neither this package nor any package under analyzer/passes
+// (the detectors and their helpers) imports analyzer/engine, directly or through another package
+// such as analyzer/policy: a detector sees what its Pass gives it and nothing of the engine's.
+// passtest is the exception, the harness that drives detectors through the engine. Only non-test
+// files count, as for a build.
+func TestDetectorsDoNotImportTheEngine(t *testing.T) {
+	root := ".." // the module's root, from this package's directory
+	pkgs := []string{module + "/analyzer"}
+	err := filepath.WalkDir(filepath.Join(root, "analyzer", "passes"), func(dir string, d fs.DirEntry, err error) error {
+		if err != nil || !d.IsDir() {
+			return err
+		}
+		if name := d.Name(); name == "passtest" || name == "testdata" {
+			return filepath.SkipDir
+		}
+		if _, err := build.ImportDir(dir, 0); err != nil {
+			var none *build.NoGoError
+			if errors.As(err, &none) {
+				return nil
+			}
+			return err
+		}
+		rel, err := filepath.Rel(root, dir)
+		pkgs = append(pkgs, module+"/"+filepath.ToSlash(rel))
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pkgs) < 10 {
+		t.Fatalf("found %d packages to check, want the framework and every detector: %v", len(pkgs), pkgs)
+	}
+	for _, p := range pkgs {
+		if chain := importChain(t, root, p, enginePath); chain != nil {
+			t.Errorf("%s imports the engine: %s", p, strings.Join(chain, " -> "))
+		}
+	}
+	// The check must see an import of the engine where there is one, or it proves nothing.
+	if importChain(t, root, module+"/analyzer/passes/passtest", enginePath) == nil {
+		t.Error("the check does not see passtest's import of the engine")
+	}
+}
+
+// importChain is a chain of imports from package from to package to within the module, found
+// breadth first through the non-test files, or nil when from does not import to.
+func importChain(t *testing.T, root, from, to string) []string {
+	t.Helper()
+	parent := map[string]string{from: ""}
+	queue := []string{from}
+	for len(queue) > 0 {
+		p := queue[0]
+		queue = queue[1:]
+		if p == to {
+			var chain []string
+			for ; p != ""; p = parent[p] {
+				chain = append([]string{p}, chain...)
+			}
+			return chain
+		}
+		dir := filepath.Join(root, filepath.FromSlash(strings.TrimPrefix(p, module)))
+		bp, err := build.ImportDir(dir, 0)
+		if err != nil {
+			t.Fatalf("%s: %v", p, err)
+		}
+		for _, imp := range bp.Imports {
+			if _, seen := parent[imp]; !seen && (imp == module || strings.HasPrefix(imp, module+"/")) {
+				parent[imp] = p
+				queue = append(queue, imp)
+			}
+		}
+	}
+	return nil
+}
