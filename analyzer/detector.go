@@ -13,14 +13,15 @@ const (
 	// ScopeTrace detectors run once per analyzed trace (again when late spans re-analyze it).
 	ScopeTrace Scope = iota
 	// ScopeWindow detectors need many operations: offline they run once over everything in Flush;
-	// live they run every Config.WindowInterval over the operations of the traces held. Pass.Trace
-	// is nil for them and Pass.Operations spans many traces.
+	// live they run every engine.Config.WindowInterval over the operations of the traces held.
+	// Pass.Trace is nil for them and Pass.Operations spans many traces.
 	ScopeWindow
 )
 
 // Detector is one check, modelled on golang.org/x/tools/go/analysis.Analyzer: a plain value that
 // names itself, documents itself and reports through its Pass. Detectors never print, never keep
-// state between runs and never see the analyzer; the suite (analyzer/suite) lists them.
+// state between runs and never see the engine that runs them (they do not import it); the suite
+// (analyzer/suite) lists them.
 //
 // To add one: a package under analyzer/passes/<name>/ with a doc.go, a `var Detector =
 // &analyzer.Detector{...}`, a testdata/ of traces where it fires and where it stays silent run by
@@ -97,7 +98,8 @@ type Pass struct {
 var nameRE = regexp.MustCompile(`^[a-z][a-z0-9]*(-[a-z0-9]+)*$`)
 
 // Validate checks a suite: every detector non-nil, with a valid unique name, a title, a doc, a Run
-// and well-declared Settings (see SettingFields). Tests of every suite call it; New does not, so a caller's typo shows up in its tests.
+// and well-declared Settings (see SettingFields). Tests of every suite call it; engine.New does
+// not, so a caller's typo shows up in its tests.
 func Validate(detectors []*Detector) error {
 	var errs []error
 	seen := map[string]bool{}
