@@ -192,7 +192,14 @@ func TestReplayMaxBlastsForADuration(t *testing.T) {
 	}
 	// Every pass, the first of each run included, makes traces of its own: the recording's 4
 	// traces of 3 spans, again and again, never one trace piling up duplicates.
+	// The collector counts a request when its handler returns, which can be just after the
+	// client has read the answer: wait until its count and the sink agree.
+	deadline := time.Now().Add(5 * time.Second)
 	accepted := int(c.Stats().AcceptedSpans)
+	for accepted != sink.count() && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+		accepted = int(c.Stats().AcceptedSpans)
+	}
 	waitFor(t, sink, accepted)
 	traces := map[spans.TraceID]int{}
 	sink.mu.Lock()
