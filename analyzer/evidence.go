@@ -10,8 +10,9 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 	"unsafe"
+
+	"github.com/stormwatch/stormwatch/spans/jsonlex"
 )
 
 // Evidence is a finding's proof, by key: the figures its summary quotes and what a reader needs
@@ -432,7 +433,7 @@ func (e Evidence) appendJSON(b []byte) ([]byte, error) {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = appendString(b, k)
+		b = jsonlex.AppendString(b, k)
 		b = append(b, ':')
 		var err error
 		if b, err = e[k].appendJSON(b); err != nil {
@@ -454,7 +455,7 @@ func (v Value) appendJSON(b []byte) ([]byte, error) {
 	case KindFloat:
 		return appendFloat(b, math.Float64frombits(v.n))
 	case KindText:
-		return appendString(b, v.s), nil
+		return jsonlex.AppendString(b, v.s), nil
 	case KindBool:
 		return strconv.AppendBool(b, v.n == 1), nil
 	case KindTexts:
@@ -466,7 +467,7 @@ func (v Value) appendJSON(b []byte) ([]byte, error) {
 			if i > 0 {
 				b = append(b, ',')
 			}
-			b = appendString(b, s)
+			b = jsonlex.AppendString(b, s)
 		}
 		return append(b, ']'), nil
 	case KindInts:
@@ -539,62 +540,6 @@ func appendFloat(b []byte, f float64) ([]byte, error) {
 		}
 	}
 	return b, nil
-}
-
-const hexDigits = "0123456789abcdef"
-
-// appendString quotes s as encoding/json does without HTML escaping (the encoder writing the
-// report applies its own setting to what MarshalJSON returns): invalid UTF-8 becomes U+FFFD, and
-// U+2028 and U+2029 are escaped for JavaScript's sake.
-func appendString(b []byte, s string) []byte {
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		if c := s[i]; c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' {
-				i++
-				continue
-			}
-			b = append(b, s[start:i]...)
-			switch c {
-			case '\\', '"':
-				b = append(b, '\\', c)
-			case '\b':
-				b = append(b, '\\', 'b')
-			case '\f':
-				b = append(b, '\\', 'f')
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
-			i += size
-			start = i
-			continue
-		}
-		if r == '\u2028' || r == '\u2029' {
-			b = append(b, s[start:i]...)
-			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xF])
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
 }
 
 // UnmarshalJSON reads a value of a report: a whole number as an Int (JSON does not say whether

@@ -1,7 +1,10 @@
 package jsonlex
 
 import (
+	"bytes"
+	"encoding/json"
 	"math"
+	"strings"
 	"testing"
 	"unicode/utf8"
 )
@@ -125,5 +128,22 @@ func TestAppendStringEscapesAndRepairs(t *testing.T) {
 	}
 	if got := AppendString(nil, "\xff"); !utf8.Valid(got) {
 		t.Errorf("invalid UTF-8 out: %q", got)
+	}
+}
+
+// AppendString writes what encoding/json writes with HTML escaping off, which the analyzer's
+// report evidence relies on: control bytes, quotes, invalid UTF-8, U+2028 and U+2029.
+func TestAppendStringMatchesEncodingJSON(t *testing.T) {
+	for _, s := range []string{"", "plain", "a\"b\\c", "\b\f\n\r\t\x00\x1f\x7f", "é\xff\xc3z", "x\u2028y\u2029z", "<&>"} {
+		var buf bytes.Buffer
+		enc := json.NewEncoder(&buf)
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(s); err != nil {
+			t.Fatal(err)
+		}
+		want := strings.TrimSuffix(buf.String(), "\n")
+		if got := string(AppendString(nil, s)); got != want {
+			t.Errorf("AppendString(%q) = %s, encoding/json writes %s", s, got, want)
+		}
 	}
 }

@@ -8,9 +8,10 @@ import (
 
 const hexDigits = "0123456789abcdef"
 
-// AppendString appends s as a JSON string. Invalid UTF-8 (which strings aliasing a received body,
-// or hand-built requests, may hold) becomes U+FFFD, as encoding/json does, so the output is always
-// valid JSON.
+// AppendString appends s as a JSON string, byte for byte as encoding/json writes it with HTML
+// escaping off: invalid UTF-8 (which strings aliasing a received body, or hand-built requests,
+// may hold) becomes U+FFFD, so the output is always valid JSON, and U+2028 and U+2029 are escaped
+// for JavaScript's sake. The analyzer's report evidence relies on the match with encoding/json.
 func AppendString(dst []byte, s string) []byte {
 	dst = append(dst, '"')
 	start := 0
@@ -25,6 +26,10 @@ func AppendString(dst []byte, s string) []byte {
 			switch c {
 			case '"', '\\':
 				dst = append(dst, '\\', c)
+			case '\b':
+				dst = append(dst, '\\', 'b')
+			case '\f':
+				dst = append(dst, '\\', 'f')
 			case '\n':
 				dst = append(dst, '\\', 'n')
 			case '\r':
@@ -43,6 +48,13 @@ func AppendString(dst []byte, s string) []byte {
 			dst = append(dst, s[start:i]...)
 			dst = append(dst, `\ufffd`...)
 			i++
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
+			i += size
 			start = i
 			continue
 		}
