@@ -3,6 +3,7 @@ package suite_test
 import (
 	"fmt"
 	"runtime"
+	"slices"
 	"testing"
 
 	"github.com/stormwatch/stormwatch/analyzer"
@@ -21,25 +22,46 @@ type captured struct {
 	window analyzer.Pass
 }
 
-// capture analyzes a corpus with two detectors that only keep their passes. A Trace and its
-// operations are immutable once analyzed, and nothing here releases spans, so the passes can be
-// replayed to the real detectors as often as a benchmark likes.
+// capture analyzes a corpus with two detectors that only keep their passes. The engine reuses a
+// pass's trace (its spans read back, its index, its calls) for the next trace, so each trace pass
+// keeps a copy of them; the analyzer runs offline, which holds every trace's operations as values
+// of their own and never reuses them. The passes can then be replayed to the real detectors as
+// often as a benchmark likes.
 func capture(b *testing.B, feed func(*engine.Analyzer)) *captured {
 	c := &captured{}
 	keepTrace := &analyzer.Detector{Name: "keep-trace", Title: "t", Doc: "keeps every trace pass", Run: func(p *analyzer.Pass) error {
-		c.traces = append(c.traces, *p)
+		kept := *p
+		kept.Trace = cloneTrace(p.Trace)
+		c.traces = append(c.traces, kept)
 		return nil
 	}}
 	keepWindow := &analyzer.Detector{Name: "keep-window", Title: "t", Doc: "keeps the window pass", Scope: analyzer.ScopeWindow, Run: func(p *analyzer.Pass) error {
 		c.window = *p
 		return nil
 	}}
-	a := engine.New(engine.Config{Detectors: []*analyzer.Detector{keepTrace, keepWindow}, MaxSpans: -1})
+	a := engine.New(engine.Config{Detectors: []*analyzer.Detector{keepTrace, keepWindow}, MaxSpans: -1, WindowInterval: -1})
 	feed(a)
 	if len(c.traces) == 0 || len(c.window.Operations) == 0 {
 		b.Fatalf("captured %d traces and %d operations: nothing to measure", len(c.traces), len(c.window.Operations))
 	}
 	return c
+}
+
+// cloneTrace is a copy of t that owns its spans' arrays and its index.
+func cloneTrace(t *analyzer.Trace) *analyzer.Trace {
+	c := *t
+	c.Spans = slices.Clone(t.Spans)
+	for i := range c.Spans {
+		c.Spans[i].Attrs = slices.Clone(c.Spans[i].Attrs)
+	}
+	ix := c.Index()
+	for _, s := range []*[]int32{&ix.IDs, &ix.Parent, &ix.ChildOff, &ix.Child, &ix.Roots, &ix.Order, &ix.Pos, &ix.Size, &ix.Call, &ix.Enclosing} {
+		*s = slices.Clone(*s)
+	}
+	ix.Calls = slices.Clone(ix.Calls)
+	ix.Ops = slices.Clone(ix.Ops)
+	ix.Notes = slices.Clone(ix.Notes)
+	return &c
 }
 
 // BenchmarkDetectorRun measures each detector alone, per analyzed trace: its Run replayed over
