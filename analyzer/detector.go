@@ -23,10 +23,8 @@ const (
 // state between runs and never see the engine that runs them (they do not import it); the suite
 // (analyzer/suite) lists them.
 //
-// To add one: a package under analyzer/passes/<name>/ with a doc.go, a `var Detector =
-// &analyzer.Detector{...}`, a testdata/ of traces where it fires and where it stays silent run by
-// passtest.Run, and a line in analyzer/suite (docs/detectors.md, "Adding a detector"). A threshold
-// the detector needs is one of its Settings, never a constant a user cannot reach.
+// docs/detectors.md, "Adding a detector", lists the five steps. A threshold the detector needs
+// is one of its Settings, never a constant a user cannot reach.
 type Detector struct {
 	// Name is the stable identifier in reports and policies: lowercase words joined by '-'.
 	Name string
@@ -73,15 +71,13 @@ func (d *Detector) String() string { return d.Name }
 type Pass struct {
 	Detector *Detector
 	// Trace is the assembled trace (nil for ScopeWindow): spans, parent/child index, the
-	// operation each CLIENT span belongs to. It lives only for the pass: its spans, their
-	// attributes and its index are read back into buffers the next trace's analysis reuses, so
-	// nothing taken from it may be kept past Run. Findings may carry what they like (see Report).
+	// operation each CLIENT span belongs to.
 	Trace *Trace
 	// Operations are the trace's logical operations (for ScopeWindow: of every trace held), each
-	// with its chain of Parent operations up to the root request. Like Trace, they live only for
-	// the pass: a live analyzer holds them packed and reuses their memory for the next trace, so
-	// nothing taken from them (an operation, an attempt, a slice of either) may be kept past Run
-	// but in findings.
+	// with its chain of Parent operations up to the root request.
+	//
+	// Trace and Operations are the engine's, lent for the pass: a detector keeps no state between
+	// runs, so it needs nothing of them afterwards, and what it reports is copied (see Report).
 	Operations []*Operation
 	// Settings are the run-wide values every detector shares (see [RunSettings]): the clock skew,
 	// the policy, the live window. The detector's own thresholds are not here: read them with

@@ -619,6 +619,9 @@ func listFromJSON(xs []any) (Value, error) {
 		}
 	}
 	switch first.(type) {
+	case nil:
+		// Only records can be null in a list: Records with nil entries, as it was written.
+		return Records(make([]Evidence, len(xs))), nil
 	case string:
 		s := make([]string, len(xs))
 		for i, x := range xs {

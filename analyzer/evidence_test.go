@@ -59,6 +59,7 @@ func evidenceCases() []struct {
 			nil,
 		}},
 		{"records nil", analyzer.Records(nil), []map[string]any(nil)},
+		{"records of nulls", analyzer.Records([]analyzer.Evidence{nil, nil}), []map[string]any{nil, nil}},
 	}
 }
 
@@ -146,7 +147,7 @@ func TestEvidenceJSONRoundTrip(t *testing.T) {
 		}
 	}
 	var v analyzer.Value
-	for _, bad := range []string{`[1, "x"]`, `[[1]]`, `["x", 1]`, `[{}, 1]`, `[true]`, `[null]`, `["x", null]`} {
+	for _, bad := range []string{`[1, "x"]`, `[[1]]`, `["x", 1]`, `[{}, 1]`, `[true]`, `["x", null]`} {
 		if err := json.Unmarshal([]byte(bad), &v); err == nil {
 			t.Errorf("%s is no evidence, read as %v", bad, v)
 		}

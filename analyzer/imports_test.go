@@ -2,7 +2,10 @@ package analyzer_test
 
 import (
 	"errors"
+	"go/ast"
 	"go/build"
+	"go/parser"
+	"go/token"
 	"io/fs"
 	"path/filepath"
 	"strings"
@@ -86,4 +89,47 @@ func importChain(t *testing.T, root, from, to string) []string {
 		}
 	}
 	return nil
+}
+
+// TestDetectorsDoNotBuildTheModel: the names analyzer exports for the engine that builds a Trace
+// and its Operations (build.go) are not used by any detector (the packages under analyzer/passes
+// but passtest, non-test files): a detector writing a trace's index or an operation's intent key
+// would change what the detectors after it read. Index is the one name common elsewhere
+// (strings.Index takes arguments); a call of it without arguments is Trace.Index.
+func TestDetectorsDoNotBuildTheModel(t *testing.T) {
+	engineOnly := map[string]bool{"TraceIndex": true, "CallFacts": true, "CarriedKeys": true,
+		"SetIntentKey": true, "SetChildCount": true, "SetRecordedNumber": true}
+	files, err := filepath.Glob(filepath.Join("passes", "*", "*.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	more, _ := filepath.Glob(filepath.Join("passes", "internal", "*", "*.go"))
+	files = append(files, more...)
+	checked := 0
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") || strings.Contains(f, "passtest") {
+			continue
+		}
+		file, err := parser.ParseFile(token.NewFileSet(), f, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checked++
+		ast.Inspect(file, func(n ast.Node) bool {
+			switch x := n.(type) {
+			case *ast.SelectorExpr:
+				if engineOnly[x.Sel.Name] {
+					t.Errorf("%s uses %s, which only the engine may", f, x.Sel.Name)
+				}
+			case *ast.CallExpr:
+				if sel, ok := x.Fun.(*ast.SelectorExpr); ok && sel.Sel.Name == "Index" && len(x.Args) == 0 {
+					t.Errorf("%s calls Index(), the engine's access to a trace's index", f)
+				}
+			}
+			return true
+		})
+	}
+	if checked < 17 {
+		t.Fatalf("checked %d files, want every detector's", checked)
+	}
 }

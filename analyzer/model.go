@@ -240,7 +240,7 @@ type Operation struct {
 	// Findings counts the findings that name this operation's spans.
 	Findings int
 
-	intent   uint64 // what was asked, independent of the parent's attempt (see intentKey)
+	intent   uint64 // what was asked, independent of the parent's attempt (made by the engine: SetIntentKey)
 	children int    // operations whose Parent is this one
 }
 

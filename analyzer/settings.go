@@ -29,16 +29,18 @@ func (s RunSettings) Skew() int64 {
 	return int64(DefaultSkewTolerance)
 }
 
-// SettingsOf is the running detector's own settings: pass.Detector.Settings, which must be a *T.
-// It is the configured copy when a policy set some of them, the declared defaults otherwise, and
-// is only read. Asking for a type the detector does not declare is a bug in the detector: it
-// panics, which the analyzer reports as that detector's error.
-func SettingsOf[T any](pass *Pass) *T {
+// SettingsOf is a copy of the running detector's own settings (pass.Detector.Settings, which
+// must be a *T): the configured values when a policy set some of them, the declared defaults
+// otherwise. A copy, so that no detector can change the defaults every run shares; settings hold
+// only numbers, durations, booleans and strings, so it is cheap. Asking for a type the detector
+// does not declare is a bug in the detector: it panics, which the analyzer reports as that
+// detector's error.
+func SettingsOf[T any](pass *Pass) T {
 	s, ok := pass.Detector.Settings.(*T)
 	if !ok || s == nil {
 		panic(fmt.Sprintf("detector %s: settings are %T, not %T", pass.Detector.Name, pass.Detector.Settings, (*T)(nil)))
 	}
-	return s
+	return *s
 }
 
 // SettingField is one field of a detector's declared settings, as its tags describe it (see

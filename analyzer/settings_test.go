@@ -109,8 +109,14 @@ func TestSettingFieldsRejectBadDeclarations(t *testing.T) {
 func TestSettingsOf(t *testing.T) {
 	own := &goodSettings{Samples: 7}
 	d := &analyzer.Detector{Name: "x", Settings: own}
-	if got := analyzer.SettingsOf[goodSettings](&analyzer.Pass{Detector: d}); got != own {
-		t.Errorf("SettingsOf = %p, want the detector's %p", got, own)
+	got := analyzer.SettingsOf[goodSettings](&analyzer.Pass{Detector: d})
+	if got != *own {
+		t.Errorf("SettingsOf = %+v, want the detector's %+v", got, *own)
+	}
+	// A copy: a detector writing to what it was given changes nothing for the next run.
+	got.Samples = 99
+	if own.Samples != 7 {
+		t.Errorf("writing to SettingsOf's result changed the detector's settings to %+v", *own)
 	}
 	defer func() {
 		if p := recover(); p == nil || !strings.Contains(p.(string), "detector y: settings are <nil>, not *analyzer_test.goodSettings") {

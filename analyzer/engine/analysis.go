@@ -33,7 +33,7 @@ type traceResult struct {
 
 // analyzeTrace is the whole per-trace pipeline: index, operations, accounting, detectors. The
 // trace it returns with the result uses sc's buffers. When src is not nil, ss's strings alias src
-// and the result is detached from it (see detach); its operations too when opsKept says they will
+// and the result is detached from it (see detachOps and detachRest); its operations too when opsKept says they will
 // be held as values (see hold), and they are then compacted.
 func analyzeTrace(id spans.TraceID, ss []spans.Span, truncated int, cfg *Config, seed maphash.Seed, in *interner, sc *scratch, src *sources, opsKept bool) *traceResult {
 	// The result and its trace are the scratch's: a result is held as a copy of its own (see

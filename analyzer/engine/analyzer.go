@@ -496,7 +496,7 @@ func (a *Analyzer) run(j *job, scratch *[]byte) {
 	sc := a.intern.getScratch()
 	defer a.intern.putScratch(sc)
 	// The spans are read back into the scratch, their strings aliasing the packed bytes: what
-	// the analysis keeps is detached from them (see detach), so the packed bytes stay the only
+	// the analysis keeps is detached from them (see detachOps and detachRest), so the packed bytes stay the only
 	// copy of the spans.
 	src := sources{j.from, j.pending}
 	ss, lost := sc.unpack(src)

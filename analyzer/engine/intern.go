@@ -12,7 +12,7 @@ import (
 // copied instead of shared, so the table cannot grow without limit in a long live session.
 const maxInterned = 1 << 16
 
-// interner gives what the analysis keeps strings of its own (see detach): held spans are packed,
+// interner gives what the analysis keeps strings of its own (see detachOps and detachRest): held spans are packed,
 // and an analysis reads them back with strings aliasing the packed bytes, so an operation or a
 // finding made from them would otherwise keep those bytes alive after the trace is dropped.
 // Service names, methods, dependencies and statuses repeat endlessly, so most strings end up

@@ -23,7 +23,7 @@ import (
 //     pending bytes (a trace's blocks are framed: a 4-byte length, then the block).
 //   - An analysis reads the blocks back into its scratch (spans.Unpacker: no allocation, strings
 //     aliasing the packed bytes), and detaches what it keeps - operations, findings, notes - from
-//     those bytes (see detach), so that nothing held points into them but the trace itself.
+//     those bytes (see detachOps and detachRest), so that nothing held points into them but the trace itself.
 //   - The analyzed spans are then held as one block: the one they came in, or, when they came
 //     in several or the analysis dropped duplicates, the spans it kept packed again.
 //   - The spans come back (a copy) only for the TUI's trace view.

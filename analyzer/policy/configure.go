@@ -110,13 +110,9 @@ func withSettings(d *analyzer.Detector, s DetectorSettings) *analyzer.Detector {
 	return &c
 }
 
-// withSeverity is a copy of d whose findings all carry sev: the policy, as the driver, decides
-// severity (STYLE.md: detectors suggest, the driver decides).
-func withSeverity(d *analyzer.Detector, text string) *analyzer.Detector {
-	sev, err := analyzer.ParseSeverity(text)
-	if err != nil {
-		return d // Parse validated it; keep the detector's own rather than guess
-	}
+// withSeverity is a copy of d whose findings all carry sev: detectors suggest a severity, the
+// driver - here the policy - decides it.
+func withSeverity(d *analyzer.Detector, sev analyzer.Severity) *analyzer.Detector {
 	c := *d
 	c.Severity = sev
 	run := d.Run

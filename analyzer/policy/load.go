@@ -514,11 +514,12 @@ func (d *decoder) detector(det *analyzer.Detector, k, v *yaml.Node) (DetectorSet
 			if !ok {
 				return
 			}
-			if w != "info" && w != "warning" && w != "critical" {
-				d.fail(v, join(at, "severity"), "unknown severity %q (want info, warning or critical)", w)
+			sev, err := analyzer.ParseSeverity(w)
+			if err != nil {
+				d.fail(v, join(at, "severity"), "%v", err)
 				return
 			}
-			s.Severity = Setting[string]{Value: w, Set: true, Pos: d.pos(k)}
+			s.Severity = Setting[analyzer.Severity]{Value: sev, Set: true, Pos: d.pos(k)}
 		},
 	}
 	for _, f := range fields {

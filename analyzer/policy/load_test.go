@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stormwatch/stormwatch/analyzer"
 	"github.com/stormwatch/stormwatch/analyzer/passes/nobackoff"
 	"github.com/stormwatch/stormwatch/analyzer/policy"
 	"github.com/stormwatch/stormwatch/analyzer/suite"
@@ -257,7 +258,7 @@ func TestDetectorSettings(t *testing.T) {
 		t.Errorf("enabled: hedge %v no-backoff %v amplification %v", p.Enabled("hedge-not-cancelled"), p.Enabled("no-backoff"), p.Enabled("retry-amplification"))
 	}
 	nb := p.Detector("no-backoff")
-	if nb.Values.(*nobackoff.Settings).MinPause != 2*time.Millisecond || nb.Set["minPause"].FileLine() != "d.yaml:4" || nb.Severity.Value != "critical" {
+	if nb.Values.(*nobackoff.Settings).MinPause != 2*time.Millisecond || nb.Set["minPause"].FileLine() != "d.yaml:4" || nb.Severity.Value != analyzer.SeverityCritical {
 		t.Errorf("no-backoff: %+v", nb)
 	}
 	if p.Window.Value != 30*time.Second || p.Window.Pos.FileLine() != "d.yaml:2" {

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"path"
 	"time"
+
+	"github.com/stormwatch/stormwatch/analyzer"
 )
 
 // Pos is where a value is written in a policy file. The zero Pos means "built-in default".
@@ -114,7 +116,7 @@ type Key struct {
 type DetectorSettings struct {
 	// Enabled is false when the policy turned the detector off.
 	Enabled  bool
-	Severity Setting[string]
+	Severity Setting[analyzer.Severity]
 	// Values are the detector's own settings as the file leaves them: a copy of its declared
 	// defaults (of the same type as its analyzer.Detector.Settings) with the keys the file writes
 	// set. nil when the detector declares none.
