@@ -11,9 +11,9 @@ const (
 	// DefaultSettle is how long a trace must stay quiet before live mode analyzes it: long enough
 	// for the slowest exporter's batch interval (the SDK default is 5 s) in most deployments.
 	DefaultSettle = 5 * time.Second
-	// DefaultMaxSpans bounds the spans held at once. Analyzed, a span costs 240-570 bytes with its
-	// trace's operations (0.5-1.1 GiB at this bound, see docs/performance.md "Held memory per
-	// stored span"); a span still settling, 90-240 (spans are packed from arrival).
+	// DefaultMaxSpans bounds the spans held at once. Analyzed, a span costs 160-380 bytes with its
+	// trace's operations held packed (docs/performance.md, "Held memory"); a span still settling,
+	// 75-230 (spans are packed from arrival).
 	DefaultMaxSpans = 2_000_000
 	// DefaultMaxTraceSpans caps one trace; a trace over it is marked truncated.
 	DefaultMaxTraceSpans = 50_000
