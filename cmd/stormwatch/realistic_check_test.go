@@ -3,6 +3,8 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"os"
+	"strconv"
 	"testing"
 
 	"go.opentelemetry.io/collector/pdata/ptrace"
@@ -89,4 +91,26 @@ func TestRealisticTrafficIsWhatPdataWrites(t *testing.T) {
 	if !bytes.Equal(again.Bytes(), out.Bytes()) {
 		t.Fatal("a second run wrote other bytes")
 	}
+}
+
+// TestWriteRealisticTraffic is not a test: with STORMWATCH_REALISTIC_SPANS=N it writes N spans of
+// realisticTraffic to standard output and exits, for piping into `stormwatch analyze -` or a
+// profiler by hand, as BenchmarkAnalyzeAgainstPdata does:
+//
+//	go test -c -o /tmp/sw.test ./cmd/stormwatch
+//	STORMWATCH_REALISTIC_SPANS=10000000 /tmp/sw.test -test.run '^TestWriteRealisticTraffic$' | stormwatch analyze -
+func TestWriteRealisticTraffic(t *testing.T) {
+	v := os.Getenv("STORMWATCH_REALISTIC_SPANS")
+	if v == "" {
+		t.Skip("writes a stream when STORMWATCH_REALISTIC_SPANS is set")
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := newRealisticTraffic(os.Stdout).write(n); err != nil {
+		t.Fatal(err)
+	}
+	// Nothing after the stream: the test framework's PASS would end up in it.
+	os.Exit(0)
 }
