@@ -183,7 +183,7 @@ func selfCPU() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-func median[T int64 | float64 | time.Duration](v []T) T {
+func median(v []float64) float64 {
 	s := slices.Clone(v)
 	slices.Sort(s)
 	if len(s)%2 == 1 {
@@ -199,8 +199,10 @@ func median[T int64 | float64 | time.Duration](v []T) T {
 // real HTTP and gRPC instrumentation). The stream is never on disk, so 10M spans (8 GB) fit, and
 // every size is read the same way; the generator's CPU is this process's and counted in neither
 // arm (gen-CPU-ns/span says what it was). analyze runs with the defaults a user gets: --settle
-// 30s releases analyzed traces (at a request a millisecond, about 30 s of traffic held, 270k
-// spans) and --max-spans 2,000,000 caps what is held if traces never settle.
+// 30s analyzes a trace once the recording has moved 30 s past it and releases its spans (at a
+// request a millisecond, about 270k spans held), --max-spans 2,000,000 caps the spans held should
+// traces never settle, and a soft memory limit of 900 MiB; an analyzed trace's operations stay
+// until the end, for the cross-trace detectors, and no flag bounds them.
 //
 // Each iteration runs analyze, pdata, pdata, analyze, so a load that rises or falls during it
 // weighs on both alike; x-pdata-cpu is analyze's CPU over pdata's within an iteration (the goal is
@@ -209,7 +211,9 @@ func median[T int64 | float64 | time.Duration](v []T) T {
 // `go test -bench` runs one per -count: tools/analyze-vs-pdata.sh runs -count 3 and prints the
 // medians and the flatness across sizes.
 //
-// Sizes: 100k and 1M spans; 10M with STORMWATCH_ANALYZE_10M=1 (about 10 minutes on 2 cores).
+// Sizes: 100k and 1M spans; 10M with STORMWATCH_ANALYZE_10M=1: 8 GB through each arm, about 2.5
+// minutes of pdata and as long as analyze's per-span cost at that size makes it (docs/performance.md
+// says what the iteration took).
 func BenchmarkAnalyzeAgainstPdata(b *testing.B) {
 	if testing.Short() {
 		b.Skip("end to end: runs helper processes")
