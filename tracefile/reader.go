@@ -105,10 +105,14 @@ type Reader struct {
 	src    *bufio.Reader
 	format Format
 	mode   jsonMode
-	line   int   // lines consumed so far (JSON)
-	off    int64 // bytes consumed so far (protobuf)
-	n      int   // records seen, good or bad
-	err    error // sticky: a strict stop, a read error, or io.EOF
+	line   int // lines consumed so far (JSON)
+	// longLine is the length of the last line longer than src's buffer: the next such line gets
+	// a slice of that size at once instead of growing one read at a time, since the lines of one
+	// recording (an exporter's batches) are alike.
+	longLine int
+	off      int64 // bytes consumed so far (protobuf)
+	n        int   // records seen, good or bad
+	err      error // sticky: a strict stop, a read error, or io.EOF
 
 	warnings []error
 	skipped  int
@@ -418,7 +422,11 @@ func (r *Reader) nextJSON() (*Record, error) {
 			}
 			continue
 		}
-		body = append(body, line...)
+		if body == nil {
+			body = line // a fresh slice of its own: no second copy
+		} else {
+			body = append(body, line...)
+		}
 		if r.mode == jsonDocs && !scan.done && !atEOF {
 			body = append(body, '\n')
 			if len(body) > r.opt.MaxRecordBytes {
@@ -481,6 +489,7 @@ func (r *Reader) decodeJSONRecord(body []byte, pos Position) (*Record, error) {
 // was there (else the input ended, err saying how). A line longer than limit is discarded to its end
 // and reported as tooLong, so one huge line never has to fit in memory.
 func (r *Reader) readLine(limit int) (line []byte, complete, tooLong bool, err error) {
+	long := false // longer than src's buffer
 	for {
 		var frag []byte
 		frag, err = r.src.ReadSlice('\n')
@@ -493,9 +502,16 @@ func (r *Reader) readLine(limit int) (line []byte, complete, tooLong bool, err e
 			tooLong, line = true, nil
 		}
 		if !tooLong {
+			if line == nil && err == bufio.ErrBufferFull {
+				long = true
+				line = make([]byte, 0, min(max(r.longLine, 2*len(frag)), limit))
+			}
 			line = append(line, frag...)
 		}
 		if err != bufio.ErrBufferFull {
+			if long && !tooLong {
+				r.longLine = len(line)
+			}
 			return line, complete, tooLong, err
 		}
 	}

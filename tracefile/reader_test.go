@@ -500,3 +500,28 @@ func TestGzipFileWrittenByOthers(t *testing.T) {
 		t.Fatalf("%d records", len(recs))
 	}
 }
+
+// Lines longer than the reader's buffer are read whole, each into memory of its own: a record
+// read earlier keeps its spans however long or short the lines after it are.
+func TestLongLinesKeepTheirOwnMemory(t *testing.T) {
+	sizes := []int{200 << 10, 10, 500 << 10, 100 << 10, 700 << 10}
+	var data strings.Builder
+	for i, n := range sizes {
+		fmt.Fprintf(&data, `{"resourceSpans":[{"scopeSpans":[{"spans":[{"traceId":"0102030405060708090a0b0c0d0e0f%02x","spanId":"01020304050607%02x","name":"%s","startTimeUnixNano":"1","endTimeUnixNano":"2"}]}]}]}`+"\n",
+			i+1, i+1, strings.Repeat(string(rune('a'+i)), n))
+	}
+	r, err := NewReader(strings.NewReader(data.String()), "long.jsonl", ReadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs := readAll(t, r)
+	if len(recs) != len(sizes) {
+		t.Fatalf("%d records, want %d", len(recs), len(sizes))
+	}
+	for i, n := range sizes {
+		ss := recs[i].Batch.Spans
+		if len(ss) != 1 || ss[0].Name != strings.Repeat(string(rune('a'+i)), n) {
+			t.Errorf("record %d: %d spans, name of %d bytes, want one span named with %d %q", i+1, len(ss), len(ss[0].Name), n, rune('a'+i))
+		}
+	}
+}
