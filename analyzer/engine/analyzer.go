@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/stormwatch/stormwatch/analyzer"
+	"github.com/stormwatch/stormwatch/analyzer/policy"
 	"github.com/stormwatch/stormwatch/spans"
 )
 
@@ -86,13 +87,15 @@ type Analyzer struct {
 	releasedSpans int
 	lateFragments int
 
+	// win is what the windowed detectors judge, fed as analyses are published (see window).
+	// hasWindow: some detector is ScopeWindow, so analyses feed it.
+	win            *window
+	hasWindow      bool
 	windowFindings []analyzer.Finding
 	lastWindow     int64
-	// heldEpoch moves whenever the operations held change (an analysis published or taken
-	// back, a trace dropped); windowEpoch is its value at the windowed detectors' last run. The
-	// window is measured back from the latest operation held, not from the clock, so while the
-	// two are equal a run would find what the last one found: an idle analyzer skips it.
-	heldEpoch   uint64
+	// windowEpoch is win.epoch at the windowed detectors' last run. The window is measured back
+	// from the latest operation in it, not from the clock, so while the two are equal a run
+	// would find what the last one found: an idle analyzer skips it.
 	windowEpoch uint64
 
 	// history: per dependency, the amplification per interval.
@@ -171,7 +174,9 @@ func New(cfg Config) *Analyzer {
 		detErrs:  map[string]bool{},
 		hist:     map[string][]float64{},
 		histPrev: map[string][2]int{},
+		win:      newWindow(cfg.MaxWindowOps),
 	}
+	a.hasWindow = slices.ContainsFunc(cfg.Detectors, func(d *analyzer.Detector) bool { return d.Scope == analyzer.ScopeWindow })
 	a.held.init(func(t *traceState) *elem { return &t.inHeld })
 	a.pending.init(func(t *traceState) *elem { return &t.inPending })
 	return a
@@ -354,7 +359,6 @@ func (a *Analyzer) evict() {
 
 // drop forgets a trace's spans and operations; its findings and counts stay in the report.
 func (a *Analyzer) drop(t *traceState) {
-	a.heldEpoch++
 	a.spansHeld -= t.npending + t.held
 	a.packedBytes -= len(t.pending) + len(t.packed)
 	if t.inPending.linked {
@@ -390,7 +394,7 @@ func (a *Analyzer) Settle(now time.Time) {
 	if wi == 0 {
 		wi = int64(DefaultWindowInterval)
 	}
-	due := wi > 0 && n-a.lastWindow >= wi && a.heldEpoch != a.windowEpoch
+	due := wi > 0 && n-a.lastWindow >= wi && a.win.epoch != a.windowEpoch
 	if due {
 		a.lastWindow = n
 	}
@@ -468,6 +472,9 @@ type job struct {
 	n       int        // the spans res was made from (after deduplication)
 	packed  []byte     // res's spans, packed, unless the trace's spans are not kept
 	meta    *heldTrace // what res's trace had to say
+	// winOps are res's operations for the windowed detectors' window: the held ones when they
+	// are held as values, else copies (see copyForWindow).
+	winOps []*analyzer.Operation
 }
 
 // take moves a trace's unanalyzed state into a job. The trace stays held and its spans counted.
@@ -510,6 +517,13 @@ func (a *Analyzer) run(j *job, scratch *[]byte) {
 		res.errs = append(res.errs, fmt.Sprintf("analyzer: trace %s analyzed without some of its spans: %v", j.t.id, lost))
 	}
 	j.n = len(res.trace.Spans)
+	if a.hasWindow {
+		if opsKept := !packOps && !j.noPack; opsKept {
+			j.winOps = res.ops // detached and held as they are: immutable from now on
+		} else {
+			j.winOps = copyForWindow(res.ops, &src, a.intern)
+		}
+	}
 	if !a.cfg.ReleaseSpans && !j.late && !j.noPack {
 		j.packed = keepPacked(src, res.trace.Spans, len(ss), lost, scratch)
 		if a.packed != nil {
@@ -538,6 +552,11 @@ func (a *Analyzer) publish(j *job) {
 	t.outBytes = 0
 	// Spans that arrived during the analysis stay in t.pending (the trace is pending again for
 	// them); the analyzed ones are held packed.
+	if a.hasWindow {
+		// In publish order: see window for why the order matters.
+		a.win.observe(t.id, j.winOps, j.late)
+		j.winOps = nil
+	}
 	if j.late {
 		a.publishLate(t, res, j.meta, j.n, j.noPack)
 		return
@@ -595,7 +614,6 @@ func (a *Analyzer) publishLate(t *traceState, res *traceResult, meta *heldTrace,
 // n is the number of spans it was made from and is the data issues its trace found (r may be held
 // without its trace: see hold).
 func (a *Analyzer) contribute(r *traceResult, id spans.TraceID, n int, is traceIssues, sign int) {
-	a.heldEpoch++
 	a.inSpans += sign * n
 	a.inOps += sign * r.nOps
 	a.issues.add(is, sign)
@@ -661,8 +679,9 @@ func (a *Analyzer) contribute(r *traceResult, id spans.TraceID, n int, is traceI
 	}
 }
 
-// runWindow runs the ScopeWindow detectors over the operations of every trace held: the
-// operations are gathered under the lock (they are immutable), the detectors run without it.
+// runWindow runs the ScopeWindow detectors over the window (see window): the operations that
+// ended within the policy's window before the latest one, all of them offline. The list is taken
+// under the lock (the operations are immutable), the detectors run without it.
 func (a *Analyzer) runWindow() {
 	var win []*analyzer.Detector
 	for _, d := range a.cfg.Detectors {
@@ -673,43 +692,11 @@ func (a *Analyzer) runWindow() {
 	if len(win) == 0 {
 		return
 	}
-	// The held operations, in held order: those a snapshot has read back, and the packed ones,
-	// read back here (out of the lock) for this run only.
-	type heldOps struct {
-		id     spans.TraceID
-		ops    []*analyzer.Operation
-		packed []byte
-	}
 	a.mu.Lock()
-	held := make([]heldOps, 0, len(a.traces))
-	for t := a.held.front(); t != nil; t = a.held.next(t) {
-		if r := t.res; r != nil && r.nOps > 0 {
-			held = append(held, heldOps{t.id, r.ops, r.packedOps})
-		}
-	}
-	n := a.inOps
-	a.windowEpoch = a.heldEpoch
+	ops := a.win.operations(int64(policy.Window(a.cfg.Settings)))
+	a.windowEpoch = a.win.epoch
 	a.mu.Unlock()
 	var errs []string
-	ops := make([]*analyzer.Operation, 0, n)
-	packs := make([][]byte, 0, len(held))
-	for _, h := range held {
-		if h.ops == nil {
-			packs = append(packs, h.packed)
-		}
-	}
-	var ar opsArena
-	ar.reserve(packs...) // one array per kind for all of them
-	for _, h := range held {
-		if h.ops != nil {
-			ops = append(ops, h.ops...)
-			continue
-		}
-		var err error
-		if ops, err = ar.unpack(ops, h.packed); err != nil {
-			errs = append(errs, fmt.Sprintf("analyzer: operations of trace %s: %v", h.id, err))
-		}
-	}
 	var found []analyzer.Finding
 	for _, d := range win {
 		pass := &analyzer.Pass{Detector: d, Operations: ops, Settings: a.cfg.Settings}
@@ -830,6 +817,7 @@ func (a *Analyzer) notes() []string {
 	add(is.appLoops, appLoopNote)
 	add(a.lateFragments, "%d traces received spans after they had been analyzed and released (the settle period was too short for them); the late spans were analyzed on their own, so their chains may be cut")
 	add(a.droppedFind, "%d older findings dropped (more than %d held)", a.maxFindings())
+	add(a.win.dropped, "%d operations left the windowed detectors' window before it ended (more than %d held at once): those detectors judged the latest ones", a.win.max)
 	add(a.rejected, "%d spans rejected while decoding (invalid ids)")
 	errs := make([]string, 0, len(a.detErrs))
 	for e := range a.detErrs {

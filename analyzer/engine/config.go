@@ -50,6 +50,10 @@ type Config struct {
 	// MaxFindings bounds the findings kept for the report (oldest dropped and counted).
 	// 0 means DefaultMaxFindings; negative means no bound.
 	MaxFindings int
+	// MaxWindowOps bounds the operations the windowed detectors' window holds (see
+	// DefaultMaxWindowOps): over it the earliest analyzed traces' operations leave it, counted in
+	// the report's notes. 0 means DefaultMaxWindowOps; negative means no bound.
+	MaxWindowOps int
 	// Detectors run on every analyzed trace (ScopeTrace) or over all held operations
 	// (ScopeWindow). nil runs none: the engine does not import the detectors (they are a suite
 	// the caller chooses), so callers pass suite.Default().
