@@ -1,5 +1,7 @@
 package engine
 
+import "github.com/stormwatch/stormwatch/analyzer"
+
 // HeldBytes is every held trace's packed bytes, pending and analyzed: for the external tests that
 // check nothing the analysis keeps points into them.
 func HeldBytes(a *Analyzer) [][]byte {
@@ -22,4 +24,34 @@ func OnPack(a *Analyzer, f func([]byte)) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.packed = f
+}
+
+// HeldOperations is the operations of every trace held, in the store's order (least recently
+// updated first), read back where they are held packed: what the windowed detectors would judge
+// if they read the store, the reference the window is checked against.
+func HeldOperations(a *Analyzer) []*analyzer.Operation {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var ops []*analyzer.Operation
+	for t := a.held.front(); t != nil; t = a.held.next(t) {
+		r := t.res
+		switch {
+		case r == nil || r.nOps == 0:
+		case r.ops != nil:
+			ops = append(ops, r.ops...)
+		default:
+			var err error
+			if ops, err = unpackOps(ops, r.packedOps); err != nil {
+				panic(err)
+			}
+		}
+	}
+	return ops
+}
+
+// WindowDropped is how many operations the window's bound pushed out.
+func WindowDropped(a *Analyzer) int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.win.dropped
 }
