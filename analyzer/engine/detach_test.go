@@ -112,6 +112,11 @@ func TestHeldResultsDoNotPointIntoPackedSpans(t *testing.T) {
 			}}
 			w.walk("report", reflect.ValueOf(snap.Report))
 			w.walk("operations", reflect.ValueOf(snap.Operations))
+			win := engine.WindowOperations(a)
+			if len(win) == 0 {
+				t.Fatal("the window holds nothing: the check below would check nothing")
+			}
+			w.walk("window", reflect.ValueOf(win))
 			t.Logf("%d strings checked against %d packed buffers", strs, len(made))
 			checkOddEvidence(t, snap.Report.Findings)
 		})

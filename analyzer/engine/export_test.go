@@ -55,3 +55,10 @@ func WindowDropped(a *Analyzer) int {
 	defer a.mu.Unlock()
 	return a.win.dropped
 }
+
+// WindowOperations is the operations in the windowed detectors' window, in its order.
+func WindowOperations(a *Analyzer) []*analyzer.Operation {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.win.operations(0)
+}

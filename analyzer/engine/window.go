@@ -28,13 +28,13 @@ const DefaultMaxWindowOps = 500_000
 // slice rather than shifting an old one, so a detector run holding the last list reads it
 // without the lock while analyses go on being published.
 type window struct {
-	entries []*winEntry // publish order, from head; dead ones are skipped and compacted away
+	entries []winEntry // publish order, from head; dead ones are skipped and compacted away
 	head    int
-	byTrace map[spans.TraceID]*winEntry
-	nops    int // the operations of the live entries
-	dead    int // dead entries from head on
-	max     int // the bound on nops; negative: none
-	dropped int // operations pushed out by the bound
+	byTrace map[spans.TraceID]int // the live entry of each trace, an index into entries
+	nops    int                   // the operations of the live entries
+	dead    int                   // dead entries from head on
+	max     int                   // the bound on nops; negative: none
+	dropped int                   // operations pushed out by the bound
 	epoch   uint64
 }
 
@@ -49,74 +49,69 @@ func newWindow(max int) *window {
 	if max == 0 {
 		max = DefaultMaxWindowOps
 	}
-	return &window{byTrace: map[spans.TraceID]*winEntry{}, max: max}
+	return &window{byTrace: map[spans.TraceID]int{}, max: max}
 }
 
 // observe puts trace id's operations at the back of the window: they replace the trace's
 // earlier ones, or are added to them when add is set (a late fragment of a released trace).
 func (w *window) observe(id spans.TraceID, ops []*analyzer.Operation, add bool) {
-	old := w.byTrace[id]
-	if old == nil && len(ops) == 0 {
+	old, had := w.byTrace[id]
+	if !had && len(ops) == 0 {
 		return
 	}
 	w.epoch++
-	if old != nil {
+	if had {
 		if add {
-			ops = append(append(make([]*analyzer.Operation, 0, len(old.ops)+len(ops)), old.ops...), ops...)
+			ops = append(append(make([]*analyzer.Operation, 0, len(w.entries[old].ops)+len(ops)), w.entries[old].ops...), ops...)
 		}
 		w.kill(old)
 	}
 	if len(ops) == 0 {
+		w.compact()
 		return
 	}
-	e := &winEntry{id: id, ops: ops}
-	w.entries = append(w.entries, e)
-	w.byTrace[id] = e
+	w.entries = append(w.entries, winEntry{id: id, ops: ops})
+	last := len(w.entries) - 1
+	w.byTrace[id] = last
 	w.nops += len(ops)
-	for w.max >= 0 && w.nops > w.max {
+	for w.max >= 0 && w.nops > w.max && w.head < last {
 		// Over the bound: the earliest published go first, whole traces at a time, never the
 		// one just put in.
-		f := w.entries[w.head]
-		if f == e {
-			break
+		if !w.entries[w.head].dead {
+			w.dropped += len(w.entries[w.head].ops)
+			w.kill(w.head)
 		}
-		if !f.dead {
-			w.dropped += len(f.ops)
-			w.kill(f)
-		}
-		w.entries[w.head] = nil
+		w.entries[w.head] = winEntry{}
 		w.head++
 		w.dead--
 	}
 	w.compact()
 }
 
-// kill takes entry e out of the window; its slot stays in entries until compact.
-func (w *window) kill(e *winEntry) {
+// kill takes entry i out of the window; its slot stays in entries until compact.
+func (w *window) kill(i int) {
+	e := &w.entries[i]
 	e.dead = true
 	w.nops -= len(e.ops)
+	e.ops = nil
 	w.dead++
-	if w.byTrace[e.id] == e {
+	if j, ok := w.byTrace[e.id]; ok && j == i {
 		delete(w.byTrace, e.id)
 	}
 }
 
-// compact drops the dead slots once they are as many as the live ones, so entries stays within
-// twice the traces of the window and the work is amortized O(1) per entry.
+// compact drops the dead slots once they are as many as the live ones, and the slots before
+// head once they are half of entries, so entries stays within about twice the traces of the
+// window and the work is amortized O(1) per entry.
 func (w *window) compact() {
 	live := len(w.entries) - w.head - w.dead
-	if w.dead < 64 || w.dead < live {
-		if w.head > 0 && w.head >= len(w.entries)/2 {
-			n := copy(w.entries, w.entries[w.head:])
-			clear(w.entries[n:])
-			w.entries = w.entries[:n]
-			w.head = 0
-		}
+	if (w.dead < 64 || w.dead < live) && (w.head == 0 || w.head < len(w.entries)/2) {
 		return
 	}
 	out := w.entries[:0]
 	for _, e := range w.entries[w.head:] {
 		if !e.dead {
+			w.byTrace[e.id] = len(out)
 			out = append(out, e)
 		}
 	}
@@ -152,7 +147,8 @@ func (w *window) operations(span int64) []*analyzer.Operation {
 // expire drops the operations that ended before from. An entry partly out gets a new slice of
 // those left: the old one may be in a list a detector is reading.
 func (w *window) expire(from int64) {
-	for _, e := range w.entries[w.head:] {
+	for i := w.head; i < len(w.entries); i++ {
+		e := &w.entries[i]
 		if e.dead {
 			continue
 		}
@@ -165,7 +161,7 @@ func (w *window) expire(from int64) {
 		switch kept {
 		case len(e.ops):
 		case 0:
-			w.kill(e)
+			w.kill(i)
 		default:
 			ops := make([]*analyzer.Operation, 0, kept)
 			for _, op := range e.ops {
@@ -189,8 +185,11 @@ func copyForWindow(ops []*analyzer.Operation, src *sources, in *interner) []*ana
 	if len(ops) == 0 {
 		return nil
 	}
-	nAtt, nCalls, nOrigins := 0, 0, 0
+	nAtt, nCalls, nOrigins, nID := 0, 0, 0, 0
 	for _, op := range ops {
+		if src != nil && src.owns(op.ID) {
+			nID += len(op.ID)
+		}
 		nAtt += len(op.Attempts)
 		for i := range op.Attempts {
 			nCalls += len(op.Attempts[i].Calls)
@@ -202,6 +201,10 @@ func copyForWindow(ops []*analyzer.Operation, src *sources, in *interner) []*ana
 	atts := make([]analyzer.Attempt, 0, nAtt)
 	calls := make([]spans.SpanID, 0, nCalls)
 	origins := make([]string, 0, nOrigins)
+	// The ids are unique to their operations (not worth a table entry): copied into one string
+	// for the trace, each a piece of it.
+	var ids strings.Builder
+	ids.Grow(nID)
 	in.lockStr()
 	defer in.unlockStr()
 	str := func(s *string) {
@@ -214,7 +217,7 @@ func copyForWindow(ops []*analyzer.Operation, src *sources, in *interner) []*ana
 		*c = *op
 		c.Parent = nil
 		if src != nil && src.owns(c.ID) {
-			c.ID = strings.Clone(c.ID) // one per operation: not worth a table entry
+			ids.WriteString(c.ID) // cut from the whole below
 		}
 		str(&c.Name)
 		str(&c.Caller)
@@ -248,6 +251,15 @@ func copyForWindow(ops []*analyzer.Operation, src *sources, in *interner) []*ana
 			str(&at.Status)
 		}
 		ptrs[k] = c
+	}
+	if nID > 0 {
+		all, at := ids.String(), 0
+		for k, op := range ops {
+			if src.owns(op.ID) {
+				vals[k].ID = all[at : at+len(op.ID)]
+				at += len(op.ID)
+			}
+		}
 	}
 	return ptrs
 }
