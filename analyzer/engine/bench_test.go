@@ -131,12 +131,12 @@ func BenchmarkSnapshot(b *testing.B) {
 	})
 }
 
-// BenchmarkWindowRun is one run of the windowed detectors over 300k held spans (the default
-// suite, the built-in policy in live mode, which looks at every operation held): what a live
-// analyzer pays every WindowInterval. held=packed is a live analyzer, which reads every held
-// trace's operations back for the run; held=values is the same analyzer holding them as values
-// (an offline one, WindowInterval -1), which only lists them. Per held span: CPU time, and the
-// memory a run allocates.
+// BenchmarkWindowRun is one run of the windowed detectors over a window of 300k spans' operations
+// (the default suite, the built-in policy, a window that keeps every operation): what a live
+// analyzer pays every WindowInterval when its window holds that much traffic. held=packed is a
+// live analyzer, whose window holds copies of the operations; held=values is an offline one
+// (WindowInterval -1), whose window shares the held values. Per span in the window: CPU time,
+// and the memory a run allocates. BenchmarkWindowTick shows the run does not depend on the store.
 func BenchmarkWindowRun(b *testing.B) {
 	for _, c := range []struct {
 		name   string
