@@ -13,8 +13,11 @@ const (
 	// ScopeTrace detectors run once per analyzed trace (again when late spans re-analyze it).
 	ScopeTrace Scope = iota
 	// ScopeWindow detectors need many operations: offline they run once over everything in Flush;
-	// live they run every engine.Config.WindowInterval over the operations of the traces held.
-	// Pass.Trace is nil for them and Pass.Operations spans many traces.
+	// live they run every engine.Config.WindowInterval over the engine's window, the operations
+	// of the traces analyzed that ended within the policy's window (kept as each trace is
+	// analyzed, so a run never reads the store). Pass.Trace is nil for them and Pass.Operations
+	// spans many traces, in the order the store lists them (least recently updated first): break
+	// ties by it, as the first of equals, never by a map's order.
 	ScopeWindow
 )
 
@@ -73,8 +76,9 @@ type Pass struct {
 	// Trace is the assembled trace (nil for ScopeWindow): spans, parent/child index, the
 	// operation each CLIENT span belongs to.
 	Trace *Trace
-	// Operations are the trace's logical operations (for ScopeWindow: of every trace held), each
-	// with its chain of Parent operations up to the root request.
+	// Operations are the trace's logical operations, each with its chain of Parent operations up
+	// to the root request. For ScopeWindow they are the window's, of many traces, in the order the
+	// store lists them.
 	//
 	// Trace and Operations are the engine's, lent for the pass: a detector keeps no state between
 	// runs, so it needs nothing of them afterwards, and what it reports is copied (see Report).

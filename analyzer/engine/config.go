@@ -54,8 +54,8 @@ type Config struct {
 	// DefaultMaxWindowOps): over it the earliest analyzed traces' operations leave it, counted in
 	// the report's notes. 0 means DefaultMaxWindowOps; negative means no bound.
 	MaxWindowOps int
-	// Detectors run on every analyzed trace (ScopeTrace) or over all held operations
-	// (ScopeWindow). nil runs none: the engine does not import the detectors (they are a suite
+	// Detectors run on every analyzed trace (ScopeTrace) or over the window of operations
+	// (ScopeWindow, see window). nil runs none: the engine does not import the detectors (they are a suite
 	// the caller chooses), so callers pass suite.Default().
 	Detectors []*analyzer.Detector
 	// ReleaseSpans drops a trace's spans and index as soon as it is analyzed, keeping only its

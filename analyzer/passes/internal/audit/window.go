@@ -17,9 +17,10 @@ type Window struct {
 	bounded    bool
 }
 
-// Windowed selects the operations a cross-trace detector looks at: offline every operation held
-// (the whole input), live only those that ended within the policy's window before the latest one.
-// The analyzer bounds what is held (MaxSpans), so this never grows without limit.
+// Windowed selects the operations a cross-trace detector looks at: offline every operation (the
+// whole input), live only those that ended within the policy's window before the latest one. A
+// live engine hands over its window already cut so (and bounded: engine.Config.MaxWindowOps), and
+// this keeps them all; it decides for a caller that hands over more, such as a test.
 func Windowed(pass *analyzer.Pass) Window {
 	ops := pass.Operations
 	d := policy.Window(pass.Settings)
