@@ -174,7 +174,7 @@ func New(cfg Config) *Analyzer {
 		detErrs:  map[string]bool{},
 		hist:     map[string][]float64{},
 		histPrev: map[string][2]int{},
-		win:      newWindow(cfg.MaxWindowOps),
+		win:      newWindow(cfg.maxWindowOps()),
 	}
 	a.hasWindow = slices.ContainsFunc(cfg.Detectors, func(d *analyzer.Detector) bool { return d.Scope == analyzer.ScopeWindow })
 	a.held.init(func(t *traceState) *elem { return &t.inHeld })

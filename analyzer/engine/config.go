@@ -50,9 +50,10 @@ type Config struct {
 	// MaxFindings bounds the findings kept for the report (oldest dropped and counted).
 	// 0 means DefaultMaxFindings; negative means no bound.
 	MaxFindings int
-	// MaxWindowOps bounds the operations the windowed detectors' window holds (see
-	// DefaultMaxWindowOps): over it the earliest analyzed traces' operations leave it, counted in
-	// the report's notes. 0 means DefaultMaxWindowOps; negative means no bound.
+	// MaxWindowOps bounds the operations the windowed detectors' window holds (see window):
+	// over it the earliest analyzed traces' operations leave it, counted in the report's notes.
+	// 0 means a quarter of MaxSpans (with its default), about the operations a full store holds,
+	// and no bound when MaxSpans is negative; negative means no bound.
 	MaxWindowOps int
 	// Detectors run on every analyzed trace (ScopeTrace) or over the window of operations
 	// (ScopeWindow, see window). nil runs none: the engine does not import the detectors (they are a suite
@@ -91,6 +92,17 @@ type Config struct {
 // cycles, and packing them to read them all back at Flush made BenchmarkAnalyze 16-26% dearer
 // per span.
 func (c *Config) holdsOperationsPacked() bool { return c.WindowInterval >= 0 }
+
+// maxWindowOps is MaxWindowOps with its default (see there); negative for none.
+func (c *Config) maxWindowOps() int {
+	if c.MaxWindowOps != 0 {
+		return c.MaxWindowOps
+	}
+	if s := orDefault(c.MaxSpans, DefaultMaxSpans); s > 0 {
+		return max(1, s/windowOpsPerSpan)
+	}
+	return -1
+}
 
 func (c Config) settle() int64 {
 	if c.Settle > 0 {

@@ -7,11 +7,12 @@ import (
 	"github.com/stormwatch/stormwatch/spans"
 )
 
-// DefaultMaxWindowOps is how many operations the windowed detectors' window holds at most when
-// Config.MaxWindowOps is 0. A live window holds copies (about half a kilobyte an operation with
-// its attempts), so at the bound it is some 250 MB; a collector that sees more operations than
-// this within the policy's window judges the latest ones, and the report says how many left early.
-const DefaultMaxWindowOps = 500_000
+// windowOpsPerSpan is the default bound on the window's operations per span of MaxSpans (see
+// Config.MaxWindowOps): a full store of typical traces holds about one operation per three or
+// four spans, so the window may hold as many operations as a full store does, and the memory the
+// user bounds with MaxSpans bounds it too. A live window holds copies, about half a kilobyte an
+// operation with its attempts: some 130 bytes per span of MaxSpans at the bound.
+const windowOpsPerSpan = 4
 
 // window is what the ScopeWindow detectors judge: the operations of the analyzed traces, fed once
 // per analysis as it is published (see Analyzer.publish) and kept until they fall out of the
@@ -46,9 +47,6 @@ type winEntry struct {
 }
 
 func newWindow(max int) *window {
-	if max == 0 {
-		max = DefaultMaxWindowOps
-	}
 	return &window{byTrace: map[spans.TraceID]int{}, max: max}
 }
 

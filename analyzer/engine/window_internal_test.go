@@ -68,3 +68,18 @@ func TestWindowBoundDropsEarliest(t *testing.T) {
 		t.Errorf("%d slots for %d traces: dead ones are not compacted", len(w.entries)-w.head, len(w.byTrace))
 	}
 }
+
+func TestWindowBoundDefault(t *testing.T) {
+	for _, c := range []struct{ maxSpans, maxOps, want int }{
+		{0, 0, DefaultMaxSpans / windowOpsPerSpan},
+		{1_000_000, 0, 250_000},
+		{-1, 0, -1},
+		{-1, 1000, 1000},
+		{1_000_000, -1, -1},
+	} {
+		cfg := Config{MaxSpans: c.maxSpans, MaxWindowOps: c.maxOps}
+		if got := cfg.maxWindowOps(); got != c.want {
+			t.Errorf("MaxSpans %d, MaxWindowOps %d: bound %d, want %d", c.maxSpans, c.maxOps, got, c.want)
+		}
+	}
+}
