@@ -404,8 +404,8 @@ func (a *Analyzer) Settle(now time.Time) {
 	}
 }
 
-// Flush analyzes every trace held, complete or not, then runs the windowed detectors over all
-// operations held (offline mode: call it once after the last batch).
+// Flush analyzes every trace held, complete or not, then runs the windowed detectors over the
+// window, every operation analyzed offline (offline mode: call it once after the last batch).
 func (a *Analyzer) Flush() {
 	a.passMu.Lock()
 	defer a.passMu.Unlock()
@@ -701,7 +701,7 @@ func (a *Analyzer) runWindow() {
 	for _, d := range win {
 		pass := &analyzer.Pass{Detector: d, Operations: ops, Settings: a.cfg.Settings}
 		pass.Report = func(f analyzer.Finding) {
-			f = f.Clone() // the held operations' memory is reused: see Pass.Report
+			f = f.Clone() // the window's operations leave it: see Pass.Report
 			if f.Detector == "" {
 				f.Detector = d.Name
 			}

@@ -366,7 +366,7 @@ var windowWalker = &analyzer.Detector{Name: "window-walker", Scope: analyzer.Sco
 }}
 
 // TestPackedOperationsUnderConcurrentReaders: while traces are analyzed again and the windowed
-// detectors run (reading every held trace's operations back), snapshots read the packed ones back
+// detectors run (over the window's copies), snapshots read the packed ones back
 // and keep them with their results, summaries do not, and trace views read one trace's back -
 // all at once. Run with -race (go test -race ./analyzer/): a result's operations are unpacked lazily, and
 // every reader must see them whole.
@@ -375,7 +375,7 @@ func TestPackedOperationsUnderConcurrentReaders(t *testing.T) {
 	var mu sync.Mutex
 	now := time.Unix(1_800_000_000, 0)
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	// The windowed detectors too: each Settle runs them, reading back every packed trace.
+	// The windowed detectors too: each Settle runs them over the window, fed meanwhile.
 	a := New(Config{Settle: time.Second, WindowInterval: time.Nanosecond, Now: clock,
 		Detectors: []*analyzer.Detector{namingDetector, windowWalker}})
 	ids := make([]spans.TraceID, 0, len(traces))

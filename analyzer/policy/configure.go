@@ -24,7 +24,8 @@ type Mode uint8
 const (
 	// Offline: `stormwatch analyze`; the windowed detectors see the whole input once.
 	Offline Mode = iota
-	// Live: the collector; the windowed detectors see the last Window of operations held.
+	// Live: the collector; the windowed detectors see the operations that ended within the last
+	// Window.
 	Live
 )
 

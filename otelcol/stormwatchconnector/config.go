@@ -39,7 +39,7 @@ type Config struct {
 	// MaxFindings bounds the findings kept for de-duplicating finding logs. -1 means no bound.
 	MaxFindings int `mapstructure:"max_findings"`
 	// WindowInterval is how often the cross-trace detectors (retry budget, synchronized retries,
-	// breaker key) run over the traces this instance holds.
+	// breaker key) run over the operations this instance analyzed within the policy's window.
 	WindowInterval time.Duration `mapstructure:"window_interval"`
 	// Policy is a retry policy file (`stormwatch policy init` writes a commented example): detector
 	// switches, severities, per-class limits and the window of the cross-trace detectors. Empty
