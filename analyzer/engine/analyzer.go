@@ -472,9 +472,8 @@ type job struct {
 	n       int        // the spans res was made from (after deduplication)
 	packed  []byte     // res's spans, packed, unless the trace's spans are not kept
 	meta    *heldTrace // what res's trace had to say
-	// winOps are res's operations for the windowed detectors' window: the held ones when they
-	// are held as values, else copies (see copyForWindow).
-	winOps []*analyzer.Operation
+	// win is what the windowed detectors' window keeps of res's operations (see opsForWindow).
+	win winOps
 }
 
 // take moves a trace's unanalyzed state into a job. The trace stays held and its spans counted.
@@ -517,13 +516,6 @@ func (a *Analyzer) run(j *job, scratch *[]byte) {
 		res.errs = append(res.errs, fmt.Sprintf("analyzer: trace %s analyzed without some of its spans: %v", j.t.id, lost))
 	}
 	j.n = len(res.trace.Spans)
-	if a.hasWindow {
-		if opsKept := !packOps && !j.noPack; opsKept {
-			j.winOps = res.ops // detached and held as they are: immutable from now on
-		} else {
-			j.winOps = copyForWindow(res.ops, &src, a.intern)
-		}
-	}
 	if !a.cfg.ReleaseSpans && !j.late && !j.noPack {
 		j.packed = keepPacked(src, res.trace.Spans, len(ss), lost, scratch)
 		if a.packed != nil {
@@ -533,6 +525,11 @@ func (a *Analyzer) run(j *job, scratch *[]byte) {
 	// The trace (spans and index) lives in the scratch: the result goes on without it. An
 	// evicted trace's result is dropped once published: its operations are not worth packing.
 	j.res, j.meta = hold(res, &sc.ops, packOps && !j.noPack)
+	if a.hasWindow {
+		// Held as values, the operations are detached and immutable from now on; held packed,
+		// the frames are; an evicted trace's are packed for the window alone.
+		j.win = opsForWindow(res.ops, !packOps && !j.noPack, j.res.packedOps, &sc.ops)
+	}
 	if packOps && !j.noPack {
 		// Held packed: nothing points to the operations' memory any more (the findings are
 		// copies, see Pass.Report). The next trace's are made in it.
@@ -554,8 +551,11 @@ func (a *Analyzer) publish(j *job) {
 	// them); the analyzed ones are held packed.
 	if a.hasWindow {
 		// In publish order: see window for why the order matters.
-		a.win.observe(t.id, j.winOps, j.late)
-		j.winOps = nil
+		if err := a.win.observe(t.id, j.win, j.late); err != nil {
+			// Only a bug in the packed form gets here; the report says so rather than hiding it.
+			a.detErrs[fmt.Sprintf("analyzer: operations of trace %s: %v", t.id, err)] = true
+		}
+		j.win = winOps{}
 	}
 	if j.late {
 		a.publishLate(t, res, j.meta, j.n, j.noPack)
@@ -693,10 +693,10 @@ func (a *Analyzer) runWindow() {
 		return
 	}
 	a.mu.Lock()
-	ops := a.win.operations(int64(policy.Window(a.cfg.Settings)))
+	refs, from := a.win.take(int64(policy.Window(a.cfg.Settings)))
 	a.windowEpoch = a.win.epoch
 	a.mu.Unlock()
-	var errs []string
+	ops, errs := readWindow(refs, from)
 	var found []analyzer.Finding
 	for _, d := range win {
 		pass := &analyzer.Pass{Detector: d, Operations: ops, Settings: a.cfg.Settings}

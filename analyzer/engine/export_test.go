@@ -59,6 +59,11 @@ func WindowDropped(a *Analyzer) int {
 // WindowOperations is the operations in the windowed detectors' window, in its order.
 func WindowOperations(a *Analyzer) []*analyzer.Operation {
 	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.win.operations(0)
+	refs, from := a.win.take(0)
+	a.mu.Unlock()
+	ops, errs := readWindow(refs, from)
+	if errs != nil {
+		panic(errs[0])
+	}
+	return ops
 }

@@ -1,7 +1,8 @@
 package engine
 
 import (
-	"strings"
+	"fmt"
+	"math"
 
 	"github.com/stormwatch/stormwatch/analyzer"
 	"github.com/stormwatch/stormwatch/spans"
@@ -16,8 +17,13 @@ const windowOpsPerSpan = 4
 
 // window is what the ScopeWindow detectors judge: the operations of the analyzed traces, fed once
 // per analysis as it is published (see Analyzer.publish) and kept until they fall out of the
-// policy's window (expire) or the bound pushes them out. A tick then reads only the window, never
+// policy's window (take) or the bound pushes them out. A tick then reads only the window, never
 // the store: its cost depends on the traffic within the window, not on how many spans are held.
+//
+// An entry holds a trace's operations as the store does: packed (a live analyzer; the very bytes
+// its held result keeps, so the window costs no copy and nothing the garbage collector marks, and
+// a tick reads back only the window's) or as the values held (offline, and live after a
+// snapshot). An evicted trace's are packed for the window alone.
 //
 // Entries are in the order their analyses were published, a trace moving to the back when it is
 // analyzed again (its earlier operations replaced) or gets a late fragment (added to them): the
@@ -25,9 +31,8 @@ const windowOpsPerSpan = 4
 // the detectors' evidence (the first operation with the most retries, the first refusal). Offline
 // the two orders are the same, so the detectors find what they would over the traces held.
 //
-// It is guarded by Analyzer.mu. The operations are immutable once in it: expiry makes a new
-// slice rather than shifting an old one, so a detector run holding the last list reads it
-// without the lock while analyses go on being published.
+// It is guarded by Analyzer.mu. What an entry holds is immutable, so a tick lists the entries
+// under the lock and reads them without it while analyses go on being published.
 type window struct {
 	entries []winEntry // publish order, from head; dead ones are skipped and compacted away
 	head    int
@@ -41,42 +46,74 @@ type window struct {
 
 // winEntry is one trace's operations in the window.
 type winEntry struct {
-	id   spans.TraceID
-	ops  []*analyzer.Operation
+	id spans.TraceID
+	winOps
 	dead bool
+}
+
+// winOps is a trace's operations for the window: values (ops) or packed frames (packed), n of
+// them, the latest ending at end.
+type winOps struct {
+	ops    []*analyzer.Operation
+	packed []byte
+	n      int
+	end    int64
 }
 
 func newWindow(max int) *window {
 	return &window{byTrace: map[spans.TraceID]int{}, max: max}
 }
 
+// opsForWindow is what the window keeps of an analysis's operations: the values held (kept),
+// the frames held (packed), or else - an evicted trace, whose result is dropped - frames of
+// their own made with p.
+func opsForWindow(ops []*analyzer.Operation, kept bool, packed []byte, p *opsPacker) winOps {
+	w := winOps{n: len(ops)}
+	if len(ops) == 0 {
+		return w
+	}
+	for _, op := range ops {
+		w.end = max(w.end, op.EndUnixNano)
+	}
+	switch {
+	case kept:
+		w.ops = ops
+	case packed != nil:
+		w.packed = packed
+	default:
+		w.packed = p.pack(ops)
+	}
+	return w
+}
+
 // observe puts trace id's operations at the back of the window: they replace the trace's
 // earlier ones, or are added to them when add is set (a late fragment of a released trace).
-func (w *window) observe(id spans.TraceID, ops []*analyzer.Operation, add bool) {
+func (w *window) observe(id spans.TraceID, o winOps, add bool) error {
 	old, had := w.byTrace[id]
-	if !had && len(ops) == 0 {
-		return
+	if !had && o.n == 0 {
+		return nil
 	}
 	w.epoch++
+	var err error
 	if had {
 		if add {
-			ops = append(append(make([]*analyzer.Operation, 0, len(w.entries[old].ops)+len(ops)), w.entries[old].ops...), ops...)
+			o, err = joinOps(w.entries[old].winOps, o)
 		}
 		w.kill(old)
 	}
-	if len(ops) == 0 {
+	if o.n == 0 {
 		w.compact()
-		return
+		return err
 	}
-	w.entries = append(w.entries, winEntry{id: id, ops: ops})
+	w.entries = append(w.entries, winEntry{id: id, winOps: o})
 	last := len(w.entries) - 1
 	w.byTrace[id] = last
-	w.nops += len(ops)
+	w.nops += o.n
 	for w.max >= 0 && w.nops > w.max && w.head < last {
 		// Over the bound: the earliest published go first, whole traces at a time, never the
 		// one just put in.
 		if !w.entries[w.head].dead {
-			w.dropped += len(w.entries[w.head].ops)
+			w.dropped += w.entries[w.head].n
 			w.kill(w.head)
 		}
 		w.entries[w.head] = winEntry{}
@@ -84,14 +121,40 @@ func (w *window) observe(id spans.TraceID, ops []*analyzer.Operation, add bool) 
 		w.dead--
 	}
 	w.compact()
+	return err
+}
+
+// joinOps is a trace's operations followed by a late fragment's: frames after frames when both
+// are packed, values else (a snapshot came between: the packed side is read back).
+func joinOps(a, b winOps) (winOps, error) {
+	j := winOps{n: a.n + b.n, end: max(a.end, b.end)}
+	switch {
+	case a.n == 0:
+		return b, nil
+	case b.n == 0:
+		return a, nil
+	case a.ops == nil && b.ops == nil:
+		j.packed = append(append(make([]byte, 0, len(a.packed)+len(b.packed)), a.packed...), b.packed...)
+		return j, nil
+	}
+	var err error
+	for _, o := range []winOps{a, b} {
+		if o.ops != nil {
+			j.ops = append(j.ops, o.ops...)
+		} else if j.ops, err = unpackOps(j.ops, o.packed); err != nil {
+			return winOps{}, err
+		}
+	}
+	j.n = len(j.ops)
+	return j, nil
 }
 
 // kill takes entry i out of the window; its slot stays in entries until compact.
 func (w *window) kill(i int) {
 	e := &w.entries[i]
 	e.dead = true
-	w.nops -= len(e.ops)
-	e.ops = nil
+	w.nops -= e.n
+	e.winOps = winOps{}
 	w.dead++
 	if j, ok := w.byTrace[e.id]; ok && j == i {
 		delete(w.byTrace, e.id)
@@ -118,146 +181,75 @@ func (w *window) compact() {
 	w.head, w.dead = 0, 0
 }
 
-// operations expires the operations that ended more than span before the latest end in the
-// window (none when span is 0 or negative: offline, the window is the whole input) and returns
-// the rest in window order, in a slice of the caller's.
-func (w *window) operations(span int64) []*analyzer.Operation {
+// winRef is an entry taken for a run: the trace and its operations.
+type winRef struct {
+	id spans.TraceID
+	winOps
+}
+
+// take drops the traces whose operations all ended more than span before the latest end in the
+// window (none when span is 0 or negative: offline, the window is the whole input) and lists the
+// rest in window order, with the time from which their operations are in the window (read
+// filters them one by one).
+func (w *window) take(span int64) (refs []winRef, from int64) {
+	from = math.MinInt64
 	if span > 0 {
 		var latest int64
 		for _, e := range w.entries[w.head:] {
 			if !e.dead {
-				for _, op := range e.ops {
-					latest = max(latest, op.EndUnixNano)
-				}
+				latest = max(latest, e.end)
 			}
 		}
-		w.expire(latest - span)
+		from = latest - span
+		for i := w.head; i < len(w.entries); i++ {
+			if e := &w.entries[i]; !e.dead && e.end < from {
+				w.kill(i)
+			}
+		}
+		w.compact()
 	}
-	out := make([]*analyzer.Operation, 0, w.nops)
+	refs = make([]winRef, 0, len(w.entries)-w.head-w.dead)
 	for _, e := range w.entries[w.head:] {
 		if !e.dead {
-			out = append(out, e.ops...)
+			refs = append(refs, winRef{e.id, e.winOps})
 		}
 	}
-	return out
+	return refs, from
 }
 
-// expire drops the operations that ended before from. An entry partly out gets a new slice of
-// those left: the old one may be in a list a detector is reading.
-func (w *window) expire(from int64) {
-	for i := w.head; i < len(w.entries); i++ {
-		e := &w.entries[i]
-		if e.dead {
-			continue
+// readWindow is the operations of refs that ended at from or later, in order: the values as they
+// are, the packed ones read back into one arena for the run (one array per kind for all of them).
+// A frame that does not read (only a bug in the packed form) is reported and skipped.
+func readWindow(refs []winRef, from int64) ([]*analyzer.Operation, []string) {
+	n := 0
+	var packs [][]byte
+	for _, r := range refs {
+		n += r.n
+		if r.ops == nil {
+			packs = append(packs, r.packed)
 		}
-		kept := 0
-		for _, op := range e.ops {
+	}
+	var ar opsArena
+	ar.reserve(packs...)
+	ops := make([]*analyzer.Operation, 0, n)
+	var errs []string
+	for _, r := range refs {
+		at := len(ops)
+		if r.ops != nil {
+			ops = append(ops, r.ops...)
+		} else {
+			var err error
+			if ops, err = ar.unpack(ops, r.packed); err != nil {
+				errs = append(errs, fmt.Sprintf("analyzer: operations of trace %s: %v", r.id, err))
+			}
+		}
+		kept := ops[:at]
+		for _, op := range ops[at:] {
 			if op.EndUnixNano >= from {
-				kept++
+				kept = append(kept, op)
 			}
 		}
-		switch kept {
-		case len(e.ops):
-		case 0:
-			w.kill(i)
-		default:
-			ops := make([]*analyzer.Operation, 0, kept)
-			for _, op := range e.ops {
-				if op.EndUnixNano >= from {
-					ops = append(ops, op)
-				}
-			}
-			w.nops -= len(e.ops) - kept
-			e.ops = ops
-		}
+		ops = kept
 	}
-	w.compact()
-}
-
-// copyForWindow copies a trace's operations for the window, in one allocation per kind: the
-// analysis's own are made in memory the next trace's reuses (see hold) and their strings may
-// alias the trace's packed spans (src), which outlive neither the store's eviction nor the
-// window. Strings from src are interned (see detach), as a held analysis's are. A copy has no
-// Parent: the chain belongs to the trace, and no windowed detector walks it.
-func copyForWindow(ops []*analyzer.Operation, src *sources, in *interner) []*analyzer.Operation {
-	if len(ops) == 0 {
-		return nil
-	}
-	nAtt, nCalls, nOrigins, nID := 0, 0, 0, 0
-	for _, op := range ops {
-		if src != nil && src.owns(op.ID) {
-			nID += len(op.ID)
-		}
-		nAtt += len(op.Attempts)
-		for i := range op.Attempts {
-			nCalls += len(op.Attempts[i].Calls)
-			nOrigins += len(op.Attempts[i].Origins)
-		}
-	}
-	vals := make([]analyzer.Operation, len(ops))
-	ptrs := make([]*analyzer.Operation, len(ops))
-	atts := make([]analyzer.Attempt, 0, nAtt)
-	calls := make([]spans.SpanID, 0, nCalls)
-	origins := make([]string, 0, nOrigins)
-	// The ids are unique to their operations (not worth a table entry): copied into one string
-	// for the trace, each a piece of it.
-	var ids strings.Builder
-	ids.Grow(nID)
-	in.lockStr()
-	defer in.unlockStr()
-	str := func(s *string) {
-		if src != nil && src.owns(*s) {
-			*s = in.strLocked(*s)
-		}
-	}
-	for k, op := range ops {
-		c := &vals[k]
-		*c = *op
-		c.Parent = nil
-		if src != nil && src.owns(c.ID) {
-			ids.WriteString(c.ID) // cut from the whole below
-		}
-		str(&c.Name)
-		str(&c.Caller)
-		str(&c.Owner)
-		str(&c.Dependency)
-		str(&c.DependencyService)
-		str(&c.Terminal)
-		str(&c.StopReason)
-		from := len(atts)
-		atts = append(atts, op.Attempts...)
-		c.Attempts = atts[from:len(atts):len(atts)]
-		for i := range c.Attempts {
-			at := &c.Attempts[i]
-			if src != nil && src.owns(string(at.Kind)) {
-				at.Kind = analyzer.AttemptKind(in.strLocked(string(at.Kind)))
-			}
-			if at.Calls != nil {
-				n := len(calls)
-				calls = append(calls, at.Calls...)
-				at.Calls = calls[n:len(calls):len(calls)]
-			}
-			if at.Origins != nil {
-				n := len(origins)
-				origins = append(origins, at.Origins...)
-				at.Origins = origins[n:len(origins):len(origins)]
-				for j := range at.Origins {
-					str(&at.Origins[j])
-				}
-			}
-			str(&at.Outcome)
-			str(&at.Status)
-		}
-		ptrs[k] = c
-	}
-	if nID > 0 {
-		all, at := ids.String(), 0
-		for k, op := range ops {
-			if src.owns(op.ID) {
-				vals[k].ID = all[at : at+len(op.ID)]
-				at += len(op.ID)
-			}
-		}
-	}
-	return ptrs
+	return ops, errs
 }

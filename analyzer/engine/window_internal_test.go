@@ -8,59 +8,93 @@ import (
 	"github.com/stormwatch/stormwatch/spans"
 )
 
+// vals is ops as an analysis held as values gives them to the window.
+func vals(ops ...*analyzer.Operation) winOps { return opsForWindow(ops, true, nil, nil) }
+
+// packed is ops as a live analysis gives them: packed.
+func packed(ops ...*analyzer.Operation) winOps {
+	var p opsPacker
+	return opsForWindow(ops, false, nil, &p)
+}
+
+// read is what a run over w would judge, span as the policy's window.
+func read(t *testing.T, w *window, span int64) []string {
+	t.Helper()
+	ops, errs := readWindow(w.take(span))
+	if errs != nil {
+		t.Fatal(errs)
+	}
+	var out []string
+	for _, o := range ops {
+		out = append(out, o.Name)
+	}
+	return out
+}
+
 func TestWindowOrderReplaceAddExpire(t *testing.T) {
-	op := func(name string, end int64) *analyzer.Operation {
-		return &analyzer.Operation{Name: name, EndUnixNano: end}
-	}
-	names := func(ops []*analyzer.Operation) []string {
-		var out []string
-		for _, o := range ops {
-			out = append(out, o.Name)
-		}
-		return out
-	}
-	a, b, c := spans.TraceID{1}, spans.TraceID{2}, spans.TraceID{3}
-	w := newWindow(-1)
-	w.observe(a, []*analyzer.Operation{op("a1", 10), op("a2", 20)}, false)
-	w.observe(b, []*analyzer.Operation{op("b1", 30)}, false)
-	w.observe(c, nil, false) // nothing to hold
-	// Analyzed again: the trace's operations are replaced, and it moves to the back.
-	w.observe(a, []*analyzer.Operation{op("a3", 40)}, false)
-	// A late fragment adds to them, and moves it to the back too.
-	w.observe(b, []*analyzer.Operation{op("b2", 50)}, true)
-	if got, want := names(w.operations(0)), []string{"a3", "b1", "b2"}; !slices.Equal(got, want) {
-		t.Fatalf("window = %v, want %v", got, want)
-	}
-	held := w.operations(0)
-	// Measured back from the latest end (50): 25 keeps what ended at 25 or later.
-	if got, want := names(w.operations(25)), []string{"a3", "b1", "b2"}; !slices.Equal(got, want) {
-		t.Fatalf("window of 25 = %v, want %v", got, want)
-	}
-	if got, want := names(w.operations(15)), []string{"a3", "b2"}; !slices.Equal(got, want) {
-		t.Fatalf("window of 15 = %v, want %v", got, want)
-	}
-	if names(held)[1] != "b1" {
-		t.Error("expiry changed a list handed out before it")
-	}
-	if w.nops != 2 || len(w.byTrace) != 2 {
-		t.Errorf("nops %d, traces %d; want 2, 2", w.nops, len(w.byTrace))
-	}
-	// An empty re-analysis takes the trace's operations out.
-	w.observe(a, nil, false)
-	if got := names(w.operations(0)); !slices.Equal(got, []string{"b2"}) || w.nops != 1 {
-		t.Errorf("window = %v (nops %d), want [b2]", got, w.nops)
+	for _, form := range []struct {
+		name string
+		of   func(...*analyzer.Operation) winOps
+	}{{"values", vals}, {"packed", packed}} {
+		t.Run(form.name, func(t *testing.T) {
+			op := func(name string, end int64) *analyzer.Operation {
+				return &analyzer.Operation{Name: name, StartUnixNano: end - 1, EndUnixNano: end}
+			}
+			a, b, c := spans.TraceID{1}, spans.TraceID{2}, spans.TraceID{3}
+			w := newWindow(-1)
+			observe := func(id spans.TraceID, o winOps, add bool) {
+				if err := w.observe(id, o, add); err != nil {
+					t.Fatal(err)
+				}
+			}
+			observe(a, form.of(op("a1", 10), op("a2", 20)), false)
+			observe(b, form.of(op("b1", 30)), false)
+			observe(c, form.of(), false) // nothing to hold
+			// Analyzed again: the trace's operations are replaced, and it moves to the back.
+			observe(a, form.of(op("a3", 40)), false)
+			// A late fragment adds to them, and moves it to the back too; one held as values
+			// (a snapshot came between) joins packed ones as values.
+			observe(b, form.of(op("b2", 50)), true)
+			observe(b, vals(op("b3", 35)), true)
+			if got, want := read(t, w, 0), []string{"a3", "b1", "b2", "b3"}; !slices.Equal(got, want) {
+				t.Fatalf("window = %v, want %v", got, want)
+			}
+			// Measured back from the latest end (50): 25 keeps what ended at 25 or later.
+			if got, want := read(t, w, 25), []string{"a3", "b1", "b2", "b3"}; !slices.Equal(got, want) {
+				t.Fatalf("window of 25 = %v, want %v", got, want)
+			}
+			// 18: b1 (30) is out, its trace stays for b2 and b3; a3 (40) stays.
+			if got, want := read(t, w, 18), []string{"a3", "b2", "b3"}; !slices.Equal(got, want) {
+				t.Fatalf("window of 18 = %v, want %v", got, want)
+			}
+			// 5: a's trace leaves.
+			if got, want := read(t, w, 5), []string{"b2"}; !slices.Equal(got, want) {
+				t.Fatalf("window of 5 = %v, want %v", got, want)
+			}
+			if w.nops != 3 || len(w.byTrace) != 1 {
+				t.Errorf("nops %d, traces %d; want 3 (b's), 1", w.nops, len(w.byTrace))
+			}
+			// An empty re-analysis takes the trace's operations out.
+			observe(b, form.of(), false)
+			if got := read(t, w, 0); len(got) != 0 || w.nops != 0 {
+				t.Errorf("window = %v (nops %d), want nothing", got, w.nops)
+			}
+		})
 	}
 }
 
 func TestWindowBoundDropsEarliest(t *testing.T) {
 	w := newWindow(3)
 	for i := range 10 {
-		w.observe(spans.TraceID{byte(i + 1)}, []*analyzer.Operation{{EndUnixNano: int64(i)}, {EndUnixNano: int64(i)}}, false)
+		o := vals(&analyzer.Operation{EndUnixNano: int64(i)}, &analyzer.Operation{EndUnixNano: int64(i)})
+		if err := w.observe(spans.TraceID{byte(i + 1)}, o, false); err != nil {
+			t.Fatal(err)
+		}
 		if w.nops > 3 {
 			t.Fatalf("after %d traces: %d operations held, bound 3", i+1, w.nops)
 		}
 	}
-	ops := w.operations(0)
+	ops, _ := readWindow(w.take(0))
 	if len(ops) != 2 || ops[0].EndUnixNano != 9 || w.dropped != 18 {
 		t.Errorf("held %d (first ending %d), dropped %d; want the last trace's 2, 18 dropped", len(ops), ops[0].EndUnixNano, w.dropped)
 	}
