@@ -366,7 +366,7 @@ var windowWalker = &analyzer.Detector{Name: "window-walker", Scope: analyzer.Sco
 }}
 
 // TestPackedOperationsUnderConcurrentReaders: while traces are analyzed again and the windowed
-// detectors run (over the window's copies), snapshots read the packed ones back
+// detectors run (reading the window's packed frames back), snapshots read the packed ones back
 // and keep them with their results, summaries do not, and trace views read one trace's back -
 // all at once. Run with -race (go test -race ./analyzer/): a result's operations are unpacked lazily, and
 // every reader must see them whole.
