@@ -696,12 +696,7 @@ func (a *Analyzer) runWindow() {
 	refs, from := a.win.take(int64(policy.Window(a.cfg.Settings)))
 	a.windowEpoch = a.win.epoch
 	a.mu.Unlock()
-	ops, read, errs := readWindow(refs, from)
-	if len(read) > 0 {
-		a.mu.Lock()
-		a.win.keep(read)
-		a.mu.Unlock()
-	}
+	ops, errs := readWindow(refs, from)
 	var found []analyzer.Finding
 	for _, d := range win {
 		pass := &analyzer.Pass{Detector: d, Operations: ops, Settings: a.cfg.Settings}

@@ -61,7 +61,7 @@ func WindowOperations(a *Analyzer) []*analyzer.Operation {
 	a.mu.Lock()
 	refs, from := a.win.take(0)
 	a.mu.Unlock()
-	ops, _, errs := readWindow(refs, from)
+	ops, errs := readWindow(refs, from)
 	if errs != nil {
 		panic(errs[0])
 	}

@@ -21,11 +21,9 @@ const windowOpsPerSpan = 4
 // the store: its cost depends on the traffic within the window, not on how many spans are held.
 //
 // An entry holds a trace's operations as the store does: packed (a live analyzer; the very bytes
-// its held result keeps, so analyzing a trace costs the window no copy) or as the values held
-// (offline, and live after a snapshot). An evicted trace's are packed for the window alone. The
-// first tick that sees a packed entry reads it back and keeps the values in its place (see
-// keep): every operation is read back once, by the tick after its analysis, and a tick reads
-// back only the traces analyzed since the last one.
+// its held result keeps, so the window costs no copy and nothing the garbage collector marks, and
+// a tick reads back only the window's) or as the values held (offline, and live after a
+// snapshot). An evicted trace's are packed for the window alone.
 //
 // Entries are in the order their analyses were published, a trace moving to the back when it is
 // analyzed again (its earlier operations replaced) or gets a late fragment (added to them): the
@@ -219,58 +217,39 @@ func (w *window) take(span int64) (refs []winRef, from int64) {
 	return refs, from
 }
 
-// readWindow is the operations of refs that ended at from or later, in order, and the entries it
-// read back: the values as they are, the packed ones read back into one arena (one array per
-// kind for all of them, which expire about together: they were analyzed within one interval). A
-// frame that does not read (only a bug in the packed form) is reported and skipped.
-func readWindow(refs []winRef, from int64) (ops []*analyzer.Operation, read []winRef, errs []string) {
-	n, unread := 0, 0
+// readWindow is the operations of refs that ended at from or later, in order: the values as they
+// are, the packed ones read back into one arena for the run (one array per kind for all of them).
+// A frame that does not read (only a bug in the packed form) is reported and skipped.
+func readWindow(refs []winRef, from int64) ([]*analyzer.Operation, []string) {
+	n := 0
 	var packs [][]byte
 	for _, r := range refs {
 		n += r.n
 		if r.ops == nil {
 			packs = append(packs, r.packed)
-			unread += r.n
 		}
 	}
 	var ar opsArena
 	ar.reserve(packs...)
-	vals := make([]*analyzer.Operation, 0, unread)
-	ops = make([]*analyzer.Operation, 0, n)
+	ops := make([]*analyzer.Operation, 0, n)
+	var errs []string
 	for _, r := range refs {
-		these := r.ops
-		if these == nil {
-			at := len(vals)
+		at := len(ops)
+		if r.ops != nil {
+			ops = append(ops, r.ops...)
+		} else {
 			var err error
-			if vals, err = ar.unpack(vals, r.packed); err != nil {
+			if ops, err = ar.unpack(ops, r.packed); err != nil {
 				errs = append(errs, fmt.Sprintf("analyzer: operations of trace %s: %v", r.id, err))
 			}
-			these = vals[at:len(vals):len(vals)]
-			read = append(read, winRef{r.id, winOps{ops: these, packed: r.packed, n: len(these), end: r.end}})
 		}
-		for _, op := range these {
+		kept := ops[:at]
+		for _, op := range ops[at:] {
 			if op.EndUnixNano >= from {
-				ops = append(ops, op)
+				kept = append(kept, op)
 			}
 		}
+		ops = kept
 	}
-	return ops, read, errs
-}
-
-// keep puts the values read back for entries (readWindow) in their place, for the ticks after:
-// where the entry is still the one read (its trace was not analyzed again meanwhile), its frames
-// give way to the values.
-func (w *window) keep(read []winRef) {
-	for _, r := range read {
-		i, ok := w.byTrace[r.id]
-		if !ok {
-			continue
-		}
-		e := &w.entries[i]
-		if e.ops != nil || len(e.packed) != len(r.packed) || len(r.packed) == 0 || &e.packed[0] != &r.packed[0] {
-			continue // analyzed again, or a fragment joined, since it was read
-		}
-		w.nops += len(r.ops) - e.n
-		e.ops, e.packed, e.n = r.ops, nil, len(r.ops)
-	}
+	return ops, errs
 }
