@@ -11,8 +11,8 @@ import (
 // windowOpsPerSpan is the default bound on the window's operations per span of MaxSpans (see
 // Config.MaxWindowOps): a full store of typical traces holds about one operation per three or
 // four spans, so the window may hold as many operations as a full store does, and the memory the
-// user bounds with MaxSpans bounds it too. A live window holds copies, about half a kilobyte an
-// operation with its attempts: some 130 bytes per span of MaxSpans at the bound.
+// user bounds with MaxSpans bounds it too. A live window holds the store's packed frames, shared
+// while the trace is held; an evicted trace's frame costs what the store paid for it.
 const windowOpsPerSpan = 4
 
 // window is what the ScopeWindow detectors judge: the operations of the analyzed traces, fed once
