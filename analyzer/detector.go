@@ -83,10 +83,9 @@ type Pass struct {
 	// Trace and Operations are the engine's, lent for the pass: a detector keeps no state between
 	// runs, so it needs nothing of them afterwards, and what it reports is copied (see Report).
 	Operations []*Operation
-	// Settings are the run-wide values every detector shares (see [RunSettings]): the clock skew,
-	// the policy, the live window. The detector's own thresholds are not here: read them with
-	// SettingsOf.
-	Settings RunSettings
+	// RunSettings are the values every detector of the run shares: the clock skew, the policy, the
+	// live window. The detector's own thresholds are not here: read them with SettingsOf.
+	RunSettings RunSettings
 	// Report records one finding. Detector and TraceID are filled in when empty; Severity is
 	// taken as given (start from pass.Detector.Severity). The finding may carry anything taken
 	// from the pass - a span's name, an attempt's Origins as evidence - because Report keeps a

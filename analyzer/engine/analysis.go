@@ -51,7 +51,7 @@ func analyzeTrace(id spans.TraceID, ss []spans.Span, truncated int, cfg *Config,
 	r.acct = t.accountRows(r.ops, sc)
 	detachOps(keepOps, r.acct, src, in)
 	t.publishCalls(sc)
-	pass := analyzer.Pass{Trace: &t.Trace, Operations: r.ops, Settings: cfg.Settings}
+	pass := analyzer.Pass{Trace: &t.Trace, Operations: r.ops, RunSettings: cfg.Settings}
 	// One Report for all the detectors of this trace: it names whichever detector is running.
 	// Made per detector, the closure would be an allocation per detector per trace (about one per ten
 	// spans each, with seventeen detectors 1.3 allocations per span).

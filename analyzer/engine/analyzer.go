@@ -699,7 +699,7 @@ func (a *Analyzer) runWindow() {
 	ops, errs := readWindow(refs, from)
 	var found []analyzer.Finding
 	for _, d := range win {
-		pass := &analyzer.Pass{Detector: d, Operations: ops, Settings: a.cfg.Settings}
+		pass := &analyzer.Pass{Detector: d, Operations: ops, RunSettings: a.cfg.Settings}
 		pass.Report = func(f analyzer.Finding) {
 			f = f.Clone() // the window's operations leave it: see Pass.Report
 			if f.Detector == "" {

@@ -52,7 +52,7 @@ func reference(t *testing.T, a *engine.Analyzer, cfg engine.Config) []string {
 		if d.Scope != analyzer.ScopeWindow {
 			continue
 		}
-		pass := &analyzer.Pass{Detector: d, Operations: ops, Settings: cfg.Settings}
+		pass := &analyzer.Pass{Detector: d, Operations: ops, RunSettings: cfg.Settings}
 		pass.Report = func(f analyzer.Finding) {
 			f = f.Clone()
 			if f.Detector == "" {

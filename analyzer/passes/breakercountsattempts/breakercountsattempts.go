@@ -55,7 +55,7 @@ func run(pass *analyzer.Pass) error {
 	keys := slices.SortedFunc(maps.Keys(byKey), func(a, b key) int {
 		return cmp.Or(cmp.Compare(a.caller, b.caller), cmp.Compare(a.origin, b.origin))
 	})
-	skew := pass.Settings.Skew()
+	skew := pass.RunSettings.Skew()
 	for _, k := range keys {
 		ops := byKey[k]
 		// The opening: the first refusal.

@@ -107,7 +107,7 @@ func run(pass *analyzer.Pass) error {
 	keys := slices.SortedFunc(maps.Keys(byOrigin), func(a, b originKey) int {
 		return cmp.Or(cmp.Compare(a.caller, b.caller), cmp.Compare(a.origin, b.origin))
 	})
-	skew := pass.Settings.Skew()
+	skew := pass.RunSettings.Skew()
 	for _, k := range keys {
 		s := byOrigin[k]
 		if s.refused == 0 || s.failures > 0 {

@@ -18,7 +18,7 @@ var Detector = &analyzer.Detector{
 }
 
 func run(pass *analyzer.Pass) error {
-	skew := pass.Settings.Skew()
+	skew := pass.RunSettings.Skew()
 	// An attempt can only outlive a budget it had: its operation's deadline, or the remaining
 	// budget recorded on its span. Without the attribute anywhere in the trace (stock
 	// instrumentation) only operations with a deadline need their attempts' spans looked up.

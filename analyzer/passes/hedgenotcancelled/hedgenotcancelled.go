@@ -22,7 +22,7 @@ func run(pass *analyzer.Pass) error {
 	if t == nil {
 		return nil
 	}
-	tol := pass.Settings.Skew()
+	tol := pass.RunSettings.Skew()
 	for _, op := range pass.Operations {
 		if !mayRace(op) {
 			continue

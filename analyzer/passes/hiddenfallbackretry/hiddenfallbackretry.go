@@ -26,7 +26,7 @@ func run(pass *analyzer.Pass) error {
 	if t == nil {
 		return nil
 	}
-	skew := pass.Settings.Skew()
+	skew := pass.RunSettings.Skew()
 	// Fallback attempts inside one operation.
 	for _, op := range pass.Operations {
 		fi := fallbackAt(op)

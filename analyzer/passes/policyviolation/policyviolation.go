@@ -20,11 +20,11 @@ var Detector = &analyzer.Detector{
 }
 
 func run(pass *analyzer.Pass) error {
-	p := audit.Policy(pass.Settings)
+	p := audit.Policy(pass.RunSettings)
 	if p.File == "" {
 		return nil
 	}
-	skew := pass.Settings.Skew()
+	skew := pass.RunSettings.Skew()
 	for _, op := range pass.Operations {
 		if len(op.Attempts) == 0 {
 			continue

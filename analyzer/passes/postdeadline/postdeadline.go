@@ -25,7 +25,7 @@ func run(pass *analyzer.Pass) error {
 	if t == nil {
 		return nil
 	}
-	skew := pass.Settings.Skew()
+	skew := pass.RunSettings.Skew()
 	// The cheap first look, so that a trace with neither a deadline nor a caller that gave up
 	// costs no allocation and no walk: most traces.
 	explicit := slices.ContainsFunc(pass.Operations, func(op *analyzer.Operation) bool { return op.DeadlineUnixNano > 0 })

@@ -27,7 +27,7 @@ func run(pass *analyzer.Pass) error {
 	if !retried(pass.Operations) || !audit.Carries(t, spans.AttrRetryAfter, spans.AttrResHeaderRetryAfter) {
 		return nil
 	}
-	skew := pass.Settings.Skew()
+	skew := pass.RunSettings.Skew()
 	for _, op := range pass.Operations {
 		for i := 0; i+1 < len(op.Attempts); i++ {
 			a, next := &op.Attempts[i], &op.Attempts[i+1]

@@ -52,7 +52,7 @@ type group struct {
 }
 
 func run(pass *analyzer.Pass) error {
-	p := audit.Policy(pass.Settings)
+	p := audit.Policy(pass.RunSettings)
 	set := analyzer.SettingsOf[Settings](pass)
 	minSamples, reserve := set.MinSamples, set.Reserve
 	w := audit.Windowed(pass)

@@ -28,7 +28,7 @@ func permanent(status string) bool {
 }
 
 func run(pass *analyzer.Pass) error {
-	p := audit.Policy(pass.Settings)
+	p := audit.Policy(pass.RunSettings)
 	for _, op := range pass.Operations {
 		// The class is looked up at the first failed attempt that was followed by another: most
 		// operations have none.

@@ -20,7 +20,7 @@ var Detector = &analyzer.Detector{
 }
 
 func run(pass *analyzer.Pass) error {
-	p := audit.Policy(pass.Settings)
+	p := audit.Policy(pass.RunSettings)
 	for _, op := range pass.Operations {
 		tries := 0
 		for i := range op.Attempts {

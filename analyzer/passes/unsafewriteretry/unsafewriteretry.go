@@ -24,7 +24,7 @@ func run(pass *analyzer.Pass) error {
 	if t == nil {
 		return nil
 	}
-	p := audit.Policy(pass.Settings)
+	p := audit.Policy(pass.RunSettings)
 	for _, op := range pass.Operations {
 		sends := 0
 		for i := range op.Attempts {

@@ -49,25 +49,25 @@ func TestWindowed(t *testing.T) {
 	}
 	ops := []*analyzer.Operation{at(0), at(100), at(170), at(180)}
 	offline := analyzer.RunSettings{}
-	w := Windowed(&analyzer.Pass{Operations: ops, Settings: offline})
+	w := Windowed(&analyzer.Pass{Operations: ops, RunSettings: offline})
 	if start, end := w.Bounds(); len(w.Ops) != 4 || start != 0 || end != 180*int64(time.Second)+int64(time.Millisecond) {
 		t.Errorf("offline: %d ops from %d to %d, want all 4 from 0 to 180.001 s", len(w.Ops), start, end)
 	}
 	var detectors []*analyzer.Detector
 	var settings analyzer.RunSettings
 	policy.Configure(&detectors, &settings, nil, policy.Live) // default window: one minute
-	w = Windowed(&analyzer.Pass{Operations: ops, Settings: settings})
+	w = Windowed(&analyzer.Pass{Operations: ops, RunSettings: settings})
 	if start, end := w.Bounds(); len(w.Ops) != 2 || start != 170*int64(time.Second) || end != 180*int64(time.Second)+int64(time.Millisecond) {
 		t.Errorf("live: %d ops from %v to %v, want the 2 of the last minute", len(w.Ops), time.Duration(start), time.Duration(end))
 	}
 	// Dropped operations anywhere in the list leave the others in their order; a window that
 	// drops none is the list itself.
 	mixed := []*analyzer.Operation{ops[2], ops[1], ops[3], ops[0]}
-	if w := Windowed(&analyzer.Pass{Operations: mixed, Settings: settings}); len(w.Ops) != 2 || w.Ops[0] != ops[2] || w.Ops[1] != ops[3] {
+	if w := Windowed(&analyzer.Pass{Operations: mixed, RunSettings: settings}); len(w.Ops) != 2 || w.Ops[0] != ops[2] || w.Ops[1] != ops[3] {
 		t.Errorf("live, unordered: kept %v, want the operations at 170 s and 180 s in that order", w.Ops)
 	}
 	recent := ops[2:]
-	if w := Windowed(&analyzer.Pass{Operations: recent, Settings: settings}); len(w.Ops) != 2 || &w.Ops[0] != &recent[0] {
+	if w := Windowed(&analyzer.Pass{Operations: recent, RunSettings: settings}); len(w.Ops) != 2 || &w.Ops[0] != &recent[0] {
 		t.Errorf("live, nothing dropped: %d ops, copied: %v", len(w.Ops), &w.Ops[0] != &recent[0])
 	}
 	if start, end := (&Window{}).Bounds(); start != 0 || end != 0 {

@@ -23,7 +23,7 @@ type Window struct {
 // this keeps them all; it decides for a caller that hands over more, such as a test.
 func Windowed(pass *analyzer.Pass) Window {
 	ops := pass.Operations
-	d := policy.Window(pass.Settings)
+	d := policy.Window(pass.RunSettings)
 	if d <= 0 {
 		return Window{Ops: ops}
 	}
