@@ -134,9 +134,10 @@ func BenchmarkSnapshot(b *testing.B) {
 // BenchmarkWindowRun is one run of the windowed detectors over a window of 300k spans' operations
 // (the default suite, the built-in policy, a window that keeps every operation): what a live
 // analyzer pays every WindowInterval when its window holds that much traffic. held=packed is a
-// live analyzer, whose window read the packed operations back at its first run and keeps them;
-// held=values is an offline one (WindowInterval -1), whose window shares the held values. Per span in the window: CPU time,
-// and the memory a run allocates. BenchmarkWindowTick shows the run does not depend on the store.
+// live analyzer, whose window keeps packed frames and reads them back for each run; held=values
+// is an offline one (WindowInterval -1), whose window shares the held values. Per span in the
+// window: CPU time, and the memory a run allocates. BenchmarkWindowTick shows the run does not
+// depend on the store.
 func BenchmarkWindowRun(b *testing.B) {
 	for _, c := range []struct {
 		name   string

@@ -93,24 +93,32 @@ func TestRealisticTrafficIsWhatPdataWrites(t *testing.T) {
 	}
 }
 
-// TestWriteRealisticTraffic is not a test: with STORMWATCH_REALISTIC_SPANS=N it writes N spans of
-// realisticTraffic to standard output and exits, for piping into `stormwatch analyze -` or a
-// profiler by hand, as BenchmarkAnalyzeAgainstPdata does:
+// TestWriteRealisticTraffic is not a test: with STORMWATCH_REALISTIC_SPANS=N and
+// STORMWATCH_REALISTIC_OUT=FILE it writes N spans of realisticTraffic to FILE, for `stormwatch
+// analyze` or a profiler by hand, as BenchmarkAnalyzeAgainstPdata feeds them. FILE may be a named
+// pipe, so that 10M spans need no disk (the test's own output goes to standard output, which is
+// why the stream does not):
 //
-//	go test -c -o /tmp/sw.test ./cmd/stormwatch
-//	STORMWATCH_REALISTIC_SPANS=10000000 /tmp/sw.test -test.run '^TestWriteRealisticTraffic$' | stormwatch analyze -
+//	go test -c -o /tmp/sw.test ./cmd/stormwatch && mkfifo /tmp/traffic
+//	STORMWATCH_REALISTIC_SPANS=10000000 STORMWATCH_REALISTIC_OUT=/tmp/traffic /tmp/sw.test -test.run '^TestWriteRealisticTraffic$' &
+//	stormwatch analyze /tmp/traffic
 func TestWriteRealisticTraffic(t *testing.T) {
-	v := os.Getenv("STORMWATCH_REALISTIC_SPANS")
-	if v == "" {
-		t.Skip("writes a stream when STORMWATCH_REALISTIC_SPANS is set")
+	v, out := os.Getenv("STORMWATCH_REALISTIC_SPANS"), os.Getenv("STORMWATCH_REALISTIC_OUT")
+	if v == "" || out == "" {
+		t.Skip("writes a stream when STORMWATCH_REALISTIC_SPANS and STORMWATCH_REALISTIC_OUT are set")
 	}
 	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n <= 0 {
+		t.Fatalf("STORMWATCH_REALISTIC_SPANS=%q: want a positive number of spans", v)
+	}
+	f, err := os.Create(out)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := newRealisticTraffic(os.Stdout).write(n); err != nil {
+	if err := newRealisticTraffic(f).write(n); err != nil {
 		t.Fatal(err)
 	}
-	// Nothing after the stream: the test framework's PASS would end up in it.
-	os.Exit(0)
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -368,20 +368,8 @@ func (g *realisticTraffic) trace(k uint64) {
 			name: "GET /api/v1/inventory/items/{id}", kind: kindServer, start: now + 300, end: now + d - 300, err: failed}
 		next += 2
 		b = t.begin(svcInventory, scopeHTTP, &s)
-		b = attrStr(b, "http.request.method", "GET")
-		b = attrStrOpen(b, "url.path")
-		b = append(b, "/api/v1/inventory/items/"...)
-		b = attrStrClose(append(b, item...))
-		b = attrStr(b, "server.address", invDNS)
-		b = attrInt(b, "server.port", 8080)
-		b = attrStr(b, "network.peer.address", g.pods[svcCheckout][t.pod[svcCheckout]].ip)
-		b = attrStr(b, "user_agent.original", goUA)
-		b = attrStr(b, "network.protocol.version", "1.1")
-		b = attrStr(b, "http.route", "/api/v1/inventory/items/{id}")
-		b = attrInt(b, "http.response.status_code", status)
-		if failed {
-			b = attrStr(b, "error.type", "503")
-		}
+		b = meshServerAttrs(b, "/api/v1/inventory/items/", item, invDNS, g.pods[svcCheckout][t.pod[svcCheckout]].ip,
+			"/api/v1/inventory/items/{id}", status, failed, "503")
 		t.end(svcInventory, scopeHTTP, &s, b)
 		b = t.begin(svcCheckout, scopeHTTP, &c)
 		b = attrStr(b, "http.request.method", "GET")
@@ -538,19 +526,8 @@ func (g *realisticTraffic) trace(k uint64) {
 	chk := genSpan{trace: &t.id, id: t.spanID(idCheckout), parent: t.spanID(idFrontClient), flags: flagsRemote,
 		name: "GET /api/v1/checkout/{cartId}", kind: kindServer, start: 500, end: now + 200, err: failed}
 	b = t.begin(svcCheckout, scopeHTTP, &chk)
-	b = attrStr(b, "http.request.method", "GET")
-	b = attrStrOpen(b, "url.path")
-	b = attrStrClose(append(append(b, "/api/v1/checkout/"...), cartID...))
-	b = attrStr(b, "server.address", checkoutDNS)
-	b = attrInt(b, "server.port", 8080)
-	b = attrStr(b, "network.peer.address", g.pods[svcFrontend][t.pod[svcFrontend]].ip)
-	b = attrStr(b, "user_agent.original", goUA)
-	b = attrStr(b, "network.protocol.version", "1.1")
-	b = attrStr(b, "http.route", "/api/v1/checkout/{cartId}")
-	b = attrInt(b, "http.response.status_code", payStatus)
-	if failed {
-		b = attrStr(b, "error.type", "502")
-	}
+	b = meshServerAttrs(b, "/api/v1/checkout/", cartID, checkoutDNS, g.pods[svcFrontend][t.pod[svcFrontend]].ip,
+		"/api/v1/checkout/{cartId}", payStatus, failed, "502")
 	t.end(svcCheckout, scopeHTTP, &chk, b)
 
 	fc := genSpan{trace: &t.id, id: t.spanID(idFrontClient), parent: t.spanID(idRoot), flags: flagsLocal,
@@ -594,4 +571,24 @@ func (g *realisticTraffic) trace(k uint64) {
 			g.flush(p)
 		}
 	}
+}
+
+// meshServerAttrs appends the attributes of an HTTP SERVER span of a service inside the cluster,
+// called by another Go service: GET pathPrefix+id on host:8080 from peerIP, answered with status
+// (and errType when it failed).
+func meshServerAttrs[ID ~string | ~[]byte](b []byte, pathPrefix string, id ID, host, peerIP, route string, status int64, failed bool, errType string) []byte {
+	b = attrStr(b, "http.request.method", "GET")
+	b = attrStrOpen(b, "url.path")
+	b = attrStrClose(append(append(b, pathPrefix...), id...))
+	b = attrStr(b, "server.address", host)
+	b = attrInt(b, "server.port", 8080)
+	b = attrStr(b, "network.peer.address", peerIP)
+	b = attrStr(b, "user_agent.original", goUA)
+	b = attrStr(b, "network.protocol.version", "1.1")
+	b = attrStr(b, "http.route", route)
+	b = attrInt(b, "http.response.status_code", status)
+	if failed {
+		b = attrStr(b, "error.type", errType)
+	}
+	return b
 }
