@@ -86,6 +86,7 @@ type Analyzer struct {
 
 	releasedSpans int
 	lateFragments int
+	forgotten     int // released traces forgotten (Config.ForgetAfter)
 
 	// win is what the windowed detectors judge, fed as analyses are published (see window).
 	// hasWindow: some detector is ScopeWindow, so analyses feed it.
@@ -93,6 +94,9 @@ type Analyzer struct {
 	hasWindow      bool
 	windowFindings []analyzer.Finding
 	lastWindow     int64
+	// chunkFindings are the windowed detectors' findings over the chunks an offline window was
+	// cut into before its last (see window.observe); windowFindings are the last's.
+	chunkFindings []analyzer.Finding
 	// windowEpoch is win.epoch at the windowed detectors' last run. The window is measured back
 	// from the latest operation in it, not from the clock, so while the two are equal a run
 	// would find what the last one found: an idle analyzer skips it.
@@ -174,7 +178,7 @@ func New(cfg Config) *Analyzer {
 		detErrs:  map[string]bool{},
 		hist:     map[string][]float64{},
 		histPrev: map[string][2]int{},
-		win:      newWindow(cfg.maxWindowOps()),
+		win:      newWindow(cfg.maxWindowOps(), cfg.WindowInterval < 0),
 	}
 	a.hasWindow = slices.ContainsFunc(cfg.Detectors, func(d *analyzer.Detector) bool { return d.Scope == analyzer.ScopeWindow })
 	a.held.init(func(t *traceState) *elem { return &t.inHeld })
@@ -336,8 +340,8 @@ func (a *Analyzer) evict() {
 			continue
 		}
 		if t.res != nil && t.res.released && t.npending == 0 {
-			// Only its operations were held: it leaves the windowed detectors' window, but
-			// no span is lost, so it is not counted as evicted.
+			// Only its operations were held (the window keeps its own): no span is lost, so
+			// it is not counted as evicted.
 			a.drop(t)
 			t = next
 			continue
@@ -389,6 +393,7 @@ func (a *Analyzer) Settle(now time.Time) {
 	settle := a.cfg.settle()
 	a.pass(func(t *traceState) bool { return t.lastSeen+settle <= n })
 	a.mu.Lock()
+	a.forget(n - settle - int64(a.cfg.ForgetAfter))
 	a.tickHistory(n)
 	wi := int64(a.cfg.WindowInterval)
 	if wi == 0 {
@@ -401,6 +406,23 @@ func (a *Analyzer) Settle(now time.Time) {
 	a.mu.Unlock()
 	if due {
 		a.runWindow()
+	}
+}
+
+// forget drops the released traces whose last span arrived at horizon or before (see
+// Config.ForgetAfter). The held list is in the order of last arrival, so the walk stops at the
+// first trace that arrived after it; the traces it passes over are being analyzed again.
+func (a *Analyzer) forget(horizon int64) {
+	if !a.cfg.ReleaseSpans || a.cfg.ForgetAfter <= 0 {
+		return
+	}
+	for t := a.held.front(); t != nil && t.lastSeen <= horizon; {
+		next := a.held.next(t)
+		if t.res != nil && t.res.released && t.npending == 0 && !t.inFlight {
+			a.drop(t)
+			a.forgotten++
+		}
+		t = next
 	}
 }
 
@@ -550,12 +572,24 @@ func (a *Analyzer) publish(j *job) {
 	// Spans that arrived during the analysis stay in t.pending (the trace is pending again for
 	// them); the analyzed ones are held packed.
 	if a.hasWindow {
-		// In publish order: see window for why the order matters.
-		if err := a.win.observe(t.id, j.win, j.late); err != nil {
+		// In publish order: see window for why the order matters. A trace not analyzed before
+		// (t.res nil) whose id is in the window had its earlier spans dropped (evicted,
+		// forgotten): its operations join theirs.
+		chunk, err := a.win.observe(t.id, j.win, j.late || t.res == nil)
+		if err != nil {
 			// Only a bug in the packed form gets here; the report says so rather than hiding it.
 			a.detErrs[fmt.Sprintf("analyzer: operations of trace %s: %v", t.id, err)] = true
 		}
 		j.win = winOps{}
+		if chunk != nil {
+			// Offline, one goroutine feeds the analyzer: judging the chunk under the lock
+			// keeps its findings in publish order, and it happens once per MaxWindowOps.
+			found, errs := a.judge(chunk, math.MinInt64)
+			a.chunkFindings = append(a.chunkFindings, found...)
+			for _, e := range errs {
+				a.detErrs[e] = true
+			}
+		}
 	}
 	if j.late {
 		a.publishLate(t, res, j.meta, j.n, j.noPack)
@@ -683,22 +717,32 @@ func (a *Analyzer) contribute(r *traceResult, id spans.TraceID, n int, is traceI
 // ended within the policy's window before the latest one, all of them offline. The list is taken
 // under the lock (the operations are immutable), the detectors run without it.
 func (a *Analyzer) runWindow() {
-	var win []*analyzer.Detector
-	for _, d := range a.cfg.Detectors {
-		if d.Scope == analyzer.ScopeWindow {
-			win = append(win, d)
-		}
-	}
-	if len(win) == 0 {
+	if !a.hasWindow {
 		return
 	}
 	a.mu.Lock()
 	refs, from := a.win.take(int64(policy.Window(a.cfg.Settings)))
 	a.windowEpoch = a.win.epoch
 	a.mu.Unlock()
+	found, errs := a.judge(refs, from)
+	a.mu.Lock()
+	a.windowFindings = found
+	for _, e := range errs {
+		a.detErrs[e] = true
+	}
+	a.version++
+	a.mu.Unlock()
+}
+
+// judge runs the ScopeWindow detectors over the operations of refs that ended at from or later,
+// and returns their findings and errors. It touches nothing of the analyzer's but its config.
+func (a *Analyzer) judge(refs []winRef, from int64) ([]analyzer.Finding, []string) {
 	ops, errs := readWindow(refs, from)
 	var found []analyzer.Finding
-	for _, d := range win {
+	for _, d := range a.cfg.Detectors {
+		if d.Scope != analyzer.ScopeWindow {
+			continue
+		}
 		pass := &analyzer.Pass{Detector: d, Operations: ops, RunSettings: a.cfg.Settings}
 		pass.Report = func(f analyzer.Finding) {
 			f = f.Clone() // the window's operations leave it: see Pass.Report
@@ -711,13 +755,7 @@ func (a *Analyzer) runWindow() {
 			errs = append(errs, err.Error())
 		}
 	}
-	a.mu.Lock()
-	a.windowFindings = found
-	for _, e := range errs {
-		a.detErrs[e] = true
-	}
-	a.version++
-	a.mu.Unlock()
+	return found, errs
 }
 
 // Report is the report over everything analyzed so far (held and evicted traces).
@@ -732,7 +770,7 @@ func (a *Analyzer) report() analyzer.Report {
 		Version:      analyzer.ReportVersion,
 		Input:        analyzer.InputStats{Spans: a.inSpans, Traces: a.inTraces, Operations: a.inOps},
 		Dependencies: []analyzer.DependencyStats{},
-		Findings:     make([]analyzer.Finding, 0, len(a.findings)+len(a.windowFindings)),
+		Findings:     make([]analyzer.Finding, 0, len(a.findings)+len(a.chunkFindings)+len(a.windowFindings)),
 	}
 	for dep, g := range a.deps {
 		ds := analyzer.DependencyStats{Dependency: dep, Service: g.service, PhysicalCalls: g.physical,
@@ -785,6 +823,7 @@ func (a *Analyzer) report() analyzer.Report {
 	for _, fr := range a.findings {
 		r.Findings = append(r.Findings, fr.f)
 	}
+	r.Findings = append(r.Findings, a.chunkFindings...)
 	r.Findings = append(r.Findings, a.windowFindings...)
 	sortFindings(r.Findings)
 	r.Groups = analyzer.GroupFindings(r.Findings)
@@ -818,6 +857,14 @@ func (a *Analyzer) notes() []string {
 	add(a.lateFragments, "%d traces received spans after they had been analyzed and released (the settle period was too short for them); the late spans were analyzed on their own, so their chains may be cut")
 	add(a.droppedFind, "%d older findings dropped (more than %d held)", a.maxFindings())
 	add(a.win.dropped, "%d operations left the windowed detectors' window before it ended (more than %d held at once): those detectors judged the latest ones", a.win.max)
+	if a.win.chunks > 0 {
+		bound := ""
+		if a.cfg.MaxWindowOps == 0 {
+			bound = " (a quarter of --max-spans)"
+		}
+		notes = append(notes, fmt.Sprintf("the windowed detectors judged the input in %d chunks of at most %d operations%s, one after another: each of their findings covers its chunk's time (window_start to window_end)", a.win.chunks+1, a.win.max, bound))
+	}
+	add(a.forgotten, "%d analyzed traces were forgotten once the recording had moved %s past their last span: spans of theirs arriving later would count as traces of their own", time.Duration(a.cfg.settle())+a.cfg.ForgetAfter)
 	add(a.rejected, "%d spans rejected while decoding (invalid ids)")
 	errs := make([]string, 0, len(a.detErrs))
 	for e := range a.detErrs {

@@ -64,6 +64,14 @@ type Config struct {
 	// up afterwards. Spans that arrive for a released trace are analyzed on their own and noted.
 	// Leave it off when snapshots' TraceLookup is used (the TUI).
 	ReleaseSpans bool
+	// ForgetAfter, with ReleaseSpans, forgets a released trace once the clock given to Settle is
+	// Settle + ForgetAfter past its last span: it is no longer held, not even its operations
+	// (its counts and findings stay in the report, and the windowed detectors judge its
+	// operations as if it were held), and spans arriving for it later are analyzed as a trace of
+	// their own. The report notes how many were forgotten. Without it, released traces are held
+	// to the end, which grows with the input. 0 means never: for a caller that reads every
+	// operation at the end (Snapshot.Operations, as `stormwatch analyze --what-if` does).
+	ForgetAfter time.Duration
 	// Settings are the run-wide values detectors read (see [analyzer.RunSettings]).
 	Settings analyzer.RunSettings
 	// Now stamps span arrival for the settle period, and spans more than a day ahead of it are

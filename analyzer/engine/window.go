@@ -17,8 +17,9 @@ const windowOpsPerSpan = 4
 
 // window is what the ScopeWindow detectors judge: the operations of the analyzed traces, fed once
 // per analysis as it is published (see Analyzer.publish) and kept until they fall out of the
-// policy's window (take) or the bound pushes them out. A tick then reads only the window, never
-// the store: its cost depends on the traffic within the window, not on how many spans are held.
+// policy's window (take) or the bound pushes them out (live) or has them judged (offline: see
+// observe). A tick then reads only the window, never the store: its cost depends on the traffic
+// within the window, not on how many spans are held.
 //
 // An entry holds a trace's operations as the store does: packed (a live analyzer; the very bytes
 // its held result keeps, so the window costs no copy and nothing the garbage collector marks, and
@@ -40,8 +41,12 @@ type window struct {
 	nops    int                   // the operations of the live entries
 	dead    int                   // dead entries from head on
 	max     int                   // the bound on nops; negative: none
-	dropped int                   // operations pushed out by the bound
-	epoch   uint64
+	dropped int                   // operations pushed out by the bound (live)
+	// tumble: over the bound, the window is cut (offline) rather than its earliest operations
+	// dropped (live); chunks counts the cuts. See observe.
+	tumble bool
+	chunks int
+	epoch  uint64
 }
 
 // winEntry is one trace's operations in the window.
@@ -60,8 +65,8 @@ type winOps struct {
 	end    int64
 }
 
-func newWindow(max int) *window {
-	return &window{byTrace: map[spans.TraceID]int{}, max: max}
+func newWindow(max int, tumble bool) *window {
+	return &window{byTrace: map[spans.TraceID]int{}, max: max, tumble: tumble}
 }
 
 // opsForWindow is what the window keeps of an analysis's operations: the values held (kept),
@@ -87,14 +92,22 @@ func opsForWindow(ops []*analyzer.Operation, kept bool, packed []byte, p *opsPac
 }
 
 // observe puts trace id's operations at the back of the window: they replace the trace's
-// earlier ones, or are added to them when add is set (a late fragment of a released trace).
-func (w *window) observe(id spans.TraceID, o winOps, add bool) error {
+// earlier ones, or are added to them when add is set (a late fragment of a released trace, or
+// spans of a trace the analyzer had dropped).
+//
+// Over the bound, a live window drops its earliest operations: its detectors judge the latest
+// traffic on every tick, and what left had its turn on earlier ticks. An offline one (tumble) is
+// judged once, at the end, so dropping would leave the input's start unjudged: it is cut instead,
+// before o goes in, and observe returns what it held (chunk) for the caller to judge now. Every
+// operation is then judged once, in chunks of at most max operations (a trace is never split; one
+// over the bound is a chunk of its own), and a window that never reaches the bound is judged whole,
+// as if there were none.
+func (w *window) observe(id spans.TraceID, o winOps, add bool) (chunk []winRef, err error) {
 	old, had := w.byTrace[id]
 	if !had && o.n == 0 {
-		return nil
+		return nil, nil
 	}
 	w.epoch++
-	var err error
 	if had {
 		if add {
 			o, err = joinOps(w.entries[old].winOps, o)
@@ -103,13 +116,16 @@ func (w *window) observe(id spans.TraceID, o winOps, add bool) error {
 	}
 	if o.n == 0 {
 		w.compact()
-		return err
+		return nil, err
+	}
+	if w.tumble && w.max >= 0 && w.nops > 0 && w.nops+o.n > w.max {
+		chunk = w.cut()
 	}
 	w.entries = append(w.entries, winEntry{id: id, winOps: o})
 	last := len(w.entries) - 1
 	w.byTrace[id] = last
 	w.nops += o.n
-	for w.max >= 0 && w.nops > w.max && w.head < last {
+	for !w.tumble && w.max >= 0 && w.nops > w.max && w.head < last {
 		// Over the bound: the earliest published go first, whole traces at a time, never the
 		// one just put in.
 		if !w.entries[w.head].dead {
@@ -121,7 +137,18 @@ func (w *window) observe(id spans.TraceID, o winOps, add bool) error {
 		w.dead--
 	}
 	w.compact()
-	return err
+	return chunk, err
+}
+
+// cut empties the window and returns what it held, in window order.
+func (w *window) cut() []winRef {
+	refs, _ := w.take(0)
+	clear(w.entries)
+	w.entries = w.entries[:0]
+	clear(w.byTrace)
+	w.head, w.dead, w.nops = 0, 0, 0
+	w.chunks++
+	return refs
 }
 
 // joinOps is a trace's operations followed by a late fragment's: frames after frames when both
@@ -188,8 +215,8 @@ type winRef struct {
 }
 
 // take drops the traces whose operations all ended more than span before the latest end in the
-// window (none when span is 0 or negative: offline, the window is the whole input) and lists the
-// rest in window order, with the time from which their operations are in the window (read
+// window (none when span is 0 or negative: offline, every operation since the last cut) and lists
+// the rest in window order, with the time from which their operations are in the window (read
 // filters them one by one).
 func (w *window) take(span int64) (refs []winRef, from int64) {
 	from = math.MinInt64

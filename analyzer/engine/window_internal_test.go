@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"math"
 	"slices"
 	"testing"
 
@@ -41,9 +42,9 @@ func TestWindowOrderReplaceAddExpire(t *testing.T) {
 				return &analyzer.Operation{Name: name, StartUnixNano: end - 1, EndUnixNano: end}
 			}
 			a, b, c := spans.TraceID{1}, spans.TraceID{2}, spans.TraceID{3}
-			w := newWindow(-1)
+			w := newWindow(-1, false)
 			observe := func(id spans.TraceID, o winOps, add bool) {
-				if err := w.observe(id, o, add); err != nil {
+				if _, err := w.observe(id, o, add); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -84,10 +85,10 @@ func TestWindowOrderReplaceAddExpire(t *testing.T) {
 }
 
 func TestWindowBoundDropsEarliest(t *testing.T) {
-	w := newWindow(3)
+	w := newWindow(3, false)
 	for i := range 10 {
 		o := vals(&analyzer.Operation{EndUnixNano: int64(i)}, &analyzer.Operation{EndUnixNano: int64(i)})
-		if err := w.observe(spans.TraceID{byte(i + 1)}, o, false); err != nil {
+		if _, err := w.observe(spans.TraceID{byte(i + 1)}, o, false); err != nil {
 			t.Fatal(err)
 		}
 		if w.nops > 3 {
@@ -100,6 +101,59 @@ func TestWindowBoundDropsEarliest(t *testing.T) {
 	}
 	if len(w.entries)-w.head > 2*len(w.byTrace)+64 {
 		t.Errorf("%d slots for %d traces: dead ones are not compacted", len(w.entries)-w.head, len(w.byTrace))
+	}
+}
+
+// Offline the bound cuts the window instead: observe hands back what it held, whole traces in
+// window order, before the trace that would go over it; nothing is dropped, and a late fragment
+// of a trace already judged is judged in the chunk it came in.
+func TestWindowTumblesOffline(t *testing.T) {
+	w := newWindow(5, true)
+	var judged [][]string
+	observe := func(id byte, add bool, names ...string) {
+		t.Helper()
+		var ops []*analyzer.Operation
+		for _, n := range names {
+			ops = append(ops, &analyzer.Operation{Name: n})
+		}
+		chunk, err := w.observe(spans.TraceID{id}, vals(ops...), add)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if chunk != nil {
+			got, errs := readWindow(chunk, math.MinInt64)
+			if errs != nil {
+				t.Fatal(errs)
+			}
+			var c []string
+			for _, o := range got {
+				c = append(c, o.Name)
+			}
+			judged = append(judged, c)
+		}
+		if w.nops > 5 && len(w.byTrace) > 1 {
+			t.Fatalf("%d operations held, bound 5", w.nops)
+		}
+	}
+	observe(1, false, "a1", "a2")
+	observe(2, false, "b1", "b2")
+	observe(1, true, "a3")                                // 5: at the bound, not over it
+	observe(3, false, "c1", "c2")                         // over: a and b are judged
+	observe(1, true, "a4")                                // a late fragment of a judged trace
+	observe(4, false, "d1", "d2", "d3", "d4", "d5", "d6") // over on its own: c and a4 judged
+	observe(5, false, "e1")
+	last, _ := readWindow(w.take(0))
+	var rest []string
+	for _, o := range last {
+		rest = append(rest, o.Name)
+	}
+	judged = append(judged, rest)
+	want := [][]string{{"b1", "b2", "a1", "a2", "a3"}, {"c1", "c2", "a4"}, {"d1", "d2", "d3", "d4", "d5", "d6"}, {"e1"}}
+	if !slices.EqualFunc(judged, want, slices.Equal) {
+		t.Errorf("judged %v, want %v", judged, want)
+	}
+	if w.dropped != 0 || w.chunks != 3 {
+		t.Errorf("dropped %d, cut %d times; want 0 and 3", w.dropped, w.chunks)
 	}
 }
 

@@ -3,6 +3,7 @@ package engine_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -46,7 +47,12 @@ func windowFindings(t *testing.T, ds []*analyzer.Detector, fs []analyzer.Finding
 // reference runs cfg's windowed detectors over the operations a holds.
 func reference(t *testing.T, a *engine.Analyzer, cfg engine.Config) []string {
 	t.Helper()
-	ops := engine.HeldOperations(a)
+	return windowFindings(t, cfg.Detectors, referenceOver(t, cfg, engine.HeldOperations(a)))
+}
+
+// referenceOver runs cfg's windowed detectors over ops.
+func referenceOver(t *testing.T, cfg engine.Config, ops []*analyzer.Operation) []analyzer.Finding {
+	t.Helper()
 	var found []analyzer.Finding
 	for _, d := range cfg.Detectors {
 		if d.Scope != analyzer.ScopeWindow {
@@ -64,7 +70,7 @@ func reference(t *testing.T, a *engine.Analyzer, cfg engine.Config) []string {
 			t.Fatalf("%s: %v", d.Name, err)
 		}
 	}
-	return windowFindings(t, cfg.Detectors, found)
+	return found
 }
 
 func sameFindings(t *testing.T, what string, got, want []string) {
@@ -182,10 +188,10 @@ func TestWindowMatchesReferenceOnWorkload(t *testing.T) {
 	sameFindings(t, "live", got, reference(t, a, cfg))
 }
 
-// The window is bounded: over MaxWindowOps the earliest analyzed traces' operations leave it, and
-// the report says so.
-func TestWindowBound(t *testing.T) {
-	cfg := engine.Config{Detectors: suite.Default(), MaxSpans: -1, WindowInterval: -1, MaxWindowOps: 1000}
+// Live, the window is bounded: over MaxWindowOps the earliest analyzed traces' operations leave
+// it (they were judged by earlier ticks), and the report says so.
+func TestWindowBoundLive(t *testing.T) {
+	cfg := engine.Config{Detectors: suite.Default(), MaxSpans: -1, MaxWindowOps: 1000}
 	a := engine.New(cfg)
 	if err := analyzertest.NewWorkload(t0).Feed(a, 50_000, nil); err != nil {
 		t.Fatal(err)
@@ -200,5 +206,92 @@ func TestWindowBound(t *testing.T) {
 		return strings.Contains(n, "operations left the windowed detectors' window") && strings.Contains(n, "1000 held")
 	}) {
 		t.Errorf("no note of the %d operations dropped: %q", dropped, rep.Notes)
+	}
+}
+
+// chunkSpy is a windowed detector that keeps every run's operations and reports one finding per
+// run: what the windowed detectors were given, and whether every run's findings reach the report.
+type chunkSpy struct{ runs [][]*analyzer.Operation }
+
+func (s *chunkSpy) detector() *analyzer.Detector {
+	return &analyzer.Detector{Name: "chunk-spy", Title: "Chunk spy", Doc: "test", Scope: analyzer.ScopeWindow,
+		Severity: analyzer.SeverityInfo, Run: func(p *analyzer.Pass) error {
+			s.runs = append(s.runs, slices.Clone(p.Operations))
+			p.Report(analyzer.Finding{Severity: analyzer.SeverityInfo, Summary: fmt.Sprintf("run %d: %d operations", len(s.runs), len(p.Operations))})
+			return nil
+		}}
+}
+
+// Offline, the bound cuts the window into chunks, each judged as it fills: every operation is
+// judged once, every chunk's findings stay in the report, and the report says the input was
+// judged in chunks. An input within the bound is judged whole, as before.
+func TestWindowChunksOffline(t *testing.T) {
+	const n = 50_000
+	for _, c := range []struct {
+		name   string
+		maxOps int
+		chunks bool
+	}{{"over the bound", 1000, true}, {"within it", 100_000, false}} {
+		t.Run(c.name, func(t *testing.T) {
+			spy := &chunkSpy{}
+			cfg := engine.Config{Detectors: append(suite.Default(), spy.detector()), MaxSpans: -1, WindowInterval: -1,
+				MaxWindowOps: c.maxOps, MaxFindings: -1}
+			a := engine.New(cfg)
+			if err := analyzertest.NewWorkload(t0).Feed(a, n, nil); err != nil {
+				t.Fatal(err)
+			}
+			a.Flush()
+			rep := a.Report()
+			if got := len(spy.runs) > 1; got != c.chunks {
+				t.Fatalf("%d runs of the windowed detectors, bound %d", len(spy.runs), c.maxOps)
+			}
+			// Every operation held, judged exactly once, each chunk within the bound.
+			seen := map[*analyzer.Operation]int{}
+			for i, run := range spy.runs {
+				if len(run) > c.maxOps {
+					t.Errorf("run %d judged %d operations, bound %d", i+1, len(run), c.maxOps)
+				}
+				for _, op := range run {
+					seen[op]++
+				}
+			}
+			held := engine.HeldOperations(a)
+			if len(held) != rep.Input.Operations || len(seen) != len(held) {
+				t.Fatalf("judged %d distinct operations, %d held, %d in the input", len(seen), len(held), rep.Input.Operations)
+			}
+			for _, op := range held {
+				if seen[op] != 1 {
+					t.Fatalf("operation %s of trace %s judged %d times", op.Name, op.TraceID, seen[op])
+				}
+			}
+			// The report holds what the detectors found in every chunk, early ones included: the
+			// suite's windowed detectors over each chunk the spy saw, as the reference, and one
+			// finding of the spy's per run.
+			ref := engine.Config{Detectors: suite.Default()}
+			var want []string
+			for _, run := range spy.runs {
+				want = append(want, windowFindings(t, ref.Detectors, referenceOver(t, ref, run))...)
+			}
+			slices.Sort(want)
+			sameFindings(t, c.name, windowFindings(t, ref.Detectors, rep.Findings), want)
+			var spied []string
+			for _, f := range rep.Findings {
+				if f.Detector == "chunk-spy" {
+					spied = append(spied, f.Summary)
+				}
+			}
+			if len(spied) != len(spy.runs) || !slices.ContainsFunc(spied, func(s string) bool { return strings.HasPrefix(s, "run 1:") }) {
+				t.Errorf("the spy's findings in the report: %q, after %d runs", spied, len(spy.runs))
+			}
+			note := slices.ContainsFunc(rep.Notes, func(n string) bool {
+				return strings.Contains(n, fmt.Sprintf("judged the input in %d chunks of at most %d operations", len(spy.runs), c.maxOps))
+			})
+			if note != c.chunks {
+				t.Errorf("note of the chunks: %v, want %v: %q", note, c.chunks, rep.Notes)
+			}
+			if engine.WindowDropped(a) != 0 {
+				t.Errorf("%d operations dropped from the window offline", engine.WindowDropped(a))
+			}
+		})
 	}
 }

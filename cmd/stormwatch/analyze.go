@@ -116,7 +116,8 @@ func runAnalyze(ctx context.Context, io streams, o analyzeOptions, files []strin
 	// --settle past its last span. Analyzed traces release their spans, so memory holds about
 	// --settle of recorded traffic rather than the whole input.
 	cfg := engine.Config{MaxSpans: o.maxSpans, Detectors: suite.Default(), Settle: o.settle, ReleaseSpans: o.settle > 0,
-		// The windowed detectors see the whole input once, in Flush.
+		// The windowed detectors judge every operation once: in Flush, or in chunks as the
+		// window reaches its bound (a quarter of --max-spans).
 		WindowInterval: -1,
 		// An audit lists every finding.
 		MaxFindings: -1}
@@ -133,6 +134,13 @@ func runAnalyze(ctx context.Context, io streams, o analyzeOptions, files []strin
 	changes, err := whatIfChanges(o.whatIf, pol)
 	if err != nil {
 		return withExitCode(2, err)
+	}
+	if len(changes) == 0 {
+		// A released trace is remembered for another --settle, so that spans arriving that
+		// late are noted as late, then forgotten: what is held follows the recording's rate,
+		// not its length. A what-if replays every operation of the input at the end, so it
+		// keeps them all.
+		cfg.ForgetAfter = o.settle
 	}
 	a := engine.New(cfg)
 	prog := newProgress(io.err, o.progress)

@@ -1,0 +1,118 @@
+package engine_test
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stormwatch/stormwatch/analyzer"
+	"github.com/stormwatch/stormwatch/analyzer/analyzertest"
+	"github.com/stormwatch/stormwatch/analyzer/engine"
+	"github.com/stormwatch/stormwatch/analyzer/suite"
+	"github.com/stormwatch/stormwatch/spans"
+)
+
+// Offline, released traces are forgotten once the recording has moved Settle + ForgetAfter past
+// them, so what is held follows the traffic of that span of time rather than the whole input;
+// the report is the one they would have made held to the end, but for the note that says so.
+func TestForgetReleasedTraces(t *testing.T) {
+	var batches []*spans.Batch
+	w := analyzertest.NewWorkload(t0)
+	for done := 0; done < 150_000; { // about 14 s of recorded traffic
+		b := &spans.Batch{}
+		done += w.Fill(b, 512)
+		batches = append(batches, b)
+	}
+	clone := func() []*spans.Batch {
+		out := make([]*spans.Batch, len(batches))
+		for i, b := range batches {
+			out[i] = &spans.Batch{Spans: slices.Clone(b.Spans)}
+		}
+		return out
+	}
+	run := func(forget time.Duration) (analyzer.Report, int) {
+		cfg := engine.Config{Detectors: suite.Default(), Settle: time.Second, ReleaseSpans: true, ForgetAfter: forget,
+			WindowInterval: -1, MaxFindings: -1}
+		a := engine.New(cfg)
+		held := 0
+		var now int64
+		for _, b := range clone() {
+			for i := range b.Spans {
+				now = max(now, b.Spans[i].EndUnixNano)
+			}
+			a.Settle(time.Unix(0, now))
+			if err := a.ConsumeBatch(context.Background(), b); err != nil {
+				t.Fatal(err)
+			}
+			held = max(held, a.Stats().TracesHeld)
+		}
+		a.Flush()
+		return a.Report(), held
+	}
+	kept, keptHeld := run(0)
+	forgot, forgotHeld := run(time.Second)
+	if forgotHeld*3 > keptHeld {
+		t.Errorf("at most %d traces held when forgetting, %d when not: forgetting keeps them", forgotHeld, keptHeld)
+	}
+	if kept.Input != forgot.Input || !slices.Equal(findingLines(t, kept.Findings), findingLines(t, forgot.Findings)) {
+		t.Errorf("forgetting changed the report: input %+v and %+v, findings %d and %d",
+			kept.Input, forgot.Input, len(kept.Findings), len(forgot.Findings))
+	}
+	i := slices.IndexFunc(forgot.Notes, func(n string) bool { return strings.Contains(n, "analyzed traces were forgotten") })
+	if i < 0 || !strings.Contains(forgot.Notes[i], "2s past their last span") {
+		t.Errorf("no note of the traces forgotten: %q", forgot.Notes)
+	}
+	if slices.ContainsFunc(kept.Notes, func(n string) bool { return strings.Contains(n, "forgotten") }) {
+		t.Errorf("a note of forgotten traces without ForgetAfter: %q", kept.Notes)
+	}
+}
+
+// A span that comes for a trace after it was forgotten is analyzed as a trace of its own, and
+// before that as a late fragment of its trace.
+func TestSpanOfForgottenTrace(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		forget time.Duration
+		traces int
+		late   bool
+	}{{"remembered", 0, 0, true}, {"forgotten", time.Second, 1, false}} {
+		t.Run(c.name, func(t *testing.T) {
+			a := engine.New(engine.Config{Detectors: suite.Default(), Settle: time.Second, ReleaseSpans: true,
+				ForgetAfter: c.forget, WindowInterval: -1})
+			w := analyzertest.NewWorkload(t0)
+			b := &spans.Batch{}
+			w.Fill(b, 1)
+			late := b.Spans[len(b.Spans)-1]
+			first := &spans.Batch{Spans: slices.Clone(b.Spans[:len(b.Spans)-1])}
+			if err := a.ConsumeBatch(context.Background(), first); err != nil {
+				t.Fatal(err)
+			}
+			// Ten seconds on: the trace is analyzed, released and, with ForgetAfter, forgotten.
+			a.Settle(time.Unix(0, late.EndUnixNano).Add(10 * time.Second))
+			if err := a.ConsumeBatch(context.Background(), &spans.Batch{Spans: []spans.Span{late}}); err != nil {
+				t.Fatal(err)
+			}
+			a.Flush()
+			rep := a.Report()
+			if rep.Input.Spans != len(b.Spans) || rep.Input.Traces != 1+c.traces {
+				t.Errorf("input %+v, want %d spans in %d traces", rep.Input, len(b.Spans), 1+c.traces)
+			}
+			noted := slices.ContainsFunc(rep.Notes, func(n string) bool { return strings.Contains(n, "after they had been analyzed and released") })
+			if noted != c.late {
+				t.Errorf("late fragment noted: %v, want %v: %q", noted, c.late, rep.Notes)
+			}
+		})
+	}
+}
+
+// findingLines renders findings for comparing two reports.
+func findingLines(t *testing.T, fs []analyzer.Finding) []string {
+	t.Helper()
+	var ds []*analyzer.Detector
+	for _, f := range fs {
+		ds = append(ds, &analyzer.Detector{Name: f.Detector, Scope: analyzer.ScopeWindow})
+	}
+	return windowFindings(t, ds, fs)
+}
