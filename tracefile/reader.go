@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"strconv"
+	"sync/atomic"
 
 	"github.com/stormwatch/stormwatch/spans"
 )
@@ -121,6 +122,19 @@ type Reader struct {
 	// pending holds the traces of a document read whole (Jaeger, Zipkin JSON) not yet returned.
 	pending []*spans.Batch
 	docRead bool
+
+	// spare is the memory of a record its consumer released (spans.Batch.Release): the next
+	// line of a JSON-lines file is read into its body and decoded into its batch, rather than
+	// into memory allocated and cleared afresh (a recording's lines are hundreds of kilobytes).
+	// The consumer may release from a goroutine of its own.
+	spare atomic.Pointer[recordMemory]
+}
+
+// recordMemory is what a JSON line's record is made in: the line (which its strings alias) and
+// the batch's arrays.
+type recordMemory struct {
+	body  []byte
+	batch *spans.Batch
 }
 
 // jsonMode says how JSON records are delimited.
@@ -371,12 +385,25 @@ func (r *Reader) nextJSON() (*Record, error) {
 	var body []byte
 	var scan valueScanner
 	discarding := false // a multi-line value went over the limit: skip to its end
+	var mem *recordMemory
+	if r.mode == jsonLines && !r.opt.Raw {
+		if mem = r.spare.Swap(nil); mem == nil {
+			mem = &recordMemory{}
+		}
+	}
 	for {
 		limit := r.opt.MaxRecordBytes - len(body)
 		if discarding {
 			limit = r.opt.MaxRecordBytes
 		}
-		line, complete, tooLong, err := r.readLine(limit)
+		var into []byte
+		if mem != nil {
+			into = mem.body[:0]
+		}
+		line, complete, tooLong, err := r.readLine(limit, into)
+		if mem != nil && cap(line) > cap(mem.body) {
+			mem.body = line[:0]
+		}
 		if err != nil && readErr(err) != io.EOF {
 			return nil, fmt.Errorf("read %s: %w", r.name, err)
 		}
@@ -438,7 +465,7 @@ func (r *Reader) nextJSON() (*Record, error) {
 		if r.mode == jsonDocs && !scan.done {
 			return nil, &RecordError{Pos: pos, Err: ErrTruncated}
 		}
-		rec, err := r.decodeJSON(body, pos)
+		rec, err := r.decodeJSON(body, pos, mem)
 		if re := (*RecordError)(nil); atEOF && errors.As(err, &re) {
 			// No newline at the end and the record does not decode: the tail of an interrupted
 			// recording, not a malformed line.
@@ -448,8 +475,8 @@ func (r *Reader) nextJSON() (*Record, error) {
 	}
 }
 
-func (r *Reader) decodeJSON(body []byte, pos Position) (*Record, error) {
-	rec, err := r.decodeJSONRecord(body, pos)
+func (r *Reader) decodeJSON(body []byte, pos Position, mem *recordMemory) (*Record, error) {
+	rec, err := r.decodeJSONRecord(body, pos, mem)
 	if err != nil || len(rec.Batch.Spans) > 0 || rec.Batch.Rejected > 0 {
 		return rec, err
 	}
@@ -464,12 +491,26 @@ func (r *Reader) decodeJSON(body []byte, pos Position) (*Record, error) {
 	return rec, nil
 }
 
-func (r *Reader) decodeJSONRecord(body []byte, pos Position) (*Record, error) {
+// decodeJSONRecord decodes body, into mem's batch when there is one. A record whose body is a
+// JSON line (mem not nil, even when it held nothing yet) hands its memory on to the next line
+// once its consumer releases it.
+func (r *Reader) decodeJSONRecord(body []byte, pos Position, mem *recordMemory) (*Record, error) {
 	if !r.opt.Raw {
-		b, err := spans.DecodeJSON(body, r.opt.Decode)
+		var b *spans.Batch
+		var err error
+		if mem != nil && mem.batch != nil {
+			b = mem.batch
+			err = spans.DecodeJSONInto(b, body, r.opt.Decode)
+		} else {
+			b, err = spans.DecodeJSON(body, r.opt.Decode)
+		}
 		if err != nil {
 			// The decoder's errors already say "decode OTLP/JSON request: ..." and where.
 			return nil, &RecordError{Pos: pos, Err: err}
+		}
+		if mem != nil {
+			mem.body, mem.batch = body[:0], b
+			b.SetRelease(func() { r.spare.Store(mem) })
 		}
 		return &Record{Batch: b, Pos: pos}, nil
 	}
@@ -485,10 +526,12 @@ func (r *Reader) decodeJSONRecord(body []byte, pos Position) (*Record, error) {
 	return &Record{Batch: b, Raw: raw, Pos: pos}, nil
 }
 
-// readLine returns the next line without its newline, in a fresh slice; complete says the newline
+// readLine returns the next line without its newline, in a fresh slice or appended to into (when
+// not nil: a released record's memory); complete says the newline
 // was there (else the input ended, err saying how). A line longer than limit is discarded to its end
 // and reported as tooLong, so one huge line never has to fit in memory.
-func (r *Reader) readLine(limit int) (line []byte, complete, tooLong bool, err error) {
+func (r *Reader) readLine(limit int, into []byte) (line []byte, complete, tooLong bool, err error) {
+	line = into
 	long := false // longer than src's buffer
 	for {
 		var frag []byte

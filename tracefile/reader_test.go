@@ -525,3 +525,46 @@ func TestLongLinesKeepTheirOwnMemory(t *testing.T) {
 		}
 	}
 }
+
+// A record its consumer released (spans.Batch.Release) lends its memory to the next line - the
+// same batch, decoded again - while one not released keeps its spans whatever is read after it.
+func TestReleasedRecordsLendTheirMemory(t *testing.T) {
+	var data strings.Builder
+	names := []string{strings.Repeat("a", 100<<10), "b", strings.Repeat("c", 300<<10), "d"}
+	for i, name := range names {
+		fmt.Fprintf(&data, `{"resourceSpans":[{"scopeSpans":[{"spans":[{"traceId":"0102030405060708090a0b0c0d0e0f%02x","spanId":"01020304050607%02x","name":"%s","startTimeUnixNano":"1","endTimeUnixNano":"2"}]}]}]}`+"\n",
+			i+1, i+1, name)
+	}
+	r, err := NewReader(strings.NewReader(data.String()), "lend.jsonl", ReadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := func(i int) *spans.Batch {
+		t.Helper()
+		rec, err := r.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ss := rec.Batch.Spans; len(ss) != 1 || ss[0].Name != names[i] {
+			t.Fatalf("record %d: %d spans, not the one named %.10q...", i+1, len(ss), names[i])
+		}
+		return rec.Batch
+	}
+	first := next(0) // kept: never released
+	second := next(1)
+	second.Release()
+	third := next(2)
+	if third != second {
+		t.Error("the released record's batch was not decoded into again")
+	}
+	if first.Spans[0].Name != names[0] {
+		t.Error("a record not released lost its spans to the lines after it")
+	}
+	third.Release()
+	if fourth := next(3); fourth != third {
+		t.Error("the released record's batch was not decoded into again")
+	}
+	if _, err := r.Next(); err != io.EOF {
+		t.Fatalf("after the last record: %v", err)
+	}
+}
