@@ -10,11 +10,10 @@
 #
 # Environment (defaults in brackets):
 #   COUNT    iterations of 100k and 1M; each gives one ratio [3]
-#   TEN_M    1 to run 10M spans once after them (25 minutes on 2 cores while analyze slows past
-#            1M spans) []
+#   TEN_M    1 to run 10M spans once after them (about 5 minutes on 2 cores) []
 #   PROFILE  FILE: the analyze arm writes a CPU profile to FILE.SPANS (go tool pprof FILE.SPANS) []
 #   OUT      where the test binary and the raw output go [a new temporary directory, kept]
-# Linux only (peak RSS from getrusage). About 3 minutes with the defaults on 2 cores.
+# Linux only (peak RSS from getrusage). About 2 minutes with the defaults on 2 cores.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 COUNT=${COUNT:-3}

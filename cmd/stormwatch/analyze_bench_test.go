@@ -200,9 +200,10 @@ func median(v []float64) float64 {
 // every size is read the same way; the generator's CPU is this process's and counted in neither
 // arm (gen-CPU-ns/span says what it was). analyze runs with the defaults a user gets: --settle
 // 30s analyzes a trace once the recording has moved 30 s past it and releases its spans (at a
-// request a millisecond, about 270k spans held), --max-spans 2,000,000 caps the spans held should
-// traces never settle, and a soft memory limit of 900 MiB; an analyzed trace's operations stay
-// until the end, for the cross-trace detectors, and no flag bounds them.
+// request a millisecond, about 270k spans held) and forgets it once the recording has moved as
+// far again, --max-spans 2,000,000 caps the spans held should traces never settle and bounds the
+// cross-trace detectors' window to 500,000 operations (judged in chunks past that: 3 at 3M
+// spans), and a soft memory limit of 900 MiB.
 //
 // Each iteration runs analyze, pdata, pdata, analyze, so a load that rises or falls during it
 // weighs on both alike; x-pdata-cpu is analyze's CPU over pdata's within an iteration (the goal is
