@@ -427,7 +427,8 @@ func (a *Analyzer) forget(horizon int64) {
 }
 
 // Flush analyzes every trace held, complete or not, then runs the windowed detectors over the
-// window, every operation analyzed offline (offline mode: call it once after the last batch).
+// window: offline, every operation analyzed since the window was last judged (see window.observe;
+// offline mode: call it once after the last batch).
 func (a *Analyzer) Flush() {
 	a.passMu.Lock()
 	defer a.passMu.Unlock()
