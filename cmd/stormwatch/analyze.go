@@ -112,15 +112,7 @@ func runAnalyze(ctx context.Context, io streams, o analyzeOptions, files []strin
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	// Offline, time is the recording's: a trace is complete once the recording has moved on by
-	// --settle past its last span. Analyzed traces release their spans, so memory holds about
-	// --settle of recorded traffic rather than the whole input.
-	cfg := engine.Config{MaxSpans: o.maxSpans, Detectors: suite.Default(), Settle: o.settle, ReleaseSpans: o.settle > 0,
-		// The windowed detectors judge every operation once: in Flush, or in chunks as the
-		// window reaches its bound (a quarter of --max-spans).
-		WindowInterval: -1,
-		// An audit lists every finding.
-		MaxFindings: -1}
+	cfg := o.engineConfig()
 	limitMemory()
 	var pol *policy.Policy
 	if o.policy != "" {
@@ -135,12 +127,8 @@ func runAnalyze(ctx context.Context, io streams, o analyzeOptions, files []strin
 	if err != nil {
 		return withExitCode(2, err)
 	}
-	if len(changes) == 0 {
-		// A released trace is remembered for another --settle, so that spans arriving that
-		// late are noted as late, then forgotten: what is held follows the recording's rate,
-		// not its length. A what-if replays every operation of the input at the end, so it
-		// keeps them all.
-		cfg.ForgetAfter = o.settle
+	if len(changes) > 0 {
+		cfg.ForgetAfter = 0 // the prediction replays every operation at the end
 	}
 	a := engine.New(cfg)
 	prog := newProgress(io.err, o.progress)
@@ -293,4 +281,20 @@ func (p *progress) done() {
 	if p.on && p.shown {
 		fmt.Fprintf(p.w, "stormwatch: read %d spans; analyzing\n", p.spans)
 	}
+}
+
+// engineConfig is the analyzer as `analyze` and `diff` run it over a recording. Offline, time is
+// the recording's: a trace is complete once the recording has moved on by --settle past its last
+// span. Analyzed traces release their spans and are remembered for another --settle, so that spans
+// arriving that late are noted as late, then forgotten: what is held follows the recording's rate,
+// not its length. A caller that reads every operation at the end (a what-if prediction) sets
+// ForgetAfter back to 0.
+func (o analyzeOptions) engineConfig() engine.Config {
+	return engine.Config{MaxSpans: o.maxSpans, Detectors: suite.Default(), Settle: o.settle,
+		ReleaseSpans: o.settle > 0, ForgetAfter: o.settle,
+		// The windowed detectors judge every operation once: in Flush, or in chunks as the
+		// window reaches its bound (a quarter of --max-spans).
+		WindowInterval: -1,
+		// An audit lists every finding.
+		MaxFindings: -1}
 }

@@ -167,8 +167,10 @@ func diffSide(ctx context.Context, io streams, o diffOptions, pol *policy.Policy
 		r, err := fetchReport(ctx, src, o.tokenFile, o.timeout)
 		return r, src, nil, err
 	}
-	cfg := engine.Config{MaxSpans: o.maxSpans, Detectors: suite.Default(), Settle: o.settle, ReleaseSpans: o.settle > 0,
-		WindowInterval: -1, MaxFindings: -1}
+	cfg := o.engineConfig()
+	if len(changes) > 0 {
+		cfg.ForgetAfter = 0 // the prediction replays every operation of this side at the end
+	}
 	if pol != nil {
 		policy.Configure(&cfg.Detectors, &cfg.Settings, pol, policy.Offline)
 	}

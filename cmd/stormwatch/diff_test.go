@@ -1,19 +1,24 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stormwatch/stormwatch/analyzer"
 	"github.com/stormwatch/stormwatch/analyzer/diff"
+	"github.com/stormwatch/stormwatch/analyzer/policy"
 	"github.com/stormwatch/stormwatch/tracefile/replay"
 )
 
@@ -404,5 +409,40 @@ func TestDiffLiveCollectorToken(t *testing.T) {
 	}
 	if code, out, stderr := runCLI(t, "", "diff", "--token-file", tok, url, rec); code != 0 || !strings.Contains(out, "before  "+url+": 0 traces") {
 		t.Errorf("with the token: exit %d\n%s\n%s", code, out, stderr)
+	}
+}
+
+// Each side of a diff is analyzed as `analyze` analyzes the recording: released traces are
+// forgotten once the recording has moved on, so what a diff holds follows the recording's rate,
+// not its length - unless a prediction needs every operation of BEFORE at the end.
+func TestDiffSideForgetsAsAnalyzeDoes(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "synthetic.jsonl")
+	writeWorkload(t, path, 30_000) // about 2.7 s of recorded traffic
+	var o diffOptions
+	o.maxSpans, o.settle = 100_000, 200*time.Millisecond
+	std := streams{in: strings.NewReader(""), out: io.Discard, err: io.Discard}
+	side, _, _, err := diffSide(context.Background(), std, o, nil, path, window{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, out, _ := runCLI(t, "", "analyze", "--format", "json", "--settle", "200ms", "--max-spans", "100000", path)
+	var whole analyzer.Report
+	if err := json.Unmarshal([]byte(out), &whole); err != nil {
+		t.Fatal(err)
+	}
+	forgot := func(r *analyzer.Report) bool {
+		return slices.ContainsFunc(r.Notes, func(n string) bool { return strings.Contains(n, "analyzed traces were forgotten") })
+	}
+	if !forgot(side) || !reflect.DeepEqual(side.Notes, whole.Notes) || len(side.Findings) != len(whole.Findings) {
+		t.Errorf("the diff's side and analyze differ: notes %q and %q, %d and %d findings",
+			side.Notes, whole.Notes, len(side.Findings), len(whole.Findings))
+	}
+	changes := []policy.Change{{Layer: "api", Field: policy.FieldMaxAttempts, Value: 1}}
+	predicted, _, _, err := diffSide(context.Background(), std, o, nil, path, window{}, changes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if forgot(predicted) {
+		t.Errorf("a side predicted from forgot operations: %q", predicted.Notes)
 	}
 }
