@@ -22,7 +22,7 @@ const WindowKey = "policy.window"
 type Mode uint8
 
 const (
-	// Offline: `stormwatch analyze`; the windowed detectors see the whole input once.
+	// Offline: `stormwatch analyze`; the windowed detectors judge every operation of the input once.
 	Offline Mode = iota
 	// Live: the collector; the windowed detectors see the operations that ended within the last
 	// Window.

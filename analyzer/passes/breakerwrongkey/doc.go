@@ -12,8 +12,9 @@
 // or a stock CLIENT span whose error names an open circuit. Failures are what a breaker should
 // count: 5xx, connect errors and timeouts, not 429 or other 4xx.
 //
-// Offline the window is the whole input; live, the policy's detectors.window. No state is kept
-// between runs: per run, counts per (caller, origin).
+// Offline the window is the whole input, judged in chunks when it outgrows the analyzer's bound;
+// live, the policy's detectors.window. No state is kept between runs: per run, counts per
+// (caller, origin).
 //
 // Evidence: origin, refused_calls, answers (the origin's own outcomes, e.g. {"200": 5}),
 // failed_origins (origin -> failures), window_start, window_end, window_ms.

@@ -9,9 +9,9 @@
 // retry=3 against a failing origin sent 120 calls for 40 requests (ratio 2.0); a budget of 0.1
 // would have kept it near 1.1x.
 //
-// Offline the window is the whole input; live it is the policy's detectors.window (default one
-// minute) of the operations held. The detector keeps no state between runs: counts per group
-// are recomputed from the operations the analyzer holds, which its span bound limits.
+// Offline the window is the whole input (in chunks when it outgrows the analyzer's bound); live
+// it is the policy's detectors.window (default one minute). The detector keeps no state between
+// runs: counts per group are recomputed from the window's operations, which the analyzer bounds.
 //
 // Evidence: first_attempts, retries, ratio, budget, reserve, operations, traces, window_start,
 // window_end, window_ms (and rule, policy when a file set the budget).

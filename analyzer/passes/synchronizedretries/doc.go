@@ -12,9 +12,9 @@
 // threshold (maxCV, default 0.05) catches fixed pauses and pauses with a token jitter of a few
 // percent.
 //
-// Offline the window is the whole input; live, the policy's detectors.window. The detector keeps
-// no state between runs; per run it holds one running sum per (dependency, retry ordinal) and the
-// retry start times of the window.
+// Offline the window is the whole input, judged in chunks when it outgrows the analyzer's bound;
+// live, the policy's detectors.window. The detector keeps no state between runs; per run it holds
+// one running sum per (dependency, retry ordinal) and the retry start times of the window.
 //
 // Evidence: retry (ordinal), samples, mean_pause_ms, cv, callers, waves, largest_wave,
 // wave_starts, window_start, window_end, window_ms.
