@@ -230,7 +230,7 @@ func (t *trace) accountRows(ops []*analyzer.Operation, sc *scratch) []acctRow {
 		return false
 	}
 	type rowKey struct{ dep, caller, status, service string }
-	var rows []acctRow
+	rows := sc.rows[:0]
 	var idx map[rowKey]int
 	for k, op := range ops {
 		joined := false
@@ -277,10 +277,6 @@ func (t *trace) accountRows(ops []*analyzer.Operation, sc *scratch) []acctRow {
 				}
 			}
 			if k < 0 {
-				if rows == nil {
-					// Most traces touch a handful of (dependency, caller, outcome) rows.
-					rows = make([]acctRow, 0, 4)
-				}
 				k = len(rows)
 				rows = append(rows, acctRow{dep: c.origin, caller: caller, status: status, service: c.service})
 				if idx != nil {
@@ -301,7 +297,15 @@ func (t *trace) accountRows(ops []*analyzer.Operation, sc *scratch) []acctRow {
 	}
 	clear(seenList)
 	sc.seen = seenList[:0]
-	return slices.Clip(rows)
+	// The rows are held as long as the trace: a copy of exactly their number (most traces have
+	// one or two), made from the scratch's, which is cleared so that it keeps no trace's strings.
+	var out []acctRow
+	if len(rows) > 0 {
+		out = append(out, rows...)
+	}
+	clear(rows)
+	sc.rows = rows[:0]
+	return out
 }
 
 func decodeHex(dst []byte, s string) error {
