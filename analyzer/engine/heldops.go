@@ -25,17 +25,24 @@ import (
 // released trace, see publishLate): "uv" is an unsigned varint, "zz" a zigzag varint.
 //
 //	frame:     uv length of the rest, then uv operations, attempts, calls, origins, strings
-//	           (the counts decoding allocates for), then the operations
-//	operation: str ID, str Name, trace id (16), span id (8), str Caller, str Owner,
-//	           str Dependency, str DependencyService, byte Inferred, str Terminal,
-//	           str StopReason, zz deadline, zz start, zz end - start, uv parent (0 none, k+1 the
-//	           k-th operation of the frame), uv Findings, intent (8), uv ChildCount, list attempts
+//	           (the counts decoding allocates for), then the first operation's trace id (16,
+//	           when there are operations), then the operations
+//	operation: str ID, str Name, byte flags (1 Inferred, 2 a trace id other than the frame's
+//	           follows), [trace id (16)], span id (8), str Caller, str Owner, str Dependency,
+//	           str DependencyService, str Terminal, str StopReason, zz deadline, zz start -
+//	           the previous operation's start (0 before the first), zz end - start, uv parent
+//	           (0 none, k+1 the k-th operation of the frame), uv Findings, intent (8),
+//	           uv ChildCount, list attempts
 //	attempt:   zz Number, str Kind, span id (8), list of calls (8 bytes each), list of origins
-//	           (str each), zz start, zz end - start, str Outcome, str Status, zz backoff,
-//	           zz RecordedNumber
+//	           (str each), zz start - its operation's start, zz end - start, str Outcome,
+//	           str Status, zz backoff, zz RecordedNumber
 //	list:      uv count+1, or 0 for a nil slice
 //	str:       uv n: n even, an inline string of n/2 bytes (added to the frame's table unless
 //	           empty); n odd, the (n-1)/2-th inline string of the table
+//
+// The operations of a frame are one trace's, begun close together, and their attempts are
+// inside them: the trace id is written once, and times as differences, a few bytes each where
+// absolute ones take nine. Frames are held for as long as their trace, so every byte counts.
 //
 // Strings repeat (a caller, a dependency, outcomes), and the repeats share their bytes: the
 // interner's derived values, and the spans' strings, which alias one table per packed block. So
@@ -80,24 +87,35 @@ func (p *opsPacker) pack(ops []*analyzer.Operation) []byte {
 	}
 	p.nStrs = 0
 	b := p.buf[:0]
+	var traceID spans.TraceID
+	if len(ops) > 0 {
+		traceID = ops[0].TraceID
+	}
+	var prevStart int64
 	for i, op := range ops {
 		b = p.str(b, op.ID)
 		b = p.str(b, op.Name)
-		b = append(b, op.TraceID[:]...)
+		var flags byte
+		if op.Inferred {
+			flags |= opInferred
+		}
+		if op.TraceID != traceID {
+			flags |= opOwnTrace
+		}
+		b = append(b, flags)
+		if flags&opOwnTrace != 0 {
+			b = append(b, op.TraceID[:]...)
+		}
 		b = append(b, op.SpanID[:]...)
 		b = p.str(b, op.Caller)
 		b = p.str(b, op.Owner)
 		b = p.str(b, op.Dependency)
 		b = p.str(b, op.DependencyService)
-		var inferred byte
-		if op.Inferred {
-			inferred = 1
-		}
-		b = append(b, inferred)
 		b = p.str(b, op.Terminal)
 		b = p.str(b, op.StopReason)
 		b = packio.AppendZZ(b, op.DeadlineUnixNano)
-		b = packio.AppendZZ(b, op.StartUnixNano)
+		b = packio.AppendZZ(b, op.StartUnixNano-prevStart)
+		prevStart = op.StartUnixNano
 		b = packio.AppendZZ(b, op.EndUnixNano-op.StartUnixNano)
 		parent := uint64(0)
 		if op.Parent != nil {
@@ -126,7 +144,7 @@ func (p *opsPacker) pack(ops []*analyzer.Operation) []byte {
 			for _, o := range at.Origins {
 				b = p.str(b, o)
 			}
-			b = packio.AppendZZ(b, at.StartUnixNano)
+			b = packio.AppendZZ(b, at.StartUnixNano-op.StartUnixNano)
 			b = packio.AppendZZ(b, at.EndUnixNano-at.StartUnixNano)
 			b = p.str(b, at.Outcome)
 			b = p.str(b, at.Status)
@@ -144,10 +162,13 @@ func (p *opsPacker) pack(ops []*analyzer.Operation) []byte {
 	if cap(p.buf) > 64*maxScratch {
 		p.buf = nil
 	}
-	var head [6 * binary.MaxVarintLen64]byte
+	var head [5*binary.MaxVarintLen64 + len(traceID)]byte
 	h := head[:0]
 	for _, v := range [5]int{len(ops), nAtt, nCalls, nOrigins, int(p.nStrs)} {
 		h = binary.AppendUvarint(h, uint64(v))
+	}
+	if len(ops) > 0 {
+		h = append(h, traceID[:]...)
 	}
 	var sizeBuf [binary.MaxVarintLen64]byte
 	size := sizeBuf[:binary.PutUvarint(sizeBuf[:], uint64(len(h)+len(b)))]
@@ -156,6 +177,12 @@ func (p *opsPacker) pack(ops []*analyzer.Operation) []byte {
 	out = append(out, h...)
 	return append(out, b...)
 }
+
+// The flags byte of a packed operation.
+const (
+	opInferred = 1 << iota // Operation.Inferred
+	opOwnTrace             // its trace id follows: not the frame's
+)
 
 func (p *opsPacker) str(b []byte, s string) []byte {
 	if s == "" {
@@ -256,7 +283,7 @@ func eachOpsFrame(b []byte, f func(n [5]int, frame string) error) error {
 // opsMinSize is the fewest bytes an operation, an attempt, a call, an origin and a table string
 // take packed (see the layout above).
 var opsMinSize = [5]uint64{
-	1 + 1 + 16 + 8 + 4*1 + 1 + 2*1 + 3*1 + 1 + 1 + 8 + 1 + 1,
+	1 + 1 + 1 + 8 + 4*1 + 2*1 + 3*1 + 1 + 1 + 8 + 1 + 1,
 	1 + 1 + 8 + 1 + 1 + 2*1 + 2*1 + 2*1,
 	8,
 	1,
@@ -305,26 +332,33 @@ func (r *opsReader) frame(dst []*analyzer.Operation, n [5]int, ar *opsArena) ([]
 	r.Strs, r.NStrs = slices.Grow(ar.strs[:0], nStrs), nStrs
 	parents := slices.Grow(ar.parents[:0], nOps)[:nOps]
 	defer func() { ar.strs, ar.parents = r.Strs[:0], parents[:0] }()
+	var traceID spans.TraceID
+	if nOps > 0 {
+		copy(traceID[:], r.Fixed(len(traceID)))
+	}
+	var prevStart int64
 	for i := range slab {
 		op := &slab[i]
 		op.ID = r.Str()
 		op.Name = r.Str()
-		copy(op.TraceID[:], r.Fixed(16))
+		flags := r.Byte()
+		if flags&^(opInferred|opOwnTrace) != 0 {
+			r.Fail("operation %d: flags %#x", i, flags)
+		}
+		op.Inferred = flags&opInferred != 0
+		if op.TraceID = traceID; flags&opOwnTrace != 0 {
+			copy(op.TraceID[:], r.Fixed(16))
+		}
 		copy(op.SpanID[:], r.Fixed(8))
 		op.Caller = r.Str()
 		op.Owner = r.Str()
 		op.Dependency = r.Str()
 		op.DependencyService = r.Str()
-		switch b := r.Byte(); b {
-		case 0, 1:
-			op.Inferred = b == 1
-		default:
-			r.Fail("operation %d: inferred byte %d", i, b)
-		}
 		op.Terminal = r.Str()
 		op.StopReason = r.Str()
 		op.DeadlineUnixNano = r.ZZ()
-		op.StartUnixNano = r.ZZ()
+		op.StartUnixNano = prevStart + r.ZZ()
+		prevStart = op.StartUnixNano
 		op.EndUnixNano = op.StartUnixNano + r.ZZ()
 		// Parents are linked once every operation of the frame is read: one may come after
 		// the operations inside it.
@@ -353,7 +387,7 @@ func (r *opsReader) frame(dst []*analyzer.Operation, n [5]int, ar *opsArena) ([]
 			for j := range at.Origins {
 				at.Origins[j] = r.Str()
 			}
-			at.StartUnixNano = r.ZZ()
+			at.StartUnixNano = op.StartUnixNano + r.ZZ()
 			at.EndUnixNano = at.StartUnixNano + r.ZZ()
 			at.Outcome = r.Str()
 			at.Status = r.Str()
