@@ -12,6 +12,13 @@ import (
 // copied instead of shared, so the table cannot grow without limit in a long live session.
 const maxInterned = 1 << 16
 
+// maxDerived bounds the cache of derived origins and targets. Keys that repeat come from a few
+// hundred or thousand endpoints; many more are URLs with ids in them, for which a lookup in a
+// table of tens of thousands of entries missed the processor's caches and cost several times
+// what making the value again does (a concatenation). A full cache is emptied and fills again
+// with the keys that come back; a kind whose keys do not is bypassed (see countDerived).
+const maxDerived = 1 << 12
+
 // interner gives what the analysis keeps strings of its own (see detachOps and detachRest): held spans are packed,
 // and an analysis reads them back with strings aliasing the packed bytes, so an operation or a
 // finding made from them would otherwise keep those bytes alive after the trace is dropped.
@@ -211,9 +218,7 @@ func (in *interner) cached(k derivedKey, s *known, f func(*known, derivedKey) st
 	in.countDerived(kind, ok)
 	in.derivedMu.Unlock()
 	if !ok {
-		if own, ok = in.derive(k, s, f); !ok {
-			return own.v // the cache is full: made again, and not kept
-		}
+		own = in.derive(k, s, f)
 	}
 	// l1 outlives the trace: it takes only the cache's own entry, whose key and value are copies.
 	// The caller's key and a value made from it are parts of the span's strings (a URL's
@@ -268,21 +273,21 @@ func (in *interner) countDerived(kind int, hit bool) {
 	}
 }
 
-// derive makes k's value and caches it while the cache has room: ok says the entry returned is
-// the cache's own (key and value copies), else only its value is set.
-func (in *interner) derive(k derivedKey, s *known, f func(*known, derivedKey) string) (e derivedEntry, ok bool) {
+// derive makes k's value and caches it, emptying a full cache first; the entry returned is the
+// cache's own (key and value copies).
+func (in *interner) derive(k derivedKey, s *known, f func(*known, derivedKey) string) derivedEntry {
 	v := f(s, k)
 	in.derivedMu.Lock()
 	defer in.derivedMu.Unlock()
-	if len(in.derived) >= maxInterned {
-		return derivedEntry{v: v}, false
+	if len(in.derived) >= maxDerived {
+		clear(in.derived)
 	}
 	// The key's strings and the value may be parts of the spans' strings, which alias their
 	// packed bytes: copies of their own keep the cache from pinning them.
 	k.a, k.b, k.c = strings.Clone(k.a), strings.Clone(k.b), strings.Clone(k.c)
-	e = derivedEntry{k: k, v: strings.Clone(v), ok: true}
+	e := derivedEntry{k: k, v: strings.Clone(v), ok: true}
 	in.derived[k] = e
-	return e, true
+	return e
 }
 
 // derivedL1 is a small cache of derived values in front of the interner's shared one, private to
