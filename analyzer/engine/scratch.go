@@ -52,7 +52,11 @@ type scratch struct {
 	// arena holds the trace index's arrays (see buildTrace) and trace the index itself, with the
 	// result it belongs to: made per trace, they would be two allocations a trace.
 	arena []int32
-	trace struct {
+	// reporter is the detectors' pass over the trace, and report its Report (reporter.report,
+	// made once per scratch).
+	reporter reporter
+	report   func(analyzer.Finding)
+	trace    struct {
 		r traceResult
 		t trace
 	}
