@@ -79,6 +79,12 @@ type keyCode struct {
 
 func keySlot(addr uintptr) uintptr { return (addr>>3 ^ addr>>11) & (keyCodesSize - 1) }
 
+// KeyIndex is the index of key in [WellKnown] (as the process started) when key is that list's own
+// string, as the decoders and the unpacked spans give it, found by its address alone; -1 for any
+// other string, even an equal one. It lets a reader of many attributes number the keys it knows
+// without comparing their bytes.
+func KeyIndex(key string) int { return int(keyCodeOf(key)) - 1 }
+
 // keyCodeOf is key's byte, or 0 when it is not a canonical well-known key.
 func keyCodeOf(key string) byte {
 	addr := uintptr(unsafe.Pointer(unsafe.StringData(key)))

@@ -112,6 +112,37 @@ var wkKeys = [nWK]string{
 	wkReqHeaderIdempotencyKey: spans.AttrReqHeaderIdempotencyKey,
 }
 
+// wkByIndex is wkOf of each key of spans.WellKnown, by its index (spans.KeyIndex): 0 for a key
+// to number with wkOf, 1 for one inference does not read, w+2 for wk w. A span's keys are
+// nearly all those strings, and numbering them by address is a table lookup where the switch of
+// wkOf compares strings several times over.
+var wkByIndex = func() (t [256]uint8) {
+	for i, key := range spans.WellKnown {
+		if i >= len(t) || spans.KeyIndex(key) != i {
+			continue // the list changed since the spans package started: wkOf decides
+		}
+		t[i] = 1
+		if w, ok := wkOf(key); ok {
+			t[i] = uint8(w) + 2
+		}
+	}
+	return t
+}()
+
+// wkOfKey is wkOf, by address for the well-known keys' own strings (see wkByIndex).
+func wkOfKey(key string) (wk, bool) {
+	if i := spans.KeyIndex(key); i >= 0 && i < len(wkByIndex) {
+		switch c := wkByIndex[i]; c {
+		case 0:
+		case 1:
+			return 0, false
+		default:
+			return wk(c - 2), true
+		}
+	}
+	return wkOf(key)
+}
+
 // wkOf numbers a key; false for keys inference does not read. The decoders intern well-known keys,
 // so the comparisons below mostly end at a pointer compare.
 func wkOf(key string) (wk, bool) {
@@ -228,7 +259,7 @@ func (k *known) read(s *spans.Span) {
 		return
 	}
 	for i := range s.Attrs {
-		if w, ok := wkOf(s.Attrs[i].Key); ok && k.at[w] == 0 {
+		if w, ok := wkOfKey(s.Attrs[i].Key); ok && k.at[w] == 0 {
 			k.at[w] = uint8(i + 1)
 		}
 	}

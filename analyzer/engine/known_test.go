@@ -2,6 +2,8 @@ package engine
 
 import (
 	"math/rand/v2"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/stormwatch/stormwatch/analyzer"
@@ -22,6 +24,20 @@ func TestKnownNumbersEveryKey(t *testing.T) {
 	}
 	if _, ok := wkOf("not.read"); ok {
 		t.Error("wkOf numbered a key inference does not read")
+	}
+}
+
+// TestKnownNumbersByAddressAsByText: a span's keys are numbered the same whether they are the
+// well-known keys' own strings (numbered by address) or copies of them (numbered by text).
+func TestKnownNumbersByAddressAsByText(t *testing.T) {
+	keys := append(slices.Clone(spans.WellKnown), wkKeys[:]...)
+	for _, key := range append(keys, "not.read") {
+		want, wantOK := wkOf(key)
+		for _, k := range []string{key, strings.Clone(key)} {
+			if got, ok := wkOfKey(k); got != want || ok != wantOK {
+				t.Errorf("wkOfKey(%q) = %d, %v; wkOf says %d, %v", k, got, ok, want, wantOK)
+			}
+		}
 	}
 }
 
