@@ -18,20 +18,7 @@ import (
 // them, so what is held follows the traffic of that span of time rather than the whole input;
 // the report is the one they would have made held to the end, but for the note that says so.
 func TestForgetReleasedTraces(t *testing.T) {
-	var batches []*spans.Batch
-	w := analyzertest.NewWorkload(t0)
-	for done := 0; done < 150_000; { // about 14 s of recorded traffic
-		b := &spans.Batch{}
-		done += w.Fill(b, 512)
-		batches = append(batches, b)
-	}
-	clone := func() []*spans.Batch {
-		out := make([]*spans.Batch, len(batches))
-		for i, b := range batches {
-			out[i] = &spans.Batch{Spans: slices.Clone(b.Spans)}
-		}
-		return out
-	}
+	clone := workloadBatches(150_000) // about 14 s of recorded traffic
 	run := func(forget time.Duration) (analyzer.Report, int) {
 		cfg := engine.Config{Detectors: suite.Default(), Settle: time.Second, ReleaseSpans: true, ForgetAfter: forget,
 			WindowInterval: -1, MaxFindings: -1}

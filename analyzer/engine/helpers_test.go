@@ -2,11 +2,13 @@ package engine_test
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/stormwatch/stormwatch/analyzer"
+	"github.com/stormwatch/stormwatch/analyzer/analyzertest"
 	"github.com/stormwatch/stormwatch/analyzer/engine"
 	"github.com/stormwatch/stormwatch/analyzer/suite"
 	"github.com/stormwatch/stormwatch/spans"
@@ -85,4 +87,23 @@ func contains(s, sub string) bool {
 		}
 	}
 	return false
+}
+
+// workloadBatches makes about n spans of the synthetic workload in 512-span batches once, and
+// returns a function giving a fresh copy of them for each run (the analyzer takes a batch's spans).
+func workloadBatches(n int) func() []*spans.Batch {
+	var batches []*spans.Batch
+	w := analyzertest.NewWorkload(t0)
+	for done := 0; done < n; {
+		b := &spans.Batch{}
+		done += w.Fill(b, 512)
+		batches = append(batches, b)
+	}
+	return func() []*spans.Batch {
+		out := make([]*spans.Batch, len(batches))
+		for i, b := range batches {
+			out[i] = &spans.Batch{Spans: slices.Clone(b.Spans)}
+		}
+		return out
+	}
 }

@@ -147,20 +147,7 @@ func TestWindowMatchesReferenceOnFixtures(t *testing.T) {
 
 func TestWindowMatchesReferenceOnWorkload(t *testing.T) {
 	const n = 150_000
-	var batches []*spans.Batch
-	w := analyzertest.NewWorkload(t0)
-	for done := 0; done < n; {
-		b := &spans.Batch{}
-		done += w.Fill(b, 512)
-		batches = append(batches, b)
-	}
-	clone := func() []*spans.Batch {
-		out := make([]*spans.Batch, len(batches))
-		for i, b := range batches {
-			out[i] = &spans.Batch{Spans: slices.Clone(b.Spans)}
-		}
-		return out
-	}
+	clone := workloadBatches(n)
 
 	cfg := engine.Config{Detectors: suite.Default(), MaxSpans: -1, WindowInterval: -1, MaxFindings: -1}
 	a := engine.New(cfg)
