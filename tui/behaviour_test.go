@@ -460,7 +460,7 @@ func TestBreakerColumn(t *testing.T) {
 		}
 	}
 	var pricing, reviews []*analyzer.Operation
-	for _, op := range snap.Operations {
+	for _, op := range snap.Operations() {
 		switch op.Dependency {
 		case "http://pricing:8080":
 			pricing = append(pricing, op)

@@ -244,10 +244,9 @@ func fakeSnapshot(extraOps int) *engine.Snapshot {
 		"http://reviews:8080": {1, 1, 1, 1, 1, 1, 1, 1, 1, 1},
 	}
 	spansHeld := len(storm.Spans) + 48 + extraOps
-	return &engine.Snapshot{
+	s := &engine.Snapshot{
 		AtUnixNano: base + int64(10*time.Second),
 		Report:     analyzer.Report{Version: analyzer.ReportVersion, Dependencies: deps, Findings: findings},
-		Operations: ops,
 		History:    hist,
 		Stats:      engine.StoreStats{SpansHeld: spansHeld, TracesHeld: 49 + extraOps},
 		TraceLookup: func(id spans.TraceID) (*engine.TraceView, bool) {
@@ -255,6 +254,8 @@ func fakeSnapshot(extraOps int) *engine.Snapshot {
 			return v, ok
 		},
 	}
+	s.SetOperations(ops)
+	return s
 }
 
 // bigTrace is a trace of about n spans: many operations, each retried, under one root.

@@ -66,7 +66,7 @@ func (m Model) headerView() string {
 		parts = append(parts,
 			"spans/s "+t.Bold.Render(humanInt(int(m.rate+0.5))),
 			"traces "+t.Bold.Render(humanInt(s.Stats.TracesHeld))+settling(s.Stats.PendingTraces),
-			"operations "+t.Bold.Render(humanInt(len(s.Operations))),
+			"operations "+t.Bold.Render(humanInt(s.HeldOperations)),
 		)
 		var bySev [3]int
 		for i := range s.Report.Findings {

@@ -75,8 +75,9 @@ func commandSuggestions(snap *engine.Snapshot, open string) []string {
 		for i := range snap.Report.Findings {
 			add(snap.Report.Findings[i].TraceID)
 		}
-		for i := len(snap.Operations) - 1; i >= 0 && len(seen) < maxTraceSuggestions; i-- {
-			add(snap.Operations[i].TraceID.String())
+		ids := snap.HeldTraceIDs()
+		for i := len(ids) - 1; i >= 0 && len(seen) < maxTraceSuggestions; i-- {
+			add(ids[i].String())
 		}
 	}
 	return out
@@ -160,11 +161,9 @@ func (m Model) findTrace(arg string) (spans.TraceID, error) {
 	}
 	var found []spans.TraceID
 	if m.snap != nil {
-		seen := map[spans.TraceID]bool{}
-		for _, op := range m.snap.Operations {
-			if !seen[op.TraceID] && strings.HasPrefix(op.TraceID.String(), arg) {
-				seen[op.TraceID] = true
-				found = append(found, op.TraceID)
+		for _, id := range m.snap.HeldTraceIDs() {
+			if strings.HasPrefix(id.String(), arg) {
+				found = append(found, id)
 			}
 		}
 	}

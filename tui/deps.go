@@ -91,12 +91,13 @@ func (m *depsModel) SetSnapshot(s *engine.Snapshot) {
 			refusing = true
 		}
 	}
-	// Only refused calls make a breaker state to show; without any, skip the walk over every
-	// attempt held.
-	for _, op := range s.Operations {
-		if !refusing {
-			break
-		}
+	// Only refused calls make a breaker state to show; without any, the operations held are not
+	// read back.
+	var ops []*analyzer.Operation
+	if refusing {
+		ops = s.Operations()
+	}
+	for _, op := range ops {
 		for i := range op.Attempts {
 			a := &op.Attempts[i]
 			l := lasts[op.Dependency]
@@ -151,6 +152,16 @@ func (m *depsModel) SetSnapshot(s *engine.Snapshot) {
 	}
 	m.watching = watchingText(s)
 	m.rebuild()
+}
+
+// setHistory gives the rows the sparklines of s, a snapshot whose only change is its history.
+func (m *depsModel) setHistory(s *engine.Snapshot) {
+	for i := range m.all {
+		m.all[i].history = s.History[m.all[i].d.Dependency]
+	}
+	for i := range m.rows {
+		m.rows[i].history = s.History[m.rows[i].d.Dependency]
+	}
 }
 
 // watchingText explains a quiet screen: traffic is arriving (or settling) and no detector has

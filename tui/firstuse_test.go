@@ -94,7 +94,7 @@ func TestOwnerReadableWhenCut(t *testing.T) {
 	snap := fakeSnapshot(0)
 	ops := healthyOps(5000, 1, "checkout", "http://inventory:8080", "200")
 	ops[0].Owner = "checkout-orchestrator-v2"
-	snap.Operations = append(append([]*analyzer.Operation(nil), snap.Operations...), ops...)
+	snap.SetOperations(append(snap.Operations(), ops...))
 	m := typeFilter(t, drive(t, New(testOptions(fixedSource(snap))), size(80, 24), press("2")), "caller=checkout")
 	v := m.View()
 	if sel := selectedLine(v); !strings.Contains(sel, "checkou") || strings.Contains(sel, "orchestrator") {

@@ -309,6 +309,7 @@ func (m Model) update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		m.trace.unload()
 		if m.screen == screenTrace || m.screen == screenSpan {
 			m.screen, m.back = screenDeps, nil
+			m.ops.release()
 		}
 		src, now := m.opt.Source, m.opt.Now
 		return m, func() tea.Msg { return snapshotMsg{pull(src, now())} }
@@ -361,7 +362,8 @@ func (m *Model) apply(snap *engine.Snapshot) {
 	m.trace.snap = snap
 	if sameData(prev, snap) {
 		// The analyzer hands out the same immutable report and operations while nothing changed;
-		// only the counters in the header move.
+		// only the counters in the header and the sparklines move.
+		m.deps.setHistory(snap)
 		return
 	}
 	m.deps.SetSnapshot(snap)
@@ -379,7 +381,7 @@ func sameData(a, b *engine.Snapshot) bool {
 	if a == nil || b == nil {
 		return false
 	}
-	return sameSlice(a.Operations, b.Operations) && sameSlice(a.Report.Dependencies, b.Report.Dependencies) &&
+	return a.SameOperations(b) && sameSlice(a.Report.Dependencies, b.Report.Dependencies) &&
 		sameSlice(a.Report.Findings, b.Report.Findings)
 }
 
@@ -401,8 +403,13 @@ func (m *Model) go2(s screen) {
 		m.back = nil
 	}
 	m.screen = s
-	if s == screenOps {
+	switch s {
+	case screenOps:
 		m.ops.refresh()
+	case screenDeps, screenFindings:
+		// The trace and span screens are opened from the list and go back to it: only another
+		// list lets go of the operations.
+		m.ops.release()
 	}
 }
 
@@ -420,7 +427,7 @@ func (m *Model) goBack() bool {
 
 func (m Model) empty() bool {
 	s := m.snap
-	return s == nil || (s.Stats.SpansHeld == 0 && len(s.Report.Dependencies) == 0 && len(s.Operations) == 0 && len(s.Report.Findings) == 0)
+	return s == nil || (s.Stats.SpansHeld == 0 && len(s.Report.Dependencies) == 0 && s.HeldOperations == 0 && len(s.Report.Findings) == 0)
 }
 
 // listScreen reports whether the active screen's body is replaced by the empty state.

@@ -35,11 +35,17 @@ var opSortNames = [...]string{"attempts", "latency", "findings", "caller", "depe
 var opSortColumn = [...]int{3, 7, 8, 1, 2, 4, 5}
 
 // opsModel lists operations: the retry loops of every layer (an intent of the top layer makes
-// one per attempt of each layer above). It keeps pointers into the snapshot and formats only the rows
-// on screen, so a hundred thousand operations cost one sort per snapshot and nothing per frame.
+// one per attempt of each layer above). The analyzer holds operations packed: the screen reads
+// them back from the snapshot while it is shown (see release) and formats only the rows on
+// screen, so a hundred thousand operations cost one read and one sort per snapshot that changed
+// them, and nothing per frame.
 type opsModel struct {
-	ctx     *shared
+	ctx *shared
+	// snap is the snapshot shown; all are its operations once read back (nil until then), total
+	// how many it has.
+	snap    *engine.Snapshot
 	all     []*analyzer.Operation
+	total   int
 	rows    []*analyzer.Operation
 	filter  filter
 	sort    opSort
@@ -73,6 +79,7 @@ const asyncOps = 20_000
 // opsRowsMsg carries the rows a rebuild command made, for the generation it was made for.
 type opsRowsMsg struct {
 	gen  uint64
+	all  []*analyzer.Operation // the snapshot's operations, read back for the rows
 	rows []*analyzer.Operation
 	took time.Duration // how long the filter and sort took, for the refresh's back-off
 }
@@ -86,7 +93,10 @@ func (m *opsModel) SetSize(w, h int) {
 
 func (m *opsModel) SetSnapshot(s *engine.Snapshot) {
 	m.stale = nil
-	m.all = s.Operations
+	if !s.SameOperations(m.snap) {
+		m.all = nil
+	}
+	m.snap, m.total = s, s.HeldOperations
 	m.intents = make(map[string]int, len(s.Report.Dependencies))
 	for i := range s.Report.Dependencies {
 		d := &s.Report.Dependencies[i]
@@ -105,6 +115,20 @@ func (m *opsModel) refresh() {
 	}
 }
 
+// release lets go of the operations read back and the rows, once the screen is left for another
+// list: the analyzer keeps them packed, and a screen not shown should not hold them as values.
+// They are read again when the screen is shown again.
+func (m *opsModel) release() {
+	if m.snap != nil && m.stale == nil {
+		m.stale = m.snap
+	}
+	m.snap, m.all = nil, nil
+	clear(m.rows)
+	m.rows = m.rows[:0]
+	m.gen++ // a rebuild in flight is of no use now
+	m.building = false
+}
+
 func (m *opsModel) setFilter(s string) {
 	m.filter = parseFilter(s)
 	m.rebuild()
@@ -112,7 +136,7 @@ func (m *opsModel) setFilter(s string) {
 
 func (m opsModel) shown() int {
 	if m.stale != nil && m.filter.empty() {
-		return len(m.stale.Operations)
+		return m.stale.HeldOperations
 	}
 	return len(m.rows)
 }
@@ -155,11 +179,14 @@ func opField(op *analyzer.Operation, k string) ([]string, bool) {
 
 func (m *opsModel) rebuild() {
 	m.gen++
-	if len(m.all) > m.asyncAbove {
+	if m.total > m.asyncAbove {
 		m.building = true
 		return
 	}
 	m.building = false
+	if m.all == nil {
+		m.all = m.snap.Operations()
+	}
 	m.rows, m.keys = opRows(m.rows[:0], m.keys, m.all, m.filter, m.sort, m.reverse)
 	m.applied()
 }
@@ -171,18 +198,21 @@ func (m *opsModel) applied() {
 }
 
 // takeBuild hands out the command for the rebuild asked for last, once; nil when there is none.
-// The command works on its own copies: the snapshot's operations are immutable, the filter and
-// sort are values.
+// The command works on its own copies: the snapshot and its operations are immutable, the filter
+// and sort are values. It reads the operations back when they have not been yet.
 func (m *opsModel) takeBuild() tea.Cmd {
 	if !m.building || m.inFlight {
 		return nil // one at a time: the latest request goes out when the one in flight lands
 	}
 	m.building, m.inFlight = false, true
-	gen, all, f, by, rev := m.gen, m.all, m.filter, m.sort, m.reverse
+	gen, snap, all, f, by, rev := m.gen, m.snap, m.all, m.filter, m.sort, m.reverse
 	return func() tea.Msg {
 		began := time.Now()
+		if all == nil {
+			all = snap.Operations()
+		}
 		rows, _ := opRows(nil, nil, all, f, by, rev)
-		return opsRowsMsg{gen: gen, rows: rows, took: time.Since(began)}
+		return opsRowsMsg{gen: gen, all: all, rows: rows, took: time.Since(began)}
 	}
 }
 
@@ -192,7 +222,7 @@ func (m *opsModel) setRows(msg opsRowsMsg) {
 	if msg.gen != m.gen {
 		return // a newer snapshot, filter or sort was asked for since
 	}
-	m.rows = msg.rows
+	m.all, m.rows = msg.all, msg.rows
 	m.applied()
 }
 
@@ -351,7 +381,7 @@ func (m opsModel) View() string {
 	titles[opSortColumn[m.sort]] += sortArrow(m.reverse)
 	lines = append(lines, t.Dim.Render(row(cols, titles...)))
 	if len(m.rows) == 0 {
-		if len(m.all) == 0 {
+		if m.total == 0 {
 			lines = append(lines, t.Dim.Render("  no operations yet"))
 		} else {
 			lines = append(lines, t.Dim.Render("  nothing matches the filter"))
@@ -412,9 +442,9 @@ func (m opsModel) selectedLine() string {
 // reconciles with the intents on the dependencies screen.
 func (m opsModel) legend() string {
 	if m.inFlight || m.building {
-		return "sorting " + words.Count(len(m.all), "operation") + " by " + opSortNames[m.sort] + "..."
+		return "sorting " + words.Count(m.total, "operation") + " by " + opSortNames[m.sort] + "..."
 	}
-	count := humanInt(len(m.rows)) + " of " + words.Count(len(m.all), "operation")
+	count := humanInt(len(m.rows)) + " of " + words.Count(m.total, "operation")
 	if dep := m.oneDep; dep != "" {
 		intents := words.Count(m.intents[dep], "intent")
 		if m.width < 100 {

@@ -1,6 +1,7 @@
 package tui
 
 import (
+	"slices"
 	"testing"
 
 	tea "github.com/charmbracelet/bubbletea"
@@ -8,6 +9,13 @@ import (
 	"github.com/stormwatch/stormwatch/analyzer"
 	"github.com/stormwatch/stormwatch/analyzer/engine"
 )
+
+// snapshotOf is a snapshot that lists ops and nothing else.
+func snapshotOf(ops []*analyzer.Operation) *engine.Snapshot {
+	s := &engine.Snapshot{}
+	s.SetOperations(ops)
+	return s
+}
 
 // manyOps makes n operations whose callers sort in the reverse of their order.
 func manyOps(n int) []*analyzer.Operation {
@@ -26,7 +34,7 @@ func TestOpsSortRunsOffTheUpdateLoop(t *testing.T) {
 	m := newOpsModel(&shared{keys: &keys, theme: NewTheme(asciiRenderer(), false)})
 	m.asyncAbove = 10
 	m.SetSize(100, 20)
-	m.SetSnapshot(&engine.Snapshot{Operations: manyOps(50)})
+	m.SetSnapshot(snapshotOf(manyOps(50)))
 	if len(m.rows) != 0 || !m.building {
 		t.Fatalf("rows %d, building %v: the first rebuild of 50 operations should be a command", len(m.rows), m.building)
 	}
@@ -66,5 +74,24 @@ func TestOpsSortRunsOffTheUpdateLoop(t *testing.T) {
 		if m.rows[i] != want[i] {
 			t.Fatalf("row %d differs from an in-place sort", i)
 		}
+	}
+}
+
+// The operations list holds the operations read back from the snapshot only while it is shown
+// (or a trace opened from it is): back on another list it lets go of them, and shows the same
+// rows when it is shown again.
+func TestOpsLetGoOfOperationsOnAnotherList(t *testing.T) {
+	m := drive(t, New(testOptions(fixedSource(fakeSnapshot(0)))), size(120, 40), press("2"))
+	if len(m.ops.rows) == 0 || m.ops.all == nil {
+		t.Fatalf("the operations screen shows %d rows", len(m.ops.rows))
+	}
+	rows := slices.Clone(m.ops.rows)
+	m = drive(t, m, press("1"))
+	if m.ops.all != nil || len(m.ops.rows) != 0 {
+		t.Fatalf("back on dependencies the operations list still holds %d operations, %d rows", len(m.ops.all), len(m.ops.rows))
+	}
+	m = drive(t, m, press("2"))
+	if !slices.Equal(m.ops.rows, rows) {
+		t.Fatalf("shown again, the list has %d rows, not the %d it had", len(m.ops.rows), len(rows))
 	}
 }

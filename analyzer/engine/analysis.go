@@ -15,10 +15,9 @@ import (
 type traceResult struct {
 	trace *trace
 	// ops are the analysis's operations, nOps of them. A held result keeps them as values (an
-	// offline analyzer, or a live one after its first Snapshot: detached and compacted) or packed
-	// in packedOps (a live one before: see hold and Config.holdsOperationsPacked). A packed
-	// result gets its values when they are read back for keeps (unpackHeldOps, heldOpsOf): the
-	// one field set after a result is held, and only under a.mu.
+	// offline analyzer: detached and compacted) or packed in packedOps (a live one: see hold and
+	// Config.holdsOperationsPacked), and is immutable: whoever reads packed operations back
+	// (a snapshot's reader, a trace view, the window) keeps them for itself.
 	ops       []*analyzer.Operation
 	packedOps []byte
 	nOps      int

@@ -9,7 +9,6 @@ import (
 	"slices"
 	"sort"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/stormwatch/stormwatch/analyzer"
@@ -33,9 +32,6 @@ type Analyzer struct {
 	cfg    Config
 	seed   maphash.Seed
 	intern *interner
-	// snapshotted: Snapshot has been called (the TUI reads every operation of every snapshot),
-	// so analyses hold their operations as values from then on (see holdsOperationsPacked).
-	snapshotted atomic.Bool
 
 	// passMu lets one analysis pass (Settle, Flush) run at a time. mu guards everything below;
 	// a pass holds it only to take due traces out and to publish their results, never while it
@@ -102,15 +98,18 @@ type Analyzer struct {
 	// would find what the last one found: an idle analyzer skips it.
 	windowEpoch uint64
 
-	// history: per dependency, the amplification per interval.
-	hist       map[string][]float64
-	histAt     int64
-	histPrev   map[string][2]int
-	version    uint64
-	snapCache  *Snapshot
-	snapCached uint64
-	sumCache   *Snapshot // Summary's, when it had to make one of its own
-	sumCached  uint64
+	// history: per dependency, the amplification per interval. histVersion counts its changes,
+	// version every other change: the history moves every interval, idle or not, and a snapshot
+	// whose only change is the history shares the rest with the one before (see Snapshot).
+	hist        map[string][]float64
+	histAt      int64
+	histPrev    map[string][2]int
+	histVersion uint64
+	version     uint64
+	snapCache   *Snapshot
+	snapCached  [2]uint64 // version, histVersion
+	sumCache    *Snapshot // Summary's, when it had to make one of its own
+	sumCached   [2]uint64
 }
 
 type traceState struct {
@@ -529,10 +528,9 @@ func (a *Analyzer) run(j *job, scratch *[]byte) {
 	// copy of the spans.
 	src := sources{j.from, j.pending}
 	ss, lost := sc.unpack(src)
-	// Operations are held packed by a live analyzer until a snapshot reads them all (see
-	// holdsOperationsPacked). An evicted trace's are neither packed nor detached: its result is
-	// dropped as soon as it is published.
-	packOps := a.cfg.holdsOperationsPacked() && !a.snapshotted.Load()
+	// Operations are held packed by a live analyzer (see holdsOperationsPacked). An evicted
+	// trace's are neither packed nor detached: its result is dropped as soon as it is published.
+	packOps := a.cfg.holdsOperationsPacked()
 	res := analyzeTrace(j.t.id, ss, j.dropped, &a.cfg, a.seed, a.intern, sc, &src, !packOps && !j.noPack)
 	if lost != nil {
 		// Only a bug in the packed form gets here; the report says so rather than hiding it.
@@ -637,8 +635,7 @@ func (a *Analyzer) publishLate(t *traceState, res *traceResult, meta *heldTrace,
 		// Both packed: the fragment's operations follow as a frame of their own.
 		late.packedOps = append(slices.Clip(t.res.packedOps), res.packedOps...)
 	default:
-		// Held as values on one side at least (a snapshot read them, or came before the
-		// fragment's analysis): values on both.
+		// Held as values on one side at least (an offline analyzer): values on both.
 		late.ops = append(slices.Clip(a.heldOpsOf(t.id, t.res)), a.heldOpsOf(t.id, res)...)
 	}
 	t.res = late
@@ -876,6 +873,15 @@ func (a *Analyzer) notes() []string {
 	return notes
 }
 
+// Changes counts the changes to what the analyzer holds and reports: batches, analyses, runs of
+// the windowed detectors (not the history's points, which move every interval). Two equal counts
+// mean nothing changed between them: a caller can tell an idle analyzer.
+func (a *Analyzer) Changes() uint64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.version
+}
+
 // Stats describes what the analyzer holds.
 func (a *Analyzer) Stats() StoreStats {
 	a.mu.Lock()
@@ -899,57 +905,88 @@ func (a *Analyzer) stats() StoreStats {
 
 // Snapshot is an immutable view for the TUI. When nothing changed since the last one, the same
 // report, operations and history are shared (they are immutable), so taking a few snapshots a
-// second with 100k operations held costs a pointer copy.
+// second costs a pointer copy; when only the history moved (every HistoryInterval, idle or not),
+// only the history is new. The operations stay packed in the analyzer: a snapshot lists the held
+// analyses, and Snapshot.Operations reads them back for a reader that shows them.
 func (a *Analyzer) Snapshot(now time.Time) *Snapshot {
 	n := now.UnixNano()
-	a.snapshotted.Store(true)
-	a.unpackHeldOps()
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.now = max(a.now, n)
-	if a.snapCache == nil || a.snapCached != a.version {
-		v := a.version // what the report is made of (heldOpsOf may move it on: see there)
+	cur := [2]uint64{a.version, a.histVersion}
+	switch {
+	case a.snapCache != nil && a.snapCached == cur:
+	case a.snapCache != nil && a.snapCached[0] == a.version:
+		s := *a.snapCache
+		s.History = a.history()
+		a.snapCache, a.snapCached = &s, cur
+	default:
 		var s *Snapshot
-		if a.sumCache != nil && a.sumCached == a.version {
-			c := *a.sumCache // the figures a summary made of this version already
+		if a.sumCache != nil && a.sumCached == cur {
+			c := *a.sumCache // the figures a summary made of this state already
 			s = &c
 		} else {
 			s = a.summary()
 		}
-		s.Operations = make([]*analyzer.Operation, 0, a.inOps)
+		s.held = make([]heldRef, 0, len(a.traces))
 		for t := a.held.front(); t != nil; t = a.held.next(t) {
-			if t.res != nil {
-				s.Operations = append(s.Operations, a.heldOpsOf(t.id, t.res)...)
+			if t.res != nil && t.res.nOps > 0 {
+				s.held = append(s.held, heldRef{id: t.id, r: t.res})
+				s.HeldOperations += t.res.nOps
 			}
 		}
-		a.snapCache = s
-		a.snapCached = v
+		s.held = slices.Clip(s.held)
+		s.bad = a.badOps
+		a.snapCache, a.snapCached = s, cur
 	}
 	out := *a.snapCache
 	out.AtUnixNano = n
 	return &out
 }
 
-// Summary is a Snapshot without its Operations (nil): the report, history and store figures, for
-// readers of the figures alone (/metrics, the status line). Operations are held packed and a
-// snapshot reads them back (see unpackHeldOps), which a reader that never looks at them should
-// not cause. It shares a current Snapshot's figures when there is one.
+// badOps notes held operations that did not read back for a snapshot (only a bug in the packed
+// form gets here): the next report says so rather than hiding it.
+func (a *Analyzer) badOps(msg string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if !a.detErrs[msg] {
+		a.detErrs[msg] = true
+		a.version++
+	}
+}
+
+// Summary is a Snapshot without its operations (it lists none): the report, history and store
+// figures, for readers of the figures alone (/metrics, the status line). It shares a current
+// Snapshot's figures when there is one.
 func (a *Analyzer) Summary(now time.Time) *Snapshot {
 	n := now.UnixNano()
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.now = max(a.now, n)
+	cur := [2]uint64{a.version, a.histVersion}
 	var out Snapshot
 	switch {
-	case a.snapCache != nil && a.snapCached == a.version:
+	case a.snapCache != nil && a.snapCached == cur:
 		out = *a.snapCache
-		out.Operations = nil
-	case a.sumCache != nil && a.sumCached == a.version:
+		out.held, out.HeldOperations, out.bad = nil, 0, nil
+	case a.sumCache != nil && a.sumCached == cur:
 		out = *a.sumCache
 	default:
-		a.sumCache = a.summary()
-		a.sumCached = a.version
-		out = *a.sumCache
+		var s Snapshot
+		switch {
+		// Only the history moved (idle, every interval): the report is the same one.
+		case a.sumCache != nil && a.sumCached[0] == a.version:
+			s = *a.sumCache
+			s.History = a.history()
+		case a.snapCache != nil && a.snapCached[0] == a.version:
+			s = *a.snapCache
+			s.held, s.HeldOperations, s.bad = nil, 0, nil
+			s.History = a.history()
+		default:
+			s = *a.summary()
+		}
+		a.sumCache, a.sumCached = &s, cur
+		out = s
 	}
 	out.AtUnixNano = n
 	return &out
@@ -957,76 +994,35 @@ func (a *Analyzer) Summary(now time.Time) *Snapshot {
 
 // summary makes a snapshot's figures: everything but the operations. Under a.mu.
 func (a *Analyzer) summary() *Snapshot {
-	s := &Snapshot{Report: a.report(), Stats: a.stats(), History: make(map[string][]float64, len(a.hist))}
-	for k, v := range a.hist {
-		s.History[k] = slices.Clone(v)
-	}
+	s := &Snapshot{Report: a.report(), Stats: a.stats(), History: a.history()}
 	// Looked up when asked, not indexed per snapshot: the TUI opens one trace at a time.
 	// The result found is immutable; a trace re-analyzed since shows its newer analysis.
 	s.TraceLookup = a.lookup
 	return s
 }
 
-// unpackHeldOps reads back, for a snapshot, the operations of the held analyses that no snapshot
-// has read yet, and keeps them with their results: the TUI reads every operation of every
-// snapshot, and a snapshot after a change then reads back only the traces analyzed since. (A
-// collector without the TUI never asks, and holds its operations packed only.) The reading is
-// done outside the lock, which ingestion needs; results are immutable but for this one field,
-// which is only ever set under the lock.
-func (a *Analyzer) unpackHeldOps() {
-	type unread struct {
-		id  spans.TraceID
-		r   *traceResult
-		ops []*analyzer.Operation
-		err error
+// history is a copy of the sparklines' points. Under a.mu.
+func (a *Analyzer) history() map[string][]float64 {
+	h := make(map[string][]float64, len(a.hist))
+	for k, v := range a.hist {
+		h[k] = slices.Clone(v)
 	}
-	a.mu.Lock()
-	var todo []unread
-	if a.snapCache == nil || a.snapCached != a.version {
-		for t := a.held.front(); t != nil; t = a.held.next(t) {
-			if r := t.res; r != nil && r.ops == nil && r.nOps > 0 {
-				todo = append(todo, unread{id: t.id, r: r})
-			}
-		}
-	}
-	a.mu.Unlock()
-	if len(todo) == 0 {
-		return
-	}
-	for i := range todo {
-		// A result's own arrays (not one arena for all): the operations kept live as long as
-		// their trace, and an arena would keep every trace's alive as long as any one.
-		u := &todo[i]
-		u.ops, u.err = unpackOps(make([]*analyzer.Operation, 0, u.r.nOps), u.r.packedOps)
-	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	for _, u := range todo {
-		if u.r.ops != nil {
-			continue // another snapshot was first
-		}
-		u.r.ops = u.ops
-		if u.err != nil {
-			// Only a bug in the packed form gets here; the report says so rather than hiding it.
-			a.detErrs[fmt.Sprintf("analyzer: operations of trace %s: %v", u.id, u.err)] = true
-			a.version++
-		}
-	}
+	return h
 }
 
-// heldOpsOf is the operations of trace id's held analysis r, read back and kept with r when they
-// are packed (a snapshot's fallback for traces analyzed since unpackHeldOps, and late fragments'
-// joins). Under a.mu.
+// heldOpsOf is the operations of trace id's held analysis r, read back when they are packed
+// (late fragments' joins). r is not changed: held results are immutable. Under a.mu.
 func (a *Analyzer) heldOpsOf(id spans.TraceID, r *traceResult) []*analyzer.Operation {
-	if r.ops == nil && r.nOps > 0 {
-		var err error
-		if r.ops, err = unpackOps(make([]*analyzer.Operation, 0, r.nOps), r.packedOps); err != nil {
-			// Only a bug in the packed form gets here; the next report says so.
-			a.detErrs[fmt.Sprintf("analyzer: operations of trace %s: %v", id, err)] = true
-			a.version++
-		}
+	if r.ops != nil || r.nOps == 0 {
+		return r.ops
 	}
-	return r.ops
+	ops, err := unpackOps(make([]*analyzer.Operation, 0, r.nOps), r.packedOps)
+	if err != nil {
+		// Only a bug in the packed form gets here; the next report says so.
+		a.detErrs[fmt.Sprintf("analyzer: operations of trace %s: %v", id, err)] = true
+		a.version++
+	}
+	return ops
 }
 
 // tickHistory appends one point per elapsed interval: each dependency's amplification over the
@@ -1059,7 +1055,7 @@ func (a *Analyzer) tickHistory(n int64) {
 		a.hist[dep] = h
 		a.histPrev[dep] = [2]int{g.physical, g.logical}
 	}
-	a.version++
+	a.histVersion++
 }
 
 // lookup finds a held trace's latest analysis (Snapshot.TraceLookup). A trace held packed is
@@ -1067,7 +1063,7 @@ func (a *Analyzer) tickHistory(n int64) {
 func (a *Analyzer) lookup(id spans.TraceID) (*TraceView, bool) {
 	a.mu.Lock()
 	t := a.traces[id]
-	var r traceResult // a copy: a snapshot may unpack the operations of t.res meanwhile
+	var r traceResult // a copy: the view reads back its operations into it
 	var packed []byte
 	var meta *heldTrace
 	found := t != nil && t.res != nil
@@ -1081,8 +1077,8 @@ func (a *Analyzer) lookup(id spans.TraceID) (*TraceView, bool) {
 	return a.viewHeld(id, r, meta, packed), true
 }
 
-// viewHeld is the trace view of a held analysis r: its operations read back (unless a snapshot
-// has already), with its spans when they are held (packed).
+// viewHeld is the trace view of a held analysis r: its operations read back when they are
+// packed, with its spans when they are held (packed).
 func (a *Analyzer) viewHeld(id spans.TraceID, r traceResult, meta *heldTrace, packed []byte) *TraceView {
 	var lost error
 	if r.ops == nil && r.nOps > 0 {

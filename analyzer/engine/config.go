@@ -90,11 +90,11 @@ type Config struct {
 }
 
 // holdsOperationsPacked says whether analyzed traces hold their operations packed (see
-// heldops.go) rather than as values. The Analyzer overrides it from its first Snapshot on, which
-// reads them all: it then holds later ones as values (the TUI reads every operation of every
-// snapshot). A live analyzer (the collector, the connector: WindowInterval
-// 0 or positive) does: its store stays full for hours, the garbage collector marks every held
-// operation on every cycle, and packing them made the connector about 7% cheaper per span. An
+// heldops.go) rather than as values. A live analyzer (the collector, the dashboard, the
+// connector: WindowInterval 0 or positive) does, whoever reads them: its store stays full for
+// hours, the garbage collector marks every held operation on every cycle, and packing them made
+// the connector about 7% cheaper per span; the dashboard reads them back only for the screen
+// that lists them (Snapshot.Operations). An
 // offline one (WindowInterval negative: one pass over a recording, the windowed detectors once at
 // Flush) does not: its heap only grows, so the collector marks the operations in a handful of
 // cycles, and packing them to read them all back at Flush made BenchmarkAnalyze 16-26% dearer

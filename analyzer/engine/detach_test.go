@@ -96,12 +96,12 @@ func TestHeldResultsDoNotPointIntoPackedSpans(t *testing.T) {
 				a.Settle(later.Add(time.Hour))
 			}
 			snap := a.Snapshot(later.Add(2 * time.Hour))
-			if len(snap.Operations) != snap.Report.Input.Operations {
-				t.Fatalf("the snapshot lists %d operations, the report counts %d", len(snap.Operations), snap.Report.Input.Operations)
+			if len(snap.Operations()) != snap.Report.Input.Operations {
+				t.Fatalf("the snapshot lists %d operations, the report counts %d", len(snap.Operations()), snap.Report.Input.Operations)
 			}
-			if len(snap.Report.Findings) == 0 || len(snap.Operations) == 0 || len(made) == 0 {
+			if len(snap.Report.Findings) == 0 || len(snap.Operations()) == 0 || len(made) == 0 {
 				t.Fatalf("%d findings, %d operations, %d packed buffers: the check below would check nothing",
-					len(snap.Report.Findings), len(snap.Operations), len(made))
+					len(snap.Report.Findings), len(snap.Operations()), len(made))
 			}
 			strs := 0
 			w := walker{seen: map[uintptr]bool{}, visit: func(path, s string) {
@@ -111,7 +111,7 @@ func TestHeldResultsDoNotPointIntoPackedSpans(t *testing.T) {
 				}
 			}}
 			w.walk("report", reflect.ValueOf(snap.Report))
-			w.walk("operations", reflect.ValueOf(snap.Operations))
+			w.walk("operations", reflect.ValueOf(snap.Operations()))
 			win := engine.WindowOperations(a)
 			if len(win) == 0 {
 				t.Fatal("the window holds nothing: the check below would check nothing")

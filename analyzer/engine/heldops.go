@@ -17,9 +17,9 @@ import (
 // marks on every cycle in a collector under load (ten pointers an operation, four an attempt,
 // for everything held), and the longer marking runs, the longer every pointer store in the
 // process pays a write barrier. Packed, the collector never looks into them; they are read back
-// when asked for: by a snapshot (the TUI: what it reads stays unpacked with its result, and from
-// the first snapshot on the analyzer holds new operations as values), by the windowed detectors,
-// and by a trace view. See Config.holdsOperationsPacked for when they are held as values.
+// when asked for, into the reader's memory: by a snapshot's reader (the TUI's operations list), by
+// the windowed detectors, and by a trace view. See Config.holdsOperationsPacked for when they are
+// held as values.
 //
 // Layout of one trace's operations (one frame; a result may hold several, one per fragment of a
 // released trace, see publishLate): "uv" is an unsigned varint, "zz" a zigzag varint.

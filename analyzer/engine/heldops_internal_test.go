@@ -200,11 +200,10 @@ func FuzzUnpackOps(f *testing.F) {
 	})
 }
 
-// TestHeldOperationsArePacked: an analyzer holds every analyzed trace's operations packed only
-// (nothing for the garbage collector to mark) until a snapshot asks for them; a summary (what
-// /metrics and the status line read) does not; a snapshot reads them back once and keeps them,
-// and from then on the analyzer holds new traces' operations as values (the TUI reads them all
-// anyway): the next snapshot reads nothing back.
+// TestHeldOperationsArePacked: a live analyzer holds every analyzed trace's operations packed
+// only (nothing for the garbage collector to mark), whoever reads them: a summary (what /metrics
+// and the status line read) does not read them; a snapshot lists them and reads them back for its
+// reader without keeping them, and the traces analyzed after it are held packed too.
 func TestHeldOperationsArePacked(t *testing.T) {
 	traces := fixtureTraces(t)
 	a := New(Config{Detectors: []*analyzer.Detector{namingDetector}, Settle: time.Hour})
@@ -233,57 +232,46 @@ func TestHeldOperationsArePacked(t *testing.T) {
 		t.Fatalf("%d traces hold their operations unpacked after analysis", n)
 	}
 	sum := a.Summary(time.Now())
-	if n := unpacked(); n != 0 || sum.Operations != nil || sum.Report.Input.Operations == 0 {
-		t.Fatalf("a summary (%d operations in its report, %d listed) left %d traces unpacked",
-			sum.Report.Input.Operations, len(sum.Operations), n)
-	}
-	// After a summary (unlike a snapshot) the next trace's operations are packed too.
-	if err := a.ConsumeBatch(context.Background(), &spans.Batch{Spans: traces[1]}); err != nil {
-		t.Fatal(err)
-	}
-	a.Flush()
-	if n := unpacked(); n != 0 {
-		t.Fatalf("a trace analyzed after a summary holds its operations unpacked")
+	if sum.Operations() != nil || sum.HeldOperations != 0 || sum.Report.Input.Operations == 0 {
+		t.Fatalf("a summary (%d operations in its report) lists %d", sum.Report.Input.Operations, len(sum.Operations()))
 	}
 	snap := a.Snapshot(time.Now())
-	if len(snap.Operations) != snap.Report.Input.Operations {
-		t.Fatalf("the snapshot lists %d operations, its report counts %d", len(snap.Operations), snap.Report.Input.Operations)
+	ops := snap.Operations()
+	if len(ops) != snap.Report.Input.Operations || snap.HeldOperations != len(ops) {
+		t.Fatalf("the snapshot lists %d operations (says %d), its report counts %d", len(ops), snap.HeldOperations, snap.Report.Input.Operations)
 	}
-	withOps := 0
-	kept := map[*traceState]*analyzer.Operation{}
-	for _, ts := range a.traces {
-		if ts.res.nOps > 0 {
-			withOps++
-			kept[ts] = ts.res.ops[0]
-		}
+	if n := unpacked(); n != 0 {
+		t.Fatalf("after a snapshot was read %d traces hold their operations unpacked", n)
 	}
-	if n := unpacked(); n != withOps {
-		t.Fatalf("after a snapshot %d of %d traces with operations hold them unpacked", n, withOps)
-	}
-	// A new trace: held as values, and the next snapshot shares the others' operations.
+	// A new trace: held packed, and listed by the next snapshot after the others, which are
+	// listed as before.
 	if err := a.ConsumeBatch(context.Background(), &spans.Batch{Spans: traces[0]}); err != nil {
 		t.Fatal(err)
 	}
 	a.Flush()
-	if r := a.traces[traces[0][0].TraceID].res; r.nOps == 0 || r.ops == nil || r.packedOps != nil {
+	if r := a.traces[traces[0][0].TraceID].res; r.nOps == 0 || r.ops != nil || r.packedOps == nil {
 		t.Fatalf("a trace analyzed after a snapshot: %d operations, %d as values, %d bytes packed", r.nOps, len(r.ops), len(r.packedOps))
 	}
 	next := a.Snapshot(time.Now())
-	if len(next.Operations) != next.Report.Input.Operations || len(next.Operations) <= len(snap.Operations) {
+	again := next.Operations()
+	if len(again) != next.Report.Input.Operations || len(again) <= len(ops) || next.SameOperations(snap) {
 		t.Fatalf("after a new trace the snapshot lists %d operations (report %d, before %d)",
-			len(next.Operations), next.Report.Input.Operations, len(snap.Operations))
+			len(again), next.Report.Input.Operations, len(ops))
 	}
-	for ts, op := range kept {
-		if ts.res.ops[0] != op {
-			t.Fatalf("trace %s: its operations were read back again for the next snapshot", ts.id)
-		}
+	if !reflect.DeepEqual(again[:len(ops)], ops) || again[len(ops)].TraceID != traces[0][0].TraceID {
+		t.Fatal("the next snapshot does not list the same operations, then the new trace's")
 	}
 	// What a snapshot lists is what the analysis made: the same operations as a view of each trace.
-	for _, ts := range a.traces {
-		v, ok := a.lookup(ts.id)
-		if !ok || !reflect.DeepEqual(v.Operations, ts.res.ops) {
-			t.Fatalf("trace %s: the view's operations differ from the snapshot's", ts.id)
+	at := 0
+	for _, id := range next.HeldTraceIDs() {
+		v, ok := a.lookup(id)
+		if !ok || !reflect.DeepEqual(v.Operations, again[at:at+len(v.Operations)]) {
+			t.Fatalf("trace %s: the view's operations differ from the snapshot's", id)
 		}
+		at += len(v.Operations)
+	}
+	if n := unpacked(); n != 0 {
+		t.Fatalf("after snapshots and views %d traces hold their operations unpacked", n)
 	}
 }
 
@@ -400,10 +388,10 @@ func TestPackedOperationsUnderConcurrentReaders(t *testing.T) {
 	}
 	snapshots := func(int) {
 		s := a.Snapshot(clock())
-		if len(s.Operations) != s.Report.Input.Operations {
-			t.Errorf("a snapshot lists %d operations, its report counts %d", len(s.Operations), s.Report.Input.Operations)
+		if len(s.Operations()) != s.Report.Input.Operations {
+			t.Errorf("a snapshot lists %d operations, its report counts %d", len(s.Operations()), s.Report.Input.Operations)
 		}
-		for _, op := range s.Operations {
+		for _, op := range s.Operations() {
 			if op.TraceID == (spans.TraceID{}) || op.Parent != nil && op.Parent.TraceID != op.TraceID {
 				t.Errorf("a snapshot's operation is not whole: %+v", *op)
 			}
@@ -437,15 +425,15 @@ func TestPackedOperationsUnderConcurrentReaders(t *testing.T) {
 		if round == 0 {
 			// Snapshots only from now on: round 0's operations are held packed, read back by the
 			// snapshots while later rounds analyze their traces again and the windowed runs read
-			// them too (the first snapshot makes the analyses after it hold values).
+			// them too.
 			reader(snapshots)
 		}
 	}
 	close(done)
 	wg.Wait()
 	s := a.Snapshot(clock())
-	if s.Report.Input.Traces != len(traces) || len(s.Operations) != s.Report.Input.Operations {
-		t.Fatalf("at the end: %d traces (want %d), %d operations listed, %d counted", s.Report.Input.Traces, len(traces), len(s.Operations), s.Report.Input.Operations)
+	if s.Report.Input.Traces != len(traces) || len(s.Operations()) != s.Report.Input.Operations {
+		t.Fatalf("at the end: %d traces (want %d), %d operations listed, %d counted", s.Report.Input.Traces, len(traces), len(s.Operations()), s.Report.Input.Operations)
 	}
 	for _, n := range s.Report.Notes {
 		if strings.Contains(n, "window-walker") || strings.Contains(n, "operations of trace") {
@@ -455,12 +443,15 @@ func TestPackedOperationsUnderConcurrentReaders(t *testing.T) {
 }
 
 // TestLateFragmentsJoinPackedAndValues: a released trace's late spans are analyzed on their own
-// and their operations joined to the trace's, whatever form each side is held in - both packed,
-// or the trace's packed (never read back) and the fragment's as values, as when the first
-// snapshot comes between the two analyses. The snapshot lists every operation the report counts.
+// and their operations joined to the trace's, whatever form they are held in: packed (a live
+// analyzer) or as values (an offline one). The snapshot lists every operation the report counts.
 func TestLateFragmentsJoinPackedAndValues(t *testing.T) {
-	for _, between := range []bool{false, true} {
-		a := New(Config{Detectors: []*analyzer.Detector{namingDetector}, Settle: time.Second, ReleaseSpans: true})
+	for _, offline := range []bool{false, true} {
+		cfg := Config{Detectors: []*analyzer.Detector{namingDetector}, Settle: time.Second, ReleaseSpans: true}
+		if offline {
+			cfg.WindowInterval = -1
+		}
+		a := New(cfg)
 		now := time.Unix(1_800_000_000, 0)
 		traces := fixtureTraces(t)
 		for _, ss := range traces {
@@ -469,9 +460,6 @@ func TestLateFragmentsJoinPackedAndValues(t *testing.T) {
 			}
 		}
 		a.Settle(now.Add(time.Hour))
-		if between {
-			a.snapshotted.Store(true) // what a first Snapshot does, without its reading back
-		}
 		// Each trace's first CLIENT span again: a fragment with an operation of its own.
 		for _, ss := range traces {
 			if i := slices.IndexFunc(ss, func(s spans.Span) bool { return s.Kind == spans.KindClient }); i >= 0 {
@@ -487,22 +475,22 @@ func TestLateFragmentsJoinPackedAndValues(t *testing.T) {
 				asValues++
 			}
 		}
-		if between != (asValues > 0) {
-			t.Fatalf("snapshot between %v: %d traces hold their operations as values", between, asValues)
+		if offline != (asValues > 0) {
+			t.Fatalf("offline %v: %d traces hold their operations as values", offline, asValues)
 		}
 		s := a.Snapshot(now.Add(3 * time.Hour))
-		if len(s.Operations) != s.Report.Input.Operations {
-			t.Fatalf("snapshot between %v: %d operations listed, %d counted", between, len(s.Operations), s.Report.Input.Operations)
+		if len(s.Operations()) != s.Report.Input.Operations {
+			t.Fatalf("offline %v: %d operations listed, %d counted", offline, len(s.Operations()), s.Report.Input.Operations)
 		}
 		if st := a.Report(); !slices.ContainsFunc(st.Notes, func(n string) bool { return strings.Contains(n, "analyzed and released") }) {
-			t.Fatalf("snapshot between %v: no late fragments noted: %q", between, st.Notes)
+			t.Fatalf("offline %v: no late fragments noted: %q", offline, st.Notes)
 		}
 	}
 }
 
 // TestCorruptHeldOperationsAreReported: held operations that do not read back (only a bug makes
-// them) are said in the report of the very snapshot that found them, not hidden until something
-// else changes, and the other traces' operations are all there.
+// them) are said in the report of the next snapshot after a reader found them, not hidden until
+// something else changes, and the other traces' operations are all listed.
 func TestCorruptHeldOperationsAreReported(t *testing.T) {
 	a := New(Config{Detectors: []*analyzer.Detector{namingDetector}})
 	for _, ss := range fixtureTraces(t) {
@@ -522,15 +510,15 @@ func TestCorruptHeldOperationsAreReported(t *testing.T) {
 	bad.res = &damaged
 	a.version++
 	s := a.Snapshot(time.Now())
+	if n := len(s.Operations()); n != s.Report.Input.Operations-bad.res.nOps {
+		t.Fatalf("%d operations listed, want the %d of the undamaged traces", n, s.Report.Input.Operations-bad.res.nOps)
+	}
 	want := "analyzer: operations of trace " + bad.id.String()
 	found := false
-	for _, n := range s.Report.Notes {
+	for _, n := range a.Snapshot(time.Now()).Report.Notes {
 		found = found || strings.Contains(n, want)
 	}
 	if !found {
-		t.Fatalf("the snapshot that read the damaged operations does not report them; notes: %q", s.Report.Notes)
-	}
-	if len(s.Operations) != s.Report.Input.Operations-bad.res.nOps {
-		t.Fatalf("%d operations listed, want the %d of the undamaged traces", len(s.Operations), s.Report.Input.Operations-bad.res.nOps)
+		t.Fatalf("the snapshot after the damaged operations were read does not report them; notes: %q", s.Report.Notes)
 	}
 }

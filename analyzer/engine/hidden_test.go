@@ -48,7 +48,7 @@ func TestUntracedHopCountsCalleeSpansInEnvoyOrder(t *testing.T) {
 		t.Fatalf("dependency = %+v, want dep saw 3 for 1 (the CLIENT span is not counted again)", d)
 	}
 	var hop *analyzer.Operation
-	for _, op := range a.Snapshot(testNow).Operations {
+	for _, op := range a.Snapshot(testNow).Operations() {
 		if op.Owner == "(untraced, between api and dep)" {
 			hop = op
 		}
@@ -245,7 +245,7 @@ func TestUntracedGatewayCallsAreNotOneRetry(t *testing.T) {
 		sp(1, 3, 70, spans.KindServer, "users", 10, 30, server(500)...),
 		sp(1, 4, 71, spans.KindServer, "orders", 40, 60, server(200)...),
 	)
-	for _, op := range a.Snapshot(testNow).Operations {
+	for _, op := range a.Snapshot(testNow).Operations() {
 		if op.Tries() > 1 {
 			t.Errorf("%s made %d tries toward %s: the gateway's two calls were read as a retry", op.Owner, op.Tries(), op.Dependency)
 		}

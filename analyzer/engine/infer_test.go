@@ -16,7 +16,7 @@ var testNow = time.Unix(0, t0).Add(time.Hour)
 
 func onlyOp(t *testing.T, a *engine.Analyzer) *analyzer.Operation {
 	t.Helper()
-	ops := a.Snapshot(testNow).Operations
+	ops := a.Snapshot(testNow).Operations()
 	if len(ops) != 1 {
 		t.Fatalf("got %d operations, want 1", len(ops))
 	}
@@ -65,7 +65,7 @@ func TestCallsAfterASuccessAreNewOperations(t *testing.T) {
 		sp(1, 3, 1, spans.KindClient, "web", 6, 9, get("http://db:80/row", 200)...),
 		sp(1, 4, 1, spans.KindClient, "web", 10, 15, get("http://db:80/row", 200)...),
 	)
-	if n := len(a.Snapshot(testNow).Operations); n != 3 {
+	if n := len(a.Snapshot(testNow).Operations()); n != 3 {
 		t.Errorf("operations = %d, want 3", n)
 	}
 	if d := r.Dependencies[0]; d.Amplification != 1 {

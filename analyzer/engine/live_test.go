@@ -184,7 +184,7 @@ func TestSnapshotIsCachedAndHistoryTicks(t *testing.T) {
 	consume(t, a, twoLayerTrace(1)...)
 	a.Settle(clk.Add(2 * time.Second))
 	s1, s2 := a.Snapshot(clk.Now()), a.Snapshot(clk.Add(time.Millisecond))
-	if len(s1.Operations) == 0 || &s1.Operations[0] != &s2.Operations[0] {
+	if s1.HeldOperations == 0 || !s1.SameOperations(s2) || &s1.Report.Dependencies[0] != &s2.Report.Dependencies[0] {
 		t.Error("unchanged analyzer rebuilt its snapshot")
 	}
 	if s2.AtUnixNano == s1.AtUnixNano {
@@ -192,6 +192,25 @@ func TestSnapshotIsCachedAndHistoryTicks(t *testing.T) {
 	}
 	if h := s2.History["http://dep:80"]; len(h) != 1 || h[0] != 6 {
 		t.Errorf("history = %v", s2.History)
+	}
+	// Idle, the history still moves every interval; the report and the operations are the same
+	// ones, so a reader has nothing to redo but the sparklines.
+	sum1 := a.Summary(clk.Now())
+	a.Settle(clk.Add(2 * time.Second))
+	// A headless collector's summary (/metrics, the status line) does not rebuild its report either.
+	if sum2 := a.Summary(clk.Now()); len(sum2.History["http://dep:80"]) != 2 || &sum2.Report.Dependencies[0] != &sum1.Report.Dependencies[0] {
+		t.Errorf("a summary whose only change is the history: %d points, the report shared %v",
+			len(sum2.History["http://dep:80"]), &sum2.Report.Dependencies[0] == &sum1.Report.Dependencies[0])
+	}
+	s3 := a.Snapshot(clk.Now())
+	if h := s3.History["http://dep:80"]; len(h) != 2 || h[1] != 0 {
+		t.Errorf("idle history = %v", s3.History)
+	}
+	if !s3.SameOperations(s2) || &s3.Report.Dependencies[0] != &s2.Report.Dependencies[0] {
+		t.Error("a snapshot whose only change is the history did not share the report and the operations")
+	}
+	if len(s2.History["http://dep:80"]) != 1 {
+		t.Error("the history of an earlier snapshot changed")
 	}
 }
 
@@ -211,12 +230,12 @@ func TestSummaryIsTheSnapshotWithoutOperations(t *testing.T) {
 		} else {
 			snap, sum = a.Snapshot(clk.Now()), a.Summary(clk.Now())
 		}
-		if sum.Operations != nil {
-			t.Fatalf("round %d: a summary lists %d operations", i, len(sum.Operations))
+		if sum.Operations() != nil {
+			t.Fatalf("round %d: a summary lists %d operations", i, len(sum.Operations()))
 		}
-		if sum.Report.Input.Traces != i+1 || len(snap.Operations) != snap.Report.Input.Operations {
+		if sum.Report.Input.Traces != i+1 || len(snap.Operations()) != snap.Report.Input.Operations {
 			t.Fatalf("round %d: summary counts %d traces (want %d); snapshot lists %d operations, counts %d",
-				i, sum.Report.Input.Traces, i+1, len(snap.Operations), snap.Report.Input.Operations)
+				i, sum.Report.Input.Traces, i+1, len(snap.Operations()), snap.Report.Input.Operations)
 		}
 		if !reflect.DeepEqual(sum.Report, snap.Report) || sum.Stats != snap.Stats || !reflect.DeepEqual(sum.History, snap.History) {
 			t.Fatalf("round %d (summary first %v): the summary's figures differ from the snapshot's:\n%+v\n%+v", i, summaryFirst, sum.Report.Input, snap.Report.Input)
@@ -248,7 +267,7 @@ func TestConcurrentConsumeSettleSnapshot(t *testing.T) {
 			}
 			a.Settle(clk.Add(time.Millisecond))
 			s := a.Snapshot(clk.Now())
-			for _, op := range s.Operations {
+			for _, op := range s.Operations() {
 				_ = op.PhysicalCalls()
 			}
 			s.Trace(tid(1))

@@ -87,7 +87,7 @@ func TestTenThousandSiblings(t *testing.T) {
 	}
 	snap := a.Snapshot(testNow)
 	var maxTries int
-	for _, op := range snap.Operations {
+	for _, op := range snap.Operations() {
 		maxTries = max(maxTries, op.Tries())
 	}
 	if maxTries != n {
@@ -115,7 +115,7 @@ func TestEmptyInputs(t *testing.T) {
 	if !hasNote(r, "2 spans rejected") {
 		t.Errorf("notes = %q", r.Notes)
 	}
-	if s := a.Snapshot(testNow); len(s.Operations) != 0 {
+	if s := a.Snapshot(testNow); len(s.Operations()) != 0 {
 		t.Errorf("snapshot of nothing has operations")
 	}
 }

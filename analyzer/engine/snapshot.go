@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"fmt"
+
 	"github.com/stormwatch/stormwatch/analyzer"
 	"github.com/stormwatch/stormwatch/spans"
 )
@@ -13,9 +15,9 @@ type Snapshot struct {
 	AtUnixNano int64
 	// Report holds dependencies (worst amplification first), findings and notes.
 	Report analyzer.Report
-	// Operations are the logical operations of the traces held, in no particular order; the
-	// pointed-to values are immutable (re-analysis of a trace makes new ones).
-	Operations []*analyzer.Operation
+	// HeldOperations is how many logical operations the traces held have: what Operations would
+	// list, without reading them.
+	HeldOperations int
 	// History is each dependency's amplification per interval, oldest first, for sparklines.
 	History map[string][]float64
 	// Stats describes the store behind the snapshot.
@@ -24,6 +26,84 @@ type Snapshot struct {
 	// TraceLookup finds one trace's analysis. The analyzer sets it; tests may set their own. It must
 	// be safe to call from any goroutine and return immutable views.
 	TraceLookup func(spans.TraceID) (*TraceView, bool)
+
+	// held are the held analyses with operations at the snapshot, oldest first: what Operations
+	// reads. Snapshots of one state share it. bad, when set, is told of operations that do not
+	// read back.
+	held []heldRef
+	bad  func(string)
+}
+
+// heldRef is one held analysis in a snapshot. Results are immutable once held.
+type heldRef struct {
+	id spans.TraceID
+	r  *traceResult
+}
+
+// Operations reads back the logical operations of the traces held at the snapshot, oldest trace
+// first. A live analyzer holds them packed and keeps nothing of what it reads: each call unpacks
+// them into memory of the caller's (about 1 us an operation, see BenchmarkSnapshot), which the
+// caller keeps for as long as it shows them. The values are immutable.
+func (s *Snapshot) Operations() []*analyzer.Operation {
+	if s == nil || len(s.held) == 0 {
+		return nil
+	}
+	var packs [][]byte
+	for _, h := range s.held {
+		if h.r.ops == nil {
+			packs = append(packs, h.r.packedOps)
+		}
+	}
+	var ar opsArena
+	ar.reserve(packs...)
+	ops := make([]*analyzer.Operation, 0, s.HeldOperations)
+	for _, h := range s.held {
+		if h.r.ops != nil {
+			ops = append(ops, h.r.ops...)
+			continue
+		}
+		var err error
+		if ops, err = ar.unpack(ops, h.r.packedOps); err != nil && s.bad != nil {
+			// Only a bug in the packed form gets here; the report says so rather than hiding it.
+			s.bad(fmt.Sprintf("analyzer: operations of trace %s: %v", h.id, err))
+		}
+	}
+	return ops
+}
+
+// SameOperations reports whether s and o list the same operations because they are snapshots of
+// one state: a reader that kept what Operations read for s may keep it for o.
+func (s *Snapshot) SameOperations(o *Snapshot) bool {
+	if s == nil || o == nil || len(s.held) != len(o.held) {
+		return false
+	}
+	return len(s.held) == 0 || &s.held[0] == &o.held[0]
+}
+
+// HeldTraceIDs lists the traces held at the snapshot that have operations, oldest first.
+func (s *Snapshot) HeldTraceIDs() []spans.TraceID {
+	if s == nil {
+		return nil
+	}
+	ids := make([]spans.TraceID, len(s.held))
+	for i, h := range s.held {
+		ids[i] = h.id
+	}
+	return ids
+}
+
+// SetOperations makes ops what the snapshot lists, as values: for a snapshot made by hand (tests,
+// tools). Each operation's trace counts as held.
+func (s *Snapshot) SetOperations(ops []*analyzer.Operation) {
+	s.held, s.HeldOperations = nil, len(ops)
+	for i := 0; i < len(ops); {
+		j := i + 1
+		for j < len(ops) && ops[j].TraceID == ops[i].TraceID {
+			j++
+		}
+		s.held = append(s.held, heldRef{id: ops[i].TraceID, r: &traceResult{ops: ops[i:j:j], nOps: j - i}})
+		i = j
+	}
 }
 
 // StoreStats describes what the analyzer holds and what it had to drop.

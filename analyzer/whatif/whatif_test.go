@@ -18,7 +18,7 @@ func predict(t *testing.T, fixture, changes string) map[string]whatif.Row {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := whatif.Predict(a.Snapshot(time.Unix(0, 0)).Operations, cs)
+	p := whatif.Predict(a.Snapshot(time.Unix(0, 0)).Operations(), cs)
 	if p.Assumption == "" {
 		t.Error("no assumption stated")
 	}

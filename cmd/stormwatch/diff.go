@@ -205,7 +205,7 @@ func diffSide(ctx context.Context, io streams, o diffOptions, pol *policy.Policy
 	var pred *whatif.Prediction
 	if len(changes) > 0 {
 		// The snapshot's time only stamps it; offline nothing in it depends on the clock.
-		ops := a.Snapshot(time.Unix(0, 0)).Operations
+		ops := a.Snapshot(time.Unix(0, 0)).Operations()
 		if err := whatif.CheckLayers(ops, changes); err != nil {
 			return nil, "", nil, fmt.Errorf("--what-if: %w", err)
 		}

@@ -34,7 +34,7 @@ func writeAnalysis(w io.Writer, f render.Format, rep *analyzer.Report, a *engine
 		return render.Write(w, f, rep)
 	}
 	// The snapshot's time only stamps it; offline nothing in it depends on the clock.
-	ops := a.Snapshot(time.Unix(0, 0)).Operations
+	ops := a.Snapshot(time.Unix(0, 0)).Operations()
 	if err := whatif.CheckLayers(ops, changes); err != nil {
 		return fmt.Errorf("what-if: %w", err)
 	}
