@@ -136,8 +136,12 @@ func runDashboard(ctx context.Context, io streams, opt tui.Options) error {
 	// video stay (tui.NewRenderer).
 	opt.Color = os.Getenv("NO_COLOR") == ""
 	opt.Renderer = tui.NewRenderer(out, opt.Color)
+	// The signals are ctx's alone. Bubble Tea's own handler would race ctx for a SIGTERM: when
+	// ctx ends the program first, the handler waits forever to hand its quit message to the
+	// stopped loop, and the process never exits. In the terminal's raw mode Ctrl-C is a key, not
+	// a signal.
 	p := tea.NewProgram(tui.New(opt), tea.WithContext(ctx), tea.WithInput(io.in), tea.WithOutput(out),
-		tea.WithAltScreen(), tea.WithMouseCellMotion())
+		tea.WithAltScreen(), tea.WithMouseCellMotion(), tea.WithoutSignalHandler())
 	_, err := p.Run()
 	if err != nil && errors.Is(err, tea.ErrProgramKilled) && ctx.Err() != nil {
 		return nil // stopped by a signal: a normal exit
