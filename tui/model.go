@@ -27,6 +27,10 @@ const DefaultRefresh = 250 * time.Millisecond
 // maxRefresh bounds how far the refresh backs off when snapshots are expensive to apply.
 const maxRefresh = 2 * time.Second
 
+// idleRefresh is the refresh while the analysis does not change: only the sparklines move then,
+// once a second, and every frame drawn for nothing still costs the process CPU and garbage.
+const idleRefresh = time.Second
+
 // Source supplies snapshots. Snapshot is called from a tea.Cmd goroutine, at most once per refresh
 // interval, and must neither block for long nor wait for ingestion.
 type Source interface {
@@ -254,8 +258,12 @@ func (m Model) update(msg tea.Msg) (tea.Model, tea.Cmd) {
 			// however much it holds. Only the duration is measured: no decision depends on the
 			// time of day.
 			began := time.Now()
+			idle := sameData(m.snap, msg.snap)
 			m.apply(msg.snap)
 			m.refresh = min(max(m.opt.Refresh, 5*time.Since(began)), maxRefresh)
+			if idle {
+				m.refresh = max(m.refresh, idleRefresh)
+			}
 		}
 		return m, m.tick()
 

@@ -129,6 +129,10 @@ func endpoints(c *collector.Collector, tls bool) ([]string, string) {
 	return eps, httpURL
 }
 
+// dashboardFPS is how often the dashboard's renderer looks for a new frame to draw: a key's echo
+// waits at most a tick (33 ms), and frames come at most a few times a second otherwise.
+const dashboardFPS = 30
+
 // runDashboard runs the TUI until the user quits or ctx ends (SIGTERM).
 func runDashboard(ctx context.Context, io streams, opt tui.Options) error {
 	out := io.out.(*os.File)
@@ -140,8 +144,12 @@ func runDashboard(ctx context.Context, io streams, opt tui.Options) error {
 	// ctx ends the program first, the handler waits forever to hand its quit message to the
 	// stopped loop, and the process never exits. In the terminal's raw mode Ctrl-C is a key, not
 	// a signal.
+	//
+	// dashboardFPS: Bubble Tea's renderer copies the last frame to compare it with what it drew on
+	// every tick, whether or not a new frame came: the tick rate is what an idle dashboard
+	// allocates.
 	p := tea.NewProgram(tui.New(opt), tea.WithContext(ctx), tea.WithInput(io.in), tea.WithOutput(out),
-		tea.WithAltScreen(), tea.WithMouseCellMotion(), tea.WithoutSignalHandler())
+		tea.WithAltScreen(), tea.WithMouseCellMotion(), tea.WithoutSignalHandler(), tea.WithFPS(dashboardFPS))
 	_, err := p.Run()
 	if err != nil && errors.Is(err, tea.ErrProgramKilled) && ctx.Err() != nil {
 		return nil // stopped by a signal: a normal exit
