@@ -122,9 +122,7 @@ func (m *opsModel) release() {
 	if m.snap != nil && m.stale == nil {
 		m.stale = m.snap
 	}
-	m.snap, m.all = nil, nil
-	clear(m.rows)
-	m.rows = m.rows[:0]
+	m.snap, m.all, m.rows = nil, nil, nil
 	m.gen++ // a rebuild in flight is of no use now
 	m.building = false
 }
