@@ -32,7 +32,7 @@ func BenchmarkAnalyzeDeep(b *testing.B) {
 	// merged), which the connector converts to one batch.
 	src := passtest.Spans(b, "amplification-27-reference")
 	n := len(src)
-	a := newBenchLiveAnalyzer()
+	a := newBenchLiveAnalyzer(0)
 	now := time.Unix(1_800_000_000, 0)
 	ids := map[spans.TraceID]spans.TraceID{}
 	var seq uint64
@@ -54,9 +54,9 @@ func BenchmarkAnalyzeDeep(b *testing.B) {
 
 // newBenchLiveAnalyzer is a long-lived analyzer configured as the connector and collect configure
 // theirs (the default suite, the built-in policy in live mode), whose windowed re-runs never come
-// due (see BenchmarkAnalyzeDeep).
-func newBenchLiveAnalyzer() *engine.Analyzer {
-	cfg := engine.Config{Settle: time.Second, WindowInterval: 100 * 365 * 24 * time.Hour, Detectors: suite.Default()}
+// due (see BenchmarkAnalyzeDeep). maxSpans is Config.MaxSpans.
+func newBenchLiveAnalyzer(maxSpans int) *engine.Analyzer {
+	cfg := engine.Config{Settle: time.Second, WindowInterval: 100 * 365 * 24 * time.Hour, MaxSpans: maxSpans, Detectors: suite.Default()}
 	policy.Configure(&cfg.Detectors, &cfg.Settings, nil, policy.Live)
 	return engine.New(cfg)
 }
@@ -86,13 +86,23 @@ func appendRenumbered(dst, src []spans.Span, ids map[spans.TraceID]spans.TraceID
 // 8,000 traces, as the end-to-end blaster cycles through its requests, and each round gives them
 // fresh ids: the caches see as many distinct URLs as they do there. Settling every 64 requests
 // stands in for the settle ticker; the windowed re-runs never come due (see BenchmarkAnalyzeDeep).
+//
+// max-spans=default holds every span it is given (the store only grows). max-spans=2000 keeps
+// the store full, as a collector's is once it has run for a while: every request evicts the
+// oldest traces, most of them before they are settled (analyzed as they are, their result
+// dropped), the rest analyzed already.
 func BenchmarkAnalyzeLive(b *testing.B) {
+	b.Run("max-spans=default", func(b *testing.B) { benchAnalyzeLive(b, 0) })
+	b.Run("max-spans=2000", func(b *testing.B) { benchAnalyzeLive(b, 2000) })
+}
+
+func benchAnalyzeLive(b *testing.B, maxSpans int) {
 	const traces, perRequest, settleEvery = 8000, 100, 64
 	var src []spans.Span
 	for n := range traces {
 		src = append(src, analyzertest.PayloadTrace(n, 1_700_000_000_000_000_000)...)
 	}
-	a := newBenchLiveAnalyzer()
+	a := newBenchLiveAnalyzer(maxSpans)
 	now := time.Unix(1_800_000_000, 0)
 	ids := map[spans.TraceID]spans.TraceID{}
 	var seq uint64
