@@ -551,9 +551,14 @@ func (a *Analyzer) run(j *job, scratch *[]byte) {
 		// the frames are; an evicted trace's are packed for the window alone.
 		j.win = opsForWindow(res.ops, !packOps && !j.noPack, j.res.packedOps, &sc.ops)
 	}
-	if packOps && !j.noPack {
-		// Held packed: nothing points to the operations' memory any more (the findings are
-		// copies, see Pass.Report). The next trace's are made in it.
+	if packOps || j.noPack {
+		// Held packed, or dropped once published (an evicted trace: its result is counted and
+		// its findings kept, its operations read no more): nothing points to the operations'
+		// memory any more (the findings are copies, see Pass.Report; the window was given
+		// frames above). The next trace's are made in it. Held as values, they stay.
+		if j.noPack {
+			j.res.ops = nil // the counts go on in nOps; the memory is the next trace's
+		}
 		sc.spare.give(&sc.bufs, res.ops)
 	}
 	j.pending, j.from = nil, nil

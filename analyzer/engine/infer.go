@@ -473,13 +473,13 @@ func (b *opBufs) compact(ops []*analyzer.Operation) []*analyzer.Operation {
 	return out
 }
 
-// opsSpare holds the arrays of operations that went on packed (see hold) for the next trace of
-// the same scratch: a live analyzer's operations are garbage once packed, and making them anew
-// for every trace was the analysis's largest allocation. make takes them when they are large
-// enough (the result then owns them: one that holds its operations as values keeps them); give
-// puts them back once the operations are packed and nothing points to them. They are cleared
-// there, and only as far as they were used: newOperation fills an operation in place and
-// relies on its zero fields.
+// opsSpare holds the arrays of operations that went on packed (see hold), or whose trace was
+// evicted (its result dropped once published), for the next trace of the same scratch: such
+// operations are garbage once analyzed, and making them anew for every trace was the analysis's
+// largest allocation. make takes them when they are large enough (the result then owns them: one
+// that holds its operations as values keeps them); give puts them back once nothing points to
+// them (see Analyzer.run). They are cleared there, and only as far as they were used:
+// newOperation fills an operation in place and relies on its zero fields.
 type opsSpare struct {
 	ops     []*analyzer.Operation
 	slab    []analyzer.Operation

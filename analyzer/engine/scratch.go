@@ -22,7 +22,7 @@ type scratch struct {
 	occList       []occCount
 	occurrences   map[scopeIntent]int
 	bufs          opBufs    // the trace being inferred; its buffers go with the result
-	spare         opsSpare  // buffers of operations gone on packed, for the next trace
+	spare         opsSpare  // buffers of operations gone on packed or evicted, for the next trace
 	ops           opsPacker // packs the operations of a result to hold
 	// calls are the trace's calls (trace.calls, while it is analyzed). Operation k of
 	// the trace made calls opCalls[opStart[k]:opStart[k+1]] (indexes into calls); the
