@@ -45,7 +45,7 @@ func TestPauseKeepsOldSnapshot(t *testing.T) {
 	first := fakeSnapshot(0)
 	src.set(first)
 	m := drive(t, New(testOptions(src)), size(testW, testH), press("p"))
-	m = step(t, m, snapshotMsg{fakeSnapshot(100)}, 0)
+	m = step(t, m, snapshotMsg{snap: fakeSnapshot(100)}, 0)
 	if m.snap != first {
 		t.Fatal("a snapshot replaced the frozen view")
 	}

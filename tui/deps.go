@@ -2,6 +2,7 @@ package tui
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -335,8 +336,8 @@ var sinceCols = []column{
 	{title: "SINCE b", width: 17},
 }
 
-func (m depsModel) View() string {
-	t := &m.ctx.theme
+// columns lays out the table for the current width, breakers and baseline.
+func (m depsModel) columns() []column {
 	narrow := m.width < 100
 	spec := append([]column(nil), depCols...)
 	if narrow {
@@ -355,7 +356,31 @@ func (m depsModel) View() string {
 			spec[5].width, spec[5].title, spec[5].weight = 0, "", -1
 		}
 	}
-	cols := layout(spec, m.width)
+	return layout(spec, m.width)
+}
+
+// sameTrend reports whether the sparklines would look the same with s's history: each row shows
+// the last values that fit its trend column (none while a baseline replaces the trend), so an
+// idle history that only shifts in empty intervals past a flat window draws the same table.
+func (m depsModel) sameTrend(s *engine.Snapshot) bool {
+	if m.base != nil {
+		return true
+	}
+	w := m.columns()[depTrendCol].width
+	for i := range m.all { // every row, not only those the filter shows: a new filter shows them
+		if !slices.Equal(lastN(m.all[i].history, w), lastN(s.History[m.all[i].d.Dependency], w)) {
+			return false
+		}
+	}
+	return true
+}
+
+func lastN(v []float64, n int) []float64 { return v[len(v)-min(n, len(v)):] }
+
+func (m depsModel) View() string {
+	t := &m.ctx.theme
+	narrow := m.width < 100
+	cols := m.columns()
 	lines := make([]string, 0, m.height)
 
 	// The headline answers the first question before the table is read; the callers go first

@@ -111,7 +111,13 @@ type shared struct {
 
 // Messages. Children ask the root to navigate by returning a command that yields one of these.
 type (
-	snapshotMsg  struct{ snap *engine.Snapshot }
+	// snapshotMsg carries a snapshot pulled by the tick. quietAt, when set, is when Filter last
+	// held back a snapshot with the shown one's counts: no span arrived between that time and the
+	// shown snapshot's, so the rate counts the time since.
+	snapshotMsg struct {
+		snap    *engine.Snapshot
+		quietAt int64
+	}
 	openTraceMsg struct {
 		trace spans.TraceID
 		focus []spans.SpanID
@@ -160,6 +166,8 @@ type Model struct {
 	lastCount int
 	lastAt    int64
 	demoOn    bool
+	// seen are the figures from outside the snapshot as of the last one taken (see Filter).
+	seen outsideFigures
 
 	deps     depsModel
 	ops      opsModel
@@ -168,7 +176,8 @@ type Model struct {
 	span     spanModel
 }
 
-// New builds the dashboard. Run it with tea.NewProgram(m, tea.WithAltScreen(), tea.WithMouseCellMotion()).
+// New builds the dashboard. Run it with tea.NewProgram(m, tea.WithAltScreen(), tea.WithMouseCellMotion(),
+// tea.WithFilter(Filter)).
 func New(opt Options) Model {
 	if opt.Refresh <= 0 {
 		opt.Refresh = DefaultRefresh
@@ -197,7 +206,7 @@ func New(opt Options) Model {
 // Init pulls the first snapshot at once; later ones come from the re-armed tick.
 func (m Model) Init() tea.Cmd {
 	src, now := m.opt.Source, m.opt.Now
-	return func() tea.Msg { return snapshotMsg{pull(src, now())} }
+	return func() tea.Msg { return snapshotMsg{snap: pull(src, now())} }
 }
 
 func pull(src Source, now time.Time) *engine.Snapshot {
@@ -209,13 +218,80 @@ func pull(src Source, now time.Time) *engine.Snapshot {
 
 // tick re-arms the snapshot pull: one in flight at a time, so a slow snapshot can never pile up
 // requests behind it.
-func (m Model) tick() tea.Cmd {
+func (m Model) tick(quietAt int64) tea.Cmd {
 	src, now := m.opt.Source, m.opt.Now
 	d := m.refresh
 	if d <= 0 {
 		d = m.opt.Refresh
 	}
-	return tea.Tick(d, func(time.Time) tea.Msg { return snapshotMsg{pull(src, now())} })
+	return tea.Tick(d, func(time.Time) tea.Msg { return snapshotMsg{snap: pull(src, now()), quietAt: quietAt} })
+}
+
+// Filter keeps the dashboard from handing Bubble Tea a frame equal to the one on screen. Run the
+// model with tea.WithFilter(Filter). Bubble Tea draws after every message the model takes, and
+// its renderer (v1) keeps a frame equal to the last one in its buffer: it copies the whole frame
+// to compare it again on every frame tick, 30 times a second, until a different frame comes.
+// An idle dashboard would pay that all the time. A snapshot that changes nothing on screen (see
+// unchangedBy) does not reach the model: Filter re-arms the tick as a tea.BatchMsg, which Bubble
+// Tea runs without an update or a draw.
+func Filter(model tea.Model, msg tea.Msg) tea.Msg {
+	sm, ok := msg.(snapshotMsg)
+	if !ok {
+		return msg
+	}
+	m, ok := model.(Model)
+	if !ok || !m.unchangedBy(sm.snap) {
+		return msg
+	}
+	m.refresh = max(m.refresh, idleRefresh)
+	quiet := sm.quietAt
+	if !m.frozen && sm.snap != nil {
+		quiet = sm.snap.AtUnixNano
+	}
+	return tea.BatchMsg{m.tick(quiet)}
+}
+
+// unchangedBy reports whether taking snap would leave the frame as it is: the same data, counters
+// and visible sparklines, a rate that shows 0 and stays there, and the same figures from outside
+// the snapshot. It errs towards drawing: a frame drawn for nothing costs one draw, a frame not
+// drawn would show stale figures.
+func (m Model) unchangedBy(snap *engine.Snapshot) bool {
+	if snap == nil || snap == m.snap {
+		return true
+	}
+	if m.frozen {
+		// The frozen view shows m.snap: only new data (newer data waiting) changes it.
+		return sameData(m.snap, snap)
+	}
+	old := m.snap
+	return sameData(old, snap) && sameSlice(old.Report.Notes, snap.Report.Notes) &&
+		sameSlice(old.Report.Groups, snap.Report.Groups) && old.Report.Input == snap.Report.Input &&
+		old.Stats == snap.Stats && old.HeldOperations == snap.HeldOperations &&
+		int(m.rate+0.5) == 0 && m.deps.sameTrend(snap) && m.outside() == m.seen
+}
+
+// outsideFigures are what the header shows from outside the snapshot.
+type outsideFigures struct {
+	dropped      int64
+	upstream     string
+	upstreamOK   bool
+	replay       string
+	replayPaused bool
+	replaySpeed  float64
+}
+
+func (m Model) outside() outsideFigures {
+	var f outsideFigures
+	if m.opt.Dropped != nil {
+		f.dropped = m.opt.Dropped()
+	}
+	if m.opt.Upstream != nil {
+		f.upstream, f.upstreamOK = m.opt.Upstream()
+	}
+	if r := m.opt.Replay; r != nil {
+		f.replay, f.replayPaused, f.replaySpeed = r.Progress(), r.Paused(), r.Speed()
+	}
+	return f
 }
 
 // Update implements tea.Model. Whatever the message, a rebuild of the operations list it asked
@@ -246,6 +322,7 @@ func (m Model) update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		return m, nil
 
 	case snapshotMsg:
+		m.seen = m.outside()
 		if m.frozen {
 			// Only data the view does not show counts as waiting; the analyzer hands out fresh
 			// snapshot values that share unchanged data.
@@ -259,13 +336,14 @@ func (m Model) update(msg tea.Msg) (tea.Model, tea.Cmd) {
 			// time of day.
 			began := time.Now()
 			idle := sameData(m.snap, msg.snap)
+			m.lastAt = max(m.lastAt, msg.quietAt)
 			m.apply(msg.snap)
 			m.refresh = min(max(m.opt.Refresh, 5*time.Since(began)), maxRefresh)
 			if idle {
 				m.refresh = max(m.refresh, idleRefresh)
 			}
 		}
-		return m, m.tick()
+		return m, m.tick(0)
 
 	case openTraceMsg:
 		snap := m.snap
@@ -320,7 +398,7 @@ func (m Model) update(msg tea.Msg) (tea.Model, tea.Cmd) {
 			m.ops.release()
 		}
 		src, now := m.opt.Source, m.opt.Now
-		return m, func() tea.Msg { return snapshotMsg{pull(src, now())} }
+		return m, func() tea.Msg { return snapshotMsg{snap: pull(src, now())} }
 
 	case statusMsg:
 		m.status = string(msg)

@@ -145,11 +145,12 @@ func runDashboard(ctx context.Context, io streams, opt tui.Options) error {
 	// stopped loop, and the process never exits. In the terminal's raw mode Ctrl-C is a key, not
 	// a signal.
 	//
-	// dashboardFPS: Bubble Tea's renderer copies the last frame to compare it with what it drew on
-	// every tick, whether or not a new frame came: the tick rate is what an idle dashboard
-	// allocates.
+	// tui.Filter: Bubble Tea's renderer copies a frame equal to the last one drawn on every tick
+	// until a different one comes, so the model is never handed a snapshot that leaves the frame
+	// as it is.
 	p := tea.NewProgram(tui.New(opt), tea.WithContext(ctx), tea.WithInput(io.in), tea.WithOutput(out),
-		tea.WithAltScreen(), tea.WithMouseCellMotion(), tea.WithoutSignalHandler(), tea.WithFPS(dashboardFPS))
+		tea.WithAltScreen(), tea.WithMouseCellMotion(), tea.WithoutSignalHandler(), tea.WithFPS(dashboardFPS),
+		tea.WithFilter(tui.Filter))
 	_, err := p.Run()
 	if err != nil && errors.Is(err, tea.ErrProgramKilled) && ctx.Err() != nil {
 		return nil // stopped by a signal: a normal exit
