@@ -121,36 +121,64 @@ const idleRelease = 5 * time.Second
 // MiB a minute.
 const idleGrowth = 32 << 20
 
+// settleEvery is how often run settles traces while spans arrive or traces wait for their settle
+// period: a trace is analyzed at most this long after it has been quiet for --settle.
+const settleEvery = 200 * time.Millisecond
+
+// idleSettleEvery is how often run settles while nothing arrives and nothing waits: only the
+// history's points (one a second) and the idle memory release need the clock then. The first
+// batch after an idle spell brings the pace back to settleEvery at the next tick, before its
+// traces are due: the idle pace is never longer than --settle.
+const idleSettleEvery = time.Second
+
 // run settles quiet traces until ctx ends; the analyzer reads no clock of its own. Once the
 // analysis has been idle for idleRelease it returns the free memory to the system, and again
 // whenever the process has grown idleGrowth since: each time one garbage collection, about 0.2 s
 // of CPU with a million spans held.
 func (s *session) run(ctx context.Context) {
-	t := time.NewTicker(200 * time.Millisecond)
+	every := settleEvery
+	t := time.NewTicker(every)
 	defer t.Stop()
-	var (
-		changes uint64
-		since   time.Time
-		// kept is the memory the process kept after it last gave some back while idle; 0
-		// while busy.
-		kept uint64
-	)
+	var l settleLoop
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case now := <-t.C:
-			a := s.cur.Load()
-			a.Settle(now)
-			switch c := a.Changes(); {
-			case c != changes || since.IsZero():
-				changes, since, kept = c, now, 0
-			case kept == 0 && now.Sub(since) >= idleRelease, kept > 0 && heldMemory() > kept+idleGrowth:
-				debug.FreeOSMemory()
-				kept = heldMemory()
+			if d := s.settle(&l, now); d != every {
+				every = d
+				t.Reset(every)
 			}
 		}
 	}
+}
+
+// settleLoop is what run remembers from one tick to the next.
+type settleLoop struct {
+	changes uint64
+	since   time.Time // when the analysis last changed
+	// kept is the memory the process kept after it last gave some back while idle; 0 while busy.
+	kept uint64
+}
+
+// settle is one tick of run at now: it settles quiet traces, gives idle memory back, and says
+// how long until the next tick.
+func (s *session) settle(l *settleLoop, now time.Time) time.Duration {
+	a := s.cur.Load()
+	a.Settle(now)
+	c := a.Changes()
+	idle := c == l.changes && !l.since.IsZero()
+	switch {
+	case !idle:
+		l.changes, l.since, l.kept = c, now, 0
+	case l.kept == 0 && now.Sub(l.since) >= idleRelease, l.kept > 0 && heldMemory() > l.kept+idleGrowth:
+		debug.FreeOSMemory()
+		l.kept = heldMemory()
+	}
+	if idle && a.Stats().PendingTraces == 0 {
+		return min(idleSettleEvery, max(s.cfg.Settle, settleEvery))
+	}
+	return settleEvery
 }
 
 // heldMemory is the memory the Go runtime holds from the system (what it maps and has not given
