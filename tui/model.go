@@ -230,7 +230,7 @@ func (m Model) tick(quietAt int64) tea.Cmd {
 // Filter keeps the dashboard from handing Bubble Tea a frame equal to the one on screen. Run the
 // model with tea.WithFilter(Filter). Bubble Tea draws after every message the model takes, and
 // its renderer (v1) keeps a frame equal to the last one in its buffer: it copies the whole frame
-// to compare it again on every frame tick, 30 times a second, until a different frame comes.
+// to compare it again on every frame tick (tea.WithFPS) until a different frame comes.
 // An idle dashboard would pay that all the time. A snapshot that changes nothing on screen (see
 // unchangedBy) does not reach the model: Filter re-arms the tick as a tea.BatchMsg, which Bubble
 // Tea runs without an update or a draw.
