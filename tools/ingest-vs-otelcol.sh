@@ -8,6 +8,12 @@
 #   x-measured-otelcol       stormwatch, store empty, over the OpenTelemetry Collector
 #   x-measured-otelcol-full  stormwatch, store full, over the OpenTelemetry Collector
 #   x-full-vs-empty          stormwatch with the store full over stormwatch with it empty
+# and, with RECEIVE=1, a fourth arm - stormwatch-receive: stormwatch's collector with the same flags,
+# its batches dropped instead of analyzed - and two more ratios:
+#   x-measured-otelcol-receive  stormwatch-receive over the Collector: the most x-measured-otelcol
+#                               could be if the analysis cost nothing
+#   x-empty-vs-receive          stormwatch over stormwatch-receive: the share of collect's CPU that
+#                               is receiving and decoding
 # CPU is counted from each blast's start until every accepted span is analyzed (stormwatch) or the
 # blast's end (the Collector, which has exported a request's spans when it answers it); the
 # "to exit" table counts shutdown too. The benchmark's doc comment says why.
@@ -20,6 +26,7 @@
 #   PROTOCOLS  which protocols, an alternation of grpc, http-protobuf, http-json [all three]
 #   REQUESTS   distinct requests the blaster cycles through [the benchmark's 8192]
 #   OTELCOL    an otelcol-stormwatch binary already built (skips building it)
+#   RECEIVE    1 adds the stormwatch-receive arm [unset]
 #   OUT        where the binaries and the raw output go [a new temporary directory, kept]
 # Linux only (the benchmark reads /proc). Needs go, and the Collector's modules in the module cache
 # or reachable. Takes about COUNT * 3 * (6 blasts + 2 prefills and their analysis) plus the builds:
@@ -45,13 +52,13 @@ go test -c -o "$OUT/stormwatch.test" ./cmd/stormwatch
 raw=$OUT/bench.txt
 {
 	echo "# $(date -u '+%Y-%m-%d %H:%M:%S UTC') commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD 2>/dev/null || echo '+changes')"
-	echo "# PREFILL=$PREFILL BLAST_SECONDS=$BLAST_SECONDS COUNT=$COUNT PROTOCOLS=$PROTOCOLS REQUESTS=${REQUESTS:-default}"
+	echo "# PREFILL=$PREFILL BLAST_SECONDS=$BLAST_SECONDS COUNT=$COUNT PROTOCOLS=$PROTOCOLS REQUESTS=${REQUESTS:-default} RECEIVE=${RECEIVE:-}"
 	echo "# before: $(uptime)"
 } | tee "$raw"
 if ! (
 	cd cmd/stormwatch
 	env STORMWATCH_E2E_OTELCOL="$OTELCOL" STORMWATCH_E2E_PREFILL="$PREFILL" STORMWATCH_E2E_SECONDS="$BLAST_SECONDS" \
-		${REQUESTS:+STORMWATCH_E2E_REQUESTS="$REQUESTS"} \
+		${REQUESTS:+STORMWATCH_E2E_REQUESTS="$REQUESTS"} ${RECEIVE:+STORMWATCH_E2E_RECEIVE="$RECEIVE"} \
 		"$OUT/stormwatch.test" -test.run '^$' -test.bench "^BenchmarkCollectorEndToEnd\$/^protocol=($PROTOCOLS)\$" \
 		-test.benchtime 1x -test.count "$COUNT" -test.timeout 4h
 ) 2>&1 | tee -a "$raw"; then
@@ -82,28 +89,34 @@ function cell(key, fmt,    m) {
 }
 END {
 	if (!np) { print "no benchmark results" > "/dev/stderr"; exit 1 }
-	split("x-measured-otelcol x-measured-otelcol-full x-full-vs-empty", ratios, " ")
-	split("stormwatch stormwatch-full otelcol", arms, " ")
+	nr = split("x-measured-otelcol x-measured-otelcol-full x-full-vs-empty", ratios, " ")
+	na = split("stormwatch stormwatch-full otelcol", arms, " ")
+	for (i = 1; i <= np; i++) if (cnt[protos[i] SUBSEP "stormwatch-receive-spans/CPU-s"]) receive = 1
+	if (receive) {
+		ratios[++nr] = "x-measured-otelcol-receive"; ratios[++nr] = "x-empty-vs-receive"
+		arms[++na] = "stormwatch-receive"
+	}
 	for (t = 1; t <= 2; t++) {
 		sfx = t == 1 ? "" : "-exit"
 		printf "\n%s\n", t == 1 ? "CPU from blast start to every accepted span analyzed (otelcol: to the blast end) - medians (min-max) of per-iteration values" \
 			: "CPU from blast start to the collector process exit (shutdown included)"
 		printf "%-14s %-5s", "protocol", "iters"
-		for (r = 1; r <= 3; r++) printf " %-28s", ratios[r] sfx
+		# The receive ratios are of the first table only: they are about ingest, not shutdown.
+		for (r = 1; r <= nr; r++) if (t == 1 || ratios[r] !~ /receive/) printf " %-28s", ratios[r] sfx
 		printf "\n"
 		for (i = 1; i <= np; i++) {
 			p = protos[i]
 			printf "%-14s %-5d", p, iters[p]
-			for (r = 1; r <= 3; r++) printf " %s", cell(p SUBSEP ratios[r] sfx, "%.2f")
+			for (r = 1; r <= nr; r++) if (t == 1 || ratios[r] !~ /receive/) printf " %s", cell(p SUBSEP ratios[r] sfx, "%.2f")
 			printf "\n"
 		}
 		printf "%-14s %-5s", "spans/CPU-s", ""
-		for (a = 1; a <= 3; a++) printf " %-28s", arms[a]
+		for (a = 1; a <= na; a++) printf " %-28s", arms[a]
 		printf "\n"
 		for (i = 1; i <= np; i++) {
 			p = protos[i]
 			printf "%-14s %-5s", p, ""
-			for (a = 1; a <= 3; a++) printf " %s", cell(p SUBSEP arms[a] "-spans/CPU-s" sfx, "%.0f")
+			for (a = 1; a <= na; a++) printf " %s", cell(p SUBSEP arms[a] "-spans/CPU-s" sfx, "%.0f")
 			printf "\n"
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -21,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spf13/pflag"
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
 	resourcepb "go.opentelemetry.io/proto/otlp/resource/v1"
@@ -28,6 +30,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	swmetrics "github.com/stormwatch/stormwatch/analyzer/metrics"
+	"github.com/stormwatch/stormwatch/spans"
 	"github.com/stormwatch/stormwatch/tracefile/replay"
 )
 
@@ -51,6 +54,7 @@ func TestCollectorHelperProcess(t *testing.T) {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	argv := strings.Split(args, "\x1f")
+	receive := os.Getenv("STORMWATCH_E2E_RECEIVE_ONLY") != ""
 	// STORMWATCH_E2E_CPUPROFILE=FILE profiles the collector process (go tool pprof FILE): what
 	// docs/performance.md quotes when a goal is out of reach.
 	if path := os.Getenv("STORMWATCH_E2E_CPUPROFILE"); path != "" {
@@ -63,11 +67,40 @@ func TestCollectorHelperProcess(t *testing.T) {
 		}
 		defer func() { pprof.StopCPUProfile(); f.Close() }()
 	}
-	err := run(ctx, append([]string{"collect"}, argv...), os.Stdin, os.Stdout, os.Stderr)
+	var err error
+	if receive {
+		err = receiveOnly(ctx, argv)
+	} else {
+		err = run(ctx, append([]string{"collect"}, argv...), os.Stdin, os.Stdout, os.Stderr)
+	}
 	code := exitCode(err, os.Stderr)
 	if code != 0 {
 		os.Exit(code)
 	}
+}
+
+// receiveOnly is the stormwatch-receive arm of BenchmarkCollectorEndToEnd: stormwatch's collector,
+// built from collect's flags as collect builds it (the same listeners, limits, decoder and queue),
+// handing every batch to a consumer that drops it. It is the floor under `collect`: what collect
+// costs above it is the analysis's, and no analysis can make collect cheaper than it.
+func receiveOnly(ctx context.Context, argv []string) error {
+	var f collectorFlags
+	fs := pflag.NewFlagSet("receive-only", pflag.ContinueOnError)
+	f.register(fs)
+	fs.Duration("status-interval", 0, "collect's; nothing to report here")
+	if err := fs.Parse(argv); err != nil {
+		return err
+	}
+	drop := spans.ConsumerFunc(func(_ context.Context, b *spans.Batch) error {
+		b.Release()
+		return nil
+	})
+	c, err := startCollector(ctx, &f, drop, nil, slog.New(slog.DiscardHandler))
+	if err != nil {
+		return err
+	}
+	<-ctx.Done()
+	return stopCollector(c, &f)
 }
 
 // prefillSpans numbers the spans that fill the store before a measured blast (see prefiller) far
@@ -217,7 +250,10 @@ var stoppedLine = regexp.MustCompile(`stopped: (\d+) spans accepted`)
 //     traces (see prefiller) and measured only once every one of them is analyzed; both stormwatch
 //     arms then run with --max-spans N, so this one starts at its bound and the measured blast
 //     evicts the oldest traces as it goes, as a long-running collector does;
-//   - otelcol, when STORMWATCH_E2E_OTELCOL names a binary: the OpenTelemetry Collector.
+//   - otelcol, when STORMWATCH_E2E_OTELCOL names a binary: the OpenTelemetry Collector;
+//   - stormwatch-receive, when STORMWATCH_E2E_RECEIVE=1: stormwatch's collector with the same flags,
+//     receiving, decoding and queueing every request, its batches dropped instead of analyzed (see
+//     receiveOnly). It measures the floor: the most any analysis could leave of collect's cost.
 //
 // Each iteration blasts the arms in an order that reads the same both ways (stormwatch,
 // stormwatch-full, otelcol, otelcol, stormwatch-full, stormwatch), so a load that rises or falls
@@ -225,13 +261,17 @@ var stoppedLine = regexp.MustCompile(`stopped: (\d+) spans accepted`)
 // (default 3). An iteration takes longer than the default benchtime, so `go test -bench` runs one
 // per -count (say -benchtime 1x to be sure) and each -count gives same-iteration ratios:
 // x-measured-otelcol (stormwatch over otelcol), x-measured-otelcol-full (stormwatch-full over
-// otelcol), x-full-vs-empty (stormwatch-full over stormwatch).
+// otelcol), x-full-vs-empty (stormwatch-full over stormwatch), and with stormwatch-receive
+// x-measured-otelcol-receive (stormwatch-receive over otelcol: the ceiling of x-measured-otelcol)
+// and x-empty-vs-receive (stormwatch over stormwatch-receive: the share of collect's CPU that is
+// receiving and decoding).
 //
 // The CPU counted is the collector's from the measured blast's start until it has done its work on
 // every span it accepted - the same rule for every arm:
 //   - stormwatch: until its /metrics says every accepted span is analyzed (see waitAnalyzed): the
 //     traces still settling when the blast stops are paid for, with the settle period's idle
 //     ticks and the benchmark's scrapes;
+//   - stormwatch-receive: until its ingest queue is empty (see waitDrained);
 //   - otelcol: until the blast's end - its pipeline here (otlp receiver into the debug exporter, no
 //     sending queue, no batch processor) has exported a request's spans before it answers it.
 //
@@ -286,7 +326,8 @@ func BenchmarkCollectorEndToEnd(b *testing.B) {
 	// same payload: an interleaved A/B on the same machine at the same time, which the fixed figures
 	// (a quiet machine) cannot give on a busy one.
 	withOtelcol := os.Getenv("STORMWATCH_E2E_OTELCOL") != ""
-	order := e2eOrder(fill != nil, withOtelcol)
+	withReceive := os.Getenv("STORMWATCH_E2E_RECEIVE") != ""
+	order := e2eOrder(fill != nil, withOtelcol, withReceive)
 	told := false
 	for _, p := range []replay.Protocol{replay.GRPC, replay.HTTPProtobuf, replay.HTTPJSON} {
 		b.Run("protocol="+strings.ReplaceAll(string(p), "/", "-"), func(b *testing.B) {
@@ -323,7 +364,7 @@ func BenchmarkCollectorEndToEnd(b *testing.B) {
 				b.ReportMetric(s.spans/s.cpu, arm+"-spans/CPU-s")
 				b.ReportMetric(s.spans/s.cpuExit, arm+"-spans/CPU-s-exit")
 				b.ReportMetric(float64(s.peak)/(1<<20), arm+"-peak-RSS-MiB")
-				if arm != "otelcol" {
+				if arm == "stormwatch" || arm == "stormwatch-full" {
 					b.ReportMetric(s.wait.Seconds()/float64(s.runs), arm+"-analyzed-after-s")
 				}
 				if arm == "stormwatch-full" {
@@ -333,7 +374,7 @@ func BenchmarkCollectorEndToEnd(b *testing.B) {
 					b.ReportMetric(float64(s.refused)/float64(b.N), arm+"-refused-req")
 				}
 			}
-			sw, full, oc := got["stormwatch"], got["stormwatch-full"], got["otelcol"]
+			sw, full, oc, recv := got["stormwatch"], got["stormwatch-full"], got["otelcol"], got["stormwatch-receive"]
 			b.ReportMetric(sw.perCPU()/otelcolSpansPerCPUSecond[p], "x-fixed-otelcol")
 			if oc != nil {
 				b.ReportMetric(sw.perCPU()/oc.perCPU(), "x-measured-otelcol")
@@ -347,20 +388,29 @@ func BenchmarkCollectorEndToEnd(b *testing.B) {
 					b.ReportMetric(full.perCPUExit()/oc.perCPUExit(), "x-measured-otelcol-full-exit")
 				}
 			}
+			if recv != nil {
+				b.ReportMetric(sw.perCPU()/recv.perCPU(), "x-empty-vs-receive")
+				if oc != nil {
+					b.ReportMetric(recv.perCPU()/oc.perCPU(), "x-measured-otelcol-receive")
+				}
+			}
 			b.ReportMetric(bytesPerSpan, "B/span-wire")
 		})
 	}
 }
 
-// e2eOrder is the arms of one iteration: stormwatch, then stormwatch-full and otelcol when asked
-// for, and the same again backwards (A B C C B A).
-func e2eOrder(full, otelcol bool) []string {
+// e2eOrder is the arms of one iteration: stormwatch, then stormwatch-full, otelcol and
+// stormwatch-receive when asked for, and the same again backwards (A B C C B A).
+func e2eOrder(full, otelcol, receive bool) []string {
 	arms := []string{"stormwatch"}
 	if full {
 		arms = append(arms, "stormwatch-full")
 	}
 	if otelcol {
 		arms = append(arms, "otelcol")
+	}
+	if receive {
+		arms = append(arms, "stormwatch-receive")
 	}
 	if len(arms) == 1 {
 		return arms
@@ -540,6 +590,25 @@ func waitAnalyzed(b *testing.B, httpAddr string, timeout time.Duration, stderr *
 	}
 }
 
+// waitDrained polls the stormwatch-receive arm's /metrics on httpAddr until its ingest queue is
+// empty, and returns the scrape that said so.
+func waitDrained(b *testing.B, httpAddr string, stderr *bytes.Buffer) e2eScrape {
+	c := &http.Client{Transport: &http.Transport{Proxy: nil}, Timeout: 10 * time.Second}
+	defer c.CloseIdleConnections()
+	url := "http://" + httpAddr + "/metrics"
+	deadline := time.Now().Add(time.Minute)
+	for {
+		s, err := scrapeMetrics(c, url)
+		if err == nil && s.received > 0 && s.queued == 0 {
+			return s
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("the ingest queue did not drain in a minute: %+v (%v)\n%s", s, err, stderr.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 // blastOnce starts a collector process for arm, fills it first for stormwatch-full, blasts it for d,
 // stops it, and returns what was accepted, the collector's CPU time (see BenchmarkCollectorEndToEnd
 // for the window) and its peak RSS.
@@ -558,6 +627,9 @@ func blastOnce(b *testing.B, arm string, p replay.Protocol, reqs []*replay.Reque
 			prof += ".full"
 		}
 		env = append(env, "STORMWATCH_E2E_CPUPROFILE="+prof+"."+strings.ReplaceAll(string(p), "/", "-"))
+	}
+	if arm == "stormwatch-receive" {
+		env = append(env, "STORMWATCH_E2E_RECEIVE_ONLY=1")
 	}
 	cmd := exec.Command(os.Args[0], "-test.run=^TestCollectorHelperProcess$")
 	cmd.Env = append(append(os.Environ(), env...), "STORMWATCH_E2E_ARGS="+strings.Join(args, "\x1f"))
@@ -611,9 +683,14 @@ func blastOnce(b *testing.B, arm string, p replay.Protocol, reqs []*replay.Reque
 		b.Fatalf("blast: %v\n%s", err, stderr.String())
 	}
 	end := time.Now()
-	if arm != "otelcol" {
+	switch arm {
+	case "stormwatch", "stormwatch-full":
 		waitAnalyzed(b, httpAddr, time.Minute, &stderr)
 		res.wait = time.Since(end)
+	case "stormwatch-receive":
+		if got := waitDrained(b, httpAddr, &stderr).received; got < float64(res.st.Spans) {
+			b.Fatalf("collector received %.0f spans, the blaster counted %d", got, res.st.Spans)
+		}
 	}
 	cpu, err := procCPU(cmd.Process.Pid)
 	if err != nil {
@@ -635,7 +712,7 @@ func blastOnce(b *testing.B, arm string, p replay.Protocol, reqs []*replay.Reque
 	} else {
 		b.Fatal("no rusage for the collector process")
 	}
-	if arm == "otelcol" {
+	if arm == "otelcol" || arm == "stormwatch-receive" {
 		return res
 	}
 	// The collector's own count must cover what the blaster saw accepted.
