@@ -103,6 +103,72 @@ func receiveOnly(ctx context.Context, argv []string) error {
 	return stopCollector(c, &f)
 }
 
+// The stormwatch-receive arm measures only if it takes what it is sent - over both transports, as
+// collect would - and stops when asked: a floor that refused or lost requests would flatter the
+// Collector's ratio to it.
+func TestReceiveOnlyTakesEveryRequestAndStops(t *testing.T) {
+	grpcAddr, httpAddr := freePort(t), freePort(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- receiveOnly(ctx, []string{"--grpc", grpcAddr, "--http", httpAddr, "--status-interval", "0"})
+	}()
+	for _, addr := range []string{grpcAddr, httpAddr} {
+		for deadline := time.Now().Add(20 * time.Second); ; {
+			c, err := net.DialTimeout("tcp", addr, time.Second)
+			if err == nil {
+				c.Close()
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("not listening on %s: %v", addr, err)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	raws, _ := benchRequests(4, 0)
+	var sent int64
+	for _, p := range []replay.Protocol{replay.GRPC, replay.HTTPProtobuf} {
+		reqs := make([]*replay.Request, len(raws))
+		for i, raw := range raws {
+			r, err := replay.Encode(p, raw, 100)
+			if err != nil {
+				t.Fatal(err)
+			}
+			reqs[i] = r
+		}
+		to := grpcAddr
+		if p != replay.GRPC {
+			to = "http://" + httpAddr
+		}
+		st, err := replay.Blast(ctx, reqs, replay.SendOptions{Target: replay.Target{Endpoint: to, Protocol: p}, Passes: 1})
+		if err != nil {
+			t.Fatalf("%s: %v", p, err)
+		}
+		if st.Spans != 400 {
+			t.Fatalf("%s: %d spans accepted, want 400 (%+v)", p, st.Spans, st)
+		}
+		sent += st.Spans
+	}
+	c := &http.Client{Timeout: 10 * time.Second}
+	s, err := scrapeMetrics(c, "http://"+httpAddr+"/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.received != float64(sent) {
+		t.Errorf("/metrics counts %.0f spans received, want %d", s.received, sent)
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("receiveOnly: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("receiveOnly did not stop after its context ended")
+	}
+}
+
 // prefillSpans numbers the spans that fill the store before a measured blast (see prefiller) far
 // above the measured requests' (from 0), so that the two never share a trace id, an operation id
 // or a URL; each round of the prefill starts prefillRound further.
@@ -170,7 +236,7 @@ func kvInt(k string, v int64) *commonpb.KeyValue {
 	return &commonpb.KeyValue{Key: k, Value: &commonpb.AnyValue{Value: &commonpb.AnyValue_IntValue{IntValue: v}}}
 }
 
-func freePort(b *testing.B) string {
+func freePort(b testing.TB) string {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		b.Fatal(err)
