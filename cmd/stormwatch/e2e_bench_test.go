@@ -282,24 +282,20 @@ func procPeakRSS(pid int) (int64, error) {
 }
 
 // otelcolConfig is the OpenTelemetry Collector's side of the comparison: the otlp receiver into the
-// debug exporter at its quietest (a log line per million batches), as close to a nop exporter as the
-// distribution's components allow.
+// nop exporter, which drops what it is given - the Collector's cost of receiving and decoding alone.
 const otelcolConfig = `receivers:
   otlp:
     protocols:
       grpc: {endpoint: "%s"}
       http: {endpoint: "%s"}
 exporters:
-  debug:
-    verbosity: basic
-    sampling_initial: 1
-    sampling_thereafter: 1000000
+  nop:
 service:
   telemetry:
     logs: {level: warn}
     metrics: {level: none}
   pipelines:
-    traces: {receivers: [otlp], exporters: [debug]}
+    traces: {receivers: [otlp], exporters: [nop]}
 `
 
 var stoppedLine = regexp.MustCompile(`stopped: (\d+) spans accepted`)
@@ -338,7 +334,7 @@ var stoppedLine = regexp.MustCompile(`stopped: (\d+) spans accepted`)
 //     traces still settling when the blast stops are paid for, with the settle period's idle
 //     ticks and the benchmark's scrapes;
 //   - stormwatch-receive: until its ingest queue is empty (see waitDrained);
-//   - otelcol: until the blast's end - its pipeline here (otlp receiver into the debug exporter, no
+//   - otelcol: until the blast's end - its pipeline here (otlp receiver into the nop exporter, no
 //     sending queue, no batch processor) has exported a request's spans before it answers it.
 //
 // Start-up, the prefill and its analysis, and shutdown are left out. Shutdown is not ingest: for
@@ -388,7 +384,7 @@ func BenchmarkCollectorEndToEnd(b *testing.B) {
 	}
 	raws, bytesPerSpan := benchRequests(nreq, 0)
 	// STORMWATCH_E2E_OTELCOL=BINARY adds the OpenTelemetry Collector (an otelcol binary with the otlp
-	// receiver and the debug exporter, e.g. otelcol/cmd/otelcol-stormwatch) to each iteration on the
+	// receiver and the nop exporter, e.g. otelcol/cmd/otelcol-stormwatch) to each iteration on the
 	// same payload: an interleaved A/B on the same machine at the same time, which the fixed figures
 	// (a quiet machine) cannot give on a busy one.
 	withOtelcol := os.Getenv("STORMWATCH_E2E_OTELCOL") != ""

@@ -8,6 +8,7 @@ import (
 	"go.opentelemetry.io/collector/connector/forwardconnector"
 	"go.opentelemetry.io/collector/exporter"
 	"go.opentelemetry.io/collector/exporter/debugexporter"
+	"go.opentelemetry.io/collector/exporter/nopexporter"
 	"go.opentelemetry.io/collector/exporter/otlpexporter"
 	"go.opentelemetry.io/collector/exporter/otlphttpexporter"
 	"go.opentelemetry.io/collector/extension"
@@ -66,6 +67,7 @@ func Components() (otelcol.Factories, error) {
 		entry[exporter.Factory]{otlpexporter.NewFactory(), "go.opentelemetry.io/collector/exporter/otlpexporter" + core},
 		entry[exporter.Factory]{otlphttpexporter.NewFactory(), "go.opentelemetry.io/collector/exporter/otlphttpexporter" + core},
 		entry[exporter.Factory]{debugexporter.NewFactory(), "go.opentelemetry.io/collector/exporter/debugexporter" + core},
+		entry[exporter.Factory]{nopexporter.NewFactory(), "go.opentelemetry.io/collector/exporter/nopexporter" + core},
 		entry[exporter.Factory]{loadbalancingexporter.NewFactory(), "github.com/open-telemetry/opentelemetry-collector-contrib/exporter/loadbalancingexporter" + contrib},
 		entry[exporter.Factory]{prometheusexporter.NewFactory(), "github.com/open-telemetry/opentelemetry-collector-contrib/exporter/prometheusexporter" + contrib},
 	); err != nil {
