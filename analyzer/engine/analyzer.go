@@ -90,6 +90,10 @@ type Analyzer struct {
 	hasWindow      bool
 	windowFindings []analyzer.Finding
 	lastWindow     int64
+	// windowGap is the least time from one windowed run to the next that the last run's length
+	// (windowRun) allows (Config.WindowShare); WindowInterval when it is longer.
+	windowGap int64
+	windowRun time.Duration
 	// chunkFindings are the windowed detectors' findings over the chunks an offline window was
 	// cut into before its last (see window.observe); windowFindings are the last's.
 	chunkFindings []analyzer.Finding
@@ -394,17 +398,19 @@ func (a *Analyzer) Settle(now time.Time) {
 	a.mu.Lock()
 	a.forget(n - settle - int64(a.cfg.ForgetAfter))
 	a.tickHistory(n)
-	wi := int64(a.cfg.WindowInterval)
-	if wi == 0 {
-		wi = int64(DefaultWindowInterval)
-	}
-	due := wi > 0 && n-a.lastWindow >= wi && a.win.epoch != a.windowEpoch
+	wi := int64(a.cfg.windowInterval())
+	due := wi > 0 && n-a.lastWindow >= max(wi, a.windowGap) && a.win.epoch != a.windowEpoch
 	if due {
 		a.lastWindow = n
 	}
 	a.mu.Unlock()
 	if due {
+		start := time.Now()
 		a.runWindow()
+		took := time.Since(start)
+		a.mu.Lock()
+		a.windowRun, a.windowGap = took, int64(a.cfg.windowGap(took))
+		a.mu.Unlock()
 	}
 }
 
@@ -895,6 +901,10 @@ func (a *Analyzer) Stats() StoreStats {
 }
 
 func (a *Analyzer) stats() StoreStats {
+	every := a.cfg.windowInterval()
+	if every > 0 {
+		every = max(every, time.Duration(a.windowGap))
+	}
 	return StoreStats{
 		SpansHeld:       a.spansHeld,
 		PackedBytes:     a.packedBytes,
@@ -905,6 +915,8 @@ func (a *Analyzer) stats() StoreStats {
 		TruncatedTraces: a.truncatedT,
 		TruncatedSpans:  a.truncatedS,
 		DuplicateSpans:  a.issues.duplicates,
+		WindowRun:       a.windowRun,
+		WindowEvery:     every,
 	}
 }
 

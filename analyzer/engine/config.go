@@ -24,6 +24,9 @@ const (
 	DefaultHistoryLen      = 120
 	// DefaultWindowInterval is how often live mode re-runs the cross-trace (windowed) detectors.
 	DefaultWindowInterval = 10 * time.Second
+	// DefaultWindowShare is the largest share of time live mode's windowed runs take (see
+	// Config.WindowShare).
+	DefaultWindowShare = 0.02
 )
 
 // Config configures an [Analyzer]. The zero value is usable: no detectors (pass suite.Default()
@@ -75,7 +78,8 @@ type Config struct {
 	// Settings are the run-wide values detectors read (see [analyzer.RunSettings]).
 	Settings analyzer.RunSettings
 	// Now stamps span arrival for the settle period, and spans more than a day ahead of it are
-	// noted in the report (a wrong clock). The analyzer never reads a clock itself: when Now is
+	// noted in the report (a wrong clock). The analyzer reads no clock for span times itself
+	// (it times only its own windowed runs, to pace them: see WindowShare): when Now is
 	// nil, arrival is stamped with the time of the latest Settle or Snapshot call, which is
 	// precise to one tick of the caller's loop, and span times are not checked against a clock.
 	Now func() time.Time
@@ -87,6 +91,33 @@ type Config struct {
 	// with the recording's time to release memory, like `stormwatch analyze`). It also decides
 	// how analyzed traces hold their operations (see holdsOperationsPacked).
 	WindowInterval time.Duration
+	// WindowShare bounds the share of time Settle's windowed runs take: after a run that took d
+	// (wall time), the next waits at least d/WindowShare, WindowInterval at the least. A window
+	// at its bound (MaxWindowOps) costs a few hundred milliseconds to read back and judge, and a
+	// collector under load keeps it there: every 10 s, that was 3-5% of a core re-judging a
+	// window that had barely moved. Paced, the windowed findings come later under load, never
+	// wrong. 0 means DefaultWindowShare; negative means no bound (every WindowInterval).
+	WindowShare float64
+}
+
+// windowInterval is WindowInterval with its default: negative for never (offline).
+func (c *Config) windowInterval() time.Duration {
+	if c.WindowInterval == 0 {
+		return DefaultWindowInterval
+	}
+	return c.WindowInterval
+}
+
+// windowGap is how long after a windowed run that took d the next may start (see WindowShare).
+func (c *Config) windowGap(d time.Duration) time.Duration {
+	share := c.WindowShare
+	if share == 0 {
+		share = DefaultWindowShare
+	}
+	if share < 0 {
+		return 0
+	}
+	return time.Duration(float64(d) / share)
 }
 
 // holdsOperationsPacked says whether analyzed traces hold their operations packed (see

@@ -317,3 +317,48 @@ func TestWindowRunsOnlyWhenOperationsChanged(t *testing.T) {
 		t.Errorf("runs after a new trace = %d, want 2", runs)
 	}
 }
+
+// A long windowed run pushes the next one back so that the runs take at most WindowShare of the
+// time: under load the window sits at its bound and every run reads all of it again. A negative
+// share runs them every WindowInterval, however long they take.
+func TestWindowRunsPacedByTheirLength(t *testing.T) {
+	for _, share := range []float64{0.001, -1} {
+		runs := 0
+		slow := &analyzer.Detector{Name: "slow-window", Title: "t", Doc: "a run of 20 ms", Scope: analyzer.ScopeWindow,
+			Run: func(p *analyzer.Pass) error { runs++; time.Sleep(20 * time.Millisecond); return nil }}
+		a := engine.New(engine.Config{Detectors: []*analyzer.Detector{slow}, Settle: time.Second,
+			WindowInterval: time.Second, WindowShare: share})
+		trace := func(n byte, at int64) {
+			if err := a.ConsumeBatch(context.Background(), &spans.Batch{Spans: []spans.Span{
+				sp(n, 1, 0, spans.KindServer, "api", at, at+50),
+				sp(n, 2, 1, spans.KindClient, "api", at+1, at+9, get("http://dep:80/x", 503)...),
+			}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		now := time.Unix(0, t0)
+		tick := func(d time.Duration) { now = now.Add(d); a.Settle(now) }
+		trace(1, 0)
+		tick(2 * time.Second)
+		st := a.Stats()
+		if runs != 1 || st.WindowRun < 20*time.Millisecond {
+			t.Fatalf("share %v: %d runs, the last %v long; want 1 of 20 ms or more", share, runs, st.WindowRun)
+		}
+		trace(2, 60_000)
+		tick(2 * time.Second) // due by WindowInterval and by the data
+		if share < 0 {
+			if runs != 2 || st.WindowEvery != time.Second {
+				t.Errorf("share %v: %d runs, every %v; want 2, every 1s", share, runs, st.WindowEvery)
+			}
+			continue
+		}
+		// 20 ms at a share of 0.001: 20 s or more to the next run.
+		if runs != 1 || st.WindowEvery < 20*time.Second {
+			t.Fatalf("share %v: %d runs, next after %v; want still 1, the next 20s or more after it", share, runs, st.WindowEvery)
+		}
+		tick(st.WindowEvery) // 2 s of it have passed already
+		if runs != 2 {
+			t.Errorf("share %v: %d runs once the gap had passed, want 2", share, runs)
+		}
+	}
+}

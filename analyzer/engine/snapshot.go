@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/stormwatch/stormwatch/analyzer"
 	"github.com/stormwatch/stormwatch/spans"
@@ -125,6 +126,10 @@ type StoreStats struct {
 	TruncatedSpans  int
 	// DuplicateSpans were received more than once and dropped.
 	DuplicateSpans int
+	// WindowRun is how long the windowed detectors' last live run took (0 before the first),
+	// and WindowEvery the least time from it to the next: WindowInterval, or longer after a long
+	// run (Config.WindowShare). Negative WindowEvery: never live (an offline analyzer).
+	WindowRun, WindowEvery time.Duration
 }
 
 // Trace returns the analysis of one held trace, or false when it is not (or no longer) held.
