@@ -1,6 +1,9 @@
 // Package analyzertest holds helpers for tests and benchmarks of the analyzer and its callers: a
-// synthetic workload of realistic multi-layer traces, generated cheaply enough to measure the
-// analyzer at a million spans without holding a second copy of them, and traces shaped like the
-// end-to-end benchmark's payload (PayloadTrace: ten attributes a span, an id in every URL) for the memory and
-// packing benchmarks.
+// synthetic workload of realistic multi-layer traces (Workload), generated cheaply enough to
+// measure the analyzer at a million spans without holding a second copy of them; traces shaped
+// like the end-to-end benchmark's payload (PayloadTrace: ten attributes a span, an id in every
+// URL) for the memory and packing benchmarks; and a shop's traffic as the OpenTelemetry
+// Collector's file exporter records it (RealisticTraffic: OTLP/JSON lines of SDK exports, semconv
+// attributes, reference-client retries), what `stormwatch analyze` and the live analyzer are
+// measured on.
 package analyzertest

@@ -94,6 +94,36 @@ func TestPdataHelperProcess(t *testing.T) {
 	os.Exit(0)
 }
 
+// TestWriteRealisticTraffic is not a test: with STORMWATCH_REALISTIC_SPANS=N and
+// STORMWATCH_REALISTIC_OUT=FILE it writes N spans of analyzertest.RealisticTraffic to FILE, for
+// `stormwatch analyze` or a profiler by hand, as BenchmarkAnalyzeAgainstPdata feeds them. FILE may
+// be a named pipe, so that 10M spans need no disk (the test's own output goes to standard output,
+// which is why the stream does not):
+//
+//	go test -c -o /tmp/sw.test ./cmd/stormwatch && mkfifo /tmp/traffic
+//	STORMWATCH_REALISTIC_SPANS=10000000 STORMWATCH_REALISTIC_OUT=/tmp/traffic /tmp/sw.test -test.run '^TestWriteRealisticTraffic$' &
+//	stormwatch analyze /tmp/traffic
+func TestWriteRealisticTraffic(t *testing.T) {
+	v, out := os.Getenv("STORMWATCH_REALISTIC_SPANS"), os.Getenv("STORMWATCH_REALISTIC_OUT")
+	if v == "" || out == "" {
+		t.Skip("writes a stream when STORMWATCH_REALISTIC_SPANS and STORMWATCH_REALISTIC_OUT are set")
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n <= 0 {
+		t.Fatalf("STORMWATCH_REALISTIC_SPANS=%q: want a positive number of spans", v)
+	}
+	f, err := os.Create(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := analyzertest.NewRealisticTraffic(f).WriteSpans(n); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // startCPUProfile profiles the process into path when path is set; the returned func stops it
 // (before os.Exit, which runs no deferred call).
 func startCPUProfile(t *testing.T, path string) func() {
@@ -122,9 +152,9 @@ type armRun struct {
 
 var inputSpans = regexp.MustCompile(`"spans": (\d+)`)
 
-// runArm starts the test binary as helper (env added), writes n spans of realisticTraffic into
-// its standard input through a pipe, and waits for it. The helper must report having read every
-// span written.
+// runArm starts the test binary as helper (env added), writes n spans of
+// analyzertest.RealisticTraffic into its standard input through a pipe, and waits for it. The
+// helper must report having read every span written.
 func runArm(b *testing.B, env []string, n int64) armRun {
 	cmd := exec.Command(os.Args[0], "-test.run=^(TestAnalyzeHelperProcess|TestPdataHelperProcess)$")
 	cmd.Env = append(os.Environ(), env...)
@@ -140,11 +170,11 @@ func runArm(b *testing.B, env []string, n int64) armRun {
 	if err := cmd.Start(); err != nil {
 		b.Fatal(err)
 	}
-	g := newRealisticTraffic(stdin)
-	werr := g.write(n)
+	g := analyzertest.NewRealisticTraffic(stdin)
+	werr := g.WriteSpans(n)
 	stdin.Close()
 	err = cmd.Wait()
-	r := armRun{wall: time.Since(start), gen: selfCPU() - before, bytesPerSpan: float64(g.bytes) / float64(g.spans)}
+	r := armRun{wall: time.Since(start), gen: selfCPU() - before, bytesPerSpan: float64(g.Bytes()) / float64(g.Spans())}
 	// Exit 1 is analyze finding what the traffic holds (failed payment retries).
 	if ee, ok := err.(*exec.ExitError); err != nil && (!ok || ee.ExitCode() != 1) {
 		b.Fatalf("%s: %v\n%s", env, err, stderr.String())
@@ -153,8 +183,8 @@ func runArm(b *testing.B, env []string, n int64) armRun {
 		b.Fatalf("%s: writing the stream: %v\n%s", env, werr, stderr.String())
 	}
 	m := inputSpans.FindSubmatch(out.head)
-	if m == nil || string(m[1]) != strconv.FormatInt(g.spans, 10) {
-		b.Fatalf("%s: read %q spans of %d written\n%s", env, m, g.spans, stderr.String())
+	if m == nil || string(m[1]) != strconv.FormatInt(g.Spans(), 10) {
+		b.Fatalf("%s: read %q spans of %d written\n%s", env, m, g.Spans(), stderr.String())
 	}
 	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
 		r.rss = ru.Maxrss * 1024
@@ -195,8 +225,8 @@ func median(v []float64) float64 {
 // BenchmarkAnalyzeAgainstPdata is `stormwatch analyze -` end to end - reading and decoding OTLP/JSON
 // lines, assembly, inference, every detector, the JSON report - side by side with pdata's JSON
 // unmarshal of the same bytes (TestPdataHelperProcess), each in a process of its own reading a pipe
-// that this process fills with realisticTraffic (about 815 bytes a span, as a Collector records
-// real HTTP and gRPC instrumentation). The stream is never on disk, so 10M spans (8 GB) fit, and
+// that this process fills with analyzertest.RealisticTraffic (about 815 bytes a span, as a
+// Collector records real HTTP and gRPC instrumentation). The stream is never on disk, so 10M spans (8 GB) fit, and
 // every size is read the same way; the generator's CPU is this process's and counted in neither
 // arm (gen-CPU-ns/span says what it was). analyze runs with the defaults a user gets: --settle
 // 30s analyzes a trace once the recording has moved 30 s past it and releases its spans (at a

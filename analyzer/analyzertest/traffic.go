@@ -1,4 +1,4 @@
-package main
+package analyzertest
 
 import (
 	"bufio"
@@ -8,27 +8,29 @@ import (
 	"strconv"
 )
 
-// realisticTraffic writes OTLP/JSON lines as the OpenTelemetry Collector's file exporter records
+// RealisticTraffic writes OTLP/JSON lines as the OpenTelemetry Collector's file exporter records
 // a shop's traffic: spans as the Go SDK, otelhttp, otelgrpc and the reference client write them
 // (semconv HTTP and gRPC attributes, resources with the SDK's and Kubernetes' attributes), each
 // line one SDK export of a pod (one resource, up to a few more than 512 spans, spans of many
-// traces), so a trace's spans arrive in several lines as they do from a real collector.
+// traces), so a trace's spans arrive in several lines as they do from a real collector. A span
+// takes about 815 bytes.
 //
-// The traffic is a request every millisecond of recorded time through frontend -> checkout ->
-// (cart over gRPC, inventory over HTTP, an external payment provider over HTTPS), 8-12 spans a
-// trace, every trace id unique:
-//   - half the traces call the payment provider with plain otelhttp, a quarter through the
-//     reference client (an INTERNAL operation span and its attempt spans with resilience.*
-//     attributes), one in eight of those retried (2 or 3 attempts, one in a hundred traces
-//     failing every attempt);
-//   - one in eight traces retries inventory after a 503, with plain otelhttp (2 or 3 attempts,
+// The traffic is a request every millisecond of recorded time, from 2026-01-15 10:00 UTC, through
+// frontend -> checkout -> (cart over gRPC, inventory over HTTP, an external payment provider over
+// HTTPS), 8-12 spans a trace, every trace id unique:
+//   - 37 traces in 100 call the payment provider through the reference client (an INTERNAL
+//     operation span and its attempt spans with resilience.* attributes); in 12 of them it
+//     retries (2 or 3 attempts), in one of those it fails every attempt and the request fails;
+//     the other 63 call it with plain otelhttp, once;
+//   - 13 traces in 100 retry inventory after a 503, with plain otelhttp (2 or 3 attempts,
 //     http.request.resend_count set).
 //
 // It writes the bytes itself rather than through pdata or the spans package, so generating costs
 // a small fraction of what reading costs and runs beside a measured reader without starving it;
-// TestRealisticTrafficIsWhatPdataWrites holds the bytes to what pdata's JSON marshaler writes for
-// the same traces. The output depends only on the number of spans asked for.
-type realisticTraffic struct {
+// its test holds the bytes to what pdata's JSON marshaler writes for the same traces. The output
+// depends only on the number of spans asked for: there is no seed, and every run writes the same
+// bytes.
+type RealisticTraffic struct {
 	w      *bufio.Writer
 	t0     int64
 	traces uint64
@@ -84,8 +86,9 @@ type genPod struct {
 	n      int
 }
 
-func newRealisticTraffic(w io.Writer) *realisticTraffic {
-	g := &realisticTraffic{w: bufio.NewWriterSize(w, 1<<20), t0: 1768471200_000_000_000} // 2026-01-15 10:00 UTC
+// NewRealisticTraffic starts the traffic at its first trace, written to w.
+func NewRealisticTraffic(w io.Writer) *RealisticTraffic {
+	g := &RealisticTraffic{w: bufio.NewWriterSize(w, 1<<20), t0: 1768471200_000_000_000} // 2026-01-15 10:00 UTC
 	for s := range nServices {
 		for p := range podsPerService {
 			g.pods[s][p] = newPod(s, p)
@@ -123,8 +126,11 @@ func newPod(svc, p int) genPod {
 	return genPod{head: b, ip: "10.42." + strconv.Itoa(p+1) + "." + strconv.Itoa(10+svc*20+p)}
 }
 
-// write generates whole traces until at least n spans are out, then flushes every pod's buffer.
-func (g *realisticTraffic) write(n int64) error {
+// WriteSpans generates whole traces until at least n spans have been generated since the start,
+// then writes every pod's buffer out as a line, so that a trace's spans are all out when it
+// returns; a later call goes on with the next trace. It returns the first error of w, after
+// which it writes nothing more.
+func (g *RealisticTraffic) WriteSpans(n int64) error {
 	for g.made < n && g.err == nil {
 		g.trace(g.traces)
 		g.traces++
@@ -140,7 +146,16 @@ func (g *realisticTraffic) write(n int64) error {
 	return g.err
 }
 
-func (g *realisticTraffic) flush(p *genPod) {
+// Spans is the number of spans written out.
+func (g *RealisticTraffic) Spans() int64 { return g.spans }
+
+// Traces is the number of traces generated.
+func (g *RealisticTraffic) Traces() uint64 { return g.traces }
+
+// Bytes is the number of bytes written out.
+func (g *RealisticTraffic) Bytes() int64 { return g.bytes }
+
+func (g *RealisticTraffic) flush(p *genPod) {
 	if p.n == 0 || g.err != nil {
 		return
 	}
@@ -193,7 +208,7 @@ type genSpan struct {
 
 // genTrace is the trace being written: where its spans go and its times.
 type genTrace struct {
-	g   *realisticTraffic
+	g   *RealisticTraffic
 	id  [16]byte
 	k   uint64
 	at  int64
@@ -296,7 +311,7 @@ const (
 )
 
 // trace writes trace k: its spans, in the order each SDK ends them (children first).
-func (g *realisticTraffic) trace(k uint64) {
+func (g *RealisticTraffic) trace(k uint64) {
 	r := mix(k ^ 0x5157_7a7c_4a11_0001)
 	t := genTrace{g: g, k: k, at: g.t0 + int64(k)*1_000_000}
 	binary.BigEndian.PutUint64(t.id[:8], mix(k))
@@ -393,8 +408,8 @@ func (g *realisticTraffic) trace(k uint64) {
 		}
 	}
 
-	// checkout -> the payment provider: plain otelhttp in half the traces, the reference client in
-	// the other half, which retries in one trace in eight.
+	// checkout -> the payment provider: the reference client in 37 traces in 100, which retries in
+	// 12 of them, plain otelhttp in the rest.
 	dPay := 15_000 + int64(r>>36%30_000)
 	payStatus := int64(200)
 	pay := func(b []byte) []byte {
