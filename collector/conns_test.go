@@ -105,8 +105,12 @@ func TestConnectionCapGRPC(t *testing.T) {
 		exp, err := otlptracegrpc.New(ctx, otlptracegrpc.WithEndpoint(c.GRPCAddr()), otlptracegrpc.WithInsecure(),
 			otlptracegrpc.WithRetry(otlptracegrpc.RetryConfig{Enabled: false}),
 			// Reconnect quickly once refused, so that the test does not wait out the default backoff.
+			// MinConnectTimeout is grpc-go's default, which ConnectParams replaces: left at zero, an
+			// attempt gets only the backoff's delay (10 ms at first) to connect and read the server's
+			// preface, and on a loaded machine the client gave up on its first connection itself.
 			otlptracegrpc.WithDialOption(grpc.WithConnectParams(grpc.ConnectParams{
-				Backoff: backoff.Config{BaseDelay: 10 * time.Millisecond, Multiplier: 1.6, MaxDelay: 100 * time.Millisecond}})))
+				Backoff:           backoff.Config{BaseDelay: 10 * time.Millisecond, Multiplier: 1.6, MaxDelay: 100 * time.Millisecond},
+				MinConnectTimeout: 20 * time.Second})))
 		if err != nil {
 			t.Fatal(err)
 		}
