@@ -204,7 +204,11 @@ func (m *spanMeter) stop(b *testing.B) {
 
 // report reports the figures per span, spansPerOp spans an op.
 func (m *spanMeter) report(b *testing.B, spansPerOp int) {
-	total := float64(b.N) * float64(spansPerOp)
+	m.reportSpans(b, float64(b.N)*float64(spansPerOp))
+}
+
+// reportSpans reports the figures per span, total spans in all.
+func (m *spanMeter) reportSpans(b *testing.B, total float64) {
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/total, "ns/span")
 	b.ReportMetric(float64(m.ms1.TotalAlloc-m.ms0.TotalAlloc)/total, "B/span")
 	b.ReportMetric(float64(m.ms1.Mallocs-m.ms0.Mallocs)/total, "allocs/span")

@@ -1,6 +1,7 @@
 package engine_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"testing"
@@ -32,12 +33,13 @@ func BenchmarkAnalyzeDeep(b *testing.B) {
 	// merged), which the connector converts to one batch.
 	src := passtest.Spans(b, "amplification-27-reference")
 	n := len(src)
-	a := newBenchLiveAnalyzer(0)
+	a := newBenchLiveAnalyzer(time.Second, 0)
 	now := time.Unix(1_800_000_000, 0)
 	ids := map[spans.TraceID]spans.TraceID{}
 	var seq uint64
 	m := startSpanMeter(b)
 	for range b.N {
+		clear(ids)
 		batch := &spans.Batch{Spans: appendRenumbered(make([]spans.Span, 0, len(src)), src, ids, &seq)}
 		if err := a.ConsumeBatch(context.Background(), batch); err != nil {
 			b.Fatal(err)
@@ -54,17 +56,17 @@ func BenchmarkAnalyzeDeep(b *testing.B) {
 
 // newBenchLiveAnalyzer is a long-lived analyzer configured as the connector and collect configure
 // theirs (the default suite, the built-in policy in live mode), whose windowed re-runs never come
-// due (see BenchmarkAnalyzeDeep). maxSpans is Config.MaxSpans.
-func newBenchLiveAnalyzer(maxSpans int) *engine.Analyzer {
-	cfg := engine.Config{Settle: time.Second, WindowInterval: 100 * 365 * 24 * time.Hour, MaxSpans: maxSpans, Detectors: suite.Default()}
+// due (see BenchmarkAnalyzeDeep). settle and maxSpans are Config.Settle and Config.MaxSpans.
+func newBenchLiveAnalyzer(settle time.Duration, maxSpans int) *engine.Analyzer {
+	cfg := engine.Config{Settle: settle, WindowInterval: 100 * 365 * 24 * time.Hour, MaxSpans: maxSpans, Detectors: suite.Default()}
 	policy.Configure(&cfg.Detectors, &cfg.Settings, nil, policy.Live)
 	return engine.New(cfg)
 }
 
-// appendRenumbered appends a copy of src to dst with trace ids of its own: each trace of src gets
-// the next number of seq (ids is the scratch map from src's ids to the new ones, cleared here).
+// appendRenumbered appends a copy of src to dst with trace ids of its own: ids maps the ids of src
+// to the new ones, and a trace not in it yet gets the next number of seq. Clearing ids gives the
+// traces fresh ids again; keeping it gives a trace whose spans come in several calls one id.
 func appendRenumbered(dst, src []spans.Span, ids map[spans.TraceID]spans.TraceID, seq *uint64) []spans.Span {
-	clear(ids)
 	for _, s := range src {
 		id, ok := ids[s.TraceID]
 		if !ok {
@@ -102,7 +104,7 @@ func benchAnalyzeLive(b *testing.B, maxSpans int) {
 	for n := range traces {
 		src = append(src, analyzertest.PayloadTrace(n, 1_700_000_000_000_000_000)...)
 	}
-	a := newBenchLiveAnalyzer(maxSpans)
+	a := newBenchLiveAnalyzer(time.Second, maxSpans)
 	now := time.Unix(1_800_000_000, 0)
 	ids := map[spans.TraceID]spans.TraceID{}
 	var seq uint64
@@ -112,6 +114,7 @@ func benchAnalyzeLive(b *testing.B, maxSpans int) {
 		if off == len(src) {
 			off = 0
 		}
+		clear(ids)
 		batch := &spans.Batch{Spans: appendRenumbered(make([]spans.Span, 0, perRequest), src[off:off+perRequest], ids, &seq)}
 		off += perRequest
 		if err := a.ConsumeBatch(context.Background(), batch); err != nil {
@@ -128,4 +131,83 @@ func benchAnalyzeLive(b *testing.B, maxSpans int) {
 		b.Fatalf("analyzed %d spans, want %d", r.Input.Spans, b.N*perRequest)
 	}
 	m.report(b, perRequest)
+}
+
+// BenchmarkAnalyzeRealisticLive is the live analyzer on the traffic `stormwatch analyze` is measured
+// on (analyzertest.RealisticTraffic: four services' semconv HTTP and gRPC spans, reference-client
+// retries, 8-12 spans a trace, each trace's spans spread over several SDK exports), configured as
+// `collect` configures it by default (the default suite, the built-in policy in live mode,
+// --settle 2s). One op is one line of the recording, an SDK export of about 512 spans, decoded
+// into a batch as the collector hands it over; a settle tick comes every four lines, about 200 ms
+// of the recording, as collect ticks every 200 ms; a trace's last spans come up to about 30 lines
+// (1.5 s) after its first, within the settle period. The lines are decoded once, before the
+// timer starts: 60,000 spans, cycled, each round giving their traces fresh ids (copying a line's
+// spans with new ids is inside the timed loop, the same for every build being compared). The
+// windowed re-runs never come due (see BenchmarkAnalyzeDeep).
+//
+// max-spans=default holds every span it is given (the store only grows). max-spans=50000 keeps
+// the store full, as a collector's is once it has run for a while: one round fills it before the
+// timer starts, and every line then evicts the least recently updated traces, most of them
+// analyzed already (about 2 s of traffic, some 20,000 spans, is still settling at any time).
+func BenchmarkAnalyzeRealisticLive(b *testing.B) {
+	const poolSpans = 60_000
+	var out bytes.Buffer
+	out.Grow(poolSpans * 850) // about 815 bytes a span
+	if err := analyzertest.NewRealisticTraffic(&out).WriteSpans(poolSpans); err != nil {
+		b.Fatal(err)
+	}
+	var pool []*spans.Batch
+	for line := range bytes.Lines(out.Bytes()) {
+		batch, err := spans.DecodeJSON(line, spans.DecodeOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		pool = append(pool, batch)
+	}
+	b.Run("max-spans=default", func(b *testing.B) { benchAnalyzeRealisticLive(b, pool, 0) })
+	b.Run("max-spans=50000", func(b *testing.B) { benchAnalyzeRealisticLive(b, pool, 50_000) })
+}
+
+func benchAnalyzeRealisticLive(b *testing.B, pool []*spans.Batch, maxSpans int) {
+	const settleEvery = 4 // lines: 200 ms of the recording
+	a := newBenchLiveAnalyzer(2*time.Second, maxSpans)
+	now := time.Unix(1_800_000_000, 0)
+	ids := map[spans.TraceID]spans.TraceID{}
+	var seq uint64
+	fed, next, lines := 0, 0, 0
+	feed := func() {
+		if next == len(pool) {
+			next = 0
+		}
+		if next == 0 {
+			clear(ids)
+		}
+		src := pool[next].Spans
+		next++
+		batch := &spans.Batch{Spans: appendRenumbered(make([]spans.Span, 0, len(src)), src, ids, &seq)}
+		fed += len(src)
+		if err := a.ConsumeBatch(context.Background(), batch); err != nil {
+			b.Fatal(err)
+		}
+		if lines++; lines%settleEvery == 0 {
+			now = now.Add(200 * time.Millisecond)
+			a.Settle(now)
+		}
+	}
+	if maxSpans > 0 {
+		for range pool {
+			feed()
+		}
+	}
+	before := fed
+	m := startSpanMeter(b)
+	for range b.N {
+		feed()
+	}
+	a.Flush()
+	m.stop(b)
+	if r := a.Report(); r.Input.Spans < fed {
+		b.Fatalf("analyzed %d spans, want %d", r.Input.Spans, fed)
+	}
+	m.reportSpans(b, float64(fed-before))
 }

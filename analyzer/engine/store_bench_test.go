@@ -59,6 +59,7 @@ func amplificationFill(b *testing.B) func(batch *spans.Batch, n int) int {
 	return func(batch *spans.Batch, n int) int {
 		added := 0
 		for added < n {
+			clear(ids)
 			batch.Spans = appendRenumbered(batch.Spans, src, ids, &seq)
 			added += len(src)
 		}
