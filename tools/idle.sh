@@ -4,7 +4,8 @@
 # rounds of $DUR (default 20s) until it holds 990,000 spans of its --max-spans 1000000 (at most
 # 10 rounds: a loaded machine fills slower), lets the traces settle, then reads the
 # process's CPU time and RSS from /proc over $IDLE seconds (default 60; 300 for "flat over five
-# minutes", RSS printed every minute) with no traffic, and times its exit after SIGTERM.
+# minutes", RSS printed every minute) with no traffic, and times its exit after SIGTERM (until
+# the process has exited, not until tmux has reaped it).
 # MODE=collect (default) runs `stormwatch collect`; MODE=dashboard runs `stormwatch` (collector and
 # dashboard in one process) in a detached tmux session of its own, 160x48, on the screen SCREEN
 # (1 dependencies, the default; 2 operations; 3 findings). GRPC and HTTP are the addresses
@@ -68,6 +69,12 @@ done
 t1=$(awk '{print $14+$15}' "/proc/$pid/stat")
 s=$(date +%s.%N)
 kill -TERM "$pid"
-if [ "$MODE" = collect ]; then wait "$pid" || true; else while kill -0 "$pid" 2>/dev/null; do sleep 0.01; done; fi
+if [ "$MODE" = collect ]; then
+	wait "$pid" || true
+else
+	# The process has exited once it is a zombie. tmux (3.3a here) reaps its pane's process up to
+	# 2 s later, the same for a plain sleep in the pane: that is tmux's time, not stormwatch's.
+	while [ -e "/proc/$pid" ] && [ "$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)" != Z ]; do sleep 0.01; done
+fi
 e=$(date +%s.%N)
 echo "$MODE $BIN: $held spans held; idle ${IDLE}s: $(echo "scale=2; ($t1-$t0)*100/$clk/$IDLE" | bc)% of a core, RSS $rs MiB; exit after SIGTERM $(echo "$e-$s" | bc) s"

@@ -4,20 +4,26 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/spf13/pflag"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/stormwatch/stormwatch/analyzer/engine"
+	"github.com/stormwatch/stormwatch/tui"
 )
 
 // tmuxSession runs a command in a detached tmux session on its own server (a unique -L socket),
@@ -202,5 +208,73 @@ func TestDashboardCommandsRefuseWithoutTerminal(t *testing.T) {
 		if out.Len() != 0 {
 			t.Errorf("%v: wrote to stdout: %q", args, out.String())
 		}
+	}
+}
+
+// TestDashboardStopsWithoutWaitingForItsNextSnapshot: when the command's context ends (SIGTERM),
+// the dashboard and its pipeline stop at once, even though the dashboard's next snapshot never
+// comes - the limit of an idle dashboard's long tick. A shutdown that waited for the tick would
+// hang here.
+func TestDashboardStopsWithoutWaitingForItsNextSnapshot(t *testing.T) {
+	var f collectorFlags
+	fs := pflag.NewFlagSet("dashboard", pflag.ContinueOnError)
+	f.register(fs)
+	if err := fs.Parse([]string{"--grpc", "127.0.0.1:0", "--http", "127.0.0.1:0"}); err != nil {
+		t.Fatal(err)
+	}
+	d := dashboardFlags{analysisFlags: analysisFlags{settle: time.Hour}, refresh: time.Hour}
+	log := slog.New(slog.DiscardHandler)
+	s, err := newSession(&d, f.maxSpans, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	p, err := startPipeline(ctx, &f, s, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opt := p.tuiOptions(&f, &d)
+	shown, never := make(chan struct{}), make(chan struct{})
+	t.Cleanup(func() { close(never) })
+	var pulls atomic.Int32
+	opt.Source = tui.SourceFunc(func(now time.Time) *engine.Snapshot {
+		if pulls.Add(1) > 1 {
+			<-never
+		}
+		defer close(shown)
+		return s.Snapshot(now)
+	})
+	in, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	out, err := os.Create(filepath.Join(t.TempDir(), "screen"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
+	var errb bytes.Buffer
+	io := streams{in: in, out: out, err: &errb}
+	done := make(chan error, 1)
+	go func() { done <- p.endDashboard(io, &d, &demoTraffic{}, runDashboard(ctx, io, opt)) }()
+
+	select {
+	case <-shown:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the dashboard never took its first snapshot")
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("the dashboard stopped with %v, want a normal exit", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the dashboard did not stop when its context ended: it waits for its next snapshot")
+	}
+	if !strings.Contains(errb.String(), "logs are in") {
+		t.Errorf("stderr lacks where the logs went: %q", errb.String())
 	}
 }
