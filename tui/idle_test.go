@@ -108,3 +108,34 @@ func TestRateAfterQuietSpellCountsFromTheLastQuietSnapshot(t *testing.T) {
 		t.Errorf("rate after a quiet spell = %.0f spans/s, want about 500", m.rate)
 	}
 }
+
+// A screen without sparklines goes quiet as soon as what it shows stops changing: a snapshot whose
+// only change is the history is held back on Operations and Findings, and passed on Dependencies,
+// whose trend column shows it.
+func TestFilterPassesHistoryOnlyWhereTheSparklinesShow(t *testing.T) {
+	for _, k := range []string{"1", "2", "3"} {
+		// A fresh dashboard each time: copies of a model share the rows Update changes.
+		m, s := idleDashboard(t, nil)
+		m = step(t, m, tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune(k)}, 0)
+		name := screenNames[m.screen]
+		spark := later(s, time.Second, map[string][]float64{"http://dep:8080": append(quietHistory(40)["http://dep:8080"], 3)})
+		msg := snapshotMsg{snap: spark}
+		if m.screen == screenDeps {
+			if _, ok := Filter(m, msg).(snapshotMsg); !ok {
+				t.Errorf("%s: Filter held back a snapshot that moves a sparkline", name)
+			}
+			continue
+		}
+		if _, ok := Filter(m, msg).(tea.BatchMsg); !ok {
+			t.Errorf("%s: Filter passed a snapshot whose only change is the history, which the screen does not show", name)
+		}
+		back := step(t, m, tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("1")}, 0)
+		if _, ok := Filter(back, msg).(snapshotMsg); !ok {
+			t.Errorf("back on Dependencies from %s: Filter held back the sparkline it did not draw", name)
+		}
+		next, _ := m.Update(msg)
+		if next.View() != m.View() {
+			t.Errorf("%s: the history changed the frame:\n%s\n---\n%s", name, m.View(), next.View())
+		}
+	}
+}

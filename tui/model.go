@@ -252,7 +252,7 @@ func Filter(model tea.Model, msg tea.Msg) tea.Msg {
 }
 
 // unchangedBy reports whether taking snap would leave the frame as it is: the same data, counters
-// and visible sparklines, a rate that shows 0 and stays there, and the same figures from outside
+// and sparklines (where the screen shows them), a rate that shows 0 and stays there, and the same figures from outside
 // the snapshot. It errs towards drawing: a frame drawn for nothing costs one draw, a frame not
 // drawn would show stale figures.
 func (m Model) unchangedBy(snap *engine.Snapshot) bool {
@@ -267,8 +267,14 @@ func (m Model) unchangedBy(snap *engine.Snapshot) bool {
 	return sameData(old, snap) && sameSlice(old.Report.Notes, snap.Report.Notes) &&
 		sameSlice(old.Report.Groups, snap.Report.Groups) && old.Report.Input == snap.Report.Input &&
 		old.Stats == snap.Stats && old.HeldOperations == snap.HeldOperations &&
-		int(m.rate+0.5) == 0 && m.deps.sameTrend(snap) && m.outside() == m.seen
+		int(m.rate+0.5) == 0 && (!m.showsTrend() || m.deps.sameTrend(snap)) && m.outside() == m.seen
 }
+
+// showsTrend reports whether the frame shows the sparklines: only the Dependencies screen does.
+// Elsewhere a snapshot whose only change is the history is held back, so a screen goes quiet as
+// soon as what it shows stops changing; back on Dependencies, the sparklines catch up with the
+// next snapshot, at most idleRefresh later.
+func (m Model) showsTrend() bool { return m.screen == screenDeps && !m.showHelp }
 
 // outsideFigures are what the header shows from outside the snapshot.
 type outsideFigures struct {
