@@ -1,9 +1,12 @@
 package tui
 
 import (
+	"context"
 	"fmt"
 	"testing"
+	"time"
 
+	"github.com/stormwatch/stormwatch/analyzer"
 	"github.com/stormwatch/stormwatch/analyzer/engine"
 	"github.com/stormwatch/stormwatch/spans"
 )
@@ -69,4 +72,50 @@ func BenchmarkSnapshotApply(b *testing.B) {
 			})
 		}
 	}
+}
+
+// BenchmarkDepsSnapshotRefused is the Dependencies screen's work per new snapshot once calls were
+// refused, when its breaker column has something to say: an analyzer holding 100,000 operations
+// packed, as a live one does, a tenth of them refused by a breaker.
+func BenchmarkDepsSnapshotRefused(b *testing.B) {
+	const traces = 100_000
+	a := engine.New(engine.Config{Settle: time.Millisecond, MaxSpans: 4 * traces})
+	res := &spans.Resource{ServiceName: "web"}
+	for i := 0; i < traces; i += 1000 {
+		batch := &spans.Batch{}
+		for k := i; k < i+1000; k++ {
+			tid := spans.TraceID{0xbe, byte(k >> 16), byte(k >> 8), byte(k), 1}
+			start := base + int64(k)*int64(time.Millisecond)
+			url := fmt.Sprintf("http://dep%d:8080/x", k%5)
+			attrs := []spans.Attr{spans.StringAttr(spans.AttrHTTPMethod, "GET"), spans.StringAttr(spans.AttrURLFull, url)}
+			if k%10 == 0 {
+				attrs = append(attrs, spans.StringAttr(spans.AttrOutcome, analyzer.OutcomeRefused))
+			} else {
+				attrs = append(attrs, spans.IntAttr(spans.AttrHTTPStatus, 200))
+			}
+			batch.Spans = append(batch.Spans,
+				spans.Span{TraceID: tid, SpanID: spans.SpanID{1}, Kind: spans.KindServer, Name: "GET /", Resource: res,
+					StartUnixNano: start, EndUnixNano: start + 10e6},
+				spans.Span{TraceID: tid, SpanID: spans.SpanID{2}, ParentID: spans.SpanID{1}, Kind: spans.KindClient, Name: "GET",
+					Resource: res, StartUnixNano: start + 1e6, EndUnixNano: start + 5e6, Attrs: attrs})
+		}
+		if err := a.ConsumeBatch(context.Background(), batch); err != nil {
+			b.Fatal(err)
+		}
+	}
+	a.Flush()
+	snap := a.Snapshot(time.Unix(0, base))
+	if snap.HeldOperations != traces {
+		b.Fatalf("%d operations held, want %d", snap.HeldOperations, traces)
+	}
+	m := drive(&testing.T{}, New(testOptions(fixedSource(snap))), size(120, 40))
+	if !m.deps.anyBreaker {
+		b.Fatal("no breaker state to show: the benchmark measures nothing")
+	}
+	b.Run(fmt.Sprintf("ops=%d", traces), func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			m.deps.SetSnapshot(snap)
+		}
+	})
 }

@@ -79,40 +79,12 @@ func (m *depsModel) SetSnapshot(s *engine.Snapshot) {
 	m.at = s.AtUnixNano
 	deps := s.Report.Dependencies
 	// The breaker state is not in the report; the latest attempt to each dependency says whether
-	// calls are being refused right now (refused = a breaker or budget said no).
-	type last struct {
-		at      int64
-		refused bool
-		ever    bool
-	}
-	lasts := make(map[string]*last, len(deps))
+	// calls are being refused right now (refused = a breaker or budget said no). The analyzer
+	// keeps it per dependency (Snapshot.LastAttempts): nothing of the operations is read back.
 	refusing := false
 	for i := range deps {
 		if deps[i].Outcomes["refused"] > 0 {
 			refusing = true
-		}
-	}
-	// Only refused calls make a breaker state to show; without any, the operations held are not
-	// read back.
-	var ops []*analyzer.Operation
-	if refusing {
-		ops = s.Operations()
-	}
-	for _, op := range ops {
-		for i := range op.Attempts {
-			a := &op.Attempts[i]
-			l := lasts[op.Dependency]
-			if l == nil {
-				l = &last{}
-				lasts[op.Dependency] = l
-			}
-			if a.Outcome == "refused" {
-				l.ever = true
-			}
-			if a.StartUnixNano >= l.at {
-				l.at = a.StartUnixNano
-				l.refused = a.Outcome == "refused"
-			}
 		}
 	}
 	m.all = m.all[:0]
@@ -124,12 +96,11 @@ func (m *depsModel) SetSnapshot(s *engine.Snapshot) {
 			r.label += " (" + names + ")"
 		}
 		r.errShare, r.errText = errorShare(d.Outcomes)
-		if l := lasts[d.Dependency]; l != nil {
-			switch {
-			case l.refused:
+		// Only refused calls make a breaker state to show.
+		if l := s.LastAttempts[d.Dependency]; refusing && l.Refused {
+			r.breaker = "was open"
+			if l.RefusedStartUnixNano >= l.StartUnixNano {
 				r.breaker = "open"
-			case l.ever:
-				r.breaker = "was open"
 			}
 		}
 		if _, ok := d.Outcomes["refused"]; ok && r.breaker == "" {

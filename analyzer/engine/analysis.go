@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"hash/maphash"
 	"slices"
+	"strings"
 
 	"github.com/stormwatch/stormwatch/analyzer"
 	"github.com/stormwatch/stormwatch/spans"
@@ -319,6 +320,88 @@ func (t *trace) accountRows(ops []*analyzer.Operation, sc *scratch) []acctRow {
 	}
 	clear(rows)
 	sc.rows = rows[:0]
+	return out
+}
+
+// depLastAttempt is one trace's LastAttempt to one dependency, made with the analysis (outside
+// the analyzer's lock) and merged into the analyzer's as it is published. dep may alias the
+// trace's spans.
+type depLastAttempt struct {
+	dep string
+	LastAttempt
+}
+
+// appendLastAttempts appends, per dependency of ops, the start of the latest attempt and of the
+// latest refused one. The refused operations that never made a call (refusedOperations) count:
+// they are most of what an open breaker leaves. A trace calls few dependencies: a slice, becoming
+// a map past 16 of them, so that a trace calling thousands stays linear.
+func appendLastAttempts(dst []depLastAttempt, ops []*analyzer.Operation) []depLastAttempt {
+	from := len(dst)
+	var idx map[string]int
+	for _, op := range ops {
+		if op.Dependency == "" {
+			continue
+		}
+		k := -1
+		if idx != nil {
+			if v, ok := idx[op.Dependency]; ok {
+				k = v
+			}
+		} else {
+			for i := from; i < len(dst); i++ {
+				if dst[i].dep == op.Dependency {
+					k = i
+					break
+				}
+			}
+		}
+		for i := range op.Attempts {
+			at := &op.Attempts[i]
+			l := LastAttempt{StartUnixNano: at.StartUnixNano}
+			if at.Outcome == analyzer.OutcomeRefused {
+				l.RefusedStartUnixNano, l.Refused = at.StartUnixNano, true
+			}
+			if k < 0 {
+				k = len(dst)
+				dst = append(dst, depLastAttempt{dep: op.Dependency, LastAttempt: l})
+				if idx != nil {
+					idx[op.Dependency] = k
+				} else if len(dst)-from > 16 {
+					idx = make(map[string]int, 64)
+					for j := from; j < len(dst); j++ {
+						idx[dst[j].dep] = j
+					}
+				}
+				continue
+			}
+			dst[k].merge(l)
+		}
+	}
+	return dst
+}
+
+// addLastAttempts merges ls into m. The values are pointers so that an update never stores the
+// key again: a key is a copy, made when the dependency is first seen, where ls's may alias spans
+// that are not kept.
+func addLastAttempts(m map[string]*LastAttempt, ls []depLastAttempt) {
+	for i := range ls {
+		l := &ls[i]
+		if cur := m[l.dep]; cur != nil {
+			cur.merge(l.LastAttempt)
+			continue
+		}
+		v := l.LastAttempt
+		m[strings.Clone(l.dep)] = &v
+	}
+}
+
+// copyLastAttempts is m as Snapshot.LastAttempts: values of their own, which the analyzer does
+// not change afterwards.
+func copyLastAttempts(m map[string]*LastAttempt) map[string]LastAttempt {
+	out := make(map[string]LastAttempt, len(m))
+	for k, v := range m {
+		out[k] = *v
+	}
 	return out
 }
 

@@ -53,6 +53,9 @@ type Analyzer struct {
 	order   []*traceState
 	gather  []spans.Span
 	ingest  []byte
+	// evictAttempts is the eviction's buffer for the last attempts of the traces it analyzes
+	// (see run).
+	evictAttempts []depLastAttempt
 	// packed, when set (tests only), is told of every buffer of packed spans made.
 	packed func([]byte)
 
@@ -72,13 +75,16 @@ type Analyzer struct {
 	rejected    int
 
 	// Cumulative report state: evicted traces leave their counts and findings here.
-	deps     map[string]*depAgg
-	findings []findingRec
-	issues   traceIssues
-	inSpans  int
-	inTraces int
-	inOps    int
-	detErrs  map[string]bool
+	deps map[string]*depAgg
+	// lastAttempts are Snapshot.LastAttempts: maxima, only ever raised, so they are kept apart
+	// from deps, whose counts a trace analyzed again or evicted takes back.
+	lastAttempts map[string]*LastAttempt
+	findings     []findingRec
+	issues       traceIssues
+	inSpans      int
+	inTraces     int
+	inOps        int
+	detErrs      map[string]bool
 
 	releasedSpans int
 	lateFragments int
@@ -173,15 +179,16 @@ type findingRec struct {
 // New makes an analyzer. See [Config] for the zero value.
 func New(cfg Config) *Analyzer {
 	a := &Analyzer{
-		cfg:      cfg,
-		seed:     maphash.MakeSeed(),
-		intern:   newInterner(),
-		traces:   map[spans.TraceID]*traceState{},
-		deps:     map[string]*depAgg{},
-		detErrs:  map[string]bool{},
-		hist:     map[string][]float64{},
-		histPrev: map[string][2]int{},
-		win:      newWindow(cfg.maxWindowOps(), cfg.WindowInterval < 0),
+		cfg:          cfg,
+		seed:         maphash.MakeSeed(),
+		intern:       newInterner(),
+		traces:       map[spans.TraceID]*traceState{},
+		deps:         map[string]*depAgg{},
+		lastAttempts: map[string]*LastAttempt{},
+		detErrs:      map[string]bool{},
+		hist:         map[string][]float64{},
+		histPrev:     map[string][2]int{},
+		win:          newWindow(cfg.maxWindowOps(), cfg.WindowInterval < 0),
 	}
 	a.hasWindow = slices.ContainsFunc(cfg.Detectors, func(d *analyzer.Detector) bool { return d.Scope == analyzer.ScopeWindow })
 	a.held.init(func(t *traceState) *elem { return &t.inHeld })
@@ -354,8 +361,10 @@ func (a *Analyzer) evict() {
 			// spans are dropped right after.
 			j := a.take(t)
 			j.noPack = true
-			a.run(&j, nil)
+			a.run(&j, nil, &a.evictAttempts)
 			a.publish(&j)
+			clear(a.evictAttempts) // no trace's strings kept
+			a.evictAttempts = a.evictAttempts[:0]
 		}
 		a.evictedT++
 		a.evictedS += t.npending + t.held
@@ -451,7 +460,8 @@ const maxPackBuf = 1 << 20
 // Spans that arrive for a trace while it is analyzed put it back in pending, so it is analyzed
 // again (with them) once quiet; the pass itself stops at the first trace not due, so it ends.
 func (a *Analyzer) pass(due func(*traceState) bool) {
-	var jobs []job // reused chunk to chunk: a job is a value, not an allocation per trace
+	var jobs []job                // reused chunk to chunk: a job is a value, not an allocation per trace
+	var attempts []depLastAttempt // the jobs' last attempts, reused chunk to chunk likewise
 	scratch := a.packBuf
 	defer func() {
 		if cap(scratch) <= maxPackBuf {
@@ -467,6 +477,8 @@ func (a *Analyzer) pass(due func(*traceState) bool) {
 		}
 		clear(jobs) // no trace or result kept alive by the reused chunk
 		jobs = jobs[:0]
+		clear(attempts)
+		attempts = attempts[:0]
 		for t := a.pending.front(); t != nil && len(jobs) < passChunk; {
 			next := a.pending.next(t)
 			if !due(t) {
@@ -482,7 +494,7 @@ func (a *Analyzer) pass(due func(*traceState) bool) {
 			return
 		}
 		for i := range jobs {
-			a.run(&jobs[i], &scratch)
+			a.run(&jobs[i], &scratch, &attempts)
 		}
 	}
 }
@@ -502,6 +514,8 @@ type job struct {
 	meta    *heldTrace // what res's trace had to say
 	// win is what the windowed detectors' window keeps of res's operations (see opsForWindow).
 	win winOps
+	// attempts are res's last attempts per dependency, in the buffer run was given.
+	attempts []depLastAttempt
 }
 
 // take moves a trace's unanalyzed state into a job. The trace stays held and its spans counted.
@@ -525,8 +539,9 @@ func (a *Analyzer) take(t *traceState) job {
 
 // run analyzes a taken trace. It touches nothing of the analyzer but its immutable config and the
 // interner's own locked parts, so it runs without a.mu. scratch is a packing buffer reused from
-// job to job; nil only for a job that keeps nothing packed (noPack).
-func (a *Analyzer) run(j *job, scratch *[]byte) {
+// job to job; nil only for a job that keeps nothing packed (noPack). The job's last attempts are
+// appended to attempts, a buffer the caller reuses once the job is published.
+func (a *Analyzer) run(j *job, scratch *[]byte, attempts *[]depLastAttempt) {
 	sc := a.intern.getScratch()
 	defer a.intern.putScratch(sc)
 	// The spans are read back into the scratch, their strings aliasing the packed bytes: what
@@ -543,6 +558,9 @@ func (a *Analyzer) run(j *job, scratch *[]byte) {
 		res.errs = append(res.errs, fmt.Sprintf("analyzer: trace %s analyzed without some of its spans: %v", j.t.id, lost))
 	}
 	j.n = len(res.trace.Spans)
+	from := len(*attempts)
+	*attempts = appendLastAttempts(*attempts, res.ops)
+	j.attempts = (*attempts)[from:]
 	if !a.cfg.ReleaseSpans && !j.late && !j.noPack {
 		j.packed = keepPacked(src, res.trace.Spans, len(ss), lost, scratch)
 		if a.packed != nil {
@@ -601,6 +619,9 @@ func (a *Analyzer) publish(j *job) {
 			}
 		}
 	}
+	// Raised, never taken back: see Snapshot.LastAttempts.
+	addLastAttempts(a.lastAttempts, j.attempts)
+	j.attempts = nil
 	if j.late {
 		a.publishLate(t, res, j.meta, j.n, j.noPack)
 		return
@@ -1011,7 +1032,7 @@ func (a *Analyzer) Summary(now time.Time) *Snapshot {
 
 // summary makes a snapshot's figures: everything but the operations. Under a.mu.
 func (a *Analyzer) summary() *Snapshot {
-	s := &Snapshot{Report: a.report(), Stats: a.stats(), History: a.history()}
+	s := &Snapshot{Report: a.report(), Stats: a.stats(), History: a.history(), LastAttempts: copyLastAttempts(a.lastAttempts)}
 	// Looked up when asked, not indexed per snapshot: the TUI opens one trace at a time.
 	// The result found is immutable; a trace re-analyzed since shows its newer analysis.
 	s.TraceLookup = a.lookup

@@ -23,6 +23,12 @@ type Snapshot struct {
 	History map[string][]float64
 	// Stats describes the store behind the snapshot.
 	Stats StoreStats
+	// LastAttempts is, per dependency, when it was last attempted and last refused, over every
+	// trace analyzed, evicted ones included: whether a breaker (or a retry budget) refuses calls
+	// to it now, or did before, without reading the operations back. They are the latest ever
+	// seen: a maximum cannot be taken back when a trace is evicted or analyzed again, and
+	// "refusing now" asks for the latest attempt, whichever trace still holds it.
+	LastAttempts map[string]LastAttempt
 
 	// TraceLookup finds one trace's analysis. The analyzer sets it; tests may set their own. It must
 	// be safe to call from any goroutine and return immutable views.
@@ -33,6 +39,24 @@ type Snapshot struct {
 	// read back.
 	held []heldRef
 	bad  func(string)
+}
+
+// LastAttempt is when one dependency was last attempted (see Snapshot.LastAttempts).
+type LastAttempt struct {
+	// StartUnixNano is the start of the latest attempt, refused or not.
+	StartUnixNano int64
+	// RefusedStartUnixNano is the start of the latest attempt refused (outcome "refused": a
+	// breaker or budget said no); Refused says whether any was.
+	RefusedStartUnixNano int64
+	Refused              bool
+}
+
+// merge makes l the latest of l and o.
+func (l *LastAttempt) merge(o LastAttempt) {
+	l.StartUnixNano = max(l.StartUnixNano, o.StartUnixNano)
+	if o.Refused && (!l.Refused || o.RefusedStartUnixNano > l.RefusedStartUnixNano) {
+		l.RefusedStartUnixNano, l.Refused = o.RefusedStartUnixNano, true
+	}
 }
 
 // heldRef is one held analysis in a snapshot. Results are immutable once held.
@@ -93,10 +117,13 @@ func (s *Snapshot) HeldTraceIDs() []spans.TraceID {
 	return ids
 }
 
-// SetOperations makes ops what the snapshot lists, as values: for a snapshot made by hand (tests,
-// tools). Each operation's trace counts as held.
+// SetOperations makes ops what the snapshot lists, as values, and LastAttempts theirs: for a
+// snapshot made by hand (tests, tools). Each operation's trace counts as held.
 func (s *Snapshot) SetOperations(ops []*analyzer.Operation) {
 	s.held, s.HeldOperations = nil, len(ops)
+	last := map[string]*LastAttempt{}
+	addLastAttempts(last, appendLastAttempts(nil, ops))
+	s.LastAttempts = copyLastAttempts(last)
 	for i := 0; i < len(ops); {
 		j := i + 1
 		for j < len(ops) && ops[j].TraceID == ops[i].TraceID {
