@@ -281,6 +281,18 @@ func TestConcurrentConsumeSettleSnapshot(t *testing.T) {
 	}
 }
 
+// feedFailedCall gives a trace n of two spans at time at: a SERVER span and its CLIENT call, which
+// a 503 failed.
+func feedFailedCall(t *testing.T, a *engine.Analyzer, n byte, at int64) {
+	t.Helper()
+	if err := a.ConsumeBatch(context.Background(), &spans.Batch{Spans: []spans.Span{
+		sp(n, 1, 0, spans.KindServer, "api", at, at+50),
+		sp(n, 2, 1, spans.KindClient, "api", at+1, at+9, get("http://dep:80/x", 503)...),
+	}}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // The windowed detectors run when the operations held changed since their last run, not on every
 // tick: their window is measured from the latest operation, so an idle analyzer would find the same
 // again, and re-reading a million held operations every ten seconds is what idling would cost.
@@ -290,14 +302,7 @@ func TestWindowRunsOnlyWhenOperationsChanged(t *testing.T) {
 		Run: func(p *analyzer.Pass) error { runs++; return nil }}
 	a := engine.New(engine.Config{Detectors: []*analyzer.Detector{counter}, Settle: time.Second,
 		WindowInterval: 10 * time.Second})
-	trace := func(n byte, at int64) {
-		if err := a.ConsumeBatch(context.Background(), &spans.Batch{Spans: []spans.Span{
-			sp(n, 1, 0, spans.KindServer, "api", at, at+50),
-			sp(n, 2, 1, spans.KindClient, "api", at+1, at+9, get("http://dep:80/x", 503)...),
-		}}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	trace := func(n byte, at int64) { feedFailedCall(t, a, n, at) }
 	now := time.Unix(0, t0)
 	tick := func(d time.Duration) { now = now.Add(d); a.Settle(now) }
 	trace(1, 0)
@@ -328,14 +333,7 @@ func TestWindowRunsPacedByTheirLength(t *testing.T) {
 			Run: func(p *analyzer.Pass) error { runs++; time.Sleep(20 * time.Millisecond); return nil }}
 		a := engine.New(engine.Config{Detectors: []*analyzer.Detector{slow}, Settle: time.Second,
 			WindowInterval: time.Second, WindowShare: share})
-		trace := func(n byte, at int64) {
-			if err := a.ConsumeBatch(context.Background(), &spans.Batch{Spans: []spans.Span{
-				sp(n, 1, 0, spans.KindServer, "api", at, at+50),
-				sp(n, 2, 1, spans.KindClient, "api", at+1, at+9, get("http://dep:80/x", 503)...),
-			}}); err != nil {
-				t.Fatal(err)
-			}
-		}
+		trace := func(n byte, at int64) { feedFailedCall(t, a, n, at) }
 		now := time.Unix(0, t0)
 		tick := func(d time.Duration) { now = now.Add(d); a.Settle(now) }
 		trace(1, 0)

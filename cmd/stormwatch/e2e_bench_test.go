@@ -113,30 +113,13 @@ func TestReceiveOnlyTakesEveryRequestAndStops(t *testing.T) {
 	go func() {
 		done <- receiveOnly(ctx, []string{"--grpc", grpcAddr, "--http", httpAddr, "--status-interval", "0"})
 	}()
-	for _, addr := range []string{grpcAddr, httpAddr} {
-		for deadline := time.Now().Add(20 * time.Second); ; {
-			c, err := net.DialTimeout("tcp", addr, time.Second)
-			if err == nil {
-				c.Close()
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("not listening on %s: %v", addr, err)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+	if err := waitListening(grpcAddr, httpAddr); err != nil {
+		t.Fatal(err)
 	}
 	raws, _ := benchRequests(4, 0)
 	var sent int64
 	for _, p := range []replay.Protocol{replay.GRPC, replay.HTTPProtobuf} {
-		reqs := make([]*replay.Request, len(raws))
-		for i, raw := range raws {
-			r, err := replay.Encode(p, raw, 100)
-			if err != nil {
-				t.Fatal(err)
-			}
-			reqs[i] = r
-		}
+		reqs := encodeRequests(t, p, raws)
 		to := grpcAddr
 		if p != replay.GRPC {
 			to = "http://" + httpAddr
@@ -243,6 +226,39 @@ func freePort(b testing.TB) string {
 	}
 	defer l.Close()
 	return l.Addr().String()
+}
+
+// waitListening waits up to 20 s for every address to accept a connection: a collector started a
+// moment ago is ready once both its ports do.
+func waitListening(addrs ...string) error {
+	for _, addr := range addrs {
+		for deadline := time.Now().Add(20 * time.Second); ; {
+			c, err := net.DialTimeout("tcp", addr, time.Second)
+			if err == nil {
+				c.Close()
+				break
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("nothing listens on %s: %w", addr, err)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	return nil
+}
+
+// encodeRequests encodes benchRequests' requests for protocol p, 100 spans each, as the blaster
+// sends them.
+func encodeRequests(tb testing.TB, p replay.Protocol, raws [][]byte) []*replay.Request {
+	reqs := make([]*replay.Request, len(raws))
+	for i, raw := range raws {
+		r, err := replay.Encode(p, raw, 100)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		reqs[i] = r
+	}
+	return reqs
 }
 
 // procCPU is the process's user+system CPU time from /proc/PID/stat (fields 14 and 15, in clock
@@ -401,14 +417,7 @@ func BenchmarkCollectorEndToEnd(b *testing.B) {
 					"(x-fixed-otelcol). For the same-run A/B with the OpenTelemetry Collector: tools/ingest-vs-otelcol.sh, or " +
 					"(cd otelcol && go build -o /tmp/otelcol-sw ./cmd/otelcol-stormwatch), then set STORMWATCH_E2E_OTELCOL=/tmp/otelcol-sw")
 			}
-			reqs := make([]*replay.Request, len(raws))
-			for i, raw := range raws {
-				r, err := replay.Encode(p, raw, 100)
-				if err != nil {
-					b.Fatal(err)
-				}
-				reqs[i] = r
-			}
+			reqs := encodeRequests(b, p, raws)
 			got := map[string]*armSums{}
 			for range b.N {
 				for _, arm := range order {
@@ -538,15 +547,7 @@ type prefiller struct {
 func (f *prefiller) chunk(b *testing.B, round int) []*replay.Request {
 	for len(f.chunks) <= round {
 		raws, _ := benchRequests(prefillChunk, prefillSpans+uint64(len(f.chunks))*prefillRound)
-		reqs := make([]*replay.Request, len(raws))
-		for i, raw := range raws {
-			r, err := replay.Encode(replay.GRPC, raw, 100)
-			if err != nil {
-				b.Fatal(err)
-			}
-			reqs[i] = r
-		}
-		f.chunks = append(f.chunks, reqs)
+		f.chunks = append(f.chunks, encodeRequests(b, replay.GRPC, raws))
 	}
 	return f.chunks[round]
 }
@@ -710,20 +711,8 @@ func blastOnce(b *testing.B, arm string, p replay.Protocol, reqs []*replay.Reque
 		b.Fatal(err)
 	}
 	defer cmd.Process.Kill()
-	// Ready when both ports accept connections.
-	for _, addr := range []string{grpcAddr, httpAddr} {
-		deadline := time.Now().Add(20 * time.Second)
-		for {
-			c, err := net.DialTimeout("tcp", addr, time.Second)
-			if err == nil {
-				c.Close()
-				break
-			}
-			if time.Now().After(deadline) {
-				b.Fatalf("collector did not listen on %s: %v\n%s", addr, err, stderr.String())
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+	if err := waitListening(grpcAddr, httpAddr); err != nil {
+		b.Fatalf("%v\n%s", err, stderr.String())
 	}
 	var res armResult
 	var filled int64
