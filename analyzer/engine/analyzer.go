@@ -41,7 +41,12 @@ type Analyzer struct {
 	// (a Settle tick) packs only a few traces, and a buffer grown afresh for each pass cost more
 	// in its regrowth than the packing of a deep trace did. See maxPackBuf.
 	packBuf []byte
-	mu      sync.Mutex
+	// passJobs and passAttempts are a pass's chunk of jobs and their last attempts, kept from
+	// pass to pass for the same reason (guarded by passMu, cleared between chunks: they keep no
+	// trace alive).
+	passJobs     []job
+	passAttempts []depLastAttempt
+	mu           sync.Mutex
 	traces  map[spans.TraceID]*traceState
 	// held: every trace, least recently updated first (eviction order). pending: traces with
 	// spans not analyzed yet, least recently updated first (settle order).
@@ -450,6 +455,11 @@ func (a *Analyzer) Flush() {
 	a.runWindow()
 }
 
+// maxPassAttempts bounds the last-attempts buffer a pass leaves for the next (entries of a
+// dependency name and three numbers): a chunk of 64 traces of a few dependencies each keeps
+// its buffer, one of traces calling thousands does not leave it behind.
+const maxPassAttempts = 4096
+
 // maxPackBuf bounds the packing scratch an Analyzer keeps between passes: deep traces of a few
 // hundred spans pack into tens of kilobytes; a trace of a million spans does not leave its
 // hundreds of megabytes behind.
@@ -460,14 +470,20 @@ const maxPackBuf = 1 << 20
 // Spans that arrive for a trace while it is analyzed put it back in pending, so it is analyzed
 // again (with them) once quiet; the pass itself stops at the first trace not due, so it ends.
 func (a *Analyzer) pass(due func(*traceState) bool) {
-	var jobs []job                // reused chunk to chunk: a job is a value, not an allocation per trace
-	var attempts []depLastAttempt // the jobs' last attempts, reused chunk to chunk likewise
+	jobs := a.passJobs         // reused chunk to chunk: a job is a value, not an allocation per trace
+	attempts := a.passAttempts // the jobs' last attempts, reused chunk to chunk likewise
 	scratch := a.packBuf
 	defer func() {
 		if cap(scratch) <= maxPackBuf {
 			a.packBuf = scratch[:0]
 		} else {
 			a.packBuf = nil // a huge trace's buffer is not held for the ones after it
+		}
+		a.passJobs = jobs[:0] // cleared below before the last return
+		if cap(attempts) <= maxPassAttempts {
+			a.passAttempts = attempts[:0]
+		} else {
+			a.passAttempts = nil // a chunk of traces calling thousands of dependencies
 		}
 	}()
 	for {
