@@ -261,22 +261,24 @@ func encodeRequests(tb testing.TB, p replay.Protocol, raws [][]byte) []*replay.R
 	return reqs
 }
 
-// procCPU is the process's user+system CPU time from /proc/PID/stat (fields 14 and 15, in clock
-// ticks of 1/100 s - USER_HZ, 100 on every Linux this runs on).
-func procCPU(pid int) (time.Duration, error) {
+// procStat is the process's user+system CPU time and its minor page faults so far, from
+// /proc/PID/stat (fields 14 and 15, in clock ticks of 1/100 s - USER_HZ, 100 on every Linux this
+// runs on - and field 10).
+func procStat(pid int) (time.Duration, int64, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	// The command name (field 2) may hold spaces; count fields after its closing parenthesis.
 	rest := b[bytes.LastIndexByte(b, ')')+2:]
 	f := strings.Fields(string(rest))
+	minflt, err0 := strconv.ParseInt(f[7], 10, 64)
 	utime, err1 := strconv.ParseInt(f[11], 10, 64)
 	stime, err2 := strconv.ParseInt(f[12], 10, 64)
-	if err1 != nil || err2 != nil {
-		return 0, fmt.Errorf("parse /proc/%d/stat", pid)
+	if err0 != nil || err1 != nil || err2 != nil {
+		return 0, 0, fmt.Errorf("parse /proc/%d/stat", pid)
 	}
-	return time.Duration(utime+stime) * 10 * time.Millisecond, nil
+	return time.Duration(utime+stime) * 10 * time.Millisecond, minflt, nil
 }
 
 // procPeakRSS is the process's peak resident set size (VmHWM in /proc/PID/status), in bytes.
@@ -435,6 +437,7 @@ func BenchmarkCollectorEndToEnd(b *testing.B) {
 				b.ReportMetric(s.spans/s.cpu, arm+"-spans/CPU-s")
 				b.ReportMetric(s.spans/s.cpuExit, arm+"-spans/CPU-s-exit")
 				b.ReportMetric(float64(s.peak)/(1<<20), arm+"-peak-RSS-MiB")
+				b.ReportMetric(float64(s.faults)/s.spans*1000, arm+"-faults/kspan")
 				if arm == "stormwatch" || arm == "stormwatch-full" {
 					b.ReportMetric(s.wait.Seconds()/float64(s.runs), arm+"-analyzed-after-s")
 				}
@@ -501,7 +504,10 @@ type armResult struct {
 	cpu, cpuExit time.Duration
 	// wait is the time from the blast's end until every accepted span was analyzed (stormwatch).
 	wait time.Duration
-	rss  int64
+	// faults are the minor page faults over the cpu window: on a VM each costs several
+	// microseconds, and a heap that grows into fresh memory takes one per 4 KiB page.
+	faults int64
+	rss    int64
 	// held is the spans the collector held when the measured blast started: the prefill.
 	held int64
 }
@@ -511,6 +517,7 @@ type armSums struct {
 	spans, cpu, cpuExit float64
 	elapsed, wait       time.Duration
 	peak, refused, held int64
+	faults              int64
 	runs                int
 }
 
@@ -523,6 +530,7 @@ func (s *armSums) add(r armResult) {
 	s.peak = max(s.peak, r.rss)
 	s.refused += r.st.Refused
 	s.held += r.held
+	s.faults += r.faults
 	s.runs++
 }
 
@@ -724,7 +732,7 @@ func blastOnce(b *testing.B, arm string, p replay.Protocol, reqs []*replay.Reque
 	if p != replay.GRPC {
 		to = "http://" + httpAddr
 	}
-	cpu0, err := procCPU(cmd.Process.Pid)
+	cpu0, faults0, err := procStat(cmd.Process.Pid)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -743,11 +751,11 @@ func blastOnce(b *testing.B, arm string, p replay.Protocol, reqs []*replay.Reque
 			b.Fatalf("collector received %.0f spans, the blaster counted %d", got, res.st.Spans)
 		}
 	}
-	cpu, err := procCPU(cmd.Process.Pid)
+	cpu, faults, err := procStat(cmd.Process.Pid)
 	if err != nil {
 		b.Fatal(err)
 	}
-	res.cpu = cpu - cpu0
+	res.cpu, res.faults = cpu-cpu0, faults-faults0
 	// Peak RSS is the kernel's high-water mark of the collector's own address space, read before
 	// it stops: getrusage's ru_maxrss after exit would do, but Linux carries into it the RSS of the
 	// address space the child had before exec - this benchmark's, payload included.
