@@ -489,6 +489,28 @@ func TestBreakerColumn(t *testing.T) {
 	checkBreakerColumn(t, &bare)
 }
 
+// An open breaker refuses before any call goes out: a client that records only the operation
+// (breaker-counts-attempts-reference, recorded from the reference client) leaves refused attempts
+// and no refused call. The column must still say the breaker is open.
+func TestBreakerColumnWithoutRefusedCalls(t *testing.T) {
+	snap := fixtureSnapshot(t, "breaker-counts-attempts-reference")
+	for _, d := range snap.Report.Dependencies {
+		if d.Outcomes["refused"] > 0 {
+			t.Fatalf("the fixture has refused calls to %s: it no longer shows the case", d.Dependency)
+		}
+	}
+	v := drive(t, New(testOptions(fixedSource(snap))), size(testW, testH)).View()
+	row := "" // the table's row: the last line naming the dependency (the banner above names it too)
+	for _, l := range strings.Split(v, "\n") {
+		if strings.Contains(l, "http://inventory:8080") {
+			row = l
+		}
+	}
+	if !strings.Contains(row, " open ") || strings.Contains(row, "was open") {
+		t.Errorf("inventory's breaker is open (its latest attempt was refused): %q\n%s", row, v)
+	}
+}
+
 // checkBreakerColumn: pricing's breaker is open, reviews' was open.
 func checkBreakerColumn(t *testing.T, snap *engine.Snapshot) {
 	t.Helper()

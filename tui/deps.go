@@ -81,12 +81,8 @@ func (m *depsModel) SetSnapshot(s *engine.Snapshot) {
 	// The breaker state is not in the report; the latest attempt to each dependency says whether
 	// calls are being refused right now (refused = a breaker or budget said no). The analyzer
 	// keeps it per dependency (Snapshot.LastAttempts): nothing of the operations is read back.
-	refusing := false
-	for i := range deps {
-		if deps[i].Outcomes["refused"] > 0 {
-			refusing = true
-		}
-	}
+	// A refusal counts whether or not a call went out: an open breaker refuses before the call,
+	// so a client that records only the operation leaves no refused call in the outcomes.
 	m.all = m.all[:0]
 	m.anyBreaker = false
 	for i := range deps {
@@ -96,8 +92,7 @@ func (m *depsModel) SetSnapshot(s *engine.Snapshot) {
 			r.label += " (" + names + ")"
 		}
 		r.errShare, r.errText = errorShare(d.Outcomes)
-		// Only refused calls make a breaker state to show.
-		if l := s.LastAttempts[d.Dependency]; refusing && l.Refused {
+		if l := s.LastAttempts[d.Dependency]; l.Refused {
 			r.breaker = "was open"
 			if l.RefusedStartUnixNano >= l.StartUnixNano {
 				r.breaker = "open"
