@@ -47,7 +47,7 @@ type Analyzer struct {
 	passJobs     []job
 	passAttempts []depLastAttempt
 	mu           sync.Mutex
-	traces  map[spans.TraceID]*traceState
+	traces       map[spans.TraceID]*traceState
 	// held: every trace, least recently updated first (eviction order). pending: traces with
 	// spans not analyzed yet, least recently updated first (settle order).
 	held, pending list
