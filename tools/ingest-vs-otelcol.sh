@@ -27,6 +27,8 @@
 #   REQUESTS   distinct requests the blaster cycles through [the benchmark's 8192]
 #   OTELCOL    an otelcol-stormwatch binary already built (skips building it)
 #   RECEIVE    1 adds the stormwatch-receive arm [unset]
+#   WARM       1 sends stormwatch-full PREFILL more spans after its prefill, so that its heap has
+#              grown to the garbage collector's goal before the measured blast [unset]
 #   OUT        where the binaries and the raw output go [a new temporary directory, kept]
 # Linux only (the benchmark reads /proc). Needs go, and the Collector's modules in the module cache
 # or reachable. Takes about COUNT * 3 * (6 blasts + 2 prefills and their analysis) plus the builds:
@@ -52,13 +54,14 @@ go test -c -o "$OUT/stormwatch.test" ./cmd/stormwatch
 raw=$OUT/bench.txt
 {
 	echo "# $(date -u '+%Y-%m-%d %H:%M:%S UTC') commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD 2>/dev/null || echo '+changes')"
-	echo "# PREFILL=$PREFILL BLAST_SECONDS=$BLAST_SECONDS COUNT=$COUNT PROTOCOLS=$PROTOCOLS REQUESTS=${REQUESTS:-default} RECEIVE=${RECEIVE:-}"
+	echo "# PREFILL=$PREFILL BLAST_SECONDS=$BLAST_SECONDS COUNT=$COUNT PROTOCOLS=$PROTOCOLS REQUESTS=${REQUESTS:-default} RECEIVE=${RECEIVE:-} WARM=${WARM:-}"
 	echo "# before: $(uptime)"
 } | tee "$raw"
 if ! (
 	cd cmd/stormwatch
 	env STORMWATCH_E2E_OTELCOL="$OTELCOL" STORMWATCH_E2E_PREFILL="$PREFILL" STORMWATCH_E2E_SECONDS="$BLAST_SECONDS" \
 		${REQUESTS:+STORMWATCH_E2E_REQUESTS="$REQUESTS"} ${RECEIVE:+STORMWATCH_E2E_RECEIVE="$RECEIVE"} \
+		${WARM:+STORMWATCH_E2E_WARM="$WARM"} \
 		"$OUT/stormwatch.test" -test.run '^$' -test.bench "^BenchmarkCollectorEndToEnd\$/^protocol=($PROTOCOLS)\$" \
 		-test.benchtime 1x -test.count "$COUNT" -test.timeout 4h
 ) 2>&1 | tee -a "$raw"; then

@@ -332,7 +332,11 @@ var stoppedLine = regexp.MustCompile(`stopped: (\d+) spans accepted`)
 //   - stormwatch-full, when STORMWATCH_E2E_PREFILL=N: the same, first filled with N spans of other
 //     traces (see prefiller) and measured only once every one of them is analyzed; both stormwatch
 //     arms then run with --max-spans N, so this one starts at its bound and the measured blast
-//     evicts the oldest traces as it goes, as a long-running collector does;
+//     evicts the oldest traces as it goes, as a long-running collector does.
+//     With STORMWATCH_E2E_WARM=1 it is then sent N more spans of other traces before the measured
+//     blast, so that the store has turned over once and the heap has grown to the garbage
+//     collector's goal: without it, the measured blast pays that growth, a page fault for every
+//     fresh page, which a collector that has run for a while has paid once and for all;
 //   - otelcol, when STORMWATCH_E2E_OTELCOL names a binary: the OpenTelemetry Collector;
 //   - stormwatch-receive, when STORMWATCH_E2E_RECEIVE=1: stormwatch's collector with the same flags,
 //     receiving, decoding and queueing every request, its batches dropped instead of analyzed (see
@@ -401,7 +405,7 @@ func BenchmarkCollectorEndToEnd(b *testing.B) {
 		if err != nil || v <= 0 {
 			b.Fatalf("STORMWATCH_E2E_PREFILL=%q: want a positive number of spans", s)
 		}
-		fill = &prefiller{n: v}
+		fill = &prefiller{n: v, warm: os.Getenv("STORMWATCH_E2E_WARM") != ""}
 	}
 	raws, bytesPerSpan := benchRequests(nreq, 0)
 	// STORMWATCH_E2E_OTELCOL=BINARY adds the OpenTelemetry Collector (an otelcol binary with the otlp
@@ -549,6 +553,8 @@ const prefillChunk = 1000
 // whatever the protocol measured - what the store holds does not depend on it.
 type prefiller struct {
 	n int
+	// warm (STORMWATCH_E2E_WARM=1) sends n more spans after the first n (see blastOnce).
+	warm bool
 	// chunks are the requests of each round, made once: a round after the first is needed only
 	// when the collector refused requests as overloaded (the blaster does not retry them), and
 	// its traces must not be those of the rounds before it.
@@ -563,16 +569,18 @@ func (f *prefiller) chunk(b *testing.B, round int) []*replay.Request {
 	return f.chunks[round]
 }
 
-// fill sends the collector at grpcAddr f.n spans (to within a request's 100) and returns how many
-// it accepted.
-func (f *prefiller) fill(b *testing.B, grpcAddr string) int64 {
+// fill sends the collector at grpcAddr n spans (to within a request's 100) in the prefill's
+// rounds from round from on, and returns how many it accepted and the round after the last it
+// used: a later fill from there sends traces of its own.
+func (f *prefiller) fill(b *testing.B, grpcAddr string, n int64, from int) (int64, int) {
 	var accepted int64
-	for round := 0; accepted < int64(f.n); round++ {
-		if round == 100 {
-			b.Fatalf("prefill: the collector accepted %d of %d spans in %d rounds", accepted, f.n, round)
+	round := from
+	for ; accepted < n; round++ {
+		if round-from == 100 {
+			b.Fatalf("prefill: the collector accepted %d of %d spans in %d rounds", accepted, n, round-from)
 		}
 		reqs := f.chunk(b, round)
-		rest := int64(f.n) - accepted
+		rest := n - accepted
 		opt := replay.SendOptions{Target: replay.Target{Endpoint: grpcAddr, Protocol: replay.GRPC}, Connections: 4, Passes: 1}
 		if per := int64(len(reqs)) * 100; rest >= per {
 			opt.Passes = int(rest / per)
@@ -585,7 +593,7 @@ func (f *prefiller) fill(b *testing.B, grpcAddr string) int64 {
 		}
 		accepted += st.Spans
 	}
-	return accepted
+	return accepted, round
 }
 
 // e2eScrape is what the benchmark reads of stormwatch's /metrics.
@@ -728,7 +736,15 @@ func blastOnce(b *testing.B, arm string, p replay.Protocol, reqs []*replay.Reque
 	var res armResult
 	var filled int64
 	if arm == "stormwatch-full" {
-		filled = fill.fill(b, grpcAddr)
+		var next int
+		filled, next = fill.fill(b, grpcAddr, int64(fill.n), 0)
+		if fill.warm {
+			// As many spans again, of other traces: the store turns over once and the heap
+			// grows to the garbage collector's goal, as a collector that has run for a while has.
+			waitAnalyzed(b, httpAddr, 10*time.Minute, &stderr)
+			more, _ := fill.fill(b, grpcAddr, int64(fill.n), next)
+			filled += more
+		}
 		res.held = int64(waitAnalyzed(b, httpAddr, 10*time.Minute, &stderr).held)
 	}
 	to := grpcAddr
