@@ -102,7 +102,7 @@ type Analyzer struct {
 	windowFindings []analyzer.Finding
 	lastWindow     int64
 	// windowGap is the least time from one windowed run to the next that the last run's length
-	// (windowRun) allows (Config.WindowShare); WindowInterval when it is longer.
+	// (windowRun) allows (Config.WindowShare); Settle waits the longer of it and WindowInterval.
 	windowGap int64
 	windowRun time.Duration
 	// chunkFindings are the windowed detectors' findings over the chunks an offline window was
