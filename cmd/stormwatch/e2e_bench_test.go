@@ -405,7 +405,7 @@ func BenchmarkCollectorEndToEnd(b *testing.B) {
 		if err != nil || v <= 0 {
 			b.Fatalf("STORMWATCH_E2E_PREFILL=%q: want a positive number of spans", s)
 		}
-		fill = &prefiller{n: v, warm: os.Getenv("STORMWATCH_E2E_WARM") != ""}
+		fill = &prefiller{n: v, warm: envSwitch(b, "STORMWATCH_E2E_WARM")}
 	}
 	raws, bytesPerSpan := benchRequests(nreq, 0)
 	// STORMWATCH_E2E_OTELCOL=BINARY adds the OpenTelemetry Collector (an otelcol binary with the otlp
@@ -413,7 +413,7 @@ func BenchmarkCollectorEndToEnd(b *testing.B) {
 	// same payload: an interleaved A/B on the same machine at the same time, which the fixed figures
 	// (a quiet machine) cannot give on a busy one.
 	withOtelcol := os.Getenv("STORMWATCH_E2E_OTELCOL") != ""
-	withReceive := os.Getenv("STORMWATCH_E2E_RECEIVE") != ""
+	withReceive := envSwitch(b, "STORMWATCH_E2E_RECEIVE")
 	order := e2eOrder(fill != nil, withOtelcol, withReceive)
 	told := false
 	for _, p := range []replay.Protocol{replay.GRPC, replay.HTTPProtobuf, replay.HTTPJSON} {
@@ -477,6 +477,44 @@ func BenchmarkCollectorEndToEnd(b *testing.B) {
 			}
 			b.ReportMetric(bytesPerSpan, "B/span-wire")
 		})
+	}
+}
+
+// envSwitch reads an on/off environment variable of the benchmark (see switchValue) and fails the
+// benchmark on a value that is neither.
+func envSwitch(b *testing.B, name string) bool {
+	on, err := switchValue(os.Getenv(name))
+	if err != nil {
+		b.Fatalf("%s: %v", name, err)
+	}
+	return on
+}
+
+// switchValue reads an on/off setting: empty is off, otherwise a boolean as strconv.ParseBool
+// reads it (1, true, 0, false...), so that WARM=0 is off rather than on for being set.
+func switchValue(v string) (bool, error) {
+	if v == "" {
+		return false, nil
+	}
+	on, err := strconv.ParseBool(v)
+	if err != nil {
+		return false, fmt.Errorf("%q: want 1 or 0 (true or false)", v)
+	}
+	return on, nil
+}
+
+// The benchmark's switches (RECEIVE, WARM in the script) read 0 as off: a switch read as "set or
+// not" would turn WARM=0 on.
+func TestSwitchValue(t *testing.T) {
+	for v, want := range map[string]bool{"": false, "0": false, "false": false, "1": true, "true": true} {
+		if got, err := switchValue(v); err != nil || got != want {
+			t.Errorf("switchValue(%q) = %v, %v; want %v", v, got, err, want)
+		}
+	}
+	for _, v := range []string{"yes", "2", "on "} {
+		if _, err := switchValue(v); err == nil || !strings.Contains(err.Error(), "want 1 or 0") {
+			t.Errorf("switchValue(%q): error %v, want one saying what it takes", v, err)
+		}
 	}
 }
 
@@ -656,38 +694,32 @@ func scrapeMetrics(c *http.Client, url string) (e2eScrape, error) {
 // returns the scrape that said so. Each scrape costs the collector a little CPU, counted with the
 // rest.
 func waitAnalyzed(b *testing.B, httpAddr string, timeout time.Duration, stderr *bytes.Buffer) e2eScrape {
+	return waitMetrics(b, httpAddr, timeout, stderr, "every accepted span analyzed", e2eScrape.allAnalyzed)
+}
+
+// waitDrained polls the stormwatch-receive arm's /metrics on httpAddr until its ingest queue is
+// empty, and returns the scrape that said so.
+func waitDrained(b *testing.B, httpAddr string, stderr *bytes.Buffer) e2eScrape {
+	return waitMetrics(b, httpAddr, time.Minute, stderr, "the ingest queue drained",
+		func(s e2eScrape) bool { return s.received > 0 && s.queued == 0 })
+}
+
+// waitMetrics scrapes /metrics on httpAddr every 200 ms until done says so, and fails the
+// benchmark, saying what it waited for, after timeout.
+func waitMetrics(b *testing.B, httpAddr string, timeout time.Duration, stderr *bytes.Buffer, what string, done func(e2eScrape) bool) e2eScrape {
 	c := &http.Client{Transport: &http.Transport{Proxy: nil}, Timeout: 10 * time.Second}
 	defer c.CloseIdleConnections()
 	url := "http://" + httpAddr + "/metrics"
 	deadline := time.Now().Add(timeout)
 	for {
 		s, err := scrapeMetrics(c, url)
-		if err == nil && s.allAnalyzed() {
+		if err == nil && done(s) {
 			return s
 		}
 		if time.Now().After(deadline) {
-			b.Fatalf("not every accepted span analyzed after %s: %+v (%v)\n%s", timeout, s, err, stderr.String())
+			b.Fatalf("not %s after %s: %+v (%v)\n%s", what, timeout, s, err, stderr.String())
 		}
 		time.Sleep(200 * time.Millisecond)
-	}
-}
-
-// waitDrained polls the stormwatch-receive arm's /metrics on httpAddr until its ingest queue is
-// empty, and returns the scrape that said so.
-func waitDrained(b *testing.B, httpAddr string, stderr *bytes.Buffer) e2eScrape {
-	c := &http.Client{Transport: &http.Transport{Proxy: nil}, Timeout: 10 * time.Second}
-	defer c.CloseIdleConnections()
-	url := "http://" + httpAddr + "/metrics"
-	deadline := time.Now().Add(time.Minute)
-	for {
-		s, err := scrapeMetrics(c, url)
-		if err == nil && s.received > 0 && s.queued == 0 {
-			return s
-		}
-		if time.Now().After(deadline) {
-			b.Fatalf("the ingest queue did not drain in a minute: %+v (%v)\n%s", s, err, stderr.String())
-		}
-		time.Sleep(50 * time.Millisecond)
 	}
 }
 
