@@ -150,13 +150,24 @@ func runDashboard(ctx context.Context, io streams, opt tui.Options) error {
 	// tui.Filter: Bubble Tea's renderer copies a frame equal to the last one drawn on every tick
 	// until a different one comes, so the model is never handed a snapshot that leaves the frame
 	// as it is.
-	p := tea.NewProgram(tui.New(opt), tea.WithContext(ctx), tea.WithInput(io.in), tea.WithOutput(out),
+	//
+	// ctx ends the program by quitting it, not through tea.WithContext: a program killed that way
+	// closes its input reader without waiting for the goroutine reading it, which the race
+	// detector caught; quitting waits for that goroutine (it stops at once: the read is
+	// cancelled) and restores the terminal as a key's quit does.
+	p := tea.NewProgram(tui.New(opt), tea.WithInput(io.in), tea.WithOutput(out),
 		tea.WithAltScreen(), tea.WithMouseCellMotion(), tea.WithoutSignalHandler(), tea.WithFPS(dashboardFPS),
 		tea.WithFilter(tui.Filter))
+	ended := make(chan struct{})
+	defer close(ended)
+	go func() {
+		select {
+		case <-ctx.Done():
+			p.Quit() // returns at once once the program has ended
+		case <-ended:
+		}
+	}()
 	_, err := p.Run()
-	if err != nil && errors.Is(err, tea.ErrProgramKilled) && ctx.Err() != nil {
-		return nil // stopped by a signal: a normal exit
-	}
 	if err != nil {
 		return fmt.Errorf("dashboard: %w", err)
 	}

@@ -240,7 +240,10 @@ func TestDashboardStopsWithoutWaitingForItsNextSnapshot(t *testing.T) {
 	var pulls atomic.Int32
 	opt.Source = tui.SourceFunc(func(now time.Time) *engine.Snapshot {
 		if pulls.Add(1) > 1 {
+			// Released when the test ends, into a program that has stopped: it must not
+			// close shown again (a panic the program would recover from while it is gone).
 			<-never
+			return s.Snapshot(now)
 		}
 		defer close(shown)
 		return s.Snapshot(now)
