@@ -5,5 +5,7 @@
 // URL) for the memory and packing benchmarks; and a shop's traffic as the OpenTelemetry
 // Collector's file exporter records it (RealisticTraffic: OTLP/JSON lines of SDK exports, semconv
 // attributes, reference-client retries), what `stormwatch analyze` and the live analyzer are
-// measured on.
+// measured on; and the end-to-end ingest benchmark's requests themselves (CollectorRequests: OTLP
+// protobuf, 100 HTTP client attempt spans each), for measuring the live analyzer in process on
+// what `collect` is measured on.
 package analyzertest

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"sync"
 	"testing"
 	"time"
 
@@ -210,4 +211,87 @@ func benchAnalyzeRealisticLive(b *testing.B, pool []*spans.Batch, maxSpans int) 
 		b.Fatalf("analyzed %d spans, want %d", r.Input.Spans, fed)
 	}
 	m.reportSpans(b, float64(fed-before))
+}
+
+// BenchmarkAnalyzeCollectorPayload is `collect`'s work on BenchmarkCollectorEndToEnd's own
+// requests (analyzertest.CollectorRequests) less the transport: each op decodes one request of
+// 100 spans from its protobuf bytes into a reused batch, as the collector does, and the live
+// analyzer configured as `collect` configures it consumes it. As the end-to-end blaster does, the
+// requests cycle through 8,192 distinct ones, each pass with trace ids of its own (the blaster
+// patches them into its pre-encoded requests; here they are changed once decoded). The clock
+// moves 1/3000 s a request (about the rate collect takes them at on 2 cores) and a settle tick
+// comes every 60 requests (20 ms); the windowed re-runs never come due (see
+// BenchmarkAnalyzeDeep).
+//
+// The store is at collect's default bound (--max-spans 1000000) before the timer starts, filled
+// with other traces and then turned over once, as the end-to-end benchmark's WARM=1 leaves it:
+// held at its bound, its heap grown to the garbage collector's goal. That setup (2M spans) is
+// made once per process and shared by the runs of this benchmark.
+func BenchmarkAnalyzeCollectorPayload(b *testing.B) {
+	st := collectorPayloadState(b)
+	m := startSpanMeter(b)
+	for range b.N {
+		st.feed(b)
+	}
+	m.stop(b)
+	m.report(b, 100)
+}
+
+type collectorPayload struct {
+	a     *engine.Analyzer
+	reqs  [][]byte
+	batch spans.Batch
+	next  int
+	pass  uint64 // of reqs, from 1 (see consume)
+	fed   int
+	now   time.Time
+}
+
+var collectorPayloadOnce struct {
+	sync.Once
+	st *collectorPayload
+}
+
+func collectorPayloadState(b *testing.B) *collectorPayload {
+	collectorPayloadOnce.Do(func() {
+		const bound, distinct = 1_000_000, 8192
+		t0 := uint64(time.Unix(1_800_000_000, 0).UnixNano())
+		reqs, _ := analyzertest.CollectorRequests(distinct, 0, t0)
+		st := &collectorPayload{a: newBenchLiveAnalyzer(2*time.Second, bound), reqs: reqs, now: time.Unix(1_800_000_000, 0)}
+		for round := range 2 {
+			fill, _ := analyzertest.CollectorRequests(bound/100, 1<<44+uint64(round)<<36, t0)
+			for _, r := range fill {
+				st.consume(b, r, 0)
+			}
+		}
+		collectorPayloadOnce.st = st
+	})
+	return collectorPayloadOnce.st
+}
+
+func (st *collectorPayload) feed(b *testing.B) {
+	if st.next == 0 {
+		st.pass++
+	}
+	st.consume(b, st.reqs[st.next], st.pass)
+	st.next = (st.next + 1) % len(st.reqs)
+}
+
+// consume decodes req, gives its traces the ids of pass (their first eight bytes xor'ed with it;
+// 0 leaves them as they are), and feeds it.
+func (st *collectorPayload) consume(b *testing.B, req []byte, pass uint64) {
+	if err := spans.DecodeProtoInto(&st.batch, req, spans.DecodeOptions{}); err != nil {
+		b.Fatal(err)
+	}
+	for i := range st.batch.Spans {
+		id := st.batch.Spans[i].TraceID[:8]
+		binary.BigEndian.PutUint64(id, binary.BigEndian.Uint64(id)^pass<<32)
+	}
+	if err := st.a.ConsumeBatch(context.Background(), &st.batch); err != nil {
+		b.Fatal(err)
+	}
+	st.now = st.now.Add(time.Second / 3000)
+	if st.fed++; st.fed%60 == 0 {
+		st.a.Settle(st.now)
+	}
 }
