@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"fmt"
 	"io"
 	"log/slog"
@@ -18,17 +17,14 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/spf13/pflag"
-	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
-	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
-	resourcepb "go.opentelemetry.io/proto/otlp/resource/v1"
-	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
-	"google.golang.org/protobuf/proto"
 
+	"github.com/stormwatch/stormwatch/analyzer/analyzertest"
 	swmetrics "github.com/stormwatch/stormwatch/analyzer/metrics"
 	"github.com/stormwatch/stormwatch/spans"
 	"github.com/stormwatch/stormwatch/tracefile/replay"
@@ -58,17 +54,13 @@ func TestCollectorHelperProcess(t *testing.T) {
 	defer stop()
 	argv := strings.Split(args, "\x1f")
 	receive := os.Getenv("STORMWATCH_E2E_RECEIVE_ONLY") != ""
-	// STORMWATCH_E2E_CPUPROFILE=FILE profiles the collector process (go tool pprof FILE): what
-	// docs/performance.md quotes when a goal is out of reach.
+	// STORMWATCH_E2E_CPUPROFILE=FILE profiles the collector process (go tool pprof FILE) over its
+	// measured window: the benchmark sends SIGUSR1 when the measured blast starts and again when
+	// the collector's work on it is done, so a prefill or a shutdown does not blur the profile.
+	// docs/performance.md quotes these profiles when a goal is out of reach.
 	if path := os.Getenv("STORMWATCH_E2E_CPUPROFILE"); path != "" {
-		f, err := os.Create(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := pprof.StartCPUProfile(f); err != nil {
-			t.Fatal(err)
-		}
-		defer func() { pprof.StopCPUProfile(); f.Close() }()
+		stopProfile := profileBetweenSignals(t, path)
+		defer stopProfile()
 	}
 	var err error
 	if receive {
@@ -80,6 +72,48 @@ func TestCollectorHelperProcess(t *testing.T) {
 	if code != 0 {
 		os.Exit(code)
 	}
+}
+
+// profileBetweenSignals writes a CPU profile to path from the first SIGUSR1 the process gets to
+// the second (or to the returned stop, whichever comes first).
+func profileBetweenSignals(t *testing.T, path string) (stop func()) {
+	usr1 := make(chan os.Signal, 2)
+	signal.Notify(usr1, syscall.SIGUSR1)
+	var once sync.Once
+	var f *os.File
+	done := make(chan struct{})
+	end := func() {
+		once.Do(func() {
+			signal.Stop(usr1)
+			close(done)
+			if f != nil {
+				pprof.StopCPUProfile()
+				f.Close()
+			}
+		})
+	}
+	go func() {
+		select {
+		case <-usr1:
+		case <-done:
+			return
+		}
+		var err error
+		if f, err = os.Create(path); err != nil {
+			t.Error(err)
+			return
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			t.Error(err)
+			return
+		}
+		select {
+		case <-usr1:
+			end()
+		case <-done:
+		}
+	}()
+	return end
 }
 
 // receiveOnly is the stormwatch-receive arm of BenchmarkCollectorEndToEnd: stormwatch's collector,
@@ -163,64 +197,12 @@ const (
 	prefillRound = 1 << 36
 )
 
-// benchRequests builds n distinct requests of 100 spans that look like real HTTP client attempt
-// spans: about 580 bytes each on the wire, 10 attributes, 10 spans per trace. The spans are
-// numbered from first: a span's number makes its ids and its request's URL and operation id; its
-// times depend only on its place in the list.
+// benchRequests is analyzertest.CollectorRequests stamped now: the collector takes them as
+// recent spans.
 func benchRequests(n int, first uint64) ([][]byte, float64) {
-	out := make([][]byte, n)
-	now := uint64(time.Now().UnixNano())
-	var total, spansN int
-	for i := range out {
-		ss := &tracepb.ScopeSpans{Scope: &commonpb.InstrumentationScope{Name: "go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp", Version: "0.61.0"}}
-		for j := 0; j < 100; j++ {
-			at := uint64(i*100 + j)
-			k := first + at
-			tid, sid, pid := make([]byte, 16), make([]byte, 8), make([]byte, 8)
-			binary.BigEndian.PutUint64(tid[:8], 0x5157_0000_0000_0000|k/10)
-			binary.BigEndian.PutUint64(tid[8:], k/10*0x9e3779b97f4a7c15|1)
-			binary.BigEndian.PutUint64(sid, k*0x9e3779b97f4a7c15|1)
-			binary.BigEndian.PutUint64(pid, (k/10)*0xbf58476d1ce4e5b9|1)
-			ss.Spans = append(ss.Spans, &tracepb.Span{
-				TraceId: tid, SpanId: sid, ParentSpanId: pid, Flags: 0x101,
-				Name: "GET /api/v1/catalog/items/{id}", Kind: tracepb.Span_SPAN_KIND_CLIENT,
-				StartTimeUnixNano: now - 30e6 + at*1000, EndTimeUnixNano: now - 18e6 + at*1000,
-				Attributes: []*commonpb.KeyValue{
-					kvStr("http.request.method", "GET"), kvInt("http.response.status_code", 503),
-					kvStr("server.address", "catalog.internal.example.com"), kvInt("server.port", 8080),
-					kvStr("url.full", fmt.Sprintf("http://catalog.internal.example.com:8080/api/v1/catalog/items/%d?include=price,stock", k)),
-					kvStr("network.peer.address", "10.12.3.45"), kvInt("http.request.resend_count", int64(k%3)),
-					kvStr("user_agent.original", "checkout/2.14.1 (linux; amd64) Go-http-client/1.1"),
-					kvStr("resilience.operation.id", fmt.Sprintf("op-%016x", k/3)), kvStr("error.type", "503"),
-				},
-				Status: &tracepb.Status{Code: tracepb.Status_STATUS_CODE_ERROR, Message: "Service Unavailable"},
-			})
-		}
-		req := &coltracepb.ExportTraceServiceRequest{ResourceSpans: []*tracepb.ResourceSpans{{
-			Resource: &resourcepb.Resource{Attributes: []*commonpb.KeyValue{
-				kvStr("service.name", "checkout"), kvStr("service.instance.id", fmt.Sprintf("checkout-7d9f-%05d", i%7)),
-				kvStr("telemetry.sdk.language", "go"), kvStr("telemetry.sdk.version", "1.47.0"),
-			}},
-			ScopeSpans: []*tracepb.ScopeSpans{ss},
-		}}}
-		b, err := proto.Marshal(req)
-		if err != nil {
-			panic(err)
-		}
-		out[i] = b
-		total += len(b)
-		spansN += 100
-	}
-	return out, float64(total) / float64(spansN)
+	return analyzertest.CollectorRequests(n, first, uint64(time.Now().UnixNano()))
 }
 
-func kvStr(k, v string) *commonpb.KeyValue {
-	return &commonpb.KeyValue{Key: k, Value: &commonpb.AnyValue{Value: &commonpb.AnyValue_StringValue{StringValue: v}}}
-}
-
-func kvInt(k string, v int64) *commonpb.KeyValue {
-	return &commonpb.KeyValue{Key: k, Value: &commonpb.AnyValue{Value: &commonpb.AnyValue_IntValue{IntValue: v}}}
-}
 
 func freePort(b testing.TB) string {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -735,8 +717,8 @@ func blastOnce(b *testing.B, arm string, p replay.Protocol, reqs []*replay.Reque
 	}
 	var env []string
 	if prof := os.Getenv("STORMWATCH_E2E_CPUPROFILE"); prof != "" {
-		// One profile per protocol and stormwatch arm (the last blast of the run for it), of the
-		// whole process: stormwatch-full's holds its prefill.
+		// One profile per protocol and stormwatch arm (the last blast of the run for it), of its
+		// measured window.
 		if arm == "stormwatch-full" {
 			prof += ".full"
 		}
@@ -787,6 +769,10 @@ func blastOnce(b *testing.B, arm string, p replay.Protocol, reqs []*replay.Reque
 	if err != nil {
 		b.Fatal(err)
 	}
+	profiling := os.Getenv("STORMWATCH_E2E_CPUPROFILE") != "" && arm != "otelcol"
+	if profiling {
+		cmd.Process.Signal(syscall.SIGUSR1) // the profile starts (see profileBetweenSignals)
+	}
 	res.st, err = replay.Blast(context.Background(), reqs, replay.SendOptions{
 		Target: replay.Target{Endpoint: to, Protocol: p}, Connections: 4, Duration: d})
 	if err != nil {
@@ -805,6 +791,9 @@ func blastOnce(b *testing.B, arm string, p replay.Protocol, reqs []*replay.Reque
 	cpu, faults, err := procStat(cmd.Process.Pid)
 	if err != nil {
 		b.Fatal(err)
+	}
+	if profiling {
+		cmd.Process.Signal(syscall.SIGUSR1) // and ends
 	}
 	res.cpu, res.faults = cpu-cpu0, faults-faults0
 	// Peak RSS is the kernel's high-water mark of the collector's own address space, read before
