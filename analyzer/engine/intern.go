@@ -126,8 +126,9 @@ type derivedKey struct {
 // is different on every call); or host, port and scheme.
 func (in *interner) origin(s *known, l1 *derivedL1) string {
 	var k derivedKey
-	if u := s.str(wkURLFull); strings.Contains(u, "://") {
-		p, ok := urlAuthorityPrefix(u)
+	u := s.str(wkURLFull)
+	if i := strings.Index(u, "://"); i >= 0 {
+		p, ok := urlAuthorityPrefixAt(u, i)
 		if !ok {
 			// originOfURL finds no origin there and originOf falls back to other attributes.
 			return s.origin()
@@ -152,7 +153,12 @@ func (in *interner) origin(s *known, l1 *derivedL1) string {
 // authority ("scheme://userinfo@host:port") - and false when originOfURL would find no origin in
 // it. It cuts the same way originOfURL does, without allocating.
 func urlAuthorityPrefix(u string) (string, bool) {
-	i := strings.Index(u, "://")
+	return urlAuthorityPrefixAt(u, strings.Index(u, "://"))
+}
+
+// urlAuthorityPrefixAt is urlAuthorityPrefix given i, the index of u's first "://" (-1: none), which
+// the caller has looked for already.
+func urlAuthorityPrefixAt(u string, i int) (string, bool) {
 	if i <= 0 {
 		return "", false
 	}
@@ -321,8 +327,9 @@ func (k *derivedKey) slot() int {
 
 // tail8 is the last (up to) eight bytes of s as a number.
 func tail8(s string) uint64 {
-	if len(s) > 8 {
-		s = s[len(s)-8:]
+	if len(s) >= 8 {
+		// One load where the loop below takes eight: every span's origin and target is looked up.
+		return load64(s[len(s)-8:])
 	}
 	var x uint64
 	for i := 0; i < len(s); i++ {
