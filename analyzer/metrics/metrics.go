@@ -38,6 +38,8 @@ const (
 	NamePendingTraces  = "stormwatch_pending_traces"
 	NameTruncSpans     = "stormwatch_truncated_spans_total"
 	NameTruncTraces    = "stormwatch_truncated_traces_total"
+	NameWindowRun      = "stormwatch_window_run_seconds"
+	NameWindowInterval = "stormwatch_window_interval_seconds"
 )
 
 // Collector is a prometheus.Collector over the latest snapshot of a [Cache]. Held and evicted
@@ -47,7 +49,7 @@ type Collector struct {
 	cache *Cache
 
 	phys, logi, amp, att, cphys, clogi, camp, fnd, spans, traces, ops, pending *prometheus.Desc
-	truncSpans, truncTraces                                                    *prometheus.Desc
+	truncSpans, truncTraces, windowRun, windowInterval                         *prometheus.Desc
 
 	mu sync.Mutex
 	// counted is the snapshot the findings were last counted from, and out the series built from
@@ -92,12 +94,16 @@ func NewCollector(cache *Cache, detectors []*analyzer.Detector) *Collector {
 		truncSpans: prometheus.NewDesc(NameTruncSpans,
 			"Spans accepted but not analyzed: their trace was over the per-trace span cap.", nil, nil),
 		truncTraces: prometheus.NewDesc(NameTruncTraces, "Traces that hit the per-trace span cap.", nil, nil),
+		windowRun: prometheus.NewDesc(NameWindowRun,
+			"How long the cross-trace detectors' last run over their window took (0 before the first).", nil, nil),
+		windowInterval: prometheus.NewDesc(NameWindowInterval,
+			"The least time from the cross-trace detectors' last run to their next: the window interval, longer after a long run.", nil, nil),
 	}
 }
 
 // Describe implements prometheus.Collector.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.phys, c.logi, c.amp, c.att, c.cphys, c.clogi, c.camp, c.fnd, c.spans, c.traces, c.ops, c.pending, c.truncSpans, c.truncTraces} {
+	for _, d := range []*prometheus.Desc{c.phys, c.logi, c.amp, c.att, c.cphys, c.clogi, c.camp, c.fnd, c.spans, c.traces, c.ops, c.pending, c.truncSpans, c.truncTraces, c.windowRun, c.windowInterval} {
 		ch <- d
 	}
 }
@@ -155,5 +161,12 @@ func (c *Collector) build(snap *engine.Snapshot) []prometheus.Metric {
 		prometheus.MustNewConstMetric(c.pending, prometheus.GaugeValue, float64(snap.Stats.PendingTraces)),
 		prometheus.MustNewConstMetric(c.truncSpans, prometheus.CounterValue, float64(snap.Stats.TruncatedSpans)),
 		prometheus.MustNewConstMetric(c.truncTraces, prometheus.CounterValue, float64(snap.Stats.TruncatedTraces)))
+	if st := &snap.Stats; st.WindowEvery > 0 {
+		// A live analyzer's pacing of its windowed runs: why cross-trace findings come later
+		// under load (docs/analyzer.md, "The window").
+		out = append(out,
+			prometheus.MustNewConstMetric(c.windowRun, prometheus.GaugeValue, st.WindowRun.Seconds()),
+			prometheus.MustNewConstMetric(c.windowInterval, prometheus.GaugeValue, st.WindowEvery.Seconds()))
+	}
 	return out
 }

@@ -150,6 +150,24 @@ func TestCollectorSeries(t *testing.T) {
 	}
 }
 
+// A live analyzer's windowed runs are paced by their length: the scrape says how long the last
+// one took and how long the next waits, so an operator can see why cross-trace findings come
+// later under load. An analyzer that never runs them live (WindowEvery not positive) has neither.
+func TestCollectorWindowPacing(t *testing.T) {
+	src := &fakeSource{rep: storm(), stats: engine.StoreStats{WindowRun: 300 * time.Millisecond, WindowEvery: 15 * time.Second}}
+	got := gather(t, NewCollector(NewCache(src, -1, nil), []*analyzer.Detector{window, perTr}))
+	if got[NameWindowRun] != 0.3 || got[NameWindowInterval] != 15 {
+		t.Errorf("%s = %v, %s = %v; want 0.3 and 15", NameWindowRun, got[NameWindowRun], NameWindowInterval, got[NameWindowInterval])
+	}
+	src = &fakeSource{rep: storm(), stats: engine.StoreStats{WindowEvery: -1}}
+	got = gather(t, NewCollector(NewCache(src, -1, nil), []*analyzer.Detector{window, perTr}))
+	for _, name := range []string{NameWindowRun, NameWindowInterval} {
+		if _, ok := got[name]; ok {
+			t.Errorf("offline analyzer: %s present", name)
+		}
+	}
+}
+
 // gather scrapes c through a pedantic registry (which checks the series against Describe) and
 // renders each series as name{label="value",...} in label order, as the exposition does.
 func gather(t *testing.T, c prometheus.Collector) map[string]float64 {

@@ -321,7 +321,8 @@ func TestShardedByTraceIDMatchesOneProcess(t *testing.T) {
 			t.Log(body)
 		}
 		for _, name := range []string{"stormwatch_dependency_physical_calls_total", "stormwatch_dependency_logical_operations_total",
-			"stormwatch_dependency_amplification", "stormwatch_findings_total", "stormwatch_analyzed_traces_total"} {
+			"stormwatch_dependency_amplification", "stormwatch_findings_total", "stormwatch_analyzed_traces_total",
+			"stormwatch_window_run_seconds", "stormwatch_window_interval_seconds"} {
 			if !strings.Contains(body, name) {
 				t.Errorf("backend %d's Prometheus endpoint has no %s:\n%s", i, name, firstLines(body, 40))
 			}

@@ -401,6 +401,30 @@ func TestMetricsFormat(t *testing.T) {
 	h.shutdown()
 }
 
+// The connector says how its windowed runs are paced, as the single binary's /metrics does: how
+// long the last one took, and the least time to the next (window_interval, or longer after a
+// long run).
+func TestWindowPacingMetrics(t *testing.T) {
+	cfg := testConfig()
+	cfg.WindowInterval = 7 * time.Second
+	h := newSinkHarness(t, cfg)
+	h.consume(merged(t, "amplification-27-stock"))
+	h.step(11 * time.Second)
+	ms := metricsByName(h.metrics.AllMetrics()[len(h.metrics.AllMetrics())-1])
+	if got := mustValue(t, ms, metricWindowInterval); got != 7 {
+		t.Errorf("%s = %v, want 7 (window_interval)", metricWindowInterval, got)
+	}
+	if got := mustValue(t, ms, metricWindowRun); got < 0 || got > 5 {
+		t.Errorf("%s = %v s, want the last run's length", metricWindowRun, got)
+	}
+	for _, name := range []string{metricWindowRun, metricWindowInterval} {
+		if m := ms[name]; m.Type() != pmetric.MetricTypeGauge || m.Unit() != "s" {
+			t.Errorf("%s: %v in %q, want a gauge in seconds", name, m.Type(), m.Unit())
+		}
+	}
+	h.shutdown()
+}
+
 func TestSettleThenLateSpansReanalyze(t *testing.T) {
 	h := newSinkHarness(t, testConfig())
 	td := merged(t, "amplification-27-reference")

@@ -44,6 +44,8 @@ const (
 	metricPendingTraces  = "stormwatch.pending_traces"
 	metricEvictedSpans   = "stormwatch.evicted_spans"
 	metricEvictedTraces  = "stormwatch.evicted_traces"
+	metricWindowRun      = "stormwatch.window.run"
+	metricWindowInterval = "stormwatch.window.interval"
 
 	attrDependency        = "stormwatch.dependency"
 	attrDependencyService = "stormwatch.dependency.service"
@@ -269,6 +271,20 @@ func (e *emitter) metrics(rep *analyzer.Report, st engine.StoreStats, ts pcommon
 		dp := e.gauge(ms, g.name, g.unit, g.desc).DataPoints().AppendEmpty()
 		dp.SetTimestamp(ts)
 		dp.SetIntValue(int64(g.v))
+	}
+	if st.WindowEvery > 0 {
+		// The pacing of the windowed runs: why cross-trace findings come later under load.
+		for _, g := range []struct {
+			name, desc string
+			v          time.Duration
+		}{
+			{metricWindowRun, "How long the cross-trace detectors' last run over their window took (0 before the first).", st.WindowRun},
+			{metricWindowInterval, "The least time from the cross-trace detectors' last run to their next: the window interval, longer after a long run.", st.WindowEvery},
+		} {
+			dp := e.gauge(ms, g.name, "s", g.desc).DataPoints().AppendEmpty()
+			dp.SetTimestamp(ts)
+			dp.SetDoubleValue(g.v.Seconds())
+		}
 	}
 	return md
 }
