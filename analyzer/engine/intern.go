@@ -149,15 +149,10 @@ func (in *interner) origin(s *known, l1 *derivedL1) string {
 	return in.cached(k, s, originFor, l1)
 }
 
-// urlAuthorityPrefix is the part of u that originOfURL reads - everything up to the end of the
+// urlAuthorityPrefixAt is the part of u that originOfURL reads - everything up to the end of the
 // authority ("scheme://userinfo@host:port") - and false when originOfURL would find no origin in
-// it. It cuts the same way originOfURL does, without allocating.
-func urlAuthorityPrefix(u string) (string, bool) {
-	return urlAuthorityPrefixAt(u, strings.Index(u, "://"))
-}
-
-// urlAuthorityPrefixAt is urlAuthorityPrefix given i, the index of u's first "://" (-1: none), which
-// the caller has looked for already.
+// it. i is the index of u's first "://" (-1: none), which the caller has looked for already. It
+// cuts the same way originOfURL does, without allocating.
 func urlAuthorityPrefixAt(u string, i int) (string, bool) {
 	if i <= 0 {
 		return "", false

@@ -203,7 +203,6 @@ func benchRequests(n int, first uint64) ([][]byte, float64) {
 	return analyzertest.CollectorRequests(n, first, uint64(time.Now().UnixNano()))
 }
 
-
 func freePort(b testing.TB) string {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
