@@ -252,9 +252,9 @@ func Filter(model tea.Model, msg tea.Msg) tea.Msg {
 }
 
 // unchangedBy reports whether taking snap would leave the frame as it is: the same data, counters
-// and sparklines (where the screen shows them), a rate that shows 0 and stays there, and the same figures from outside
-// the snapshot. It errs towards drawing: a frame drawn for nothing costs one draw, a frame not
-// drawn would show stale figures.
+// and sparklines (where the screen shows them), a rate that shows 0 and stays there, and the same
+// figures from outside the snapshot. It errs towards drawing: a frame drawn for nothing costs one
+// draw, a frame not drawn would show stale figures.
 func (m Model) unchangedBy(snap *engine.Snapshot) bool {
 	if snap == nil || snap == m.snap {
 		return true

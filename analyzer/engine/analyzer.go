@@ -412,8 +412,8 @@ func (a *Analyzer) Settle(now time.Time) {
 	a.mu.Lock()
 	a.forget(n - settle - int64(a.cfg.ForgetAfter))
 	a.tickHistory(n)
-	wi := int64(a.cfg.windowInterval())
-	due := wi > 0 && n-a.lastWindow >= max(wi, a.windowGap) && a.win.epoch != a.windowEpoch
+	every := a.windowEvery()
+	due := every > 0 && n-a.lastWindow >= int64(every) && a.win.epoch != a.windowEpoch
 	if due {
 		a.lastWindow = n
 	}
@@ -937,11 +937,18 @@ func (a *Analyzer) Stats() StoreStats {
 	return a.stats()
 }
 
-func (a *Analyzer) stats() StoreStats {
+// windowEvery is the least time from one live windowed run to the next: WindowInterval, or the
+// gap the last run's length asks for (Config.WindowShare) when longer. Negative: never live
+// (offline). Under a.mu.
+func (a *Analyzer) windowEvery() time.Duration {
 	every := a.cfg.windowInterval()
-	if every > 0 {
-		every = max(every, time.Duration(a.windowGap))
+	if every <= 0 {
+		return every
 	}
+	return max(every, time.Duration(a.windowGap))
+}
+
+func (a *Analyzer) stats() StoreStats {
 	return StoreStats{
 		SpansHeld:       a.spansHeld,
 		PackedBytes:     a.packedBytes,
@@ -953,7 +960,7 @@ func (a *Analyzer) stats() StoreStats {
 		TruncatedSpans:  a.truncatedS,
 		DuplicateSpans:  a.issues.duplicates,
 		WindowRun:       a.windowRun,
-		WindowEvery:     every,
+		WindowEvery:     a.windowEvery(),
 	}
 }
 
