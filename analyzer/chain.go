@@ -5,9 +5,10 @@ import (
 	"slices"
 )
 
-// LeafChain is one leaf dependency of one trace with every layer above it: what the seed's
-// "3 x 3 x 3 = 27 calls" line is made of. Copies of one leaf operation made by the retries of
-// the layers above (equal IntentKey) are counted together, so the count is from the root.
+// LeafChain is one leaf dependency of one trace with every layer above it: what
+// docs/principles.md#one-budget-one-owner's "3 x 3 x 3 = 27 calls" line is made of. Copies of one
+// leaf operation made by the retries of the layers above (equal IntentKey) are counted together, so
+// the count is from the root.
 type LeafChain struct {
 	// Dependency and Service name the leaf (origin of its first call, callee service.name).
 	Dependency string

@@ -75,7 +75,7 @@ type Finding struct {
 	TimeUnixNano int64 `json:"time_unix_nano,omitempty"`
 }
 
-// DependencyStats is the seed's "origin saw 120 (3.00x)" for one dependency.
+// DependencyStats is "origin saw 120 (3.00x)" (docs/principles.md#retry-cost) for one dependency.
 type DependencyStats struct {
 	// Dependency is scheme://host:port of the callee (or host:port / the RPC service when that is
 	// all the spans say).

@@ -6,10 +6,10 @@ import (
 )
 
 // budget is the client-wide retry budget: a token bucket that starts full at reserve, gains ratio
-// per logical call up to reserve, and loses one token per retry or hedge. The reserve lets a
-// client that sends little still retry an isolated failure; once spent, only the ratio refills it,
-// so a mass failure cannot multiply the load by more than 1+ratio (seed 000: 40 failing calls at
-// ratio 0.1 and reserve 10 send 50 requests and have 40 retries refused).
+// per logical call up to reserve, and loses one token per retry or hedge. The reserve lets a client
+// that sends little still retry an isolated failure; once spent, only the ratio refills it, so a
+// mass failure cannot multiply the load by more than 1+ratio (docs/principles.md#retry-cost: 40
+// failing calls at ratio 0.1 and reserve 10 send 50 requests and have 40 retries refused).
 type budget struct {
 	mu      sync.Mutex
 	tokens  float64

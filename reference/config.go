@@ -43,8 +43,9 @@ type Config struct {
 	OperationName func(*http.Request) string
 
 	// Route, when set, chooses the URL of attempt n (from 1): a retry may go to another replica,
-	// but each attempt makes exactly one physical call (seed 004: maxFanout 1). The circuit breaker
-	// guards the request's own origin. Nil: every attempt goes to the request's URL.
+	// but each attempt makes exactly one physical call (docs/principles.md#intents-and-attempts:
+	// maxFanout 1). The circuit breaker guards the request's own origin. Nil: every attempt goes to
+	// the request's URL.
 	Route func(attempt int, u *url.URL) *url.URL
 
 	// Fallback, when set, runs after the call has failed (not after a permanent answer such as a
@@ -85,7 +86,8 @@ type BudgetConfig struct {
 }
 
 // BreakerKey says how narrowly the circuit breaker's verdicts apply. Nothing wider than an origin
-// exists on purpose (seed 003: a per-client breaker takes healthy dependencies down with a sick one).
+// exists on purpose (docs/principles.md#breakers: a per-client breaker takes healthy dependencies
+// down with a sick one).
 type BreakerKey uint8
 
 const (

@@ -149,9 +149,9 @@ func TestRetryAfter(t *testing.T) {
 	}
 }
 
-// TestBackoffBoundsSeed002 is seed 002's example: 4 attempts, base 0.1 s, cap 0.8 s give 3 pauses
-// within 0.1, 0.2 and 0.4 s.
-func TestBackoffBoundsSeed002(t *testing.T) {
+// TestBackoffBoundsOneBudget is the example of docs/principles.md#one-budget-one-owner: 4 attempts,
+// base 0.1 s, cap 0.8 s give 3 pauses within 0.1, 0.2 and 0.4 s.
+func TestBackoffBoundsOneBudget(t *testing.T) {
 	base, maxPause := 100*time.Millisecond, 800*time.Millisecond
 	limits := []time.Duration{100 * time.Millisecond, 200 * time.Millisecond, 400 * time.Millisecond}
 	r := rand.New(rand.NewPCG(7, 7))
@@ -188,9 +188,9 @@ func TestBackoffBoundsSeed002(t *testing.T) {
 	}
 }
 
-// TestBudgetSeed000 is the seed's arithmetic: 40 failing calls at ratio 0.1 with a reserve of 10
-// get 10 retries; each call that asks again is refused.
-func TestBudgetSeed000(t *testing.T) {
+// TestBudgetArithmetic is the arithmetic of docs/principles.md#retry-cost: 40 failing calls at
+// ratio 0.1 with a reserve of 10 get 10 retries; each call that asks again is refused.
+func TestBudgetArithmetic(t *testing.T) {
 	b := newBudget(BudgetConfig{Ratio: 0.1, Reserve: 10})
 	for i := 0; i < 40; i++ {
 		b.deposit()

@@ -116,9 +116,9 @@ func get(t *testing.T, tr http.RoundTripper, ctx context.Context) (*http.Respons
 	return resp, err
 }
 
-// TestDeadlineArithmeticSeed002: four attempts of 2 s never fit a 2 s budget. The first attempt
+// TestDeadlineArithmetic: four attempts of 2 s never fit a 2 s budget. The first attempt
 // uses the whole budget and nothing else starts.
-func TestDeadlineArithmeticSeed002(t *testing.T) {
+func TestDeadlineArithmetic(t *testing.T) {
 	h := newHarness(t, func(int, *http.Request) (int, http.Header, time.Duration, error) {
 		return 503, nil, 2 * time.Second, nil
 	})

@@ -130,7 +130,7 @@ func (b *traceBuilder) view() *engine.TraceView {
 	return &engine.TraceView{TraceID: b.id, Spans: b.spans, Depth: b.depth, Operations: b.ops}
 }
 
-// stormTrace is the seed's three layers x three attempts = 27 calls to the dependency, under a
+// stormTrace is the three layers x three attempts = 27 calls to the dependency, under a
 // 1 s deadline that the later attempts overrun.
 func stormTrace(n uint64) *engine.TraceView {
 	b := newTraceBuilder(n)

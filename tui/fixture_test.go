@@ -45,7 +45,7 @@ func fixtureSnapshot(t testing.TB, names ...string) *engine.Snapshot {
 	return a.Snapshot(time.Date(2026, 1, 1, 0, 1, 0, 0, time.UTC))
 }
 
-// TestFixtureScreensGolden: the seed's three retrying layers (fixtures/amplification-27-reference,
+// TestFixtureScreensGolden: three retrying layers (fixtures/amplification-27-reference,
 // recorded from the reference client with the real SDK) through the real analyzer, every screen.
 func TestFixtureScreensGolden(t *testing.T) {
 	snap := fixtureSnapshot(t, "amplification-27-reference")

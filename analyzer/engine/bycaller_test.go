@@ -49,7 +49,8 @@ func wantCallers(t *testing.T, d analyzer.DependencyStats, want ...analyzer.Call
 	}
 }
 
-// The seed's 3 x 3 x 3: two requests, each reaching dep 27 times through adapter's retry loop.
+// Three layers of three (docs/principles.md#one-budget-one-owner): two requests, each reaching dep
+// 27 times through adapter's retry loop.
 func TestByCallerOn27CallFixture(t *testing.T) {
 	for _, name := range []string{"amplification-27-stock", "amplification-27-reference"} {
 		t.Run(name, func(t *testing.T) {

@@ -1,7 +1,8 @@
 // Package policy is stormwatch's retry policy as code: a YAML file that says, per class of logical
 // operation, who owns the retry loop, which outcomes may be retried, how many attempts fit in which
 // deadline, how the pauses grow, how wide an attempt may fan out, what share of the traffic retries
-// may add, and what happens when the attempts run out (seed 004's checklist).
+// may add, and what happens when the attempts run out (the checklist of
+// docs/principles.md#intents-and-attempts).
 //
 // A class is matched by resilience.operation.name, by caller service and dependency, or by route;
 // fields a class leaves out come from the file's defaults. Every value keeps the file:line:col it

@@ -26,8 +26,9 @@ func (o Outcomes) Tokens() []string { return append([]string(nil), o.tokens...) 
 // Len is the number of outcomes listed.
 func (o Outcomes) Len() int { return len(o.tokens) }
 
-// DefaultRetryable is seed 001's transient list: timeouts, connect errors, 429, 502, 503, 504 and
-// gRPC's UNAVAILABLE, DEADLINE_EXCEEDED and RESOURCE_EXHAUSTED.
+// DefaultRetryable is the transient list of docs/principles.md#backoff-and-classification:
+// timeouts, connect errors, 429, 502, 503, 504 and gRPC's UNAVAILABLE, DEADLINE_EXCEEDED and
+// RESOURCE_EXHAUSTED.
 func DefaultRetryable() Outcomes {
 	return Outcomes{tokens: []string{OutcomeTimeout, OutcomeConnectError, "429", "502", "503", "504",
 		"UNAVAILABLE", "DEADLINE_EXCEEDED", "RESOURCE_EXHAUSTED"}}

@@ -60,7 +60,8 @@ type Backoff struct {
 	JitterRatio float64
 }
 
-// Rules are the fields of seed 004's checklist for one class of operation.
+// Rules are the fields of the checklist of docs/principles.md#intents-and-attempts for one class of
+// operation.
 type Rules struct {
 	// Owner is the service that may retry; attempts looped by another layer break the rule.
 	Owner Setting[string]
@@ -144,7 +145,7 @@ type Policy struct {
 	WhatIf []Change
 }
 
-// Built-in defaults: the seeds' numbers (docs/detectors.md).
+// Built-in defaults: the numbers of docs/principles.md (each detector's in docs/detectors.md).
 const (
 	DefaultMaxAttempts = 5
 	DefaultMaxFanout   = 1
@@ -152,7 +153,8 @@ const (
 	DefaultWindow      = time.Minute
 )
 
-// Default is the policy in force when no file is given: the seeds' defaults, every detector on.
+// Default is the policy in force when no file is given: the defaults of docs/principles.md, every
+// detector on.
 func Default() *Policy {
 	p := &Policy{Detectors: map[string]DetectorSettings{}}
 	p.Defaults = Class{Name: "defaults"}

@@ -28,7 +28,7 @@ func Default() []*analyzer.Detector {
 		retryamplification.Detector,
 		unboundedfanout.Detector,
 		postdeadline.Detector,
-		// The rest of the seeds' rules, per trace...
+		// The rest of the rules of docs/principles.md, per trace...
 		deadlinenotpropagated.Detector,
 		hiddenfallbackretry.Detector,
 		retrynonretryable.Detector,

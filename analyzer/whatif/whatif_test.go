@@ -80,7 +80,8 @@ func TestRaisingTheCapRepeatsTheLastOutcome(t *testing.T) {
 	}
 }
 
-// Seed 000's 40 clients with retry=3 against a 503 origin: a 0.1 budget allows 4 retries.
+// The 40 clients of docs/principles.md#retry-cost, with retry=3 against a 503 origin: a 0.1 budget
+// allows 4 retries.
 func TestBudget(t *testing.T) {
 	rows := predict(t, "retry-budget-exceeded-stock", "client.retryBudget=0.1")
 	if r := rows["http://origin:8080"]; r.Recorded != 120 || r.Predicted != 44 {

@@ -26,10 +26,10 @@ func newDemoCmd(io streams) *cobra.Command {
 		Use:   "demo",
 		Short: "A retry storm to explore: lab traffic into the collector and the dashboard, no setup",
 		Long: `demo runs the collector and the dashboard like 'stormwatch' does, and feeds them traffic from
-the lab (the seed experiments: three retrying layers making 27 calls, retries tripling the load on a
-failing origin, fan-out to the wrong replica, work after the deadline...) in a loop. The spans are
-sent by the OpenTelemetry SDK over OTLP to the collector's own port, so they take the path your
-services' spans take.
+the lab (the experiments behind the rules: three retrying layers making 27 calls, retries tripling
+the load on a failing origin, fan-out to the wrong replica, work after the deadline...) in a loop.
+The spans are sent by the OpenTelemetry SDK over OTLP to the collector's own port, so they take the
+path your services' spans take.
 
 The collector listens on free loopback ports unless --grpc/--http say otherwise, so the demo runs
 next to a real 'stormwatch'; the header shows the ports, and you can point your own exporters at

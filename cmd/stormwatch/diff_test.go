@@ -75,10 +75,11 @@ func depOf(t *testing.T, r diff.Report, name string) diff.Dependency {
 
 const labDep = "http://dependency:8080"
 
-// The fix of the seed's layered storm, recorded by the lab on both sides: every layer retrying
-// (27x) against one retry owner (3x). The verdict comes first and names the change; the layer
-// product goes from 27 to none; the retry-amplification findings are resolved by place although
-// no trace id is shared. Turned around, the same pair is a regression: --fail-if-worse exits 1.
+// The fix of the layered storm (docs/principles.md#one-budget-one-owner), recorded by the lab on
+// both sides: every layer retrying (27x) against one retry owner (3x). The verdict comes first and
+// names the change; the layer product goes from 27 to none; the retry-amplification findings are
+// resolved by place although no trace id is shared. Turned around, the same pair is a regression:
+// --fail-if-worse exits 1.
 func TestDiffLabOneOwner(t *testing.T) {
 	before := recordLayers(t, "before", "--requests", "4")
 	after := recordLayers(t, "after", "--requests", "4", "--attempts", "3,1,1")
@@ -143,7 +144,7 @@ func TestDiffToleranceAndFailOn(t *testing.T) {
 }
 
 // What-if checked against the lab: for layered retries the prediction made from BEFORE equals,
-// call for call, what AFTER measured - for the seed's 27 and 64 and any split of attempts.
+// call for call, what AFTER measured - for 27 and 64 and any split of attempts.
 func TestDiffWhatIfExactForLayers(t *testing.T) {
 	for _, c := range []struct {
 		before, after, changes string

@@ -38,10 +38,11 @@ func newLabCmd(io streams) *cobra.Command {
 	var o labOptions
 	cmd := &cobra.Command{
 		Use:   "lab [SCENARIO]",
-		Short: "Re-run the seed articles' experiments with the reference client and print their tables (docs/lab.md)",
-		Long: `lab runs the experiments of the seed articles against in-process origins (real HTTP servers on
-127.0.0.1 with injected latency, failures, refused connections and recovery) using the reference
-resilient client, and prints each article's table. Without SCENARIO it runs them all.
+		Short: "Re-run the experiments behind the rules with the reference client and print their tables (docs/lab.md)",
+		Long: `lab runs the experiments behind stormwatch's rules (docs/principles.md) against in-process
+origins (real HTTP servers on 127.0.0.1 with injected latency, failures, refused connections and
+recovery) using the reference resilient client, and prints each experiment's table. Without
+SCENARIO it runs them all.
 
 Origins are addressed by stable names, http://<name>:8080 (http://catalog:8080,
 http://primary-a:8080), which the lab's own dialer maps to their loopback ports: spans and
@@ -208,7 +209,7 @@ func runLab(ctx context.Context, io streams, o labOptions, args []string) error 
 	return runErr
 }
 
-// layersConfig reads the layers flags; nil when none is set (the seed's two variants run).
+// layersConfig reads the layers flags; nil when none is set (the default two variants run).
 func (o labOptions) layersConfig() (*lab.LayersConfig, error) {
 	if o.attempts == "" && o.requests == 0 && o.budget == 0 && o.breaker == 0 {
 		return nil, nil

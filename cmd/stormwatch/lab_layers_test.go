@@ -5,7 +5,8 @@ import (
 	"testing"
 )
 
-// `lab layers --attempts 4,4,4` is seed 004's 64 calls for one request, one variant only.
+// `lab layers --attempts 4,4,4` is the 64 calls of docs/principles.md#intents-and-attempts, for one
+// request, one variant only.
 func TestLabLayersAttempts(t *testing.T) {
 	code, out, stderr := runCLI(t, "", "lab", "layers", "--attempts", "4,4,4")
 	want := "attempts 4 x 4 x 4                         dependency saw 64 calls for 1 request (64.00x; edge x4 > api x4 > adapter x4)"

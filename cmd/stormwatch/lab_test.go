@@ -96,7 +96,7 @@ func TestLabBadUsage(t *testing.T) {
 
 func TestLabList(t *testing.T) {
 	code, out, _ := runCLI(t, "", "lab", "--list")
-	if code != 0 || !strings.Contains(out, "breaker-probe") || !strings.Contains(out, "seed 003") {
+	if code != 0 || !strings.Contains(out, "breaker-probe") || !strings.Contains(out, "principles: breakers") {
 		t.Fatalf("exit %d:\n%s", code, out)
 	}
 }

@@ -289,7 +289,8 @@ func TestFixtureMetricsAndFindingLogs(t *testing.T) {
 	if p, l, a := mustValue(t, ms, metricCallerPhysical, callerLeaf...), mustValue(t, ms, metricCallerLogical, callerLeaf...), mustValue(t, ms, metricCallerAmp, callerLeaf...); p != 54 || l != 2 || a != 27 {
 		t.Errorf("adapter -> dep: %v calls for %v operations (%vx), want 54 for 2 (27x)", p, l, a)
 	}
-	// The seed's numbers, stated plainly: 3 layers x 3 attempts = 27 calls to dep per request.
+	// The numbers of docs/principles.md, stated plainly: 3 layers x 3 attempts = 27 calls to dep
+	// per request.
 	leaf := attrDependency + "=http://dep:8080"
 	if p, l, a := mustValue(t, ms, metricPhysicalCalls, leaf), mustValue(t, ms, metricLogicalOps, leaf), mustValue(t, ms, metricAmplification, leaf); p != 54 || l != 2 || a != 27 {
 		t.Errorf("dep: %v calls for %v operations (%vx), want 54 for 2 (27x)", p, l, a)

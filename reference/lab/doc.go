@@ -1,8 +1,8 @@
-// Package lab re-runs the experiments of the seed articles with the reference client against
-// in-process origins (real HTTP servers on 127.0.0.1) with fault injection: latency, status
-// sequences, refused connections, recovery at a time. Each scenario returns the seed's table as
-// rows; [Result.WriteText] prints it as the article did and [Result.WriteJSON] as one object per
-// row.
+// Package lab re-runs the experiments behind stormwatch's rules (docs/principles.md) with the
+// reference client against in-process origins (real HTTP servers on 127.0.0.1) with fault
+// injection: latency, status sequences, refused connections, recovery at a time. Each scenario
+// returns the experiment's table as rows; [Result.WriteText] prints it as a table and
+// [Result.WriteJSON] as one object per row.
 //
 // By default a scenario runs on a fake clock (package fakeclock) that moves only when every caller
 // and origin is waiting on it, so a 2 s origin or a 5 s breaker recovery takes no real time and

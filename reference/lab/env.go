@@ -94,9 +94,9 @@ func (e *env) run(body func() (*Result, error)) (*Result, error) {
 		stop = f.Auto()
 	}
 	res, err := body()
-	// Origins may still be working for callers that left: let them finish, as the seeds' origins
-	// did, within a bound. A handler that has not started yet (its caller gave up while the request
-	// was in flight) is not waited for: the end of the run stops it below.
+	// Origins may still be working for callers that left: let them finish, as the experiments'
+	// origins did, within a bound. A handler that has not started yet (its caller gave up while the
+	// request was in flight) is not waited for: the end of the run stops it below.
 	drain, cancelDrain := context.WithTimeout(e.ctx, e.drainWait)
 	for _, o := range e.origins {
 		o.idle(drain)

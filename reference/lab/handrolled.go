@@ -19,14 +19,15 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
-// The hand-rolled pieces below are the defects the seeds measured, built here on purpose to show
-// them beside the reference client. Nothing outside the lab should copy them.
+// The hand-rolled pieces below are the defects the experiments measured (docs/principles.md), built
+// here on purpose to show them beside the reference client. Nothing outside the lab should copy
+// them.
 
 var errRefusedByHandRolled = errors.New("refused by breaker (hand-rolled)")
 
-// windowBreaker is seed 003's typical home-made breaker: one window of the last 20 results for the
-// whole client, open after 5 failures in it, for 30 s. Keyed on the client, and fed with whatever
-// it wraps (attempts, when a retry loop sits above it).
+// windowBreaker is the typical home-made breaker of docs/principles.md#breakers: one window of the
+// last 20 results for the whole client, open after 5 failures in it, for 30 s. Keyed on the client,
+// and fed with whatever it wraps (attempts, when a retry loop sits above it).
 type windowBreaker struct {
 	clk       clock
 	mu        sync.Mutex

@@ -49,7 +49,7 @@ func check(t *testing.T, r Row, saw int, ampl float64, ok int, want map[string]i
 	}
 }
 
-// Seed 000: 40 clients, a 2 s healthy origin, then a failing one.
+// docs/principles.md#retry-cost: 40 clients, a 2 s healthy origin, then a failing one.
 func TestRetryCost(t *testing.T) {
 	res := run(t, "retry-cost")
 	for _, v := range []string{"no retries, total=30s", "retry=3, total=30s"} {
@@ -63,7 +63,7 @@ func TestRetryCost(t *testing.T) {
 	check(t, row(t, res, "retry=3 (503)", ""), 120, 3.00, 0, outcomes("503", 40))
 }
 
-// Seed 000: retry=3 inside a 1.0 s deadline against the 2 s origin.
+// docs/principles.md#retry-cost: retry=3 inside a 1.0 s deadline against the 2 s origin.
 func TestDeadline(t *testing.T) {
 	res := run(t, "deadline")
 	for _, v := range []struct {
@@ -84,7 +84,7 @@ func TestDeadline(t *testing.T) {
 	}
 }
 
-// Seed 000: retry=3 with budget_ratio 0.1 against the failing origin.
+// docs/principles.md#retry-cost: retry=3 with budget_ratio 0.1 against the failing origin.
 func TestBudget(t *testing.T) {
 	res := run(t, "budget")
 	check(t, row(t, res, "retry=3", ""), 120, 3.00, 0, outcomes("503", 40))
@@ -95,7 +95,8 @@ func TestBudget(t *testing.T) {
 	}
 }
 
-// Seed 000: retry=3, budget, breaker(8, 5 s) over two waves through one client.
+// docs/principles.md#retry-cost: retry=3, budget, breaker(8, 5 s) over two waves through one
+// client.
 func TestBreakerWaves(t *testing.T) {
 	res := run(t, "breaker-waves")
 	w1 := row(t, res, "wave 1 through one client", "")
@@ -104,7 +105,7 @@ func TestBreakerWaves(t *testing.T) {
 		t.Errorf("wave 1 took %.2fs, want under 0.1s (one jittered pause of at most 0.1s)", w1.SlowestS)
 	}
 	if w1.SlowestS != 0.09 {
-		t.Errorf("wave 1 took %.2fs with the default seed, want the article's 0.09s", w1.SlowestS)
+		t.Errorf("wave 1 took %.2fs with the default seed, want the measured 0.09s", w1.SlowestS)
 	}
 	w2 := row(t, res, "wave 2 through one client", "")
 	check(t, w2, 0, 0, 0, outcomes("refused", 40))
@@ -120,7 +121,7 @@ func TestBreakerWaves(t *testing.T) {
 	}
 }
 
-// Seed 003: one client, three origins, reviews failing, ten rounds, threshold 5.
+// docs/principles.md#breakers: one client, three origins, reviews failing, ten rounds, threshold 5.
 func TestBreakerKey(t *testing.T) {
 	res := run(t, "breaker-key")
 	hand, ref := "breaker keyed on the client (hand-rolled)", "breaker keyed on the origin (reference)"
@@ -132,7 +133,7 @@ func TestBreakerKey(t *testing.T) {
 	check(t, row(t, res, ref, "reviews"), 5, 0.5, 0, outcomes("503", 5, "refused", 5))
 }
 
-// Seed 003: what trips the breaker (threshold 5, 10 calls each).
+// docs/principles.md#breakers: what trips the breaker (threshold 5, 10 calls each).
 func TestBreakerSignals(t *testing.T) {
 	res := run(t, "breaker-signals")
 	for _, tc := range []struct {
@@ -151,7 +152,7 @@ func TestBreakerSignals(t *testing.T) {
 	}
 }
 
-// Seed 003: an origin that fails each call twice, 3 attempts, 10 calls.
+// docs/principles.md#breakers: an origin that fails each call twice, 3 attempts, 10 calls.
 func TestBreakerLogical(t *testing.T) {
 	res := run(t, "breaker-logical")
 	hand := row(t, res, "attempts counted (hand-rolled)", "")
@@ -164,7 +165,7 @@ func TestBreakerLogical(t *testing.T) {
 	}
 }
 
-// Seed 003: threshold 3, recovery 0.5 s: the probe timeline, printed as the article did.
+// docs/principles.md#breakers: threshold 3, recovery 0.5 s: the probe timeline.
 func TestBreakerProbe(t *testing.T) {
 	res := run(t, "breaker-probe")
 	want := []string{
@@ -180,7 +181,8 @@ func TestBreakerProbe(t *testing.T) {
 	}
 }
 
-// Seed 002: three layers of retry=3 make 27 calls; one owner makes 3.
+// docs/principles.md#one-budget-one-owner: three layers of retry=3 make 27 calls; one owner makes
+// 3.
 func TestLayers(t *testing.T) {
 	res := run(t, "layers")
 	if r := row(t, res, "every layer retries (retry=3 x 3 layers)", ""); r.OriginSaw != 27 || r.Amplification != 27 {
@@ -191,8 +193,8 @@ func TestLayers(t *testing.T) {
 	}
 }
 
-// Seed 004's defects, each beside its correction.
-func TestSeed004Defects(t *testing.T) {
+// The defects of docs/principles.md#intents-and-attempts, each beside its correction.
+func TestIntentDefects(t *testing.T) {
 	fo := run(t, "fanout")
 	if r := row(t, fo, "one attempt to every replica (defect)", ""); r.OriginSaw != 3 {
 		t.Errorf("fan-out defect reached %d replicas", r.OriginSaw)

@@ -18,8 +18,8 @@ func runLayers(t *testing.T, c LayersConfig) Row {
 	return res.Rows[0]
 }
 
-// Any per-layer attempts: the dependency sees their product per request (seed 004's 64 with
-// 4,4,4), for every request.
+// Any per-layer attempts: the dependency sees their product per request (the 64 of
+// docs/principles.md#intents-and-attempts with 4,4,4), for every request.
 func TestLayersAnyAttempts(t *testing.T) {
 	for _, c := range []struct {
 		attempts []int

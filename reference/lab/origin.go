@@ -61,9 +61,9 @@ type originOptions struct {
 	handler http.Handler
 }
 
-// newOrigin starts an origin. Its work ignores the caller's disconnect, as the seed's origin did
-// (the Go server would otherwise notice it): only the propagated deadline, read by the middleware,
-// can stop it - and the end (or cancellation) of the run, so that nothing outlives it.
+// newOrigin starts an origin. Its work ignores the caller's disconnect, as the experiments' origin
+// did (the Go server would otherwise notice it): only the propagated deadline, read by the
+// middleware, can stop it - and the end (or cancellation) of the run, so that nothing outlives it.
 func (e *env) newOrigin(name string, b behaviour, o originOptions) *origin {
 	org := &origin{name: name, clk: e.clk, behave: b, arrived: make(chan struct{}), busy: e.clk.newGroup()}
 	e.origins = append(e.origins, org)
@@ -143,7 +143,7 @@ func (o *origin) close(wait time.Duration) error {
 }
 
 // detach cuts the request's work from its connection, so a caller hanging up does not stop it (as
-// the seed's origin did not notice), but keeps it bound to the run: when the run ends or is
+// the experiments' origin did not notice), but keeps it bound to the run: when the run ends or is
 // cancelled, every origin's work and its downstream calls stop.
 func (e *env) detach(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -30,7 +30,7 @@ type Options struct {
 	// panicked, a failed accept) and the lab's own warnings. Nil discards them: the lab never
 	// writes to the process's stderr or the standard log, which a dashboard may be drawing on.
 	Logger *slog.Logger
-	// Layers, when set, runs the layers scenario as this one variant instead of the seed's two.
+	// Layers, when set, runs the layers scenario as this one variant instead of the default two.
 	Layers *LayersConfig
 }
 
@@ -40,7 +40,8 @@ type Refusals struct {
 	Breaker int `json:"breaker"`
 }
 
-// Row is one line of a seed table. Fields that a scenario does not measure are omitted from JSON.
+// Row is one line of an experiment's table. Fields that a scenario does not measure are omitted
+// from JSON.
 type Row struct {
 	Scenario string `json:"scenario"`
 	Variant  string `json:"variant"`
@@ -69,14 +70,14 @@ type Row struct {
 type Result struct {
 	Scenario string
 	Title    string
-	// Source says which seed article and table the scenario reproduces.
+	// Source names the section of docs/principles.md whose figures the scenario reproduces.
 	Source string
 	Rows   []Row
-	// Lines are the table as the seed printed it.
+	// Lines are the table as WriteText prints it.
 	Lines []string
 }
 
-// WriteText prints the table as the seed article did.
+// WriteText prints the table, one line a row, under a heading with the scenario and its source.
 func (r *Result) WriteText(w io.Writer) error {
 	if _, err := fmt.Fprintf(w, "== %s: %s (%s)\n", r.Scenario, r.Title, r.Source); err != nil {
 		return err
@@ -110,7 +111,7 @@ func amp(saw, calls int) float64 {
 	return round2(float64(saw) / float64(calls))
 }
 
-// outcomesText renders {"503": 5, "refused": 5} as the seed did.
+// outcomesText renders {"503": 5, "refused": 5} as the tables of docs/principles.md do.
 func outcomesText(m map[string]int) string {
 	s := "{"
 	for i, k := range sortedKeys(m) {

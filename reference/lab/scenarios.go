@@ -15,11 +15,11 @@ import (
 	"github.com/stormwatch/stormwatch/reference"
 )
 
-// Scenario is one seed experiment.
+// Scenario is one experiment behind the analyzer's rules (docs/principles.md).
 type Scenario struct {
 	Name  string
 	Title string
-	// Source names the seed article and table it reproduces.
+	// Source names the section of docs/principles.md whose figures it reproduces.
 	Source string
 	run    func(e *env) (*Result, error)
 }
@@ -27,19 +27,19 @@ type Scenario struct {
 // Scenarios lists every scenario in the order `stormwatch lab` runs them.
 func Scenarios() []Scenario {
 	return []Scenario{
-		{"retry-cost", "retries are free on a healthy origin and triple a failing one", "seed 000, first two tables", retryCost},
-		{"deadline", "one deadline for the whole call; the origin stops only if it is told", "seed 000, deadline table", deadlineScenario},
-		{"budget", "a retry budget caps the amplification", "seed 000, budget table", budgetScenario},
-		{"breaker-waves", "a per-origin breaker protects the next wave, and costs the recovery time", "seed 000, breaker tables", breakerWaves},
-		{"breaker-key", "a breaker keyed on the client refuses healthy origins", "seed 003, first two tables", breakerKey},
-		{"breaker-signals", "what trips a breaker: 503 and connect errors, never 429 or 404", "seed 003, signals table", breakerSignals},
-		{"breaker-logical", "count logical calls, not attempts", "seed 003, logical-calls table", breakerLogical},
-		{"breaker-probe", "one half-open probe, and a refusal that says when", "seed 003, probe timeline", breakerProbe},
-		{"layers", "three retrying layers make 27 calls; one retry owner makes 3", "seed 002, layered amplification", layers},
-		{"fanout", "one attempt, one replica: the fan-out defect and its fix", "seed 004, primary-a / primary-b", fanout},
-		{"post-deadline", "work after the caller gave up: the propagation defect and its fix", "seed 004, closed span, growing queue", postDeadline},
-		{"fallback-retry", "a fallback that retries hides work: the defect and its fix", "seed 004, fallback row", fallbackRetry},
-		{"unsafe-write", "a write retried without a key creates a second entity", "seed 002 and 004, lost response", unsafeWrite},
+		{"retry-cost", "retries are free on a healthy origin and triple a failing one", "principles: retry cost", retryCost},
+		{"deadline", "one deadline for the whole call; the origin stops only if it is told", "principles: retry cost", deadlineScenario},
+		{"budget", "a retry budget caps the amplification", "principles: retry cost", budgetScenario},
+		{"breaker-waves", "a per-origin breaker protects the next wave, and costs the recovery time", "principles: retry cost", breakerWaves},
+		{"breaker-key", "a breaker keyed on the client refuses healthy origins", "principles: breakers", breakerKey},
+		{"breaker-signals", "what trips a breaker: 503 and connect errors, never 429 or 404", "principles: breakers", breakerSignals},
+		{"breaker-logical", "count logical calls, not attempts", "principles: breakers", breakerLogical},
+		{"breaker-probe", "one half-open probe, and a refusal that says when", "principles: breakers", breakerProbe},
+		{"layers", "three retrying layers make 27 calls; one retry owner makes 3", "principles: one budget, one owner", layers},
+		{"fanout", "one attempt, one replica: the fan-out defect and its fix", "principles: intents and attempts", fanout},
+		{"post-deadline", "work after the caller gave up: the propagation defect and its fix", "principles: intents and attempts", postDeadline},
+		{"fallback-retry", "a fallback that retries hides work: the defect and its fix", "principles: intents and attempts", fallbackRetry},
+		{"unsafe-write", "a write retried without a key creates a second entity", "principles: one budget, one owner", unsafeWrite},
 	}
 }
 
@@ -101,11 +101,12 @@ const callers = 40
 
 // DefaultSeed seeds the jitter when Options.Seed is zero. Every count in every table is the same
 // for any seed; only the jittered wave-1 time of breaker-waves moves (0.08-0.10 s), and seed 6
-// prints the article's 0.09 s. The choice is cosmetic and said so in docs/lab.md.
+// prints the measured 0.09 s (docs/lab.md). The choice is cosmetic and said so in docs/lab.md.
 const DefaultSeed = 6
 
 // Latencies of the origins. A failing origin answers after 1 ms, a plausible round trip, which also
-// makes every concurrent caller be admitted before the first answer is counted, as in the seed.
+// makes every concurrent caller be admitted before the first answer is counted, as in the
+// experiment.
 const (
 	slowLatency = 2 * time.Second
 	failLatency = time.Millisecond
@@ -138,7 +139,7 @@ func (e *env) wave(variant string, c *reference.Client, o *origin, n int) Row {
 	return row
 }
 
-// line renders the seed's "origin saw  40 (1.00x)  ok=40 ..." form.
+// line renders the "origin saw  40 (1.00x)  ok=40 ..." form.
 func line(label string, r Row, extra ...string) string {
 	s := fmt.Sprintf("%-34s origin saw %3d (%.2fx)  ok=%d", label, r.OriginSaw, r.Amplification, r.OK)
 	for _, k := range sortedKeys(r.Outcomes) {
@@ -537,12 +538,12 @@ func layers(e *env) (*Result, error) {
 	return res, nil
 }
 
-// LayersConfig runs `layers` as one variant of the caller's choosing instead of the seed's two:
+// LayersConfig runs `layers` as one variant of the caller's choosing instead of the default two:
 // any number of layers with any attempts each, more requests, and a retry budget or a breaker in
 // every layer. One variant per run, so each can be recorded on its own and compared with diff.
 type LayersConfig struct {
-	// Attempts per layer, the top layer (edge) first: 3,3,3 is the seed's 27 calls, 4,4,4 its 64,
-	// 3,1,1 one retry owner. The layers are named edge, api, adapter, backend, store, then layer-6...
+	// Attempts per layer, the top layer (edge) first: 3,3,3 is 27 calls, 4,4,4 is 64, 3,1,1 one
+	// retry owner. The layers are named edge, api, adapter, backend, store, then layer-6...
 	Attempts []int
 	// Requests the user sends, one after another (so budgets and breakers see them in order).
 	// Zero means 1.

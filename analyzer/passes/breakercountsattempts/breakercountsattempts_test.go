@@ -10,10 +10,11 @@ import (
 
 func TestTestdata(t *testing.T) { passtest.Run(t, breakercountsattempts.Detector, "testdata") }
 
-// Seed 003's logical-call table replayed: ten calls to a service that fails twice, then answers.
-// Counting attempts, the breaker opened on the fifth failed attempt with 2 calls done (both ok
-// after retries) and refused the other 8. Counting calls: 30 attempts, 10 ok, nothing to report.
-func TestSeed003AttemptCountingBreaker(t *testing.T) {
+// The logical-call experiment of docs/principles.md#breakers replayed: ten calls to a service that
+// fails twice, then answers. Counting attempts, the breaker opened on the fifth failed attempt with
+// 2 calls done (both ok after retries) and refused the other 8. Counting calls: 30 attempts, 10 ok,
+// nothing to report.
+func TestAttemptCountingBreakerTable(t *testing.T) {
 	for _, shape := range []string{"stock", "reference"} {
 		got := passtest.Of(passtest.Analyze(t, "breaker-counts-attempts-"+shape, "", ""), "breaker-counts-attempts")
 		if len(got) != 1 {

@@ -2,10 +2,10 @@
 //
 // It proves that a circuit breaker counted attempts instead of logical calls: it opened toward an
 // origin while the logical calls to that origin were succeeding after retries, so it fought the
-// retry policy it was meant to complement. Seed 003: ten calls to a service that fails twice and
-// then answers make 30 attempts and 10 successes when the breaker counts logical calls (0 refused,
-// 0 transitions), but an attempt-counting breaker with threshold 5 opens during the third call and
-// refuses 8 of the 10.
+// retry policy it was meant to complement. In docs/principles.md#breakers: ten calls to a service
+// that fails twice and then answers make 30 attempts and 10 successes when the breaker counts
+// logical calls (0 refused, 0 transitions), but an attempt-counting breaker with threshold 5 opens
+// during the third call and refuses 8 of the 10.
 //
 // Per (caller, origin) in the window: the first breaker refusal marks the opening; before it, the
 // detector counts the failed attempts and the logical calls that completed, by final outcome. It

@@ -1,11 +1,11 @@
 // Package breakerwrongkey defines the breaker-wrong-key detector, a cross-trace one.
 //
 // It proves that a circuit breaker is keyed wider than the origin: within the window, one client
-// (caller service) had calls refused by a breaker toward an origin that had not failed once,
-// after another origin behind the same client had failed. Seed 003's table: a breaker keyed on
-// the client refused 5 of 10 calls to stock and to pricing, which always answered 200, because
-// reviews answered 503 - one failure became three. A breaker keyed per origin (scheme://host:
-// port) refuses only reviews, and is not reported.
+// (caller service) had calls refused by a breaker toward an origin that had not failed once, after
+// another origin behind the same client had failed. The keying experiment of
+// docs/principles.md#breakers: a breaker keyed on the client refused 5 of 10 calls to stock and to
+// pricing, which always answered 200, because reviews answered 503 - one failure became three. A
+// breaker keyed per origin (scheme://host: port) refuses only reviews, and is not reported.
 //
 // A refusal is an attempt with resilience.outcome=refused that was not refused by a retry budget
 // (resilience.stop_reason=breaker_open, or a refused first attempt - budgets never refuse those),

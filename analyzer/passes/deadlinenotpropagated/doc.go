@@ -3,12 +3,13 @@
 // It proves that a deadline stopped at a service boundary or was stretched on the way down:
 //   - an attempt that ran past its own operation's deadline (resilience.deadline), or longer than
 //     the budget it started with (resilience.deadline.remaining_ms): its own timeout exceeded what
-//     was left (seed 002: "4 attempts of 2 s do not fit a 2 s budget");
+//     was left (four attempts of 2 s do not fit a 2 s budget:
+//     docs/principles.md#one-budget-one-owner);
 //   - a downstream operation whose deadline is later than its caller's (a layer that started its
 //     own clock instead of inheriting the remaining budget);
 //   - a downstream operation recorded by the reference client with no deadline at all while its
-//     caller had one (seed 000: "the deadline protects the caller, not the dependency, until it
-//     travels with the request").
+//     caller had one (docs/principles.md#retry-cost: the deadline protects the caller, not the
+//     dependency, until it travels with the request).
 //
 // Deadlines are absolute times written by different services, so comparisons across services
 // allow the clock-skew tolerance.

@@ -2,8 +2,9 @@
 //
 // It proves that hedged copies kept running after one of them answered: a copy that ended later
 // than the winner, with an answer or a timeout rather than a cancellation, so the dependency did
-// the work twice and the caller paid for a connection it no longer needed. Seed 004: "hedging
-// leaves several requests in flight, so it needs the losers cancelled and proven idempotence".
+// the work twice and the caller paid for a connection it no longer needed. See
+// docs/principles.md#intents-and-attempts: "hedging leaves several requests in flight, so it needs
+// the losers cancelled and proven idempotence".
 //
 // Copies are the attempts the reference client marks resilience.attempt.kind=hedge together with
 // the attempt they overlap, or, with stock instrumentation, overlapping CLIENT calls of one

@@ -2,9 +2,10 @@
 //
 // It proves that a fallback branch was not the cheap degraded path it looks like: after the
 // primary's attempts failed, the fallback itself retried, or called the dependency that had just
-// failed again (directly or through a service it called). Seed 004: "if the fallback retries, it
-// is not a free spare branch: include its calls in the same budget or forbid them"; "the fallback
-// calls the same dependency again - a hidden retry - find the child spans after the fallback".
+// failed again (directly or through a service it called). See
+// docs/principles.md#intents-and-attempts: "if the fallback retries, it is not a free spare branch:
+// include its calls in the same budget or forbid them"; "the fallback calls the same dependency
+// again - a hidden retry - find the child spans after the fallback".
 //
 // A fallback is an attempt or operation the reference client marks resilience.attempt.kind=
 // fallback, or - stock instrumentation - the next operation the same caller started, toward

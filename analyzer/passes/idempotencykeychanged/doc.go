@@ -1,10 +1,10 @@
 // Package idempotencykeychanged defines the idempotency-key-changed detector.
 //
-// It proves that the attempts of one logical operation carried different idempotency keys, or
-// that some carried one and others none: the server sees each attempt as a new write and the key
-// protects nothing (seed 002: "the operation key is kept across attempts, the attempt id
-// changes"). Keys are read from resilience.idempotency_key or the captured Idempotency-Key request
-// header, and shown hashed (sha256 prefix), never raw.
+// It proves that the attempts of one logical operation carried different idempotency keys, or that
+// some carried one and others none: the server sees each attempt as a new write and the key
+// protects nothing (docs/principles.md#one-budget-one-owner: "the operation key is kept across
+// attempts, the attempt id changes"). Keys are read from resilience.idempotency_key or the captured
+// Idempotency-Key request header, and shown hashed (sha256 prefix), never raw.
 //
 // Evidence: keys (one hashed key per attempt, "" for none), distinct_keys, attempts.
 //

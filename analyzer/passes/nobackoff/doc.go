@@ -2,8 +2,9 @@
 //
 // It proves that a retry loop came back immediately, two or more times: retries whose pause
 // (resilience.backoff_ms, or the gap between one attempt's end and the next one's start on the
-// client's clock) is at or under minPause (default 1 ms). Seed 001's payment incident: "5 instant
-// attempts in except" kept hammering the provider for ten minutes after it recovered.
+// client's clock) is at or under minPause (default 1 ms). The payment incident of
+// docs/principles.md#backoff-and-classification: "5 instant attempts in except" kept hammering the
+// provider for ten minutes after it recovered.
 //
 // Evidence: retries (of the operation), immediate_retries, pauses_ms (every retry's pause),
 // threshold_ms.

@@ -3,8 +3,8 @@
 // It checks each logical operation against the rules of its class in a policy file (docs/
 // policy.md) that no other detector owns, and reports every rule broken with the rule's name, the
 // file:line where it is written, and the spans that broke it:
-//   - owner: a layer other than the class's owner retried the operation (seed 004: "leave one
-//     layer the owner of retries");
+//   - owner: a layer other than the class's owner retried the operation ("leave one layer the
+//     owner of retries", docs/principles.md#intents-and-attempts);
 //   - deadline: the operation took longer than the class's deadline (attempts and pauses
 //     together);
 //   - backoff: a pause outside what base, cap and jitter allow (longer than the cap; without

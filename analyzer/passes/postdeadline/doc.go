@@ -5,8 +5,9 @@
 // downstream calls a callee started after its caller's CLIENT span had ended in a timeout or a
 // cancellation (deadline_source "caller-gave-up"). The second needs no attributes of ours: a
 // CLIENT span with error status and no status code (context deadline exceeded), and a SERVER
-// child whose own calls start after it ended - the "last span is closed but the queue still
-// grows" line of seed 004, and seed 000's "the origin still did all 40".
+// child whose own calls start after it ended - a closed last span over a growing queue
+// (docs/principles.md#intents-and-attempts), an origin that still did all 40 requests
+// (docs/principles.md#retry-cost).
 //
 // Clocks of different services drift by tens of milliseconds, so every callee's times are first
 // read on its caller's clock: its SERVER span is set to start when its CLIENT parent did, and the

@@ -2,10 +2,11 @@
 //
 // It proves that more than one layer on a path from the root request to a leaf dependency ran its
 // own retry loop, so the attempts multiplied: 3 layers of 3 attempts in front of a failing
-// dependency are 27 calls for one request (seed 002), 4 x 4 x 4 are 64 (seed 004). Copies of the
+// dependency are 27 calls for one request, 4 x 4 x 4 are 64
+// (docs/principles.md#one-budget-one-owner, docs/principles.md#intents-and-attempts). Copies of the
 // leaf operation made by the retries of the layers above are counted together (see
-// analyzer.LeafChains), and the finding is reported once per root request and leaf dependency,
-// with the factor counted from the root, not again for each sub-path.
+// analyzer.LeafChains), and the finding is reported once per root request and leaf dependency, with
+// the factor counted from the root, not again for each sub-path.
 //
 // Evidence: factor (physical calls that reached the leaf for this one request), leaf_calls (the
 // same count; kept separate so a policy can later weigh factor differently), layers (the retrying
@@ -17,7 +18,7 @@
 // Severity: critical from criticalFactor (default 9: two layers of three already multiply a
 // failing dependency's load by nine), otherwise warning.
 //
-// False positives: two layers that retry on purpose with a shared budget (the seed's "inter-layer
+// False positives: two layers that retry on purpose with a shared budget (an "inter-layer
 // contract with one quota") look the same in a trace; a policy can lower the severity. A single
 // retrying layer with a transient failure then a success is never reported.
 package retryamplification

@@ -2,12 +2,12 @@
 //
 // It proves that retries added more load to a dependency than a retry budget would allow: per
 // (caller service, dependency, policy class), over the window, more retries were sent than ratio x
-// first attempts + reserve (ratio default 0.1 - seed 000's budget_ratio, one retry per ten
-// requests, or the class's retryBudget when a policy file sets it, cited with its line; reserve
-// default 10 retries per window, as token-bucket budgets keep a floor). Seed 000's budget run, 10
-// retries for 40 requests, is within it and not reported. Seed 000:
-// retry=3 against a failing origin sent 120 calls for 40 requests (ratio 2.0); a budget of 0.1
-// would have kept it near 1.1x.
+// first attempts + reserve (ratio default 0.1 - the budget_ratio of docs/principles.md#retry-cost,
+// one retry per ten requests, or the class's retryBudget when a policy file sets it, cited with its
+// line; reserve default 10 retries per window, as token-bucket budgets keep a floor). The budget
+// experiment's run, 10 retries for 40 requests, is within it and not reported. See
+// docs/principles.md#retry-cost: retry=3 against a failing origin sent 120 calls for 40 requests
+// (ratio 2.0); a budget of 0.1 would have kept it near 1.1x.
 //
 // Offline the window is the whole input (in chunks when it outgrows the analyzer's bound); live
 // it is the policy's detectors.window (default one minute). The detector keeps no state between

@@ -32,10 +32,10 @@ type Settings struct {
 	// MinSamples is the fewest first attempts, from as many traces, a group needs before its
 	// ratio is judged: a ratio over a handful of requests says little.
 	MinSamples int `policy:"minSamples" doc:"first attempts (from as many traces) a group needs before its ratio is judged" min:"1"`
-	// Reserve is the retries a window may always spend beyond the ratio: budgets are token
-	// buckets with a floor (the reference client's reserve is 10), so that a single flaky call
-	// still gets its retry at low traffic. Seed 000's budget run - 10 retries for 40 requests - is
-	// within it.
+	// Reserve is the retries a window may always spend beyond the ratio: budgets are token buckets
+	// with a floor (the reference client's reserve is 10), so that a single flaky call still gets
+	// its retry at low traffic. The budget experiment's run (docs/principles.md#retry-cost) - 10
+	// retries for 40 requests - is within it.
 	Reserve int `policy:"reserve" doc:"retries a window may always spend beyond the ratio, as token-bucket budgets do" min:"0"`
 }
 

@@ -17,7 +17,7 @@ var Detector = &analyzer.Detector{
 	Run:      run,
 }
 
-// permanent reports the outcomes seed 001 says never to retry.
+// permanent reports the outcomes never to retry (docs/principles.md#backoff-and-classification).
 func permanent(status string) bool {
 	switch status {
 	case "400", "401", "403", "404", "409", "422",

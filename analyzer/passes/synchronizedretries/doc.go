@@ -1,11 +1,11 @@
 // Package synchronizedretries defines the synchronized-retries detector, a cross-trace one.
 //
-// It proves that retries toward one dependency are not spread out: the pause before the n-th
-// retry is the same in operation after operation (no jitter), or retry start times bunch into
-// waves. Seed 001: "10,000 clients refused at one moment with a fixed 5 s pause all return at
-// t+5 - the load comes back in rhythmic waves; jitter smears the returns". Pauses are compared per
-// retry ordinal (the first retry's pauses with each other, the second's with each other), so
-// exponential growth is not mistaken for variation.
+// It proves that retries toward one dependency are not spread out: the pause before the n-th retry
+// is the same in operation after operation (no jitter), or retry start times bunch into waves. See
+// docs/principles.md#backoff-and-classification: "10,000 clients refused at one moment with a fixed
+// 5 s pause all return at t+5 - the load comes back in rhythmic waves; jitter smears the returns".
+// Pauses are compared per retry ordinal (the first retry's pauses with each other, the second's
+// with each other), so exponential growth is not mistaken for variation.
 //
 // Full jitter - sleep uniform(0, min(cap, base*2^n)) - has a coefficient of variation near 0.58
 // and never bunches; it is not reported. Equal jitter (about 0.19) is not reported either. The

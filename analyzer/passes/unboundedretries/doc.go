@@ -1,8 +1,9 @@
 // Package unboundedretries defines the unbounded-retries detector.
 //
-// It proves that a retry loop ran past its cap: more tries than maxAttempts (default 5, the
-// upper end of seed 001's "3-5 attempts"; the policy class's maxAttempts when a policy file sets
-// it, cited with its line), or - where the reference client's resilience.* attributes are present
+// It proves that a retry loop ran past its cap: more tries than maxAttempts (default 5, the upper
+// end of "3-5 attempts" (docs/principles.md#backoff-and-classification); the policy class's
+// maxAttempts when a policy file sets it, cited with its line), or - where the reference client's
+// resilience.* attributes are present
 // - a loop that ended in failure without a resilience.stop_reason, so nothing says what bounded
 // it. Resends after a redirect or a 401 challenge and hedged copies are not tries; fallback
 // attempts are not counted either (hidden-fallback-retry covers them).

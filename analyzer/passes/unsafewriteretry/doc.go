@@ -2,11 +2,12 @@
 //
 // It proves that a write - an HTTP POST or PATCH - was sent more than once (retried or hedged)
 // without an idempotency key, so a response lost after the server acted creates a second order,
-// charge or e-mail (seeds 000, 001 and 002: "POST only with an Idempotency-Key"). The key is
-// resilience.idempotency_key on the operation or its attempts, or the captured Idempotency-Key
-// request header (http.request.header.idempotency-key). A policy class with idempotent: true
-// declares the operation safe to repeat and silences it; idempotent: false makes any repeated
-// operation of the class a finding, whatever its method (gRPC writes included), citing the rule.
+// charge or e-mail (docs/principles.md#backoff-and-classification: "POST only with an
+// Idempotency-Key"). The key is resilience.idempotency_key on the operation or its attempts, or the
+// captured Idempotency-Key request header (http.request.header.idempotency-key). A policy class
+// with idempotent: true declares the operation safe to repeat and silences it; idempotent: false
+// makes any repeated operation of the class a finding, whatever its method (gRPC writes included),
+// citing the rule.
 //
 // Evidence: method, attempts (sends of the write), key_present (false).
 //

@@ -28,9 +28,9 @@ func Refusal(op *analyzer.Operation) (at int64, ok bool) {
 	return 0, false
 }
 
-// Trips reports whether an attempt's outcome is one a breaker should count (seed 003): 5xx,
-// connect errors and timeouts. 429 (slow down) and other 4xx (a full answer) are not failures of
-// the dependency.
+// Trips reports whether an attempt's outcome is one a breaker should count
+// (docs/principles.md#breakers): 5xx, connect errors and timeouts. 429 (slow down) and other 4xx (a
+// full answer) are not failures of the dependency.
 func Trips(a *analyzer.Attempt) bool {
 	switch a.Outcome {
 	case analyzer.OutcomeTimeout:
