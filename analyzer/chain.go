@@ -118,6 +118,7 @@ func LeafChains(ops []*Operation) []LeafChain {
 		leafBuf, layerBuf = leafBuf[z.leaves:], layerBuf[z.depth:]
 	}
 	j := 0
+	var tries TryCounter
 	for _, op := range ops {
 		if !op.IsLeaf() || len(op.Attempts) == 0 {
 			continue
@@ -136,7 +137,7 @@ func LeafChains(ops []*Operation) []LeafChain {
 			if l.Service == "" {
 				l.Service = p.Owner
 			}
-			l.Attempts = max(l.Attempts, p.Tries())
+			l.Attempts = max(l.Attempts, tries.Tries(p))
 			d--
 		}
 	}

@@ -265,6 +265,30 @@ func (o *Operation) Tries() int {
 	return n
 }
 
+// TryCounter answers Tries for the operations of one trace, remembering the answer for an
+// operation of many attempts: a pass that asks each leaf's ancestors for their tries asks a wide
+// operation (an application loop of thousands of tries over as many leaves) once per leaf, and
+// counting its attempts each time would cost the square of its width. The zero value is ready.
+type TryCounter struct {
+	memo map[*Operation]int
+}
+
+// Tries is op.Tries().
+func (c *TryCounter) Tries(op *Operation) int {
+	if len(op.Attempts) <= 16 {
+		return op.Tries()
+	}
+	if n, ok := c.memo[op]; ok {
+		return n
+	}
+	if c.memo == nil {
+		c.memo = map[*Operation]int{}
+	}
+	n := op.Tries()
+	c.memo[op] = n
+	return n
+}
+
 // Chain is the operation and the operations it runs inside, root first.
 func (o *Operation) Chain() []*Operation {
 	var c []*Operation

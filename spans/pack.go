@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"math"
 	"slices"
 	"unsafe"
@@ -358,8 +359,13 @@ type packer struct {
 	more  []*Resource
 	nRes  int
 	resAt map[*Resource]int
-	last  *Resource
-	lastK int
+	// byContent finds, past the first few, the resources equal in content to a new pointer by
+	// a hash of their content: comparing it with every resource before it would cost the square
+	// in a trace whose spans each came with a resource of their own.
+	byContent map[uint64][]int32
+	seed      maphash.Seed
+	last      *Resource
+	lastK     int
 }
 
 // addrSlot is a string of the table by the address of its bytes (a number, compared only while
@@ -490,7 +496,14 @@ func (p *packer) resource(r *Resource) (int, bool) {
 			}
 		}
 	}
-	if k < 0 {
+	if k < 0 && p.byContent != nil {
+		for _, i := range p.byContent[p.resourceHash(r)] {
+			if sameResource(p.resourceAt(int(i)), r) {
+				k = int(i)
+				break
+			}
+		}
+	} else if k < 0 {
 		for i := range p.nRes {
 			if sameResource(p.resourceAt(i), r) {
 				k = i
@@ -510,9 +523,16 @@ func (p *packer) resource(r *Resource) (int, bool) {
 	}
 	if p.resAt == nil && p.nRes > len(p.res0) {
 		p.resAt = make(map[*Resource]int, 32)
+		p.byContent = make(map[uint64][]int32, 32)
+		p.seed = maphash.MakeSeed()
 		for i := range p.nRes {
 			p.resAt[p.resourceAt(i)] = i
+			h := p.resourceHash(p.resourceAt(i))
+			p.byContent[h] = append(p.byContent[h], int32(i))
 		}
+	} else if fresh && p.byContent != nil {
+		h := p.resourceHash(r)
+		p.byContent[h] = append(p.byContent[h], int32(k))
 	}
 	if p.resAt != nil {
 		p.resAt[r] = k
@@ -526,6 +546,23 @@ func (p *packer) resourceAt(k int) *Resource {
 		return p.res0[k]
 	}
 	return p.more[k-len(p.res0)]
+}
+
+// resourceHash hashes what sameResource compares.
+func (p *packer) resourceHash(r *Resource) uint64 {
+	var h maphash.Hash
+	h.SetSeed(p.seed)
+	h.WriteString(r.ServiceName)
+	h.WriteByte(0)
+	h.WriteString(r.ServiceInstance)
+	h.WriteByte(0)
+	if r.Attrs == nil {
+		h.WriteByte(1)
+	}
+	for _, a := range r.Attrs {
+		maphash.WriteComparable(&h, a)
+	}
+	return h.Sum64()
 }
 
 func sameResource(a, b *Resource) bool {

@@ -899,6 +899,7 @@ func (a *Analyzer) notes() []string {
 	add(is.splitLinked, "%d operations continue an operation of another trace (joined by a span link, or by resilience.operation.id with an attempt number above 1); counted as physical calls, not as new logical operations")
 	add(is.untraced, untracedNote)
 	add(is.bridged, bridgedNote)
+	add(is.unbridged, unbridgedNote)
 	add(is.appLoops, appLoopNote)
 	add(a.lateFragments, "%d traces received spans after they had been analyzed and released (the settle period was too short for them); the late spans were analyzed on their own, so their chains may be cut")
 	add(a.droppedFind, "%d older findings dropped (more than %d held)", a.maxFindings())

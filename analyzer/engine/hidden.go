@@ -26,14 +26,8 @@ type bridge struct {
 	orphan, attach int32
 }
 
-// loopTry is one try of an application's retry loop and the index in the trace's operations of the
-// loop's operation.
-type loopTry struct {
-	span, op int32
-}
-
 // maxBridged bounds the orphans a trace attaches: each costs a scan of the trace.
-const maxBridged = 256
+const maxBridged = 256 // unbridgedNote states it
 
 // bridgeOrphans attaches each orphan SERVER span (its parent span never arrived) to the span that
 // most likely made the call it answered, and reports whether any was. The attach point is the
@@ -56,7 +50,8 @@ func (t *trace) bridgeOrphans(skew int64, sc *scratch) bool {
 			continue // a broken cycle, not a lost parent
 		}
 		if len(sc.bridge) == maxBridged {
-			break
+			t.issues.unbridged++ // left as a root: the bound keeps the work linear
+			continue
 		}
 		start, service := s.StartUnixNano, s.Service()
 		lo, hi := t.Index().Pos[r], t.Index().Pos[r]+t.Index().Size[r]

@@ -77,35 +77,16 @@ func (t *trace) bridgedTo(i int32, sc *scratch) []int32 {
 }
 
 // serverChildren lists the SERVER spans right under CLIENT span i, by start, but for those nested
-// in another (see nestedServer).
+// in another (see indexWide).
 func (t *trace) serverChildren(i int32, sc *scratch) []int32 {
 	out := sc.srvs[:0]
 	for _, ch := range t.Children(int(i)) {
-		if t.Spans[ch].Kind == spans.KindServer && !t.nestedServer(i, ch) {
+		if t.Spans[ch].Kind == spans.KindServer && !sc.wide.nested[ch] {
 			out = append(out, ch)
 		}
 	}
 	sc.srvs = out
 	return out
-}
-
-// nestedServer reports whether SERVER span s under CLIENT span i lies inside an earlier SERVER
-// sibling of the same service and instance: two server instrumentations of one process (a
-// framework's span and the HTTP server's) both reading the incoming traceparent, one request, not
-// a resend. Resends to one instance follow each other.
-func (t *trace) nestedServer(i, s int32) bool {
-	x := &t.Spans[s]
-	for _, ch := range t.Children(int(i)) {
-		if ch == s {
-			return false // siblings are by start: only earlier ones can hold it
-		}
-		y := &t.Spans[ch]
-		if y.Kind == spans.KindServer && y.Service() == x.Service() && y.Instance() == x.Instance() &&
-			y.StartUnixNano <= x.StartUnixNano && x.EndUnixNano <= t.End(int(ch)) {
-			return true
-		}
-	}
-	return false
 }
 
 // virtualCalls adds to the calls span i makes (group) the orphans attached to it: each stands for
@@ -134,12 +115,7 @@ func (t *trace) calleeCall(srv int32, origin, target string, in *interner, sc *s
 		c.target = in.target(k, &sc.derived)
 	}
 	if c.origin == "" {
-		for j := range t.calls {
-			if t.calls[j].service == c.service && t.Spans[t.calls[j].idx].Kind == spans.KindClient {
-				c.origin = t.calls[j].origin
-				break
-			}
-		}
+		c.origin = t.clientOrigin(c.service, sc)
 	}
 	if c.origin == "" {
 		c.origin = serverOrigin(k)
@@ -173,29 +149,25 @@ func serverOrigin(k *known) string {
 }
 
 // untracedHops makes one untraced hop per callee service and, for orphans, per thing asked: an
-// untraced gateway that calls users then orders made two operations, not a retry of one.
+// untraced gateway that calls users then orders made two operations, not a retry of one. The
+// hops are taken in the order of their first SERVER span; one pass and a map, however many
+// services answered.
 func (t *trace) untracedHops(i int32, srvs []int32, direct bool, seed maphash.Seed, in *interner, sc *scratch) {
-	srvs = slices.Clone(srvs) // sc.srvs is reused below
-	for len(srvs) > 0 {
-		first := &t.Spans[srvs[0]]
-		target := ""
+	type hopKey struct{ service, target string }
+	var keys []hopKey
+	groups := map[hopKey][]int32{}
+	for _, s := range srvs {
+		k := hopKey{service: t.Spans[s].Service()}
 		if !direct {
-			target = in.target(&sc.known[srvs[0]], &sc.derived)
+			k.target = in.target(&sc.known[s], &sc.derived)
 		}
-		same := func(s int32) bool {
-			x := &t.Spans[s]
-			return x.Service() == first.Service() && (direct || in.target(&sc.known[s], &sc.derived) == target)
+		if _, ok := groups[k]; !ok {
+			keys = append(keys, k)
 		}
-		var group, rest []int32
-		for _, s := range srvs {
-			if same(s) {
-				group = append(group, s)
-			} else {
-				rest = append(rest, s)
-			}
-		}
-		t.untracedHop(i, group, direct, seed, in, sc)
-		srvs = rest
+		groups[k] = append(groups[k], s)
+	}
+	for _, k := range keys {
+		t.untracedHop(i, groups[k], direct, seed, in, sc)
 	}
 }
 
@@ -306,10 +278,8 @@ func (t *trace) untracedHop(i int32, srvs []int32, direct bool, seed maphash.See
 // loopOf is the index in the trace's operations of the application loop whose try span i is, -1
 // when it is none.
 func (sc *scratch) loopOf(i int32) int32 {
-	for _, l := range sc.loopTries {
-		if l.span == i {
-			return l.op
-		}
+	if op, ok := sc.wide.tryOp[i]; ok {
+		return op
 	}
 	return -1
 }
@@ -331,62 +301,76 @@ func (t *trace) appLoops(i int32, seed maphash.Seed, sc *scratch) {
 	if n < 2 {
 		return
 	}
+	next := sc.wide.nextSameName(t, ch)
 	for a := 0; a < len(ch); a++ {
 		first := ch[a]
 		if !t.loopCandidate(first, sc) {
 			continue
 		}
-		name := t.Spans[first].Name
-		asked := t.lastCall(first)
+		asked := t.lastCall(first, sc)
 		tries := []int32{first}
-		for b, lastOK := a+1, t.tryOK(first, sc); b < len(ch) && !lastOK; b++ {
+		last := a
+		// Only siblings of the same name can be tries: the chain of them, not every later
+		// sibling, so that many names under one span cost no more than one.
+		for b, lastOK := next[a], t.tryOK(first, sc); b >= 0 && !lastOK; b = next[b] {
 			c := ch[b]
-			if t.Spans[c].Name != name || !t.loopCandidate(c, sc) {
+			if !t.loopCandidate(c, sc) {
 				continue
 			}
 			if t.Spans[c].StartUnixNano < t.End(int(tries[len(tries)-1]))-overlapTolerance {
 				break // concurrent: not a loop
 			}
-			if !t.sameAsk(asked, t.lastCall(c)) {
+			if !t.sameAsk(asked, t.lastCall(c, sc)) {
 				break // another item of a batch, not the same thing tried again
 			}
 			tries = append(tries, c)
+			last = int(b)
 			lastOK = t.tryOK(c, sc)
 		}
 		if len(tries) < 2 {
 			continue
 		}
 		t.loopOperation(i, tries, seed, sc)
-		a = slices.Index(ch, tries[len(tries)-1])
+		a = last
 	}
 }
 
 // loopCandidate: an INTERNAL span, not an operation span of the reference client, not already a
 // try, with a call under it.
 func (t *trace) loopCandidate(i int32, sc *scratch) bool {
-	if t.Spans[i].Kind != spans.KindInternal || sc.known[i].str(wkOpID) != "" || sc.loopOf(i) >= 0 {
-		return false
-	}
-	found := false
-	t.Walk(int(i), func(j int) bool {
-		if t.Spans[j].Kind == spans.KindClient {
-			found = true
-		}
-		return !found
-	})
-	return found
+	return t.Spans[i].Kind == spans.KindInternal && sc.known[i].str(wkOpID) == "" && sc.loopOf(i) < 0 &&
+		t.lastCall(i, sc) >= 0
 }
 
-// lastCall is the last CLIENT span (by start) under span i, -1 when there is none.
-func (t *trace) lastCall(i int32) int {
-	last := -1
-	t.Walk(int(i), func(j int) bool {
-		if t.Spans[j].Kind == spans.KindClient && (last < 0 || t.Spans[j].StartUnixNano >= t.Spans[last].StartUnixNano) {
-			last = j
+// lastCall is the last CLIENT span (by start; of equal starts, the last in pre-order) under span
+// i, -1 when there is none. The first question of a trace answers it for every span at once, in
+// one pass from the leaves up: asked of each span by a walk of its subtree, a deep trace would
+// cost its depth times its spans.
+func (t *trace) lastCall(i int32, sc *scratch) int {
+	w := &sc.wide
+	if !w.lastReady {
+		ix := t.Index()
+		below := slices.Grow(w.lastBelow[:0], len(t.Spans))[:len(t.Spans)]
+		later := func(a, b int32) bool { // a is later than b by start, then by pre-order
+			sa, sb := t.Spans[a].StartUnixNano, t.Spans[b].StartUnixNano
+			return sa > sb || sa == sb && ix.Pos[a] > ix.Pos[b]
 		}
-		return true
-	})
-	return last
+		for k := len(ix.Order) - 1; k >= 0; k-- {
+			j := ix.Order[k]
+			best := int32(-1)
+			for _, c := range t.Children(int(j)) {
+				if t.Spans[c].Kind == spans.KindClient && (best < 0 || later(c, best)) {
+					best = c
+				}
+				if b := below[c]; b >= 0 && (best < 0 || later(b, best)) {
+					best = b
+				}
+			}
+			below[j] = best
+		}
+		w.lastBelow, w.lastReady = below, true
+	}
+	return int(w.lastBelow[i])
 }
 
 // sameAsk reports whether two calls asked the same thing of the same place.
@@ -404,7 +388,7 @@ func (t *trace) tryOK(i int32, sc *scratch) bool {
 	if t.Spans[i].Status == spans.StatusError {
 		return false
 	}
-	last := t.lastCall(i)
+	last := t.lastCall(i, sc)
 	if last < 0 {
 		return true
 	}
@@ -459,7 +443,7 @@ func (t *trace) loopOperation(i int32, tries []int32, seed maphash.Seed, sc *scr
 		prevEnd = a.EndUnixNano
 		op.EndUnixNano = max(op.EndUnixNano, a.EndUnixNano)
 		b.att = append(b.att, a)
-		sc.loopTries = append(sc.loopTries, loopTry{span: tr, op: opIdx})
+		sc.wide.addTry(tr, opIdx)
 	}
 	op.Attempts = b.att[attStart:len(b.att):len(b.att)]
 	if op.Attempts[len(op.Attempts)-1].Outcome == analyzer.OutcomeOK {
@@ -472,16 +456,20 @@ func (t *trace) loopOperation(i int32, tries []int32, seed maphash.Seed, sc *scr
 }
 
 // finishLoops names each application loop's dependency after the first operation inside it, and
-// forgets the trace's loops and attached orphans.
+// forgets the trace's loops and attached orphans. One pass over the operations: the loop of each
+// operation is looked up, not each loop's operations searched for.
 func (t *trace) finishLoops(sc *scratch) {
-	for _, l := range sc.loops {
-		loop := t.Index().Ops[l]
+	if len(sc.loops) > 0 {
+		loops := make(map[*analyzer.Operation]bool, len(sc.loops))
+		for _, l := range sc.loops {
+			loops[t.Index().Ops[l]] = true
+		}
 		for _, op := range t.Index().Ops {
-			if op.Parent == loop && op.Dependency != "" {
+			if loop := op.Parent; loop != nil && op.Dependency != "" && loops[loop] {
 				loop.Dependency, loop.DependencyService = op.Dependency, op.DependencyService
-				break
+				loops[loop] = false // named by its first
 			}
 		}
 	}
-	sc.loops, sc.loopTries, sc.bridge = sc.loops[:0], sc.loopTries[:0], sc.bridge[:0]
+	sc.loops, sc.bridge = sc.loops[:0], sc.bridge[:0]
 }

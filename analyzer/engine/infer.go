@@ -542,11 +542,12 @@ func (t *trace) inferOperations(seed maphash.Seed, skew int64, in *interner, sc 
 		}
 	}
 	t.Index().Carried, t.Index().CarriedRead = carried, true
+	t.indexWide(sc)
 	// The calls are read only while the trace is analyzed (see analyzeTrace): scratch.
 	t.calls = slices.Grow(sc.calls[:0], nClient)
 	sc.opCalls, sc.opStart = sc.opCalls[:0], sc.opStart[:0]
-	// origin -> service, for calls whose callee span is missing; few per trace, so a slice.
-	originService := sc.originService[:0]
+	// origin -> service, for calls whose callee span is missing.
+	originService := &sc.originService
 	for i := range t.Spans {
 		s := &t.Spans[i]
 		if s.Kind != spans.KindClient {
@@ -576,7 +577,7 @@ func (t *trace) inferOperations(seed maphash.Seed, skew int64, in *interner, sc 
 		var srvStart, srvEnd int64
 		for _, ch := range t.Children(i) {
 			cs := &t.Spans[ch]
-			if cs.Kind != spans.KindServer || t.nestedServer(int32(i), ch) {
+			if cs.Kind != spans.KindServer || sc.wide.nested[ch] {
 				continue
 			}
 			if c.service == "" {
@@ -602,8 +603,8 @@ func (t *trace) inferOperations(seed maphash.Seed, skew int64, in *interner, sc 
 				c.origin = "unknown:" + s.Name
 			}
 		}
-		if c.service != "" && !slices.ContainsFunc(originService, func(p [2]string) bool { return p[0] == c.origin }) {
-			originService = append(originService, [2]string{c.origin, c.service})
+		if c.service != "" {
+			originService.add(c.origin, c.service)
 		}
 		t.Index().Call[i] = int32(len(t.calls))
 		t.calls = append(t.calls, c)
@@ -612,15 +613,10 @@ func (t *trace) inferOperations(seed maphash.Seed, skew int64, in *interner, sc 
 	// origin in the trace may.
 	for k := range t.calls {
 		if t.calls[k].service == "" {
-			for _, p := range originService {
-				if p[0] == t.calls[k].origin {
-					t.calls[k].service = p[1]
-				}
-			}
+			t.calls[k].service = originService.get(t.calls[k].origin)
 		}
 	}
-	clear(originService)
-	sc.originService = originService[:0]
+	originService.reset()
 
 	if nClient > 0 {
 		t.Index().Ops = sc.bufs.make(nClient, &sc.spare)

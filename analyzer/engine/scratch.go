@@ -18,7 +18,7 @@ type scratch struct {
 	group         []int32
 	keyed         []keyed
 	runs          []keyRun
-	originService [][2]string
+	originService originServices
 	occList       []occCount
 	occurrences   map[scopeIntent]int
 	bufs          opBufs    // the trace being inferred; its buffers go with the result
@@ -36,11 +36,11 @@ type scratch struct {
 	// What inference reads below the instrumentation (see hidden.go): orphans attached to the
 	// spans that made their calls, SERVER spans being read as calls, the walk's marks, and the
 	// application loops found with their tries.
-	bridge    []bridge
-	srvs      []int32
-	visited   []bool
-	loopTries []loopTry
-	loops     []int32
+	bridge  []bridge
+	srvs    []int32
+	visited []bool
+	loops   []int32
+	wide    wideIndex
 	// derived caches origins and targets in front of the interner's shared cache. Kept from
 	// trace to trace (reset leaves it): what it holds is true for any trace, and is the shared
 	// cache's own copies.
@@ -106,6 +106,7 @@ func (sc *scratch) reset() {
 	sc.bufs = opBufs{} // the last trace's operations: its result holds them packed, not these
 	sc.occList = sc.occList[:0]
 	sc.occurrences = nil
+	sc.wide.release()
 	if cap(sc.keys) > maxScratch {
 		sc.keys = nil
 	}

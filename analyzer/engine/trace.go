@@ -43,6 +43,7 @@ type traceIssues struct {
 	splitLinked int // operations joined to an earlier trace by a link or an operation id
 	untraced    int // physical calls counted from the callee's SERVER spans (an untraced hop)
 	bridged     int // orphan SERVER spans attached by time to the span that made their call
+	unbridged   int // orphan SERVER spans past maxBridged, left unattached
 	appLoops    int // application retry loops read from sibling INTERNAL spans
 }
 
@@ -58,6 +59,7 @@ func (a *traceIssues) add(b traceIssues, sign int) {
 	a.splitLinked += sign * b.splitLinked
 	a.untraced += sign * b.untraced
 	a.bridged += sign * b.bridged
+	a.unbridged += sign * b.unbridged
 	a.appLoops += sign * b.appLoops
 }
 
@@ -249,15 +251,17 @@ func (t *trace) makeNotes() {
 	add(is.splitLinked, "%d operations continue an operation of another trace (joined by a link or resilience.operation.id)")
 	add(is.untraced, untracedNote)
 	add(is.bridged, bridgedNote)
+	add(is.unbridged, unbridgedNote)
 	add(is.appLoops, appLoopNote)
 }
 
 // The notes of figures inferred below the instrumentation, shared by a trace's notes and the
 // report's.
 const (
-	untracedNote = "%d physical calls were counted from the callee's SERVER spans, not from a CLIENT span: a hop that exports no spans (a proxy, a sidecar, or a library retrying inside one client span) sent them; it is shown as an \"(untraced, between CALLER and CALLEE)\" layer"
-	bridgedNote  = "%d SERVER spans whose parent span never arrived were attached by time to the span that most likely made their call (the innermost span of another service open when they started); the calls they stand for are inferred from the callee's side, and the layer that made them may be an untraced service"
-	appLoopNote  = "%d application retry loops were read from sibling INTERNAL spans of one name, each failed try followed by the next; each is a layer named SERVICE/SPAN-NAME"
+	untracedNote  = "%d physical calls were counted from the callee's SERVER spans, not from a CLIENT span: a hop that exports no spans (a proxy, a sidecar, or a library retrying inside one client span) sent them; it is shown as an \"(untraced, between CALLER and CALLEE)\" layer"
+	bridgedNote   = "%d SERVER spans whose parent span never arrived were attached by time to the span that most likely made their call (the innermost span of another service open when they started); the calls they stand for are inferred from the callee's side, and the layer that made them may be an untraced service"
+	unbridgedNote = "%d SERVER spans whose parent span never arrived were left as roots of their own, not attached to the span that made their call: a trace attaches at most 256 (each costs a scan of the trace)"
+	appLoopNote   = "%d application retry loops were read from sibling INTERNAL spans of one name, each failed try followed by the next; each is a layer named SERVICE/SPAN-NAME"
 )
 
 // idKey is a span id as a number (big-endian, so numbers compare as the ids' bytes do) and the

@@ -2,6 +2,7 @@ package hiddenfallbackretry
 
 import (
 	"cmp"
+	"container/heap"
 	"fmt"
 	"slices"
 	"strings"
@@ -59,23 +60,35 @@ func run(pass *analyzer.Pass) error {
 		}
 		return cmp.Compare(a.op.StartUnixNano, b.op.StartUnixNano)
 	})
+	// The failed earlier siblings under the current anchor, by end: as f's start only grows
+	// within an anchor, those that had ended by it only grow too, so the latest of them is kept
+	// as they come, not searched for again for each f.
+	var ended endHeap
+	latest := -1
 	for k := 1; k < len(sibs); k++ {
 		f := sibs[k]
+		if sibs[k-1].anchor != f.anchor {
+			ended, latest = ended[:0], -1
+		}
+		if p := sibs[k-1]; p.anchor == f.anchor && failed(p.op) {
+			heap.Push(&ended, endAt{p.op.EndUnixNano, k - 1})
+		}
+		for len(ended) > 0 && ended[0].end <= f.op.StartUnixNano+skew {
+			latest = max(latest, heap.Pop(&ended).(endAt).k)
+		}
 		if sibs[k-1].anchor != f.anchor || len(f.op.Attempts) == 0 {
 			continue
 		}
 		explicit := f.op.Attempts[0].Kind == analyzer.KindFallback
-		// The primary: the latest earlier sibling that had failed when f started.
+		// The primary: the latest earlier sibling that had failed when f started; in the stock
+		// shape only the operation right before counts.
 		var primary *analyzer.Operation
-		for j := k - 1; j >= 0 && sibs[j].anchor == f.anchor; j-- {
-			p := sibs[j].op
-			if p.EndUnixNano <= f.op.StartUnixNano+skew && failed(p) {
-				primary = p
-				break
+		if explicit {
+			if latest >= 0 {
+				primary = sibs[latest].op
 			}
-			if !explicit {
-				break // stock shape: only the operation right before counts
-			}
+		} else if p := sibs[k-1].op; p.EndUnixNano <= f.op.StartUnixNano+skew && failed(p) {
+			primary = p
 		}
 		if primary == nil || primary.Dependency == f.op.Dependency && !explicit {
 			continue
@@ -109,8 +122,8 @@ func branches(pass *analyzer.Pass, t *analyzer.Trace) {
 		if primary == nil || !failed(primary) {
 			continue
 		}
-		var ops []*analyzer.Operation
 		var ids []string
+		var counter analyzer.TryCounter
 		again, tries := 0, 0
 		t.Walk(i, func(j int) bool {
 			if t.Spans[j].Kind != spans.KindClient {
@@ -120,9 +133,8 @@ func branches(pass *analyzer.Pass, t *analyzer.Trace) {
 			if t.Origin(j) == primary.Dependency {
 				again++
 			}
-			if op := t.Operation(j); op != nil && !slices.Contains(ops, op) {
-				ops = append(ops, op)
-				tries = max(tries, op.Tries())
+			if op := t.Operation(j); op != nil {
+				tries = max(tries, counter.Tries(op))
 			}
 			return true
 		})
@@ -246,4 +258,24 @@ func report(pass *analyzer.Pass, op *analyzer.Operation, ids []string, failedDep
 		Action:   "make the fallback a single cheap attempt that never reaches the failed dependency, or count its calls in the same retry budget",
 		Evidence: ev,
 	})
+}
+
+// endAt is a failed sibling's end and its index among the siblings; endHeap keeps the earliest
+// end first.
+type endAt struct {
+	end int64
+	k   int
+}
+
+type endHeap []endAt
+
+func (h endHeap) Len() int           { return len(h) }
+func (h endHeap) Less(i, j int) bool { return h[i].end < h[j].end }
+func (h endHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *endHeap) Push(x any)        { *h = append(*h, x.(endAt)) }
+func (h *endHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
 }

@@ -116,6 +116,7 @@ func mayFire(ops []*analyzer.Operation, need int) bool {
 		return true
 	}
 	var depths uint64
+	var tries analyzer.TryCounter
 	for _, op := range ops {
 		if !op.IsLeaf() || len(op.Attempts) == 0 {
 			continue
@@ -129,7 +130,7 @@ func mayFire(ops []*analyzer.Operation, need int) bool {
 		}
 		d := depth - 1
 		for p := op; p != nil; p = p.Parent {
-			if p.Tries() > 1 {
+			if tries.Tries(p) > 1 {
 				depths |= 1 << d
 			}
 			d--

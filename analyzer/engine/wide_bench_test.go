@@ -1,0 +1,124 @@
+package engine_test
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"testing"
+
+	"github.com/stormwatch/stormwatch/analyzer/engine"
+	"github.com/stormwatch/stormwatch/analyzer/suite"
+	"github.com/stormwatch/stormwatch/spans"
+)
+
+// wideShapes are the shapes of one trace where one span has many children or one destination many
+// calls: each is where a per-trace pass that compares every child with every earlier one costs the
+// square. The analysis of one such trace must grow with its spans (or spans times their log),
+// which BenchmarkWideTrace shows at 1k, 10k and 100k siblings.
+var wideShapes = []struct {
+	name string
+	make func(n int) []spans.Span
+}{
+	// A CLIENT span with n SERVER children: a Zipkin shared span, a proxy that resends, a hostile
+	// batch. Every child from one instance, one after the other (resends), then from n instances.
+	{"client-servers", func(n int) []spans.Span { return clientServers(n, 1) }},
+	{"client-servers-instances", func(n int) []spans.Span { return clientServers(n, n) }},
+	// n SERVER children under one CLIENT span, each from its own service: untraced hops per service.
+	{"client-servers-services", func(n int) []spans.Span {
+		ss := clientServers(n, 1)
+		for i := 2; i < len(ss); i++ {
+			ss[i].Resource = &spans.Resource{ServiceName: "dep-" + strconv.Itoa(i)}
+		}
+		return ss
+	}},
+	// n CLIENT siblings toward one destination, and toward n destinations.
+	{"client-siblings", func(n int) []spans.Span { return clientSiblings(n, false) }},
+	{"client-siblings-origins", func(n int) []spans.Span { return clientSiblings(n, true) }},
+	// n INTERNAL siblings of one name with a failing call under each: an application's retry loop
+	// as wide as it gets; and of n names (no loop at all).
+	{"internal-siblings", func(n int) []spans.Span { return internalSiblings(n, false) }},
+	{"internal-siblings-names", func(n int) []spans.Span { return internalSiblings(n, true) }},
+	// n SERVER spans whose parents never arrived, beside one traced request.
+	{"orphans", func(n int) []spans.Span {
+		ss := []spans.Span{
+			sp(1, 1, 0, spans.KindServer, "api", 0, int64(n)+10),
+			sp(1, 2, 1, spans.KindClient, "api", 1, int64(n)+5, get("http://gateway:80/x", 200)...),
+		}
+		for i := range n {
+			ss = append(ss, sp(1, 3+i, 1<<23+i, spans.KindServer, "dep", int64(i)+2, int64(i)+3, server(503)...))
+		}
+		return ss
+	}},
+}
+
+// clientServers is a CLIENT span with n SERVER children from instances instances, one after the other.
+func clientServers(n, instances int) []spans.Span {
+	ss := []spans.Span{
+		sp(1, 1, 0, spans.KindServer, "api", 0, 2*int64(n)+10),
+		sp(1, 2, 1, spans.KindClient, "api", 1, 2*int64(n)+5, get("http://mesh:15001/x", 503)...),
+	}
+	for i := range n {
+		s := sp(1, 3+i, 2, spans.KindServer, "dep", 2+2*int64(i), 3+2*int64(i), server(503)...)
+		if instances > 1 {
+			s.Resource = &spans.Resource{ServiceName: "dep", ServiceInstance: "dep-" + strconv.Itoa(i%instances)}
+		}
+		ss = append(ss, s)
+	}
+	return ss
+}
+
+// clientSiblings is a SERVER span with n CLIENT children one after the other, toward one
+// destination or each toward its own.
+func clientSiblings(n int, origins bool) []spans.Span {
+	ss := []spans.Span{sp(1, 1, 0, spans.KindServer, "api", 0, 2*int64(n)+10)}
+	for i := range n {
+		url := "http://dep:80/x"
+		if origins {
+			url = "http://dep-" + strconv.Itoa(i) + ":80/x"
+		}
+		ss = append(ss, sp(1, 2+i, 1, spans.KindClient, "api", 1+2*int64(i), 2+2*int64(i), get(url, 503)...))
+	}
+	return ss
+}
+
+// internalSiblings is a SERVER span with n INTERNAL children one after the other, each with a
+// failing CLIENT call under it; of one name or each of its own.
+func internalSiblings(n int, names bool) []spans.Span {
+	ss := []spans.Span{sp(1, 1, 0, spans.KindServer, "api", 0, 3*int64(n)+10)}
+	for i := range n {
+		in := sp(1, 2+2*i, 1, spans.KindInternal, "api", 1+3*int64(i), 3+3*int64(i))
+		in.Name = "fetch"
+		if names {
+			in.Name = "fetch-" + strconv.Itoa(i)
+		}
+		in.Status = spans.StatusError
+		ss = append(ss, in, sp(1, 3+2*i, 2+2*i, spans.KindClient, "api", 1+3*int64(i), 2+3*int64(i), get("http://dep:80/x", 503)...))
+	}
+	return ss
+}
+
+// BenchmarkWideTrace analyzes one trace of each wide shape, per span: the figures per span must
+// stay flat from 1k to 100k siblings.
+func BenchmarkWideTrace(b *testing.B) {
+	for _, shape := range wideShapes {
+		for _, n := range []int{1_000, 10_000, 100_000} {
+			b.Run(fmt.Sprintf("shape=%s/siblings=%d", shape.name, n), func(b *testing.B) {
+				ss := shape.make(n)
+				m := startSpanMeter(b)
+				for range b.N {
+					a := engine.New(engine.Config{Detectors: suite.Default(), MaxSpans: -1, MaxTraceSpans: -1, WindowInterval: -1})
+					batch := &spans.Batch{Spans: append([]spans.Span(nil), ss...)}
+					if err := a.ConsumeBatch(context.Background(), batch); err != nil {
+						b.Fatal(err)
+					}
+					a.Flush()
+					if r := a.Report(); r.Input.Spans != len(ss) {
+						b.Fatalf("analyzed %d spans, want %d", r.Input.Spans, len(ss))
+					}
+				}
+				m.stop(b)
+				m.report(b, len(ss))
+			})
+		}
+	}
+}
