@@ -44,6 +44,9 @@ type traceIssues struct {
 	untraced    int // physical calls counted from the callee's SERVER spans (an untraced hop)
 	bridged     int // orphan SERVER spans attached by time to the span that made their call
 	appLoops    int // application retry loops read from sibling INTERNAL spans
+	redelivered int // messages delivered more than once to one consumer (a broker layer)
+	// failed deliveries whose CONSUMER span starts a trace of its own, linked to the publish span
+	linkedDeliveries int
 }
 
 func (a *traceIssues) add(b traceIssues, sign int) {
@@ -59,6 +62,8 @@ func (a *traceIssues) add(b traceIssues, sign int) {
 	a.untraced += sign * b.untraced
 	a.bridged += sign * b.bridged
 	a.appLoops += sign * b.appLoops
+	a.redelivered += sign * b.redelivered
+	a.linkedDeliveries += sign * b.linkedDeliveries
 }
 
 // buildTrace sorts, deduplicates and indexes the spans of one trace into t, a zero trace. It owns
@@ -250,6 +255,8 @@ func (t *trace) makeNotes() {
 	add(is.untraced, untracedNote)
 	add(is.bridged, bridgedNote)
 	add(is.appLoops, appLoopNote)
+	add(is.redelivered, redeliveredNote)
+	add(is.linkedDeliveries, linkedDeliveriesNote)
 }
 
 // The notes of figures inferred below the instrumentation, shared by a trace's notes and the
