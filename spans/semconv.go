@@ -56,6 +56,15 @@ const (
 	// tracing: how many attempts of the call came before this one.
 	AttrGRPCAttemptPrevious = "previous-rpc-attempts"
 
+	// Messaging: the system and the destination that name a broker that redelivers. RabbitMQ's
+	// destination is its exchange (empty for the default one), so the routing key names the queue
+	// there. The legacy keys are those of instrumentations on conventions before 1.21 (amqplib's).
+	AttrMessagingSystem                   = "messaging.system"
+	AttrMessagingDestinationName          = "messaging.destination.name"
+	AttrMessagingRabbitMQRoutingKey       = "messaging.rabbitmq.destination.routing_key"
+	AttrLegacyMessagingDestination        = "messaging.destination"
+	AttrLegacyMessagingRabbitMQRoutingKey = "messaging.rabbitmq.routing_key"
+
 	// stormwatch's resilience.* namespace: see docs/attributes.md for meanings. resilience.deadline
 	// is an instant (Unix ns), as are the captured Request-Deadline header and a Retry-After
 	// HTTP-date: a replay must move them with the span times, so tracefile/replay lists them
@@ -90,6 +99,8 @@ var WellKnown = []string{
 	AttrLegacyNetPeerName, AttrLegacyNetPeerPort, AttrLegacyNetHostName, AttrLegacyNetHostPort,
 	AttrReqHeaderIdempotencyKey, AttrResHeaderRetryAfter, AttrReqHeaderDeadline,
 	AttrReqHeaderEnvoyAttempt, AttrEnvoyUpstreamCluster, AttrGRPCAttemptPrevious,
+	AttrMessagingSystem, AttrMessagingDestinationName, AttrMessagingRabbitMQRoutingKey,
+	AttrLegacyMessagingDestination, AttrLegacyMessagingRabbitMQRoutingKey,
 	AttrOpID, AttrOpName, AttrAttempt, AttrAttemptKind, AttrOwner, AttrOutcome, AttrDecision, AttrStopReason,
 	AttrDeadline, AttrDeadlineRemaining, AttrBackoff, AttrRetryAfter, AttrBudgetRemaining, AttrBreakerState,
 	AttrFanoutWidth, AttrIdempotencyKey, AttrTerminal,

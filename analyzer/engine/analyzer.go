@@ -901,6 +901,8 @@ func (a *Analyzer) notes() []string {
 	add(is.bridged, bridgedNote)
 	add(is.unbridged, unbridgedNote)
 	add(is.appLoops, appLoopNote)
+	add(is.redelivered, redeliveredNote)
+	add(is.linkedDeliveries, linkedDeliveriesNote)
 	add(a.lateFragments, "%d traces received spans after they had been analyzed and released (the settle period was too short for them); the late spans were analyzed on their own, so their chains may be cut")
 	add(a.droppedFind, "%d older findings dropped (more than %d held)", a.maxFindings())
 	add(a.win.dropped, "%d operations left the windowed detectors' window before it ended (more than %d held at once): those detectors judged the latest ones", a.win.max)

@@ -659,6 +659,9 @@ func (t *trace) inferAt(i int32, seed maphash.Seed, skew int64, in *interner, sc
 	} else if p := t.Index().Parent[i]; p >= 0 {
 		t.Index().Enclosing[i] = t.Index().Enclosing[p]
 	}
+	if k := t.Spans[i].Kind; k == spans.KindProducer || k == spans.KindConsumer {
+		t.messaging(i, seed, in, sc) // see messaging.go
+	}
 	group := sc.group[:0]
 	for _, ch := range t.Children(int(i)) {
 		if t.Index().Call[ch] >= 0 && t.Spans[ch].Kind == spans.KindClient {

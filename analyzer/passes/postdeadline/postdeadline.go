@@ -60,6 +60,9 @@ func run(pass *analyzer.Pass) error {
 					late = append(late, i)
 				}
 				t.Walk(i, func(j int) bool {
+					if isAsync(t, j) {
+						return false
+					}
 					if isCall(t, j) && !counted[j] && start(j) > op.DeadlineUnixNano+skew {
 						counted[j] = true
 						late = append(late, j)
@@ -95,6 +98,9 @@ func run(pass *analyzer.Pass) error {
 				}
 				servers = append(servers, srv)
 				t.Walk(srv, func(j int) bool {
+					if isAsync(t, j) {
+						return false
+					}
 					if isCall(t, j) && !counted[j] && start(j) > gaveUp+skew {
 						counted[j] = true
 						late = append(late, j)
@@ -173,6 +179,12 @@ func givenUp(t *analyzer.Trace, i int) bool {
 	outcome, _ := t.Outcome(i)
 	return outcome == analyzer.OutcomeTimeout || outcome == analyzer.OutcomeCancelled
 }
+
+// isAsync reports whether span i is a message's consumer (a CONSUMER span): it works when the
+// broker delivers, on its own time and for nobody waiting, so neither it nor anything under it is
+// work after a caller upstream of the publisher gave up. Publishing itself (the PRODUCER span) is a
+// call like any other.
+func isAsync(t *analyzer.Trace, i int) bool { return t.Spans[i].Kind == spans.KindConsumer }
 
 func isCall(t *analyzer.Trace, i int) bool {
 	k := t.Spans[i].Kind
