@@ -22,15 +22,24 @@ import (
 // and Envoy's expected and per-try timeouts (durations from the start), read on the call and on the
 // callee's SERVER span srv (the first one under the call; -1 for none), whose clock is set to start
 // when the call did. The caller gave up when its own word says so (a timeout or a cancellation) or
-// when the callee's work, so aligned, ends past that point by more than skew. Only durations are
-// compared, never two services' clocks: a callee cannot start before its caller called, so one
-// whose time (its SERVER spans' first start to last end) is longer than the caller waited, by more
-// than skew, was still working when the caller left, however far apart their clocks are. A callee
-// that ended before the point answered; work it does afterwards is its own business.
-func (t *trace) giveUpAt(i, srv int32, k *known, srvStart, srvEnd int64, outcome string, skew int64, kn []known) int64 {
+// when the callee's work, so aligned, ends past that point by more than skew. The callee's work is
+// its SERVER spans and the calls it made while serving the request (started before its SERVER span
+// ended: some servers' instrumentation ends that span when the caller hangs up, while the handler
+// calls on; calls started after an answer are background work nobody waited for). Only durations
+// are compared, never two services' clocks: a callee cannot start before its caller called, so one
+// whose work (its SERVER span's start to the last end) lasts longer than the caller waited, by more
+// than skew, was still working when the caller left, however far apart their clocks are.
+//
+// A call with no answer at all (no status code, nothing marking it failed) that lasted no longer
+// than skew is one its caller never waited for - fire-and-forget: the span's whole life was
+// sending the request.
+func (t *trace) giveUpAt(i, srv int32, k *known, srvStart, srvEnd int64, outcome, status string, skew int64, kn []known) int64 {
 	s := &t.Spans[i]
 	start := s.StartUnixNano
 	point := t.End(int(i))
+	if status == "" && outcome == analyzer.OutcomeOK && point-start <= skew {
+		return 0
+	}
 	if d := k.timeoutNanos(); d >= 0 {
 		point = min(point, start+d)
 	}
@@ -51,10 +60,44 @@ func (t *trace) giveUpAt(i, srv int32, k *known, srvStart, srvEnd int64, outcome
 	if outcome == analyzer.OutcomeTimeout || outcome == analyzer.OutcomeCancelled {
 		return point
 	}
-	if srv >= 0 && srvEnd+off > point+skew {
+	if srv < 0 {
+		return 0
+	}
+	if srvEnd+off > point+skew || t.calleeWorkEnd(i)+off > point+skew {
 		return point
 	}
 	return 0
+}
+
+// calleeWorkEnd is when the callee of call i stopped working on it, on the callee's clock: the
+// latest end of its SERVER spans under i and of the calls those made (CLIENT and PRODUCER spans of
+// the callee's own, below its SERVER span and above any further callee's) that started while the
+// SERVER span was open.
+func (t *trace) calleeWorkEnd(i int32) int64 {
+	var last int64
+	for _, ch := range t.Children(int(i)) {
+		if t.Spans[ch].Kind != spans.KindServer {
+			continue
+		}
+		srvEnd := t.End(int(ch))
+		last = max(last, srvEnd)
+		if len(t.Children(int(ch))) == 0 {
+			continue
+		}
+		t.Walk(int(ch), func(j int) bool {
+			switch t.Spans[j].Kind {
+			case spans.KindServer, spans.KindConsumer:
+				return false // another service's clock, or work meant to outlive the request
+			case spans.KindClient, spans.KindProducer:
+				if t.Start(j) <= srvEnd {
+					last = max(last, t.End(j))
+				}
+				return false // below is the next callee's
+			}
+			return true
+		})
+	}
+	return last
 }
 
 // timeoutNanos is the shortest timeout the span's captured headers or tags give the request

@@ -608,7 +608,7 @@ func (t *trace) inferOperations(seed maphash.Seed, skew int64, in *interner, sc 
 		} else {
 			c.service = k.calleeName() // the proxy's or the tracer's own word for the callee
 		}
-		c.giveUp = t.giveUpAt(int32(i), srvFirst, k, srvStart, srvEnd, c.outcome, skew, kn)
+		c.giveUp = t.giveUpAt(int32(i), srvFirst, k, srvStart, srvEnd, c.outcome, c.status, skew, kn)
 		if c.origin == "" {
 			if c.service != "" {
 				c.origin = c.service

@@ -63,7 +63,7 @@ func run(pass *analyzer.Pass) error {
 					if t.Spans[j].Kind == spans.KindConsumer {
 						return false // asynchronous by design: the message outlives its publisher
 					}
-					if isCall(t, j) && !counted[j] && start(j) > op.DeadlineUnixNano+skew && forRequest(t, j) {
+					if isCall(t, j) && !counted[j] && start(j) > op.DeadlineUnixNano+skew {
 						counted[j] = true
 						late = append(late, j)
 					}
@@ -100,7 +100,7 @@ func run(pass *analyzer.Pass) error {
 					if t.Spans[j].Kind == spans.KindConsumer {
 						return false // asynchronous by design: the message outlives its publisher
 					}
-					if isCall(t, j) && !counted[j] && start(j) > gaveUp+skew && forRequest(t, j) {
+					if isCall(t, j) && !counted[j] && start(j) > gaveUp+skew {
 						counted[j] = true
 						late = append(late, j)
 					}
@@ -184,14 +184,6 @@ func server(t *analyzer.Trace, j int) int {
 		}
 	}
 	return -1
-}
-
-// forRequest reports whether call j started while the request it works for was still being
-// served: a call started after its service answered (its SERVER span ended) is work the service
-// chose to do on its own time, which nobody waited for.
-func forRequest(t *analyzer.Trace, j int) bool {
-	s := server(t, j)
-	return s < 0 || t.Start(j) <= t.End(s)
 }
 
 // deepestWorker names the service that went on working after the caller of c gave up: along a
