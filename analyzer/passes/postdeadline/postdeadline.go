@@ -15,7 +15,7 @@ import (
 var Detector = &analyzer.Detector{
 	Name:     "post-deadline-work",
 	Title:    "Work started after the caller gave up",
-	Doc:      "calls started after their operation's deadline, or after the caller's CLIENT span ended in a timeout or cancellation; evidence: spans_after_deadline, wasted_ms, deadline_source",
+	Doc:      "calls started after their operation's deadline, or after the caller gave up (its CLIENT span ended, or its deadline passed, while the callee worked on, whatever the status); evidence: spans_after_deadline, wasted_ms, deadline_source, worker",
 	Severity: analyzer.SeverityWarning,
 	Run:      run,
 }
