@@ -30,7 +30,9 @@ import (
 // whose work (its SERVER span's start to the last end) lasts longer than the caller waited, by more
 // than skew, was still working when the caller left, however far apart their clocks are.
 //
-// A call with no answer at all (no status code, nothing marking it failed) that lasted no longer
+// A call that got an answer (a status code) was given up on only by a deadline that passed before
+// it ended, or by its own timeout or cancellation status. A call with no answer at all (no status
+// code, nothing marking it failed) that lasted no longer
 // than skew is one its caller never waited for - fire-and-forget: the span's whole life was
 // sending the request.
 func (t *trace) giveUpAt(i, srv int32, k *known, srvStart, srvEnd int64, outcome, status string, skew int64, kn []known) int64 {
@@ -61,6 +63,13 @@ func (t *trace) giveUpAt(i, srv int32, k *known, srvStart, srvEnd int64, outcome
 		return point
 	}
 	if srv < 0 {
+		return 0
+	}
+	if status != "" && point == t.End(int(i)) {
+		// An answer came back (a status code; Envoy's "0" is none): the caller had it when its
+		// span ended, and what the callee does afterwards - an audit write, a framework's
+		// background task inside the request - was not for a caller that had left. Only a
+		// deadline that passed before the span's end makes such a call a give-up.
 		return 0
 	}
 	if srvEnd+off > point+skew || t.calleeWorkEnd(i)+off > point+skew {
