@@ -48,6 +48,9 @@ func (t *trace) giveUpAt(i, srv int32, k *known, srvStart, srvEnd int64, outcome
 	if dl := k.deadlineAt(); dl > 0 {
 		point = min(point, max(start, dl))
 	}
+	if srv < 0 {
+		srv, srvStart, srvEnd = t.attemptServers(i)
+	}
 	off := int64(0)
 	if srv >= 0 {
 		off = start - srvStart
@@ -78,20 +81,52 @@ func (t *trace) giveUpAt(i, srv int32, k *known, srvStart, srvEnd int64, outcome
 	return 0
 }
 
+// attemptServers finds the callee's SERVER spans of a call whose tries are spans of their own
+// between it and the callee (gRPC's call span over its per-attempt spans, gRFC A72): the SERVER
+// children of its non-call children. It returns the earliest of them (-1 for none), its start and
+// the latest end.
+func (t *trace) attemptServers(i int32) (first int32, start, end int64) {
+	first = -1
+	t.calleeServers(i, func(s int32) {
+		if st := t.Spans[s].StartUnixNano; first < 0 || st < start {
+			first, start = s, st
+		}
+		end = max(end, t.End(int(s)))
+	}, true)
+	return first, start, end
+}
+
+// calleeServers calls fn with each SERVER span that answers call i: its SERVER children and, with
+// attempts, the SERVER children of its children that are neither calls nor servers (per-attempt
+// spans); only the latter when attemptsOnly.
+func (t *trace) calleeServers(i int32, fn func(int32), attemptsOnly bool) {
+	for _, ch := range t.Children(int(i)) {
+		switch t.Spans[ch].Kind {
+		case spans.KindServer:
+			if !attemptsOnly {
+				fn(ch)
+			}
+		case spans.KindInternal:
+			for _, g := range t.Children(int(ch)) {
+				if t.Spans[g].Kind == spans.KindServer {
+					fn(g)
+				}
+			}
+		}
+	}
+}
+
 // calleeWorkEnd is when the callee of call i stopped working on it, on the callee's clock: the
-// latest end of its SERVER spans under i and of the calls those made (CLIENT and PRODUCER spans of
-// the callee's own, below its SERVER span and above any further callee's) that started while the
-// SERVER span was open.
+// latest end of its SERVER spans under i (see calleeServers) and of the calls those made (CLIENT
+// and PRODUCER spans of the callee's own, below its SERVER span and above any further callee's)
+// that started while the SERVER span was open.
 func (t *trace) calleeWorkEnd(i int32) int64 {
 	var last int64
-	for _, ch := range t.Children(int(i)) {
-		if t.Spans[ch].Kind != spans.KindServer {
-			continue
-		}
+	t.calleeServers(i, func(ch int32) {
 		srvEnd := t.End(int(ch))
 		last = max(last, srvEnd)
 		if len(t.Children(int(ch))) == 0 {
-			continue
+			return
 		}
 		t.Walk(int(ch), func(j int) bool {
 			switch t.Spans[j].Kind {
@@ -105,7 +140,7 @@ func (t *trace) calleeWorkEnd(i int32) int64 {
 			}
 			return true
 		})
-	}
+	}, false)
 	return last
 }
 

@@ -86,16 +86,12 @@ func run(pass *analyzer.Pass) error {
 	for _, r := range t.Roots() {
 		visit := func(c int) bool {
 			point := t.GiveUp(c)
-			if point <= 0 || t.Spans[c].Kind != spans.KindClient {
+			if point <= 0 {
 				return true
 			}
 			gaveUp := point + off[c]
 			var late []int
-			for _, s := range t.Children(c) {
-				srv := int(s)
-				if t.Spans[srv].Kind != spans.KindServer {
-					continue
-				}
+			for _, srv := range calleeServers(t, c) {
 				t.Walk(srv, func(j int) bool {
 					if t.Spans[j].Kind == spans.KindConsumer {
 						return false // asynchronous by design: the message outlives its publisher
@@ -133,7 +129,10 @@ func clockOffsets(t *analyzer.Trace) []int64 {
 		t.Walk(int(r), func(j int) bool {
 			p := t.Parent(j)
 			off[j] = off[p]
-			if t.Spans[j].Kind == spans.KindServer && isCall(t, p) {
+			// The callee's SERVER span under its caller's span: a call, or a per-attempt span
+			// between the call and the callee (gRPC's); never a second server instrumentation of
+			// one process.
+			if t.Spans[j].Kind == spans.KindServer && t.Spans[p].Kind != spans.KindServer {
 				for _, ch := range t.Children(p) { // by start: the first SERVER child is the earliest
 					if t.Spans[ch].Kind == spans.KindServer {
 						// A callee that seems to start before its caller is skewed by all of it;
@@ -161,6 +160,26 @@ func pastBy(work []int, end func(int) int64, point int64) int64 {
 		last = max(last, end(j))
 	}
 	return max(0, last-point)
+}
+
+// calleeServers are the SERVER spans that answered call c: its SERVER children and, where each try
+// is a span of its own between the call and the callee (gRPC's call span over its per-attempt
+// spans), those under its other children that are not calls themselves.
+func calleeServers(t *analyzer.Trace, c int) []int {
+	var out []int
+	for _, ch := range t.Children(c) {
+		switch k := int(ch); t.Spans[k].Kind {
+		case spans.KindServer:
+			out = append(out, k)
+		case spans.KindInternal:
+			for _, g := range t.Children(k) {
+				if t.Spans[g].Kind == spans.KindServer {
+					out = append(out, int(g))
+				}
+			}
+		}
+	}
+	return out
 }
 
 // gaveUpOn says who gave up on what, and how the trace shows it: the caller's own word (a
