@@ -89,8 +89,8 @@ func (k *known) retryCount() int64 { return k.headerInt(wkRetryCount) }
 // inheritProxyTries gives a CLIENT span that names no request of its own the request of the
 // CLIENT span it runs under. A proxy that retries spawns one span per try under the span of the
 // request it was asked to forward (Envoy's "router CLUSTER egress" under its egress span), and
-// tags the try with the upstream it chose and the answer, not with the method and URL: they are
-// the parent's. Read so, the tries are the physical calls of one destination under the request
+// tags the try with the upstream it chose and the answer, not with the method, URL or an address
+// the analyzer reads: they are the parent's. A span that names an address stays its own request. Read so, the tries are the physical calls of one destination under the request
 // span, which stays the operation above them (two instrumentations at two levels), and their
 // order is retry.count's. kn indexes every span's attributes.
 func (t *trace) inheritProxyTries(kn []known) {
@@ -104,13 +104,12 @@ func (t *trace) inheritProxyTries(kn []known) {
 			continue
 		}
 		pc := &t.calls[t.Index().Call[p]]
-		if pc.target == "" {
+		if pc.target == "" || kn[c.idx].origin() != "" {
+			// A call with an address of its own (a database client under an HTTP call, say) is
+			// a request of its own, whatever it leaves unnamed.
 			continue
 		}
-		c.target = pc.target
-		if kn[c.idx].origin() == "" {
-			// Its origin was made up from its callee's name or its own span name.
-			c.origin = pc.origin
-		}
+		// Its origin was made up from its callee's name or its own span name.
+		c.target, c.origin = pc.target, pc.origin
 	}
 }
