@@ -382,10 +382,10 @@ func (t *trace) sameAsk(a, b int) bool {
 	return x.origin == y.origin && x.target == y.target
 }
 
-// tryOK reports whether a try succeeded: its span is not an error and the last call under it
-// (by start) was answered well.
+// tryOK reports whether a try succeeded: its span is not an error (status, or the OpenTracing
+// error tag) and the last call under it (by start) was answered well.
 func (t *trace) tryOK(i int32, sc *scratch) bool {
-	if t.Spans[i].Status == spans.StatusError {
+	if t.Spans[i].Status == spans.StatusError || sc.known[i].errorTag() {
 		return false
 	}
 	last := t.lastCall(i, sc)

@@ -41,6 +41,9 @@ type callInfo struct {
 	// below: the physical calls of this call are counted from the callee's SERVER spans under it
 	// (an untraced hop), not from the call itself.
 	below bool
+	// giveUp is when the caller stopped waiting for the answer, on its clock; 0 when it waited
+	// (see giveUpAt).
+	giveUp int64
 }
 
 // overlapTolerance is how far a call may start before the previous one's answer and still be
@@ -61,7 +64,7 @@ func classify(k *known) (outcome, status string) {
 		a, ok = k.attr(wkLegacyHTTPStatusCode)
 	}
 	if ok {
-		status = statusText(a)
+		status = noAnswer(statusText(a))
 	}
 	if status != "" {
 		code, _ := a.AsInt()
@@ -87,10 +90,13 @@ func classify(k *known) (outcome, status string) {
 		default:
 			outcome = analyzer.OutcomePermanent
 		}
-	} else if s.Status == spans.StatusError || k.str(wkErrorType) != "" {
+	} else if s.Status == spans.StatusError || k.str(wkErrorType) != "" || k.errorTag() {
 		outcome = errorClass(k)
 	} else {
 		outcome = analyzer.OutcomeOK
+	}
+	if f := k.proxyOutcome(status); f != "" {
+		outcome = f
 	}
 	if explicit != "" {
 		outcome = explicit
@@ -104,6 +110,9 @@ func grpcStatus(k *known) string {
 	a, ok := k.attr(wkRPCStatus)
 	if !ok {
 		a, ok = k.attr(wkRPCGRPCStatus)
+	}
+	if !ok {
+		a, ok = k.attr(wkEnvoyGRPCStatus)
 	}
 	if !ok {
 		return ""
@@ -572,9 +581,13 @@ func (t *trace) inferOperations(seed maphash.Seed, skew int64, in *interner, sc 
 		if c.resend < 0 {
 			c.resend = k.intOr(wkGRPCAttemptPrevious) // gRPC's own per-attempt spans
 		}
+		if c.resend < 0 {
+			c.resend = k.retryCount() // a proxy's per-try span
+		}
 		c.outcome, c.status = classify(k)
 		c.answer = t.End(i)
 		var srvStart, srvEnd int64
+		srvFirst := int32(-1)
 		for _, ch := range t.Children(i) {
 			cs := &t.Spans[ch]
 			if cs.Kind != spans.KindServer || sc.wide.nested[ch] {
@@ -584,7 +597,7 @@ func (t *trace) inferOperations(seed maphash.Seed, skew int64, in *interner, sc 
 				c.service = cs.Service()
 			}
 			if c.servers == 0 || cs.StartUnixNano < srvStart {
-				srvStart = cs.StartUnixNano
+				srvStart, srvFirst = cs.StartUnixNano, ch
 			}
 			srvEnd = max(srvEnd, t.End(int(ch)))
 			c.servers++
@@ -593,9 +606,10 @@ func (t *trace) inferOperations(seed maphash.Seed, skew int64, in *interner, sc 
 			// The callee's time, aligned to start when the call did: its clock may be skewed,
 			// its duration is not.
 			c.answer = min(c.answer, s.StartUnixNano+max(0, srvEnd-srvStart))
-		} else if u := k.str(wkUpstreamCluster); u != "" {
-			c.service = u // the proxy's own span names the callee
+		} else {
+			c.service = k.calleeName() // the proxy's or the tracer's own word for the callee
 		}
+		c.giveUp = t.giveUpAt(int32(i), srvFirst, k, srvStart, srvEnd, c.outcome, c.status, skew, kn)
 		if c.origin == "" {
 			if c.service != "" {
 				c.origin = c.service
@@ -609,6 +623,7 @@ func (t *trace) inferOperations(seed maphash.Seed, skew int64, in *interner, sc 
 		t.Index().Call[i] = int32(len(t.calls))
 		t.calls = append(t.calls, c)
 	}
+	t.inheritProxyTries(kn)
 	// A call that timed out has no SERVER child to name the callee; another call to the same
 	// origin in the trace may.
 	for k := range t.calls {
