@@ -541,6 +541,13 @@ func (t *trace) inferOperations(seed maphash.Seed, skew int64, in *interner, sc 
 			nClient++
 		}
 	}
+	for i := range t.Spans {
+		// Attempt spans under a CLIENT span are calls too (grpcattempts.go); read once their
+		// children's attributes are.
+		if t.Spans[i].Kind != spans.KindClient && t.attemptParent(i, &kn[i]) >= 0 {
+			nClient++
+		}
+	}
 	t.Index().Carried, t.Index().CarriedRead = carried, true
 	// The calls are read only while the trace is analyzed (see analyzeTrace): scratch.
 	t.calls = slices.Grow(sc.calls[:0], nClient)
@@ -549,8 +556,11 @@ func (t *trace) inferOperations(seed maphash.Seed, skew int64, in *interner, sc 
 	originService := sc.originService[:0]
 	for i := range t.Spans {
 		s := &t.Spans[i]
+		attemptOf := int32(-1)
 		if s.Kind != spans.KindClient {
-			continue
+			if attemptOf = t.attemptParent(i, &kn[i]); attemptOf < 0 {
+				continue
+			}
 		}
 		k := &kn[i]
 		c := callInfo{
@@ -594,6 +604,9 @@ func (t *trace) inferOperations(seed maphash.Seed, skew int64, in *interner, sc 
 			c.answer = min(c.answer, s.StartUnixNano+max(0, srvEnd-srvStart))
 		} else if u := k.str(wkUpstreamCluster); u != "" {
 			c.service = u // the proxy's own span names the callee
+		}
+		if attemptOf >= 0 || c.origin == "" || c.target == "" {
+			t.fillCallNames(&c, attemptOf, in, sc)
 		}
 		if c.origin == "" {
 			if c.service != "" {
@@ -665,11 +678,13 @@ func (t *trace) inferAt(i int32, seed maphash.Seed, skew int64, in *interner, sc
 	}
 	group := sc.group[:0]
 	for _, ch := range t.Children(int(i)) {
-		if t.Index().Call[ch] >= 0 && t.Spans[ch].Kind == spans.KindClient {
+		// A call's own span: a CLIENT span or an attempt span (grpcattempts.go), not a SERVER
+		// span standing for a lost call.
+		if t.Index().Call[ch] >= 0 && t.Spans[ch].Kind != spans.KindServer {
 			group = append(group, ch)
 		}
 	}
-	isCall := t.Index().Call[i] >= 0 && t.Spans[i].Kind == spans.KindClient
+	isCall := t.Index().Call[i] >= 0 && t.Spans[i].Kind != spans.KindServer
 	if !isCall && len(sc.bridge) > 0 {
 		group = t.virtualCalls(i, group, in, sc)
 	}
