@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"slices"
+
 	"github.com/stormwatch/stormwatch/spans"
 )
 
@@ -44,6 +46,7 @@ const maxBridged = 256
 // between two attempts of one layer but never invent a layer.
 func (t *trace) bridgeOrphans(skew int64, sc *scratch) bool {
 	sc.bridge = sc.bridge[:0]
+	var lift []int32 // how much deeper each span hangs once its orphan root is attached
 	if len(t.Index().Roots) < 2 {
 		return false // an orphan is a root beside the trace's own root
 	}
@@ -58,9 +61,17 @@ func (t *trace) bridgeOrphans(skew int64, sc *scratch) bool {
 		if len(sc.bridge) == maxBridged {
 			break
 		}
+		if lift == nil {
+			// Orphans are taken by start (Roots are ordered so), so a subtree that holds a later
+			// orphan's start was attached, and lifted, before it is compared.
+			lift = slices.Grow(sc.lift[:0], len(t.Spans))[:len(t.Spans)]
+			clear(lift)
+			sc.lift = lift
+		}
 		start, service := s.StartUnixNano, s.Service()
 		lo, hi := t.Index().Pos[r], t.Index().Pos[r]+t.Index().Size[r]
 		best := int32(-1)
+		depth := func(j int32) int32 { return t.depth[j] + lift[j] }
 		for j := range t.Spans {
 			if p := t.Index().Pos[j]; p >= lo && p < hi {
 				continue // its own subtree
@@ -80,13 +91,20 @@ func (t *trace) bridgeOrphans(skew int64, sc *scratch) bool {
 			if start < c.StartUnixNano-skew || start > t.End(j)+skew {
 				continue
 			}
-			if best < 0 || t.depth[j] > t.depth[best] || t.depth[j] == t.depth[best] && c.StartUnixNano > t.Spans[best].StartUnixNano {
+			if best < 0 || depth(int32(j)) > depth(best) || depth(int32(j)) == depth(best) && c.StartUnixNano > t.Spans[best].StartUnixNano {
 				best = int32(j)
 			}
 		}
 		if best >= 0 {
 			sc.bridge = append(sc.bridge, bridge{orphan: r, attach: best})
 			t.issues.bridged++
+			// The orphan's subtree now hangs under best: its spans are that much deeper, so an
+			// orphan that started inside one of them (a hole below a hole: a middle service's
+			// unended attempts under another's) is attached to it, not to a shallower span of the
+			// trace's own tree that was open too.
+			for k := lo; k < hi; k++ {
+				lift[t.Index().Order[k]] = depth(best) + 1
+			}
 		}
 	}
 	return len(sc.bridge) > 0

@@ -38,6 +38,7 @@ type scratch struct {
 	// application loops found with their tries.
 	bridge    []bridge
 	srvs      []int32
+	lift      []int32 // bridgeOrphans: depth added to an attached orphan's subtree
 	visited   []bool
 	loopTries []loopTry
 	loops     []int32
