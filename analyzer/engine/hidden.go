@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"slices"
 
 	"github.com/stormwatch/stormwatch/spans"
@@ -50,6 +51,7 @@ func (t *trace) bridgeOrphans(skew int64, sc *scratch) bool {
 	if len(t.Index().Roots) < 2 {
 		return false // an orphan is a root beside the trace's own root
 	}
+	orphans := sc.orphans[:0]
 	for _, r := range t.Index().Roots {
 		s := &t.Spans[r]
 		if s.Kind != spans.KindServer || s.ParentID.IsZero() || s.ParentID == s.SpanID {
@@ -58,17 +60,30 @@ func (t *trace) bridgeOrphans(skew int64, sc *scratch) bool {
 		if _, found := t.Lookup(s.ParentID); found {
 			continue // a broken cycle, not a lost parent
 		}
-		if len(sc.bridge) == maxBridged {
+		if len(orphans) == maxBridged {
 			break
 		}
-		if lift == nil {
-			// Orphans are taken by start (Roots are ordered so), so a subtree that holds a later
-			// orphan's start was attached, and lifted, before it is compared.
-			lift = slices.Grow(sc.lift[:0], len(t.Spans))[:len(t.Spans)]
-			clear(lift)
-			sc.lift = lift
-		}
-		start, service := s.StartUnixNano, s.Service()
+		orphans = append(orphans, r)
+	}
+	sc.orphans = orphans[:0]
+	if len(orphans) == 0 {
+		return false
+	}
+	// Times are compared on the root's clock: each service's offset is read from the calls whose
+	// both ends are in the trace (clockShifts), so a callee whose clock runs tens of milliseconds
+	// off still falls inside the span that called it. Orphans are taken by start on that clock,
+	// so a subtree that holds a later orphan's start was attached, and lifted, before it is
+	// compared.
+	shift := t.clockShifts(sc)
+	slices.SortStableFunc(orphans, func(a, b int32) int {
+		return cmp.Compare(t.Spans[a].StartUnixNano-shift[a], t.Spans[b].StartUnixNano-shift[b])
+	})
+	lift = slices.Grow(sc.lift[:0], len(t.Spans))[:len(t.Spans)]
+	clear(lift)
+	sc.lift = lift
+	for _, r := range orphans {
+		s := &t.Spans[r]
+		start, service := s.StartUnixNano-shift[r], s.Service()
 		lo, hi := t.Index().Pos[r], t.Index().Pos[r]+t.Index().Size[r]
 		best := int32(-1)
 		depth := func(j int32) int32 { return t.depth[j] + lift[j] }
@@ -88,10 +103,10 @@ func (t *trace) bridgeOrphans(skew int64, sc *scratch) bool {
 					continue
 				}
 			}
-			if start < c.StartUnixNano-skew || start > t.End(j)+skew {
+			if cStart := c.StartUnixNano - shift[j]; start < cStart-skew || start > t.End(j)-shift[j]+skew {
 				continue
 			}
-			if best < 0 || depth(int32(j)) > depth(best) || depth(int32(j)) == depth(best) && c.StartUnixNano > t.Spans[best].StartUnixNano {
+			if best < 0 || depth(int32(j)) > depth(best) || depth(int32(j)) == depth(best) && c.StartUnixNano-shift[j] > t.Spans[best].StartUnixNano-shift[best] {
 				best = int32(j)
 			}
 		}

@@ -36,12 +36,18 @@ type scratch struct {
 	// What inference reads below the instrumentation (see hidden.go): orphans attached to the
 	// spans that made their calls, SERVER spans being read as calls, the walk's marks, and the
 	// application loops found with their tries.
-	bridge    []bridge
-	srvs      []int32
-	lift      []int32 // bridgeOrphans: depth added to an attached orphan's subtree
-	visited   []bool
-	loopTries []loopTry
-	loops     []int32
+	bridge  []bridge
+	srvs    []int32
+	lift    []int32 // bridgeOrphans: depth added to an attached orphan's subtree
+	orphans []int32 // bridgeOrphans: the orphan SERVER spans, by start on the root's clock
+	// clockShifts' clocks, the calls that relate them, each span's clock and its shift.
+	clocks     []clockRef
+	clockEdges []clockEdge
+	clockOf    []int32
+	shift      []int64
+	visited    []bool
+	loopTries  []loopTry
+	loops      []int32
 	// derived caches origins and targets in front of the interner's shared cache. Kept from
 	// trace to trace (reset leaves it): what it holds is true for any trace, and is the shared
 	// cache's own copies.

@@ -1,0 +1,80 @@
+package engine
+
+import "github.com/stormwatch/stormwatch/spans"
+
+// clockRef is one service instance's clock, and its offset from the trace root's when known.
+type clockRef struct {
+	service, instance string
+	off               int64
+	known             bool
+}
+
+// clockEdge says that clock b read d later than clock a when a call left a for b: a CLIENT span on
+// a and the callee's SERVER span under it on b start at about the same moment.
+type clockEdge struct {
+	a, b int32
+	d    int64
+}
+
+// clockShifts estimates how far each span's clock (its service instance's) runs ahead of the
+// trace root's, from the calls whose both ends are in the trace: a callee's SERVER span starts when
+// its caller's CLIENT span did, give or take the request's flight, so the difference of their
+// starts is the difference of their clocks. Offsets chain along calls (root -> api -> adapter); a
+// clock no traced call reaches (a service only seen in orphans) is read as the root's. The result
+// is by span; it is made only for traces with orphans to attach (bridgeOrphans), where attaching by
+// time across clocks that disagree by more than the skew tolerance put calls under the wrong layer.
+func (t *trace) clockShifts(sc *scratch) []int64 {
+	clocks, edges := sc.clocks[:0], sc.clockEdges[:0]
+	clk := sc.clockOf[:0]
+	find := func(s *spans.Span) int32 {
+		svc, inst := s.Service(), s.Instance()
+		for k := range clocks {
+			if clocks[k].service == svc && clocks[k].instance == inst {
+				return int32(k)
+			}
+		}
+		clocks = append(clocks, clockRef{service: svc, instance: inst})
+		return int32(len(clocks) - 1)
+	}
+	for j := range t.Spans {
+		clk = append(clk, find(&t.Spans[j]))
+	}
+	for j := range t.Spans {
+		p := t.Index().Parent[j]
+		if p < 0 || t.Spans[j].Kind != spans.KindServer || clk[p] == clk[j] {
+			continue
+		}
+		edges = append(edges, clockEdge{a: clk[p], b: clk[j], d: t.Spans[j].StartUnixNano - t.Spans[p].StartUnixNano})
+	}
+	// The root's clock: the trace's own root (no parent named), else the earliest root.
+	if roots := t.Index().Roots; len(roots) > 0 {
+		r := roots[0]
+		for _, x := range roots {
+			if t.Spans[x].ParentID.IsZero() {
+				r = x
+				break
+			}
+		}
+		clocks[clk[r]].known = true
+	}
+	// Relaxed until nothing changes: at most one pass per clock.
+	for changed := true; changed; {
+		changed = false
+		for _, e := range edges {
+			a, b := &clocks[e.a], &clocks[e.b]
+			switch {
+			case a.known && !b.known:
+				b.off, b.known, changed = a.off+e.d, true, true
+			case b.known && !a.known:
+				a.off, a.known, changed = b.off-e.d, true, true
+			}
+		}
+	}
+	shift := sc.shift[:0]
+	for j := range t.Spans {
+		shift = append(shift, clocks[clk[j]].off)
+	}
+	clear(clocks) // they hold the trace's strings
+	sc.clocks, sc.clockEdges, sc.clockOf, sc.shift = clocks[:0], edges[:0], clk[:0], shift[:0]
+	return shift
+}
