@@ -78,3 +78,10 @@ func (t *trace) clockShifts(sc *scratch) []int64 {
 	sc.clocks, sc.clockEdges, sc.clockOf, sc.shift = clocks[:0], edges[:0], clk[:0], shift[:0]
 	return shift
 }
+
+// sameClock reports whether two spans were timed by one clock: made by one service instance.
+// Attempts of one operation usually are (the caller's CLIENT spans); where a lost call is stood
+// for by the callee's SERVER span they are not, and the pause between them is not measured.
+func sameClock(a, b *spans.Span) bool {
+	return a.Service() == b.Service() && a.Instance() == b.Instance()
+}

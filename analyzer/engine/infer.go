@@ -772,7 +772,8 @@ func (t *trace) groupCalls(caller int, calls []int32, parent *analyzer.Operation
 	opIdx := int32(-1)
 	var cur *analyzer.Attempt
 	var curEnd, curAnswer int64
-	var curFirst int64 // when the attempt's first call started
+	var curFirst int64      // when the attempt's first call started
+	var curSpan *spans.Span // the attempt's first call
 	b := &sc.bufs
 	var attStart, callStart, originStart int
 	closeAttempt := func() {
@@ -860,6 +861,9 @@ func (t *trace) groupCalls(caller int, calls []int32, parent *analyzer.Operation
 				} else if cur != nil {
 					backoff = max(0, start-curAnswer)
 				}
+				if cur != nil && c.backoff < 0 && !sameClock(curSpan, s) {
+					backoff = -1 // read on two clocks (a callee's SERVER span standing for a lost call)
+				}
 				closeAttempt()
 				// Filled in place, as operations are. Within capacity: cur stays valid.
 				if len(b.att) == cap(b.att) {
@@ -873,7 +877,7 @@ func (t *trace) groupCalls(caller int, calls []int32, parent *analyzer.Operation
 				cur.SetRecordedNumber(c.attempt)
 				cur.BackoffNanos = backoff
 				cur.Outcome, cur.Status = c.outcome, c.status
-				curEnd, curAnswer, curFirst = end, c.answer, start
+				curEnd, curAnswer, curFirst, curSpan = end, c.answer, start, s
 			} else if c.outcome == analyzer.OutcomeOK && cur.Outcome != analyzer.OutcomeOK {
 				// Of several copies, the attempt's outcome is the best one.
 				cur.Outcome, cur.Status = c.outcome, c.status
