@@ -29,6 +29,10 @@ import (
 // is counted under the status "error" rather than as a connect error (it reached the callee; its
 // code was not recorded).
 
+// attemptMark marks an attempt span in the index's Call while inference reads the spans, before
+// it is given its call's index.
+const attemptMark = -2
+
 // attemptParent is the CLIENT span that span i is an attempt of, -1 when i is none: i is neither a
 // CLIENT nor a SERVER span, its parent is a CLIENT span of the same service, and it either sent a
 // request itself (a SERVER span is its child) or numbers itself as an attempt (gRPC's

@@ -539,13 +539,11 @@ func (t *trace) inferOperations(seed maphash.Seed, skew int64, in *interner, sc 
 		carried |= kn[i].carried()
 		if s.Kind == spans.KindClient {
 			nClient++
-		}
-	}
-	for i := range t.Spans {
-		// Attempt spans under a CLIENT span are calls too (grpcattempts.go); read once their
-		// children's attributes are.
-		if t.Spans[i].Kind != spans.KindClient && t.attemptParent(i, &kn[i]) >= 0 {
+		} else if t.attemptParent(i, &kn[i]) >= 0 {
+			// An attempt span under a CLIENT span is a call too (grpcattempts.go): marked for
+			// the loop below.
 			nClient++
+			t.Index().Call[i] = attemptMark
 		}
 	}
 	t.Index().Carried, t.Index().CarriedRead = carried, true
@@ -558,9 +556,10 @@ func (t *trace) inferOperations(seed maphash.Seed, skew int64, in *interner, sc 
 		s := &t.Spans[i]
 		attemptOf := int32(-1)
 		if s.Kind != spans.KindClient {
-			if attemptOf = t.attemptParent(i, &kn[i]); attemptOf < 0 {
+			if t.Index().Call[i] != attemptMark {
 				continue
 			}
+			attemptOf = t.Index().Parent[i]
 		}
 		k := &kn[i]
 		c := callInfo{
