@@ -1,6 +1,7 @@
 package engine_test
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/stormwatch/stormwatch/analyzer/engine"
@@ -115,5 +116,36 @@ func TestInternalSpansUnderACallAreNotAttempts(t *testing.T) {
 	d := depStats(t, r, "http://dep:8080")
 	if d.PhysicalCalls != 1 {
 		t.Fatalf("dependency = %+v, want 1 call", d)
+	}
+}
+
+// The attempt layer multiplies with a retrying layer below it too: under each Recv. span dep
+// retries store three times over HTTP, so store receives 3 x 3 x 3 = 27 calls for one request,
+// with the three layers named.
+func TestGRPCAttemptLayerMultipliesWithTheLayerBelow(t *testing.T) {
+	ss := a72Trace(4, true)
+	id := 1000
+	for _, s := range slices.Clone(ss) {
+		if s.Kind != spans.KindServer || s.Resource.ServiceName != "dep" {
+			continue
+		}
+		start := (s.StartUnixNano - t0) / msec
+		parent := int(s.SpanID[2])<<8 | int(s.SpanID[3])
+		for a := range 3 {
+			at := start + int64(a) // sub-millisecond calls would need finer times: one ms each
+			ss = append(ss,
+				sp(4, id, parent, spans.KindClient, "dep", at, at+1, get("http://store:8080/v1/rows", 503)...),
+				sp(4, id+1, id, spans.KindServer, "store", at, at+1, server(503)...))
+			id += 2
+		}
+	}
+	_, r := run(t, engine.Config{}, ss...)
+	d := depStats(t, r, "http://store:8080")
+	if d.PhysicalCalls != 27 || d.LogicalOperations != 1 {
+		t.Fatalf("store saw %d for %d, want 27 for 1", d.PhysicalCalls, d.LogicalOperations)
+	}
+	amp := findingsOf(r, "retry-amplification")
+	if len(amp) != 1 || !contains(amp[0].Summary, "edge x3, api x3, dep x3") {
+		t.Fatalf("retry-amplification = %+v, want one naming edge x3, api x3, dep x3", amp)
 	}
 }
