@@ -1,6 +1,12 @@
 package engine
 
-import "github.com/stormwatch/stormwatch/spans"
+import (
+	"cmp"
+	"slices"
+	"time"
+
+	"github.com/stormwatch/stormwatch/spans"
+)
 
 // clockRef is one service instance's clock, and its offset from the trace root's when known.
 type clockRef struct {
@@ -74,9 +80,96 @@ func (t *trace) clockShifts(sc *scratch) []int64 {
 	for j := range t.Spans {
 		shift = append(shift, clocks[clk[j]].off)
 	}
+	known := sc.clockKnown[:0]
+	for k := range clocks {
+		known = append(known, clocks[k].known)
+	}
 	clear(clocks) // they hold the trace's strings
-	sc.clocks, sc.clockEdges, sc.clockOf, sc.shift = clocks[:0], edges[:0], clk[:0], shift[:0]
+	// clockOf and clockKnown are read by fitUnknownClocks, until the next trace.
+	sc.clocks, sc.clockEdges, sc.clockOf, sc.shift, sc.clockKnown = clocks[:0], edges[:0], clk, shift[:0], known
 	return shift
+}
+
+// maxClockFit is how far fitUnknownClocks looks for a clock's offset: the clock skew the analyzer
+// allows between services elsewhere (post-deadline-work's alignment).
+const maxClockFit = int64(100 * time.Millisecond)
+
+// maxClockTries bounds the offsets fitUnknownClocks tries for one clock.
+const maxClockTries = 32
+
+// fitUnknownClocks gives a clock no traced call reaches - a service seen only in orphans, behind a
+// service that exports nothing - an offset when its orphans do not all fall inside a span that
+// could have made their calls: the one that puts the most of them inside one, the smallest on a
+// tie, tried from the spans of known clocks that started within maxClockFit of its earliest
+// orphan. Without it, a dark middle service's callee whose clock runs 20 ms off had its calls
+// land outside the calls that led to them, and counted nowhere. shift is updated in place.
+func (t *trace) fitUnknownClocks(orphans []int32, shift []int64, skew int64, sc *scratch) {
+	clk, known := sc.clockOf, sc.clockKnown
+	if len(clk) != len(t.Spans) {
+		return
+	}
+	for n, o := range orphans {
+		c := clk[o]
+		if known[c] || slices.ContainsFunc(orphans[:n], func(p int32) bool { return clk[p] == c }) {
+			continue // a known clock, or one already fitted from an earlier orphan
+		}
+		fits := func(delta int64) int {
+			in := 0
+			for _, x := range orphans {
+				if clk[x] != c {
+					continue
+				}
+				start := t.Spans[x].StartUnixNano - delta
+				for j := range t.Spans {
+					if known[clk[j]] && t.mayHaveCalled(int32(j), x) &&
+						start >= t.Spans[j].StartUnixNano-shift[j]-skew && start <= t.End(j)-shift[j]+skew {
+						in++
+						break
+					}
+				}
+			}
+			return in
+		}
+		all := 0
+		for _, x := range orphans {
+			if clk[x] == c {
+				all++
+			}
+		}
+		best, bestFit := shift[o], fits(shift[o])
+		if bestFit == all {
+			continue
+		}
+		tries := sc.clockTries[:0]
+		o0 := t.Spans[o].StartUnixNano
+		for j := range t.Spans {
+			if !known[clk[j]] || !t.mayHaveCalled(int32(j), o) {
+				continue
+			}
+			if d := o0 - (t.Spans[j].StartUnixNano - shift[j]); d >= -maxClockFit && d <= maxClockFit {
+				tries = append(tries, d)
+			}
+		}
+		slices.SortFunc(tries, func(a, b int64) int { return cmp.Compare(abs64(a), abs64(b)) })
+		for _, d := range tries[:min(len(tries), maxClockTries)] {
+			if f := fits(d); f > bestFit {
+				best, bestFit = d, f
+			}
+		}
+		sc.clockTries = tries[:0]
+		for j := range t.Spans {
+			if clk[j] == c {
+				shift[j] = best
+			}
+		}
+	}
+}
+
+func abs64(x int64) int64 {
+	if x < 0 {
+		return -x
+	}
+	return x
 }
 
 // sameClock reports whether two spans were timed by one clock: made by one service instance.

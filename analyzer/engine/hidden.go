@@ -75,6 +75,7 @@ func (t *trace) bridgeOrphans(skew int64, sc *scratch) bool {
 	// so a subtree that holds a later orphan's start was attached, and lifted, before it is
 	// compared.
 	shift := t.clockShifts(sc)
+	t.fitUnknownClocks(orphans, shift, skew, sc)
 	slices.SortStableFunc(orphans, func(a, b int32) int {
 		return cmp.Compare(t.Spans[a].StartUnixNano-shift[a], t.Spans[b].StartUnixNano-shift[b])
 	})
@@ -83,25 +84,14 @@ func (t *trace) bridgeOrphans(skew int64, sc *scratch) bool {
 	sc.lift = lift
 	for _, r := range orphans {
 		s := &t.Spans[r]
-		start, service := s.StartUnixNano-shift[r], s.Service()
+		start := s.StartUnixNano - shift[r]
 		lo, hi := t.Index().Pos[r], t.Index().Pos[r]+t.Index().Size[r]
 		best := int32(-1)
 		depth := func(j int32) int32 { return t.depth[j] + lift[j] }
 		for j := range t.Spans {
-			if p := t.Index().Pos[j]; p >= lo && p < hi {
-				continue // its own subtree
-			}
 			c := &t.Spans[j]
-			if c.Service() == service || c.Kind == spans.KindProducer {
+			if !t.mayHaveCalled(int32(j), r) {
 				continue
-			}
-			if c.Kind == spans.KindClient {
-				// Only a call whose callee is untraced, made over a protocol that carries the
-				// trace on (HTTP, RPC: it has a method), can have led to the orphan: not one
-				// whose callee answered with a span of its own, nor a database or cache call.
-				if k := t.Index().Call[j]; k < 0 || t.calls[k].servers > 0 || t.calls[k].target == "" {
-					continue
-				}
 			}
 			if cStart := c.StartUnixNano - shift[j]; start < cStart-skew || start > t.End(j)-shift[j]+skew {
 				continue
@@ -123,4 +113,24 @@ func (t *trace) bridgeOrphans(skew int64, sc *scratch) bool {
 		}
 	}
 	return len(sc.bridge) > 0
+}
+
+// mayHaveCalled reports whether span j can have made the call orphan o answered: a span of another
+// service, outside o's own subtree, not a PRODUCER; and if a CLIENT span, one whose callee is
+// untraced, made over a protocol that carries the trace on (HTTP, RPC: it has a method) - not one
+// whose callee answered with a span of its own, nor a database or cache call.
+func (t *trace) mayHaveCalled(j, o int32) bool {
+	if p, lo := t.Index().Pos[j], t.Index().Pos[o]; p >= lo && p < lo+t.Index().Size[o] {
+		return false // its own subtree
+	}
+	c := &t.Spans[j]
+	if c.Service() == t.Spans[o].Service() || c.Kind == spans.KindProducer {
+		return false
+	}
+	if c.Kind == spans.KindClient {
+		if k := t.Index().Call[j]; k < 0 || t.calls[k].servers > 0 || t.calls[k].target == "" {
+			return false
+		}
+	}
+	return true
 }

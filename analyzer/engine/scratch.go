@@ -45,6 +45,8 @@ type scratch struct {
 	clockEdges []clockEdge
 	clockOf    []int32
 	shift      []int64
+	clockKnown []bool
+	clockTries []int64
 	visited    []bool
 	loopTries  []loopTry
 	loops      []int32
