@@ -94,8 +94,12 @@ func (t *trace) clockShifts(sc *scratch) []int64 {
 // allows between services elsewhere (post-deadline-work's alignment).
 const maxClockFit = int64(100 * time.Millisecond)
 
-// maxClockTries bounds the offsets fitUnknownClocks tries for one clock.
-const maxClockTries = 32
+// maxClockTries bounds the offsets fitUnknownClocks tries for one clock, and maxClockSample the
+// orphans each is judged on: each judgement scans the trace once per orphan.
+const (
+	maxClockTries  = 32
+	maxClockSample = 16
+)
 
 // fitUnknownClocks gives a clock no traced call reaches - a service seen only in orphans, behind a
 // service that exports nothing - an offset when its orphans do not all fall inside a span that
@@ -114,10 +118,13 @@ func (t *trace) fitUnknownClocks(orphans []int32, shift []int64, skew int64, sc 
 			continue // a known clock, or one already fitted from an earlier orphan
 		}
 		fits := func(delta int64) int {
-			in := 0
+			in, seen := 0, 0
 			for _, x := range orphans {
 				if clk[x] != c {
 					continue
+				}
+				if seen++; seen > maxClockSample {
+					break // enough to tell offsets apart; the work stays bounded
 				}
 				start := t.Spans[x].StartUnixNano - delta
 				for j := range t.Spans {
@@ -136,6 +143,7 @@ func (t *trace) fitUnknownClocks(orphans []int32, shift []int64, skew int64, sc 
 				all++
 			}
 		}
+		all = min(all, maxClockSample)
 		best, bestFit := shift[o], fits(shift[o])
 		if bestFit == all {
 			continue
