@@ -26,6 +26,11 @@ func failed(s spans.Span, msg string) spans.Span {
 // ("Attempt." INTERNAL spans with previous-rpc-attempts), each answered by dep's "Recv." SERVER
 // span. No span carries an rpc.* attribute.
 func a72Trace(trace byte, failing bool) []spans.Span {
+	return a72TraceOf(trace, failing, spans.KindInternal)
+}
+
+// a72TraceOf is a72Trace with the attempt spans of the given kind.
+func a72TraceOf(trace byte, failing bool, attemptKind spans.Kind) []spans.Span {
 	msg := "dependency unavailable"
 	status := 503
 	if !failing {
@@ -47,7 +52,7 @@ func a72Trace(trace byte, failing bool) []spans.Span {
 		ss = append(ss, s)
 		for a := range 3 {
 			at := base + 4 + int64(a*14)
-			att := named(sp(trace, id, sent, spans.KindInternal, "api", at, at+4,
+			att := named(sp(trace, id, sent, attemptKind, "api", at, at+4,
 				spans.IntAttr(spans.AttrGRPCAttemptPrevious, int64(a)), spans.BoolAttr("transparent-retry", false)),
 				"Attempt.stock.v1.Stock.Get")
 			recv := named(sp(trace, id+1, id, spans.KindServer, "dep", at+1, at+3), "Recv.stock.v1.Stock.Get")
@@ -147,5 +152,18 @@ func TestGRPCAttemptLayerMultipliesWithTheLayerBelow(t *testing.T) {
 	amp := findingsOf(r, "retry-amplification")
 	if len(amp) != 1 || !contains(amp[0].Summary, "edge x3, api x3, dep x3") {
 		t.Fatalf("retry-amplification = %+v, want one naming edge x3, api x3, dep x3", amp)
+	}
+}
+
+// An implementation that makes its attempt spans CLIENT spans reads the same: the Sent. span is
+// then a CLIENT span over CLIENT children to the same place, the two-level rule.
+func TestGRPCClientKindAttemptSpansAreALayer(t *testing.T) {
+	_, r := run(t, engine.Config{}, a72TraceOf(5, true, spans.KindClient)...)
+	d := depStats(t, r, "grpc://stock.v1.Stock")
+	if d.PhysicalCalls != 9 || d.LogicalOperations != 1 {
+		t.Fatalf("dependency = %+v, want dep saw 9 for 1", d)
+	}
+	if amp := findingsOf(r, "retry-amplification"); len(amp) != 1 || !contains(amp[0].Summary, "edge x3, api x3") {
+		t.Fatalf("retry-amplification = %+v", amp)
 	}
 }
