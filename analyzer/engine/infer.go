@@ -548,6 +548,11 @@ func (t *trace) inferOperations(seed maphash.Seed, skew int64, in *interner, sc 
 		carried |= kn[i].carried()
 		if s.Kind == spans.KindClient {
 			nClient++
+		} else if t.attemptParent(i, &kn[i]) >= 0 {
+			// An attempt span under a CLIENT span is a call too (grpcattempts.go): marked for
+			// the loop below.
+			nClient++
+			t.Index().Call[i] = attemptMark
 		}
 	}
 	t.Index().Carried, t.Index().CarriedRead = carried, true
@@ -559,8 +564,12 @@ func (t *trace) inferOperations(seed maphash.Seed, skew int64, in *interner, sc 
 	originService := &sc.originService
 	for i := range t.Spans {
 		s := &t.Spans[i]
+		attemptOf := int32(-1)
 		if s.Kind != spans.KindClient {
-			continue
+			if t.Index().Call[i] != attemptMark {
+				continue
+			}
+			attemptOf = t.Index().Parent[i]
 		}
 		k := &kn[i]
 		c := callInfo{
@@ -610,6 +619,9 @@ func (t *trace) inferOperations(seed maphash.Seed, skew int64, in *interner, sc 
 			c.service = k.calleeName() // the proxy's or the tracer's own word for the callee
 		}
 		c.giveUp = t.giveUpAt(int32(i), srvFirst, k, srvStart, srvEnd, c.outcome, c.status, skew, kn)
+		if attemptOf >= 0 || c.origin == "" || c.target == "" {
+			t.fillCallNames(&c, attemptOf, in, sc)
+		}
 		if c.origin == "" {
 			if c.service != "" {
 				c.origin = c.service
@@ -679,11 +691,11 @@ func (t *trace) inferAt(i int32, seed maphash.Seed, skew int64, in *interner, sc
 	}
 	group := sc.group[:0]
 	for _, ch := range t.Children(int(i)) {
-		if t.Index().Call[ch] >= 0 && t.Spans[ch].Kind == spans.KindClient {
+		if t.sentCall(ch) {
 			group = append(group, ch)
 		}
 	}
-	isCall := t.Index().Call[i] >= 0 && t.Spans[i].Kind == spans.KindClient
+	isCall := t.sentCall(i)
 	if !isCall && len(sc.bridge) > 0 {
 		group = t.virtualCalls(i, group, in, sc)
 	}
@@ -713,6 +725,18 @@ func (t *trace) inferAt(i int32, seed maphash.Seed, skew int64, in *interner, sc
 		}
 	}
 	t.appLoops(i, seed, sc)
+}
+
+// sentCall reports whether span i is a call that its own service sent: a CLIENT span or an attempt
+// span (grpcattempts.go). A SERVER span standing for a lost call (hidden.go) and a CONSUMER span
+// standing for a delivery (messaging.go) are calls too, but the callee's side of them: they are
+// grouped by the rules that made them, never again as their caller's children.
+func (t *trace) sentCall(i int32) bool {
+	if t.Index().Call[i] < 0 {
+		return false
+	}
+	k := t.Spans[i].Kind
+	return k != spans.KindServer && k != spans.KindConsumer
 }
 
 // groupCalls turns the CLIENT children of one caller into operations, appended to the trace's: per
@@ -771,7 +795,8 @@ func (t *trace) groupCalls(caller int, calls []int32, parent *analyzer.Operation
 	opIdx := int32(-1)
 	var cur *analyzer.Attempt
 	var curEnd, curAnswer int64
-	var curFirst int64 // when the attempt's first call started
+	var curFirst int64      // when the attempt's first call started
+	var curSpan *spans.Span // the attempt's first call
 	b := &sc.bufs
 	var attStart, callStart, originStart int
 	closeAttempt := func() {
@@ -859,6 +884,9 @@ func (t *trace) groupCalls(caller int, calls []int32, parent *analyzer.Operation
 				} else if cur != nil {
 					backoff = max(0, start-curAnswer)
 				}
+				if cur != nil && c.backoff < 0 && !sameClock(curSpan, s) {
+					backoff = -1 // read on two clocks (a callee's SERVER span standing for a lost call)
+				}
 				closeAttempt()
 				// Filled in place, as operations are. Within capacity: cur stays valid.
 				if len(b.att) == cap(b.att) {
@@ -872,7 +900,7 @@ func (t *trace) groupCalls(caller int, calls []int32, parent *analyzer.Operation
 				cur.SetRecordedNumber(c.attempt)
 				cur.BackoffNanos = backoff
 				cur.Outcome, cur.Status = c.outcome, c.status
-				curEnd, curAnswer, curFirst = end, c.answer, start
+				curEnd, curAnswer, curFirst, curSpan = end, c.answer, start, s
 			} else if c.outcome == analyzer.OutcomeOK && cur.Outcome != analyzer.OutcomeOK {
 				// Of several copies, the attempt's outcome is the best one.
 				cur.Outcome, cur.Status = c.outcome, c.status

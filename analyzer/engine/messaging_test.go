@@ -17,11 +17,8 @@ func publish(queue string) []spans.Attr {
 		spans.StringAttr(spans.AttrLegacyMessagingRabbitMQRoutingKey, queue)}
 }
 
-// failed marks a span as failed, as amqplib marks a delivery that was nacked.
-func failed(s spans.Span) spans.Span {
-	s.Status, s.StatusMessage = spans.StatusError, "nack called on message with requeue"
-	return s
-}
+// nackMessage is the status message amqplib gives a delivery that was nacked.
+const nackMessage = "nack called on message with requeue"
 
 // delivery is a CONSUMER span (id, under parent) whose consumer tries dep up to three times, one
 // CLIENT span per try, each answered by dep's SERVER span; ok says whether the last try succeeds.
@@ -30,7 +27,7 @@ func delivery(trace byte, id, parent int, service string, start int64, ok bool) 
 	end := start + 30
 	c := sp(trace, id, parent, spans.KindConsumer, service, start, end, publish("orders")...)
 	if !ok {
-		c = failed(c)
+		c = failed(c, nackMessage)
 	}
 	out := []spans.Span{c}
 	for try := range 3 {

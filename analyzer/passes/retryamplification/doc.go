@@ -10,7 +10,9 @@
 //
 // Evidence: factor (physical calls that reached the leaf for this one request), leaf_calls (the
 // same count; kept separate so a policy can later weigh factor differently), layers (the retrying
-// layers, top first: service and the most attempts any of its copies made).
+// layers, top first: service and the most attempts any of its copies made; inferred_from and
+// inferred_tries on a layer some of whose tries were counted from the callee's SERVER spans
+// because they have no span of their own, which the summary also says).
 //
 // Settings (policy detectors.retry-amplification): minRetryingLayers (default 2), the retrying
 // layers on one path that make it fire; criticalFactor (default 9), see Severity.
