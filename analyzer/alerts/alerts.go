@@ -264,7 +264,10 @@ func (g *gen) ampRules(what, class, sel string, earlier []string, l limit, cf in
 				"description", scalar(desc),
 			),
 		)
-		n.HeadComment = fmt.Sprintf("%s: at most %d calls per intent, from %s; %s from %d.", capital(what), l.calls, l.why, sev, max(cf, l.calls+1))
+		n.HeadComment = fmt.Sprintf("%s: at most %d calls per intent, from %s; critical from %d (retry-amplification's criticalFactor).", capital(what), l.calls, l.why, cf)
+		if cf <= l.calls+1 {
+			n.HeadComment = fmt.Sprintf("%s: at most %d calls per intent, from %s; at or over retry-amplification's criticalFactor (%d), any excess is critical.", capital(what), l.calls, l.why, cf)
+		}
 		if sev == "warning" {
 			n.HeadComment = fmt.Sprintf("%s: at most %d calls per intent, from %s.", capital(what), l.calls, l.why)
 		}

@@ -21,7 +21,7 @@ func needProm(t *testing.T, tool string) string {
 		return p
 	}
 	msg := tool + " is not installed: the alert rules are checked by a real Prometheus (apt-get install prometheus; CI installs it, see .ci/run)"
-	if os.Getenv("CI") == "true" {
+	if os.Getenv("CI") != "" {
 		t.Fatal(msg)
 	}
 	t.Skip(msg)
