@@ -140,6 +140,13 @@ func TestDiffToleranceAndFailOn(t *testing.T) {
 	if len(r.Regressions) == 0 || !strings.Contains(strings.Join(r.Regressions, "\n"), "new critical retry-amplification") {
 		t.Errorf("regressions %q", r.Regressions)
 	}
+	// --fail-on never: new findings alone are not worse; the amplification still is.
+	if code, out, _ := runCLI(t, "", "diff", "--fail-if-worse", "--tolerance", "100", "--fail-on", "never", owner, small); code != 0 {
+		t.Errorf("--fail-on never with only new findings: exit %d\n%s", code, out)
+	}
+	if code, out, _ := runCLI(t, "", "diff", "--fail-if-worse", "--fail-on", "never", small, big); code != 1 {
+		t.Errorf("--fail-on never with an amplification that grew: exit %d\n%s", code, out)
+	}
 }
 
 // What-if checked against the lab: for layered retries the prediction made from BEFORE equals,
@@ -332,7 +339,7 @@ func TestDiffBadInput(t *testing.T) {
 		{"unreadable file", []string{garbage, rec}, "before: " + garbage + ": no readable record"},
 		{"empty file", []string{empty, rec}, "before: " + empty + ": no spans (0 records read); --allow-empty accepts a file without spans"},
 		{"bad format", []string{"--format", "yaml", rec, rec}, `--format: unknown format "yaml"`},
-		{"bad fail-on", []string{"--fail-on", "fatal", rec, rec}, `--fail-on: unknown severity "fatal"`},
+		{"bad fail-on", []string{"--fail-on", "fatal", rec, rec}, `--fail-on: unknown value "fatal"`},
 		{"negative tolerance", []string{"--tolerance", "-1", rec, rec}, "--tolerance: must not be negative, got -1"},
 		{"bad tolerance", []string{"--tolerance", "lots", rec, rec}, `invalid argument "lots" for "--tolerance"`},
 		{"bad what-if", []string{"--what-if", "edge.retries=1", rec, rec}, `--what-if: change "edge.retries=1": unknown field "retries"`},

@@ -37,7 +37,7 @@ type analysisFlags struct {
 
 func (a *analysisFlags) register(fs flagSet, settle time.Duration) {
 	fs.StringVar(&a.policy, "policy", "", "retry policy `FILE` (docs/policy.md): detector settings and per-class rules, applied live")
-	fs.DurationVar(&a.settle, "settle", settle, "how long a trace must stay quiet before it is analyzed (longer than your exporters' batch delay)")
+	fs.DurationVar(&a.settle, "settle", settle, "how long (`DURATION`) a trace must stay quiet before it is analyzed (longer than your exporters' batch delay)")
 }
 
 // reportPath is where the analysis API serves the current report.
