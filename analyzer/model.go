@@ -10,8 +10,9 @@ import (
 )
 
 // ReportVersion is the version of the --format json contract. Bump it when a field or an evidence key
-// is renamed or removed; adding is compatible.
-const ReportVersion = 1
+// is renamed or removed; adding is compatible. Version 2 names the counts as the screens do:
+// calls and intents (version 1's physical_calls and logical_operations).
+const ReportVersion = 2
 
 // Severity ranks findings. The driver (policy, --fail-on) decides it; detectors suggest a default.
 type Severity int8
@@ -87,9 +88,10 @@ type DependencyStats struct {
 	// Services lists every callee service.name seen at this origin when there is more than one.
 	Services []string `json:"services,omitempty"`
 	// PhysicalCalls counts CLIENT spans that reached the dependency.
-	PhysicalCalls int `json:"physical_calls"`
-	// LogicalOperations counts what the top layer asked for (see Amplification in docs/analyzer.md).
-	LogicalOperations int `json:"logical_operations"`
+	PhysicalCalls int `json:"calls"`
+	// LogicalOperations counts what the top layer asked for, the intents (see Amplification in
+	// docs/analyzer.md).
+	LogicalOperations int `json:"intents"`
 	// Amplification is PhysicalCalls / LogicalOperations.
 	Amplification float64 `json:"amplification"`
 	// Outcomes counts physical calls by outcome: the HTTP status ("503"), the gRPC code
@@ -117,8 +119,8 @@ func (d *DependencyStats) ServiceNames() string {
 type CallerStats struct {
 	// Caller is the calling service's service.name.
 	Caller            string `json:"caller"`
-	PhysicalCalls     int    `json:"physical_calls"`
-	LogicalOperations int    `json:"logical_operations"`
+	PhysicalCalls     int    `json:"calls"`
+	LogicalOperations int    `json:"intents"`
 	// Amplification is PhysicalCalls / LogicalOperations (0 when no logical operation is
 	// credited to this caller: all its calls were copies made by a layer above, or continued
 	// another trace's operation).

@@ -242,7 +242,11 @@ func fetchReport(ctx context.Context, raw, tokenFile string, timeout time.Durati
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("fetch the report: %w", err)
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err // its message repeats the URL, named below
+		}
+		return nil, fmt.Errorf("cannot reach the collector at %s: %w (is 'stormwatch collect' running with --http at that address?)", u, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {

@@ -359,7 +359,8 @@ func TestDiffBadInput(t *testing.T) {
 		{"negative settle", []string{"--settle", "-1s", rec, rec}, "--settle: must not be negative, got -1s"},
 		{"zero timeout", []string{"--timeout", "0s", rec, rec}, "--timeout: must be positive, got 0s"},
 		{"URL 404", []string{rec, notReport.URL + "/missing"}, "after: GET " + notReport.URL + "/missing: 404 Not Found"},
-		{"URL refused", []string{"http://" + closed, rec}, "before: fetch the report: Get \"http://" + closed + "/api/v1/report\""},
+		{"URL refused", []string{"http://" + closed, rec}, "before: cannot reach the collector at http://" + closed + "/api/v1/report: dial tcp " + closed +
+			": connect: connection refused (is 'stormwatch collect' running with --http at that address?)"},
 		{"missing token file", []string{"--token-file", filepath.Join(dir, "token"), notReport.URL, rec}, "--token-file: open " + filepath.Join(dir, "token")},
 	}
 	for _, c := range cases {
