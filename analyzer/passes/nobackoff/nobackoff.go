@@ -30,7 +30,12 @@ type Settings struct {
 
 func run(pass *analyzer.Pass) error {
 	minPause := int64(analyzer.SettingsOf[Settings](pass).MinPause)
+	p := audit.Policy(pass.RunSettings)
 	for _, op := range pass.Operations {
+		cls := audit.Class(p, pass.Trace, op)
+		if audit.NoRetries(cls) {
+			continue // the policy allows no retry here: unbounded-retries says so, not how to pace one
+		}
 		immediate := 0
 		for i := range op.Attempts {
 			if a := &op.Attempts[i]; audit.IsRetry(a) && a.BackoffNanos >= 0 && a.BackoffNanos <= minPause {
@@ -59,7 +64,7 @@ func run(pass *analyzer.Pass) error {
 			Dependency: op.Dependency,
 			Summary: fmt.Sprintf("%s retried %s %s with no pause (%d of %s within %.1f ms of the failure)",
 				op.Owner, op.Name, words.Plural(immediate, "time", "times"), immediate, words.Plural(len(pauses), "retry", "retries"), audit.Ms(minPause)),
-			Action: "wait between attempts: exponential backoff with full jitter, sleep uniform(0, min(cap, base*2^n))",
+			Action: "wait between attempts: " + audit.BackoffAdvice(cls),
 			Evidence: analyzer.Evidence{
 				"retries":           analyzer.Int(len(pauses)),
 				"immediate_retries": analyzer.Int(immediate),
