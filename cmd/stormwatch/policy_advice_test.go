@@ -95,6 +95,10 @@ func TestAdviceQuotesThePolicy(t *testing.T) {
 			[]string{"wait between attempts: the policy's backoff (base 50ms, cap 1s, equal jitter, at ", "policy.yaml:2)"}},
 		{"defaults:\n  backoff: {base: 100ms, cap: 2s, jitter: none}\n", "synchronized-retries-stock", "synchronized-retries",
 			[]string{"the policy's backoff has no jitter (", "make it jitter: full there and in the client"}},
+		{"defaults: {owner: edge}\n", "amplification-27-stock", "retry-amplification",
+			[]string{"let edge own the retries, as the policy says (owner at ", "policy.yaml:1)"}},
+		{"", "amplification-27-stock", "retry-amplification",
+			[]string{"let one layer own retries (adapter is nearest the dependency)"}},
 		{"defaults:\n  backoff: {base: 100ms, cap: 2s, jitter: 0.2}\n", "synchronized-retries-stock", "synchronized-retries",
 			[]string{"apply the policy's jitter (+-20% at "}},
 	} {
