@@ -600,3 +600,22 @@ func TestPaintMatchesLipgloss(t *testing.T) {
 		}
 	}
 }
+
+// Keys that arrive in one read come as one message of several runes: every one is applied, in
+// order - "jjj" moves three rows, "jjk" two down and one up, and "/adap" opens the filter and
+// types into it.
+func TestBatchedKeysAllApplied(t *testing.T) {
+	m := drive(t, New(testOptions(fixedSource(fakeSnapshot(0)))), size(testW, testH))
+	one := drive(t, m, press("j"), press("j"), press("j"))
+	batched := drive(t, m, press("jjj"))
+	if batched.deps.cur.pos != 3 || one.deps.cur.pos != 3 {
+		t.Fatalf("jjj in one read moved to row %d, three presses to row %d; want 3", batched.deps.cur.pos, one.deps.cur.pos)
+	}
+	if got := drive(t, m, press("jjk")).deps.cur.pos; got != 1 {
+		t.Errorf("jjk moved to row %d, want 1", got)
+	}
+	f := drive(t, m, press("/adap"))
+	if !f.input.active || f.input.value != "adap" {
+		t.Errorf("'/adap' in one read: filter active %v, value %q; want the filter open with \"adap\"", f.input.active, f.input.value)
+	}
+}
