@@ -386,6 +386,12 @@ func (m opsModel) View() string {
 		}
 	}
 	from, to := m.cur.window()
+	// Names on screen are cut together, so that two rows never read the same.
+	shownDeps := make([]string, 0, to-from)
+	for i := from; i < to; i++ {
+		shownDeps = append(shownDeps, shortURL(m.rows[i].Dependency, narrow))
+	}
+	shownDeps = cutDistinct(shownDeps, cols[2].width)
 	for i := from; i < to; i++ {
 		op := m.rows[i]
 		mark := " "
@@ -404,7 +410,7 @@ func (m opsModel) View() string {
 		if terminal == "" {
 			terminal = op.StopReason
 		}
-		line := row(cols, mark, op.Caller, shortURL(op.Dependency, narrow), att, op.Owner, terminal, outcomeTrail(op),
+		line := row(cols, mark, op.Caller, shownDeps[i-from], att, op.Owner, terminal, outcomeTrail(op),
 			fmtDur(op.Latency()), find)
 		switch {
 		case i == m.cur.pos:
