@@ -256,10 +256,11 @@ func (m findingsModel) View() string {
 			if i == m.cur.pos {
 				mark = ">" + sevMark(g.Severity) + " "
 			}
-			where := g.Caller
+			path := render.Path(g, &m.sel[g.Findings[0]])
 			if g.Dependency != "" {
-				where += " → " + shortURL(g.Dependency, m.width < 100)
+				path[len(path)-1] = shortURL(g.Dependency, m.width < 100)
 			}
+			where := strings.Join(path, " → ")
 			line = row(cols, mark, g.Detector, where, humanInt(g.Count), clock(g.LastUnixNano))
 		} else {
 			f := e.f
@@ -301,7 +302,7 @@ func (m findingsModel) View() string {
 	if e, f := m.current(), m.example(); e != nil && f != nil {
 		g := e.g
 		d = append(d, fit(m.sevStyle(g.Severity, sevMark(g.Severity)+" "+g.Severity.String())+"  "+t.Bold.Render(g.Detector)+
-			t.Dim.Render("  "+render.Where(g.Caller, g.Dependency)), m.width))
+			t.Dim.Render("  "+render.Place(g, &m.sel[g.Findings[0]])), m.width))
 		if e.f == nil {
 			count := words.Count(g.Count, "finding")
 			if n := len(g.TraceIDs); n != g.Count {

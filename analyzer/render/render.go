@@ -123,6 +123,35 @@ func Where(caller, dependency string) string {
 	return where
 }
 
+// Path is where a group's findings happened, as names from the caller to the dependency. For
+// findings that name the retrying layers (retry-amplification's layers, top first), it is that
+// chain, so the layer nearest the dependency stands next to it: the group's caller is the top
+// layer, which never calls the dependency itself.
+func Path(g *analyzer.FindingGroup, example *analyzer.Finding) []string {
+	var path []string
+	if example != nil {
+		if layers, ok := example.Evidence["layers"].Records(); ok && len(layers) > 1 {
+			for _, l := range layers {
+				if s, ok := l["service"].Text(); ok {
+					path = append(path, s)
+				}
+			}
+		}
+	}
+	if len(path) < 2 {
+		path = []string{orDash(g.Caller)}
+	}
+	if g.Dependency != "" {
+		path = append(path, g.Dependency)
+	}
+	return path
+}
+
+// Place is Path as text: "edge -> api -> adapter -> http://dep:8080".
+func Place(g *analyzer.FindingGroup, example *analyzer.Finding) string {
+	return strings.Join(Path(g, example), " -> ")
+}
+
 // TimeRange renders when a group's findings happened, in UTC: one time, or first - last.
 func TimeRange(first, last int64) string {
 	if first == 0 {
@@ -174,7 +203,7 @@ func Text(w io.Writer, r *analyzer.Report) error {
 		for gi := range groups {
 			g := &groups[gi]
 			f := &r.Findings[g.Findings[0]]
-			fmt.Fprintf(ew, "\n%s %s  %s  %s\n", strings.ToUpper(g.Severity.String()), g.Detector, Where(g.Caller, g.Dependency), groupCount(g))
+			fmt.Fprintf(ew, "\n%s %s  %s  %s\n", strings.ToUpper(g.Severity.String()), g.Detector, Place(g, f), groupCount(g))
 			if tr := TimeRange(g.FirstUnixNano, g.LastUnixNano); tr != "" {
 				fmt.Fprintf(ew, "  when         %s\n", tr)
 			}
@@ -243,7 +272,7 @@ func Markdown(w io.Writer, r *analyzer.Report) error {
 			if n := len(g.TraceIDs); n > exampleTraces {
 				traces = append(traces, fmt.Sprintf("(%d in all)", n))
 			}
-			fmt.Fprintf(ew, "| %s | `%s` | %s | %d | %s | %s | %s | %s | %s |\n", g.Severity, g.Detector, md(Where(g.Caller, g.Dependency)),
+			fmt.Fprintf(ew, "| %s | `%s` | %s | %d | %s | %s | %s | %s | %s |\n", g.Severity, g.Detector, md(Place(g, f)),
 				g.Count, strings.TrimSuffix(TimeRange(g.FirstUnixNano, g.LastUnixNano), " UTC"), md(f.Summary),
 				md(Evidence(f.Evidence)), md(f.Action), strings.Join(traces, " "))
 		}
