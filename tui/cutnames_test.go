@@ -80,3 +80,25 @@ func TestDistinctNamesAt80ColumnsWithBaseline(t *testing.T) {
 		seen[n] = true
 	}
 }
+
+// A cross-trace finding (a retry budget over a window) has no time of its own and cites one
+// example trace; the findings screen shows the window it judged and every trace it counted.
+func TestWindowFindingShowsItsWindowAndTraces(t *testing.T) {
+	snap := fakeSnapshot(0)
+	ids := []string{"aaaa0000000000000000000000000001", "bbbb0000000000000000000000000002", "cccc0000000000000000000000000003"}
+	snap.Report.Findings = []analyzer.Finding{{Detector: "retry-budget-exceeded", Severity: analyzer.SeverityCritical,
+		TraceID: ids[0], Service: "client", Dependency: "http://origin:8080", Summary: "client sent 80 retries for 40 first attempts",
+		Evidence: analyzer.Evidence{"ratio": analyzer.Float(2), "traces": analyzer.Int(3), "trace_ids": analyzer.Texts(ids),
+			"window_start": analyzer.Text("2026-01-15T10:00:00Z"), "window_end": analyzer.Text("2026-01-15T10:01:00Z")}}}
+	m := drive(t, New(testOptions(fixedSource(snap))), size(testW, testH), press("3"))
+	v := m.View()
+	for _, want := range []string{"retry-budget-exceeded", "10:01:00", "window 2026-01-15 10:00:00.000 - 10:01:00.000 UTC",
+		"aaaa00000000… bbbb00000000… cccc00000000…"} {
+		if !strings.Contains(v, want) {
+			t.Errorf("findings screen lacks %q:\n%s", want, v)
+		}
+	}
+	if strings.Contains(v, "trace_ids=") {
+		t.Errorf("the trace ids are in the evidence line too:\n%s", v)
+	}
+}

@@ -261,7 +261,11 @@ func (m findingsModel) View() string {
 				path[len(path)-1] = shortURL(g.Dependency, m.width < 100)
 			}
 			where := strings.Join(path, " → ")
-			line = row(cols, mark, g.Detector, where, humanInt(g.Count), clock(g.LastUnixNano))
+			last := g.LastUnixNano
+			if last == 0 { // a cross-trace finding: the end of the window it judged
+				_, last = render.Window(&m.sel[g.Findings[0]])
+			}
+			line = row(cols, mark, g.Detector, where, humanInt(g.Count), clock(last))
 		} else {
 			f := e.f
 			mark := "   "
@@ -308,7 +312,7 @@ func (m findingsModel) View() string {
 			if n := len(g.TraceIDs); n != g.Count {
 				count += " in " + words.Count(n, "trace")
 			}
-			if tr := render.TimeRange(g.FirstUnixNano, g.LastUnixNano); tr != "" {
+			if tr := render.When(g, f); tr != "" {
 				count += " · " + tr
 			}
 			field("count", count, 1)
@@ -321,6 +325,18 @@ func (m findingsModel) View() string {
 		}
 		field(label, f.Summary, 2)
 		field("evidence", render.Evidence(f.Evidence), 1)
+		if ids, ok := f.Evidence["trace_ids"].Texts(); ok && len(ids) > 0 {
+			// A cross-trace finding counts many traces; it cites one as its example.
+			short := make([]string, len(ids))
+			for i, id := range ids {
+				short[i] = shortID(id)
+			}
+			text := strings.Join(short, " ")
+			if n, ok := f.Evidence["traces"].Int(); ok && n > len(ids) {
+				text += fmt.Sprintf(" (%d of %d)", len(ids), n)
+			}
+			field("traces", text+" · :trace ID opens one", 2)
+		}
 		field("action", f.Action, 2)
 	} else {
 		d = append(d, t.Dim.Render(words.Count(len(m.sel), "finding")+" in "+words.Count(len(m.groups), "group")+" · s: flip order"))

@@ -146,6 +146,14 @@ func run(pass *analyzer.Pass) error {
 			"traces":         analyzer.Int(traces),
 		}
 		w.Evidence(ev)
+		ids := g.traces[:traces] // distinct put them first
+		if g.worst != nil {
+			// The example the finding cites leads the list.
+			if i := slices.Index(ids, g.worst.TraceID); i > 0 {
+				ids[0], ids[i] = ids[i], ids[0]
+			}
+		}
+		audit.TraceIDs(ev, ids)
 		start, end := w.Bounds()
 		cite := audit.Cite(ev, "retryBudget", g.class.RetryBudget, strconv.FormatFloat(budget, 'g', -1, 64))
 		f := analyzer.Finding{

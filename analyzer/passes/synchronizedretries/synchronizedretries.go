@@ -70,6 +70,8 @@ type dependency struct {
 	// cls is the policy class of the first operation seen toward it, whose backoff the advice
 	// quotes.
 	cls *policy.Class
+	// ids are the traces whose retries were counted, the first audit.MaxTraceIDs of them.
+	ids []spans.TraceID
 }
 
 func run(pass *analyzer.Pass) error {
@@ -119,6 +121,9 @@ func run(pass *analyzer.Pass) error {
 				g.callers = append(g.callers, op.Caller)
 			}
 			dep.starts = append(dep.starts, a.StartUnixNano)
+			if n := len(dep.ids); n < audit.MaxTraceIDs && (n == 0 || dep.ids[n-1] != op.TraceID) && !slices.Contains(dep.ids, op.TraceID) {
+				dep.ids = append(dep.ids, op.TraceID)
+			}
 			if dep.traces.Len() < minSamples {
 				dep.traces.Add(op.TraceID)
 			}
@@ -182,6 +187,7 @@ func run(pass *analyzer.Pass) error {
 			summary += fmt.Sprintf("%d of %s arrived in one wave", largest(waves), words.Plural(len(dep.starts), "retry", "retries"))
 		}
 		w.Evidence(ev)
+		audit.TraceIDs(ev, dep.ids)
 		f.Summary = summary
 		f.Action = jitterAdvice(dep.cls)
 		f.Evidence = ev
