@@ -151,6 +151,26 @@ type Report struct {
 	// TraceURL, when set, is where a trace can be looked at, with "{trace_id}" standing for a
 	// finding's trace id: the Jaeger UI's trace page when the traces came from a Jaeger.
 	TraceURL string `json:"trace_url,omitempty"`
+	// Live, in a running collector's report (GET /api/v1/report), says as of when it is and what
+	// it does not count yet; absent from an offline report, which counts everything it read.
+	Live *LiveState `json:"live,omitempty"`
+}
+
+// LiveState is where a live analysis stands. A reader that compares reports (stormwatch diff
+// against a collector) waits until the traces that arrived before it asked are settled and
+// judged: SettledThroughUnixNano and then WindowThroughUnixNano past that moment.
+type LiveState struct {
+	// AtUnixNano is when the report was taken, on the collector's clock.
+	AtUnixNano int64 `json:"at_unix_nano"`
+	// PendingTraces are traces still waiting for their settle period: not in the report yet.
+	PendingTraces int `json:"pending_traces"`
+	// SettledThroughUnixNano: every trace whose last span arrived before it is in the report.
+	SettledThroughUnixNano int64 `json:"settled_through_unix_nano"`
+	// WindowThroughUnixNano: the operations analyzed before it are judged by the cross-trace
+	// detectors (retry budget, synchronized retries, breakers) too; those analyzed since wait for
+	// their next run, WindowEveryMs apart at least.
+	WindowThroughUnixNano int64 `json:"window_through_unix_nano"`
+	WindowEveryMs         int64 `json:"window_every_ms,omitempty"`
 }
 
 // TraceLink is the address of trace id's page per TraceURL, or "" without one.

@@ -21,6 +21,7 @@ import (
 	"github.com/stormwatch/stormwatch/analyzer/render"
 	"github.com/stormwatch/stormwatch/analyzer/suite"
 	"github.com/stormwatch/stormwatch/analyzer/whatif"
+	"github.com/stormwatch/stormwatch/internal/words"
 	"github.com/stormwatch/stormwatch/spans"
 	"github.com/stormwatch/stormwatch/tracefile"
 )
@@ -164,7 +165,7 @@ func diffSide(ctx context.Context, io streams, o diffOptions, pol *policy.Policy
 		if len(changes) > 0 {
 			return nil, "", nil, fmt.Errorf("%s: --what-if predicts from BEFORE's operations, which a collector's report does not carry; give BEFORE as a recording", src)
 		}
-		r, err := fetchReport(ctx, src, o.tokenFile, o.timeout)
+		r, err := fetchSettled(ctx, io, src, o.tokenFile, o.timeout)
 		return r, src, nil, err
 	}
 	cfg := o.engineConfig()
@@ -217,26 +218,88 @@ func diffSide(ctx context.Context, io streams, o diffOptions, pol *policy.Policy
 
 func isURL(s string) bool { return strings.HasPrefix(s, "http://") || strings.HasPrefix(s, "https://") }
 
+// settlePoll is how often diff asks a collector whether it has settled what it held.
+const settlePoll = 250 * time.Millisecond
+
+// fetchSettled GETs a collector's report once it counts everything the collector held when diff
+// asked: the traces that had arrived are analyzed (their settle period passed) and judged by the
+// cross-trace detectors, whose findings come seconds later (their next run). A report taken
+// sooner reads "better" for identical traffic, the findings not in yet. Within timeout it waits,
+// saying so on stderr; past it, it says which part is still pending and gives no verdict.
+func fetchSettled(ctx context.Context, io streams, raw, tokenFile string, timeout time.Duration) (*analyzer.Report, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	r, u, err := fetchReport(ctx, raw, tokenFile)
+	if err != nil || r.Live == nil {
+		return r, err // a report with nothing pending to say: nothing to wait for
+	}
+	asked := r.Live.AtUnixNano
+	var analyzed int64 // when every trace that arrived before asked was in the report
+	said := false
+	for {
+		lv := r.Live
+		if analyzed == 0 && lv.SettledThroughUnixNano >= asked {
+			analyzed = lv.AtUnixNano
+		}
+		if analyzed != 0 && lv.WindowThroughUnixNano >= analyzed {
+			return r, nil
+		}
+		if !said {
+			fmt.Fprintf(io.err, "stormwatch diff: waiting (at most --timeout %s) for the collector at %s to settle what it holds: %s\n",
+				timeout, u, pendingPart(lv, analyzed))
+			said = true
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("no verdict: the collector at %s has not settled what it held within --timeout %s: %s; "+
+				"wait for the traffic to stop, or raise --timeout", u, timeout, pendingPart(lv, analyzed))
+		case <-time.After(settlePoll):
+		}
+		next, _, err := fetchReport(ctx, raw, tokenFile)
+		if err != nil {
+			if ctx.Err() != nil {
+				continue // the deadline: said above, with what is pending
+			}
+			return nil, err
+		}
+		if next.Live == nil {
+			return nil, fmt.Errorf("the collector at %s stopped saying what it has pending", u)
+		}
+		r = next
+	}
+}
+
+// pendingPart says which part of a live report is not in yet.
+func pendingPart(lv *analyzer.LiveState, analyzed int64) string {
+	if analyzed == 0 {
+		return fmt.Sprintf("%s still settling (a trace is analyzed once it has been quiet for the collector's --settle)",
+			words.Count(lv.PendingTraces, "trace"))
+	}
+	every := ""
+	if lv.WindowEveryMs > 0 {
+		every = fmt.Sprintf(", every %s at least", time.Duration(lv.WindowEveryMs)*time.Millisecond)
+	}
+	return "the cross-trace findings (retry budget, synchronized retries, breakers) of the latest traces, due at the detectors' next run" + every
+}
+
 // fetchReport GETs a collector's live report. A URL without a path means the collector's own
-// report path, so the address 'stormwatch collect' prints is enough.
-func fetchReport(ctx context.Context, raw, tokenFile string, timeout time.Duration) (*analyzer.Report, error) {
+// report path, so the address 'stormwatch collect' prints is enough. ctx bounds the request.
+func fetchReport(ctx context.Context, raw, tokenFile string) (*analyzer.Report, *url.URL, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", raw, err)
+		return nil, nil, fmt.Errorf("%s: %w", raw, err)
 	}
 	if u.Path == "" || u.Path == "/" {
 		u.Path = reportPath
 	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", u, err)
+		return nil, nil, fmt.Errorf("%s: %w", u, err)
 	}
 	if tokenFile != "" {
 		tok, err := os.ReadFile(tokenFile)
 		if err != nil {
-			return nil, fmt.Errorf("--token-file: %w", err)
+			return nil, nil, fmt.Errorf("--token-file: %w", err)
 		}
 		req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(tok)))
 	}
@@ -246,22 +309,22 @@ func fetchReport(ctx context.Context, raw, tokenFile string, timeout time.Durati
 		if errors.As(err, &ue) {
 			err = ue.Err // its message repeats the URL, named below
 		}
-		return nil, fmt.Errorf("cannot reach the collector at %s: %w (is 'stormwatch collect' running with --http at that address?)", u, err)
+		return nil, nil, fmt.Errorf("cannot reach the collector at %s: %w (is 'stormwatch collect' running with --http at that address?)", u, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		return nil, fmt.Errorf("GET %s: %s: %s", u, resp.Status, strings.TrimSpace(string(msg)))
+		return nil, nil, fmt.Errorf("GET %s: %s: %s", u, resp.Status, strings.TrimSpace(string(msg)))
 	}
 	var r analyzer.Report
 	dec := json.NewDecoder(io.LimitReader(resp.Body, 256<<20))
 	if err := dec.Decode(&r); err != nil {
-		return nil, fmt.Errorf("GET %s: not a stormwatch report: %w", u, err)
+		return nil, nil, fmt.Errorf("GET %s: not a stormwatch report: %w", u, err)
 	}
 	if r.Version != analyzer.ReportVersion {
-		return nil, fmt.Errorf("GET %s: report version %d, this stormwatch reads version %d", u, r.Version, analyzer.ReportVersion)
+		return nil, nil, fmt.Errorf("GET %s: report version %d, this stormwatch reads version %d", u, r.Version, analyzer.ReportVersion)
 	}
-	return &r, nil
+	return &r, u, nil
 }
 
 // window is a time range of a recording. Each end is absolute, or an offset from the

@@ -454,3 +454,38 @@ func TestDiffSideForgetsAsAnalyzeDoes(t *testing.T) {
 		t.Errorf("a side predicted from forgot operations: %q", predicted.Notes)
 	}
 }
+
+// diff against a live collector right after the traffic waits for the collector to settle what
+// it holds - the traces still in their settle period, then the cross-trace findings of the
+// detectors' next run, seconds later - so identical traffic reads "unchanged", never "better"
+// for findings not in yet.
+func TestDiffLiveWaitsUntilTheCollectorSettled(t *testing.T) {
+	fixture := "../../fixtures/retry-budget-exceeded-stock.jsonl"
+	// 3 s of settle: the collector stamps a batch with its last tick (up to 1 s old when idle),
+	// so a shorter one could pass before diff asks, and the test would prove nothing.
+	c := startCollect(t, "--settle", "3s", "--status-interval", "0")
+	sendFixture(t, c.grpc, replay.GRPC, "", fixture)
+	code, out, stderr := runCLI(t, "", "diff", "--format", "json", "http://"+c.http, fixture)
+	if code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, out, stderr)
+	}
+	var r diff.Report
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(r.Verdict, "unchanged") || r.Counts.New != 0 || r.Counts.Persisting == 0 {
+		t.Errorf("identical traffic: verdict %q, counts %+v; want unchanged, nothing resolved\nstderr: %s", r.Verdict, r.Counts, stderr)
+	}
+	if !strings.Contains(stderr, "waiting (at most --timeout 30s) for the collector at http://"+c.http+reportPath+" to settle what it holds") {
+		t.Errorf("stderr does not say diff waited: %q", stderr)
+	}
+
+	// A collector that cannot settle within --timeout gives no verdict, and says what is pending.
+	slow := startCollect(t, "--settle", "1m", "--status-interval", "0")
+	sendFixture(t, slow.grpc, replay.GRPC, "", fixture)
+	code, out, stderr = runCLI(t, "", "diff", "--timeout", "1s", fixture, "http://"+slow.http)
+	want := "no verdict: the collector at http://" + slow.http + reportPath + " has not settled what it held within --timeout 1s: 40 traces still settling"
+	if code != 2 || out != "" || !strings.Contains(stderr, want) {
+		t.Errorf("exit %d, stdout %q, stderr %q; want exit 2, no report, and %q", code, out, stderr, want)
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/stormwatch/stormwatch/analyzer"
 	"github.com/stormwatch/stormwatch/analyzer/engine"
 	"github.com/stormwatch/stormwatch/analyzer/metrics"
 	"github.com/stormwatch/stormwatch/analyzer/policy"
@@ -308,8 +309,13 @@ func reportHandler(cache *metrics.Cache) http.Handler {
 			return
 		}
 		snap := cache.Latest()
+		rep := snap.Report // a copy: the snapshot is shared
+		st := &snap.Stats
+		rep.Live = &analyzer.LiveState{AtUnixNano: snap.AtUnixNano, PendingTraces: st.PendingTraces,
+			SettledThroughUnixNano: st.SettledThroughUnixNano, WindowThroughUnixNano: st.WindowThroughUnixNano,
+			WindowEveryMs: max(st.WindowEvery.Milliseconds(), 0)}
 		var buf bytes.Buffer
-		if err := render.JSON(&buf, &snap.Report); err != nil {
+		if err := render.JSON(&buf, &rep); err != nil {
 			http.Error(w, "render the report: "+err.Error(), http.StatusInternalServerError)
 			return
 		}
