@@ -461,8 +461,8 @@ func TestDiffSideForgetsAsAnalyzeDoes(t *testing.T) {
 // for findings not in yet.
 func TestDiffLiveWaitsUntilTheCollectorSettled(t *testing.T) {
 	fixture := "../../fixtures/retry-budget-exceeded-stock.jsonl"
-	// 3 s of settle: the collector stamps a batch with its last tick (up to 1 s old when idle),
-	// so a shorter one could pass before diff asks, and the test would prove nothing.
+	// 3 s of settle: long enough that diff surely asks before the traces settle (sending and
+	// starting diff can take a second on a busy machine), else the test would prove nothing.
 	c := startCollect(t, "--settle", "3s", "--status-interval", "0")
 	sendFixture(t, c.grpc, replay.GRPC, "", fixture)
 	code, out, stderr := runCLI(t, "", "diff", "--format", "json", "http://"+c.http, fixture)
