@@ -58,7 +58,7 @@ See docs/collector.md for pointing an OpenTelemetry SDK or Collector at it.`,
 	f.register(cmd.Flags())
 	a.register(cmd.Flags(), 2*time.Second)
 	cmd.Flags().DurationVar(&o.statusEvery, "status-interval", 5*time.Second,
-		"how often to print the status line (spans/s, totals, rejected, queue depth, findings, worst amplification) on stderr; 0 turns it off")
+		"how often (`DURATION`) to print the status line (spans/s, totals, rejected, queue depth, findings, worst amplification) on stderr; 0 turns it off")
 	cmd.Flags().StringVar(&o.report, "report", "",
 		"at shutdown, write the final report to `FILE` in the --format json contract of 'stormwatch analyze'")
 	return cmd

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/stormwatch/stormwatch/analyzer"
 	"github.com/stormwatch/stormwatch/analyzer/engine"
 	"github.com/stormwatch/stormwatch/analyzer/metrics"
 	"github.com/stormwatch/stormwatch/analyzer/policy"
@@ -37,7 +38,7 @@ type analysisFlags struct {
 
 func (a *analysisFlags) register(fs flagSet, settle time.Duration) {
 	fs.StringVar(&a.policy, "policy", "", "retry policy `FILE` (docs/policy.md): detector settings and per-class rules, applied live")
-	fs.DurationVar(&a.settle, "settle", settle, "how long a trace must stay quiet before it is analyzed (longer than your exporters' batch delay)")
+	fs.DurationVar(&a.settle, "settle", settle, "how long (`DURATION`) a trace must stay quiet before it is analyzed (longer than your exporters' batch delay)")
 }
 
 // reportPath is where the analysis API serves the current report.
@@ -308,8 +309,13 @@ func reportHandler(cache *metrics.Cache) http.Handler {
 			return
 		}
 		snap := cache.Latest()
+		rep := snap.Report // a copy: the snapshot is shared
+		st := &snap.Stats
+		rep.Live = &analyzer.LiveState{AtUnixNano: snap.AtUnixNano, PendingTraces: st.PendingTraces,
+			SettledThroughUnixNano: st.SettledThroughUnixNano, WindowThroughUnixNano: st.WindowThroughUnixNano,
+			WindowEveryMs: max(st.WindowEvery.Milliseconds(), 0)}
 		var buf bytes.Buffer
-		if err := render.JSON(&buf, &snap.Report); err != nil {
+		if err := render.JSON(&buf, &rep); err != nil {
 			http.Error(w, "render the report: "+err.Error(), http.StatusInternalServerError)
 			return
 		}

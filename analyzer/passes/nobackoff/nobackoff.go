@@ -44,9 +44,14 @@ type layer struct {
 // full jitter beside its long ones are not reported, nor is any layer that waited in earnest.
 func run(pass *analyzer.Pass) error {
 	minPause := int64(analyzer.SettingsOf[Settings](pass).MinPause)
+	p := audit.Policy(pass.RunSettings)
 	var buf [4]layer
 	layers := buf[:0]
 	for _, op := range pass.Operations {
+		cls := audit.Class(p, pass.Trace, op)
+		if audit.NoRetries(cls) {
+			continue // the policy allows no retry here: unbounded-retries says so, not how to pace one
+		}
 		measured := 0
 		for i := range op.Attempts {
 			if a := &op.Attempts[i]; audit.IsRetry(a) && a.BackoffNanos >= 0 {
@@ -103,7 +108,7 @@ func run(pass *analyzer.Pass) error {
 			Dependency: l.dependency,
 			Summary: fmt.Sprintf("%s retried %s %s with no pause (typical pause %.1f ms, none over %.1f ms: the client's own turnaround, not a wait)",
 				l.owner, op.Name, words.Plural(len(pauses), "time", "times"), typical, audit.Ms(longest)),
-			Action: "wait between attempts: exponential backoff with full jitter, sleep uniform(0, min(cap, base*2^n))",
+			Action: "wait between attempts: " + audit.BackoffAdvice(audit.Class(p, pass.Trace, op)),
 			Evidence: analyzer.Evidence{
 				"retries":           analyzer.Int(len(pauses)),
 				"immediate_retries": analyzer.Int(immediate),

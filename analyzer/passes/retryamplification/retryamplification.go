@@ -105,8 +105,7 @@ func run(pass *analyzer.Pass) error {
 			Dependency: c.Dependency,
 			Summary: fmt.Sprintf("%d layers retried (%s): %d calls to %s for 1 request%s",
 				len(layers), strings.Join(parts, ", "), c.LeafCalls, dep, hole),
-			Action: fmt.Sprintf("let one layer own retries (%s is nearest the dependency) and make the others fail fast, or share one retry budget across the layers",
-				layers[len(layers)-1].Service),
+			Action: ownerAdvice(pass, c, layers),
 			Evidence: analyzer.Evidence{
 				"factor":     analyzer.Int(c.LeafCalls),
 				"leaf_calls": analyzer.Int(c.LeafCalls),
@@ -203,4 +202,18 @@ func inferredLayers(t *analyzer.Trace, c *analyzer.LeafChain) map[string]hole {
 		}
 	}
 	return out
+}
+
+// ownerAdvice names the layer that should own the retries: the policy's owner for the leaf
+// operations' class when the file names one, else the layer nearest the dependency.
+func ownerAdvice(pass *analyzer.Pass, c analyzer.LeafChain, layers []analyzer.Layer) string {
+	if len(c.Leaves) > 0 {
+		cls := audit.Class(audit.Policy(pass.RunSettings), pass.Trace, c.Leaves[0])
+		if audit.FromFile(cls.Owner) {
+			return fmt.Sprintf("let %s own the retries, as the policy says (owner at %s), and make the other layers fail fast",
+				cls.Owner.Value, cls.Owner.Pos.FileLine())
+		}
+	}
+	return fmt.Sprintf("let one layer own retries (%s is nearest the dependency) and make the others fail fast, or share one retry budget across the layers",
+		layers[len(layers)-1].Service)
 }
