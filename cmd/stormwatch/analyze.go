@@ -16,6 +16,7 @@ import (
 	"github.com/stormwatch/stormwatch/analyzer/policy"
 	"github.com/stormwatch/stormwatch/analyzer/render"
 	"github.com/stormwatch/stormwatch/analyzer/suite"
+	"github.com/stormwatch/stormwatch/internal/termsafe"
 	"github.com/stormwatch/stormwatch/tracefile"
 )
 
@@ -178,7 +179,7 @@ func readInto(ctx context.Context, a *engine.Analyzer, file string, io streams, 
 		Strict:         strict,
 		Stdin:          io.in,
 		OnWarning: func(err error) {
-			fmt.Fprintln(io.err, "stormwatch: warning:", err)
+			fmt.Fprintln(io.err, "stormwatch: warning:", termsafe.String(err.Error()))
 		},
 	})
 	if err != nil {

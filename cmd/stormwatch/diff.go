@@ -21,6 +21,7 @@ import (
 	"github.com/stormwatch/stormwatch/analyzer/render"
 	"github.com/stormwatch/stormwatch/analyzer/suite"
 	"github.com/stormwatch/stormwatch/analyzer/whatif"
+	"github.com/stormwatch/stormwatch/internal/termsafe"
 	"github.com/stormwatch/stormwatch/spans"
 	"github.com/stormwatch/stormwatch/tracefile"
 )
@@ -422,7 +423,7 @@ func eachRecord(file string, io streams, o analyzeOptions, f func(*tracefile.Rec
 		Stdin:          io.in,
 		OnWarning: func(err error) {
 			if warn {
-				fmt.Fprintln(io.err, "stormwatch: warning:", err)
+				fmt.Fprintln(io.err, "stormwatch: warning:", termsafe.String(err.Error()))
 			}
 		},
 	})

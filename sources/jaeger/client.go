@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/stormwatch/stormwatch/internal/termsafe"
 	"github.com/stormwatch/stormwatch/spans"
 	"github.com/stormwatch/stormwatch/tracefile"
 )
@@ -241,7 +242,7 @@ func (c *Client) findV3(ctx context.Context, q Query) ([]*spans.Batch, error) {
 	case status == http.StatusNotFound || status == http.StatusMethodNotAllowed:
 		return nil, errNoAPI
 	case jsonErr == nil && wrap.Error != nil:
-		return nil, fmt.Errorf("jaeger %s: %d: %s", APIv3, status, wrap.Error.Message)
+		return nil, fmt.Errorf("jaeger %s: %d: %s", APIv3, status, termsafe.String(wrap.Error.Message))
 	}
 	return nil, fmt.Errorf("jaeger %s: unexpected answer %d: %s", APIv3, status, snippet(body))
 }
@@ -380,10 +381,12 @@ func redact(u url.URL) string {
 	return u.String()
 }
 
+// snippet is the start of an answer's body for a message: made safe for a terminal, since the
+// body is whatever the server (or something posing as it) sent.
 func snippet(b []byte) string {
 	b = bytes.TrimSpace(b)
 	if len(b) > 200 {
-		return string(b[:200]) + "..."
+		return termsafe.String(string(b[:200])) + "..."
 	}
-	return string(b)
+	return termsafe.String(string(b))
 }

@@ -1,0 +1,160 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
+	resourcepb "go.opentelemetry.io/proto/otlp/resource/v1"
+	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
+
+	"github.com/stormwatch/stormwatch/tracefile"
+)
+
+// Payloads a sender puts in its data to reach the terminal of whoever reads the analysis: a
+// title change (OSC), leaving the alternate screen and clearing it (CSI), a bidi override and a
+// zero-width space.
+const (
+	hostileService = "front\x1b]0;pwned\x07end"
+	hostileHost    = "evil\x1b[2J\u202ehost"
+	hostileName    = "GET \u202egnp.exe\u200b"
+)
+
+// obeyable reports what in s a terminal would obey.
+func obeyable(s string) string {
+	for _, bad := range []string{"\x1b", "\u009b", "\u202e", "\u200b", "\x07"} {
+		if strings.Contains(s, bad) {
+			return bad
+		}
+	}
+	return ""
+}
+
+// writeHostileRecording writes a retry storm whose service, URL host and span names carry the
+// payloads: a SERVER span of hostileService, three failing CLIENT attempts to hostileHost.
+func writeHostileRecording(t *testing.T, path string, seed byte) {
+	t.Helper()
+	str := func(k, v string) *commonpb.KeyValue {
+		return &commonpb.KeyValue{Key: k, Value: &commonpb.AnyValue{Value: &commonpb.AnyValue_StringValue{StringValue: v}}}
+	}
+	num := func(k string, v int64) *commonpb.KeyValue {
+		return &commonpb.KeyValue{Key: k, Value: &commonpb.AnyValue{Value: &commonpb.AnyValue_IntValue{IntValue: v}}}
+	}
+	t0 := uint64(time.Date(2026, 1, 15, 10, 0, 0, 0, time.UTC).UnixNano())
+	tid := []byte{seed, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}
+	ss := []*tracepb.Span{{TraceId: tid, SpanId: []byte{seed, 0, 0, 0, 0, 0, 0, 1}, Name: hostileName, Kind: tracepb.Span_SPAN_KIND_SERVER,
+		StartTimeUnixNano: t0, EndTimeUnixNano: t0 + 100e6}}
+	for i := range 3 {
+		ss = append(ss, &tracepb.Span{TraceId: tid, SpanId: []byte{seed, 0, 0, 0, 0, 0, 0, byte(2 + i)}, ParentSpanId: ss[0].SpanId,
+			Name: hostileName, Kind: tracepb.Span_SPAN_KIND_CLIENT,
+			StartTimeUnixNano: t0 + uint64(1+20*i)*1e6, EndTimeUnixNano: t0 + uint64(10+20*i)*1e6,
+			Attributes: []*commonpb.KeyValue{str("http.request.method", "GET"), str("url.full", "http://"+hostileHost+":8080/x"),
+				str("server.address", hostileHost), num("server.port", 8080), num("http.response.status_code", 503),
+				num("http.request.resend_count", int64(i))},
+			Status: &tracepb.Status{Code: tracepb.Status_STATUS_CODE_ERROR}})
+	}
+	w, err := tracefile.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.WriteProto(&coltracepb.ExportTraceServiceRequest{ResourceSpans: []*tracepb.ResourceSpans{{
+		Resource:   &resourcepb.Resource{Attributes: []*commonpb.KeyValue{str("service.name", hostileService)}},
+		ScopeSpans: []*tracepb.ScopeSpans{{Spans: ss}},
+	}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The text and markdown outputs of analyze and diff show the payloads escaped (visible, e.g.
+// `\x1b`), and JSON keeps them exact.
+func TestHostileTextIsEscapedInEveryOutput(t *testing.T) {
+	dir := t.TempDir()
+	before, after := filepath.Join(dir, "before.jsonl"), filepath.Join(dir, "after.jsonl")
+	writeHostileRecording(t, before, 1)
+	writeHostileRecording(t, after, 2)
+	for _, args := range [][]string{
+		{"analyze", before},
+		{"analyze", "--format", "markdown", before},
+		{"diff", before, after},
+		{"diff", "--format", "markdown", before, after},
+	} {
+		var out, errb bytes.Buffer
+		err := run(context.Background(), args, strings.NewReader(""), &out, &errb)
+		exitCode(err, &errb)
+		if bad := obeyable(out.String() + errb.String()); bad != "" {
+			t.Errorf("%v: %q reaches the terminal:\n%s\n%s", args, bad, out.String(), errb.String())
+		}
+		if !strings.Contains(out.String(), `http://evil\x1b[`) {
+			t.Errorf("%v: the host is not shown escaped:\n%s", args, out.String())
+		}
+	}
+	var out bytes.Buffer
+	if err := run(context.Background(), []string{"analyze", "--format", "json", before}, strings.NewReader(""), &out, &bytes.Buffer{}); err != nil && exitCode(err, &bytes.Buffer{}) > 1 {
+		t.Fatal(err)
+	}
+	var rep struct {
+		Dependencies []struct {
+			Callers []string `json:"callers"`
+		} `json:"dependencies"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Dependencies) != 1 || len(rep.Dependencies[0].Callers) != 1 || rep.Dependencies[0].Callers[0] != hostileService {
+		t.Errorf("JSON does not keep the service name exact: %+v", rep.Dependencies)
+	}
+}
+
+// A Jaeger (or whatever answers at its address) whose error body carries escape sequences: the
+// error the user reads shows them escaped.
+func TestHostileJaegerErrorIsEscaped(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusBadRequest)
+		w.Write([]byte("bad request \x1b]0;pwned\x07\x1b[2J \u202eevil"))
+	}))
+	defer srv.Close()
+	var out, errb bytes.Buffer
+	err := run(context.Background(), []string{"analyze", "--jaeger", srv.URL, "--service", "x"}, strings.NewReader(""), &out, &errb)
+	if err == nil {
+		t.Fatal("analyze succeeded against a failing Jaeger")
+	}
+	exitCode(err, &errb)
+	if bad := obeyable(errb.String()); bad != "" {
+		t.Errorf("%q reaches the terminal: %q", bad, errb.String())
+	}
+	if !strings.Contains(errb.String(), `\x1b]0;pwned`) {
+		t.Errorf("the body is not shown escaped: %q", errb.String())
+	}
+}
+
+// The dashboard in a real terminal (tmux) shows a hostile service name and URL escaped: the
+// terminal's title stays, the alternate screen stays on, and the payload is visible.
+func TestDashboardShowsHostileTextEscaped(t *testing.T) {
+	dir, bin := buildForTerminal(t)
+	rec := filepath.Join(dir, "hostile.jsonl")
+	writeHostileRecording(t, rec, 3)
+	s := newTmux(t, 160, 40, []string{"TERM=xterm-256color"}, bin+" replay --loop "+rec+"; sleep 60")
+	screen := s.waitScreen(`callers: front\x1b]0;pwned\x07end`, 20*time.Second)
+	if bad := obeyable(screen); bad != "" {
+		t.Errorf("the pane holds %q:\n%s", bad, screen)
+	}
+	out, err := exec.Command("tmux", "-L", s.socket, "display-message", "-p", "-t", "main", "#{pane_title}|#{alternate_on}").CombinedOutput()
+	if err != nil {
+		t.Fatalf("tmux display-message: %v: %s", err, out)
+	}
+	if got := strings.TrimSpace(string(out)); strings.Contains(got, "pwned") || !strings.HasSuffix(got, "|1") {
+		t.Errorf("title|alternate screen = %q: the data was obeyed", got)
+	}
+}
