@@ -112,12 +112,8 @@ func (w *Writer) Write(p []byte) (int, error) {
 		w.carry = append(w.carry, s[len(s)-n:]...)
 		s = s[:len(s)-n]
 	}
-	out := s
-	if needs(s, true) >= 0 {
-		w.buf = appendSafe(w.buf[:0], s, true)
-		out = string(w.buf)
-	}
-	if _, err := io.WriteString(w.w, out); err != nil {
+	w.buf = appendSafe(w.buf[:0], s, true)
+	if _, err := w.w.Write(w.buf); err != nil {
 		return 0, err
 	}
 	return len(p), nil
@@ -130,7 +126,7 @@ func (w *Writer) Flush() error {
 	}
 	s := string(w.carry)
 	w.carry = w.carry[:0]
-	_, err := io.WriteString(w.w, string(appendSafe(nil, s, true)))
+	_, err := w.w.Write(appendSafe(nil, s, true))
 	return err
 }
 
