@@ -18,6 +18,7 @@ import (
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 
 	"github.com/stormwatch/stormwatch/tracefile"
+	"github.com/stormwatch/stormwatch/tracefile/foreigntest"
 )
 
 // Payloads a sender puts in its data to reach the terminal of whoever reads the analysis: a
@@ -156,5 +157,68 @@ func TestDashboardShowsHostileTextEscaped(t *testing.T) {
 	}
 	if got := strings.TrimSpace(string(out)); strings.Contains(got, "pwned") || !strings.HasSuffix(got, "|1") {
 		t.Errorf("title|alternate screen = %q: the data was obeyed", got)
+	}
+}
+
+// user:password in --jaeger authenticates and is printed nowhere: not in the report's notes or
+// trace links (JSON, text), not on standard error; a redirect to another origin with those
+// credentials fails the run with a clear error instead of sending them on.
+func TestJaegerPasswordNeverPrinted(t *testing.T) {
+	var body []byte
+	{
+		rec := filepath.Join(t.TempDir(), "t.jsonl")
+		writeHostileRecording(t, rec, 4)
+		r, err := tracefile.Open(rec, tracefile.ReadOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := r.Next()
+		r.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		now := time.Now().UnixNano()
+		for i := range got.Batch.Spans {
+			s := &got.Batch.Spans[i]
+			d := s.EndUnixNano - s.StartUnixNano
+			s.StartUnixNano, s.EndUnixNano = now-int64(time.Minute)+int64(i)*int64(time.Millisecond), now-int64(time.Minute)+int64(i)*int64(time.Millisecond)+d
+		}
+		body = foreigntest.Jaeger(got.Batch.Spans)
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if u, p, ok := r.BasicAuth(); !ok || u != "oncall" || p != "hunter2" {
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		if r.URL.Path != "/api/traces" {
+			w.WriteHeader(http.StatusNotFound)
+			return
+		}
+		w.Write(body)
+	}))
+	defer srv.Close()
+	url := strings.Replace(srv.URL, "http://", "http://oncall:hunter2@", 1)
+	for _, format := range []string{"json", "text", "markdown"} {
+		var out, errb bytes.Buffer
+		err := run(context.Background(), []string{"analyze", "--jaeger", url, "--service", hostileService, "--format", format}, strings.NewReader(""), &out, &errb)
+		if code := exitCode(err, &errb); code > 1 {
+			t.Fatalf("%s: exit %d: %s", format, code, errb.String())
+		}
+		if strings.Contains(out.String()+errb.String(), "hunter2") {
+			t.Errorf("%s: the password is printed:\n%s\n%s", format, out.String(), errb.String())
+		}
+		if !strings.Contains(out.String(), srv.URL) {
+			t.Errorf("%s: the Jaeger's address is not in the report:\n%s", format, out.String())
+		}
+	}
+	away := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "http://localhost"+srv.URL[len("http://127.0.0.1"):]+r.URL.RequestURI(), http.StatusFound)
+	}))
+	defer away.Close()
+	var errb bytes.Buffer
+	err := run(context.Background(), []string{"analyze", "--jaeger", strings.Replace(away.URL, "http://", "http://oncall:hunter2@", 1), "--service", "x"},
+		strings.NewReader(""), &bytes.Buffer{}, &errb)
+	if code := exitCode(err, &errb); code != 2 || !strings.Contains(errb.String(), "refused a redirect") || strings.Contains(errb.String(), "hunter2") {
+		t.Errorf("a redirect elsewhere: exit %d: %s", code, errb.String())
 	}
 }

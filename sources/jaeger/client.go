@@ -100,10 +100,20 @@ type Query struct {
 func New(cfg Config) (*Client, error) {
 	u, err := url.Parse(strings.TrimSpace(cfg.URL))
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("jaeger URL %q: want http(s)://host:port of the Jaeger query service (the UI's address)", cfg.URL)
+		return nil, fmt.Errorf("jaeger URL %q: want http(s)://host:port of the Jaeger query service (the UI's address)", redactRaw(cfg.URL))
 	}
 	u.Path = strings.TrimSuffix(u.Path, "/")
 	u.RawQuery, u.Fragment = "", ""
+	if u.User != nil {
+		// user:password in the URL is basic auth: sent as such, and never part of the URL the
+		// client shows (notes, trace links, errors, logs).
+		if cfg.Username != "" || cfg.Password != "" {
+			return nil, errors.New("jaeger: a user in the URL and basic auth given apart: give one")
+		}
+		cfg.Username = u.User.Username()
+		cfg.Password, _ = u.User.Password()
+		u.User = nil
+	}
 	if cfg.Token != "" && (cfg.Username != "" || cfg.Password != "") {
 		return nil, errors.New("jaeger: a bearer token and basic auth together: give one")
 	}
@@ -137,7 +147,45 @@ func New(cfg Config) (*Client, error) {
 	if cfg.API != "" && cfg.API != APIv3 && cfg.API != APIv1 {
 		return nil, fmt.Errorf("jaeger: unknown API %q", cfg.API)
 	}
-	return &Client{cfg: cfg, base: u, http: &http.Client{Transport: tr}, api: cfg.API}, nil
+	c := &Client{cfg: cfg, base: u, api: cfg.API}
+	c.http = &http.Client{Transport: tr, CheckRedirect: c.checkRedirect}
+	return c, nil
+}
+
+// ErrCrossOriginRedirect refuses a redirect that would take the credentials to another place.
+var ErrCrossOriginRedirect = errors.New("refused a redirect to another scheme, host or port: the credentials would go there (give --jaeger the address it redirects to, if it is trusted)")
+
+// checkRedirect follows a redirect within the Jaeger's origin (scheme, host and port) and refuses
+// one that leaves it while credentials are configured: Go's client keeps the Authorization header
+// on a redirect to the same host over plain http, or to another port, and an https Jaeger
+// redirecting to http would send the token in clear. Without credentials a redirect is followed,
+// up to 10.
+func (c *Client) checkRedirect(req *http.Request, via []*http.Request) error {
+	if len(via) >= 10 {
+		return errors.New("stopped after 10 redirects")
+	}
+	if c.cfg.Token == "" && c.cfg.Username == "" && c.cfg.Password == "" {
+		return nil
+	}
+	if from := via[0].URL; !sameOrigin(from, req.URL) {
+		return &permanent{fmt.Errorf("jaeger: %s to %s: %w", redact(*from), redact(*req.URL), ErrCrossOriginRedirect)}
+	}
+	return nil
+}
+
+// sameOrigin reports whether a and b have one scheme, host and port (the default port spelled
+// out or not).
+func sameOrigin(a, b *url.URL) bool {
+	port := func(u *url.URL) string {
+		if p := u.Port(); p != "" {
+			return p
+		}
+		if u.Scheme == "https" {
+			return "443"
+		}
+		return "80"
+	}
+	return strings.EqualFold(a.Scheme, b.Scheme) && strings.EqualFold(a.Hostname(), b.Hostname()) && port(a) == port(b)
 }
 
 func sleep(ctx context.Context, d time.Duration) error {
@@ -350,6 +398,9 @@ func (c *Client) once(ctx context.Context, target string) (status int, body []by
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
+		if p := (*permanent)(nil); errors.As(err, &p) {
+			return 0, nil, 0, p // a refused redirect: not worth another try
+		}
 		return 0, nil, 0, fmt.Errorf("jaeger: %w", err)
 	}
 	defer resp.Body.Close()
@@ -379,6 +430,19 @@ func redact(u url.URL) string {
 	u.User = nil
 	u.RawQuery = ""
 	return u.String()
+}
+
+// redactRaw is redact for a URL that may not parse: what looks like user:password@ goes.
+func redactRaw(s string) string {
+	if u, err := url.Parse(strings.TrimSpace(s)); err == nil {
+		return redact(*u)
+	}
+	if i := strings.Index(s, "://"); i >= 0 {
+		if j := strings.LastIndex(s[i+3:], "@"); j >= 0 {
+			return s[:i+3] + "REDACTED@" + s[i+3+j+1:]
+		}
+	}
+	return s
 }
 
 // snippet is the start of an answer's body for a message: made safe for a terminal, since the
