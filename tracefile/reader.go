@@ -159,11 +159,29 @@ func Open(path string, opt ReadOptions) (*Reader, error) {
 		if in == nil {
 			in = os.Stdin
 		}
+		if f, ok := in.(*os.File); ok {
+			if st, err := f.Stat(); err == nil && st.Mode()&(os.ModeDevice|os.ModeCharDevice|os.ModeDir) != 0 {
+				return nil, fmt.Errorf("standard input is %s, not a file or a pipe: pipe the trace file into it", fileKind(st.Mode()))
+			}
+		}
 		return NewReader(in, "-", opt)
+	}
+	// A device never ends (/dev/zero), a named pipe may never (opening one waits for a writer),
+	// a directory is no file: refused before it is opened. Standard input ("-") is the way to
+	// stream.
+	notRegular := func(st os.FileInfo) error {
+		return fmt.Errorf("trace file %s is %s, not a regular file: give a file, or pipe the data into - (standard input)", path, fileKind(st.Mode()))
+	}
+	if st, err := os.Stat(path); err == nil && !st.Mode().IsRegular() {
+		return nil, notRegular(st)
 	}
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("open trace file: %w", err)
+	}
+	if st, err := f.Stat(); err == nil && !st.Mode().IsRegular() {
+		f.Close()
+		return nil, notRegular(st) // replaced since it was looked at
 	}
 	r, err := NewReader(f, path, opt)
 	if err != nil {
@@ -594,6 +612,23 @@ func (r *Reader) readLine(limit int, into []byte) (line []byte, complete, tooLon
 			return line, complete, tooLong, err
 		}
 	}
+}
+
+// fileKind names what a file that is not a regular one is.
+func fileKind(m os.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "a directory"
+	case m&os.ModeNamedPipe != 0:
+		return "a named pipe"
+	case m&os.ModeSocket != 0:
+		return "a socket"
+	case m&os.ModeCharDevice != 0:
+		return "a character device (a terminal, /dev/zero)"
+	case m&os.ModeDevice != 0:
+		return "a device"
+	}
+	return "not a regular file (" + m.Type().String() + ")"
 }
 
 // isRegular reports whether f is a regular file (it can be read at any offset).

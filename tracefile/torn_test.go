@@ -6,7 +6,9 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // session is what one session of a recorder leaves in a gzip recording: the requests from..to-1,
@@ -164,5 +166,42 @@ func TestAppendRefusesAGzipNameOverOtherContent(t *testing.T) {
 	}
 	if _, err := Append(path); err == nil || !strings.Contains(err.Error(), "does not hold a gzip recording") {
 		t.Fatalf("Append = %v, want a refusal", err)
+	}
+}
+
+// What is not a regular file is refused when opened, before anything is read: a device never ends
+// (reading /dev/zero as JSON lines went on forever), a named pipe may not, a directory is no file.
+func TestOpenRefusesWhatIsNotARegularFile(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "fifo.jsonl")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for path, want := range map[string]string{"/dev/zero": "a character device", dir: "a directory", fifo: "a named pipe"} {
+		done := make(chan error, 1)
+		go func() {
+			r, err := Open(path, ReadOptions{})
+			if err == nil {
+				_, err = r.Next()
+				r.Close()
+			}
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "not a regular file") {
+				t.Errorf("%s: %v, want it refused as %s", path, err, want)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: still reading after 10 s", path)
+		}
+	}
+	zero, err := os.Open("/dev/zero")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer zero.Close()
+	if _, err := Open("-", ReadOptions{Stdin: zero}); err == nil || !strings.Contains(err.Error(), "standard input is a character device") {
+		t.Errorf("/dev/zero as standard input: %v", err)
 	}
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/stormwatch/stormwatch/analyzer/render"
 	"github.com/stormwatch/stormwatch/analyzer/suite"
 	"github.com/stormwatch/stormwatch/analyzer/whatif"
+	"github.com/stormwatch/stormwatch/internal/origin"
 	"github.com/stormwatch/stormwatch/internal/termsafe"
 	"github.com/stormwatch/stormwatch/spans"
 	"github.com/stormwatch/stormwatch/tracefile"
@@ -232,7 +233,7 @@ func fetchReport(ctx context.Context, raw, tokenFile string, timeout time.Durati
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", u, err)
+		return nil, fmt.Errorf("%s: %w", origin.Redact(*u), err)
 	}
 	if tokenFile != "" {
 		tok, err := os.ReadFile(tokenFile)
@@ -241,22 +242,24 @@ func fetchReport(ctx context.Context, raw, tokenFile string, timeout time.Durati
 		}
 		req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(tok)))
 	}
-	resp, err := http.DefaultClient.Do(req)
+	// The token stays with the collector it was given for: no redirect elsewhere with it.
+	client := &http.Client{CheckRedirect: origin.CheckRedirect(func() bool { return tokenFile != "" })}
+	resp, err := client.Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("fetch the report: %w", err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		return nil, fmt.Errorf("GET %s: %s: %s", u, resp.Status, strings.TrimSpace(string(msg)))
+		return nil, fmt.Errorf("GET %s: %s: %s", origin.Redact(*u), resp.Status, termsafe.String(strings.TrimSpace(string(msg))))
 	}
 	var r analyzer.Report
 	dec := json.NewDecoder(io.LimitReader(resp.Body, 256<<20))
 	if err := dec.Decode(&r); err != nil {
-		return nil, fmt.Errorf("GET %s: not a stormwatch report: %w", u, err)
+		return nil, fmt.Errorf("GET %s: not a stormwatch report: %w", origin.Redact(*u), err)
 	}
 	if r.Version != analyzer.ReportVersion {
-		return nil, fmt.Errorf("GET %s: report version %d, this stormwatch reads version %d", u, r.Version, analyzer.ReportVersion)
+		return nil, fmt.Errorf("GET %s: report version %d, this stormwatch reads version %d", origin.Redact(*u), r.Version, analyzer.ReportVersion)
 	}
 	return &r, nil
 }

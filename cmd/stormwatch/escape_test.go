@@ -6,9 +6,11 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -220,5 +222,57 @@ func TestJaegerPasswordNeverPrinted(t *testing.T) {
 		strings.NewReader(""), &bytes.Buffer{}, &errb)
 	if code := exitCode(err, &errb); code != 2 || !strings.Contains(errb.String(), "refused a redirect") || strings.Contains(errb.String(), "hunter2") {
 		t.Errorf("a redirect elsewhere: exit %d: %s", code, errb.String())
+	}
+}
+
+// diff and analyze refuse what is not a regular file at once (`diff /dev/zero x` never ended); a
+// collector's report URL that redirects elsewhere with --token-file is refused, and an answer
+// that is not a report says why.
+func TestDiffAndAnalyzeRefuseWhatIsNoFile(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good.jsonl")
+	writeHostileRecording(t, good, 5)
+	for _, args := range [][]string{{"diff", "/dev/zero", good}, {"diff", good, dir}, {"analyze", "/dev/zero"}, {"analyze", dir}} {
+		done := make(chan string, 1)
+		go func() {
+			var errb bytes.Buffer
+			err := run(context.Background(), args, strings.NewReader(""), &bytes.Buffer{}, &errb)
+			exitCode(err, &errb)
+			done <- errb.String()
+		}()
+		select {
+		case msg := <-done:
+			if !strings.Contains(msg, "not a regular file") {
+				t.Errorf("%v: %s", args, msg)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%v: still running after 10 s", args)
+		}
+	}
+	tokenFile := filepath.Join(dir, "token")
+	if err := os.WriteFile(tokenFile, []byte("s3cret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var leaked atomic.Int32
+	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "" {
+			leaked.Add(1)
+		}
+		w.Write([]byte(`{"version": 1}`))
+	}))
+	defer target.Close()
+	away := httptest.NewServer(http.RedirectHandler(target.URL+"/api/v1/report", http.StatusFound))
+	defer away.Close()
+	notReport := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte(`{"version": `)) }))
+	defer notReport.Close()
+	for url, want := range map[string]string{away.URL: "refused a redirect", notReport.URL: "not a stormwatch report: unexpected EOF"} {
+		var errb bytes.Buffer
+		err := run(context.Background(), []string{"diff", "--token-file", tokenFile, url, good}, strings.NewReader(""), &bytes.Buffer{}, &errb)
+		if code := exitCode(err, &errb); code != 2 || !strings.Contains(errb.String(), want) {
+			t.Errorf("%s: exit %d: %s, want %q", url, code, errb.String(), want)
+		}
+	}
+	if leaked.Load() != 0 {
+		t.Errorf("the token reached another place %d times", leaked.Load())
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/stormwatch/stormwatch/internal/origin"
 	"github.com/stormwatch/stormwatch/internal/termsafe"
 	"github.com/stormwatch/stormwatch/spans"
 	"github.com/stormwatch/stormwatch/tracefile"
@@ -152,40 +153,22 @@ func New(cfg Config) (*Client, error) {
 	return c, nil
 }
 
-// ErrCrossOriginRedirect refuses a redirect that would take the credentials to another place.
-var ErrCrossOriginRedirect = errors.New("refused a redirect to another scheme, host or port: the credentials would go there (give --jaeger the address it redirects to, if it is trusted)")
+// ErrCrossOriginRedirect refuses a redirect that would take the credentials to another place
+// (see package origin).
+var ErrCrossOriginRedirect = origin.ErrCrossOrigin
 
 // checkRedirect follows a redirect within the Jaeger's origin (scheme, host and port) and refuses
-// one that leaves it while credentials are configured: Go's client keeps the Authorization header
-// on a redirect to the same host over plain http, or to another port, and an https Jaeger
-// redirecting to http would send the token in clear. Without credentials a redirect is followed,
-// up to 10.
+// one that leaves it while credentials are configured, as a permanent error. Without
+// credentials a redirect is followed, up to 10.
 func (c *Client) checkRedirect(req *http.Request, via []*http.Request) error {
-	if len(via) >= 10 {
-		return errors.New("stopped after 10 redirects")
-	}
-	if c.cfg.Token == "" && c.cfg.Username == "" && c.cfg.Password == "" {
-		return nil
-	}
-	if from := via[0].URL; !sameOrigin(from, req.URL) {
-		return &permanent{fmt.Errorf("jaeger: %s to %s: %w", redact(*from), redact(*req.URL), ErrCrossOriginRedirect)}
+	check := origin.CheckRedirect(func() bool { return c.cfg.Token != "" || c.cfg.Username != "" || c.cfg.Password != "" })
+	if err := check(req, via); err != nil {
+		if errors.Is(err, origin.ErrCrossOrigin) {
+			return &permanent{fmt.Errorf("jaeger: %w (give --jaeger the address it redirects to, if it is trusted)", err)}
+		}
+		return err
 	}
 	return nil
-}
-
-// sameOrigin reports whether a and b have one scheme, host and port (the default port spelled
-// out or not).
-func sameOrigin(a, b *url.URL) bool {
-	port := func(u *url.URL) string {
-		if p := u.Port(); p != "" {
-			return p
-		}
-		if u.Scheme == "https" {
-			return "443"
-		}
-		return "80"
-	}
-	return strings.EqualFold(a.Scheme, b.Scheme) && strings.EqualFold(a.Hostname(), b.Hostname()) && port(a) == port(b)
 }
 
 func sleep(ctx context.Context, d time.Duration) error {
@@ -292,7 +275,12 @@ func (c *Client) findV3(ctx context.Context, q Query) ([]*spans.Batch, error) {
 	case jsonErr == nil && wrap.Error != nil:
 		return nil, fmt.Errorf("jaeger %s: %d: %s", APIv3, status, termsafe.String(wrap.Error.Message))
 	}
-	return nil, fmt.Errorf("jaeger %s: unexpected answer %d: %s", APIv3, status, snippet(body))
+	// Say what was wrong with it, not only what it was.
+	why := "neither a result nor an error in it"
+	if jsonErr != nil {
+		why = "not the API's JSON: " + jsonErr.Error()
+	}
+	return nil, fmt.Errorf("jaeger %s: unexpected answer %d (%s): %s", APIv3, status, why, snippet(body))
 }
 
 func (c *Client) findV1(ctx context.Context, q Query) ([]*spans.Batch, error) {
@@ -426,11 +414,7 @@ type permanent struct{ error }
 func (p *permanent) Unwrap() error { return p.error }
 
 // redact drops credentials a URL may carry, for messages.
-func redact(u url.URL) string {
-	u.User = nil
-	u.RawQuery = ""
-	return u.String()
-}
+func redact(u url.URL) string { return origin.Redact(u) }
 
 // redactRaw is redact for a URL that may not parse: what looks like user:password@ goes.
 func redactRaw(s string) string {

@@ -143,3 +143,21 @@ func TestURLUserInfoIsBasicAuthAndNeverShown(t *testing.T) {
 		t.Errorf("a bad URL's error: %v", err)
 	}
 }
+
+// An answer of the OTLP query API that is not what the API answers says what was wrong with it:
+// the JSON decoder's complaint, or that it held neither a result nor an error.
+func TestUnexpectedAnswerSaysWhy(t *testing.T) {
+	for _, c := range []struct{ body, want string }{
+		{`{"result": {"resourceSpans": [`, "not the API's JSON: unexpected end of JSON input"},
+		{`<html>proxy login</html>`, "not the API's JSON: invalid character '<'"},
+		{`{"something": "else"}`, "neither a result nor an error in it"},
+	} {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte(c.body)) }))
+		cl, _ := New(Config{URL: srv.URL, API: APIv3})
+		_, err := cl.FindTraces(context.Background(), window)
+		srv.Close()
+		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "unexpected answer 200") {
+			t.Errorf("%s: err = %v, want %q", c.body, err, c.want)
+		}
+	}
+}
