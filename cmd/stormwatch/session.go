@@ -10,9 +10,12 @@ import (
 	"os"
 	"runtime/debug"
 	runtimemetrics "runtime/metrics"
+	"slices"
+	"strconv"
 	"sync/atomic"
 	"time"
 
+	"github.com/stormwatch/stormwatch/analyzer"
 	"github.com/stormwatch/stormwatch/analyzer/engine"
 	"github.com/stormwatch/stormwatch/analyzer/metrics"
 	"github.com/stormwatch/stormwatch/analyzer/policy"
@@ -300,6 +303,36 @@ func (p *pipeline) endDashboard(io streams, d *dashboardFlags, demo *demoTraffic
 // reportHandler serves the latest report in the --format json contract. It reads the shared
 // snapshot cache, so it is as fresh as /metrics (at most metrics.DefaultMaxAge old) and a burst
 // of requests costs the analyzer one snapshot.
+// defaultReportFindings is how many findings GET /api/v1/report carries unless asked for more
+// (?findings=N, or all): a live analyzer keeps up to --max-findings (10,000 by default), which as
+// JSON is tens of megabytes, and a poller asking every few seconds would render it each time.
+const defaultReportFindings = 1000
+
+// boundedReport is r with at most the first limit findings ("" for defaultReportFindings, "all"
+// for every one), saying so in its notes when some were left out. r itself is not changed (it is
+// the cached snapshot's).
+func boundedReport(r *analyzer.Report, limit string) (*analyzer.Report, error) {
+	n := defaultReportFindings
+	switch limit {
+	case "":
+	case "all":
+		n = len(r.Findings)
+	default:
+		v, err := strconv.Atoi(limit)
+		if err != nil || v < 0 {
+			return nil, fmt.Errorf("findings=%q: want a number of findings (0 or more) or all", limit)
+		}
+		n = v
+	}
+	if len(r.Findings) <= n {
+		return r, nil
+	}
+	out := *r
+	out.Findings = r.Findings[:n:n]
+	out.Notes = append(slices.Clip(r.Notes), fmt.Sprintf("this answer carries the first %d of %d findings (the groups count them all): ask %s?findings=N for more, or ?findings=all", n, len(r.Findings), reportPath))
+	return &out, nil
+}
+
 func reportHandler(cache *metrics.Cache) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
@@ -307,9 +340,14 @@ func reportHandler(cache *metrics.Cache) http.Handler {
 			http.Error(w, fmt.Sprintf("%s %s: use GET", r.Method, reportPath), http.StatusMethodNotAllowed)
 			return
 		}
-		snap := cache.Latest()
+		rep, err := boundedReport(&cache.Latest().Report, r.URL.Query().Get("findings"))
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		w.Header().Set("X-Stormwatch-Findings-Total", strconv.Itoa(len(cache.Latest().Report.Findings)))
 		var buf bytes.Buffer
-		if err := render.JSON(&buf, &snap.Report); err != nil {
+		if err := render.JSON(&buf, rep); err != nil {
 			http.Error(w, "render the report: "+err.Error(), http.StatusInternalServerError)
 			return
 		}
