@@ -108,6 +108,7 @@ func runCollect(ctx context.Context, io streams, f *collectorFlags, a *analysisF
 	}
 
 	p.log.Info("shutting down: draining the queue and flushing the recording")
+	tightenGCForExit()
 	err = p.stop()
 	final := p.c.Stats()
 	fmt.Fprintln(io.err, stopSummary(final))
