@@ -246,6 +246,22 @@ func (r *Reader) Name() string { return r.name }
 // counts them all.
 func (r *Reader) Warnings() []error { return r.warnings }
 
+// Tears describes each gzip member found torn in the middle of the file so far (a recorder that
+// was killed and appended to without its tail being cut back): where it is and that what followed
+// its last whole record is lost. The records around it are read.
+func (r *Reader) Tears() []string {
+	if r.members == nil {
+		return nil
+	}
+	var out []string
+	for _, t := range r.members.torn[:r.notedTorn] {
+		if t.next >= 0 {
+			out = append(out, t.String())
+		}
+	}
+	return out
+}
+
 // Skipped is the number of records skipped as malformed (or truncated) so far.
 func (r *Reader) Skipped() int { return r.skipped }
 

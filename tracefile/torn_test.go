@@ -84,6 +84,9 @@ func TestTornGzipMemberInTheMiddle(t *testing.T) {
 			if !strings.Contains(text, "gzip member at byte "+strconv.Itoa(tornAt)+" is torn") {
 				t.Errorf("no warning names the torn member at byte %d:\n%s", tornAt, text)
 			}
+			if tears := r.Tears(); len(tears) != 2 || !strings.Contains(tears[0], "at byte "+strconv.Itoa(tornAt)) {
+				t.Errorf("tears = %q, want the 2 torn members, the first at byte %d", tears, tornAt)
+			}
 		})
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"compress/gzip"
 	"context"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -234,5 +235,62 @@ func TestRecordingSurvivesKill9(t *testing.T) {
 				t.Logf("%d spans acknowledged, %d readable; %d restarts said they cut a torn tail", len(acked), len(readable), cutSaid)
 			})
 		}
+	}
+}
+
+// analyze reads a gzip recording with a torn member in the middle (a recorder killed, then
+// appended to by a version that did not cut the tail back): every whole record is analyzed and the
+// report's notes say where the tear is. It refused the whole file ("flate: corrupt input").
+func TestAnalyzeNotesATornGzipMember(t *testing.T) {
+	member := func(round int, torn bool) []byte {
+		var buf bytes.Buffer
+		w := tracefile.NewGzipWriter(&buf, tracefile.FormatJSONLines)
+		body, _ := exportRequest(round, 0, 5)
+		if err := w.WriteRequest(body, false); err != nil {
+			t.Fatal(err)
+		}
+		if !torn {
+			if err := w.Close(); err != nil {
+				t.Fatal(err)
+			}
+			return buf.Bytes()
+		}
+		w.Flush()
+		whole := buf.Len()
+		body, _ = exportRequest(round, 1, 5)
+		w.WriteRequest(body, false)
+		w.Flush()
+		return buf.Bytes()[:whole+(buf.Len()-whole)/2]
+	}
+	var file []byte
+	file = append(file, member(1, false)...)
+	tornAt := len(file)
+	file = append(file, member(2, true)...)
+	file = append(file, member(3, false)...)
+	path := filepath.Join(t.TempDir(), "r.jsonl.gz")
+	if err := os.WriteFile(path, file, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	err := run(context.Background(), []string{"analyze", "--format", "json", path}, strings.NewReader(""), &out, &errb)
+	if code := exitCode(err, &errb); code > 1 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	var rep struct {
+		Input struct{ Spans int } `json:"input"`
+		Notes []string            `json:"notes"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if rep.Input.Spans != 15 {
+		t.Errorf("%d spans analyzed, want the 15 of the 3 whole records", rep.Input.Spans)
+	}
+	found := false
+	for _, n := range rep.Notes {
+		found = found || strings.Contains(n, fmt.Sprintf("the gzip member at byte %d is torn", tornAt))
+	}
+	if !found {
+		t.Errorf("no note names the torn member at byte %d: %q", tornAt, rep.Notes)
 	}
 }
