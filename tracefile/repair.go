@@ -112,33 +112,33 @@ func lastLineEnd(f io.ReaderAt, size int64) (int64, error) {
 }
 
 // wholeFrames reads length-prefixed protobuf records from r, copying each whole one to w (when
-// not nil), and returns the bytes of whole records and how many there were. A length over the
-// largest record a reader takes is a torn or damaged tail: it ends the whole records.
+// not nil), and returns the bytes of whole records and how many there were. A record is whole when
+// all the bytes its length says are there, however large (a reader may be told to take records
+// over its default limit): only the end of the input cuts one. A frame is read into memory as its
+// bytes arrive, so a length that is garbage costs no more than the bytes that follow it.
 func wholeFrames(r *bufio.Reader, w io.Writer) (int64, int, error) {
 	var n int64
 	records := 0
 	var hdr [4]byte
+	var body bytes.Buffer
 	for {
 		if _, err := io.ReadFull(r, hdr[:]); err != nil {
 			return n, records, readEnd(err)
 		}
 		size := int64(binary.BigEndian.Uint32(hdr[:]))
-		if size > DefaultMaxRecordBytes {
-			return n, records, nil
-		}
 		if w == nil {
 			if d, err := r.Discard(int(size)); int64(d) < size {
 				return n, records, readEnd(err)
 			}
 		} else {
-			body := make([]byte, size)
-			if _, err := io.ReadFull(r, body); err != nil {
+			body.Reset()
+			if got, err := io.CopyN(&body, r, size); got < size {
 				return n, records, readEnd(err)
 			}
 			if _, err := w.Write(hdr[:]); err != nil {
 				return n, records, err
 			}
-			if _, err := w.Write(body); err != nil {
+			if _, err := w.Write(body.Bytes()); err != nil {
 				return n, records, err
 			}
 		}
