@@ -6,6 +6,7 @@ import (
 	"compress/flate"
 	"compress/gzip"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -35,6 +36,9 @@ type Recovery struct {
 func (r Recovery) String() string {
 	if !r.Torn {
 		return "the recording ends with a whole record"
+	}
+	if r.CutBytes == 0 && r.Kept == 1 && r.NewSize == r.Size+1 {
+		return "the recording's last record lacked its newline (a crash of the recorder): the newline was added, nothing cut"
 	}
 	s := fmt.Sprintf("the recording ended in the middle of a record (a crash of the recorder): cut back to its last whole record, dropping %d bytes of the cut record", r.CutBytes)
 	if r.Kept > 0 {
@@ -84,6 +88,20 @@ func recoverTail(path string, format Format, gz bool) (Recovery, error) {
 	}
 	if whole == size {
 		return Recovery{}, nil
+	}
+	if format == FormatJSONLines && size-whole <= DefaultMaxRecordBytes {
+		// A last line that is a whole JSON value without its newline was read as a record
+		// before the restart (see Reader): it is ended, not cut.
+		tail := make([]byte, size-whole)
+		if _, err := f.ReadAt(tail, whole); err == nil && json.Valid(tail) {
+			if _, err := f.WriteAt([]byte{'\n'}, size); err != nil {
+				return Recovery{}, fmt.Errorf("end the last line of trace file %s: %w", path, err)
+			}
+			if err := f.Sync(); err != nil {
+				return Recovery{}, fmt.Errorf("sync trace file %s: %w", path, err)
+			}
+			return Recovery{Torn: true, Kept: 1, Size: size, NewSize: size + 1}, nil
+		}
 	}
 	if err := f.Truncate(whole); err != nil {
 		return Recovery{}, fmt.Errorf("cut trace file %s back to its last whole record: %w", path, err)
@@ -154,6 +172,15 @@ func wholeLines(r *bufio.Reader, w io.Writer) (int64, int, error) {
 	for {
 		line, err := r.ReadBytes('\n')
 		if err != nil {
+			// A last line that is a whole JSON value without its newline was read as a
+			// record (see Reader): kept, and ended.
+			if len(line) > 0 && readEnd(err) == nil && json.Valid(line) {
+				if _, err := w.Write(append(line, '\n')); err != nil {
+					return n, records, err
+				}
+				n += int64(len(line))
+				records++
+			}
 			return n, records, readEnd(err)
 		}
 		if _, err := w.Write(line); err != nil {

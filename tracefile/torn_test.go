@@ -208,3 +208,37 @@ func TestOpenRefusesWhatIsNotARegularFile(t *testing.T) {
 		t.Errorf("/dev/zero as standard input: %v", err)
 	}
 }
+
+// A .jsonl recording whose last record lost only its newline to the crash: the reader reads the
+// record, so Append ends it instead of cutting it.
+func TestAppendEndsALastLineWithoutItsNewline(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "r.jsonl")
+	var buf bytes.Buffer
+	w := NewWriter(&buf, FormatJSONLines)
+	for i := range 2 {
+		if err := w.WriteRequest(mustMarshal(t, fullRequest(i)), false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.Close()
+	if err := os.WriteFile(path, bytes.TrimSuffix(buf.Bytes(), []byte("\n")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	a, err := Append(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rc := a.Recovery(); !rc.Torn || rc.CutBytes != 0 || !strings.Contains(rc.String(), "newline was added") {
+		t.Errorf("recovery = %+v (%s)", rc, rc)
+	}
+	a.WriteRequest(mustMarshal(t, fullRequest(2)), false)
+	a.Close()
+	r, err := Open(path, ReadOptions{Strict: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if recs := readAll(t, r); len(recs) != 3 || r.Skipped() != 0 {
+		t.Errorf("%d records, %d skipped, want 3 and none", len(recs), r.Skipped())
+	}
+}
