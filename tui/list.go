@@ -6,6 +6,8 @@ import (
 	"github.com/charmbracelet/bubbles/key"
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/x/ansi"
+
+	"github.com/stormwatch/stormwatch/internal/termsafe"
 )
 
 // cursor is the scroll state of a list of n rows shown height at a time. Screens keep their rows in
@@ -100,6 +102,7 @@ func fit(s string, w int) string {
 	if w <= 0 {
 		return ""
 	}
+	s = termsafe.Cell(s) // measured as it will be shown
 	sw := ansi.StringWidth(s)
 	if sw > w {
 		s = ansi.Truncate(s, w, "…")
@@ -116,6 +119,7 @@ func fitLeft(s string, w int) string {
 	if w <= 0 {
 		return ""
 	}
+	s = termsafe.Cell(s)
 	sw := ansi.StringWidth(s)
 	if sw > w {
 		return ansi.Truncate(s, w, "…")
@@ -197,6 +201,7 @@ func writeCell(b *strings.Builder, v string, w int, right bool) {
 	if w <= 0 {
 		return
 	}
+	v = termsafe.Cell(v)
 	sw := ansi.StringWidth(v)
 	if sw > w {
 		v = ansi.Truncate(v, w, "…")

@@ -11,6 +11,7 @@ import (
 	"github.com/charmbracelet/lipgloss"
 
 	"github.com/stormwatch/stormwatch/analyzer/engine"
+	"github.com/stormwatch/stormwatch/internal/termsafe"
 	"github.com/stormwatch/stormwatch/spans"
 )
 
@@ -775,7 +776,10 @@ func (m Model) View() string {
 			body = m.span.View()
 		}
 	}
-	return m.headerView() + "\n" + body + "\n" + m.footerView()
+	// Names, attributes and URLs in the frame come from the data: whatever escape sequence,
+	// bidi override or zero-width character they carry is shown, not obeyed (the cells are made
+	// safe as they are measured; this is the guarantee for the rest).
+	return termsafe.Frame(m.headerView() + "\n" + body + "\n" + m.footerView())
 }
 
 func (m Model) helpKeys() screenKeys {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/stormwatch/stormwatch/analyzer"
+	"github.com/stormwatch/stormwatch/internal/termsafe"
 	"github.com/stormwatch/stormwatch/internal/words"
 )
 
@@ -340,7 +341,7 @@ func Markdown(w io.Writer, r *analyzer.Report) error {
 
 func md(s string) string {
 	s = strings.ReplaceAll(s, "|", `\|`)
-	return strings.ReplaceAll(s, "\n", " ")
+	return termsafe.String(s) // a newline in a cell would end the table's row
 }
 
 func orDash(s string) string {
@@ -351,16 +352,22 @@ func orDash(s string) string {
 }
 
 // errWriter keeps the first write error so the renderers can write freely and report once.
+// errWriter is where the text and markdown renderers write: it keeps the first error, and makes
+// the text from the data safe for a terminal (see termsafe) - every report line goes through it.
 type errWriter struct {
-	w   io.Writer
-	err error
+	w    io.Writer
+	safe *termsafe.Writer
+	err  error
 }
 
 func (e *errWriter) Write(p []byte) (int, error) {
 	if e.err != nil {
 		return len(p), nil
 	}
-	n, err := e.w.Write(p)
+	if e.safe == nil {
+		e.safe = termsafe.NewWriter(e.w)
+	}
+	n, err := e.safe.Write(p)
 	if err != nil {
 		e.err = fmt.Errorf("write report: %w", err)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/stormwatch/stormwatch/analyzer/policy"
 	"github.com/stormwatch/stormwatch/analyzer/render"
 	"github.com/stormwatch/stormwatch/analyzer/suite"
+	"github.com/stormwatch/stormwatch/internal/termsafe"
 	"github.com/stormwatch/stormwatch/tracefile"
 )
 
@@ -185,7 +186,7 @@ func readInto(ctx context.Context, a *engine.Analyzer, file string, io streams, 
 		Strict:         strict,
 		Stdin:          io.in,
 		OnWarning: func(err error) {
-			fmt.Fprintln(io.err, "stormwatch: warning:", err)
+			fmt.Fprintln(io.err, "stormwatch: warning:", termsafe.String(err.Error()))
 		},
 	})
 	if err != nil {
@@ -234,6 +235,9 @@ func readInto(ctx context.Context, a *engine.Analyzer, file string, io streams, 
 	}
 	if n := r.Skipped(); n > 0 {
 		notes = append(notes, fmt.Sprintf("%s: %d records skipped, malformed or cut short, their spans not analyzed; the first: %v", r.Name(), n, r.Warnings()[0]))
+	}
+	for _, tear := range r.Tears() {
+		notes = append(notes, r.Name()+": "+tear)
 	}
 	if nfuture > 0 {
 		notes = append(notes, fmt.Sprintf("%s: %d spans have times more than a day ahead of this machine's clock (a host's clock or an exporter is wrong): their timing is meaningless", r.Name(), nfuture))

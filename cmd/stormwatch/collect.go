@@ -13,6 +13,7 @@ import (
 	"github.com/stormwatch/stormwatch/analyzer/engine"
 	"github.com/stormwatch/stormwatch/analyzer/render"
 	"github.com/stormwatch/stormwatch/collector"
+	"github.com/stormwatch/stormwatch/internal/termsafe"
 	"github.com/stormwatch/stormwatch/internal/words"
 )
 
@@ -107,6 +108,7 @@ func runCollect(ctx context.Context, io streams, f *collectorFlags, a *analysisF
 	}
 
 	p.log.Info("shutting down: draining the queue and flushing the recording")
+	tightenGCForExit()
 	err = p.stop()
 	final := p.c.Stats()
 	fmt.Fprintln(io.err, stopSummary(final))
@@ -168,6 +170,7 @@ const finalSummaryDeps = 5
 // finalSummary prints what the analysis found: the headline counts, the worst dependencies and
 // the findings by severity. The whole report is GET /api/v1/report while running, --report at exit.
 func finalSummary(w io.Writer, r *analyzer.Report) {
+	w = termsafe.NewWriter(w) // dependency and service names come from the data
 	c, wn, in := render.Counts(r)
 	fmt.Fprintf(w, "stormwatch: analyzed %s, %s, %s; findings: %d critical, %d warning, %d info\n",
 		words.Count(r.Input.Traces, "trace"), words.Count(r.Input.Spans, "span"), words.Count(r.Input.Operations, "operation"), c, wn, in)

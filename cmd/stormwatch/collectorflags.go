@@ -165,6 +165,9 @@ func startCollector(ctx context.Context, f *collectorFlags, next spans.Consumer,
 		if err != nil {
 			return nil, fmt.Errorf("--record: %w", err)
 		}
+		if rc := rec.Recovery(); rc.Torn {
+			log.Warn("--record: "+rc.String(), "file", f.record, "kept_records", rc.Kept, "cut_bytes", rc.CutBytes)
+		}
 		opts = append(opts, collector.WithRecorder(rec))
 	}
 	c, err := collector.New(cfg, next, opts...)

@@ -21,6 +21,8 @@ import (
 	"github.com/stormwatch/stormwatch/analyzer/render"
 	"github.com/stormwatch/stormwatch/analyzer/suite"
 	"github.com/stormwatch/stormwatch/analyzer/whatif"
+	"github.com/stormwatch/stormwatch/internal/origin"
+	"github.com/stormwatch/stormwatch/internal/termsafe"
 	"github.com/stormwatch/stormwatch/internal/words"
 	"github.com/stormwatch/stormwatch/spans"
 	"github.com/stormwatch/stormwatch/tracefile"
@@ -246,13 +248,13 @@ func fetchSettled(ctx context.Context, io streams, raw, tokenFile string, timeou
 		}
 		if !said {
 			fmt.Fprintf(io.err, "stormwatch diff: waiting (at most --timeout %s) for the collector at %s to settle what it holds: %s\n",
-				timeout, u, pendingPart(lv, analyzed))
+				timeout, origin.Redact(*u), pendingPart(lv, analyzed))
 			said = true
 		}
 		select {
 		case <-ctx.Done():
 			return nil, fmt.Errorf("no verdict: the collector at %s has not settled what it held within --timeout %s: %s; "+
-				"wait for the traffic to stop, or raise --timeout", u, timeout, pendingPart(lv, analyzed))
+				"wait for the traffic to stop, or raise --timeout", origin.Redact(*u), timeout, pendingPart(lv, analyzed))
 		case <-time.After(settlePoll):
 		}
 		next, _, err := fetchReport(ctx, raw, tokenFile)
@@ -263,7 +265,7 @@ func fetchSettled(ctx context.Context, io streams, raw, tokenFile string, timeou
 			return nil, err
 		}
 		if next.Live == nil {
-			return nil, fmt.Errorf("the collector at %s stopped saying what it has pending", u)
+			return nil, fmt.Errorf("the collector at %s stopped saying what it has pending", origin.Redact(*u))
 		}
 		r = next
 	}
@@ -294,7 +296,7 @@ func fetchReport(ctx context.Context, raw, tokenFile string) (*analyzer.Report, 
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%s: %w", u, err)
+		return nil, nil, fmt.Errorf("%s: %w", origin.Redact(*u), err)
 	}
 	if tokenFile != "" {
 		tok, err := os.ReadFile(tokenFile)
@@ -303,26 +305,28 @@ func fetchReport(ctx context.Context, raw, tokenFile string) (*analyzer.Report, 
 		}
 		req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(tok)))
 	}
-	resp, err := http.DefaultClient.Do(req)
+	// The token stays with the collector it was given for: no redirect elsewhere with it.
+	client := &http.Client{CheckRedirect: origin.CheckRedirect(func() bool { return tokenFile != "" })}
+	resp, err := client.Do(req)
 	if err != nil {
 		var ue *url.Error
 		if errors.As(err, &ue) {
 			err = ue.Err // its message repeats the URL, named below
 		}
-		return nil, nil, fmt.Errorf("cannot reach the collector at %s: %w (is 'stormwatch collect' running with --http at that address?)", u, err)
+		return nil, nil, fmt.Errorf("cannot reach the collector at %s: %w (is 'stormwatch collect' running with --http at that address?)", origin.Redact(*u), err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		return nil, nil, fmt.Errorf("GET %s: %s: %s", u, resp.Status, strings.TrimSpace(string(msg)))
+		return nil, nil, fmt.Errorf("GET %s: %s: %s", origin.Redact(*u), resp.Status, termsafe.String(strings.TrimSpace(string(msg))))
 	}
 	var r analyzer.Report
 	dec := json.NewDecoder(io.LimitReader(resp.Body, 256<<20))
 	if err := dec.Decode(&r); err != nil {
-		return nil, nil, fmt.Errorf("GET %s: not a stormwatch report: %w", u, err)
+		return nil, nil, fmt.Errorf("GET %s: not a stormwatch report: %w", origin.Redact(*u), err)
 	}
 	if r.Version != analyzer.ReportVersion {
-		return nil, nil, fmt.Errorf("GET %s: report version %d, this stormwatch reads version %d", u, r.Version, analyzer.ReportVersion)
+		return nil, nil, fmt.Errorf("GET %s: report version %d, this stormwatch reads version %d", origin.Redact(*u), r.Version, analyzer.ReportVersion)
 	}
 	return &r, u, nil
 }
@@ -489,7 +493,7 @@ func eachRecord(file string, io streams, o analyzeOptions, f func(*tracefile.Rec
 		Stdin:          io.in,
 		OnWarning: func(err error) {
 			if warn {
-				fmt.Fprintln(io.err, "stormwatch: warning:", err)
+				fmt.Fprintln(io.err, "stormwatch: warning:", termsafe.String(err.Error()))
 			}
 		},
 	})

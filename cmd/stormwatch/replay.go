@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/stormwatch/stormwatch/internal/termsafe"
 	"github.com/stormwatch/stormwatch/tracefile"
 	"github.com/stormwatch/stormwatch/tracefile/replay"
 	"github.com/stormwatch/stormwatch/tui"
@@ -90,7 +91,7 @@ func runReplay(ctx context.Context, io streams, o replayOptions, files []string)
 		o.speed = 0
 	}
 	ropt := tracefile.ReadOptions{Strict: o.strict, MaxRecordBytes: o.maxRecord, Stdin: io.in,
-		OnWarning: func(err error) { fmt.Fprintln(io.err, "stormwatch replay: skipped:", err) }}
+		OnWarning: func(err error) { fmt.Fprintln(io.err, "stormwatch replay: skipped:", termsafe.String(err.Error())) }}
 	for _, f := range files {
 		if f == "-" && o.loop {
 			return withExitCode(2, errors.New("--loop cannot replay standard input: it can be read only once"))
