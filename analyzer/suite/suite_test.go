@@ -75,7 +75,8 @@ func TestEveryDetectorHasTestdata(t *testing.T) {
 		pkg, _, _ := strings.Cut(rest, ".")
 		dir := filepath.Join("..", "passes", pkg)
 		wants, _ := filepath.Glob(filepath.Join(dir, "testdata", "*.want"))
-		if len(wants) == 0 {
+		traces, _ := filepath.Glob(filepath.Join(dir, "testdata", "*.trace"))
+		if len(wants)+len(traces) == 0 {
 			t.Errorf("%s: no expectations in %s", d.Name, filepath.Join(dir, "testdata"))
 		}
 		tests, _ := filepath.Glob(filepath.Join(dir, "*_test.go"))
