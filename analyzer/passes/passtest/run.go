@@ -98,10 +98,10 @@ func firesAndStaysSilent(dir, name string, cases []Case) error {
 	}
 	var errs []error
 	if !fires {
-		errs = append(errs, fmt.Errorf("%s: no trace where %s fires (a .want with a finding)", dir, name))
+		errs = append(errs, fmt.Errorf("%s: no trace where %s fires (a .trace with a `# want`, or a .want with a line)", dir, name))
 	}
 	if !silent {
-		errs = append(errs, fmt.Errorf("%s: no trace where %s stays silent (an empty .want)", dir, name))
+		errs = append(errs, fmt.Errorf("%s: no trace where %s stays silent (a .trace without a `# want`, or an empty .want)", dir, name))
 	}
 	return errors.Join(errs...)
 }
