@@ -46,8 +46,8 @@
 // dropped from real traffic, so the line would test what never happens. Its VALUE is a Go
 // string when quoted ("503" is a string), true or false a bool, a number an int (a double with a
 // '.' or an exponent: 1.5, 2.0), [...] or {...} an array or map kept as its text, and any other
-// word a string. Quote a string with a space, '"' or '#' in it, and a service or span name with
-// a space or '='.
+// word a string. Quote a string with a space, '"' or '#' in it, a service or span name with a
+// space or '=', and a service named trace or start on a line without indentation.
 //
 // A `# want` line reads SEVERITY SERVICE -> DEPENDENCY [KEY=VALUE ...], as a line of a .want
 // file (see [Run]), and matches a finding that says so and whose span ids include the span of its

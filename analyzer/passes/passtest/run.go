@@ -24,7 +24,7 @@ import (
 // is a recorded trace (OTLP/JSON lines), NAME.want the findings expected on it, NAME.policy.yaml
 // (optional) the policy a trace of either form is analyzed under.
 const (
-	TraceExt  = ".jsonl"
+	OTLPExt   = ".jsonl"
 	WantExt   = ".want"
 	PolicyExt = ".policy.yaml"
 )
@@ -59,7 +59,7 @@ func Run(t *testing.T, d *analyzer.Detector, dir string) {
 	if *convert != "" {
 		done, err := Convert(d, dir, *convert)
 		for _, name := range done {
-			t.Logf("%s: converted to %s", filepath.Join(dir, name+TraceExt), name+TextExt)
+			t.Logf("%s: converted to %s", filepath.Join(dir, name+OTLPExt), name+TextExt)
 		}
 		if err != nil {
 			t.Fatal(err)
@@ -139,8 +139,8 @@ func Cases(dir string) ([]Case, error) {
 				c.Policy = filepath.Join(dir, name+PolicyExt)
 			}
 			switch {
-			case has[name+TraceExt]:
-				errs = append(errs, fmt.Errorf("%s and %s: one case, two traces", c.Trace, name+TraceExt))
+			case has[name+OTLPExt]:
+				errs = append(errs, fmt.Errorf("%s and %s: one case, two traces", c.Trace, name+OTLPExt))
 				continue
 			case has[name+WantExt]:
 				errs = append(errs, fmt.Errorf("%s: the expectations of %s are its `# want` comments, not a .want file", filepath.Join(dir, name+WantExt), e.Name()))
@@ -159,7 +159,7 @@ func Cases(dir string) ([]Case, error) {
 			cases = append(cases, c)
 			continue
 		}
-		name, ok := strings.CutSuffix(e.Name(), TraceExt)
+		name, ok := strings.CutSuffix(e.Name(), OTLPExt)
 		if !ok {
 			continue
 		}
@@ -179,15 +179,15 @@ func Cases(dir string) ([]Case, error) {
 		cases = append(cases, c)
 	}
 	for _, e := range entries {
-		if name, ok := strings.CutSuffix(e.Name(), WantExt); ok && !has[name+TraceExt] && !has[name+TextExt] {
-			errs = append(errs, fmt.Errorf("%s: no trace %s beside it", filepath.Join(dir, e.Name()), name+TraceExt))
+		if name, ok := strings.CutSuffix(e.Name(), WantExt); ok && !has[name+OTLPExt] && !has[name+TextExt] {
+			errs = append(errs, fmt.Errorf("%s: no trace %s beside it", filepath.Join(dir, e.Name()), name+OTLPExt))
 		}
-		if name, ok := strings.CutSuffix(e.Name(), PolicyExt); ok && !has[name+TraceExt] && !has[name+TextExt] {
-			errs = append(errs, fmt.Errorf("%s: no trace %s or %s beside it", filepath.Join(dir, e.Name()), name+TextExt, name+TraceExt))
+		if name, ok := strings.CutSuffix(e.Name(), PolicyExt); ok && !has[name+OTLPExt] && !has[name+TextExt] {
+			errs = append(errs, fmt.Errorf("%s: no trace %s or %s beside it", filepath.Join(dir, e.Name()), name+TextExt, name+OTLPExt))
 		}
 	}
 	if len(cases) == 0 && len(errs) == 0 {
-		errs = append(errs, fmt.Errorf("%s: no trace files (*%s or *%s)", dir, TextExt, TraceExt))
+		errs = append(errs, fmt.Errorf("%s: no trace files (*%s or *%s)", dir, TextExt, OTLPExt))
 	}
 	return cases, errors.Join(errs...)
 }
