@@ -244,6 +244,7 @@ func parseSpan(f []string, start int64) (*textSpan, error) {
 	if s.span.Name, err = unquote(f[2]); err != nil {
 		return nil, fmt.Errorf("name: %v", err)
 	}
+	// START may begin with a sign of its own (-1ms): the '+' is looked for after its first byte.
 	at, dur, ok := strings.Cut(f[3][min(1, len(f[3])):], "+")
 	if !ok {
 		return nil, fmt.Errorf("time %q: START+DURATION from the start line, such as 4ms+3ms", f[3])
