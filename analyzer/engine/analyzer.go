@@ -167,10 +167,14 @@ type traceState struct {
 type depAgg struct {
 	service  string
 	services map[string]int // physical calls answered by each callee service.name
-	physical int
-	logical  int
-	outcomes map[string]int
-	byCaller map[string]*callerAgg
+	// origins counts physical calls per address (scheme://host:port), at most maxOrigins of
+	// them; the calls to addresses past those are originsOver's.
+	origins     map[string]int
+	originsOver int
+	physical    int
+	logical     int
+	outcomes    map[string]int
+	byCaller    map[string]*callerAgg
 }
 
 type callerAgg struct {
@@ -722,6 +726,7 @@ func (a *Analyzer) contribute(r *traceResult, id spans.TraceID, n int, is traceI
 				delete(g.services, row.service)
 			}
 		}
+		g.addOrigin(row.origin, p)
 		g.physical += p
 		g.logical += l
 		if g.outcomes[row.status] += p; g.outcomes[row.status] <= 0 {
@@ -827,6 +832,7 @@ func (a *Analyzer) report() analyzer.Report {
 		if g.logical > 0 {
 			ds.Amplification = float64(g.physical) / float64(g.logical)
 		}
+		ds.Origins, ds.MoreOrigins = g.listOrigins()
 		if len(g.services) > 1 {
 			for name := range g.services {
 				ds.Services = append(ds.Services, name)
