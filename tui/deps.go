@@ -357,6 +357,12 @@ func (m depsModel) View() string {
 			figures := fmt.Sprintf(" saw %s for %s (%.2fx)", words.Count(r.d.PhysicalCalls, "call"),
 				words.Count(r.d.LogicalOperations, "intent"), r.d.Amplification)
 			head = t.Worst.Render("▲ WORST "+r.label+figures) + t.Dim.Render("  callers: "+r.callerTxt)
+			if o := r.d.OriginsText(); o != "" && r.callerTxt != "" {
+				// The addresses are detail: shown when the line has room for them.
+				if h := head + t.Dim.Render("  at "+o); ansi.StringWidth(h) <= m.width {
+					head = h
+				}
+			}
 			if r.callerTxt == "" || ansi.StringWidth(head) > m.width {
 				head = t.Worst.Render("▲ WORST " + r.label + figures)
 			}
