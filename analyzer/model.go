@@ -90,12 +90,11 @@ type DependencyStats struct {
 	// MoreOrigins counts the origins not listed; the analyzer counts at most 64 origins per
 	// dependency, and the calls to any past those add one.
 	MoreOrigins int `json:"more_origins,omitempty"`
-	// Service is the callee's service.name when its SERVER spans are in the data; when several
-	// services answered under this name (a proxy in front of them, or callers that name one
-	// callee differently), the smallest name, so the label stays the same whatever arrived first.
+	// Service is the callee's service.name when its SERVER spans are in the data (or the caller's
+	// upstream_cluster or peer.service): then it is the Dependency too. Empty for a dependency
+	// named by its RPC service or host. One address answered by several services is several
+	// dependencies, each with that address among its Origins.
 	Service string `json:"service,omitempty"`
-	// Services lists every callee service.name seen under this name when there is more than one.
-	Services []string `json:"services,omitempty"`
 	// PhysicalCalls counts CLIENT spans that reached the dependency.
 	PhysicalCalls int `json:"calls"`
 	// LogicalOperations counts what the top layer asked for, the intents (see Amplification in
@@ -112,15 +111,6 @@ type DependencyStats struct {
 	// calls, logical operations and outcomes sum to the dependency's. A call whose caller span has
 	// no service.name is under caller "".
 	ByCaller []CallerStats `json:"by_caller,omitempty"`
-}
-
-// ServiceNames is the callee's name as a person reads it: every service seen at the origin,
-// joined, or the one.
-func (d *DependencyStats) ServiceNames() string {
-	if len(d.Services) > 1 {
-		return strings.Join(d.Services, ", ")
-	}
-	return d.Service
 }
 
 // OriginsText is the addresses of the dependency as a table cell: the one with most calls, and

@@ -88,8 +88,8 @@ func (m *depsModel) SetSnapshot(s *engine.Snapshot) {
 	for i := range deps {
 		d := &deps[i]
 		r := depRow{d: d, history: s.History[d.Dependency], label: d.Dependency}
-		if names := d.ServiceNames(); names != "" && !strings.Contains(d.Dependency, names) {
-			r.label += " (" + names + ")"
+		if d.Service != "" && !strings.Contains(d.Dependency, d.Service) {
+			r.label += " (" + d.Service + ")"
 		}
 		r.errShare, r.errText = errorShare(d.Outcomes)
 		if l := s.LastAttempts[d.Dependency]; l.Refused {
@@ -206,15 +206,13 @@ func (m *depsModel) rebuild() {
 	m.rows = m.rows[:0]
 	for i := range m.all {
 		r := &m.all[i]
-		text := []string{r.d.Dependency, r.d.ServiceNames(), r.callerTxt}
+		text := []string{r.d.Dependency, r.d.Service, r.callerTxt}
 		ok := m.filter.matches(text, func(k string) ([]string, bool) {
 			switch k {
 			case "dependency":
-				return []string{r.d.Dependency}, true
+				// The name, or any address it was reached at (a URL pasted from a log).
+				return append([]string{r.d.Dependency}, r.d.Origins...), true
 			case "service":
-				if len(r.d.Services) > 1 {
-					return r.d.Services, true
-				}
 				return []string{r.d.Service}, true
 			case "caller":
 				return r.d.Callers, true
