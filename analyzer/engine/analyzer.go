@@ -929,6 +929,7 @@ func (a *Analyzer) notes() []string {
 	add(is.redelivered, redeliveredNote)
 	add(is.linkedDeliveries, linkedDeliveriesNote)
 	add(is.joinedDeliveries, joinedDeliveriesNote)
+	add(is.unseenPublishes, unseenPublishNote)
 	add(a.lateFragments, "%d traces received spans after they had been analyzed and released (the settle period was too short for them); the late spans were analyzed on their own, so their chains may be cut")
 	add(a.droppedFind, "%d older findings dropped (more than %d held)", a.maxFindings())
 	add(a.win.dropped, "%d operations left the windowed detectors' window before it ended (more than %d held at once): those detectors judged the latest ones", a.win.max)

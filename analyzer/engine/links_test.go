@@ -110,6 +110,9 @@ func TestLinkedDeliveriesWithoutThePublisher(t *testing.T) {
 	if b == nil || b.Tries() != 3 || b.Caller != "" || b.ID != sid(2).String() {
 		t.Fatalf("broker operation = %+v, want 3 tries, no caller, named after the publish span", b)
 	}
+	if !hasNote(r, "1 messages' deliveries were analyzed without the span that published them") {
+		t.Errorf("notes = %q, want the missing publisher said", r.Notes)
+	}
 
 	ss := threeLinkedDeliveries()
 	ss = append(ss, linkedDelivery(5, 40, 1, 3, "consumer", 200, false)...)
@@ -269,6 +272,30 @@ func TestUnjoinedLinkedDeliveryIsNoted(t *testing.T) {
 	_, r = run(t, engine.Config{MaxTraceSpans: 8}, append(publisherTrace(), linkedDelivery(2, 10, 1, 2, "consumer", 5, true)...)...)
 	if hasNote(r, "start a trace of their own") {
 		t.Errorf("a healthy delivery left alone was noted: %q", r.Notes)
+	}
+}
+
+// Live, the publisher's trace may be evicted (MaxSpans) before its deliveries come: they are
+// still one message's deliveries, and the report says that the publisher was not seen with them.
+func TestLinkedDeliveriesAfterThePublisherWasEvicted(t *testing.T) {
+	clk := &clock{t: time.Unix(0, t0)}
+	a := engine.New(engine.Config{Settle: time.Second, Now: clk.Now, MaxSpans: 22, Detectors: suite.Default()})
+	consume(t, a, publisherTrace()...)
+	a.Settle(clk.Add(2 * time.Second))
+	var other []spans.Span
+	for k := range 21 {
+		other = append(other, sp(9, 1+k, 0, spans.KindServer, "other", 0, 1))
+	}
+	consume(t, a, other...) // 23 spans: the publisher's trace, least recent, goes
+	consume(t, a, threeLinkedDeliveries()...)
+	a.Settle(clk.Add(2 * time.Second))
+	r := a.Report()
+	if a.Stats().EvictedTraces == 0 {
+		t.Fatalf("nothing evicted: %+v", a.Stats())
+	}
+	wantNine(t, r)
+	if !hasNote(r, "analyzed without the span that published them") {
+		t.Errorf("notes = %q, want the evicted publisher said", r.Notes)
 	}
 }
 

@@ -24,6 +24,7 @@ import (
 const (
 	redeliveredNote      = "%d messages were delivered more than once to one consumer (CONSUMER spans under one PRODUCER span): each broker that redelivered is a layer named SYSTEM DESTINATION (redelivery), whose tries are the deliveries"
 	linkedDeliveriesNote = "%d failed deliveries start a trace of their own (a CONSUMER span linked to the publish span of another trace, not its child) that could not be analyzed with the trace of that publish span (it was analyzed before the CONSUMER span arrived, or the two together pass the per-trace span cap): if the broker redelivered them, those deliveries are not counted together as a retry layer; raise the settle time, or parent the CONSUMER span to the PRODUCER span"
+	unseenPublishNote    = "%d messages' deliveries were analyzed without the span that published them (the publisher's trace was not received, or was evicted or released before they came): their broker layer is counted, but not who published nor any retries above the publisher"
 	joinedDeliveriesNote = "%d deliveries started a trace of their own (a CONSUMER span with no parent, linked to the publish span of another trace) and were analyzed with the trace of that publish span, whether it arrived or not: the deliveries of one message are the tries of its broker layer, whichever trace each started"
 )
 
@@ -122,6 +123,7 @@ func (t *trace) unseenPublishes(seed maphash.Seed, in *interner, sc *scratch) {
 		var id spans.SpanID
 		binary.BigEndian.PutUint64(id[:], msg)
 		t.deliveries(-1, id, cons, seed, in, sc)
+		t.issues.unseenPublishes++
 	}
 }
 

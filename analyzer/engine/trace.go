@@ -50,6 +50,7 @@ type traceIssues struct {
 	linkedDeliveries int
 	// deliveries that started a trace of their own, filed with the trace of their publish span
 	joinedDeliveries int
+	unseenPublishes  int // messages whose deliveries were read without their publish span
 }
 
 func (a *traceIssues) add(b traceIssues, sign int) {
@@ -69,6 +70,7 @@ func (a *traceIssues) add(b traceIssues, sign int) {
 	a.redelivered += sign * b.redelivered
 	a.linkedDeliveries += sign * b.linkedDeliveries
 	a.joinedDeliveries += sign * b.joinedDeliveries
+	a.unseenPublishes += sign * b.unseenPublishes
 }
 
 // buildTrace sorts, deduplicates and indexes the spans of one trace into t, a zero trace. It owns
@@ -273,6 +275,7 @@ func (t *trace) makeNotes() {
 	add(is.redelivered, redeliveredNote)
 	add(is.linkedDeliveries, linkedDeliveriesNote)
 	add(is.joinedDeliveries, joinedDeliveriesNote)
+	add(is.unseenPublishes, unseenPublishNote)
 }
 
 // The notes of figures inferred below the instrumentation, shared by a trace's notes and the
