@@ -154,8 +154,11 @@ type traceState struct {
 	// Analyzer.traces; uncounted how many of them the report's input count lacks.
 	joined    []spans.TraceID
 	uncounted int
-	out       int
-	outBytes  int // the packed size of the pending spans out, counted in packedBytes until publish
+	// bare: made by a join for the trace a delivery links to, none of whose own spans has
+	// arrived (not received, or evicted before): not an input trace until one does.
+	bare     bool
+	out      int
+	outBytes int // the packed size of the pending spans out, counted in packedBytes until publish
 	// Used by ConsumeBatch within one batch: the spans coming for the trace, and where regroup
 	// writes the next of them.
 	incoming  int32
@@ -263,6 +266,12 @@ func (a *Analyzer) ConsumeBatch(ctx context.Context, b *spans.Batch) error {
 				order = append(order, t)
 			}
 			last, lastID = t, id
+			if t.bare && t.id == id {
+				t.bare = false
+				if t.res != nil {
+					t.uncounted++ // analyzed before with its deliveries alone
+				}
+			}
 		}
 		t.incoming++
 		ts = append(ts, t)
@@ -669,7 +678,7 @@ func (a *Analyzer) publish(j *job) {
 	}
 	if t.res != nil && !t.res.released {
 		a.contribute(t.res, t.id, t.resSpans, t.meta.dataIssues(), -1)
-	} else {
+	} else if !t.bare {
 		a.inTraces++
 	}
 	t.res, t.resSpans, t.meta = res, j.n, j.meta

@@ -38,7 +38,7 @@ func (a *Analyzer) joinDeliveries(j traceJoin, capT int, now int64) {
 		return
 	}
 	if p == nil {
-		p = &traceState{id: j.to}
+		p = &traceState{id: j.to, bare: true}
 		a.traces[j.to] = p
 		a.held.pushBack(p)
 	}

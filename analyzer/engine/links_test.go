@@ -110,6 +110,9 @@ func TestLinkedDeliveriesWithoutThePublisher(t *testing.T) {
 	if b == nil || b.Tries() != 3 || b.Caller != "" || b.ID != sid(2).String() {
 		t.Fatalf("broker operation = %+v, want 3 tries, no caller, named after the publish span", b)
 	}
+	if r.Input.Traces != 3 {
+		t.Errorf("input counts %d traces, want the 3 deliveries' (the publisher's never came)", r.Input.Traces)
+	}
 	if !hasNote(r, "1 messages' deliveries were analyzed without the span that published them") {
 		t.Errorf("notes = %q, want the missing publisher said", r.Notes)
 	}
@@ -248,6 +251,29 @@ func TestLinkedDeliveriesJoinLive(t *testing.T) {
 	}
 }
 
+// Live, the publisher's trace may come last (its exporter is slower): the deliveries are first
+// analyzed without it, then again with it once it arrives - the publisher named as the caller,
+// each trace counted once, the note about the missing publisher gone.
+func TestLinkedDeliveriesBeforeThePublisherLive(t *testing.T) {
+	clk := &clock{t: time.Unix(0, t0)}
+	a := engine.New(engine.Config{Settle: time.Second, Now: clk.Now, Detectors: suite.Default()})
+	consume(t, a, threeLinkedDeliveries()...)
+	a.Settle(clk.Add(2 * time.Second))
+	if r := a.Report(); r.Input.Traces != 3 || !hasNote(r, "without the span that published them") {
+		t.Fatalf("before the publisher: input %+v, notes %q", r.Input, r.Notes)
+	}
+	consume(t, a, publisherTrace()...)
+	a.Settle(clk.Add(2 * time.Second))
+	r := a.Report()
+	wantNine(t, r)
+	if r.Input.Traces != 4 || hasNote(r, "without the span that published them") {
+		t.Errorf("after the publisher: input %+v, notes %q; want 4 traces, the publisher seen", r.Input, r.Notes)
+	}
+	if b := brokerOf(a); b == nil || b.Caller != "publisher" {
+		t.Errorf("broker operation = %+v, want called by publisher", b)
+	}
+}
+
 // What cannot be joined is said, not guessed: a delivery whose children were analyzed and
 // released (ReleaseSpans) before its CONSUMER span arrived cannot move, and stays a trace of its
 // own; so does one that would take the publisher's trace over the per-trace cap. A failed one
@@ -294,6 +320,9 @@ func TestLinkedDeliveriesAfterThePublisherWasEvicted(t *testing.T) {
 		t.Fatalf("nothing evicted: %+v", a.Stats())
 	}
 	wantNine(t, r)
+	if r.Input.Traces != 5 {
+		t.Errorf("input counts %d traces, want 5: the publisher's, the other, 3 deliveries'", r.Input.Traces)
+	}
 	if !hasNote(r, "analyzed without the span that published them") {
 		t.Errorf("notes = %q, want the evicted publisher said", r.Notes)
 	}
