@@ -136,7 +136,9 @@ func (s *Snapshot) SetOperations(ops []*analyzer.Operation) {
 
 // StoreStats describes what the analyzer holds and what it had to drop.
 type StoreStats struct {
-	SpansHeld  int
+	SpansHeld int
+	// TracesHeld counts the traces held as the analyzer analyzes them: a delivery's trace filed
+	// with its publisher's (see joinDeliveries) is part of that one.
 	TracesHeld int
 	// PackedBytes is the memory of the spans held (SpansHeld), all packed from their arrival:
 	// about 70-250 bytes a span, strings included (the bytes in use; a trace whose spans came in
