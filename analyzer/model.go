@@ -141,6 +141,8 @@ type Report struct {
 	Findings     []Finding         `json:"findings"`
 	// Groups are the findings grouped by detector, caller and dependency (GroupFindings).
 	Groups []FindingGroup `json:"groups"`
+	// Costs are what retries cost per entry point and per dependency (CostEntry).
+	Costs []CostEntry `json:"costs"`
 	// Notes say what the analysis could not do or had to guess around: orphan spans, parent cycles,
 	// truncated traces, attempts that landed in separate traces with nothing to join them.
 	// Always present in JSON (an empty list when there is nothing to say), so a reader can tell

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/stormwatch/stormwatch/analyzer"
+	"github.com/stormwatch/stormwatch/analyzer/cost"
 	"github.com/stormwatch/stormwatch/spans"
 )
 
@@ -27,6 +28,9 @@ type traceResult struct {
 	// acct is the trace's accounting, made once with the analysis (outside the analyzer's lock)
 	// and added to or taken from the totals as the trace is published or re-analyzed.
 	acct []acctRow
+	// costs are what retries cost each request of the trace (analyzer/cost), made with the
+	// analysis and added to or taken from the book like acct.
+	costs []cost.Request
 	// released: the spans and the index were dropped after analysis (Config.ReleaseSpans).
 	released bool
 }
@@ -70,6 +74,8 @@ func analyzeTrace(id spans.TraceID, ss []spans.Span, truncated int, cfg *Config,
 		}
 	}
 	*rp = reporter{} // nothing of this trace stays reachable from the pooled scratch
+	r.costs = cost.Measure(&t.Trace, r.ops, cfg.Settings.Skew())
+	detachCosts(r.costs, src)
 	sortFindings(r.findings)
 	for i := range r.findings {
 		t.countFinding(&r.findings[i])
@@ -457,4 +463,18 @@ func (r *traceResult) view() *TraceView {
 		}
 	}
 	return v
+}
+
+// detachCosts gives the costs' names memory of their own (see detachRest).
+func detachCosts(cs []cost.Request, src *sources) {
+	if src == nil {
+		return
+	}
+	for i := range cs {
+		c := &cs[i]
+		c.Service, c.Name = detachString(src, c.Service), detachString(src, c.Name)
+		for j := range c.Deps {
+			c.Deps[j].Dependency = detachString(src, c.Deps[j].Dependency)
+		}
+	}
 }
