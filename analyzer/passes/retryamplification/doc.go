@@ -10,7 +10,9 @@
 //
 // Evidence: factor (physical calls that reached the leaf for this one request), leaf_calls (the
 // same count; kept separate so a policy can later weigh factor differently), layers (the retrying
-// layers, top first: service and the most attempts any of its copies made).
+// layers, top first: service and the most attempts any of its copies made), added_latency_ms (the
+// latency the retries added to this request: the time its critical path spent in failed attempts
+// that were retried and in the pauses between attempts, docs/costs.md).
 //
 // Settings (policy detectors.retry-amplification): minRetryingLayers (default 2), the retrying
 // layers on one path that make it fire; criticalFactor (default 9), see Severity.
