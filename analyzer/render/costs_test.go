@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/stormwatch/stormwatch/analyzer"
+	"github.com/stormwatch/stormwatch/analyzer/diff"
 )
 
 func costly() *analyzer.Report {
@@ -95,5 +96,29 @@ func TestMs(t *testing.T) {
 		if got := Ms(in); got != want {
 			t.Errorf("Ms(%v) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+func TestDiffShowsCostsBeforeAfter(t *testing.T) {
+	before := costly()
+	after := costly()
+	after.Costs = after.Costs[:1]
+	after.Costs[0].AddedLatencyMs = analyzer.LatencySummary{P50: 35, P99: 35, Total: 70}
+	r := diff.Compare(diff.Input{Before: before, After: after}, diff.Options{})
+	var buf bytes.Buffer
+	if err := DiffText(&buf, &r); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"What retries cost (before -> after", "edge GET /items/{id}", "402ms -> 35ms", "http://api:8080", "290ms -> -"} {
+		if !strings.Contains(buf.String(), want) {
+			t.Errorf("diff text lacks %q:\n%s", want, buf.String())
+		}
+	}
+	buf.Reset()
+	if err := DiffMarkdown(&buf, &r); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(buf.String(), "| edge GET /items/{id} | 96.4% -> 96.4% | 402ms -> 35ms |") {
+		t.Errorf("diff markdown lacks the entry point's row:\n%s", buf.String())
 	}
 }
