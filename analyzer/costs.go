@@ -36,7 +36,13 @@ type CostEntry struct {
 	// probability of every request: rates are estimates of the whole traffic), "partly" (of
 	// some), "unknown" (of none: rates are as recorded, and a sampled fleet sent more).
 	Sampling string `json:"sampling"`
+	// AddedLatencyBuckets are the requests whose added latency is at most each of
+	// AddedLatencyBoundsMs (cumulative, as a Prometheus histogram counts them); not in JSON.
+	AddedLatencyBuckets []uint64 `json:"-"`
 }
+
+// AddedLatencyBoundsMs are the upper bounds of CostEntry.AddedLatencyBuckets, in milliseconds.
+var AddedLatencyBoundsMs = []float64{1, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000}
 
 // LatencySummary is a distribution of milliseconds: its median, 99th percentile and sum.
 type LatencySummary struct {

@@ -137,6 +137,7 @@ func (b *Book) Entries() []analyzer.CostEntry {
 			e.RetryShare = round(float64(t.added)/float64(t.duration), 4)
 		}
 		e.AddedLatencyMs = t.latency()
+		e.AddedLatencyBuckets = t.buckets()
 		if secs > 0 {
 			e.RequestsPerSecond = round(t.weight/secs, 3)
 			e.ExtraCallsPerSecond = round(t.extraW/secs, 3)
@@ -205,6 +206,21 @@ func (t *tally) latency() analyzer.LatencySummary {
 		return analyzer.LatencySummary{}
 	}
 	return analyzer.LatencySummary{P50: round(at(0.5), 3), P99: round(at(0.99), 3), Total: round(float64(t.added)/1e6, 3)}
+}
+
+// buckets counts the requests at or under each of analyzer.AddedLatencyBoundsMs, placing each
+// histogram bucket by the mean of its values.
+func (t *tally) buckets() []uint64 {
+	out := make([]uint64, len(analyzer.AddedLatencyBoundsMs))
+	for _, bk := range t.hist {
+		ms := float64(bk.sum) / float64(bk.n) / 1e6
+		for i, b := range analyzer.AddedLatencyBoundsMs {
+			if ms <= b {
+				out[i] += uint64(bk.n)
+			}
+		}
+	}
+	return out
 }
 
 // round keeps d decimals: the report's figures are read by people and compared by diff, and the
