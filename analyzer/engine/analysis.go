@@ -462,6 +462,15 @@ func (r *traceResult) view() *TraceView {
 			break
 		}
 	}
+	for _, root := range t.Roots() {
+		if t.Spans[root].ParentID != (spans.SpanID{}) {
+			continue // an orphan is no request
+		}
+		for _, s := range cost.CriticalPath(&t.Trace, r.ops, int(root)) {
+			s.Span = t.Index().Pos[s.Span] // in display order, as Spans
+			v.Path = append(v.Path, s)
+		}
+	}
 	return v
 }
 
