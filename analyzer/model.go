@@ -241,6 +241,10 @@ type Operation struct {
 	Parent *Operation
 	// Findings counts the findings that name this operation's spans.
 	Findings int
+	// SampleProbability is the probability its trace was kept with by a sampler, as the trace's
+	// spans say it (docs/costs.md#sampled-fleets); 0 when they do not. One operation recorded
+	// stands for 1/SampleProbability of the traffic.
+	SampleProbability float64
 
 	intent   uint64 // what was asked, independent of the parent's attempt (made by the engine: SetIntentKey)
 	children int    // operations whose Parent is this one

@@ -75,6 +75,12 @@ func analyzeTrace(id spans.TraceID, ss []spans.Span, truncated int, cfg *Config,
 	}
 	*rp = reporter{} // nothing of this trace stays reachable from the pooled scratch
 	r.costs = cost.Measure(&t.Trace, r.ops, cfg.Settings.Skew())
+	if len(r.costs) > 0 && r.costs[0].Probability > 0 {
+		// After the detectors of the trace: the windowed ones read it.
+		for _, op := range r.ops {
+			op.SampleProbability = r.costs[0].Probability
+		}
+	}
 	detachCosts(r.costs, src)
 	sortFindings(r.findings)
 	for i := range r.findings {

@@ -70,8 +70,9 @@ type dependency struct {
 
 func run(pass *analyzer.Pass) error {
 	set := analyzer.SettingsOf[Settings](pass)
-	maxCV, minSamples := set.MaxCV, set.MinSamples
 	w := audit.Windowed(pass)
+	// A count of the whole traffic: a sampled window holds its share of it.
+	maxCV, minSamples := set.MaxCV, audit.SampledCount(w.Ops, set.MinSamples)
 	deps := map[string]*dependency{}
 	for _, op := range w.Ops {
 		var dep *dependency // one lookup per operation, at its first retry
