@@ -1,6 +1,7 @@
 package cost
 
 import (
+	"cmp"
 	"slices"
 
 	"github.com/stormwatch/stormwatch/analyzer"
@@ -37,65 +38,96 @@ type Dep struct {
 	LateNanos int64
 }
 
+// Scratch is the memory Measure works in, kept from trace to trace by a caller that measures
+// many (the engine keeps one per analysis goroutine): what it returns is its own. The zero value
+// is ready; not for concurrent use.
+type Scratch struct {
+	m      marks
+	rootOf []int32
+	deps   []reqDep
+	many   map[depKey]int32
+}
+
+// reqDep is a dependency of request req, while the trace is measured.
+type reqDep struct {
+	req int32
+	Dep
+}
+
+type depKey struct {
+	req  int32
+	name string
+}
+
 // Measure measures every request of t (ops are its operations, skew the clock skew tolerated
 // between services, in ns). Its cost is linear in the spans and calls but for sorting each span's
 // children once and a binary search per call.
 func Measure(t *analyzer.Trace, ops []*analyzer.Operation, skew int64) []Request {
-	var reqs []Request
-	var rootOf []int32
+	var sc Scratch
+	return sc.Measure(t, ops, skew)
+}
+
+// Measure is Measure in sc's memory.
+func (sc *Scratch) Measure(t *analyzer.Trace, ops []*analyzer.Operation, skew int64) []Request {
+	n := 0
+	for _, r := range t.Roots() {
+		if isRequest(&t.Spans[r]) {
+			n++
+		}
+	}
+	if n == 0 {
+		return nil
+	}
+	reqs := make([]Request, 0, n)
+	rootOf := resize(sc.rootOf, t.Len())
+	sc.rootOf = rootOf
+	for i := range rootOf {
+		rootOf[i] = -1
+	}
 	for _, r := range t.Roots() {
 		if !isRequest(&t.Spans[r]) {
 			continue
 		}
-		if reqs == nil {
-			rootOf = make([]int32, t.Len())
-			for i := range rootOf {
-				rootOf[i] = -1
-			}
-		}
-		rootOf[r] = int32(len(reqs))
 		k := int32(len(reqs))
+		rootOf[r] = k
 		t.Walk(int(r), func(j int) bool { rootOf[j] = k; return true })
 		s := &t.Spans[r]
 		reqs = append(reqs, Request{Service: s.Service(), Name: s.Name, StartUnixNano: t.Start(int(r)),
 			EndUnixNano: t.End(int(r)), Probability: Probability(t, int(r))})
 	}
-	if len(reqs) == 0 {
-		return nil
-	}
-	m := newMarks(t, ops)
+	m := &sc.m
+	m.reset(t, ops)
+	defer m.release()
+	sc.deps = sc.deps[:0]
+	clear(sc.many)
+	useMap := false
 	// A request calls a few dependencies, found by a scan; one that calls many (a fan-out over
 	// thousands of origins) gets a map, so that no trace costs the square of its width.
-	type reqDep struct {
-		q    *Request
-		name string
-	}
-	var many map[reqDep]int
-	dep := func(q *Request, name string) *Dep {
-		if many != nil {
-			if k, ok := many[reqDep{q, name}]; ok {
-				return &q.Deps[k]
+	dep := func(req int32, name string) *Dep {
+		if useMap {
+			if k, ok := sc.many[depKey{req, name}]; ok {
+				return &sc.deps[k].Dep
 			}
 		} else {
-			for i := range q.Deps {
-				if q.Deps[i].Dependency == name {
-					return &q.Deps[i]
+			for i := range sc.deps {
+				if d := &sc.deps[i]; d.req == req && d.Dependency == name {
+					return &d.Dep
 				}
 			}
 		}
-		q.Deps = append(q.Deps, Dep{Dependency: name})
-		if many == nil && len(q.Deps) > 16 {
-			many = map[reqDep]int{}
-			for k := range reqs {
-				for i, d := range reqs[k].Deps {
-					many[reqDep{&reqs[k], d.Dependency}] = i
-				}
+		sc.deps = append(sc.deps, reqDep{req: req, Dep: Dep{Dependency: name}})
+		if !useMap && len(sc.deps) > 16 {
+			useMap = true
+			if sc.many == nil {
+				sc.many = map[depKey]int32{}
 			}
+			for i := range sc.deps {
+				sc.many[depKey{sc.deps[i].req, sc.deps[i].Dependency}] = int32(i)
+			}
+		} else if useMap {
+			sc.many[depKey{req, name}] = int32(len(sc.deps) - 1)
 		}
-		if many != nil {
-			many[reqDep{q, name}] = len(q.Deps) - 1
-		}
-		return &q.Deps[len(q.Deps)-1]
+		return &sc.deps[len(sc.deps)-1].Dep
 	}
 	for _, o := range ops {
 		for i := range o.Attempts {
@@ -104,7 +136,7 @@ func Measure(t *analyzer.Trace, ops []*analyzer.Operation, skew int64) []Request
 				if !ok || rootOf[j] < 0 {
 					continue
 				}
-				d := dep(&reqs[rootOf[j]], o.Dependency)
+				d := dep(rootOf[j], o.Dependency)
 				d.Calls++
 				if m.copied[j] {
 					d.Extra++
@@ -126,7 +158,7 @@ func Measure(t *analyzer.Trace, ops []*analyzer.Operation, skew int64) []Request
 	}
 	for _, r := range t.Roots() {
 		k := rootOf[r]
-		if k < 0 {
+		if k < 0 || !isRequest(&t.Spans[r]) {
 			continue
 		}
 		q := &reqs[k]
@@ -136,15 +168,36 @@ func Measure(t *analyzer.Trace, ops []*analyzer.Operation, skew int64) []Request
 			if s.Op < 0 {
 				continue
 			}
-			d := dep(q, ops[s.Op].Dependency)
+			d := dep(k, ops[s.Op].Dependency)
 			if s.Part == PartHedge {
 				d.Hedged += s.To - s.From
 			} else {
 				d.Added += s.To - s.From
 			}
 		}
-		slices.SortFunc(q.Deps, func(a, b Dep) int { return compareStrings(a.Dependency, b.Dependency) })
 	}
+	// The requests' dependencies, in one array, each request's by name.
+	slices.SortFunc(sc.deps, func(a, b reqDep) int {
+		if c := cmp.Compare(a.req, b.req); c != 0 {
+			return c
+		}
+		return compareStrings(a.Dependency, b.Dependency)
+	})
+	all := make([]Dep, len(sc.deps))
+	for i := range sc.deps {
+		all[i] = sc.deps[i].Dep
+	}
+	for i := 0; i < len(sc.deps); {
+		j := i
+		for j < len(sc.deps) && sc.deps[j].req == sc.deps[i].req {
+			j++
+		}
+		reqs[sc.deps[i].req].Deps = all[i:j:j]
+		i = j
+	}
+	clear(sc.deps) // no names of this trace kept
+	sc.deps = sc.deps[:0]
+	clear(sc.many)
 	return reqs
 }
 

@@ -103,16 +103,28 @@ type kid struct {
 	shift int64 // added to the span's own times to put them on the root's clock
 }
 
-// newMarks charges t's spans to the operations' attempts. It reads each attempt's calls once
-// (a binary search each) and sorts the pauses: linear in the calls but for the logarithms.
+// newMarks charges t's spans to the operations' attempts (see reset).
 func newMarks(t *analyzer.Trace, ops []*analyzer.Operation) *marks {
+	m := &marks{}
+	m.reset(t, ops)
+	return m
+}
+
+// reset charges t's spans to the operations' attempts, in m's memory of the trace before. It
+// reads each attempt's calls once (a binary search each) and sorts the pauses: linear in the
+// calls but for the logarithms.
+func (m *marks) reset(t *analyzer.Trace, ops []*analyzer.Operation) {
 	n := t.Len()
-	m := &marks{t: t, ops: ops,
-		ownPart: make([]Part, n), ownOp: make([]int32, n), ownCopy: make([]bool, n),
-		part: make([]Part, n), op: make([]int32, n), copied: make([]bool, n)}
+	m.t, m.ops = t, ops
+	m.ownPart, m.part = resize(m.ownPart, n), resize(m.part, n)
+	m.ownOp, m.op = resize(m.ownOp, n), resize(m.op, n)
+	m.ownCopy, m.copied = resize(m.ownCopy, n), resize(m.copied, n)
+	clear(m.ownPart)
+	clear(m.ownCopy)
 	for i := range m.ownOp {
-		m.ownOp[i], m.op[i] = -1, -1
+		m.ownOp[i] = -1
 	}
+	m.pauses, m.kids, m.segs = m.pauses[:0], m.kids[:0], m.segs[:0]
 	for k, o := range ops {
 		m.markOp(int32(k), o)
 	}
@@ -126,8 +138,18 @@ func newMarks(t *analyzer.Trace, ops []*analyzer.Operation) *marks {
 	for _, r := range t.Roots() {
 		m.inherit(int(r))
 	}
-	return m
 }
+
+// resize is s with length n, reusing its array when it is large enough (contents undefined).
+func resize[T any](s []T, n int) []T {
+	if cap(s) >= n {
+		return s[:n]
+	}
+	return make([]T, n)
+}
+
+// release drops what m points into, so a Scratch kept between traces holds none of them.
+func (m *marks) release() { m.t, m.ops = nil, nil }
 
 // isTry: an attempt of the retry loop (not a hedged copy, a fan-out branch or a redirect's resend).
 func isTry(k analyzer.AttemptKind) bool {

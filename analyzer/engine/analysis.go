@@ -74,14 +74,14 @@ func analyzeTrace(id spans.TraceID, ss []spans.Span, truncated int, cfg *Config,
 		}
 	}
 	*rp = reporter{} // nothing of this trace stays reachable from the pooled scratch
-	r.costs = cost.Measure(&t.Trace, r.ops, cfg.Settings.Skew())
+	r.costs = sc.costs.Measure(&t.Trace, r.ops, cfg.Settings.Skew())
 	if len(r.costs) > 0 && r.costs[0].Probability > 0 {
 		// After the detectors of the trace: the windowed ones read it.
 		for _, op := range r.ops {
 			op.SampleProbability = r.costs[0].Probability
 		}
 	}
-	detachCosts(r.costs, src)
+	detachCosts(r.costs, src, in)
 	sortFindings(r.findings)
 	for i := range r.findings {
 		t.countFinding(&r.findings[i])
@@ -480,16 +480,25 @@ func (r *traceResult) view() *TraceView {
 	return v
 }
 
-// detachCosts gives the costs' names memory of their own (see detachRest).
-func detachCosts(cs []cost.Request, src *sources) {
-	if src == nil {
+// detachCosts gives the costs' names memory of their own where they alias src (see detachOps):
+// interned, since entry points and dependencies are few and repeat trace after trace.
+func detachCosts(cs []cost.Request, src *sources, in *interner) {
+	if src == nil || len(cs) == 0 {
 		return
+	}
+	in.lockStr()
+	defer in.unlockStr()
+	str := func(s *string) {
+		if src.owns(*s) {
+			*s = in.strLocked(*s)
+		}
 	}
 	for i := range cs {
 		c := &cs[i]
-		c.Service, c.Name = detachString(src, c.Service), detachString(src, c.Name)
+		str(&c.Service)
+		str(&c.Name)
 		for j := range c.Deps {
-			c.Deps[j].Dependency = detachString(src, c.Deps[j].Dependency)
+			str(&c.Deps[j].Dependency)
 		}
 	}
 }
