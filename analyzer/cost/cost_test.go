@@ -9,6 +9,8 @@ import (
 	"github.com/stormwatch/stormwatch/analyzer/cost"
 	"github.com/stormwatch/stormwatch/analyzer/engine"
 	"github.com/stormwatch/stormwatch/spans"
+	"github.com/stormwatch/stormwatch/tracefile"
+	"github.com/stormwatch/stormwatch/tracefile/foreigntest"
 )
 
 const ms = int64(1_000_000)
@@ -345,5 +347,25 @@ func TestSampledRatesScale(t *testing.T) {
 	got, _ := measure(t, j)
 	if p := got[0].reqs[0].Probability; p != 0.1 {
 		t.Errorf("probability from Jaeger's tags = %v, want 0.1", p)
+	}
+}
+
+// A trace read from Jaeger JSON keeps the sampler's tags on its root span, so a request Jaeger's
+// probabilistic sampler kept at 10% counts as ten.
+func TestJaegerSamplerTagsSurviveTheReader(t *testing.T) {
+	b := stockLoop(11, true)
+	b.spans[0].Attrs = append(b.spans[0].Attrs, spans.StringAttr(spans.AttrJaegerSamplerType, "probabilistic"),
+		spans.DoubleAttr(spans.AttrJaegerSamplerParam, 0.1))
+	batches, err := tracefile.DecodeJaegerJSON(foreigntest.Jaeger(b.spans), spans.DecodeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var read []spans.Span
+	for _, bt := range batches {
+		read = append(read, bt.Spans...)
+	}
+	got, _ := measure(t, &builder{spans: read})
+	if p := got[0].reqs[0].Probability; p != 0.1 {
+		t.Errorf("probability after the Jaeger reader = %v, want 0.1", p)
 	}
 }
