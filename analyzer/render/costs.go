@@ -96,9 +96,27 @@ func costsSeconds(cs []analyzer.CostEntry) float64 {
 	return cs[0].Seconds
 }
 
+// NoCost says that retries cost nothing, for a report whose costs are all zero.
+const NoCost = "no request waited on a retry, no call was a retry's, no callee worked after its caller gave up"
+
+// costFree reports whether every entry's costs are zero.
+func costFree(cs []analyzer.CostEntry) bool {
+	for i := range cs {
+		e := &cs[i]
+		if e.AddedLatencyMs.Total != 0 || e.ExtraCalls != 0 || e.LateWorkSeconds != 0 || e.HedgeMs != 0 {
+			return false
+		}
+	}
+	return true
+}
+
 // costsText writes the text report's cost tables.
 func costsText(w io.Writer, r *analyzer.Report) {
 	if len(r.Costs) == 0 {
+		return
+	}
+	if costFree(r.Costs) {
+		fmt.Fprintf(w, "What retries cost: nothing (%s).\n\n", NoCost)
 		return
 	}
 	entries, deps, moreE, moreD := split(r.Costs)
@@ -131,6 +149,10 @@ func costsText(w io.Writer, r *analyzer.Report) {
 // costsMarkdown writes the Markdown report's cost table.
 func costsMarkdown(w io.Writer, r *analyzer.Report) {
 	if len(r.Costs) == 0 {
+		return
+	}
+	if costFree(r.Costs) {
+		fmt.Fprintf(w, "\n### What retries cost\n\nNothing: %s.\n", NoCost)
 		return
 	}
 	entries, deps, moreE, moreD := split(r.Costs)

@@ -53,6 +53,18 @@ func TestTextSaysWhatRetriesCost(t *testing.T) {
 	if !strings.Contains(buf.String(), "rates are as recorded: the spans do not say how they were sampled") {
 		t.Errorf("unknown sampling is not said:\n%s", buf.String())
 	}
+	// Costs all zero: one line, no table of zeros.
+	r = costly()
+	for i := range r.Costs {
+		r.Costs[i] = analyzer.CostEntry{Kind: r.Costs[i].Kind, Service: "edge", Dependency: "http://api:8080", Requests: 2}
+	}
+	buf.Reset()
+	if err := Text(&buf, r); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(buf.String(), "What retries cost: nothing (no request waited on a retry") || strings.Contains(buf.String(), "added p50") {
+		t.Errorf("a report where retries cost nothing shows a table:\n%s", buf.String())
+	}
 	// No costs, no section.
 	buf.Reset()
 	if err := Text(&buf, sample()); err != nil {
