@@ -52,10 +52,12 @@ type TraceIndex struct {
 func (t *Trace) Index() *TraceIndex { return &t.ix }
 
 // CallFacts are what Trace answers about one call: the index of its operation in
-// TraceIndex.Ops (-1 for none), its destination (scheme://host:port), outcome class and status.
+// TraceIndex.Ops (-1 for none), its destination (scheme://host:port), outcome class and status,
+// and when its caller gave up on it (Trace.GiveUp).
 type CallFacts struct {
 	Op                      int32
 	Origin, Outcome, Status string
+	GiveUp                  int64
 }
 
 // CarriedKeys are the attribute keys whose presence a driver indexes for CarriesAttr (bit k of

@@ -26,7 +26,7 @@ const (
 // state between runs and never see the engine that runs them (they do not import it); the suite
 // (analyzer/suite) lists them.
 //
-// docs/detectors.md, "Adding a detector", lists the five steps. A threshold the detector needs
+// docs/detectors.md, "Adding a detector", lists the steps. A threshold the detector needs
 // is one of its Settings, never a constant a user cannot reach.
 type Detector struct {
 	// Name is the stable identifier in reports and policies: lowercase words joined by '-'.

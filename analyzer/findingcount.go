@@ -34,12 +34,25 @@ type FindingCounter struct {
 	window map[string]bool
 	seen   map[FindingKey]bool
 	totals map[FindingTotal]int64 // keyed with Count 0
+	// byDep counts the same findings split by the service and dependency they are about, for
+	// series an alert can route by dependency and caller.
+	byDep map[DependencyFindingTotal]int64 // keyed with Count 0
+}
+
+// DependencyFindingTotal is how many findings of one detector and severity a [FindingCounter]
+// has seen about one service and dependency (a finding's Service and Dependency).
+type DependencyFindingTotal struct {
+	Detector            string
+	Severity            Severity
+	Service, Dependency string
+	Count               int64
 }
 
 // NewFindingCounter counts the findings of the given suite (it needs to know which detectors are
 // cross-trace).
 func NewFindingCounter(detectors []*Detector) *FindingCounter {
-	c := &FindingCounter{window: map[string]bool{}, seen: map[FindingKey]bool{}, totals: map[FindingTotal]int64{}}
+	c := &FindingCounter{window: map[string]bool{}, seen: map[FindingKey]bool{}, totals: map[FindingTotal]int64{},
+		byDep: map[DependencyFindingTotal]int64{}}
 	for _, d := range detectors {
 		if d != nil && d.Scope == ScopeWindow {
 			c.window[d.Name] = true
@@ -67,6 +80,7 @@ func (c *FindingCounter) Count(findings []Finding) []FindingKey {
 		keys[i] = k
 		if !c.seen[k] {
 			c.totals[FindingTotal{Detector: f.Detector, Severity: f.Severity}]++
+			c.byDep[DependencyFindingTotal{Detector: f.Detector, Severity: f.Severity, Service: f.Service, Dependency: f.Dependency}]++
 		}
 	}
 	c.seen = cur
@@ -86,3 +100,22 @@ func (c *FindingCounter) Totals() []FindingTotal {
 	})
 	return out
 }
+
+// DependencyTotals are the findings counted so far by detector, severity, service and dependency,
+// sorted by detector, dependency, service, then severity name. Their counts sum to Totals'.
+func (c *FindingCounter) DependencyTotals() []DependencyFindingTotal {
+	out := make([]DependencyFindingTotal, 0, len(c.byDep))
+	for k, n := range c.byDep {
+		k.Count = n
+		out = append(out, k)
+	}
+	slices.SortFunc(out, func(a, b DependencyFindingTotal) int {
+		return cmp.Or(cmp.Compare(a.Detector, b.Detector), cmp.Compare(a.Dependency, b.Dependency),
+			cmp.Compare(a.Service, b.Service), cmp.Compare(a.Severity.String(), b.Severity.String()))
+	})
+	return out
+}
+
+// IsWindow reports whether the named detector is cross-trace (its findings are about a window of
+// traffic, not one trace).
+func (c *FindingCounter) IsWindow(detector string) bool { return c.window[detector] }

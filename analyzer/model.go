@@ -10,8 +10,9 @@ import (
 )
 
 // ReportVersion is the version of the --format json contract. Bump it when a field or an evidence key
-// is renamed or removed; adding is compatible.
-const ReportVersion = 1
+// is renamed or removed; adding is compatible. Version 2 names the counts as the screens do:
+// calls and intents (version 1's physical_calls and logical_operations).
+const ReportVersion = 2
 
 // Severity ranks findings. The driver (policy, --fail-on) decides it; detectors suggest a default.
 type Severity int8
@@ -87,9 +88,10 @@ type DependencyStats struct {
 	// Services lists every callee service.name seen at this origin when there is more than one.
 	Services []string `json:"services,omitempty"`
 	// PhysicalCalls counts CLIENT spans that reached the dependency.
-	PhysicalCalls int `json:"physical_calls"`
-	// LogicalOperations counts what the top layer asked for (see Amplification in docs/analyzer.md).
-	LogicalOperations int `json:"logical_operations"`
+	PhysicalCalls int `json:"calls"`
+	// LogicalOperations counts what the top layer asked for, the intents (see Amplification in
+	// docs/analyzer.md).
+	LogicalOperations int `json:"intents"`
 	// Amplification is PhysicalCalls / LogicalOperations.
 	Amplification float64 `json:"amplification"`
 	// Outcomes counts physical calls by outcome: the HTTP status ("503"), the gRPC code
@@ -117,8 +119,8 @@ func (d *DependencyStats) ServiceNames() string {
 type CallerStats struct {
 	// Caller is the calling service's service.name.
 	Caller            string `json:"caller"`
-	PhysicalCalls     int    `json:"physical_calls"`
-	LogicalOperations int    `json:"logical_operations"`
+	PhysicalCalls     int    `json:"calls"`
+	LogicalOperations int    `json:"intents"`
 	// Amplification is PhysicalCalls / LogicalOperations (0 when no logical operation is
 	// credited to this caller: all its calls were copies made by a layer above, or continued
 	// another trace's operation).
@@ -151,6 +153,26 @@ type Report struct {
 	// TraceURL, when set, is where a trace can be looked at, with "{trace_id}" standing for a
 	// finding's trace id: the Jaeger UI's trace page when the traces came from a Jaeger.
 	TraceURL string `json:"trace_url,omitempty"`
+	// Live, in a running collector's report (GET /api/v1/report), says as of when it is and what
+	// it does not count yet; absent from an offline report, which counts everything it read.
+	Live *LiveState `json:"live,omitempty"`
+}
+
+// LiveState is where a live analysis stands. A reader that compares reports (stormwatch diff
+// against a collector) waits until the traces that arrived before it asked are settled and
+// judged: SettledThroughUnixNano and then WindowThroughUnixNano past that moment.
+type LiveState struct {
+	// AtUnixNano is when the report was taken, on the collector's clock.
+	AtUnixNano int64 `json:"at_unix_nano"`
+	// PendingTraces are traces still waiting for their settle period: not in the report yet.
+	PendingTraces int `json:"pending_traces"`
+	// SettledThroughUnixNano: every trace whose last span arrived before it is in the report.
+	SettledThroughUnixNano int64 `json:"settled_through_unix_nano"`
+	// WindowThroughUnixNano: the operations analyzed before it are judged by the cross-trace
+	// detectors (retry budget, synchronized retries, breakers) too; those analyzed since wait for
+	// their next run, WindowEveryMs apart at least.
+	WindowThroughUnixNano int64 `json:"window_through_unix_nano"`
+	WindowEveryMs         int64 `json:"window_every_ms,omitempty"`
 }
 
 // TraceLink is the address of trace id's page per TraceURL, or "" without one.

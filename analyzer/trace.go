@@ -113,6 +113,21 @@ func (t *Trace) Outcome(i int) (outcome, status string) {
 	return "", ""
 }
 
+// GiveUp is when the caller of CLIENT span i stopped waiting for its answer, in Unix ns on the
+// caller's clock, or 0 when it waited. It is read from time, whatever the span's status says: the
+// earliest of the span's end and the deadlines the request carried (resilience.deadline,
+// Request-Deadline, grpc-timeout, Envoy's expected and per-try timeouts, on the call or as its
+// callee captured them), when the callee's work (its SERVER span and the calls it made while serving
+// the request), read on the caller's clock, went on past it - or the span's own timeout or
+// cancellation says so. A call that recorded an answer (a status code) was given up on only by a
+// deadline that passed before it ended, or by that status.
+func (t *Trace) GiveUp(i int) int64 {
+	if c := t.ix.Call[i]; c >= 0 && int(c) < len(t.ix.Calls) {
+		return t.ix.Calls[c].GiveUp
+	}
+	return 0
+}
+
 // Origin is CLIENT span i's destination (scheme://host:port), "" for other spans.
 func (t *Trace) Origin(i int) string {
 	if c := t.ix.Call[i]; c >= 0 && int(c) < len(t.ix.Calls) {

@@ -244,6 +244,20 @@ func New(cfg Config, next spans.Consumer, opts ...Option) (*Collector, error) {
 // Downstream parts register their collectors here.
 func (c *Collector) Registry() *prometheus.Registry { return c.metrics.reg }
 
+// ListenError is a listener Start could not bind: which transport ("gRPC" or "HTTP"), at which
+// address, and why (errors.Is(err, syscall.EADDRINUSE) when another process holds it), so a
+// command can name the flag that sets the address.
+type ListenError struct {
+	Transport, Addr string
+	Err             error
+}
+
+func (e *ListenError) Error() string {
+	return fmt.Sprintf("listen for OTLP/%s on %s: %v", e.Transport, e.Addr, e.Err)
+}
+
+func (e *ListenError) Unwrap() error { return e.Err }
+
 // Start binds both listeners and starts serving; it returns once both are listening, or with the
 // first bind error (having released whatever it bound). ctx bounds nothing after Start returns:
 // stop the collector with Shutdown.
@@ -257,7 +271,7 @@ func (c *Collector) Start(ctx context.Context) error {
 	if c.cfg.GRPCAddr != Disabled {
 		ln, err := lc.Listen(ctx, "tcp", c.cfg.GRPCAddr)
 		if err != nil {
-			return fmt.Errorf("listen for OTLP/gRPC on %s: %w", c.cfg.GRPCAddr, err)
+			return &ListenError{Transport: "gRPC", Addr: c.cfg.GRPCAddr, Err: err}
 		}
 		c.conns[transportGRPC] = newConnLimit(ln, c.cfg.MaxConnections)
 		c.grpcLn = c.conns[transportGRPC]
@@ -268,7 +282,7 @@ func (c *Collector) Start(ctx context.Context) error {
 			if c.grpcLn != nil {
 				c.grpcLn.Close()
 			}
-			return fmt.Errorf("listen for OTLP/HTTP on %s: %w", c.cfg.HTTPAddr, err)
+			return &ListenError{Transport: "HTTP", Addr: c.cfg.HTTPAddr, Err: err}
 		}
 		c.conns[transportHTTP] = newConnLimit(ln, c.cfg.MaxConnections)
 		c.httpLn = c.conns[transportHTTP]

@@ -56,6 +56,30 @@ const (
 	// tracing: how many attempts of the call came before this one.
 	AttrGRPCAttemptPrevious = "previous-rpc-attempts"
 
+	// Messaging: the system and the destination that name a broker that redelivers. RabbitMQ's
+	// destination is its exchange (empty for the default one), so the routing key names the queue
+	// there. The legacy keys are those of instrumentations on conventions before 1.21 (amqplib's).
+	AttrMessagingSystem                   = "messaging.system"
+	AttrMessagingDestinationName          = "messaging.destination.name"
+	AttrMessagingRabbitMQRoutingKey       = "messaging.rabbitmq.destination.routing_key"
+	AttrLegacyMessagingDestination        = "messaging.destination"
+	AttrLegacyMessagingRabbitMQRoutingKey = "messaging.rabbitmq.routing_key"
+	// How long the caller will wait, as captured request headers (gRPC's grpc-timeout, "100m";
+	// Envoy's expected and per-try timeouts in milliseconds) and as Envoy tags its own spans.
+	AttrReqHeaderGRPCTimeout       = "http.request.header.grpc-timeout"
+	AttrGRPCMetadataTimeout        = "rpc.grpc.request.metadata.grpc-timeout"
+	AttrEnvoyGRPCTimeout           = "grpc.timeout"
+	AttrReqHeaderEnvoyExpectedRqMs = "http.request.header.x-envoy-expected-rq-timeout-ms"
+	AttrReqHeaderEnvoyPerTryMs     = "http.request.header.x-envoy-upstream-rq-per-try-timeout-ms"
+	// Outcomes in the tags of OpenTracing, Zipkin and Envoy's tracer: error ("true" or a bool),
+	// Envoy's response_flags ("UT": upstream timeout) and retry.count (tries before this one),
+	// gRPC status as Envoy tags it, and peer.service naming the callee.
+	AttrLegacyError        = "error"
+	AttrEnvoyResponseFlags = "response_flags"
+	AttrEnvoyRetryCount    = "retry.count"
+	AttrEnvoyGRPCStatus    = "grpc.status_code"
+	AttrPeerService        = "peer.service"
+
 	// stormwatch's resilience.* namespace: see docs/attributes.md for meanings. resilience.deadline
 	// is an instant (Unix ns), as are the captured Request-Deadline header and a Retry-After
 	// HTTP-date: a replay must move them with the span times, so tracefile/replay lists them
@@ -99,6 +123,11 @@ var WellKnown = []string{
 	AttrLegacyNetPeerName, AttrLegacyNetPeerPort, AttrLegacyNetHostName, AttrLegacyNetHostPort,
 	AttrReqHeaderIdempotencyKey, AttrResHeaderRetryAfter, AttrReqHeaderDeadline,
 	AttrReqHeaderEnvoyAttempt, AttrEnvoyUpstreamCluster, AttrGRPCAttemptPrevious,
+	AttrMessagingSystem, AttrMessagingDestinationName, AttrMessagingRabbitMQRoutingKey,
+	AttrLegacyMessagingDestination, AttrLegacyMessagingRabbitMQRoutingKey,
+	AttrReqHeaderGRPCTimeout, AttrGRPCMetadataTimeout, AttrEnvoyGRPCTimeout, AttrReqHeaderEnvoyExpectedRqMs,
+	AttrReqHeaderEnvoyPerTryMs, AttrLegacyError, AttrEnvoyResponseFlags, AttrEnvoyRetryCount, AttrEnvoyGRPCStatus,
+	AttrPeerService,
 	AttrOpID, AttrOpName, AttrAttempt, AttrAttemptKind, AttrOwner, AttrOutcome, AttrDecision, AttrStopReason,
 	AttrDeadline, AttrDeadlineRemaining, AttrBackoff, AttrRetryAfter, AttrBudgetRemaining, AttrBreakerState,
 	AttrFanoutWidth, AttrIdempotencyKey, AttrTerminal,

@@ -149,6 +149,7 @@ const zipkinDocument = `[
    "timestamp": 1700000000000000, "duration": 300000, "localEndpoint": {"serviceName": "checkout"}},
   {"traceId": "5af7183fb1d4cf5f", "parentId": "0000000000000001", "id": "0000000000000002", "name": "get", "kind": "CLIENT",
    "timestamp": 1700000000000100, "duration": 5000, "localEndpoint": {"serviceName": "checkout"},
+   "remoteEndpoint": {"serviceName": "inventory", "ipv4": "10.0.0.7", "port": 8080},
    "tags": {"http.response.status_code": "503", "error": "upstream unavailable", "peer.hostname": "x"}},
   {"traceId": "5af7183fb1d4cf5f", "parentId": "0000000000000001", "id": "0000000000000002", "name": "get /items", "kind": "SERVER",
    "shared": true, "timestamp": 1700000000000200, "duration": 4000, "localEndpoint": {"serviceName": "inventory"},
@@ -192,6 +193,9 @@ func TestZipkinJSONMapping(t *testing.T) {
 	}
 	if _, ok := call.Attr("peer.hostname"); ok {
 		t.Errorf("a tag outside the well-known set was kept")
+	}
+	if got := call.Str(spans.AttrPeerService); got != "inventory" {
+		t.Errorf("remoteEndpoint.serviceName as peer.service = %q, want inventory", got)
 	}
 	served := findSpan(t, all, "get /items")
 	want := SharedServerSpanID(served.TraceID, call.SpanID, 0)

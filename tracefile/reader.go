@@ -119,6 +119,11 @@ type Reader struct {
 	skipped  int
 	read     int // records returned
 
+	// members reads a gzip file member by member (nil for other input); notedTorn is how many of
+	// its torn members have been reported.
+	members   *gzipMembers
+	notedTorn int
+
 	// pending holds the traces of a document read whole (Jaeger, Zipkin JSON) not yet returned.
 	pending []*spans.Batch
 	docRead bool
@@ -154,11 +159,29 @@ func Open(path string, opt ReadOptions) (*Reader, error) {
 		if in == nil {
 			in = os.Stdin
 		}
+		if f, ok := in.(*os.File); ok {
+			if st, err := f.Stat(); err == nil && st.Mode()&(os.ModeDevice|os.ModeCharDevice|os.ModeDir) != 0 {
+				return nil, fmt.Errorf("standard input is %s, not a file or a pipe: pipe the trace file into it", fileKind(st.Mode()))
+			}
+		}
 		return NewReader(in, "-", opt)
+	}
+	// A device never ends (/dev/zero), a named pipe may never (opening one waits for a writer),
+	// a directory is no file: refused before it is opened. Standard input ("-") is the way to
+	// stream.
+	notRegular := func(st os.FileInfo) error {
+		return fmt.Errorf("trace file %s is %s, not a regular file: give a file, or pipe the data into - (standard input)", path, fileKind(st.Mode()))
+	}
+	if st, err := os.Stat(path); err == nil && !st.Mode().IsRegular() {
+		return nil, notRegular(st)
 	}
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("open trace file: %w", err)
+	}
+	if st, err := f.Stat(); err == nil && !st.Mode().IsRegular() {
+		f.Close()
+		return nil, notRegular(st) // replaced since it was looked at
 	}
 	r, err := NewReader(f, path, opt)
 	if err != nil {
@@ -178,11 +201,19 @@ func NewReader(in io.Reader, name string, opt ReadOptions) (*Reader, error) {
 	r := &Reader{name: name, opt: opt, src: bufio.NewReaderSize(in, 64<<10)}
 	extFormat, _ := FormatFromPath(name)
 	if magic, err := r.src.Peek(2); err == nil && magic[0] == 0x1f && magic[1] == 0x8b {
-		zr, err := gzip.NewReader(r.src)
-		if err != nil {
-			return nil, fmt.Errorf("%s: read gzip header: %w", name, err)
+		if f, ok := in.(*os.File); ok && isRegular(f) {
+			// A file: read member by member, so that a member torn by a crash costs only
+			// its own last record (see gzipMembers).
+			st, _ := f.Stat()
+			r.members = newGzipMembers(f, st.Size())
+			r.src = bufio.NewReaderSize(r.members, 64<<10)
+		} else {
+			zr, err := gzip.NewReader(r.src)
+			if err != nil {
+				return nil, fmt.Errorf("%s: read gzip header: %w", name, err)
+			}
+			r.src = bufio.NewReaderSize(zr, 64<<10)
 		}
-		r.src = bufio.NewReaderSize(zr, 64<<10)
 	} else if err != nil && err != io.EOF && err != bufio.ErrBufferFull {
 		return nil, fmt.Errorf("read %s: %w", name, err)
 	}
@@ -215,6 +246,22 @@ func (r *Reader) Name() string { return r.name }
 // counts them all.
 func (r *Reader) Warnings() []error { return r.warnings }
 
+// Tears describes each gzip member found torn in the middle of the file so far (a recorder that
+// was killed and appended to without its tail being cut back): where it is and that what followed
+// its last whole record is lost. The records around it are read.
+func (r *Reader) Tears() []string {
+	if r.members == nil {
+		return nil
+	}
+	var out []string
+	for _, t := range r.members.torn[:r.notedTorn] {
+		if t.next >= 0 {
+			out = append(out, t.String())
+		}
+	}
+	return out
+}
+
 // Skipped is the number of records skipped as malformed (or truncated) so far.
 func (r *Reader) Skipped() int { return r.skipped }
 
@@ -230,7 +277,7 @@ func (r *Reader) Close() error {
 // through the warnings (or, with Strict, returned as a *RecordError, after which Next keeps returning
 // it). Any other error is a failure to read the file.
 func (r *Reader) Next() (*Record, error) {
-	for r.err == nil {
+	for r.err == nil || r.resume() {
 		var rec *Record
 		var err error
 		switch r.format {
@@ -261,6 +308,29 @@ func (r *Reader) Next() (*Record, error) {
 	return nil, r.err
 }
 
+// resume goes on after the records of a torn gzip member with the next member, reporting the
+// tear; false when the input has really ended (or failed).
+func (r *Reader) resume() bool {
+	if r.members == nil {
+		return false
+	}
+	for ; r.notedTorn < len(r.members.torn); r.notedTorn++ {
+		// A torn last member is the ordinary end of a crashed recording: its cut record says
+		// so. A tear in the middle is reported on its own (the cut record is counted as
+		// skipped, the tear is not).
+		if t := r.members.torn[r.notedTorn]; t.next >= 0 {
+			r.skipped--
+			r.warn(&RecordError{Pos: Position{File: r.name, Record: r.n + 1, Offset: t.start}, Err: errors.New(t.String())})
+		}
+	}
+	if r.err != io.EOF || !r.members.next() {
+		return false
+	}
+	r.err = nil
+	r.src = bufio.NewReaderSize(r.members, 64<<10)
+	return true
+}
+
 func (r *Reader) warn(err error) {
 	r.skipped++
 	if len(r.warnings) < maxKeptWarnings {
@@ -275,7 +345,7 @@ func (r *Reader) warn(err error) {
 // also ends the input: what was decompressed before the cut is good, and the record in progress is
 // reported as truncated by the caller.
 func readErr(err error) error {
-	if err == io.ErrUnexpectedEOF {
+	if err == io.ErrUnexpectedEOF || err == errMemberTorn {
 		return io.EOF
 	}
 	return err
@@ -558,6 +628,29 @@ func (r *Reader) readLine(limit int, into []byte) (line []byte, complete, tooLon
 			return line, complete, tooLong, err
 		}
 	}
+}
+
+// fileKind names what a file that is not a regular one is.
+func fileKind(m os.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "a directory"
+	case m&os.ModeNamedPipe != 0:
+		return "a named pipe"
+	case m&os.ModeSocket != 0:
+		return "a socket"
+	case m&os.ModeCharDevice != 0:
+		return "a character device (a terminal, /dev/zero)"
+	case m&os.ModeDevice != 0:
+		return "a device"
+	}
+	return "not a regular file (" + m.Type().String() + ")"
+}
+
+// isRegular reports whether f is a regular file (it can be read at any offset).
+func isRegular(f *os.File) bool {
+	st, err := f.Stat()
+	return err == nil && st.Mode().IsRegular()
 }
 
 func isBlank(b []byte) bool { return len(bytes.TrimSpace(b)) == 0 }

@@ -46,6 +46,7 @@ type Writer struct {
 	// destination cannot. dirSynced says the file's directory entry was made durable too.
 	sync      func() error
 	dirSynced bool
+	recovery  Recovery // what Append did to the existing file's end
 }
 
 // Create creates (or truncates) the trace file at path, its format chosen by the extension:
@@ -56,7 +57,9 @@ func Create(path string) (*Writer, error) {
 
 // Append opens the trace file at path for appending, creating it if needed: a collector restarted
 // with the same --record file keeps what it recorded before. For .gz files each session adds a gzip
-// member, which readers decompress as one stream. A .json file cannot be appended to.
+// member, which readers decompress as one stream. A .json file cannot be appended to. An existing
+// file that ends in the middle of a record (its recorder was killed mid-write) is first cut back
+// to its last whole record, keeping every whole one (see Recovery).
 func Append(path string) (*Writer, error) {
 	f, _, err := writeFormat(path)
 	if err != nil {
@@ -65,8 +68,22 @@ func Append(path string) (*Writer, error) {
 	if f == FormatJSON {
 		return nil, fmt.Errorf("trace file %s: a .json file holds one request and cannot be appended to: use .jsonl", path)
 	}
-	return openWriter(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY)
+	_, gz, _ := writeFormat(path)
+	rec, err := recoverTail(path, f, gz)
+	if err != nil {
+		return nil, err
+	}
+	w, err := openWriter(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY)
+	if err != nil {
+		return nil, err
+	}
+	w.recovery = rec
+	return w, nil
 }
+
+// Recovery says what Append found at the end of the existing file and did about it (see
+// Recovery); the zero value when the file was new, empty or ended with a whole record.
+func (w *Writer) Recovery() Recovery { return w.recovery }
 
 func openWriter(path string, flag int) (*Writer, error) {
 	format, gz, err := writeFormat(path)

@@ -19,7 +19,10 @@ type zipkinSpan struct {
 	Timestamp     json.Number     `json:"timestamp"` // microseconds since the epoch
 	Duration      json.Number     `json:"duration"`  // microseconds
 	LocalEndpoint *zipkinEndpoint `json:"localEndpoint"`
-	Annotations   []struct {
+	// RemoteEndpoint is the other side of a CLIENT (or PRODUCER) span: its serviceName is the
+	// callee, kept as peer.service (OpenTelemetry's Zipkin exporter writes peer.service there).
+	RemoteEndpoint *zipkinEndpoint `json:"remoteEndpoint"`
+	Annotations    []struct {
 		Timestamp json.Number `json:"timestamp"`
 		Value     string      `json:"value"`
 	} `json:"annotations"`
@@ -131,6 +134,11 @@ func zipkinSpanOf(z *zipkinSpan, opt spans.DecodeOptions) (spans.Span, error) {
 			continue
 		}
 		s.Attrs = append(s.Attrs, spans.StringAttr(k, z.Tags[k]))
+	}
+	if z.RemoteEndpoint != nil && z.RemoteEndpoint.ServiceName != "" && keepAttr(spans.AttrPeerService, opt) {
+		if _, ok := z.Tags[spans.AttrPeerService]; !ok {
+			s.Attrs = append(s.Attrs, spans.StringAttr(spans.AttrPeerService, z.RemoteEndpoint.ServiceName))
+		}
 	}
 	s.Status = deriveStatus(&s, z.Tags[tagOtelStatusCode], errTag)
 	for _, a := range z.Annotations {

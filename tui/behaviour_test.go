@@ -600,3 +600,54 @@ func TestPaintMatchesLipgloss(t *testing.T) {
 		}
 	}
 }
+
+// Keys that arrive in one read come as one message of several runes: every one is applied, in
+// order - "jjj" moves three rows, "jjk" two down and one up, and "/adap" opens the filter and
+// types into it.
+func TestBatchedKeysAllApplied(t *testing.T) {
+	m := drive(t, New(testOptions(fixedSource(fakeSnapshot(0)))), size(testW, testH))
+	one := drive(t, m, press("j"), press("j"), press("j"))
+	batched := drive(t, m, press("jjj"))
+	if batched.deps.cur.pos != 3 || one.deps.cur.pos != 3 {
+		t.Fatalf("jjj in one read moved to row %d, three presses to row %d; want 3", batched.deps.cur.pos, one.deps.cur.pos)
+	}
+	if got := drive(t, m, press("jjk")).deps.cur.pos; got != 1 {
+		t.Errorf("jjk moved to row %d, want 1", got)
+	}
+	f := drive(t, m, press("/adap"))
+	if !f.input.active || f.input.value != "adap" {
+		t.Errorf("'/adap' in one read: filter active %v, value %q; want the filter open with \"adap\"", f.input.active, f.input.value)
+	}
+}
+
+// The Operations tab counts what its screen lists, on every screen: drilled into a dependency's
+// operations and on into a trace, it still says how many operations that dependency's list holds,
+// not 0 because the hidden screen let go of its rows.
+func TestOperationsCountAgreesAfterDrillingIn(t *testing.T) {
+	m := drive(t, New(testOptions(fixedSource(fakeSnapshot(0)))), size(testW, testH), press("j"), press("enter"))
+	if v := m.View(); !strings.Contains(v, "3 of 61 operations") || !strings.Contains(v, "Operations (3)") {
+		t.Fatalf("the operations of http://adapter:8080:\n%s", v)
+	}
+	m = drive(t, m, press("enter"))
+	if m.screen != screenTrace {
+		t.Fatalf("enter on an operation did not open its trace:\n%s", m.View())
+	}
+	if v := m.View(); !strings.Contains(v, "2 Operations (3)") {
+		t.Errorf("on the trace the tab lost the count of the list it came from:\n%s", v)
+	}
+	m = drive(t, m, press("esc"))
+	if v := m.View(); !strings.Contains(v, "Operations (3)") || !strings.Contains(v, "3 of 61 operations") {
+		t.Errorf("back on the operations, the tab and the list disagree:\n%s", v)
+	}
+	// To another list and back: the hidden screen lets go of its rows, not of its count.
+	for _, k := range []string{"1", "3"} {
+		m = drive(t, m, press(k))
+		if v := m.View(); !strings.Contains(v, "2 Operations (3)") {
+			t.Errorf("on screen %s the tab lost the filtered list's count:\n%s", k, v)
+		}
+	}
+	m = drive(t, m, press("2"))
+	if v := m.View(); !strings.Contains(v, "[2 Operations (3)]") || !strings.Contains(v, "3 of 61 operations") {
+		t.Errorf("back on the operations:\n%s", v)
+	}
+}

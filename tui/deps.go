@@ -395,6 +395,12 @@ func (m depsModel) View() string {
 		lines = append(lines, t.Dim.Render("  nothing matches the filter"))
 	}
 	from, to := m.cur.window()
+	// The names on screen are cut together, so that two rows never read the same.
+	shown := make([]string, 0, to-from)
+	for i := from; i < to; i++ {
+		shown = append(shown, shortURL(m.rows[i].label, narrow))
+	}
+	shown = cutDistinct(shown, cols[1].width)
 	for i := from; i < to; i++ {
 		r := &m.rows[i]
 		// The cursor has the first cell and the marker the second, so the cursor never hides it.
@@ -410,7 +416,7 @@ func (m depsModel) View() string {
 			mark = ">" + mark[rest:]
 		}
 		ampl := fmt.Sprintf("%.2fx", r.d.Amplification)
-		cells := []string{mark, shortURL(r.label, narrow), humanInt(r.d.PhysicalCalls), humanInt(r.d.LogicalOperations),
+		cells := []string{mark, shown[i-from], humanInt(r.d.PhysicalCalls), humanInt(r.d.LogicalOperations),
 			ampl, r.added, r.errText, r.breaker}
 		if m.base != nil {
 			c, l, a := m.base.since(r.d).cells()

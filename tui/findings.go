@@ -256,11 +256,16 @@ func (m findingsModel) View() string {
 			if i == m.cur.pos {
 				mark = ">" + sevMark(g.Severity) + " "
 			}
-			where := g.Caller
+			path := render.Path(g, &m.sel[g.Findings[0]])
 			if g.Dependency != "" {
-				where += " → " + shortURL(g.Dependency, m.width < 100)
+				path[len(path)-1] = shortURL(g.Dependency, m.width < 100)
 			}
-			line = row(cols, mark, g.Detector, where, humanInt(g.Count), clock(g.LastUnixNano))
+			where := strings.Join(path, " → ")
+			last := g.LastUnixNano
+			if last == 0 { // a cross-trace finding: the end of the window it judged
+				_, last = render.Window(&m.sel[g.Findings[0]])
+			}
+			line = row(cols, mark, g.Detector, where, humanInt(g.Count), clock(last))
 		} else {
 			f := e.f
 			mark := "   "
@@ -301,13 +306,13 @@ func (m findingsModel) View() string {
 	if e, f := m.current(), m.example(); e != nil && f != nil {
 		g := e.g
 		d = append(d, fit(m.sevStyle(g.Severity, sevMark(g.Severity)+" "+g.Severity.String())+"  "+t.Bold.Render(g.Detector)+
-			t.Dim.Render("  "+render.Where(g.Caller, g.Dependency)), m.width))
+			t.Dim.Render("  "+render.Place(g, &m.sel[g.Findings[0]])), m.width))
 		if e.f == nil {
 			count := words.Count(g.Count, "finding")
 			if n := len(g.TraceIDs); n != g.Count {
 				count += " in " + words.Count(n, "trace")
 			}
-			if tr := render.TimeRange(g.FirstUnixNano, g.LastUnixNano); tr != "" {
+			if tr := render.When(g, f); tr != "" {
 				count += " · " + tr
 			}
 			field("count", count, 1)
@@ -320,6 +325,18 @@ func (m findingsModel) View() string {
 		}
 		field(label, f.Summary, 2)
 		field("evidence", render.Evidence(f.Evidence), 1)
+		if ids, ok := f.Evidence["trace_ids"].Texts(); ok && len(ids) > 0 {
+			// A cross-trace finding counts many traces; it cites one as its example.
+			short := make([]string, len(ids))
+			for i, id := range ids {
+				short[i] = shortID(id)
+			}
+			text := strings.Join(short, " ")
+			if n, ok := f.Evidence["traces"].Int(); ok && n > len(ids) {
+				text += fmt.Sprintf(" (%d of %d)", len(ids), n)
+			}
+			field("traces", text+" · :trace ID opens one", 2)
+		}
 		field("action", f.Action, 2)
 	} else {
 		d = append(d, t.Dim.Render(words.Count(len(m.sel), "finding")+" in "+words.Count(len(m.groups), "group")+" · s: flip order"))

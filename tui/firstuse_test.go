@@ -193,7 +193,7 @@ func TestFindingsGrouped(t *testing.T) {
 	m := drive(t, New(testOptions(fixedSource(stormFindings(500)))), size(80, 24), press("3"))
 	v := m.View()
 	for _, want := range []string{
-		">‼  retry-amplification     edge → dep:8080                         500 10:08:19",
+		">‼  retry-amplification     edge → api → adapter → dep:8080         500 10:08:19", // the chain, nearest layer last
 		"count     500 findings · 2026-",
 	} {
 		if !strings.Contains(v, want) {

@@ -6,6 +6,8 @@ import (
 	"github.com/charmbracelet/bubbles/key"
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/x/ansi"
+
+	"github.com/stormwatch/stormwatch/internal/termsafe"
 )
 
 // cursor is the scroll state of a list of n rows shown height at a time. Screens keep their rows in
@@ -100,6 +102,7 @@ func fit(s string, w int) string {
 	if w <= 0 {
 		return ""
 	}
+	s = termsafe.Cell(s) // measured as it will be shown
 	sw := ansi.StringWidth(s)
 	if sw > w {
 		s = ansi.Truncate(s, w, "…")
@@ -116,6 +119,7 @@ func fitLeft(s string, w int) string {
 	if w <= 0 {
 		return ""
 	}
+	s = termsafe.Cell(s)
 	sw := ansi.StringWidth(s)
 	if sw > w {
 		return ansi.Truncate(s, w, "…")
@@ -197,6 +201,7 @@ func writeCell(b *strings.Builder, v string, w int, right bool) {
 	if w <= 0 {
 		return
 	}
+	v = termsafe.Cell(v)
 	sw := ansi.StringWidth(v)
 	if sw > w {
 		v = ansi.Truncate(v, w, "…")
@@ -226,4 +231,55 @@ func padLines(lines []string, h int) string {
 		lines = append(lines, "")
 	}
 	return strings.Join(lines, "\n")
+}
+
+// cutDistinct fits each name into w cells so that names shown together still read differently:
+// a name too long loses a part from its middle (one "…"), placed to keep where it first differs
+// from the most alike of the others - the pod hash, the "-2", the port - and as much of its start
+// and end as there is room for. A plain cut at the end would turn http://inventory-7f9c:8080 and
+// http://inventory-8a2b:8080 into the same "http://inven…".
+func cutDistinct(names []string, w int) []string {
+	out := make([]string, len(names))
+	for i, n := range names {
+		out[i] = cutName(n, names, w)
+	}
+	return out
+}
+
+func cutName(n string, others []string, w int) string {
+	r := []rune(n)
+	if len(r) <= w || w <= 0 {
+		return n
+	}
+	if w < 4 {
+		return string(r[:w-1]) + "…"
+	}
+	// lo: where n first differs from the name it shares the longest start with.
+	lo := 0
+	for _, o := range others {
+		if o == n {
+			continue
+		}
+		p := 0
+		for _, c := range o {
+			if p >= len(r) || r[p] != c {
+				break
+			}
+			p++
+		}
+		lo = max(lo, p)
+	}
+	lo = min(lo, len(r)-1)
+	keep := w - 1          // runes kept around the one "…"
+	head := (keep + 1) / 2 // a cut in the middle...
+	tail := keep - head
+	if lo < head || lo >= len(r)-tail {
+		return string(r[:head]) + "…" + string(r[len(r)-tail:]) // ...keeps the difference already
+	}
+	// The difference is in the middle: end the cut just before it, keeping everything from there.
+	if rest := len(r) - lo; rest < keep {
+		return string(r[:keep-rest]) + "…" + string(r[lo:])
+	}
+	// Even the part from the difference on is too long: show the difference and what follows.
+	return "…" + string(r[lo:lo+keep-1]) + "…"
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/charmbracelet/lipgloss"
 
 	"github.com/stormwatch/stormwatch/analyzer/engine"
+	"github.com/stormwatch/stormwatch/internal/termsafe"
 	"github.com/stormwatch/stormwatch/spans"
 )
 
@@ -414,9 +415,40 @@ func (m Model) update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		return m.forward(msg)
 
 	case tea.KeyMsg:
+		if msg.Type == tea.KeyRunes && len(msg.Runes) > 1 && !msg.Paste {
+			return m.keys(msg)
+		}
 		return m.key(msg)
 	}
 	return m, nil
+}
+
+// keys applies every key of a batched read, in order. The terminal reader hands several runes
+// that arrive in one read (keys typed or held faster than a frame, or sent at once over SSH) to
+// Update as one message; matched whole against the bindings, "jjj" would be no key at all. Each
+// rune is one key press - typed into the filter or the command line just the same, once a key of
+// the batch has opened one. A bracketed paste stays whole.
+func (m Model) keys(msg tea.KeyMsg) (tea.Model, tea.Cmd) {
+	var cmds []tea.Cmd
+	for _, r := range msg.Runes {
+		one := msg
+		one.Runes = []rune{r}
+		if r == ' ' {
+			one.Type = tea.KeySpace // as the reader reports a space on its own
+		}
+		next, cmd := m.key(one)
+		m = next.(Model)
+		if cmd != nil {
+			cmds = append(cmds, cmd)
+		}
+	}
+	switch len(cmds) {
+	case 0:
+		return m, nil
+	case 1:
+		return m, cmds[0]
+	}
+	return m, tea.Sequence(cmds...)
 }
 
 func (m *Model) setSize(w, h int) {
@@ -744,7 +776,10 @@ func (m Model) View() string {
 			body = m.span.View()
 		}
 	}
-	return m.headerView() + "\n" + body + "\n" + m.footerView()
+	// Names, attributes and URLs in the frame come from the data: whatever escape sequence,
+	// bidi override or zero-width character they carry is shown, not obeyed (the cells are made
+	// safe as they are measured; this is the guarantee for the rest).
+	return termsafe.Frame(m.headerView() + "\n" + body + "\n" + m.footerView())
 }
 
 func (m Model) helpKeys() screenKeys {

@@ -148,7 +148,7 @@ func TestFindingsScreenGolden(t *testing.T) {
 	tm.Send(press("3"))
 	waitFor(t, tm, "evidence")
 	view := finalView(t, tm)
-	for _, want := range []string{">‼  retry-amplification     edge → http://dep:8080", " !  post-deadline-work      edge → http://api:8080", " ·  no-backoff              web → http://pricing:8080",
+	for _, want := range []string{">‼  retry-amplification     edge → api → adapter → http://dep:8080", " !  post-deadline-work      edge → http://api:8080", " ·  no-backoff              web → http://pricing:8080",
 		"layers=edge x3 -> api x3 -> adapter x3", "action    let one layer own retries"} {
 		if !strings.Contains(view, want) {
 			t.Errorf("findings screen lacks %q:\n%s", want, view)

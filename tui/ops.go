@@ -70,6 +70,8 @@ type opsModel struct {
 	gen        uint64
 	building   bool
 	inFlight   bool
+	// releasedShown is how many rows the list held when release let go of them.
+	releasedShown int
 }
 
 // asyncOps is how many operations the ops screen filters and sorts in place: below it the work
@@ -122,6 +124,9 @@ func (m *opsModel) release() {
 	if m.snap != nil && m.stale == nil {
 		m.stale = m.snap
 	}
+	if m.snap != nil {
+		m.releasedShown = len(m.rows)
+	}
 	m.snap, m.all, m.rows = nil, nil, nil
 	m.gen++ // a rebuild in flight is of no use now
 	m.building = false
@@ -135,6 +140,12 @@ func (m *opsModel) setFilter(s string) {
 func (m opsModel) shown() int {
 	if m.stale != nil && m.filter.empty() {
 		return m.stale.HeldOperations
+	}
+	if m.snap == nil && m.stale != nil {
+		// Released with a filter: the rows are gone until the screen is shown again, and
+		// filtering every operation to count them would undo the release. The count the list
+		// showed last stands until then.
+		return m.releasedShown
 	}
 	return len(m.rows)
 }
@@ -386,6 +397,12 @@ func (m opsModel) View() string {
 		}
 	}
 	from, to := m.cur.window()
+	// Names on screen are cut together, so that two rows never read the same.
+	shownDeps := make([]string, 0, to-from)
+	for i := from; i < to; i++ {
+		shownDeps = append(shownDeps, shortURL(m.rows[i].Dependency, narrow))
+	}
+	shownDeps = cutDistinct(shownDeps, cols[2].width)
 	for i := from; i < to; i++ {
 		op := m.rows[i]
 		mark := " "
@@ -404,7 +421,7 @@ func (m opsModel) View() string {
 		if terminal == "" {
 			terminal = op.StopReason
 		}
-		line := row(cols, mark, op.Caller, shortURL(op.Dependency, narrow), att, op.Owner, terminal, outcomeTrail(op),
+		line := row(cols, mark, op.Caller, shownDeps[i-from], att, op.Owner, terminal, outcomeTrail(op),
 			fmtDur(op.Latency()), find)
 		switch {
 		case i == m.cur.pos:

@@ -13,7 +13,8 @@ import (
 )
 
 // Version is the version of the diff's JSON document; bump it when a field is renamed or removed.
-const Version = 1
+// Version 2 names the counts calls and intents, as the analyze report's version 2 does.
+const Version = 2
 
 // DefaultTolerance is the relative growth of an amplification that is still "the same": 5%.
 const DefaultTolerance = 0.05
@@ -40,8 +41,8 @@ type Options struct {
 
 // Figures are one side's numbers for a dependency or a caller.
 type Figures struct {
-	PhysicalCalls     int     `json:"physical_calls"`
-	LogicalOperations int     `json:"logical_operations"`
+	PhysicalCalls     int     `json:"calls"`
+	LogicalOperations int     `json:"intents"`
 	Amplification     float64 `json:"amplification"`
 	// LayerProduct is the largest retry-amplification factor at the dependency (the product of
 	// attempts per retrying layer for one request); 0 when no two layers retried.

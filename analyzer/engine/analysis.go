@@ -126,7 +126,7 @@ func (t *trace) publishCalls(sc *scratch) {
 	facts := slices.Grow(sc.facts[:0], len(t.calls))[:len(t.calls)]
 	for k := range t.calls {
 		c := &t.calls[k]
-		facts[k] = analyzer.CallFacts{Op: c.op, Origin: c.origin, Outcome: c.outcome, Status: c.status}
+		facts[k] = analyzer.CallFacts{Op: c.op, Origin: c.origin, Outcome: c.outcome, Status: c.status, GiveUp: c.giveUp}
 	}
 	sc.facts = facts
 	t.Index().Calls = facts

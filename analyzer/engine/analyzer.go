@@ -103,6 +103,8 @@ type Analyzer struct {
 	hasWindow      bool
 	windowFindings []analyzer.Finding
 	lastWindow     int64
+	// windowJudged is the clock of the last live windowed run, set once its findings are in.
+	windowJudged int64
 	// windowGap is the least time from one windowed run to the next that the last run's length
 	// (windowRun) allows (Config.WindowShare); Settle waits the longer of it and WindowInterval.
 	windowGap int64
@@ -426,6 +428,7 @@ func (a *Analyzer) Settle(now time.Time) {
 		took := time.Since(start)
 		a.mu.Lock()
 		a.windowRun, a.windowGap = took, int64(a.cfg.windowGap(took))
+		a.windowJudged = n // its findings are published now, not when it was due
 		a.mu.Unlock()
 	}
 }
@@ -905,6 +908,8 @@ func (a *Analyzer) notes() []string {
 	add(is.bridged, bridgedNote)
 	add(is.unbridged, unbridgedNote)
 	add(is.appLoops, appLoopNote)
+	add(is.redelivered, redeliveredNote)
+	add(is.linkedDeliveries, linkedDeliveriesNote)
 	add(a.lateFragments, "%d traces received spans after they had been analyzed and released (the settle period was too short for them); the late spans were analyzed on their own, so their chains may be cut")
 	add(a.droppedFind, "%d older findings dropped (more than %d held)", a.maxFindings())
 	add(a.win.dropped, "%d operations left the windowed detectors' window before it ended (more than %d held at once): those detectors judged the latest ones", a.win.max)
@@ -966,7 +971,27 @@ func (a *Analyzer) stats() StoreStats {
 		DuplicateSpans:  a.issues.duplicates,
 		WindowRun:       a.windowRun,
 		WindowEvery:     a.windowEvery(),
+
+		SettledThroughUnixNano: a.settledThrough(),
+		WindowThroughUnixNano:  a.windowThrough(),
 	}
+}
+
+// settledThrough is StoreStats.SettledThroughUnixNano. The pending list is in the order of last
+// arrival, so its front is the trace that has waited longest. Under a.mu.
+func (a *Analyzer) settledThrough() int64 {
+	if t := a.pending.front(); t != nil {
+		return t.lastSeen
+	}
+	return a.now
+}
+
+// windowThrough is StoreStats.WindowThroughUnixNano. Under a.mu.
+func (a *Analyzer) windowThrough() int64 {
+	if !a.hasWindow || a.win.epoch == a.windowEpoch {
+		return a.now // nothing analyzed waits for the windowed detectors
+	}
+	return a.windowJudged
 }
 
 // Snapshot is an immutable view for the TUI. When nothing changed since the last one, the same

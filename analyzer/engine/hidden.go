@@ -1,6 +1,9 @@
 package engine
 
 import (
+	"cmp"
+	"slices"
+
 	"github.com/stormwatch/stormwatch/spans"
 )
 
@@ -38,9 +41,11 @@ const maxBridged = 256 // unbridgedNote states it
 // between two attempts of one layer but never invent a layer.
 func (t *trace) bridgeOrphans(skew int64, sc *scratch) bool {
 	sc.bridge = sc.bridge[:0]
+	var lift []int32 // how much deeper each span hangs once its orphan root is attached
 	if len(t.Index().Roots) < 2 {
 		return false // an orphan is a root beside the trace's own root
 	}
+	orphans := sc.orphans[:0]
 	for _, r := range t.Index().Roots {
 		s := &t.Spans[r]
 		if s.Kind != spans.KindServer || s.ParentID.IsZero() || s.ParentID == s.SpanID {
@@ -49,40 +54,78 @@ func (t *trace) bridgeOrphans(skew int64, sc *scratch) bool {
 		if _, found := t.Lookup(s.ParentID); found {
 			continue // a broken cycle, not a lost parent
 		}
-		if len(sc.bridge) == maxBridged {
+		if len(orphans) == maxBridged {
 			t.issues.unbridged++ // left as a root: the bound keeps the work linear
 			continue
 		}
-		start, service := s.StartUnixNano, s.Service()
+		orphans = append(orphans, r)
+	}
+	sc.orphans = orphans[:0]
+	if len(orphans) == 0 {
+		return false
+	}
+	// Times are compared on the root's clock: each service's offset is read from the calls whose
+	// both ends are in the trace (clockShifts), so a callee whose clock runs tens of milliseconds
+	// off still falls inside the span that called it. Orphans are taken by start on that clock,
+	// so a subtree that holds a later orphan's start was attached, and lifted, before it is
+	// compared.
+	shift := t.clockShifts(sc)
+	t.fitUnknownClocks(orphans, shift, skew, sc)
+	slices.SortStableFunc(orphans, func(a, b int32) int {
+		return cmp.Compare(t.Spans[a].StartUnixNano-shift[a], t.Spans[b].StartUnixNano-shift[b])
+	})
+	lift = slices.Grow(sc.lift[:0], len(t.Spans))[:len(t.Spans)]
+	clear(lift)
+	sc.lift = lift
+	for _, r := range orphans {
+		s := &t.Spans[r]
+		start := s.StartUnixNano - shift[r]
 		lo, hi := t.Index().Pos[r], t.Index().Pos[r]+t.Index().Size[r]
 		best := int32(-1)
+		depth := func(j int32) int32 { return t.depth[j] + lift[j] }
 		for j := range t.Spans {
-			if p := t.Index().Pos[j]; p >= lo && p < hi {
-				continue // its own subtree
-			}
 			c := &t.Spans[j]
-			if c.Service() == service || c.Kind == spans.KindProducer {
+			if !t.mayHaveCalled(int32(j), r) {
 				continue
 			}
-			if c.Kind == spans.KindClient {
-				// Only a call whose callee is untraced, made over a protocol that carries the
-				// trace on (HTTP, RPC: it has a method), can have led to the orphan: not one
-				// whose callee answered with a span of its own, nor a database or cache call.
-				if k := t.Index().Call[j]; k < 0 || t.calls[k].servers > 0 || t.calls[k].target == "" {
-					continue
-				}
-			}
-			if start < c.StartUnixNano-skew || start > t.End(j)+skew {
+			if cStart := c.StartUnixNano - shift[j]; start < cStart-skew || start > t.End(j)-shift[j]+skew {
 				continue
 			}
-			if best < 0 || t.depth[j] > t.depth[best] || t.depth[j] == t.depth[best] && c.StartUnixNano > t.Spans[best].StartUnixNano {
+			if best < 0 || depth(int32(j)) > depth(best) || depth(int32(j)) == depth(best) && c.StartUnixNano-shift[j] > t.Spans[best].StartUnixNano-shift[best] {
 				best = int32(j)
 			}
 		}
 		if best >= 0 {
 			sc.bridge = append(sc.bridge, bridge{orphan: r, attach: best})
 			t.issues.bridged++
+			// The orphan's subtree now hangs under best: its spans are that much deeper, so an
+			// orphan that started inside one of them (a hole below a hole: a middle service's
+			// unended attempts under another's) is attached to it, not to a shallower span of the
+			// trace's own tree that was open too.
+			for k := lo; k < hi; k++ {
+				lift[t.Index().Order[k]] = depth(best) + 1
+			}
 		}
 	}
 	return len(sc.bridge) > 0
+}
+
+// mayHaveCalled reports whether span j can have made the call orphan o answered: a span of another
+// service, outside o's own subtree, not a PRODUCER; and if a CLIENT span, one whose callee is
+// untraced, made over a protocol that carries the trace on (HTTP, RPC: it has a method) - not one
+// whose callee answered with a span of its own, nor a database or cache call.
+func (t *trace) mayHaveCalled(j, o int32) bool {
+	if p, lo := t.Index().Pos[j], t.Index().Pos[o]; p >= lo && p < lo+t.Index().Size[o] {
+		return false // its own subtree
+	}
+	c := &t.Spans[j]
+	if c.Service() == t.Spans[o].Service() || c.Kind == spans.KindProducer {
+		return false
+	}
+	if c.Kind == spans.KindClient {
+		if k := t.Index().Call[j]; k < 0 || t.calls[k].servers > 0 || t.calls[k].target == "" {
+			return false
+		}
+	}
+	return true
 }

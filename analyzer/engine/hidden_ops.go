@@ -336,10 +336,10 @@ func (t *trace) appLoops(i int32, seed maphash.Seed, sc *scratch) {
 }
 
 // loopCandidate: an INTERNAL span, not an operation span of the reference client, not already a
-// try, with a call under it.
+// try, not itself a call (a client library's attempt span, grpcattempts.go), with a call under it.
 func (t *trace) loopCandidate(i int32, sc *scratch) bool {
 	return t.Spans[i].Kind == spans.KindInternal && sc.known[i].str(wkOpID) == "" && sc.loopOf(i) < 0 &&
-		t.lastCall(i, sc) >= 0
+		t.Index().Call[i] < 0 && t.lastCall(i, sc) >= 0
 }
 
 // lastCall is the last CLIENT span (by start; of equal starts, the last in pre-order) under span
@@ -382,10 +382,10 @@ func (t *trace) sameAsk(a, b int) bool {
 	return x.origin == y.origin && x.target == y.target
 }
 
-// tryOK reports whether a try succeeded: its span is not an error and the last call under it
-// (by start) was answered well.
+// tryOK reports whether a try succeeded: its span is not an error (status, or the OpenTracing
+// error tag) and the last call under it (by start) was answered well.
 func (t *trace) tryOK(i int32, sc *scratch) bool {
-	if t.Spans[i].Status == spans.StatusError {
+	if t.Spans[i].Status == spans.StatusError || sc.known[i].errorTag() {
 		return false
 	}
 	last := t.lastCall(i, sc)

@@ -41,6 +41,9 @@ type callInfo struct {
 	// below: the physical calls of this call are counted from the callee's SERVER spans under it
 	// (an untraced hop), not from the call itself.
 	below bool
+	// giveUp is when the caller stopped waiting for the answer, on its clock; 0 when it waited
+	// (see giveUpAt).
+	giveUp int64
 }
 
 // overlapTolerance is how far a call may start before the previous one's answer and still be
@@ -61,7 +64,7 @@ func classify(k *known) (outcome, status string) {
 		a, ok = k.attr(wkLegacyHTTPStatusCode)
 	}
 	if ok {
-		status = statusText(a)
+		status = noAnswer(statusText(a))
 	}
 	if status != "" {
 		code, _ := a.AsInt()
@@ -87,10 +90,13 @@ func classify(k *known) (outcome, status string) {
 		default:
 			outcome = analyzer.OutcomePermanent
 		}
-	} else if s.Status == spans.StatusError || k.str(wkErrorType) != "" {
+	} else if s.Status == spans.StatusError || k.str(wkErrorType) != "" || k.errorTag() {
 		outcome = errorClass(k)
 	} else {
 		outcome = analyzer.OutcomeOK
+	}
+	if f := k.proxyOutcome(status); f != "" {
+		outcome = f
 	}
 	if explicit != "" {
 		outcome = explicit
@@ -104,6 +110,9 @@ func grpcStatus(k *known) string {
 	a, ok := k.attr(wkRPCStatus)
 	if !ok {
 		a, ok = k.attr(wkRPCGRPCStatus)
+	}
+	if !ok {
+		a, ok = k.attr(wkEnvoyGRPCStatus)
 	}
 	if !ok {
 		return ""
@@ -539,6 +548,11 @@ func (t *trace) inferOperations(seed maphash.Seed, skew int64, in *interner, sc 
 		carried |= kn[i].carried()
 		if s.Kind == spans.KindClient {
 			nClient++
+		} else if t.attemptParent(i, &kn[i]) >= 0 {
+			// An attempt span under a CLIENT span is a call too (grpcattempts.go): marked for
+			// the loop below.
+			nClient++
+			t.Index().Call[i] = attemptMark
 		}
 	}
 	t.Index().Carried, t.Index().CarriedRead = carried, true
@@ -550,8 +564,12 @@ func (t *trace) inferOperations(seed maphash.Seed, skew int64, in *interner, sc 
 	originService := &sc.originService
 	for i := range t.Spans {
 		s := &t.Spans[i]
+		attemptOf := int32(-1)
 		if s.Kind != spans.KindClient {
-			continue
+			if t.Index().Call[i] != attemptMark {
+				continue
+			}
+			attemptOf = t.Index().Parent[i]
 		}
 		k := &kn[i]
 		c := callInfo{
@@ -572,9 +590,13 @@ func (t *trace) inferOperations(seed maphash.Seed, skew int64, in *interner, sc 
 		if c.resend < 0 {
 			c.resend = k.intOr(wkGRPCAttemptPrevious) // gRPC's own per-attempt spans
 		}
+		if c.resend < 0 {
+			c.resend = k.retryCount() // a proxy's per-try span
+		}
 		c.outcome, c.status = classify(k)
 		c.answer = t.End(i)
 		var srvStart, srvEnd int64
+		srvFirst := int32(-1)
 		for _, ch := range t.Children(i) {
 			cs := &t.Spans[ch]
 			if cs.Kind != spans.KindServer || sc.wide.nested[ch] {
@@ -584,7 +606,7 @@ func (t *trace) inferOperations(seed maphash.Seed, skew int64, in *interner, sc 
 				c.service = cs.Service()
 			}
 			if c.servers == 0 || cs.StartUnixNano < srvStart {
-				srvStart = cs.StartUnixNano
+				srvStart, srvFirst = cs.StartUnixNano, ch
 			}
 			srvEnd = max(srvEnd, t.End(int(ch)))
 			c.servers++
@@ -593,8 +615,12 @@ func (t *trace) inferOperations(seed maphash.Seed, skew int64, in *interner, sc 
 			// The callee's time, aligned to start when the call did: its clock may be skewed,
 			// its duration is not.
 			c.answer = min(c.answer, s.StartUnixNano+max(0, srvEnd-srvStart))
-		} else if u := k.str(wkUpstreamCluster); u != "" {
-			c.service = u // the proxy's own span names the callee
+		} else {
+			c.service = k.calleeName() // the proxy's or the tracer's own word for the callee
+		}
+		c.giveUp = t.giveUpAt(int32(i), srvFirst, k, srvStart, srvEnd, c.outcome, c.status, skew, kn)
+		if attemptOf >= 0 || c.origin == "" || c.target == "" {
+			t.fillCallNames(&c, attemptOf, in, sc)
 		}
 		if c.origin == "" {
 			if c.service != "" {
@@ -609,6 +635,7 @@ func (t *trace) inferOperations(seed maphash.Seed, skew int64, in *interner, sc 
 		t.Index().Call[i] = int32(len(t.calls))
 		t.calls = append(t.calls, c)
 	}
+	t.inheritProxyTries(kn)
 	// A call that timed out has no SERVER child to name the callee; another call to the same
 	// origin in the trace may.
 	for k := range t.calls {
@@ -659,13 +686,16 @@ func (t *trace) inferAt(i int32, seed maphash.Seed, skew int64, in *interner, sc
 	} else if p := t.Index().Parent[i]; p >= 0 {
 		t.Index().Enclosing[i] = t.Index().Enclosing[p]
 	}
+	if k := t.Spans[i].Kind; k == spans.KindProducer || k == spans.KindConsumer {
+		t.messaging(i, seed, in, sc) // see messaging.go
+	}
 	group := sc.group[:0]
 	for _, ch := range t.Children(int(i)) {
-		if t.Index().Call[ch] >= 0 && t.Spans[ch].Kind == spans.KindClient {
+		if t.sentCall(ch) {
 			group = append(group, ch)
 		}
 	}
-	isCall := t.Index().Call[i] >= 0 && t.Spans[i].Kind == spans.KindClient
+	isCall := t.sentCall(i)
 	if !isCall && len(sc.bridge) > 0 {
 		group = t.virtualCalls(i, group, in, sc)
 	}
@@ -695,6 +725,18 @@ func (t *trace) inferAt(i int32, seed maphash.Seed, skew int64, in *interner, sc
 		}
 	}
 	t.appLoops(i, seed, sc)
+}
+
+// sentCall reports whether span i is a call that its own service sent: a CLIENT span or an attempt
+// span (grpcattempts.go). A SERVER span standing for a lost call (hidden.go) and a CONSUMER span
+// standing for a delivery (messaging.go) are calls too, but the callee's side of them: they are
+// grouped by the rules that made them, never again as their caller's children.
+func (t *trace) sentCall(i int32) bool {
+	if t.Index().Call[i] < 0 {
+		return false
+	}
+	k := t.Spans[i].Kind
+	return k != spans.KindServer && k != spans.KindConsumer
 }
 
 // groupCalls turns the CLIENT children of one caller into operations, appended to the trace's: per
@@ -753,7 +795,8 @@ func (t *trace) groupCalls(caller int, calls []int32, parent *analyzer.Operation
 	opIdx := int32(-1)
 	var cur *analyzer.Attempt
 	var curEnd, curAnswer int64
-	var curFirst int64 // when the attempt's first call started
+	var curFirst int64      // when the attempt's first call started
+	var curSpan *spans.Span // the attempt's first call
 	b := &sc.bufs
 	var attStart, callStart, originStart int
 	closeAttempt := func() {
@@ -841,6 +884,9 @@ func (t *trace) groupCalls(caller int, calls []int32, parent *analyzer.Operation
 				} else if cur != nil {
 					backoff = max(0, start-curAnswer)
 				}
+				if cur != nil && c.backoff < 0 && !sameClock(curSpan, s) {
+					backoff = -1 // read on two clocks (a callee's SERVER span standing for a lost call)
+				}
 				closeAttempt()
 				// Filled in place, as operations are. Within capacity: cur stays valid.
 				if len(b.att) == cap(b.att) {
@@ -854,7 +900,7 @@ func (t *trace) groupCalls(caller int, calls []int32, parent *analyzer.Operation
 				cur.SetRecordedNumber(c.attempt)
 				cur.BackoffNanos = backoff
 				cur.Outcome, cur.Status = c.outcome, c.status
-				curEnd, curAnswer, curFirst = end, c.answer, start
+				curEnd, curAnswer, curFirst, curSpan = end, c.answer, start, s
 			} else if c.outcome == analyzer.OutcomeOK && cur.Outcome != analyzer.OutcomeOK {
 				// Of several copies, the attempt's outcome is the best one.
 				cur.Outcome, cur.Status = c.outcome, c.status

@@ -48,6 +48,18 @@ const (
 	wkEnvoyAttempt
 	wkUpstreamCluster
 	wkGRPCAttemptPrevious
+	// How long the caller waits, and outcomes in legacy tags: see giveup.go and envoy.go.
+	wkReqHeaderDeadline
+	wkReqHeaderGRPCTimeout
+	wkGRPCMetadataTimeout
+	wkEnvoyGRPCTimeout
+	wkEnvoyExpectedRqMs
+	wkEnvoyPerTryMs
+	wkLegacyError
+	wkResponseFlags
+	wkRetryCount
+	wkEnvoyGRPCStatus
+	wkPeerService
 	// The keys below are not read by inference: the detectors ask only whether any span of the
 	// trace carries them ([analyzer.Trace.CarriesAttr]), and indexing them here, in the one pass over every
 	// attribute that inference makes anyway, answers that without a pass per detector.
@@ -104,6 +116,18 @@ var wkKeys = [nWK]string{
 	wkEnvoyAttempt:         spans.AttrReqHeaderEnvoyAttempt,
 	wkUpstreamCluster:      spans.AttrEnvoyUpstreamCluster,
 	wkGRPCAttemptPrevious:  spans.AttrGRPCAttemptPrevious,
+
+	wkReqHeaderDeadline:    spans.AttrReqHeaderDeadline,
+	wkReqHeaderGRPCTimeout: spans.AttrReqHeaderGRPCTimeout,
+	wkGRPCMetadataTimeout:  spans.AttrGRPCMetadataTimeout,
+	wkEnvoyGRPCTimeout:     spans.AttrEnvoyGRPCTimeout,
+	wkEnvoyExpectedRqMs:    spans.AttrReqHeaderEnvoyExpectedRqMs,
+	wkEnvoyPerTryMs:        spans.AttrReqHeaderEnvoyPerTryMs,
+	wkLegacyError:          spans.AttrLegacyError,
+	wkResponseFlags:        spans.AttrEnvoyResponseFlags,
+	wkRetryCount:           spans.AttrEnvoyRetryCount,
+	wkEnvoyGRPCStatus:      spans.AttrEnvoyGRPCStatus,
+	wkPeerService:          spans.AttrPeerService,
 
 	wkDeadlineRemaining:       spans.AttrDeadlineRemaining,
 	wkRetryAfter:              spans.AttrRetryAfter,
@@ -225,6 +249,28 @@ func wkOf(key string) (wk, bool) {
 		return wkUpstreamCluster, true
 	case spans.AttrGRPCAttemptPrevious:
 		return wkGRPCAttemptPrevious, true
+	case spans.AttrReqHeaderDeadline:
+		return wkReqHeaderDeadline, true
+	case spans.AttrReqHeaderGRPCTimeout:
+		return wkReqHeaderGRPCTimeout, true
+	case spans.AttrGRPCMetadataTimeout:
+		return wkGRPCMetadataTimeout, true
+	case spans.AttrEnvoyGRPCTimeout:
+		return wkEnvoyGRPCTimeout, true
+	case spans.AttrReqHeaderEnvoyExpectedRqMs:
+		return wkEnvoyExpectedRqMs, true
+	case spans.AttrReqHeaderEnvoyPerTryMs:
+		return wkEnvoyPerTryMs, true
+	case spans.AttrLegacyError:
+		return wkLegacyError, true
+	case spans.AttrEnvoyResponseFlags:
+		return wkResponseFlags, true
+	case spans.AttrEnvoyRetryCount:
+		return wkRetryCount, true
+	case spans.AttrEnvoyGRPCStatus:
+		return wkEnvoyGRPCStatus, true
+	case spans.AttrPeerService:
+		return wkPeerService, true
 	case spans.AttrDeadlineRemaining:
 		return wkDeadlineRemaining, true
 	case spans.AttrRetryAfter:

@@ -360,3 +360,38 @@ func TestWindowRunsPacedByTheirLength(t *testing.T) {
 		}
 	}
 }
+
+// A live reader that compares reports needs to know what is not in one yet: the stats say through
+// when every trace has been analyzed (the oldest still settling holds it back) and through when
+// the windowed detectors have judged what was analyzed (their next run moves it on).
+func TestStatsSayWhatIsSettledAndJudged(t *testing.T) {
+	counter := &analyzer.Detector{Name: "window-counter", Title: "t", Doc: "counts its runs", Scope: analyzer.ScopeWindow,
+		Run: func(p *analyzer.Pass) error { return nil }}
+	c := &clock{t: time.Unix(0, t0)}
+	a := engine.New(engine.Config{Detectors: []*analyzer.Detector{counter}, Settle: time.Second,
+		WindowInterval: 10 * time.Second, Now: c.Now})
+	start := c.Now().UnixNano()
+	a.Settle(c.Now())
+	feedFailedCall(t, a, 1, 0)
+	if st := a.Stats(); st.PendingTraces != 1 || st.SettledThroughUnixNano > start {
+		t.Fatalf("a trace settling: pending %d, settled through %d, want 1 and at most %d", st.PendingTraces, st.SettledThroughUnixNano, start)
+	}
+	first := c.Add(1500 * time.Millisecond)
+	a.Settle(first) // settled, and the first windowed run is due
+	if st := a.Stats(); st.SettledThroughUnixNano != first.UnixNano() || st.WindowThroughUnixNano != first.UnixNano() {
+		t.Fatalf("all settled and judged at %d: settled through %d, judged through %d", first.UnixNano(), st.SettledThroughUnixNano, st.WindowThroughUnixNano)
+	}
+	c.Add(500 * time.Millisecond)
+	feedFailedCall(t, a, 2, 0)
+	second := c.Add(1100 * time.Millisecond)
+	a.Settle(second) // analyzed, but the windowed detectors are not due for 10 s
+	if st := a.Stats(); st.SettledThroughUnixNano != second.UnixNano() || st.WindowThroughUnixNano != first.UnixNano() {
+		t.Errorf("analyzed, not judged: settled through %d (want %d), judged through %d (want %d)",
+			st.SettledThroughUnixNano, second.UnixNano(), st.WindowThroughUnixNano, first.UnixNano())
+	}
+	third := c.Add(10 * time.Second)
+	a.Settle(third)
+	if st := a.Stats(); st.WindowThroughUnixNano != third.UnixNano() {
+		t.Errorf("after the next windowed run: judged through %d, want %d", st.WindowThroughUnixNano, third.UnixNano())
+	}
+}

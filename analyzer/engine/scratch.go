@@ -40,9 +40,18 @@ type scratch struct {
 	// application loops found with their tries.
 	bridge  []bridge
 	srvs    []int32
-	visited []bool
-	loops   []int32
-	wide    wideIndex
+	lift    []int32 // bridgeOrphans: depth added to an attached orphan's subtree
+	orphans []int32 // bridgeOrphans: the orphan SERVER spans, by start on the root's clock
+	// clockShifts' clocks, the calls that relate them, each span's clock and its shift.
+	clocks     []clockRef
+	clockEdges []clockEdge
+	clockOf    []int32
+	shift      []int64
+	clockKnown []bool
+	clockTries []int64
+	visited    []bool
+	loops      []int32
+	wide       wideIndex
 	// derived caches origins and targets in front of the interner's shared cache. Kept from
 	// trace to trace (reset leaves it): what it holds is true for any trace, and is the shared
 	// cache's own copies.

@@ -158,6 +158,13 @@ type StoreStats struct {
 	// and WindowEvery the least time from it to the next: WindowInterval, or longer after a long
 	// run (Config.WindowShare). Negative WindowEvery: never live (an offline analyzer).
 	WindowRun, WindowEvery time.Duration
+	// SettledThroughUnixNano: every trace whose last span arrived before it has been analyzed
+	// (the last span of the oldest trace still settling, or the analyzer's clock when none is).
+	// WindowThroughUnixNano: the operations analyzed before it have been judged by the windowed
+	// detectors too (their last run, or the clock when none has been analyzed since, or when the
+	// suite has none). Live readers that compare reports wait for both to pass the moment they
+	// asked (stormwatch diff against a collector); 0 before the analyzer has seen a clock.
+	SettledThroughUnixNano, WindowThroughUnixNano int64
 }
 
 // Trace returns the analysis of one held trace, or false when it is not (or no longer) held.

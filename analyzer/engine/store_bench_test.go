@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"fmt"
 	"reflect"
 	"runtime"
 	"runtime/metrics"
@@ -84,8 +85,26 @@ func payloadFill() func(batch *spans.Batch, n int) int {
 	}
 }
 
+// BenchmarkHeldMemoryAtBound is what a live analyzer holds per span with its store full at
+// --max-spans 100,000 and 1,000,000: that many spans of the end-to-end payload filed and analyzed
+// into an analyzer bounded there, the whole heap it holds (the fixed costs - findings, the
+// windowed detectors' window, caches - included) per span held. The engine alone: a collect
+// process holds its queue, its snapshot cache and the runtime besides (tools/soak.sh measures the
+// process).
+func BenchmarkHeldMemoryAtBound(b *testing.B) {
+	for _, bound := range []int{100_000, 1_000_000} {
+		b.Run(fmt.Sprintf("max-spans=%d", bound), func(b *testing.B) {
+			benchHeldN(b, true, payloadFill(), bound, bound)
+		})
+	}
+}
+
 func benchHeld(b *testing.B, settled bool, fill func(b *spans.Batch, n int) int) {
-	const n = 100_000
+	benchHeldN(b, settled, fill, 100_000, 1_000_000)
+}
+
+// benchHeldN files n spans into an analyzer bounded at maxSpans and reports what it holds per span.
+func benchHeldN(b *testing.B, settled bool, fill func(b *spans.Batch, n int) int, n, maxSpans int) {
 	var heldB, objs, scanB, gcNs, packedB float64
 	scan := []metrics.Sample{{Name: "/gc/scan/heap:bytes"}}
 	for range b.N {
@@ -96,7 +115,7 @@ func benchHeld(b *testing.B, settled bool, fill func(b *spans.Batch, n int) int)
 		metrics.Read(scan)
 		scan0 := scan[0].Value.Uint64()
 		b.StartTimer()
-		a := engine.New(engine.Config{Detectors: suite.Default(), MaxSpans: 1_000_000, Settle: time.Second})
+		a := engine.New(engine.Config{Detectors: suite.Default(), MaxSpans: maxSpans, Settle: time.Second})
 		for done := 0; done < n; {
 			batch := &spans.Batch{Spans: make([]spans.Span, 0, 600)}
 			done += fill(batch, min(512, n-done))

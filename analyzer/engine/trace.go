@@ -45,6 +45,9 @@ type traceIssues struct {
 	bridged     int // orphan SERVER spans attached by time to the span that made their call
 	unbridged   int // orphan SERVER spans past maxBridged, left unattached
 	appLoops    int // application retry loops read from sibling INTERNAL spans
+	redelivered int // messages delivered more than once to one consumer (a broker layer)
+	// failed deliveries whose CONSUMER span starts a trace of its own, linked to the publish span
+	linkedDeliveries int
 }
 
 func (a *traceIssues) add(b traceIssues, sign int) {
@@ -61,6 +64,8 @@ func (a *traceIssues) add(b traceIssues, sign int) {
 	a.bridged += sign * b.bridged
 	a.unbridged += sign * b.unbridged
 	a.appLoops += sign * b.appLoops
+	a.redelivered += sign * b.redelivered
+	a.linkedDeliveries += sign * b.linkedDeliveries
 }
 
 // buildTrace sorts, deduplicates and indexes the spans of one trace into t, a zero trace. It owns
@@ -253,6 +258,8 @@ func (t *trace) makeNotes() {
 	add(is.bridged, bridgedNote)
 	add(is.unbridged, unbridgedNote)
 	add(is.appLoops, appLoopNote)
+	add(is.redelivered, redeliveredNote)
+	add(is.linkedDeliveries, linkedDeliveriesNote)
 }
 
 // The notes of figures inferred below the instrumentation, shared by a trace's notes and the

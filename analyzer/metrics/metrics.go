@@ -40,6 +40,10 @@ const (
 	NameTruncTraces    = "stormwatch_truncated_traces_total"
 	NameWindowRun      = "stormwatch_window_run_seconds"
 	NameWindowInterval = "stormwatch_window_interval_seconds"
+	// NameDependencyFindings and NameWindowFindings split the findings by the dependency and the
+	// calling service they are about, for alerts that route by them (docs/alerts.md).
+	NameDependencyFindings = "stormwatch_dependency_findings_total"
+	NameWindowFindings     = "stormwatch_window_findings"
 )
 
 // Collector is a prometheus.Collector over the latest snapshot of a [Cache]. Held and evicted
@@ -48,9 +52,9 @@ const (
 type Collector struct {
 	cache *Cache
 
-	phys, logi, amp, att, cphys, clogi, camp, fnd, spans, traces, ops, pending *prometheus.Desc
-	truncSpans, truncTraces, windowRun, windowInterval                         *prometheus.Desc
-	cost                                                                       costDescs
+	phys, logi, amp, att, cphys, clogi, camp, fnd, spans, traces, ops, pending   *prometheus.Desc
+	truncSpans, truncTraces, windowRun, windowInterval, depFindings, winFindings *prometheus.Desc
+	cost                                                                         costDescs
 
 	mu sync.Mutex
 	// counted is the snapshot the findings were last counted from, and out the series built from
@@ -66,6 +70,7 @@ type Collector struct {
 func NewCollector(cache *Cache, detectors []*analyzer.Detector) *Collector {
 	dep := []string{LabelDependency, LabelDependencyService}
 	caller := append(slices.Clone(dep), LabelCaller)
+	findingLabels := append(slices.Clone(caller), LabelDetector, LabelSeverity)
 	return &Collector{
 		cache:    cache,
 		findings: analyzer.NewFindingCounter(detectors),
@@ -100,12 +105,18 @@ func NewCollector(cache *Cache, detectors []*analyzer.Detector) *Collector {
 			"How long the cross-trace detectors' last run over their window took (0 before the first).", nil, nil),
 		windowInterval: prometheus.NewDesc(NameWindowInterval,
 			"The least time from the cross-trace detectors' last run to their next: the window interval, longer after a long run.", nil, nil),
+		depFindings: prometheus.NewDesc(NameDependencyFindings,
+			"Distinct findings reported, by detector, severity, dependency and the calling service they are about (for post-deadline-work, the service that worked after its caller gave up); summed, stormwatch_findings_total.",
+			findingLabels, nil),
+		winFindings: prometheus.NewDesc(NameWindowFindings,
+			"Findings of the cross-trace detectors (retry budget, synchronized retries, breakers) in their latest window, by detector, severity, dependency and caller: 0 again once the window no longer shows them.",
+			findingLabels, nil),
 	}
 }
 
 // Describe implements prometheus.Collector.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.phys, c.logi, c.amp, c.att, c.cphys, c.clogi, c.camp, c.fnd, c.spans, c.traces, c.ops, c.pending, c.truncSpans, c.truncTraces, c.windowRun, c.windowInterval} {
+	for _, d := range []*prometheus.Desc{c.phys, c.logi, c.amp, c.att, c.cphys, c.clogi, c.camp, c.fnd, c.spans, c.traces, c.ops, c.pending, c.truncSpans, c.truncTraces, c.windowRun, c.windowInterval, c.depFindings, c.winFindings} {
 		ch <- d
 	}
 	for _, d := range c.cost.all() {
@@ -159,6 +170,36 @@ func (c *Collector) build(snap *engine.Snapshot) []prometheus.Metric {
 	out = append(out, c.cost.metrics(rep)...)
 	for _, ft := range totals {
 		out = append(out, prometheus.MustNewConstMetric(c.fnd, prometheus.CounterValue, float64(ft.Count), ft.Detector, ft.Severity.String()))
+	}
+	// A finding names its dependency; the service label is the one the dependency series carry.
+	service := make(map[string]string, len(rep.Dependencies))
+	for i := range rep.Dependencies {
+		service[rep.Dependencies[i].Dependency] = rep.Dependencies[i].Service
+	}
+	for _, ft := range c.findings.DependencyTotals() {
+		out = append(out, prometheus.MustNewConstMetric(c.depFindings, prometheus.CounterValue, float64(ft.Count),
+			ft.Dependency, service[ft.Dependency], ft.Service, ft.Detector, ft.Severity.String()))
+	}
+	// The cross-trace findings in force now: a gauge, because such a finding is counted once
+	// however long its window keeps showing it, and an alert must stay up as long as it does. A
+	// series the window no longer shows goes away, which Prometheus reads as stale.
+	type winKey struct{ dep, caller, det, sev string }
+	open := map[winKey]int{}
+	var order []winKey
+	for i := range rep.Findings {
+		f := &rep.Findings[i]
+		if !c.findings.IsWindow(f.Detector) {
+			continue
+		}
+		k := winKey{f.Dependency, f.Service, f.Detector, f.Severity.String()}
+		if open[k] == 0 {
+			order = append(order, k)
+		}
+		open[k]++
+	}
+	for _, k := range order {
+		out = append(out, prometheus.MustNewConstMetric(c.winFindings, prometheus.GaugeValue, float64(open[k]),
+			k.dep, service[k.dep], k.caller, k.det, k.sev))
 	}
 	out = append(out,
 		prometheus.MustNewConstMetric(c.spans, prometheus.CounterValue, float64(rep.Input.Spans)),

@@ -130,6 +130,11 @@ func TestCollectorSeries(t *testing.T) {
 		`stormwatch_caller_amplification_ratio{stormwatch_caller="adapter",stormwatch_dependency="http://dep:8080",stormwatch_dependency_service="dep"}`:        27,
 		`stormwatch_findings_total{stormwatch_finding_detector="retry-amplification",stormwatch_finding_severity="critical"}`:                                   2,
 		`stormwatch_findings_total{stormwatch_finding_detector="retry-budget-exceeded",stormwatch_finding_severity="warning"}`:                                  1,
+		// Split by dependency and caller, for alerts that route by them; the cross-trace finding
+		// also as a gauge of what its window shows now.
+		`stormwatch_dependency_findings_total{stormwatch_caller="edge",stormwatch_dependency="http://dep:8080",stormwatch_dependency_service="dep",stormwatch_finding_detector="retry-amplification",stormwatch_finding_severity="critical"}`:     2,
+		`stormwatch_dependency_findings_total{stormwatch_caller="adapter",stormwatch_dependency="http://dep:8080",stormwatch_dependency_service="dep",stormwatch_finding_detector="retry-budget-exceeded",stormwatch_finding_severity="warning"}`: 1,
+		`stormwatch_window_findings{stormwatch_caller="adapter",stormwatch_dependency="http://dep:8080",stormwatch_dependency_service="dep",stormwatch_finding_detector="retry-budget-exceeded",stormwatch_finding_severity="warning"}`:           1,
 		`stormwatch_analyzed_spans_total`:      158,
 		`stormwatch_analyzed_traces_total`:     2,
 		`stormwatch_analyzed_operations_total`: 26,
@@ -228,6 +233,13 @@ func TestFindingsCountedOnceAcrossReanalysis(t *testing.T) {
 	}
 	src.set(analyzer.Report{})
 	count("retry-amplification", "critical")
+	// The window no longer shows the budget finding: its gauge goes away (stale to Prometheus),
+	// so an alert on it resolves.
+	for k := range gather(t, c) {
+		if strings.HasPrefix(k, NameWindowFindings+"{") {
+			t.Errorf("window finding still exposed after the window dropped it: %s", k)
+		}
+	}
 	src.set(storm())
 	if n := count("retry-amplification", "critical"); n != 5 {
 		t.Errorf("findings that left and came back: %v, want 5", n)
@@ -240,8 +252,8 @@ func TestCollectorReusesSeriesForTheSameSnapshot(t *testing.T) {
 	src := &fakeSource{rep: storm()}
 	c := NewCollector(NewCache(src, time.Hour, nil), nil)
 	for range 20 {
-		if n := len(gather(t, c)); n != 20 {
-			t.Fatalf("%d series, want 20", n)
+		if n := len(gather(t, c)); n != 22 {
+			t.Fatalf("%d series, want 22", n)
 		}
 	}
 	if src.taken != 1 {

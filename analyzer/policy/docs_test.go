@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -122,13 +123,73 @@ func TestDocsNameEverySetting(t *testing.T) {
 		}
 	}
 	for _, ds := range declared(t) {
-		if !found[ds.Name] {
-			t.Errorf("%s: section %s names none of its settings; add:\n%s", detectorsDoc, ds.Name, detectorSettings(ds.Detector, ds.fields))
+		if found[ds.Name] {
+			continue
 		}
+		want := detectorSettings(ds.Detector, ds.fields)
+		if !*update {
+			t.Errorf("%s: section %s names none of its settings (-update adds them); add:\n%s", detectorsDoc, ds.Name, want)
+			continue
+		}
+		var ok bool
+		if lines, ok = insertSettings(lines, ds.Name, want); !ok {
+			t.Errorf("%s: no section \"## %s\" to write its settings in: add the section first", detectorsDoc, ds.Name)
+			continue
+		}
+		changed = true
 	}
 	if changed {
 		if err := os.WriteFile(detectorsDoc, []byte(strings.Join(lines, "\n")), 0o644); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// insertSettings puts a detector's settings line into its section of docs/detectors.md: before
+// the section's **Severity** paragraph, or at the section's end when it has none. It returns
+// false when there is no section for the detector.
+func insertSettings(lines []string, name, settings string) ([]string, bool) {
+	start := -1
+	for i, line := range lines {
+		if h, ok := strings.CutPrefix(line, "## "); ok {
+			if h, _, _ = strings.Cut(h, " "); h == name {
+				start = i
+				break
+			}
+		}
+	}
+	if start < 0 {
+		return lines, false
+	}
+	end := len(lines)
+	for i := start + 1; i < len(lines); i++ {
+		if strings.HasPrefix(lines[i], "## ") {
+			end = i
+			break
+		}
+		if strings.HasPrefix(lines[i], "**Severity**") {
+			return slices.Insert(lines, i, settings, ""), true
+		}
+	}
+	for end > start+1 && strings.TrimSpace(lines[end-1]) == "" {
+		end--
+	}
+	return slices.Insert(lines, end, "", settings), true
+}
+
+// -update writes a new detector's settings line into its section: before its severity, else at
+// its end, and nowhere when the section is missing.
+func TestInsertSettings(t *testing.T) {
+	doc := "# Detectors\n\n## a-b\n\n**Proves**: x.\n\n**Severity**: warning.\n\n## c-d (cross-trace)\n\n**Proves**: y.\n\n## Evidence\n"
+	got, ok := insertSettings(strings.Split(doc, "\n"), "a-b", "**Settings** A")
+	if want := "# Detectors\n\n## a-b\n\n**Proves**: x.\n\n**Settings** A\n\n**Severity**: warning.\n\n## c-d (cross-trace)\n"; !ok || !strings.HasPrefix(strings.Join(got, "\n"), want) {
+		t.Errorf("before the severity:\n%s", strings.Join(got, "\n"))
+	}
+	got, ok = insertSettings(strings.Split(doc, "\n"), "c-d", "**Settings** C")
+	if want := "## c-d (cross-trace)\n\n**Proves**: y.\n\n**Settings** C\n\n## Evidence\n"; !ok || !strings.HasSuffix(strings.Join(got, "\n"), want) {
+		t.Errorf("at the section's end:\n%s", strings.Join(got, "\n"))
+	}
+	if _, ok := insertSettings(strings.Split(doc, "\n"), "e-f", "**Settings** E"); ok {
+		t.Error("wrote settings for a detector with no section")
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/stormwatch/stormwatch/analyzer"
+	"github.com/stormwatch/stormwatch/internal/termsafe"
 	"github.com/stormwatch/stormwatch/internal/words"
 )
 
@@ -93,7 +94,25 @@ func Outcomes(m map[string]int) string {
 // Evidence renders a finding's evidence as "key=value" pairs in key order, two spaces apart;
 // layers read as "edge x3 -> api x3", counts by name as "200 x60, 503 x2" (see analyzer.Value's
 // String).
-func Evidence(ev analyzer.Evidence) string { return ev.String() }
+// The trace ids a cross-trace finding counted are not part of it: they are the traces line.
+func Evidence(ev analyzer.Evidence) string {
+	if _, ok := ev["trace_ids"]; ok {
+		ev = ev.Clone()
+		delete(ev, "trace_ids")
+	}
+	return ev.String()
+}
+
+// Traces are the traces a group's findings are about: every trace a cross-trace finding counted
+// (its trace_ids evidence), else the traces of the group's findings.
+func Traces(g *analyzer.FindingGroup, example *analyzer.Finding) []string {
+	if example != nil {
+		if ids, ok := example.Evidence["trace_ids"].Texts(); ok && len(ids) > 0 {
+			return ids
+		}
+	}
+	return g.TraceIDs
+}
 
 // Layers renders the layers that retried, root first: "edge x3 -> api x3 -> adapter x3".
 func Layers(ls []analyzer.Layer) string {
@@ -121,6 +140,66 @@ func Where(caller, dependency string) string {
 		where += " -> " + dependency
 	}
 	return where
+}
+
+// Path is where a group's findings happened, as names from the caller to the dependency. For
+// findings that name the retrying layers (retry-amplification's layers, top first), it is that
+// chain, so the layer nearest the dependency stands next to it: the group's caller is the top
+// layer, which never calls the dependency itself.
+func Path(g *analyzer.FindingGroup, example *analyzer.Finding) []string {
+	var path []string
+	if example != nil {
+		if layers, ok := example.Evidence["layers"].Records(); ok && len(layers) > 1 {
+			for _, l := range layers {
+				if s, ok := l["service"].Text(); ok {
+					path = append(path, s)
+				}
+			}
+		}
+	}
+	if len(path) < 2 {
+		path = []string{orDash(g.Caller)}
+	}
+	if g.Dependency != "" {
+		path = append(path, g.Dependency)
+	}
+	return path
+}
+
+// Place is Path as text: "edge -> api -> adapter -> http://dep:8080".
+func Place(g *analyzer.FindingGroup, example *analyzer.Finding) string {
+	return strings.Join(Path(g, example), " -> ")
+}
+
+// When is when a group's findings happened: their times, or for a cross-trace finding, which
+// has no time of its own (it is about many traces), the window it judged.
+func When(g *analyzer.FindingGroup, example *analyzer.Finding) string {
+	if tr := TimeRange(g.FirstUnixNano, g.LastUnixNano); tr != "" {
+		return tr
+	}
+	if from, to := Window(example); from != 0 {
+		return "window " + TimeRange(from, to)
+	}
+	return ""
+}
+
+// Window is the window a cross-trace finding judged (its window_start and window_end evidence),
+// in Unix nanoseconds; zeros when it names none.
+func Window(f *analyzer.Finding) (from, to int64) {
+	if f == nil {
+		return 0, 0
+	}
+	s, ok1 := f.Evidence["window_start"].Text()
+	e, ok2 := f.Evidence["window_end"].Text()
+	if !ok1 || !ok2 {
+		return 0, 0
+	}
+	start, err1 := time.Parse(time.RFC3339Nano, s)
+	end, err2 := time.Parse(time.RFC3339Nano, e)
+	if err1 != nil || err2 != nil {
+		return 0, 0
+	}
+	return start.UnixNano(), end.UnixNano()
 }
 
 // TimeRange renders when a group's findings happened, in UTC: one time, or first - last.
@@ -175,8 +254,8 @@ func Text(w io.Writer, r *analyzer.Report) error {
 		for gi := range groups {
 			g := &groups[gi]
 			f := &r.Findings[g.Findings[0]]
-			fmt.Fprintf(ew, "\n%s %s  %s  %s\n", strings.ToUpper(g.Severity.String()), g.Detector, Where(g.Caller, g.Dependency), groupCount(g))
-			if tr := TimeRange(g.FirstUnixNano, g.LastUnixNano); tr != "" {
+			fmt.Fprintf(ew, "\n%s %s  %s  %s\n", strings.ToUpper(g.Severity.String()), g.Detector, Place(g, f), groupCount(g))
+			if tr := When(g, f); tr != "" {
 				fmt.Fprintf(ew, "  when         %s\n", tr)
 			}
 			label := "observation "
@@ -190,9 +269,9 @@ func Text(w io.Writer, r *analyzer.Report) error {
 			if f.Action != "" {
 				fmt.Fprintf(ew, "  action       %s\n", f.Action)
 			}
-			if len(g.TraceIDs) > 0 {
-				fmt.Fprintf(ew, "  traces       %s\n", shortSpans(g.TraceIDs, exampleTraces))
-				for _, id := range g.TraceIDs[:min(len(g.TraceIDs), exampleTraces)] {
+			if ids := Traces(g, f); len(ids) > 0 {
+				fmt.Fprintf(ew, "  traces       %s\n", shortSpans(ids, exampleTraces))
+				for _, id := range ids[:min(len(ids), exampleTraces)] {
 					if link := r.TraceLink(id); link != "" {
 						fmt.Fprintf(ew, "  view         %s\n", link)
 					}
@@ -235,18 +314,19 @@ func Markdown(w io.Writer, r *analyzer.Report) error {
 			g := &groups[gi]
 			f := &r.Findings[g.Findings[0]]
 			traces := make([]string, 0, exampleTraces)
-			for _, id := range g.TraceIDs[:min(len(g.TraceIDs), exampleTraces)] {
+			ids := Traces(g, f)
+			for _, id := range ids[:min(len(ids), exampleTraces)] {
 				if link := r.TraceLink(id); link != "" {
 					traces = append(traces, "[`"+id+"`]("+link+")")
 					continue
 				}
 				traces = append(traces, "`"+id+"`")
 			}
-			if n := len(g.TraceIDs); n > exampleTraces {
+			if n := len(ids); n > exampleTraces {
 				traces = append(traces, fmt.Sprintf("(%d in all)", n))
 			}
-			fmt.Fprintf(ew, "| %s | `%s` | %s | %d | %s | %s | %s | %s | %s |\n", g.Severity, g.Detector, md(Where(g.Caller, g.Dependency)),
-				g.Count, strings.TrimSuffix(TimeRange(g.FirstUnixNano, g.LastUnixNano), " UTC"), md(f.Summary),
+			fmt.Fprintf(ew, "| %s | `%s` | %s | %d | %s | %s | %s | %s | %s |\n", g.Severity, g.Detector, md(Place(g, f)),
+				g.Count, strings.TrimSuffix(When(g, f), " UTC"), md(f.Summary),
 				md(Evidence(f.Evidence)), md(f.Action), strings.Join(traces, " "))
 		}
 	} else {
@@ -263,7 +343,7 @@ func Markdown(w io.Writer, r *analyzer.Report) error {
 
 func md(s string) string {
 	s = strings.ReplaceAll(s, "|", `\|`)
-	return strings.ReplaceAll(s, "\n", " ")
+	return termsafe.String(s) // a newline in a cell would end the table's row
 }
 
 func orDash(s string) string {
@@ -274,16 +354,22 @@ func orDash(s string) string {
 }
 
 // errWriter keeps the first write error so the renderers can write freely and report once.
+// errWriter is where the text and markdown renderers write: it keeps the first error, and makes
+// the text from the data safe for a terminal (see termsafe) - every report line goes through it.
 type errWriter struct {
-	w   io.Writer
-	err error
+	w    io.Writer
+	safe *termsafe.Writer
+	err  error
 }
 
 func (e *errWriter) Write(p []byte) (int, error) {
 	if e.err != nil {
 		return len(p), nil
 	}
-	n, err := e.w.Write(p)
+	if e.safe == nil {
+		e.safe = termsafe.NewWriter(e.w)
+	}
+	n, err := e.safe.Write(p)
 	if err != nil {
 		e.err = fmt.Errorf("write report: %w", err)
 	}

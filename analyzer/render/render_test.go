@@ -38,7 +38,7 @@ func TestTextReadsAtAGlance(t *testing.T) {
 		"calls  intents  amplification",
 		"intents: what the top layer asked of the dependency, counted once however many layers retried it",
 		"Findings: 1 critical, 0 warning, 0 info, in 1 group",
-		"CRITICAL retry-amplification  edge -> http://dep:8080  1 finding\n",
+		"CRITICAL retry-amplification  edge -> api -> http://dep:8080  1 finding\n", // the retrying layers, nearest the dependency last
 		"  observation  3 layers retried",
 		"  evidence     factor=27  layers=edge x3 -> api x3  leaf_calls=27",
 		"  action       let one layer own retries",

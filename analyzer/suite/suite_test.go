@@ -1,10 +1,6 @@
 package suite
 
 import (
-	"os"
-	"path/filepath"
-	"reflect"
-	"runtime"
 	"strings"
 	"testing"
 
@@ -57,38 +53,5 @@ func TestByName(t *testing.T) {
 	}
 	if _, ok := ByName("nope"); ok {
 		t.Error("ByName found a detector that does not exist")
-	}
-}
-
-// Every detector of the suite is tested in its own package: a testdata/ of traces and a test that
-// runs the harness over it. The package is found from the detector's Run, so a detector cannot
-// borrow another's tests.
-func TestEveryDetectorHasTestdata(t *testing.T) {
-	const passes = "github.com/stormwatch/stormwatch/analyzer/passes/"
-	for _, d := range Default() {
-		fn := runtime.FuncForPC(reflect.ValueOf(d.Run).Pointer()).Name()
-		rest, ok := strings.CutPrefix(fn, passes)
-		if !ok {
-			t.Errorf("%s: Run is %s, not in a package of analyzer/passes", d.Name, fn)
-			continue
-		}
-		pkg, _, _ := strings.Cut(rest, ".")
-		dir := filepath.Join("..", "passes", pkg)
-		wants, _ := filepath.Glob(filepath.Join(dir, "testdata", "*.want"))
-		if len(wants) == 0 {
-			t.Errorf("%s: no expectations in %s", d.Name, filepath.Join(dir, "testdata"))
-		}
-		tests, _ := filepath.Glob(filepath.Join(dir, "*_test.go"))
-		runs := false
-		for _, f := range tests {
-			src, err := os.ReadFile(f)
-			if err != nil {
-				t.Fatal(err)
-			}
-			runs = runs || strings.Contains(string(src), "passtest.Run(t, "+pkg+".Detector, \"testdata\")")
-		}
-		if !runs {
-			t.Errorf("%s: no test in %s runs passtest.Run(t, %s.Detector, \"testdata\")", d.Name, dir, pkg)
-		}
 	}
 }

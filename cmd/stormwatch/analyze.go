@@ -16,6 +16,7 @@ import (
 	"github.com/stormwatch/stormwatch/analyzer/policy"
 	"github.com/stormwatch/stormwatch/analyzer/render"
 	"github.com/stormwatch/stormwatch/analyzer/suite"
+	"github.com/stormwatch/stormwatch/internal/termsafe"
 	"github.com/stormwatch/stormwatch/tracefile"
 )
 
@@ -49,11 +50,12 @@ func newAnalyzeCmd(io streams) *cobra.Command {
 as the Jaeger UI downloads it, or Zipkin v2 JSON; gzip allowed; '-' is standard input),
 rebuilds logical operations from the attempt spans and prints the report (docs/sources.md).
 
-Exit status: 0 when no finding reaches --fail-on, 1 when one does, 2 on a usage error or an
-unreadable input (the file and line are named): a file that is not a trace file, or that holds no
-span (unless --allow-empty).`,
+Exit status: 0 when no finding reaches --fail-on (always with --fail-on never), 1 when one does,
+2 on a usage error or an unreadable input (the file and line are named): a file that is not a
+trace file, or that holds no span (unless --allow-empty).`,
 		Example: `  stormwatch analyze traces.jsonl
   stormwatch analyze --format markdown --fail-on warning recordings/*.jsonl >> "$GITHUB_STEP_SUMMARY"
+  stormwatch analyze --format markdown --fail-on never recordings/*.jsonl    # report only: exit 0 with findings
   otelcol-export | stormwatch analyze --format json -
   stormwatch analyze --jaeger http://jaeger:16686 --service checkout --since 30m`,
 		Args: func(cmd *cobra.Command, args []string) error {
@@ -70,22 +72,26 @@ span (unless --allow-empty).`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.format, "format", "text", "report format: text, json or markdown")
-	f.StringVar(&o.failOn, "fail-on", "critical", "exit 1 when a finding has this severity or higher: info, warning, critical")
+	f.StringVar(&o.format, "format", "text", "report `FORMAT`: text, json or markdown")
+	f.StringVar(&o.failOn, "fail-on", "critical", "exit 1 when a finding has this `SEVERITY` or higher: info, warning, critical; never reports without failing (exit 0 with findings)")
 	f.BoolVar(&o.strict, "strict", false, "stop with exit 2 at the first malformed record instead of skipping it")
-	f.StringVar(&o.policy, "policy", "", "retry policy file (docs/policy.md): detector settings and per-class rules")
-	f.StringVar(&o.whatIf, "what-if", "", "also predict the calls per dependency under changed per-layer settings, e.g. 'edge.maxAttempts=1,api.maxAttempts=1' (docs/policy.md)")
+	f.StringVar(&o.policy, "policy", "", "retry policy `FILE` (docs/policy.md): detector settings and per-class rules")
+	f.StringVar(&o.whatIf, "what-if", "", "also predict the calls per dependency under `CHANGES` to per-layer settings, e.g. 'edge.maxAttempts=1,api.maxAttempts=1' (docs/policy.md)")
 	f.BoolVar(&o.progress, "progress", false, "report reading progress on stderr (on by default when stderr is a terminal)")
-	f.DurationVar(&o.settle, "settle", 30*time.Second, "analyze a trace once no span of it has arrived for this long in recorded time, and release its spans (bounds memory on large inputs); 0 holds every span until the end")
+	f.DurationVar(&o.settle, "settle", 30*time.Second, "analyze a trace once no span of it has arrived for this `DURATION` in recorded time, and release its spans (bounds memory on large inputs); 0 holds every span until the end")
 	f.IntVar(&o.maxRecord, "max-record-bytes", tracefile.DefaultMaxRecordBytes, "the largest record (line, request) read from a file; a larger one is skipped with a warning")
 	f.BoolVar(&o.allowEmpty, "allow-empty", false, "accept a file that holds no span (an empty recording) instead of failing with exit 2")
 	o.jaeger.register(f, 100)
-	f.DurationVar(&o.since, "since", 15*time.Minute, "with --jaeger: read the traces of this long before now")
+	f.DurationVar(&o.since, "since", 15*time.Minute, "with --jaeger: read the traces of the last `DURATION`")
 	f.IntVar(&o.maxSpans, "max-spans", engine.DefaultMaxSpans, "spans held at once; beyond it the least recently updated traces are analyzed early and released (negative: no bound)")
 	// cobra reports flag errors as plain errors; they are usage errors: exit 2.
 	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return withExitCode(2, err) })
 	return cmd
 }
+
+// failNever is --fail-on never: above every severity, so no finding reaches it (a report-only CI
+// step that must not fail on findings, without '|| true' hiding a bad input's exit 2).
+const failNever = analyzer.SeverityCritical + 1
 
 // checked reads the flags analyze and diff share: the report's format and --fail-on's severity,
 // and a --settle that is not negative. A bad one is a usage error (exit 2).
@@ -94,9 +100,11 @@ func (o analyzeOptions) checked() (render.Format, analyzer.Severity, error) {
 	if err != nil {
 		return format, 0, withExitCode(2, fmt.Errorf("--format: %w", err))
 	}
-	failOn, err := analyzer.ParseSeverity(o.failOn)
-	if err != nil {
-		return format, 0, withExitCode(2, fmt.Errorf("--fail-on: %w", err))
+	failOn := failNever
+	if o.failOn != "never" {
+		if failOn, err = analyzer.ParseSeverity(o.failOn); err != nil {
+			return format, 0, withExitCode(2, fmt.Errorf("--fail-on: unknown value %q: want info, warning, critical, or never (report findings, exit 0)", o.failOn))
+		}
 	}
 	if o.settle < 0 {
 		return format, 0, withExitCode(2, fmt.Errorf("--settle: must not be negative, got %s", o.settle))
@@ -178,7 +186,7 @@ func readInto(ctx context.Context, a *engine.Analyzer, file string, io streams, 
 		Strict:         strict,
 		Stdin:          io.in,
 		OnWarning: func(err error) {
-			fmt.Fprintln(io.err, "stormwatch: warning:", err)
+			fmt.Fprintln(io.err, "stormwatch: warning:", termsafe.String(err.Error()))
 		},
 	})
 	if err != nil {
@@ -227,6 +235,9 @@ func readInto(ctx context.Context, a *engine.Analyzer, file string, io streams, 
 	}
 	if n := r.Skipped(); n > 0 {
 		notes = append(notes, fmt.Sprintf("%s: %d records skipped, malformed or cut short, their spans not analyzed; the first: %v", r.Name(), n, r.Warnings()[0]))
+	}
+	for _, tear := range r.Tears() {
+		notes = append(notes, r.Name()+": "+tear)
 	}
 	if nfuture > 0 {
 		notes = append(notes, fmt.Sprintf("%s: %d spans have times more than a day ahead of this machine's clock (a host's clock or an exporter is wrong): their timing is meaningless", r.Name(), nfuture))

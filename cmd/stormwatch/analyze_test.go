@@ -51,6 +51,8 @@ func TestAnalyzeExitCodes(t *testing.T) {
 		{"warning below fail-on", []string{"analyze", fixture(t, "fanout-stock")}, 0, "WARNING unbounded-fanout"},
 		{"warning at fail-on", []string{"analyze", "--fail-on", "warning", fixture(t, "fanout-stock")}, 1, "unbounded-fanout"},
 		{"several files", []string{"analyze", fixture(t, "fanout-healthy-stock"), fixture(t, "post-deadline-stock"), "--fail-on=warning"}, 1, "post-deadline-work"},
+		// A report-only CI step: the findings printed, exit 0, so no '|| true' hides a bad input.
+		{"report only", []string{"analyze", "--fail-on", "never", fixture(t, "amplification-27-stock")}, 0, "CRITICAL retry-amplification"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -121,7 +123,8 @@ func TestAnalyzeBadInput(t *testing.T) {
 		{"strict stops at the malformed line", []string{"analyze", "--strict", bad}, 2, "bad.jsonl:2"},
 		{"nothing readable", []string{"analyze", garbage}, 2, "no readable record"},
 		{"unknown format", []string{"analyze", "--format", "yaml", bad}, 2, "--format"},
-		{"unknown severity", []string{"analyze", "--fail-on", "fatal", bad}, 2, "--fail-on"},
+		{"unknown severity", []string{"analyze", "--fail-on", "fatal", bad}, 2, `--fail-on: unknown value "fatal": want info, warning, critical, or never`},
+		{"none is not never", []string{"analyze", "--fail-on", "none", bad}, 2, `--fail-on: unknown value "none": want info, warning, critical, or never`},
 		{"no file", []string{"analyze"}, 2, "give trace files to analyze"},
 		{"unknown flag", []string{"analyze", "--nope", bad}, 2, "nope"},
 		{"negative settle", []string{"analyze", "--settle", "-1s", bad}, 2, "--settle"},

@@ -13,6 +13,7 @@ import (
 	"github.com/stormwatch/stormwatch/analyzer/engine"
 	"github.com/stormwatch/stormwatch/analyzer/render"
 	"github.com/stormwatch/stormwatch/collector"
+	"github.com/stormwatch/stormwatch/internal/termsafe"
 	"github.com/stormwatch/stormwatch/internal/words"
 )
 
@@ -58,7 +59,7 @@ See docs/collector.md for pointing an OpenTelemetry SDK or Collector at it.`,
 	f.register(cmd.Flags())
 	a.register(cmd.Flags(), 2*time.Second)
 	cmd.Flags().DurationVar(&o.statusEvery, "status-interval", 5*time.Second,
-		"how often to print the status line (spans/s, totals, rejected, queue depth, findings, worst amplification) on stderr; 0 turns it off")
+		"how often (`DURATION`) to print the status line (spans/s, totals, rejected, queue depth, findings, worst amplification) on stderr; 0 turns it off")
 	cmd.Flags().StringVar(&o.report, "report", "",
 		"at shutdown, write the final report to `FILE` in the --format json contract of 'stormwatch analyze'")
 	return cmd
@@ -107,6 +108,7 @@ func runCollect(ctx context.Context, io streams, f *collectorFlags, a *analysisF
 	}
 
 	p.log.Info("shutting down: draining the queue and flushing the recording")
+	tightenGCForExit()
 	err = p.stop()
 	final := p.c.Stats()
 	fmt.Fprintln(io.err, stopSummary(final))
@@ -168,6 +170,7 @@ const finalSummaryDeps = 5
 // finalSummary prints what the analysis found: the headline counts, the worst dependencies and
 // the findings by severity. The whole report is GET /api/v1/report while running, --report at exit.
 func finalSummary(w io.Writer, r *analyzer.Report) {
+	w = termsafe.NewWriter(w) // dependency and service names come from the data
 	c, wn, in := render.Counts(r)
 	fmt.Fprintf(w, "stormwatch: analyzed %s, %s, %s; findings: %d critical, %d warning, %d info\n",
 		words.Count(r.Input.Traces, "trace"), words.Count(r.Input.Spans, "span"), words.Count(r.Input.Operations, "operation"), c, wn, in)

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -140,6 +141,23 @@ func TestCollectAnalyzesLive(t *testing.T) {
 	}
 	if code, _ := get(t, "http://"+r.http+reportPath, ""); code != http.StatusOK {
 		t.Errorf("second GET: %d", code)
+	}
+	// The answer is bounded: ?findings=N carries the first N and says how many there are.
+	if len(got.Findings) < 2 {
+		t.Fatalf("the fixture gave %d findings, want several", len(got.Findings))
+	}
+	_, js = get(t, "http://"+r.http+reportPath+"?findings=1", "")
+	var one analyzer.Report
+	if err := json.Unmarshal([]byte(js), &one); err != nil {
+		t.Fatal(err)
+	}
+	if len(one.Findings) != 1 || !slices.ContainsFunc(one.Notes, func(n string) bool {
+		return strings.Contains(n, fmt.Sprintf("the first 1 of %d findings", len(got.Findings)))
+	}) {
+		t.Errorf("?findings=1: %d findings, notes %q", len(one.Findings), one.Notes)
+	}
+	if code, body := get(t, "http://"+r.http+reportPath+"?findings=lots", ""); code != http.StatusBadRequest || !strings.Contains(body, "want a number") {
+		t.Errorf("?findings=lots: %d %s", code, body)
 	}
 	if resp, err := http.Head("http://" + r.http + reportPath); err != nil || resp.StatusCode != http.StatusOK ||
 		resp.Header.Get("Content-Type") != "application/json" {

@@ -276,7 +276,11 @@ func TestCollectFlagErrors(t *testing.T) {
 		{[]string{"--record-sync"}, "--record-sync needs --record FILE"},
 		{[]string{"--grpc", ""}, `use "none"`},
 		{[]string{"--grpc", "none", "--http", "none"}, "nothing to listen on"},
-		{[]string{"--http", busy.Addr().String()}, "listen for OTLP/HTTP on " + busy.Addr().String()},
+		// A port in use names the flag to change and the way to a free port.
+		{[]string{"--http", busy.Addr().String()}, "listen for OTLP/HTTP on " + busy.Addr().String() + ": listen tcp " + busy.Addr().String() +
+			": bind: address already in use\n  another process (another stormwatch?) is listening on " + busy.Addr().String() +
+			": stop it, or give --http another address,\n  e.g. --http 127.0.0.1:0 to let the system pick a free port"},
+		{[]string{"--grpc", busy.Addr().String()}, "give --grpc another address,\n  e.g. --grpc 127.0.0.1:0"},
 		{[]string{"--status-interval", "-1s"}, "--status-interval"},
 		{[]string{"--settle", "0s"}, "--settle 0s: must be positive"},
 		{[]string{"--policy", filepath.Join(dir, "missing.yaml")}, "--policy"},

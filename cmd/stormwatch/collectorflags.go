@@ -10,6 +10,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -49,15 +50,15 @@ func (f *collectorFlags) register(fs *pflag.FlagSet) {
 	f.maxRequestBytes = collector.DefaultMaxRequestBytes
 	f.maxQueueBytes = collector.DefaultMaxQueueBytes
 	fs.StringVar(&f.grpcAddr, "grpc", collector.DefaultGRPCAddr,
-		`OTLP/gRPC listen address; "none" turns gRPC off. Loopback by default: a non-loopback address (e.g. 0.0.0.0:4317) exposes the collector to the network - use it with --token-file and --tls-cert`)
+		`OTLP/gRPC listen `+"`ADDR`"+` (host:port; port 0 picks a free one); "none" turns gRPC off. Loopback by default: a non-loopback address (e.g. 0.0.0.0:4317) exposes the collector to the network - use it with --token-file and --tls-cert`)
 	fs.StringVar(&f.httpAddr, "http", collector.DefaultHTTPAddr,
-		`OTLP/HTTP listen address (POST /v1/traces, GET /metrics, GET /api/v1/report); "none" turns HTTP off. Loopback by default, like --grpc`)
+		`OTLP/HTTP listen `+"`ADDR`"+` (POST /v1/traces, GET /metrics, GET /api/v1/report); "none" turns HTTP off. Loopback by default, like --grpc`)
 	fs.Var(&f.maxRequestBytes, "max-request-bytes",
-		"largest request body accepted, and separately its gzip-decompressed size (e.g. 20MiB, 512KiB); larger gets 413 / RESOURCE_EXHAUSTED")
+		"largest request body accepted (`SIZE`), and separately its gzip-decompressed size (e.g. 20MiB, 512KiB); larger gets 413 / RESOURCE_EXHAUSTED")
 	fs.IntVar(&f.queueSize, "queue-size", collector.DefaultQueueSize,
 		"accepted requests that may wait for the analyzer and the recorder; beyond it clients get 429 / RESOURCE_EXHAUSTED and retry")
 	fs.Var(&f.maxQueueBytes, "max-queue-bytes",
-		"request bytes the ingest queue may hold; beyond it clients get 429 / RESOURCE_EXHAUSTED and retry")
+		"request bytes (`SIZE`) the ingest queue may hold; beyond it clients get 429 / RESOURCE_EXHAUSTED and retry")
 	fs.IntVar(&f.maxConns, "max-connections", collector.DefaultMaxConnections,
 		"connections each listener (gRPC, HTTP) holds open at once; one more is closed at once and counted (the exporter retries)")
 	fs.IntVar(&f.maxSpans, "max-spans", defaultMaxSpans,
@@ -71,7 +72,7 @@ func (f *collectorFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.tlsCert, "tls-cert", "", "serve both transports over TLS with this PEM certificate `FILE` (needs --tls-key)")
 	fs.StringVar(&f.tlsKey, "tls-key", "", "the PEM private key `FILE` for --tls-cert")
 	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 30*time.Second,
-		"on Ctrl-C / SIGTERM, how long to wait for queued spans to drain before giving up")
+		"on Ctrl-C / SIGTERM, how long (`DURATION`) to wait for queued spans to drain before giving up")
 }
 
 // config turns the flags into a collector.Config, reading the token and TLS files.
@@ -164,11 +165,14 @@ func startCollector(ctx context.Context, f *collectorFlags, next spans.Consumer,
 		if err != nil {
 			return nil, fmt.Errorf("--record: %w", err)
 		}
+		if rc := rec.Recovery(); rc.Torn {
+			log.Warn("--record: "+rc.String(), "file", f.record, "kept_records", rc.Kept, "cut_bytes", rc.CutBytes)
+		}
 		opts = append(opts, collector.WithRecorder(rec))
 	}
 	c, err := collector.New(cfg, next, opts...)
 	if err == nil {
-		err = c.Start(ctx)
+		err = listenHint(c.Start(ctx))
 	}
 	if err != nil {
 		if rec != nil {
@@ -180,6 +184,23 @@ func startCollector(ctx context.Context, f *collectorFlags, next spans.Consumer,
 		log.Info("recording accepted requests", "file", f.record, "format", rec.Format().String(), "sync", f.recordSync)
 	}
 	return c, nil
+}
+
+// listenHint names the way out of a listener that could not be bound: the flag that sets its
+// address, and port 0, which lets the system pick a free port (logged at start).
+func listenHint(err error) error {
+	var le *collector.ListenError
+	if !errors.As(err, &le) {
+		return err
+	}
+	flag := "--grpc"
+	if le.Transport == "HTTP" {
+		flag = "--http"
+	}
+	if errors.Is(err, syscall.EADDRINUSE) {
+		return fmt.Errorf("%w\n  another process (another stormwatch?) is listening on %s: stop it, or give %s another address,\n  e.g. %s 127.0.0.1:0 to let the system pick a free port (the log says which)", err, le.Addr, flag, flag)
+	}
+	return fmt.Errorf("%s %s: %w", flag, le.Addr, err)
 }
 
 // stopCollector stops accepting, drains the queue and closes the recording, within --shutdown-timeout.

@@ -21,6 +21,9 @@ import (
 	"github.com/stormwatch/stormwatch/analyzer/render"
 	"github.com/stormwatch/stormwatch/analyzer/suite"
 	"github.com/stormwatch/stormwatch/analyzer/whatif"
+	"github.com/stormwatch/stormwatch/internal/origin"
+	"github.com/stormwatch/stormwatch/internal/termsafe"
+	"github.com/stormwatch/stormwatch/internal/words"
 	"github.com/stormwatch/stormwatch/spans"
 	"github.com/stormwatch/stormwatch/tracefile"
 )
@@ -76,18 +79,18 @@ an unreadable input (the file, line or address named).`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.format, "format", "text", "report format: text, json or markdown")
+	f.StringVar(&o.format, "format", "text", "report `FORMAT`: text, json or markdown")
 	f.BoolVar(&o.failIfWorse, "fail-if-worse", false, "exit 1 when AFTER is worse: an amplification grew beyond --tolerance, or a new finding at or above --fail-on")
 	f.Float64Var(&o.tolerance, "tolerance", diff.DefaultTolerance, "relative growth of a dependency's amplification that is not yet worse (0.05: 5%); also the error beyond which the what-if model was wrong")
-	f.StringVar(&o.failOn, "fail-on", "critical", "with --fail-if-worse, the least severity of a new finding that is worse: info, warning, critical")
-	f.StringVar(&o.beforeWindow, "before-window", "", "only the traces that start in FROM..TO (RFC 3339 times or offsets from the recording's start, e.g. ..10m)")
-	f.StringVar(&o.afterWindow, "after-window", "", "the same for AFTER, e.g. 15m..")
-	f.StringVar(&o.whatIf, "what-if", "", "predict from BEFORE under changed per-layer settings, e.g. 'api.maxAttempts=1', and check it against AFTER (docs/policy.md)")
-	f.StringVar(&o.policy, "policy", "", "retry policy file (docs/policy.md) applied to both sides")
-	f.StringVar(&o.tokenFile, "token-file", "", "bearer token for a collector URL side (as given to 'stormwatch collect --token-file')")
-	f.DurationVar(&o.timeout, "timeout", 30*time.Second, "how long to wait for a collector URL side")
+	f.StringVar(&o.failOn, "fail-on", "critical", "with --fail-if-worse, the least `SEVERITY` of a new finding that is worse: info, warning, critical; never: new findings alone are not worse")
+	f.StringVar(&o.beforeWindow, "before-window", "", "only the traces that start in `FROM..TO` (RFC 3339 times or offsets from the recording's start, e.g. ..10m)")
+	f.StringVar(&o.afterWindow, "after-window", "", "`FROM..TO` the same for AFTER, e.g. 15m..")
+	f.StringVar(&o.whatIf, "what-if", "", "predict from BEFORE under `CHANGES` to per-layer settings, e.g. 'api.maxAttempts=1', and check it against AFTER (docs/policy.md)")
+	f.StringVar(&o.policy, "policy", "", "retry policy `FILE` (docs/policy.md) applied to both sides")
+	f.StringVar(&o.tokenFile, "token-file", "", "send the bearer token in `FILE` to a collector URL side (as given to 'stormwatch collect --token-file')")
+	f.DurationVar(&o.timeout, "timeout", 30*time.Second, "how long (`DURATION`) to wait for a collector URL side")
 	f.BoolVar(&o.strict, "strict", false, "stop with exit 2 at the first malformed record instead of skipping it")
-	f.DurationVar(&o.settle, "settle", 30*time.Second, "as analyze's --settle")
+	f.DurationVar(&o.settle, "settle", 30*time.Second, "`DURATION`: as analyze's --settle")
 	f.IntVar(&o.maxRecord, "max-record-bytes", tracefile.DefaultMaxRecordBytes, "the largest record (line, request) read from a file")
 	f.IntVar(&o.maxSpans, "max-spans", engine.DefaultMaxSpans, "spans held at once per side (negative: no bound)")
 	f.BoolVar(&o.allowEmpty, "allow-empty", false, "accept a recording that holds no span (a side with no traffic) instead of failing with exit 2")
@@ -164,7 +167,7 @@ func diffSide(ctx context.Context, io streams, o diffOptions, pol *policy.Policy
 		if len(changes) > 0 {
 			return nil, "", nil, fmt.Errorf("%s: --what-if predicts from BEFORE's operations, which a collector's report does not carry; give BEFORE as a recording", src)
 		}
-		r, err := fetchReport(ctx, src, o.tokenFile, o.timeout)
+		r, err := fetchSettled(ctx, io, src, o.tokenFile, o.timeout)
 		return r, src, nil, err
 	}
 	cfg := o.engineConfig()
@@ -217,47 +220,115 @@ func diffSide(ctx context.Context, io streams, o diffOptions, pol *policy.Policy
 
 func isURL(s string) bool { return strings.HasPrefix(s, "http://") || strings.HasPrefix(s, "https://") }
 
+// settlePoll is how often diff asks a collector whether it has settled what it held.
+const settlePoll = 250 * time.Millisecond
+
+// fetchSettled GETs a collector's report once it counts everything the collector held when diff
+// asked: the traces that had arrived are analyzed (their settle period passed) and judged by the
+// cross-trace detectors, whose findings come seconds later (their next run). A report taken
+// sooner reads "better" for identical traffic, the findings not in yet. Within timeout it waits,
+// saying so on stderr; past it, it says which part is still pending and gives no verdict.
+func fetchSettled(ctx context.Context, io streams, raw, tokenFile string, timeout time.Duration) (*analyzer.Report, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	r, u, err := fetchReport(ctx, raw, tokenFile)
+	if err != nil || r.Live == nil {
+		return r, err // a report with nothing pending to say: nothing to wait for
+	}
+	asked := r.Live.AtUnixNano
+	var analyzed int64 // when every trace that arrived before asked was in the report
+	said := false
+	for {
+		lv := r.Live
+		if analyzed == 0 && lv.SettledThroughUnixNano >= asked {
+			analyzed = lv.AtUnixNano
+		}
+		if analyzed != 0 && lv.WindowThroughUnixNano >= analyzed {
+			return r, nil
+		}
+		if !said {
+			fmt.Fprintf(io.err, "stormwatch diff: waiting (at most --timeout %s) for the collector at %s to settle what it holds: %s\n",
+				timeout, origin.Redact(*u), pendingPart(lv, analyzed))
+			said = true
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("no verdict: the collector at %s has not settled what it held within --timeout %s: %s; "+
+				"wait for the traffic to stop, or raise --timeout", origin.Redact(*u), timeout, pendingPart(lv, analyzed))
+		case <-time.After(settlePoll):
+		}
+		next, _, err := fetchReport(ctx, raw, tokenFile)
+		if err != nil {
+			if ctx.Err() != nil {
+				continue // the deadline: said above, with what is pending
+			}
+			return nil, err
+		}
+		if next.Live == nil {
+			return nil, fmt.Errorf("the collector at %s stopped saying what it has pending", origin.Redact(*u))
+		}
+		r = next
+	}
+}
+
+// pendingPart says which part of a live report is not in yet.
+func pendingPart(lv *analyzer.LiveState, analyzed int64) string {
+	if analyzed == 0 {
+		return fmt.Sprintf("%s still settling (a trace is analyzed once it has been quiet for the collector's --settle)",
+			words.Count(lv.PendingTraces, "trace"))
+	}
+	every := ""
+	if lv.WindowEveryMs > 0 {
+		every = fmt.Sprintf(", every %s at least", time.Duration(lv.WindowEveryMs)*time.Millisecond)
+	}
+	return "the cross-trace findings (retry budget, synchronized retries, breakers) of the latest traces, due at the detectors' next run" + every
+}
+
 // fetchReport GETs a collector's live report. A URL without a path means the collector's own
-// report path, so the address 'stormwatch collect' prints is enough.
-func fetchReport(ctx context.Context, raw, tokenFile string, timeout time.Duration) (*analyzer.Report, error) {
+// report path, so the address 'stormwatch collect' prints is enough. ctx bounds the request.
+func fetchReport(ctx context.Context, raw, tokenFile string) (*analyzer.Report, *url.URL, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", raw, err)
+		return nil, nil, fmt.Errorf("%s: %w", raw, err)
 	}
 	if u.Path == "" || u.Path == "/" {
 		u.Path = reportPath
 	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", u, err)
+		return nil, nil, fmt.Errorf("%s: %w", origin.Redact(*u), err)
 	}
 	if tokenFile != "" {
 		tok, err := os.ReadFile(tokenFile)
 		if err != nil {
-			return nil, fmt.Errorf("--token-file: %w", err)
+			return nil, nil, fmt.Errorf("--token-file: %w", err)
 		}
 		req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(tok)))
 	}
-	resp, err := http.DefaultClient.Do(req)
+	// The token stays with the collector it was given for: no redirect elsewhere with it.
+	client := &http.Client{CheckRedirect: origin.CheckRedirect(func() bool { return tokenFile != "" })}
+	resp, err := client.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("fetch the report: %w", err)
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err // its message repeats the URL, named below
+		}
+		return nil, nil, fmt.Errorf("cannot reach the collector at %s: %w (is 'stormwatch collect' running with --http at that address?)", origin.Redact(*u), err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		return nil, fmt.Errorf("GET %s: %s: %s", u, resp.Status, strings.TrimSpace(string(msg)))
+		return nil, nil, fmt.Errorf("GET %s: %s: %s", origin.Redact(*u), resp.Status, termsafe.String(strings.TrimSpace(string(msg))))
 	}
 	var r analyzer.Report
 	dec := json.NewDecoder(io.LimitReader(resp.Body, 256<<20))
 	if err := dec.Decode(&r); err != nil {
-		return nil, fmt.Errorf("GET %s: not a stormwatch report: %w", u, err)
+		return nil, nil, fmt.Errorf("GET %s: not a stormwatch report: %w", origin.Redact(*u), err)
 	}
 	if r.Version != analyzer.ReportVersion {
-		return nil, fmt.Errorf("GET %s: report version %d, this stormwatch reads version %d", u, r.Version, analyzer.ReportVersion)
+		return nil, nil, fmt.Errorf("GET %s: report version %d, this stormwatch reads version %d", origin.Redact(*u), r.Version, analyzer.ReportVersion)
 	}
-	return &r, nil
+	return &r, u, nil
 }
 
 // window is a time range of a recording. Each end is absolute, or an offset from the
@@ -422,7 +493,7 @@ func eachRecord(file string, io streams, o analyzeOptions, f func(*tracefile.Rec
 		Stdin:          io.in,
 		OnWarning: func(err error) {
 			if warn {
-				fmt.Fprintln(io.err, "stormwatch: warning:", err)
+				fmt.Fprintln(io.err, "stormwatch: warning:", termsafe.String(err.Error()))
 			}
 		},
 	})

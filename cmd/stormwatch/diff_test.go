@@ -89,13 +89,12 @@ func TestDiffLabOneOwner(t *testing.T) {
 		t.Fatalf("exit %d\n%s\n%s", code, out, stderr)
 	}
 	first, _, _ := strings.Cut(out, "\n")
-	if want := "stormwatch diff: better: dependency: 27.00x -> 3.00x; findings: 2 resolved, 0 new, 0 persisting"; first != want {
+	if want := "stormwatch diff: better: dependency: 27.00x -> 3.00x; findings: 1 resolved, 0 new, 0 persisting"; first != want {
 		t.Errorf("first line\n got %q\nwant %q\n%s", first, want, out)
 	}
 	for _, want := range []string{
 		"http://dependency:8080  dependency  108 -> 12  4 -> 4", "27.00x -> 3.00x  ↓ -24.00x  27 -> none (before: edge x3 > api x3 > adapter x3)",
 		"RESOLVED  critical  retry-amplification  edge -> http://dependency:8080  4 -> 0",
-		"RESOLVED  warning   no-backoff           api -> http://adapter:8080      1 -> 0",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("diff lacks %q:\n%s", want, out)
@@ -140,6 +139,13 @@ func TestDiffToleranceAndFailOn(t *testing.T) {
 	r := diffJSON(t, 1, "--fail-if-worse", "--tolerance", "100", owner, small)
 	if len(r.Regressions) == 0 || !strings.Contains(strings.Join(r.Regressions, "\n"), "new critical retry-amplification") {
 		t.Errorf("regressions %q", r.Regressions)
+	}
+	// --fail-on never: new findings alone are not worse; the amplification still is.
+	if code, out, _ := runCLI(t, "", "diff", "--fail-if-worse", "--tolerance", "100", "--fail-on", "never", owner, small); code != 0 {
+		t.Errorf("--fail-on never with only new findings: exit %d\n%s", code, out)
+	}
+	if code, out, _ := runCLI(t, "", "diff", "--fail-if-worse", "--fail-on", "never", small, big); code != 1 {
+		t.Errorf("--fail-on never with an amplification that grew: exit %d\n%s", code, out)
 	}
 }
 
@@ -333,7 +339,7 @@ func TestDiffBadInput(t *testing.T) {
 		{"unreadable file", []string{garbage, rec}, "before: " + garbage + ": no readable record"},
 		{"empty file", []string{empty, rec}, "before: " + empty + ": no spans (0 records read); --allow-empty accepts a file without spans"},
 		{"bad format", []string{"--format", "yaml", rec, rec}, `--format: unknown format "yaml"`},
-		{"bad fail-on", []string{"--fail-on", "fatal", rec, rec}, `--fail-on: unknown severity "fatal"`},
+		{"bad fail-on", []string{"--fail-on", "fatal", rec, rec}, `--fail-on: unknown value "fatal"`},
 		{"negative tolerance", []string{"--tolerance", "-1", rec, rec}, "--tolerance: must not be negative, got -1"},
 		{"bad tolerance", []string{"--tolerance", "lots", rec, rec}, `invalid argument "lots" for "--tolerance"`},
 		{"bad what-if", []string{"--what-if", "edge.retries=1", rec, rec}, `--what-if: change "edge.retries=1": unknown field "retries"`},
@@ -353,7 +359,8 @@ func TestDiffBadInput(t *testing.T) {
 		{"negative settle", []string{"--settle", "-1s", rec, rec}, "--settle: must not be negative, got -1s"},
 		{"zero timeout", []string{"--timeout", "0s", rec, rec}, "--timeout: must be positive, got 0s"},
 		{"URL 404", []string{rec, notReport.URL + "/missing"}, "after: GET " + notReport.URL + "/missing: 404 Not Found"},
-		{"URL refused", []string{"http://" + closed, rec}, "before: fetch the report: Get \"http://" + closed + "/api/v1/report\""},
+		{"URL refused", []string{"http://" + closed, rec}, "before: cannot reach the collector at http://" + closed + "/api/v1/report: dial tcp " + closed +
+			": connect: connection refused (is 'stormwatch collect' running with --http at that address?)"},
 		{"missing token file", []string{"--token-file", filepath.Join(dir, "token"), notReport.URL, rec}, "--token-file: open " + filepath.Join(dir, "token")},
 	}
 	for _, c := range cases {
@@ -445,5 +452,40 @@ func TestDiffSideForgetsAsAnalyzeDoes(t *testing.T) {
 	}
 	if forgot(predicted) {
 		t.Errorf("a side predicted from forgot operations: %q", predicted.Notes)
+	}
+}
+
+// diff against a live collector right after the traffic waits for the collector to settle what
+// it holds - the traces still in their settle period, then the cross-trace findings of the
+// detectors' next run, seconds later - so identical traffic reads "unchanged", never "better"
+// for findings not in yet.
+func TestDiffLiveWaitsUntilTheCollectorSettled(t *testing.T) {
+	fixture := "../../fixtures/retry-budget-exceeded-stock.jsonl"
+	// 3 s of settle: long enough that diff surely asks before the traces settle (sending and
+	// starting diff can take a second on a busy machine), else the test would prove nothing.
+	c := startCollect(t, "--settle", "3s", "--status-interval", "0")
+	sendFixture(t, c.grpc, replay.GRPC, "", fixture)
+	code, out, stderr := runCLI(t, "", "diff", "--format", "json", "http://"+c.http, fixture)
+	if code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, out, stderr)
+	}
+	var r diff.Report
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(r.Verdict, "unchanged") || r.Counts.New != 0 || r.Counts.Persisting == 0 {
+		t.Errorf("identical traffic: verdict %q, counts %+v; want unchanged, nothing resolved\nstderr: %s", r.Verdict, r.Counts, stderr)
+	}
+	if !strings.Contains(stderr, "waiting (at most --timeout 30s) for the collector at http://"+c.http+reportPath+" to settle what it holds") {
+		t.Errorf("stderr does not say diff waited: %q", stderr)
+	}
+
+	// A collector that cannot settle within --timeout gives no verdict, and says what is pending.
+	slow := startCollect(t, "--settle", "1m", "--status-interval", "0")
+	sendFixture(t, slow.grpc, replay.GRPC, "", fixture)
+	code, out, stderr = runCLI(t, "", "diff", "--timeout", "1s", fixture, "http://"+slow.http)
+	want := "no verdict: the collector at http://" + slow.http + reportPath + " has not settled what it held within --timeout 1s: 40 traces still settling"
+	if code != 2 || out != "" || !strings.Contains(stderr, want) {
+		t.Errorf("exit %d, stdout %q, stderr %q; want exit 2, no report, and %q", code, out, stderr, want)
 	}
 }

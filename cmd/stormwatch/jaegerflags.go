@@ -31,14 +31,14 @@ type jaegerFlags struct {
 
 func (f *jaegerFlags) register(fs *pflag.FlagSet, limitDefault int) {
 	fs.StringVar(&f.url, "jaeger", "", "read traces from the Jaeger query service at `URL` (the UI's address, e.g. http://jaeger:16686) instead of files (docs/sources.md)")
-	fs.StringVar(&f.service, "service", "", "with --jaeger: the service whose traces to read (required)")
-	fs.StringVar(&f.operation, "operation", "", "with --jaeger: only traces with this operation of --service")
+	fs.StringVar(&f.service, "service", "", "with --jaeger: the service (`NAME`) whose traces to read (required)")
+	fs.StringVar(&f.operation, "operation", "", "with --jaeger: only traces with this operation `NAME` of --service")
 	fs.IntVar(&f.limit, "limit", limitDefault, "with --jaeger: the most traces one search returns")
 	fs.StringVar(&f.tokenFile, "jaeger-token-file", "", "with --jaeger: send the bearer token in `FILE` (Authorization: Bearer ...)")
-	fs.StringVar(&f.user, "jaeger-user", "", "with --jaeger: basic auth user (the password from --jaeger-password-file)")
+	fs.StringVar(&f.user, "jaeger-user", "", "with --jaeger: basic auth user `NAME` (the password from --jaeger-password-file)")
 	fs.StringVar(&f.passFile, "jaeger-password-file", "", "with --jaeger-user: the basic auth password in `FILE`")
 	fs.StringVar(&f.caFile, "jaeger-ca-file", "", "with an https --jaeger: trust the PEM CA certificates in `FILE` (in addition to the system's)")
-	fs.DurationVar(&f.timeout, "jaeger-timeout", jaeger.DefaultTimeout, "with --jaeger: the longest one request to Jaeger may take")
+	fs.DurationVar(&f.timeout, "jaeger-timeout", jaeger.DefaultTimeout, "with --jaeger: the longest (`DURATION`) one request to Jaeger may take")
 }
 
 // jaegerQuery is the search the flags ask for over [start, end).

@@ -30,7 +30,7 @@ type dashboardFlags struct {
 func (d *dashboardFlags) register(fs flagSet, settle time.Duration) {
 	d.analysisFlags.register(fs, settle)
 	fs.StringVar(&d.logFile, "log-file", "", "write logs to `FILE` (default: stormwatch.log in the user cache directory); the terminal belongs to the dashboard")
-	fs.DurationVar(&d.refresh, "refresh", tui.DefaultRefresh, "how often the dashboard takes a snapshot of the analysis")
+	fs.DurationVar(&d.refresh, "refresh", tui.DefaultRefresh, "how often (`DURATION`) the dashboard takes a snapshot of the analysis")
 }
 
 // newLiveCmd is the root command: with no subcommand, stormwatch runs the collector and the live TUI.
@@ -63,7 +63,7 @@ Keys, screens and troubleshooting: docs/tui.md (or press ? in the dashboard).`,
 	f.register(cmd.Flags())
 	d.register(cmd.Flags(), 2*time.Second)
 	j.register(cmd.Flags(), 100)
-	cmd.Flags().DurationVar(&j.poll, "poll", jaeger.DefaultPoll, "with --jaeger: how often to search it for new traces")
+	cmd.Flags().DurationVar(&j.poll, "poll", jaeger.DefaultPoll, "with --jaeger: how often (`DURATION`) to search it for new traces")
 	return cmd
 }
 

@@ -281,3 +281,48 @@ func TestDashboardStopsWithoutWaitingForItsNextSnapshot(t *testing.T) {
 		t.Errorf("stderr lacks where the logs went: %q", errb.String())
 	}
 }
+
+// selectedRow is the pane line of the selected row (marked ">"), or -1.
+func selectedRow(screen string) (int, string) {
+	for i, l := range strings.Split(screen, "\n") {
+		if strings.HasPrefix(l, ">") {
+			return i, l
+		}
+	}
+	return -1, ""
+}
+
+// TestDashboardAppliesBatchedKeys: keys that reach the dashboard in one read - "jjj" sent at once,
+// as a held key or a slow SSH link delivers them - each move the cursor, in a real terminal.
+func TestDashboardAppliesBatchedKeys(t *testing.T) {
+	dir, bin := buildForTerminal(t)
+	fixture, err := filepath.Abs("../../fixtures/lab-layers.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := fmt.Sprintf("%s replay --speed 0 --settle 200ms --log-file %s %s; echo EXITED $?; sleep 60",
+		bin, filepath.Join(dir, "stormwatch.log"), fixture)
+	s := newTmux(t, 120, 36, []string{"TERM=xterm-256color"}, cmd)
+	s.waitScreen("spans played, done", 20*time.Second)
+	s.waitScreen("http://edge:8080", 10*time.Second)
+	s.keys("p") // freeze the view: rows keep their places while the keys move the cursor
+	s.waitScreen("VIEW FROZEN", 5*time.Second)
+	before, row := selectedRow(s.capture())
+	if before < 0 {
+		t.Fatalf("no selected row:\n%s", s.capture())
+	}
+	s.keys("-l", "jjj")
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		after, sel := selectedRow(s.capture())
+		if after == before+3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("jjj moved the cursor from line %d (%q) to line %d (%q), want 3 rows down:\n%s", before, row, after, sel, s.capture())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	s.keys("q")
+	s.waitScreen("EXITED 0", 10*time.Second)
+}

@@ -10,6 +10,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/stormwatch/stormwatch/internal/termsafe"
 )
 
 func main() {
@@ -47,13 +49,16 @@ func exitCode(err error, stderr io.Writer) int {
 	if err == nil {
 		return 0
 	}
+	// An error can carry text from the data (a remote service's answer, a span's name): made
+	// safe for the terminal.
+	safe := termsafe.NewWriter(stderr)
 	var ee *exitError
 	if errors.As(err, &ee) {
 		if ee.err != nil {
-			fmt.Fprintln(stderr, "stormwatch:", ee.err)
+			fmt.Fprintln(safe, "stormwatch:", ee.err)
 		}
 		return ee.code
 	}
-	fmt.Fprintln(stderr, "stormwatch:", err)
+	fmt.Fprintln(safe, "stormwatch:", err)
 	return 2
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/stormwatch/stormwatch/internal/termsafe"
 	"github.com/stormwatch/stormwatch/tracefile"
 	"github.com/stormwatch/stormwatch/tracefile/replay"
 	"github.com/stormwatch/stormwatch/tui"
@@ -66,12 +67,12 @@ front and sent from --connections connections at once - a load generator for the
 	f.BoolVar(&o.max, "max", false, "as fast as possible (same as --speed 0): pre-encode every request and send from --connections at once")
 	f.BoolVar(&o.loop, "loop", false, "start again after the last file (every pass gets its own trace ids); with --max, run for --duration")
 	f.StringVar(&o.to, "to", "", "send to this OTLP `ENDPOINT` instead of the dashboard: host:port (gRPC) or http(s)://host:port")
-	f.StringVar(&o.protocol, "protocol", "", "grpc, http/protobuf or http/json (default: grpc for host:port, http/protobuf for a URL)")
+	f.StringVar(&o.protocol, "protocol", "", "`PROTOCOL`: grpc, http/protobuf or http/json (default: grpc for host:port, http/protobuf for a URL)")
 	f.IntVar(&o.connections, "connections", 4, "requests in flight at once, each on its own connection")
 	f.StringVar(&o.tokenFile, "token-file", "", "send the bearer token in `FILE` (Authorization: Bearer ...)")
 	f.BoolVar(&o.insecure, "insecure", false, "no TLS, even to a non-loopback host:port")
 	f.BoolVar(&o.strict, "strict", false, "stop at the first malformed record instead of skipping it")
-	f.DurationVar(&o.duration, "duration", 0, "with --max: keep sending (round and round) for this long")
+	f.DurationVar(&o.duration, "duration", 0, "with --max: keep sending (round and round) for this `DURATION`")
 	f.IntVar(&o.maxRecord, "max-record-bytes", tracefile.DefaultMaxRecordBytes, "the largest record (line, request) read from a file")
 	f.IntVar(&o.maxSpans, "max-spans", 1_000_000, "dashboard: spans held at once; the oldest traces are evicted beyond it")
 	o.dash.register(f, 2*time.Second)
@@ -90,7 +91,7 @@ func runReplay(ctx context.Context, io streams, o replayOptions, files []string)
 		o.speed = 0
 	}
 	ropt := tracefile.ReadOptions{Strict: o.strict, MaxRecordBytes: o.maxRecord, Stdin: io.in,
-		OnWarning: func(err error) { fmt.Fprintln(io.err, "stormwatch replay: skipped:", err) }}
+		OnWarning: func(err error) { fmt.Fprintln(io.err, "stormwatch replay: skipped:", termsafe.String(err.Error())) }}
 	for _, f := range files {
 		if f == "-" && o.loop {
 			return withExitCode(2, errors.New("--loop cannot replay standard input: it can be read only once"))

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/stormwatch/stormwatch/analyzer"
 )
 
 // analyze --what-if on the 27-call recording (two requests): with retries owned by the adapter
@@ -32,7 +34,7 @@ func TestAnalyzeWhatIf(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &doc); err != nil {
 		t.Fatalf("not one JSON document: %v\n%s", err, out)
 	}
-	if doc.Version != 1 || len(doc.Findings) == 0 {
+	if doc.Version != analyzer.ReportVersion || len(doc.Findings) == 0 {
 		t.Errorf("the report is still there: version %d, %d findings", doc.Version, len(doc.Findings))
 	}
 	if !strings.Contains(doc.WhatIf.Assumption, "outcomes per attempt as recorded") {

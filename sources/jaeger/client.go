@@ -16,6 +16,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/stormwatch/stormwatch/internal/origin"
+	"github.com/stormwatch/stormwatch/internal/termsafe"
 	"github.com/stormwatch/stormwatch/spans"
 	"github.com/stormwatch/stormwatch/tracefile"
 )
@@ -99,10 +101,20 @@ type Query struct {
 func New(cfg Config) (*Client, error) {
 	u, err := url.Parse(strings.TrimSpace(cfg.URL))
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("jaeger URL %q: want http(s)://host:port of the Jaeger query service (the UI's address)", cfg.URL)
+		return nil, fmt.Errorf("jaeger URL %q: want http(s)://host:port of the Jaeger query service (the UI's address)", redactRaw(cfg.URL))
 	}
 	u.Path = strings.TrimSuffix(u.Path, "/")
 	u.RawQuery, u.Fragment = "", ""
+	if u.User != nil {
+		// user:password in the URL is basic auth: sent as such, and never part of the URL the
+		// client shows (notes, trace links, errors, logs).
+		if cfg.Username != "" || cfg.Password != "" {
+			return nil, errors.New("jaeger: a user in the URL and basic auth given apart: give one")
+		}
+		cfg.Username = u.User.Username()
+		cfg.Password, _ = u.User.Password()
+		u.User = nil
+	}
 	if cfg.Token != "" && (cfg.Username != "" || cfg.Password != "") {
 		return nil, errors.New("jaeger: a bearer token and basic auth together: give one")
 	}
@@ -136,7 +148,27 @@ func New(cfg Config) (*Client, error) {
 	if cfg.API != "" && cfg.API != APIv3 && cfg.API != APIv1 {
 		return nil, fmt.Errorf("jaeger: unknown API %q", cfg.API)
 	}
-	return &Client{cfg: cfg, base: u, http: &http.Client{Transport: tr}, api: cfg.API}, nil
+	c := &Client{cfg: cfg, base: u, api: cfg.API}
+	c.http = &http.Client{Transport: tr, CheckRedirect: c.checkRedirect}
+	return c, nil
+}
+
+// ErrCrossOriginRedirect refuses a redirect that would take the credentials to another place
+// (see package origin).
+var ErrCrossOriginRedirect = origin.ErrCrossOrigin
+
+// checkRedirect follows a redirect within the Jaeger's origin (scheme, host and port) and refuses
+// one that leaves it while credentials are configured, as a permanent error. Without
+// credentials a redirect is followed, up to 10.
+func (c *Client) checkRedirect(req *http.Request, via []*http.Request) error {
+	check := origin.CheckRedirect(func() bool { return c.cfg.Token != "" || c.cfg.Username != "" || c.cfg.Password != "" })
+	if err := check(req, via); err != nil {
+		if errors.Is(err, origin.ErrCrossOrigin) {
+			return &permanent{fmt.Errorf("jaeger: %w (give --jaeger the address it redirects to, if it is trusted)", err)}
+		}
+		return err
+	}
+	return nil
 }
 
 func sleep(ctx context.Context, d time.Duration) error {
@@ -241,9 +273,14 @@ func (c *Client) findV3(ctx context.Context, q Query) ([]*spans.Batch, error) {
 	case status == http.StatusNotFound || status == http.StatusMethodNotAllowed:
 		return nil, errNoAPI
 	case jsonErr == nil && wrap.Error != nil:
-		return nil, fmt.Errorf("jaeger %s: %d: %s", APIv3, status, wrap.Error.Message)
+		return nil, fmt.Errorf("jaeger %s: %d: %s", APIv3, status, termsafe.String(wrap.Error.Message))
 	}
-	return nil, fmt.Errorf("jaeger %s: unexpected answer %d: %s", APIv3, status, snippet(body))
+	// Say what was wrong with it, not only what it was.
+	why := "neither a result nor an error in it"
+	if jsonErr != nil {
+		why = "not the API's JSON: " + jsonErr.Error()
+	}
+	return nil, fmt.Errorf("jaeger %s: unexpected answer %d (%s): %s", APIv3, status, why, snippet(body))
 }
 
 func (c *Client) findV1(ctx context.Context, q Query) ([]*spans.Batch, error) {
@@ -349,6 +386,9 @@ func (c *Client) once(ctx context.Context, target string) (status int, body []by
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
+		if p := (*permanent)(nil); errors.As(err, &p) {
+			return 0, nil, 0, p // a refused redirect: not worth another try
+		}
 		return 0, nil, 0, fmt.Errorf("jaeger: %w", err)
 	}
 	defer resp.Body.Close()
@@ -374,16 +414,27 @@ type permanent struct{ error }
 func (p *permanent) Unwrap() error { return p.error }
 
 // redact drops credentials a URL may carry, for messages.
-func redact(u url.URL) string {
-	u.User = nil
-	u.RawQuery = ""
-	return u.String()
+func redact(u url.URL) string { return origin.Redact(u) }
+
+// redactRaw is redact for a URL that may not parse: what looks like user:password@ goes.
+func redactRaw(s string) string {
+	if u, err := url.Parse(strings.TrimSpace(s)); err == nil {
+		return redact(*u)
+	}
+	if i := strings.Index(s, "://"); i >= 0 {
+		if j := strings.LastIndex(s[i+3:], "@"); j >= 0 {
+			return s[:i+3] + "REDACTED@" + s[i+3+j+1:]
+		}
+	}
+	return s
 }
 
+// snippet is the start of an answer's body for a message: made safe for a terminal, since the
+// body is whatever the server (or something posing as it) sent.
 func snippet(b []byte) string {
 	b = bytes.TrimSpace(b)
 	if len(b) > 200 {
-		return string(b[:200]) + "..."
+		return termsafe.String(string(b[:200])) + "..."
 	}
-	return string(b)
+	return termsafe.String(string(b))
 }

@@ -2,6 +2,7 @@ package nobackoff
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/stormwatch/stormwatch/analyzer"
@@ -13,9 +14,9 @@ import (
 var Detector = &analyzer.Detector{
 	Name:     name,
 	Title:    "Retries with no pause",
-	Doc:      "two or more retries of one operation with (near) zero pause (at or under minPause, default 1 ms); evidence: retries, immediate_retries, pauses_ms, threshold_ms",
+	Doc:      "a retrying layer whose pauses between attempts (two or more, over its operations in the trace) are the client's own turnaround: their median under minPause (default 5 ms), none as long as 4 x minPause; evidence: retries, immediate_retries, pauses_ms, threshold_ms",
 	Severity: analyzer.SeverityWarning,
-	Settings: &Settings{MinPause: time.Millisecond},
+	Settings: &Settings{MinPause: 5 * time.Millisecond},
 	Run:      run,
 }
 
@@ -23,43 +24,91 @@ const name = "no-backoff"
 
 // Settings are no-backoff's own (analyzer.Detector.Settings).
 type Settings struct {
-	// MinPause is the pause at or under which a retry counts as immediate. 1 ms: a timer's
-	// resolution, well under any deliberate backoff.
-	MinPause time.Duration `policy:"minPause" doc:"a retry whose pause is at or under it came back immediately" min:"0s"`
+	// MinPause is the pause under which a retry came back without waiting: what a client takes
+	// to turn a failed answer into the next attempt when its delay is zero - a few milliseconds on
+	// an event loop (Node's setTimeout(0) and promise chain), well under any deliberate backoff.
+	MinPause time.Duration `policy:"minPause" doc:"a retry whose pause is under it came back without waiting (the client's own turnaround)" min:"0s"`
 }
 
+// layer is one retrying layer of the trace: the operations of one owner toward one dependency.
+type layer struct {
+	owner, dependency string
+	ops               []*analyzer.Operation
+}
+
+// run judges each layer's pauses together, not one by one: a zero-delay default shows as pauses
+// of the client's own turnaround on every retry (1-4 ms on Node's event loop, now and then more
+// when the process is busy), full jitter as a spread from near zero up to its cap. So a layer is
+// reported when it retried at least twice, its typical pause (the median) is under minPause, and
+// none is as long as a backoff's cap would be (spreadFactor x minPause): a few near-zero draws of
+// full jitter beside its long ones are not reported, nor is any layer that waited in earnest.
 func run(pass *analyzer.Pass) error {
 	minPause := int64(analyzer.SettingsOf[Settings](pass).MinPause)
+	p := audit.Policy(pass.RunSettings)
+	var buf [4]layer
+	layers := buf[:0]
 	for _, op := range pass.Operations {
-		immediate := 0
+		cls := audit.Class(p, pass.Trace, op)
+		if audit.NoRetries(cls) {
+			continue // the policy allows no retry here: unbounded-retries says so, not how to pace one
+		}
+		measured := 0
 		for i := range op.Attempts {
-			if a := &op.Attempts[i]; audit.IsRetry(a) && a.BackoffNanos >= 0 && a.BackoffNanos <= minPause {
-				immediate++
+			if a := &op.Attempts[i]; audit.IsRetry(a) && a.BackoffNanos >= 0 {
+				measured++
 			}
 		}
-		if immediate < 2 {
-			continue
+		if measured == 0 {
+			continue // no pause measured: no evidence either way
 		}
+		k := -1
+		for j := range layers {
+			if layers[j].owner == op.Owner && layers[j].dependency == op.Dependency {
+				k = j
+				break
+			}
+		}
+		if k < 0 {
+			layers = append(layers, layer{owner: op.Owner, dependency: op.Dependency})
+			k = len(layers) - 1
+		}
+		layers[k].ops = append(layers[k].ops, op)
+	}
+	for _, l := range layers {
 		var pauses []float64
 		var ids []string
-		for i := range op.Attempts {
-			a := &op.Attempts[i]
-			if !audit.IsRetry(a) || a.BackoffNanos < 0 {
-				continue // a pause not measured is no evidence either way
-			}
-			pauses = append(pauses, audit.Ms(a.BackoffNanos))
-			if a.BackoffNanos <= minPause {
-				ids = append(ids, a.SpanID.String())
+		immediate := 0
+		longest := int64(0)
+		for _, op := range l.ops {
+			for i := range op.Attempts {
+				a := &op.Attempts[i]
+				if !audit.IsRetry(a) || a.BackoffNanos < 0 {
+					continue // a pause not measured is no evidence either way
+				}
+				pauses = append(pauses, audit.Ms(a.BackoffNanos))
+				longest = max(longest, a.BackoffNanos)
+				if a.BackoffNanos < minPause {
+					immediate++
+					ids = append(ids, a.SpanID.String())
+				}
 			}
 		}
+		if len(pauses) < 2 || longest >= spreadFactor*minPause {
+			continue
+		}
+		typical := median(pauses)
+		if typical >= audit.Ms(minPause) {
+			continue
+		}
+		op := l.ops[0]
 		pass.Report(analyzer.Finding{
 			Severity:   pass.Detector.Severity,
 			SpanIDs:    ids,
-			Service:    op.Owner,
-			Dependency: op.Dependency,
-			Summary: fmt.Sprintf("%s retried %s %s with no pause (%d of %s within %.1f ms of the failure)",
-				op.Owner, op.Name, words.Plural(immediate, "time", "times"), immediate, words.Plural(len(pauses), "retry", "retries"), audit.Ms(minPause)),
-			Action: "wait between attempts: exponential backoff with full jitter, sleep uniform(0, min(cap, base*2^n))",
+			Service:    l.owner,
+			Dependency: l.dependency,
+			Summary: fmt.Sprintf("%s retried %s %s with no pause (typical pause %.1f ms, none over %.1f ms: the client's own turnaround, not a wait)",
+				l.owner, op.Name, words.Plural(len(pauses), "time", "times"), typical, audit.Ms(longest)),
+			Action: "wait between attempts: " + audit.BackoffAdvice(audit.Class(p, pass.Trace, op)),
 			Evidence: analyzer.Evidence{
 				"retries":           analyzer.Int(len(pauses)),
 				"immediate_retries": analyzer.Int(immediate),
@@ -69,4 +118,18 @@ func run(pass *analyzer.Pass) error {
 		})
 	}
 	return nil
+}
+
+// spreadFactor bounds the longest pause of a layer that did not wait, in units of minPause: a
+// turnaround now and then slowed by a busy process stays under it, a backoff's cap does not.
+const spreadFactor = 4
+
+// median of a small list of pauses (sorted in a copy: the evidence keeps their order).
+func median(pauses []float64) float64 {
+	p := slices.Sorted(slices.Values(pauses))
+	n := len(p)
+	if n%2 == 1 {
+		return p[n/2]
+	}
+	return (p[n/2-1] + p[n/2]) / 2
 }

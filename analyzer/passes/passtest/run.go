@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -16,32 +17,37 @@ import (
 	"github.com/stormwatch/stormwatch/analyzer/engine"
 	"github.com/stormwatch/stormwatch/analyzer/policy"
 	"github.com/stormwatch/stormwatch/analyzer/suite"
+	"github.com/stormwatch/stormwatch/spans"
 )
 
-// Suffixes of the files Run reads in a detector's testdata: NAME.jsonl is a trace, NAME.want the
-// findings expected on it, NAME.policy.yaml (optional) the policy it is analyzed under.
+// Suffixes of the files Run reads in a detector's testdata besides NAME.trace (TextExt): NAME.jsonl
+// is a recorded trace (OTLP/JSON lines), NAME.want the findings expected on it, NAME.policy.yaml
+// (optional) the policy a trace of either form is analyzed under.
 const (
-	TraceExt  = ".jsonl"
+	OTLPExt   = ".jsonl"
 	WantExt   = ".want"
 	PolicyExt = ".policy.yaml"
 )
 
 // Run analyzes every trace file in dir with d alone, as `stormwatch analyze --settle 0` does
 // (offline, every span held to the end, every finding kept, the policy file beside the trace
-// applied when there is one), and compares d's findings on each with the expectations in its
-// .want file, one subtest per trace. A mismatch fails with a diff, -want +got.
+// applied when there is one), and compares d's findings on each with its expectations, one
+// subtest per trace: the `# want` comments of a NAME.trace (see the package documentation), or
+// the lines of the NAME.want beside a NAME.jsonl. A mismatch fails with a diff, -want +got.
 //
-// A .want file holds one line per expected finding, in any order; blank lines and lines starting
-// with '#' (say there why the detector fires or stays silent) are skipped:
+// An expectation, a `# want` comment or a .want line, reads
 //
 //	SEVERITY SERVICE -> DEPENDENCY [KEY=VALUE ...]
 //
 // SERVICE and DEPENDENCY are the finding's (`-` for none). Each KEY=VALUE is an evidence key that
 // must hold VALUE, written as JSON (strings without spaces may go unquoted); keys left out are
-// not compared. An empty .want says the detector stays silent on that trace.
+// not compared. A .trace without a `# want`, or an empty .want, says the detector stays silent
+// on that trace. In a .want file, expectations are in any order and lines starting with '#' (say
+// there why the detector fires or stays silent) are skipped.
 //
-// To add a case, put the trace in dir beside an empty .want and run the test: the diff lists each
-// finding with all its evidence; keep the lines, and the keys that prove the point.
+// To add a case, write the trace without expectations and run the test: the diff lists each
+// finding with all its evidence and the lines of its spans; put each on one of its span's lines
+// as a `# want`, with the keys that prove the point.
 //
 // Run also fails when dir has no trace where d fires or none where it stays silent: a detector is
 // only tested when both are.
@@ -49,6 +55,15 @@ func Run(t *testing.T, d *analyzer.Detector, dir string) {
 	t.Helper()
 	if err := analyzer.Validate([]*analyzer.Detector{d}); err != nil {
 		t.Fatal(err)
+	}
+	if *convert != "" {
+		done, err := Convert(d, dir, *convert)
+		for _, name := range done {
+			t.Logf("%s: converted to %s", filepath.Join(dir, name+OTLPExt), name+TextExt)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
 	}
 	cases, err := Cases(dir)
 	if err != nil {
@@ -60,7 +75,7 @@ func Run(t *testing.T, d *analyzer.Detector, dir string) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if diff := Diff(c.Want, got); diff != "" {
+			if diff := c.diff(got); diff != "" {
 				t.Errorf("%s: findings of %s differ (-want +got):\n%s", c.Trace, d.Name, diff)
 			}
 		})
@@ -83,24 +98,26 @@ func firesAndStaysSilent(dir, name string, cases []Case) error {
 	}
 	var errs []error
 	if !fires {
-		errs = append(errs, fmt.Errorf("%s: no trace where %s fires (a .want with a finding)", dir, name))
+		errs = append(errs, fmt.Errorf("%s: no trace where %s fires (a .trace with a `# want`, or a .want with a line)", dir, name))
 	}
 	if !silent {
-		errs = append(errs, fmt.Errorf("%s: no trace where %s stays silent (an empty .want)", dir, name))
+		errs = append(errs, fmt.Errorf("%s: no trace where %s stays silent (a .trace without a `# want`, or an empty .want)", dir, name))
 	}
 	return errors.Join(errs...)
 }
 
 // Case is one trace of a testdata folder and what is expected of it.
 type Case struct {
-	Name   string // the trace's file name without .jsonl
-	Trace  string // path of the trace file
+	Name   string // the trace's file name without its suffix
+	Trace  string // path of the trace file: NAME.trace, or NAME.jsonl (OTLP) beside NAME.want
 	Policy string // path of its policy file, "" for none
 	Want   []Want
+	text   *textTrace // the .trace file read; nil for OTLP
 }
 
-// Cases reads the cases of dir in name order. A trace without a .want, or a .want or policy
-// without a trace, is an error: every trace states what it expects, and nothing is left unread.
+// Cases reads the cases of dir in name order. A .jsonl without a .want, a .want or policy without
+// a trace, or a .want beside a .trace (whose expectations are its `# want` comments) is an error:
+// every trace states what it expects, in one place, and nothing is left unread.
 func Cases(dir string) ([]Case, error) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
@@ -113,8 +130,37 @@ func Cases(dir string) ([]Case, error) {
 		has[e.Name()] = true
 	}
 	for _, e := range entries {
-		name, ok := strings.CutSuffix(e.Name(), TraceExt)
-		if !ok || e.IsDir() {
+		if e.IsDir() {
+			continue
+		}
+		if name, ok := strings.CutSuffix(e.Name(), TextExt); ok {
+			c := Case{Name: name, Trace: filepath.Join(dir, e.Name())}
+			if has[name+PolicyExt] {
+				c.Policy = filepath.Join(dir, name+PolicyExt)
+			}
+			switch {
+			case has[name+OTLPExt]:
+				errs = append(errs, fmt.Errorf("%s and %s: one case, two traces", c.Trace, name+OTLPExt))
+				continue
+			case has[name+WantExt]:
+				errs = append(errs, fmt.Errorf("%s: the expectations of %s are its `# want` comments, not a .want file", filepath.Join(dir, name+WantExt), e.Name()))
+				continue
+			}
+			data, err := os.ReadFile(c.Trace)
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			if c.text, err = parseText(c.Trace, data); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			c.Want = c.text.want
+			cases = append(cases, c)
+			continue
+		}
+		name, ok := strings.CutSuffix(e.Name(), OTLPExt)
+		if !ok {
 			continue
 		}
 		c := Case{Name: name, Trace: filepath.Join(dir, e.Name())}
@@ -133,14 +179,15 @@ func Cases(dir string) ([]Case, error) {
 		cases = append(cases, c)
 	}
 	for _, e := range entries {
-		for _, ext := range []string{WantExt, PolicyExt} {
-			if name, ok := strings.CutSuffix(e.Name(), ext); ok && !has[name+TraceExt] {
-				errs = append(errs, fmt.Errorf("%s: no trace %s beside it", filepath.Join(dir, e.Name()), name+TraceExt))
-			}
+		if name, ok := strings.CutSuffix(e.Name(), WantExt); ok && !has[name+OTLPExt] && !has[name+TextExt] {
+			errs = append(errs, fmt.Errorf("%s: no trace %s beside it", filepath.Join(dir, e.Name()), name+OTLPExt))
+		}
+		if name, ok := strings.CutSuffix(e.Name(), PolicyExt); ok && !has[name+OTLPExt] && !has[name+TextExt] {
+			errs = append(errs, fmt.Errorf("%s: no trace %s or %s beside it", filepath.Join(dir, e.Name()), name+TextExt, name+OTLPExt))
 		}
 	}
 	if len(cases) == 0 && len(errs) == 0 {
-		errs = append(errs, fmt.Errorf("%s: no trace files (*%s)", dir, TraceExt))
+		errs = append(errs, fmt.Errorf("%s: no trace files (*%s or *%s)", dir, TextExt, OTLPExt))
 	}
 	return cases, errors.Join(errs...)
 }
@@ -161,11 +208,7 @@ func (c Case) Analyze(d *analyzer.Detector) ([]analyzer.Finding, error) {
 		}
 		policy.Configure(&cfg.Detectors, &cfg.Settings, p, policy.Offline)
 	}
-	data, err := os.ReadFile(c.Trace)
-	if err != nil {
-		return nil, err
-	}
-	batches, err := decode(c.Trace, data)
+	batches, err := c.batches()
 	if err != nil {
 		return nil, err
 	}
@@ -177,6 +220,24 @@ func (c Case) Analyze(d *analyzer.Detector) ([]analyzer.Finding, error) {
 	}
 	a.Flush()
 	return a.Report().Findings, nil
+}
+
+// batches are the case's spans as the analyzer is fed them: a .trace's one batch a trace, an
+// OTLP file's one batch a record.
+func (c Case) batches() ([]*spans.Batch, error) {
+	data, err := os.ReadFile(c.Trace)
+	if err != nil {
+		return nil, err
+	}
+	if c.text != nil {
+		// Read again: the analyzer owns what it is fed.
+		t, err := parseText(c.Trace, data)
+		if err != nil {
+			return nil, err
+		}
+		return t.batches, nil
+	}
+	return decode(c.Trace, data)
 }
 
 // policyDetectors are the detectors a case's policy may configure: the default suite, d in place
@@ -191,9 +252,12 @@ func policyDetectors(d *analyzer.Detector) []*analyzer.Detector {
 	return append(ds, d)
 }
 
-// Want is one expected finding: a line of a .want file.
+// Want is one expected finding: a line of a .want file, or a `# want` comment of a .trace file.
 type Want struct {
 	Severity, Service, Dependency string
+	// Pos is where a .trace file states it (file:line), Span the id of the span on that line,
+	// which the finding's span ids must include; both "" for a line of a .want file.
+	Pos, Span string
 	// Evidence holds the keys the line names, in its order, each value canonical JSON.
 	Evidence []Evidence
 }
@@ -370,14 +434,28 @@ func keysOf(w Want) []string {
 // (unmarked), the lines nothing matched (-) and the findings no line matched (+, with the
 // finding's summary below it); an unmatched finding is shown through the keys of an unmatched line
 // about the same service and dependency, so that the two differ only where the values do, or
-// with all its evidence when there is no such line.
-func Diff(want []Want, got []analyzer.Finding) string {
+// with all its evidence when there is no such line. A line from a .trace file (Want.Pos set)
+// matches only a finding about the span of its line, and is shown with its position.
+func Diff(want []Want, got []analyzer.Finding) string { return diff(want, got, nil) }
+
+func (c Case) diff(got []analyzer.Finding) string {
+	var lines map[string]int
+	if c.text != nil {
+		lines = c.text.line
+	}
+	return diff(c.Want, got, lines)
+}
+
+// diff is Diff, with the line of each span of a .trace file (nil for OTLP) to say where an
+// unexpected finding's spans are.
+func diff(want []Want, got []analyzer.Finding, lines map[string]int) string {
+	about := func(w Want, f analyzer.Finding) bool { return w.Span == "" || slices.Contains(f.SpanIDs, w.Span) }
 	used := make([]bool, len(got))
 	matched := make([]bool, len(want))
 	for i, w := range want {
 		text := w.String()
 		for j, f := range got {
-			if !used[j] && as(f, keysOf(w)).String() == text {
+			if !used[j] && about(w, f) && as(f, keysOf(w)).String() == text {
 				used[j], matched[i] = true, true
 				break
 			}
@@ -386,13 +464,39 @@ func Diff(want []Want, got []analyzer.Finding) string {
 	if !slices.Contains(used, false) && !slices.Contains(matched, false) {
 		return ""
 	}
+	// onLines says where a finding's spans are written, when the trace is a .trace file.
+	onLines := func(f analyzer.Finding) string {
+		var at []string
+		for _, id := range f.SpanIDs {
+			if n, ok := lines[id]; ok {
+				at = append(at, strconv.Itoa(n))
+			}
+		}
+		if len(at) == 0 {
+			return ""
+		}
+		return "lines " + strings.Join(at, ", ")
+	}
 	var b bytes.Buffer
 	for i, w := range want {
 		mark := "  "
 		if !matched[i] {
 			mark = "- "
 		}
-		fmt.Fprintf(&b, "%s%s\n", mark, w)
+		pos := ""
+		if w.Pos != "" {
+			pos = w.Pos + ": want "
+		}
+		fmt.Fprintf(&b, "%s%s%s", mark, pos, w)
+		if !matched[i] && w.Span != "" {
+			for j, f := range got {
+				if !used[j] && as(f, keysOf(w)).String() == w.String() {
+					fmt.Fprintf(&b, "\n      # reported, but about the spans on %s, not this line's", onLines(f))
+					break
+				}
+			}
+		}
+		b.WriteString("\n")
 	}
 	paired := make([]bool, len(want))
 	for j, f := range got {
@@ -410,6 +514,9 @@ func Diff(want []Want, got []analyzer.Finding) string {
 			}
 		}
 		fmt.Fprintf(&b, "+ %s\n      # %s\n", format(f, keys), f.Summary)
+		if at := onLines(f); at != "" {
+			fmt.Fprintf(&b, "      # unexpected: no want on the %s\n", at)
+		}
 	}
 	return b.String()
 }

@@ -10,8 +10,9 @@ import (
 	"github.com/stormwatch/stormwatch/analyzer/policy"
 )
 
-// retried stands in for a detector: it reports every operation tried more than once, with the
-// number of classes of the policy it runs under, which shows whether Run applied a policy file.
+// retried stands in for a detector: it reports every operation tried more than once, about its
+// attempts after the first, with the number of classes of the policy it runs under, which shows
+// whether Run applied a policy file.
 var retried = &analyzer.Detector{
 	Name: "retried", Title: "retried operations", Severity: analyzer.SeverityWarning,
 	Doc: "reports every operation tried more than once (a stand-in for the harness's tests)",
@@ -22,7 +23,11 @@ var retried = &analyzer.Detector{
 		}
 		for _, op := range pass.Operations {
 			if len(op.Attempts) > 1 {
-				pass.Report(analyzer.Finding{Severity: pass.Detector.Severity, Service: op.Caller, Dependency: op.Dependency,
+				var ids []string
+				for _, a := range op.Attempts[1:] {
+					ids = append(ids, a.SpanID.String())
+				}
+				pass.Report(analyzer.Finding{Severity: pass.Detector.Severity, Service: op.Caller, Dependency: op.Dependency, SpanIDs: ids,
 					Summary:  op.Caller + " tried again",
 					Evidence: analyzer.Evidence{"attempts": analyzer.Int(len(op.Attempts)), "classes": analyzer.Int(classes)}})
 			}
@@ -146,7 +151,9 @@ func TestCasesRejectsUnpairedFiles(t *testing.T) {
 		{nil, "no trace files"},
 		{[]string{"a.jsonl"}, "a.jsonl has no expectations: write a.want"},
 		{[]string{"a.jsonl", "a.want", "b.want"}, "b.want: no trace b.jsonl"},
-		{[]string{"a.jsonl", "a.want", "c.policy.yaml"}, "c.policy.yaml: no trace c.jsonl"},
+		{[]string{"a.jsonl", "a.want", "c.policy.yaml"}, "c.policy.yaml: no trace c.trace or c.jsonl"},
+		{[]string{"a.trace", "a.want"}, "a.want: the expectations of a.trace are its `# want` comments"},
+		{[]string{"a.trace", "a.jsonl", "a.want"}, "one case, two traces"},
 	} {
 		dir := t.TempDir()
 		write(dir, tt.files...)

@@ -32,16 +32,22 @@ func run(pass *analyzer.Pass) error {
 		cls := audit.Class(p, pass.Trace, op)
 		v := violations{pass: pass, op: op, cls: cls}
 		if audit.FromFile(cls.Owner) && op.Tries() > 1 && op.Owner != cls.Owner.Value {
+			action := "remove the retry loop from " + op.Owner + ", or make " + op.Owner + " the owner and remove the others"
+			if audit.NoRetries(cls) {
+				// Making it the owner would not help: the class allows one attempt, whoever makes it.
+				action = "remove the retry loop from " + op.Owner + ": the class allows one attempt (maxAttempts 1)"
+			}
 			v.report("owner", cls.Owner.Pos, cls.Owner.Value, op.Owner, retryIDs(op),
 				fmt.Sprintf("%s retried %s (%d tries) but the policy makes %s the only owner of its retries", op.Owner, op.Name, op.Tries(), cls.Owner.Value),
-				"remove the retry loop from "+op.Owner+", or make "+op.Owner+" the owner and remove the others")
+				action)
 		}
 		if audit.FromFile(cls.Deadline) && op.Latency() > cls.Deadline.Value+time.Duration(skew) {
 			v.report("deadline", cls.Deadline.Pos, cls.Deadline.Value.String(), op.Latency().Round(time.Millisecond).String(), audit.IDs(op.SpanID),
 				fmt.Sprintf("%s's %s took %s, over its class's deadline of %s", op.Owner, op.Name, op.Latency().Round(time.Millisecond), cls.Deadline.Value),
 				"bound the whole operation (every attempt and pause) by one deadline and stop retrying when it runs out")
 		}
-		if audit.FromFile(cls.Backoff) {
+		if audit.FromFile(cls.Backoff) && !audit.NoRetries(cls) {
+			// Where no retry is allowed, no pause is right: unbounded-retries reports the retry.
 			checkBackoff(&v, skew)
 		}
 		last := &op.Attempts[len(op.Attempts)-1]

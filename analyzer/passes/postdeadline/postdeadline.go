@@ -15,7 +15,7 @@ import (
 var Detector = &analyzer.Detector{
 	Name:     "post-deadline-work",
 	Title:    "Work started after the caller gave up",
-	Doc:      "calls started after their operation's deadline, or after the caller's CLIENT span ended in a timeout or cancellation; evidence: spans_after_deadline, wasted_ms, deadline_source",
+	Doc:      "calls started after their operation's deadline, or after the caller gave up (its CLIENT span ended, or its deadline passed, while the callee worked on, whatever the status); evidence: spans_after_deadline, wasted_ms, deadline_source, worker",
 	Severity: analyzer.SeverityWarning,
 	Run:      run,
 }
@@ -31,7 +31,7 @@ func run(pass *analyzer.Pass) error {
 	explicit := slices.ContainsFunc(pass.Operations, func(op *analyzer.Operation) bool { return op.DeadlineUnixNano > 0 })
 	gaveUp := false
 	for i := range t.Len() {
-		if gaveUp = givenUp(t, i); gaveUp {
+		if gaveUp = t.GiveUp(i) > 0; gaveUp {
 			break
 		}
 	}
@@ -60,6 +60,9 @@ func run(pass *analyzer.Pass) error {
 					late = append(late, i)
 				}
 				t.Walk(i, func(j int) bool {
+					if isAsync(t, j) {
+						return false
+					}
 					if isCall(t, j) && !counted[j] && start(j) > op.DeadlineUnixNano+skew {
 						counted[j] = true
 						late = append(late, j)
@@ -82,19 +85,17 @@ func run(pass *analyzer.Pass) error {
 	}
 	for _, r := range t.Roots() {
 		visit := func(c int) bool {
-			if !givenUp(t, c) {
+			point := t.GiveUp(c)
+			if point <= 0 {
 				return true
 			}
-			outcome, _ := t.Outcome(c)
-			gaveUp := t.End(c) + off[c]
-			var late, servers []int
-			for _, s := range t.Children(c) {
-				srv := int(s)
-				if t.Spans[srv].Kind != spans.KindServer {
-					continue
-				}
-				servers = append(servers, srv)
+			gaveUp := point + off[c]
+			var late []int
+			for _, srv := range calleeServers(t, c) {
 				t.Walk(srv, func(j int) bool {
+					if isAsync(t, j) {
+						return false
+					}
 					if isCall(t, j) && !counted[j] && start(j) > gaveUp+skew {
 						counted[j] = true
 						late = append(late, j)
@@ -103,14 +104,8 @@ func run(pass *analyzer.Pass) error {
 				})
 			}
 			if len(late) > 0 {
-				// The worker is the callee that went on: the service whose SERVER span received
-				// the call, else the one that made the late calls.
-				worker := t.Spans[late[0]].Service()
-				if len(servers) > 0 && t.Spans[servers[0]].Service() != "" {
-					worker = t.Spans[servers[0]].Service()
-				}
-				report(pass, late, "caller-gave-up", worker, pastBy(append(servers, late...), end, gaveUp),
-					fmt.Sprintf("%s gave up on %s (%s)", t.Spans[c].Service(), t.Origin(c), outcome), c)
+				worker, work := deepestWorker(t, c, late)
+				report(pass, late, "caller-gave-up", worker, pastBy(work, end, gaveUp), gaveUpOn(t, c, gaveUp-off[c]), c)
 			}
 			return true
 		}
@@ -134,7 +129,10 @@ func clockOffsets(t *analyzer.Trace) []int64 {
 		t.Walk(int(r), func(j int) bool {
 			p := t.Parent(j)
 			off[j] = off[p]
-			if t.Spans[j].Kind == spans.KindServer && isCall(t, p) {
+			// The callee's SERVER span under its caller's span: a call, or a per-attempt span
+			// between the call and the callee (gRPC's); never a second server instrumentation of
+			// one process.
+			if t.Spans[j].Kind == spans.KindServer && t.Spans[p].Kind != spans.KindServer {
 				for _, ch := range t.Children(p) { // by start: the first SERVER child is the earliest
 					if t.Spans[ch].Kind == spans.KindServer {
 						// A callee that seems to start before its caller is skewed by all of it;
@@ -164,15 +162,90 @@ func pastBy(work []int, end func(int) int64, point int64) int64 {
 	return max(0, last-point)
 }
 
-// givenUp reports whether span i is a call that ended in a timeout or a cancellation: its caller
-// stopped waiting for it.
-func givenUp(t *analyzer.Trace, i int) bool {
-	if !isCall(t, i) {
-		return false
+// calleeServers are the SERVER spans that answered call c: its SERVER children and, where each try
+// is a span of its own between the call and the callee (gRPC's call span over its per-attempt
+// spans), those under its other children that are not calls themselves.
+func calleeServers(t *analyzer.Trace, c int) []int {
+	var out []int
+	for _, ch := range t.Children(c) {
+		switch k := int(ch); t.Spans[k].Kind {
+		case spans.KindServer:
+			out = append(out, k)
+		case spans.KindInternal:
+			for _, g := range t.Children(k) {
+				if t.Spans[g].Kind == spans.KindServer {
+					out = append(out, int(g))
+				}
+			}
+		}
 	}
-	outcome, _ := t.Outcome(i)
-	return outcome == analyzer.OutcomeTimeout || outcome == analyzer.OutcomeCancelled
+	return out
 }
+
+// gaveUpOn says who gave up on what, and how the trace shows it: the caller's own word (a
+// timeout or a cancellation), or only time - its span ended, or its deadline passed, while the
+// callee worked on, whatever its status said.
+func gaveUpOn(t *analyzer.Trace, c int, point int64) string {
+	who, what := t.Spans[c].Service(), t.Origin(c)
+	if outcome, _ := t.Outcome(c); outcome == analyzer.OutcomeTimeout || outcome == analyzer.OutcomeCancelled {
+		return fmt.Sprintf("%s gave up on %s (%s)", who, what, outcome)
+	}
+	ms := float64(point-t.Start(c)) / float64(time.Millisecond)
+	return fmt.Sprintf("%s stopped waiting for %s after %.1f ms", who, what, ms)
+}
+
+// server is the SERVER span whose request span j works for: the nearest at or above it; -1 for
+// none.
+func server(t *analyzer.Trace, j int) int {
+	for ; j >= 0; j = t.Parent(j) {
+		if t.Spans[j].Kind == spans.KindServer {
+			return j
+		}
+	}
+	return -1
+}
+
+// deepestWorker names the service that went on working after the caller of c gave up: along a
+// cancellation chain (the caller times out, the middle service's call is cancelled, the service
+// below ignores its context and calls on) the one furthest below c, which is the one that
+// ignored the cancellation. It returns the worker and its work: its SERVER spans under c and the
+// late calls it made.
+func deepestWorker(t *analyzer.Trace, c int, late []int) (string, []int) {
+	depth := func(j int) int {
+		n := 0
+		for ; j >= 0 && j != c; j = t.Parent(j) {
+			if t.Spans[j].Kind == spans.KindServer {
+				n++
+			}
+		}
+		return n
+	}
+	best, bestDepth := late[0], depth(late[0])
+	for _, j := range late[1:] {
+		if d := depth(j); d > bestDepth {
+			best, bestDepth = j, d
+		}
+	}
+	worker := t.Spans[best].Service()
+	if s := server(t, best); s >= 0 && t.Spans[s].Service() != "" {
+		worker = t.Spans[s].Service()
+	}
+	var work []int
+	for _, j := range late {
+		if s := server(t, j); s >= 0 && t.Spans[s].Service() == worker {
+			work = append(work, s, j)
+		} else if t.Spans[j].Service() == worker {
+			work = append(work, j)
+		}
+	}
+	return worker, work
+}
+
+// isAsync reports whether span i is a message's consumer (a CONSUMER span): it works when the
+// broker delivers, on its own time and for nobody waiting, so neither it nor anything under it is
+// work after a caller upstream of the publisher gave up. Publishing itself (the PRODUCER span) is a
+// call like any other.
+func isAsync(t *analyzer.Trace, i int) bool { return t.Spans[i].Kind == spans.KindConsumer }
 
 func isCall(t *analyzer.Trace, i int) bool {
 	k := t.Spans[i].Kind

@@ -28,7 +28,11 @@ func run(pass *analyzer.Pass) error {
 		return nil
 	}
 	skew := pass.RunSettings.Skew()
+	p := audit.Policy(pass.RunSettings)
 	for _, op := range pass.Operations {
+		if audit.NoRetries(audit.Class(p, t, op)) {
+			continue // no retry is allowed here at all: when to make one is beside the point
+		}
 		for i := 0; i+1 < len(op.Attempts); i++ {
 			a, next := &op.Attempts[i], &op.Attempts[i+1]
 			if !audit.IsRetry(next) {

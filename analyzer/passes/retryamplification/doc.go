@@ -10,7 +10,9 @@
 //
 // Evidence: factor (physical calls that reached the leaf for this one request), leaf_calls (the
 // same count; kept separate so a policy can later weigh factor differently), layers (the retrying
-// layers, top first: service and the most attempts any of its copies made), added_latency_ms (the
+// layers, top first: service and the most attempts any of its copies made; inferred_from and
+// inferred_tries on a layer some of whose tries were counted from the callee's SERVER spans
+// because they have no span of their own, which the summary also says), added_latency_ms (the
 // latency the retries added to this request: the time its critical path spent in failed attempts
 // that were retried and in the pauses between attempts, docs/costs.md).
 //

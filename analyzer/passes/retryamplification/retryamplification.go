@@ -82,9 +82,20 @@ func run(pass *analyzer.Pass) error {
 		}
 		parts := make([]string, len(layers))
 		ev := make([]analyzer.Evidence, len(layers))
+		inferred := inferredLayers(pass.Trace, &c)
+		var said []string
 		for i, l := range layers {
 			parts[i] = l.Service + " x" + strconv.Itoa(l.Attempts)
 			ev[i] = analyzer.Evidence{"service": analyzer.Text(l.Service), "attempts": analyzer.Int(l.Attempts)}
+			if h, ok := inferred[l.Service]; ok {
+				ev[i]["inferred_from"] = analyzer.Text(h.callee + " SERVER spans")
+				ev[i]["inferred_tries"] = analyzer.Int(h.inferred)
+				said = append(said, fmt.Sprintf("%s %d of %d (%s's)", l.Service, h.inferred, h.tries, h.callee))
+			}
+		}
+		hole := ""
+		if len(said) > 0 {
+			hole = "; tries with no span of their own were counted from the callee's SERVER spans: " + strings.Join(said, ", ")
 		}
 		dep := c.Dependency
 		if c.Service != "" && c.Service != dep {
@@ -103,10 +114,9 @@ func run(pass *analyzer.Pass) error {
 			SpanIDs:    ids,
 			Service:    layers[0].Service,
 			Dependency: c.Dependency,
-			Summary: fmt.Sprintf("%d layers retried (%s): %d calls to %s for 1 request",
-				len(layers), strings.Join(parts, ", "), c.LeafCalls, dep),
-			Action: fmt.Sprintf("let one layer own retries (%s is nearest the dependency) and make the others fail fast, or share one retry budget across the layers",
-				layers[len(layers)-1].Service),
+			Summary: fmt.Sprintf("%d layers retried (%s): %d calls to %s for 1 request%s",
+				len(layers), strings.Join(parts, ", "), c.LeafCalls, dep, hole),
+			Action:   ownerAdvice(pass, c, layers),
 			Evidence: evidence,
 		})
 	}
@@ -180,4 +190,70 @@ func mayFire(ops []*analyzer.Operation, need int) bool {
 		}
 	}
 	return false
+}
+
+// hole is what inferredLayers found of one layer: of its tries on the chain (every copy of it in
+// the trace), how many were read from its callee's SERVER spans, and whose they were.
+type hole struct {
+	callee          string
+	inferred, tries int
+}
+
+// inferredLayers says, by layer (owner), which tries of the chain's layers the engine read from the
+// callee's SERVER spans because the caller's own spans are missing (a service that exports
+// nothing, attempt spans that never ended, a hop below the instrumentation): such a try's span is
+// the callee's SERVER span, not a CLIENT one. Only the layers with such tries are in the map. It
+// runs only for a chain being reported.
+func inferredLayers(t *analyzer.Trace, c *analyzer.LeafChain) map[string]hole {
+	var out map[string]hole
+	var seen []*analyzer.Operation
+	for _, leaf := range c.Leaves {
+		for op := leaf; op != nil; op = op.Parent {
+			if slices.Contains(seen, op) {
+				break // its ancestors were counted with it
+			}
+			seen = append(seen, op)
+			h := hole{}
+			for i := range op.Attempts {
+				a := &op.Attempts[i]
+				h.tries++
+				if j, ok := t.Lookup(a.SpanID); ok && t.Spans[j].Kind == spans.KindServer {
+					h.inferred++
+					if h.callee == "" {
+						h.callee = t.Spans[j].Service()
+					}
+				}
+			}
+			if out == nil {
+				out = map[string]hole{}
+			}
+			prev := out[op.Owner]
+			prev.tries += h.tries
+			prev.inferred += h.inferred
+			if prev.callee == "" {
+				prev.callee = h.callee
+			}
+			out[op.Owner] = prev
+		}
+	}
+	for k, h := range out {
+		if h.inferred == 0 {
+			delete(out, k)
+		}
+	}
+	return out
+}
+
+// ownerAdvice names the layer that should own the retries: the policy's owner for the leaf
+// operations' class when the file names one, else the layer nearest the dependency.
+func ownerAdvice(pass *analyzer.Pass, c analyzer.LeafChain, layers []analyzer.Layer) string {
+	if len(c.Leaves) > 0 {
+		cls := audit.Class(audit.Policy(pass.RunSettings), pass.Trace, c.Leaves[0])
+		if audit.FromFile(cls.Owner) {
+			return fmt.Sprintf("let %s own the retries, as the policy says (owner at %s), and make the other layers fail fast",
+				cls.Owner.Value, cls.Owner.Pos.FileLine())
+		}
+	}
+	return fmt.Sprintf("let one layer own retries (%s is nearest the dependency) and make the others fail fast, or share one retry budget across the layers",
+		layers[len(layers)-1].Service)
 }

@@ -147,6 +147,14 @@ func run(pass *analyzer.Pass) error {
 			"traces":         analyzer.Int(traces),
 		}
 		w.Evidence(ev)
+		ids := g.traces[:traces] // distinct put them first
+		if g.worst != nil {
+			// The example the finding cites leads the list.
+			if i := slices.Index(ids, g.worst.TraceID); i > 0 {
+				ids[0], ids[i] = ids[i], ids[0]
+			}
+		}
+		audit.TraceIDs(ev, ids)
 		start, end := w.Bounds()
 		cite := audit.Cite(ev, "retryBudget", g.class.RetryBudget, strconv.FormatFloat(budget, 'g', -1, 64))
 		f := analyzer.Finding{
@@ -155,7 +163,7 @@ func run(pass *analyzer.Pass) error {
 			Dependency: g.dep,
 			Summary: fmt.Sprintf("%s sent %s for %s to %s (ratio %.2f, budget %.2f) over %.1f s%s",
 				g.caller, words.Plural(g.retries, "retry", "retries"), words.Count(g.first, "first attempt"), g.dep, ratio, budget, audit.Ms(end-start)/1000, cite),
-			Action:   "put a retry budget in the client (retries at most ratio x requests, shared by all calls to the dependency) so mass failures stop multiplying load",
+			Action:   budgetAdvice(g.class, budget),
 			Evidence: ev,
 		}
 		if g.worst != nil {
@@ -184,4 +192,17 @@ func distinct(ids []spans.TraceID) int {
 
 func round3(f float64) float64 {
 	return float64(int64(f*1000+0.5)) / 1000
+}
+
+// budgetAdvice asks for the budget the policy in force sets; where it allows no retry at all
+// (maxAttempts 1), for no retries rather than a budget of them.
+func budgetAdvice(c *policy.Class, budget float64) string {
+	if audit.NoRetries(c) {
+		return "remove these retries: the policy allows one attempt here (maxAttempts 1), so return the failure and let the caller decide"
+	}
+	at := ""
+	if audit.FromFile(c.RetryBudget) {
+		at = " (policy retryBudget at " + c.RetryBudget.Pos.FileLine() + ")"
+	}
+	return fmt.Sprintf("put a retry budget in the client: retries at most %g x requests%s, shared by all calls to the dependency, so mass failures stop multiplying load", budget, at)
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/stormwatch/stormwatch/analyzer"
 	"github.com/stormwatch/stormwatch/analyzer/passes/internal/audit"
+	"github.com/stormwatch/stormwatch/analyzer/policy"
 	"github.com/stormwatch/stormwatch/internal/words"
 	"github.com/stormwatch/stormwatch/spans"
 )
@@ -66,6 +67,11 @@ type dependency struct {
 	ords   []*stats
 	starts []int64        // the retries' start times
 	traces audit.TraceSet // up to minSamples
+	// cls is the policy class of the first operation seen toward it, whose backoff the advice
+	// quotes.
+	cls *policy.Class
+	// ids are the traces whose retries were counted, the first audit.MaxTraceIDs of them.
+	ids []spans.TraceID
 }
 
 func run(pass *analyzer.Pass) error {
@@ -73,6 +79,7 @@ func run(pass *analyzer.Pass) error {
 	w := audit.Windowed(pass)
 	// A count of the whole traffic: a sampled window holds its share of it.
 	maxCV, minSamples := set.MaxCV, audit.SampledCount(w.Ops, set.MinSamples)
+	p := audit.Policy(pass.RunSettings)
 	deps := map[string]*dependency{}
 	for _, op := range w.Ops {
 		var dep *dependency // one lookup per operation, at its first retry
@@ -87,8 +94,12 @@ func run(pass *analyzer.Pass) error {
 				continue // not measured: seen only on callees with clocks of their own
 			}
 			if dep == nil {
+				cls := audit.Class(p, nil, op)
+				if audit.NoRetries(cls) {
+					break // no retry is allowed here at all: how they are paced is beside the point
+				}
 				if dep = deps[op.Dependency]; dep == nil {
-					dep = &dependency{}
+					dep = &dependency{cls: cls}
 					deps[op.Dependency] = dep
 				}
 			}
@@ -111,6 +122,9 @@ func run(pass *analyzer.Pass) error {
 				g.callers = append(g.callers, op.Caller)
 			}
 			dep.starts = append(dep.starts, a.StartUnixNano)
+			if n := len(dep.ids); n < audit.MaxTraceIDs && (n == 0 || dep.ids[n-1] != op.TraceID) && !slices.Contains(dep.ids, op.TraceID) {
+				dep.ids = append(dep.ids, op.TraceID)
+			}
 			if dep.traces.Len() < minSamples {
 				dep.traces.Add(op.TraceID)
 			}
@@ -174,8 +188,9 @@ func run(pass *analyzer.Pass) error {
 			summary += fmt.Sprintf("%d of %s arrived in one wave", largest(waves), words.Plural(len(dep.starts), "retry", "retries"))
 		}
 		w.Evidence(ev)
+		audit.TraceIDs(ev, dep.ids)
 		f.Summary = summary
-		f.Action = "add full jitter to the backoff: sleep uniform(0, min(cap, base*2^n)), so refused clients come back spread out instead of together"
+		f.Action = jitterAdvice(dep.cls)
 		f.Evidence = ev
 		pass.Report(f)
 	}
@@ -221,4 +236,21 @@ func largest(ws []wave) int {
 		return 0
 	}
 	return ws[0].size
+}
+
+// jitterAdvice asks for jitter in the words of the policy in force: the class's declared jitter
+// when the file sets a backoff with one, a change of the policy when it declares none.
+func jitterAdvice(c *policy.Class) string {
+	const why = ", so refused clients come back spread out instead of together"
+	if c == nil || !audit.FromFile(c.Backoff) {
+		return "add full jitter to the backoff: sleep uniform(0, min(cap, base*2^n))" + why
+	}
+	b, at := c.Backoff.Value, c.Backoff.Pos.FileLine()
+	switch b.Jitter {
+	case policy.JitterNone:
+		return "the policy's backoff has no jitter (" + at + "): make it jitter: full there and in the client, sleep uniform(0, min(cap, base*2^n))" + why
+	case "":
+		return fmt.Sprintf("apply the policy's jitter (+-%g%% at %s) to every pause in the client", b.JitterRatio*100, at) + why
+	}
+	return "apply the policy's " + b.Jitter + " jitter (" + at + ") to every pause in the client" + why
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/stormwatch/stormwatch/analyzer"
 	"github.com/stormwatch/stormwatch/analyzer/passes/internal/audit"
+	"github.com/stormwatch/stormwatch/analyzer/policy"
 	"github.com/stormwatch/stormwatch/internal/words"
 	"github.com/stormwatch/stormwatch/spans"
 )
@@ -43,7 +44,7 @@ func run(pass *analyzer.Pass) error {
 				Service:    op.Owner,
 				Dependency: op.Dependency,
 				Summary:    fmt.Sprintf("%s tried %s %s, over the cap of %d%s", op.Owner, op.Name, words.Plural(tries, "time", "times"), limit, cite),
-				Action:     "cap the attempts (3-5 for a synchronous call) and let the operation's deadline end the loop sooner",
+				Action:     capAdvice(op.Owner, cls),
 				Evidence:   ev,
 			})
 			continue
@@ -100,4 +101,21 @@ func hasStopReason(t *analyzer.Trace, op *analyzer.Operation) bool {
 		}
 	}
 	return false
+}
+
+// capAdvice asks for the cap the policy in force sets, never for more: with maxAttempts 1 the
+// loop goes; a cap from a file is quoted; the built-in one reads as the upper end of 3-5.
+func capAdvice(owner string, c *policy.Class) string {
+	limit := c.MaxAttempts.Value
+	at := "the built-in limit"
+	if audit.FromFile(c.MaxAttempts) {
+		at = "policy maxAttempts at " + c.MaxAttempts.Pos.FileLine()
+	}
+	switch {
+	case limit == 1:
+		return fmt.Sprintf("remove %s's retry loop: one attempt is allowed here (%s), so return the failure and let the caller decide", owner, at)
+	case audit.FromFile(c.MaxAttempts):
+		return fmt.Sprintf("cap the attempts at %d (%s) and let the operation's deadline end the loop sooner", limit, at)
+	}
+	return fmt.Sprintf("cap the attempts at %d or fewer (%s; 3 suits most synchronous calls) and let the operation's deadline end the loop sooner", limit, at)
 }

@@ -253,3 +253,26 @@ func IsRetry(a *analyzer.Attempt) bool {
 
 // Failed reports whether an attempt's outcome is a failure (not ok; a refusal counts).
 func Failed(a *analyzer.Attempt) bool { return a.Outcome != analyzer.OutcomeOK }
+
+// NoRetries reports whether the policy allows the class no retry at all (maxAttempts 1). Rules
+// about how to retry - pauses, jitter, Retry-After - cannot apply to it: a retry there is already
+// one too many, which unbounded-retries reports, and advice on pacing it would ask for a retry the
+// policy forbids.
+func NoRetries(c *policy.Class) bool { return c != nil && c.MaxAttempts.Value == 1 }
+
+// BackoffAdvice is the pause to ask for: the class's declared backoff when the policy file sets
+// one (so the advice never contradicts it), else exponential backoff with full jitter.
+func BackoffAdvice(c *policy.Class) string {
+	if c == nil || !FromFile(c.Backoff) {
+		return "exponential backoff with full jitter, sleep uniform(0, min(cap, base*2^n))"
+	}
+	b := c.Backoff.Value
+	jitter := b.Jitter + " jitter"
+	switch {
+	case b.Jitter == "":
+		jitter = fmt.Sprintf("jitter +-%g%%", b.JitterRatio*100)
+	case b.Jitter == policy.JitterNone:
+		jitter = "no jitter"
+	}
+	return fmt.Sprintf("the policy's backoff (base %s, cap %s, %s, at %s)", b.Base, b.Cap, jitter, c.Backoff.Pos.FileLine())
+}

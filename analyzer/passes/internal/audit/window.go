@@ -6,6 +6,7 @@ import (
 
 	"github.com/stormwatch/stormwatch/analyzer"
 	"github.com/stormwatch/stormwatch/analyzer/policy"
+	"github.com/stormwatch/stormwatch/spans"
 )
 
 // Window is what a windowed detector judged: the operations, and the time they span.
@@ -71,4 +72,19 @@ func (w *Window) Evidence(ev analyzer.Evidence) {
 	ev["window_start"] = analyzer.Text(time.Unix(0, start).UTC().Format(time.RFC3339Nano))
 	ev["window_end"] = analyzer.Text(time.Unix(0, end).UTC().Format(time.RFC3339Nano))
 	ev["window_ms"] = analyzer.Float(Ms(end - start))
+}
+
+// MaxTraceIDs bounds the trace ids a cross-trace finding lists in its evidence.
+const MaxTraceIDs = 100
+
+// TraceIDs adds the traces a cross-trace finding counted to its evidence (trace_ids, at most
+// MaxTraceIDs of them; its count of traces says how many there were in all), so a reader can open
+// every one of them, not only the example the finding cites.
+func TraceIDs(ev analyzer.Evidence, ids []spans.TraceID) {
+	n := min(len(ids), MaxTraceIDs)
+	out := make([]string, n)
+	for i := range n {
+		out[i] = ids[i].String()
+	}
+	ev["trace_ids"] = analyzer.Texts(out)
 }

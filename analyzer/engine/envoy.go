@@ -1,0 +1,115 @@
+package engine
+
+import (
+	"strings"
+
+	"github.com/stormwatch/stormwatch/analyzer"
+	"github.com/stormwatch/stormwatch/spans"
+)
+
+// Outcomes and callees as proxies and pre-OpenTelemetry tracers write them. Envoy's tracer (and
+// Istio and the gateways built on it) tags its spans with strings: http.status_code "503", or "0"
+// when no response came; error "true" on a 5xx or on no response; response_flags, the access
+// log's short flags ("UT" upstream request timeout, "UO" upstream overflow - the circuit breaker,
+// "DC" downstream connection termination, "-" none); upstream_cluster naming the callee; and, on
+// the per-try span the router spawns under the request's span, retry.count (tries before this
+// one). OpenTracing and Zipkin mark failure with the error tag and name the callee with
+// peer.service. None of it is required; each is read where semconv's own attributes are absent.
+
+// noAnswer is the status text with Envoy's "0" (no response was received) read as no status.
+func noAnswer(status string) string {
+	if status == "0" {
+		return ""
+	}
+	return status
+}
+
+// errorTag reports whether the span carries the OpenTracing error tag set to true (a bool, or
+// the string "true" as Envoy and the Zipkin model write it).
+func (k *known) errorTag() bool {
+	a, ok := k.attr(wkLegacyError)
+	if !ok {
+		return false
+	}
+	if a.Type == spans.ValueBool {
+		return a.Num != 0
+	}
+	return strings.EqualFold(a.AsString(), "true")
+}
+
+// proxyOutcome is the outcome a proxy's response_flags say, "" when they say nothing the status
+// does not: an upstream timeout is a timeout whatever status the proxy answered with (504, or
+// none); an overflow refused by the proxy's circuit breaker is a refusal; a downstream that hung
+// up before any answer cancelled the call.
+func (k *known) proxyOutcome(status string) string {
+	if !k.has(wkResponseFlags) {
+		return ""
+	}
+	flags := k.str(wkResponseFlags)
+	switch {
+	case hasFlag(flags, "UT"):
+		return analyzer.OutcomeTimeout
+	case hasFlag(flags, "UO") && (status == "" || status == "503"):
+		return analyzer.OutcomeRefused
+	case hasFlag(flags, "DC") && status == "":
+		return analyzer.OutcomeCancelled
+	}
+	return ""
+}
+
+// hasFlag reports whether the comma-separated response flags hold flag.
+func hasFlag(flags, flag string) bool {
+	for flags != "" {
+		f := flags
+		if j := strings.IndexByte(flags, ','); j >= 0 {
+			f, flags = flags[:j], flags[j+1:]
+		} else {
+			flags = ""
+		}
+		if strings.TrimSpace(f) == flag {
+			return true
+		}
+	}
+	return false
+}
+
+// calleeName is what a call's own span says the callee is called when no SERVER span of the
+// callee is there: a proxy's upstream_cluster, else the tracer's peer.service.
+func (k *known) calleeName() string {
+	if u := k.str(wkUpstreamCluster); u != "" {
+		return u
+	}
+	return k.str(wkPeerService)
+}
+
+// retryCount is how many tries of the request came before this one, where a proxy's per-try
+// span says so (retry.count, set from the second try on); -1 when absent.
+func (k *known) retryCount() int64 { return k.headerInt(wkRetryCount) }
+
+// inheritProxyTries gives a CLIENT span that names no request of its own the request of the
+// CLIENT span it runs under. A proxy that retries spawns one span per try under the span of the
+// request it was asked to forward (Envoy's "router CLUSTER egress" under its egress span), and
+// tags the try with the upstream it chose and the answer, not with the method, URL or an address
+// the analyzer reads: they are the parent's. A span that names an address stays its own request. Read so, the tries are the physical calls of one destination under the request
+// span, which stays the operation above them (two instrumentations at two levels), and their
+// order is retry.count's. kn indexes every span's attributes.
+func (t *trace) inheritProxyTries(kn []known) {
+	for k := range t.calls {
+		c := &t.calls[k]
+		if c.target != "" {
+			continue
+		}
+		p := t.Index().Parent[c.idx]
+		if !t.isKind(p, spans.KindClient) || t.Index().Call[p] < 0 {
+			continue
+		}
+		pc := &t.calls[t.Index().Call[p]]
+		if pc.target == "" || kn[c.idx].origin() != "" {
+			// A call with an address of its own (a database client under an HTTP call, say) is
+			// a request of its own, whatever it leaves unnamed.
+			continue
+		}
+		// Its origin was made up from its callee's name or its own span name.
+		c.target, c.origin = pc.target, pc.origin
+	}
+}
