@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/stormwatch/stormwatch/analyzer"
+	"github.com/stormwatch/stormwatch/analyzer/cost"
 	"github.com/stormwatch/stormwatch/analyzer/policy"
 	"github.com/stormwatch/stormwatch/spans"
 )
@@ -88,6 +89,7 @@ type Analyzer struct {
 	lastAttempts map[string]*LastAttempt
 	findings     []findingRec
 	issues       traceIssues
+	costs        cost.Book // what retries cost, per entry point and dependency
 	inSpans      int
 	inTraces     int
 	inOps        int
@@ -734,6 +736,7 @@ func (a *Analyzer) contribute(r *traceResult, id spans.TraceID, n int, is traceI
 	a.inSpans += sign * n
 	a.inOps += sign * r.nOps
 	a.issues.add(is, sign)
+	a.costs.Add(r.costs, sign)
 	// The accounting was made with the analysis (outside the lock): adding it is a few map updates.
 	for i := range r.acct {
 		row := &r.acct[i]
@@ -910,6 +913,7 @@ func (a *Analyzer) report() analyzer.Report {
 	r.Findings = append(r.Findings, a.windowFindings...)
 	sortFindings(r.Findings)
 	r.Groups = analyzer.GroupFindings(r.Findings)
+	r.Costs = a.costs.Entries()
 	r.Notes = a.notes()
 	return r
 }

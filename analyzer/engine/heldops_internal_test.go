@@ -92,7 +92,7 @@ func TestPackedOperationsEdgeCases(t *testing.T) {
 	parent.SetIntentKey(1<<64 - 1)
 	parent.SetChildCount(1)
 	child := &analyzer.Operation{ID: "child", Parent: parent, Caller: strings.Clone("api"), Attempts: []analyzer.Attempt{},
-		StartUnixNano: -5, EndUnixNano: 1<<63 - 1, DeadlineUnixNano: -1 << 63, Findings: 3, Inferred: true}
+		StartUnixNano: -5, EndUnixNano: 1<<63 - 1, DeadlineUnixNano: -1 << 63, Findings: 3, Inferred: true, SampleProbability: 0.1}
 	ops = append(ops, child, parent)
 	ops = append(ops, &analyzer.Operation{ID: long, Name: long, Attempts: []analyzer.Attempt{
 		{Number: 1, Kind: analyzer.KindInitial, Calls: nil, Origins: nil},

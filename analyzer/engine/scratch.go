@@ -2,6 +2,7 @@ package engine
 
 import (
 	"github.com/stormwatch/stormwatch/analyzer"
+	"github.com/stormwatch/stormwatch/analyzer/cost"
 	"github.com/stormwatch/stormwatch/spans"
 )
 
@@ -11,6 +12,7 @@ import (
 // occurrence counts are reused from one trace to the next. A scratch is used by one analysis at a
 // time (Settle's pass and an eviction may analyze at once, each with its own).
 type scratch struct {
+	costs         cost.Scratch // what analyzer/cost measures in, trace after trace
 	keys          []idKey
 	state         []uint8
 	path, stack   []int32

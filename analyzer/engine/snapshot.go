@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/stormwatch/stormwatch/analyzer"
+	"github.com/stormwatch/stormwatch/analyzer/cost"
 	"github.com/stormwatch/stormwatch/spans"
 )
 
@@ -191,6 +192,9 @@ type TraceView struct {
 	Layers []analyzer.Layer
 	// LeafDependency is the dependency at the bottom of Layers.
 	LeafDependency string
-	Truncated      bool
-	Notes          []string
+	// Path is the critical path of each request (root span) of the trace, earliest first, each
+	// stretch charged to what it was spent on (analyzer/cost); Segment.Span indexes Spans.
+	Path      []cost.Segment
+	Truncated bool
+	Notes     []string
 }

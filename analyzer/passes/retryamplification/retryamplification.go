@@ -4,12 +4,14 @@ import (
 	"cmp"
 	"encoding/binary"
 	"fmt"
+	"math"
 	"math/bits"
 	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/stormwatch/stormwatch/analyzer"
+	"github.com/stormwatch/stormwatch/analyzer/cost"
 	"github.com/stormwatch/stormwatch/analyzer/passes/internal/audit"
 	"github.com/stormwatch/stormwatch/spans"
 )
@@ -18,7 +20,7 @@ import (
 var Detector = &analyzer.Detector{
 	Name:     "retry-amplification",
 	Title:    "Retries multiplied across layers",
-	Doc:      "two or more layers on one root-to-leaf path retried, multiplying the calls that reached the leaf dependency; evidence: factor, leaf_calls, layers",
+	Doc:      "two or more layers on one root-to-leaf path retried, multiplying the calls that reached the leaf dependency; evidence: factor, leaf_calls, layers, added_latency_ms",
 	Severity: analyzer.SeverityWarning,
 	Settings: &Settings{MinRetryingLayers: 2, CriticalFactor: 9},
 	Run:      run,
@@ -46,6 +48,7 @@ func run(pass *analyzer.Pass) error {
 	}
 	var buf [4]string
 	reported := buf[:0] // leaf dependencies already reported: a handful per trace
+	var added addedLatency
 	for _, c := range analyzer.LeafChains(pass.Operations) {
 		if slices.Contains(reported, c.Dependency) {
 			continue
@@ -98,6 +101,14 @@ func run(pass *analyzer.Pass) error {
 		if c.Service != "" && c.Service != dep {
 			dep = c.Service + " (" + c.Dependency + ")"
 		}
+		evidence := analyzer.Evidence{
+			"factor":     analyzer.Int(c.LeafCalls),
+			"leaf_calls": analyzer.Int(c.LeafCalls),
+			"layers":     analyzer.Records(ev),
+		}
+		if ms, ok := added.of(pass, c.Leaves[0]); ok {
+			evidence["added_latency_ms"] = analyzer.Float(ms)
+		}
 		pass.Report(analyzer.Finding{
 			Severity:   sev,
 			SpanIDs:    ids,
@@ -105,15 +116,44 @@ func run(pass *analyzer.Pass) error {
 			Dependency: c.Dependency,
 			Summary: fmt.Sprintf("%d layers retried (%s): %d calls to %s for 1 request%s",
 				len(layers), strings.Join(parts, ", "), c.LeafCalls, dep, hole),
-			Action: ownerAdvice(pass, c, layers),
-			Evidence: analyzer.Evidence{
-				"factor":     analyzer.Int(c.LeafCalls),
-				"leaf_calls": analyzer.Int(c.LeafCalls),
-				"layers":     analyzer.Records(ev),
-			},
+			Action:   ownerAdvice(pass, c, layers),
+			Evidence: evidence,
 		})
 	}
 	return nil
+}
+
+// addedLatency is the latency retries added to each request of the trace, measured once per
+// request (root span) for however many leaf dependencies it reports.
+type addedLatency struct {
+	roots []int
+	ms    []float64
+}
+
+// of is the added latency, in milliseconds, of the request whose trace holds the leaf operation's
+// first call; false when the operation has no call in the trace or its root is not a request.
+func (a *addedLatency) of(pass *analyzer.Pass, leaf *analyzer.Operation) (float64, bool) {
+	if len(leaf.Attempts) == 0 || len(leaf.Attempts[0].Calls) == 0 {
+		return 0, false
+	}
+	t := pass.Trace
+	i, ok := t.Lookup(leaf.Attempts[0].Calls[0])
+	if !ok {
+		return 0, false
+	}
+	for p := i; p >= 0; p = t.Parent(p) {
+		i = p
+	}
+	if k := slices.Index(a.roots, i); k >= 0 {
+		return a.ms[k], a.ms[k] >= 0
+	}
+	ns := cost.AddedLatency(t, pass.Operations, i)
+	ms := math.Round(float64(ns)/1e3) / 1e3
+	if ns < 0 {
+		ms = -1
+	}
+	a.roots, a.ms = append(a.roots, i), append(a.ms, ms)
+	return ms, ms >= 0
 }
 
 // mayFire is the cheap first look, so that most traces cost no allocation: a chain's layers are
