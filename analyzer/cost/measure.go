@@ -69,9 +69,28 @@ func Measure(t *analyzer.Trace, ops []*analyzer.Operation, skew int64) []Request
 
 // Measure is Measure in sc's memory.
 func (sc *Scratch) Measure(t *analyzer.Trace, ops []*analyzer.Operation, skew int64) []Request {
+	return sc.measure(t, ops, skew, false)
+}
+
+// retriedNothing reports whether every operation of ops made one first attempt with one call and
+// nothing more: then nothing on any request's path failed and was retried, paused or lost a race,
+// and no call was a copy (an attempt that is a retry continues an operation of another trace) -
+// most traces on a healthy day, measured without walking their paths.
+func retriedNothing(ops []*analyzer.Operation) bool {
+	for _, o := range ops {
+		if len(o.Attempts) != 1 || o.Attempts[0].Kind != analyzer.KindInitial || len(o.Attempts[0].Calls) != 1 {
+			return false
+		}
+	}
+	return true
+}
+
+// measure is Measure; full walks every request's path even when retriedNothing (the test that
+// the shortcut changes no figure sets it).
+func (sc *Scratch) measure(t *analyzer.Trace, ops []*analyzer.Operation, skew int64, full bool) []Request {
 	n := 0
 	for _, r := range t.Roots() {
-		if isRequest(&t.Spans[r]) {
+		if IsRequest(&t.Spans[r]) {
 			n++
 		}
 	}
@@ -85,7 +104,7 @@ func (sc *Scratch) Measure(t *analyzer.Trace, ops []*analyzer.Operation, skew in
 		rootOf[i] = -1
 	}
 	for _, r := range t.Roots() {
-		if !isRequest(&t.Spans[r]) {
+		if !IsRequest(&t.Spans[r]) {
 			continue
 		}
 		k := int32(len(reqs))
@@ -95,9 +114,12 @@ func (sc *Scratch) Measure(t *analyzer.Trace, ops []*analyzer.Operation, skew in
 		reqs = append(reqs, Request{Service: s.Service(), Name: s.Name, StartUnixNano: t.Start(int(r)),
 			EndUnixNano: t.End(int(r)), Probability: Probability(t, int(r))})
 	}
+	walk := full || !retriedNothing(ops)
 	m := &sc.m
-	m.reset(t, ops)
-	defer m.release()
+	if walk {
+		m.reset(t, ops)
+		defer m.release()
+	}
 	sc.deps = sc.deps[:0]
 	clear(sc.many)
 	useMap := false
@@ -138,7 +160,7 @@ func (sc *Scratch) Measure(t *analyzer.Trace, ops []*analyzer.Operation, skew in
 				}
 				d := dep(rootOf[j], o.Dependency)
 				d.Calls++
-				if m.copied[j] {
+				if walk && m.copied[j] {
 					d.Extra++
 				}
 				if t.Spans[j].Kind != spans.KindClient {
@@ -158,10 +180,14 @@ func (sc *Scratch) Measure(t *analyzer.Trace, ops []*analyzer.Operation, skew in
 	}
 	for _, r := range t.Roots() {
 		k := rootOf[r]
-		if k < 0 || !isRequest(&t.Spans[r]) {
+		if k < 0 || !IsRequest(&t.Spans[r]) {
 			continue
 		}
 		q := &reqs[k]
+		if !walk {
+			q.Parts.Rest = q.EndUnixNano - q.StartUnixNano // the whole path is the rest
+			continue
+		}
 		m.path(int(r))
 		for _, s := range m.segs {
 			q.Parts.add(s)
@@ -209,23 +235,4 @@ func compareStrings(a, b string) int {
 		return 1
 	}
 	return 0
-}
-
-// AddedLatency is the latency retries added to the request whose trace holds span i: the time
-// its critical path spent in failed attempts that were retried and in pauses between attempts,
-// in nanoseconds; -1 when the span's root is not a request (an orphan).
-func AddedLatency(t *analyzer.Trace, ops []*analyzer.Operation, i int) int64 {
-	for p := i; p >= 0; p = t.Parent(p) {
-		i = p
-	}
-	if !isRequest(&t.Spans[i]) {
-		return -1
-	}
-	m := newMarks(t, ops)
-	m.path(i)
-	var parts Parts
-	for _, s := range m.segs {
-		parts.add(s)
-	}
-	return parts.Added()
 }

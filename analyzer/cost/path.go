@@ -370,8 +370,9 @@ func CriticalPath(t *analyzer.Trace, ops []*analyzer.Operation, root int) []Segm
 	return out
 }
 
-// isRequest: a root with no parent named (not an orphan whose parent never arrived).
-func isRequest(s *spans.Span) bool { return s.ParentID == spans.SpanID{} }
+// IsRequest reports whether root span s is a request: it names no parent (an orphan, whose
+// parent never arrived, is not one).
+func IsRequest(s *spans.Span) bool { return s.ParentID == spans.SpanID{} }
 
 // mergePauses joins the overlapping pauses of each span (two retry loops under one parent
 // waiting at once), sorted by span and start, into disjoint ones, charged to the first.

@@ -57,6 +57,10 @@ func analyzeTrace(id spans.TraceID, ss []spans.Span, truncated int, cfg *Config,
 	t.publishCalls(sc)
 	// The pass and its Report are the scratch's, made once and reused trace after trace: made
 	// per trace, they were three allocations a trace (the pass, the closure and what it shares).
+	// What retries cost each request, measured before the detectors so that they read it
+	// (Trace.AddedLatency) instead of walking the critical path again.
+	r.costs = sc.costs.Measure(&t.Trace, r.ops, cfg.Settings.Skew())
+	t.Index().RootAdded = sc.rootAdded(&t.Trace, r.costs)
 	rp := &sc.reporter
 	rp.r, rp.id = r, id
 	rp.pass = analyzer.Pass{Trace: &t.Trace, Operations: r.ops, RunSettings: cfg.Settings}
@@ -74,7 +78,7 @@ func analyzeTrace(id spans.TraceID, ss []spans.Span, truncated int, cfg *Config,
 		}
 	}
 	*rp = reporter{} // nothing of this trace stays reachable from the pooled scratch
-	r.costs = sc.costs.Measure(&t.Trace, r.ops, cfg.Settings.Skew())
+	t.Index().RootAdded = nil
 	if len(r.costs) > 0 && r.costs[0].Probability > 0 {
 		// After the detectors of the trace: the windowed ones read it.
 		for _, op := range r.ops {

@@ -11,7 +11,6 @@ import (
 	"strings"
 
 	"github.com/stormwatch/stormwatch/analyzer"
-	"github.com/stormwatch/stormwatch/analyzer/cost"
 	"github.com/stormwatch/stormwatch/analyzer/passes/internal/audit"
 	"github.com/stormwatch/stormwatch/spans"
 )
@@ -48,7 +47,6 @@ func run(pass *analyzer.Pass) error {
 	}
 	var buf [4]string
 	reported := buf[:0] // leaf dependencies already reported: a handful per trace
-	var added addedLatency
 	for _, c := range analyzer.LeafChains(pass.Operations) {
 		if slices.Contains(reported, c.Dependency) {
 			continue
@@ -106,7 +104,7 @@ func run(pass *analyzer.Pass) error {
 			"leaf_calls": analyzer.Int(c.LeafCalls),
 			"layers":     analyzer.Records(ev),
 		}
-		if ms, ok := added.of(pass, c.Leaves[0]); ok {
+		if ms, ok := addedLatency(pass.Trace, c.Leaves[0]); ok {
 			evidence["added_latency_ms"] = analyzer.Float(ms)
 		}
 		pass.Report(analyzer.Finding{
@@ -123,37 +121,19 @@ func run(pass *analyzer.Pass) error {
 	return nil
 }
 
-// addedLatency is the latency retries added to each request of the trace, measured once per
-// request (root span) for however many leaf dependencies it reports.
-type addedLatency struct {
-	roots []int
-	ms    []float64
-}
-
-// of is the added latency, in milliseconds, of the request whose trace holds the leaf operation's
-// first call; false when the operation has no call in the trace or its root is not a request.
-func (a *addedLatency) of(pass *analyzer.Pass, leaf *analyzer.Operation) (float64, bool) {
+// addedLatency is the added latency, in milliseconds, of the request whose trace holds the leaf
+// operation's first call (the driver measured it, Trace.AddedLatency); false when the operation has
+// no call in the trace or its root is not a request.
+func addedLatency(t *analyzer.Trace, leaf *analyzer.Operation) (float64, bool) {
 	if len(leaf.Attempts) == 0 || len(leaf.Attempts[0].Calls) == 0 {
 		return 0, false
 	}
-	t := pass.Trace
 	i, ok := t.Lookup(leaf.Attempts[0].Calls[0])
 	if !ok {
 		return 0, false
 	}
-	for p := i; p >= 0; p = t.Parent(p) {
-		i = p
-	}
-	if k := slices.Index(a.roots, i); k >= 0 {
-		return a.ms[k], a.ms[k] >= 0
-	}
-	ns := cost.AddedLatency(t, pass.Operations, i)
-	ms := math.Round(float64(ns)/1e3) / 1e3
-	if ns < 0 {
-		ms = -1
-	}
-	a.roots, a.ms = append(a.roots, i), append(a.ms, ms)
-	return ms, ms >= 0
+	ns, ok := t.AddedLatency(i)
+	return math.Round(float64(ns)/1e3) / 1e3, ok
 }
 
 // mayFire is the cheap first look, so that most traces cost no allocation: a chain's layers are
