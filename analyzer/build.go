@@ -40,6 +40,10 @@ type TraceIndex struct {
 	Enclosing []int32
 	// Ops are the trace's operations.
 	Ops []*Operation
+	// RootAdded is, for each of Roots, the latency retries added to that request (analyzer/cost:
+	// failed tries and pauses on its critical path), in ns; -1 for a root that is not a request.
+	// The driver sets it for the detectors' pass (Trace.AddedLatency) and clears it after.
+	RootAdded []int64
 	// Notes are what the analysis of the trace had to work around (Trace.Notes).
 	Notes []string
 	// Carried has bit k set when some span has an attribute named CarriedKeys[k]; CarriedRead

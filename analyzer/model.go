@@ -154,6 +154,8 @@ type Report struct {
 	Findings     []Finding         `json:"findings"`
 	// Groups are the findings grouped by detector, caller and dependency (GroupFindings).
 	Groups []FindingGroup `json:"groups"`
+	// Costs are what retries cost per entry point and per dependency (CostEntry).
+	Costs []CostEntry `json:"costs"`
 	// Notes say what the analysis could not do or had to guess around: orphan spans, parent cycles,
 	// truncated traces, attempts that landed in separate traces with nothing to join them.
 	// Always present in JSON (an empty list when there is nothing to say), so a reader can tell
@@ -272,6 +274,10 @@ type Operation struct {
 	Parent *Operation
 	// Findings counts the findings that name this operation's spans.
 	Findings int
+	// SampleProbability is the probability its trace was kept with by a sampler, as the trace's
+	// spans say it (docs/costs.md#sampled-fleets); 0 when they do not. One operation recorded
+	// stands for 1/SampleProbability of the traffic.
+	SampleProbability float64
 
 	intent   uint64 // what was asked, independent of the parent's attempt (made by the engine: SetIntentKey)
 	children int    // operations whose Parent is this one

@@ -1,7 +1,9 @@
 package analyzer
 
 import (
+	"cmp"
 	"encoding/binary"
+	"slices"
 
 	"github.com/stormwatch/stormwatch/spans"
 )
@@ -111,6 +113,27 @@ func (t *Trace) Outcome(i int) (outcome, status string) {
 		return t.ix.Calls[c].Outcome, t.ix.Calls[c].Status
 	}
 	return "", ""
+}
+
+// AddedLatency is the latency retries added to the request whose trace holds span i: the time its
+// critical path spent in failed attempts that were retried and in pauses between attempts, in ns
+// (see analyzer/cost). false when the span's root is not a request (an orphan) or the driver
+// measured none.
+func (t *Trace) AddedLatency(i int) (int64, bool) {
+	r := i
+	for p := i; p >= 0; p = t.Parent(p) {
+		r = p
+	}
+	if len(t.ix.RootAdded) != len(t.ix.Roots) || len(t.ix.Pos) <= r {
+		return 0, false
+	}
+	// The roots are in pre-order, so their positions in Order rise with their index in Roots.
+	pos := t.ix.Pos[r]
+	k, found := slices.BinarySearchFunc(t.ix.Roots, pos, func(root, pos int32) int { return cmp.Compare(t.ix.Pos[root], pos) })
+	if !found || t.ix.RootAdded[k] < 0 {
+		return 0, false
+	}
+	return t.ix.RootAdded[k], true
 }
 
 // GiveUp is when the caller of CLIENT span i stopped waiting for its answer, in Unix ns on the

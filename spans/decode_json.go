@@ -763,11 +763,14 @@ func (d *jsonDecoder) span(res *Resource) error {
 	sp := Span{Resource: res}
 	traceOK, spanOK := false, false
 	linkStart, eventStart := len(d.links), len(d.events)
+	var traceState string
 	err := d.object(func(key []byte) error {
 		s := &d.s
 		var err error
 		k := bstr(key)
 		switch k {
+		case "traceState", "trace_state":
+			traceState, err = d.optStr()
 		case "traceId", "trace_id":
 			traceOK, err = d.hexInto(sp.TraceID[:])
 		case "spanId", "span_id":
@@ -847,6 +850,16 @@ func (d *jsonDecoder) span(res *Resource) error {
 	}
 	if len(d.events) > eventStart {
 		sp.Events = d.events[eventStart:len(d.events):len(d.events)]
+	}
+	if traceState != "" && samplingState(traceState) {
+		// The attributes may come before or after the trace state: they are copied into a run
+		// of their own with it, rarely (only a sampled trace's spans carry it).
+		d.attrs.begin()
+		for _, a := range sp.Attrs {
+			d.attrs.add(a)
+		}
+		d.attrs.add(Attr{Key: AttrTraceState, Str: traceState, Type: ValueString})
+		sp.Attrs = d.attrs.end()
 	}
 	d.b.Spans = append(d.b.Spans, sp)
 	return nil

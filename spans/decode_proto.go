@@ -49,6 +49,7 @@ const (
 
 	fSpanTraceID    = 1
 	fSpanSpanID     = 2
+	fSpanTraceState = 3
 	fSpanParentID   = 4
 	fSpanName       = 5
 	fSpanKind       = 6
@@ -442,7 +443,7 @@ func (d *protoDecoder) span(res *resHolder, scope string, src []byte) error {
 	}
 	sp := &d.b.Spans[len(d.b.Spans)-1]
 	sp.Scope = scope
-	var traceID, spanID []byte
+	var traceID, spanID, traceState []byte
 	d.attrs.begin()
 	attrMark, xMark := d.attrs.mark(), d.xattrs.mark()
 	linkStart, eventStart := len(d.links), len(d.events)
@@ -498,6 +499,10 @@ func (d *protoDecoder) span(res *resHolder, scope string, src []byte) error {
 				} else {
 					sp.ParentID = SpanID{}
 				}
+			}
+		case fSpanTraceState:
+			if typ == 2 && samplingState(data) {
+				traceState = data
 			}
 		case fSpanName:
 			if typ == 2 {
@@ -564,6 +569,10 @@ func (d *protoDecoder) span(res *resHolder, scope string, src []byte) error {
 		return nil
 	}
 	sp.Resource = res.get()
+	if traceState != nil {
+		// After the attributes, as the JSON decoder adds it.
+		d.attrs.add(Attr{Key: AttrTraceState, Str: bstr(traceState), Type: ValueString})
+	}
 	sp.Attrs = d.attrs.end()
 	if len(d.links) > linkStart {
 		sp.Links = d.links[linkStart:len(d.links):len(d.links)]

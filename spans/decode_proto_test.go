@@ -172,7 +172,15 @@ func edgeCases() []edgeCase {
 		sp.Attributes = append(sp.Attributes, kv(spans.AttrOpID, str(strconv.Itoa(i))))
 		dropped[i] = sp
 	}
+	// The W3C trace state is kept (as the attribute AttrTraceState) only when it says how the
+	// trace was sampled: OpenTelemetry's "ot" entry.
+	sampled := []*tracepb.Span{okSpan(1), okSpan(2), okSpan(3)}
+	sampled[0].TraceState = "ot=th:e668"
+	sampled[0].Attributes = allValues[:2]
+	sampled[1].TraceState = "congo=t61rcWkgMzE, ot=rv:0123456789abcd;th:8"
+	sampled[2].TraceState = "congo=t61rcWkgMzE,notot=th:8"
 	return []edgeCase{
+		{"trace state", request(&tracepb.ResourceSpans{ScopeSpans: []*tracepb.ScopeSpans{scope("s", sampled...)}}), 3, 0},
 		{"mostly dropped attributes", request(&tracepb.ResourceSpans{ScopeSpans: []*tracepb.ScopeSpans{scope("s", dropped...)}}), 300, 0},
 		{"empty request", request(), 0, 0},
 		{"empty resource spans", request(&tracepb.ResourceSpans{}), 0, 0},
@@ -421,5 +429,39 @@ func TestDecodeBoundsMemoryOnHostileInput(t *testing.T) {
 				t.Errorf("decoding %d bytes allocated %d bytes", len(tt.body), got)
 			}
 		})
+	}
+}
+
+// Both decoders keep the trace state that carries OpenTelemetry's sampling threshold, and only it.
+func TestDecodersKeepTheSamplingTraceState(t *testing.T) {
+	var sampled *tracepb.Span
+	for _, c := range edgeCases() {
+		if c.name == "trace state" {
+			sampled = c.req.ResourceSpans[0].ScopeSpans[0].Spans[0]
+			req := c.req
+			pb, err := proto.Marshal(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fromProto, err := spans.DecodeProto(pb, spans.DecodeOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			fromJSON, err := spans.DecodeJSON(toJSON(t, req), spans.DecodeOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, b := range []*spans.Batch{fromProto, fromJSON} {
+				want := []string{"ot=th:e668", "congo=t61rcWkgMzE, ot=rv:0123456789abcd;th:8", ""}
+				for i, s := range b.Spans {
+					if got := s.Str(spans.AttrTraceState); got != want[i] {
+						t.Errorf("span %d: trace state %q, want %q", i, got, want[i])
+					}
+				}
+			}
+		}
+	}
+	if sampled == nil {
+		t.Fatal("no trace state case")
 	}
 }

@@ -101,6 +101,15 @@ const (
 	AttrFanoutWidth       = "resilience.fanout.width"
 	AttrIdempotencyKey    = "resilience.idempotency_key"
 	AttrTerminal          = "resilience.terminal"
+
+	// AttrTraceState is no attribute of the wire: the decoders keep a span's W3C trace state
+	// (the OTLP span's trace_state) under this key when it carries OpenTelemetry's "ot" entry,
+	// whose "th" sub-key is the probability the trace was sampled with.
+	AttrTraceState = "w3c.tracestate"
+	// Jaeger's sampler tags, on the root span of a sampled trace: "probabilistic" with the
+	// probability, "const" with 1, "ratelimiting" with a rate (no probability).
+	AttrJaegerSamplerType  = "sampler.type"
+	AttrJaegerSamplerParam = "sampler.param"
 )
 
 // WellKnown lists every key the decoder keeps by default. Decoders intern keys through it.
@@ -123,6 +132,7 @@ var WellKnown = []string{
 	AttrDeadline, AttrDeadlineRemaining, AttrBackoff, AttrRetryAfter, AttrBudgetRemaining, AttrBreakerState,
 	AttrFanoutWidth, AttrIdempotencyKey, AttrTerminal,
 	"exception.type", "exception.message",
+	AttrTraceState, AttrJaegerSamplerType, AttrJaegerSamplerParam,
 }
 
 // internSlots is an open-addressing table of the well-known keys. Decoders look a key up for every
@@ -197,3 +207,14 @@ func IsWellKnown(key string) bool {
 
 // Header attributes may carry secrets: the decoder keeps only the header keys above, and the
 // idempotency key is shown hashed by the reports (see docs/attributes.md).
+
+// samplingState reports whether a W3C trace state carries OpenTelemetry's "ot" entry, the one
+// that says how the trace was sampled: only such a trace state is kept (see AttrTraceState).
+func samplingState[T string | []byte](ts T) bool {
+	for i := 0; i+3 <= len(ts); i++ {
+		if ts[i] == 'o' && ts[i+1] == 't' && ts[i+2] == '=' && (i == 0 || ts[i-1] == ',' || ts[i-1] == ' ' || ts[i-1] == '\t') {
+			return true
+		}
+	}
+	return false
+}

@@ -1,6 +1,7 @@
 package tui
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"sort"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/stormwatch/stormwatch/analyzer"
 	"github.com/stormwatch/stormwatch/analyzer/engine"
+	"github.com/stormwatch/stormwatch/analyzer/render"
 	"github.com/stormwatch/stormwatch/internal/words"
 )
 
@@ -28,6 +30,7 @@ type depRow struct {
 	worst     bool
 	label     string // dependency, with the service when it adds something
 	callerTxt string
+	added     string // the latency retries added, p99 per request that called it ("-" when none)
 }
 
 type depSort int
@@ -67,7 +70,7 @@ type depsModel struct {
 func newDepsModel(ctx *shared) depsModel { return depsModel{ctx: ctx} }
 
 // depLegendLines are the lines under the table that define its columns.
-const depLegendLines = 2
+const depLegendLines = 3
 
 func (m *depsModel) SetSize(w, h int) {
 	m.width, m.height = w, h
@@ -85,9 +88,10 @@ func (m *depsModel) SetSnapshot(s *engine.Snapshot) {
 	// so a client that records only the operation leaves no refused call in the outcomes.
 	m.all = m.all[:0]
 	m.anyBreaker = false
+	added := addedByDependency(s.Report.Costs)
 	for i := range deps {
 		d := &deps[i]
-		r := depRow{d: d, history: s.History[d.Dependency], label: d.Dependency}
+		r := depRow{d: d, history: s.History[d.Dependency], label: d.Dependency, added: cmp.Or(added[d.Dependency], "-")}
 		if d.Service != "" && !strings.Contains(d.Dependency, d.Service) {
 			r.label += " (" + d.Service + ")"
 		}
@@ -285,12 +289,15 @@ var depCols = []column{
 	{title: "CALLS", width: 7, right: true},
 	{title: "INTENTS", width: 7, right: true},
 	{title: "AMPLIF", width: 8, right: true},
+	{title: "ADDED", width: 7, right: true},
 	{title: "ERRORS", width: 15},
 	{title: "BREAKER", width: 8},
 	{title: "TREND", width: 12},
 }
 
-const depTrendCol, depBreakerCol = 7, 6
+// depAddedCol is the latency retries added (p99 per request that called the dependency), the
+// column before the errors.
+const depTrendCol, depBreakerCol, depAddedCol, depErrorsCol = 8, 7, 5, 6
 
 // sinceCols replace the trend while a baseline is set: the comparison over time is what the
 // baseline gives.
@@ -305,7 +312,7 @@ func (m depsModel) columns() []column {
 	narrow := m.width < 100
 	spec := append([]column(nil), depCols...)
 	if narrow {
-		spec[5].width, spec[7].width = 12, 8
+		spec[depErrorsCol].width, spec[depTrendCol].width = 12, 8
 	}
 	// The breaker column only takes room when some dependency has refused calls.
 	if !m.anyBreaker {
@@ -316,8 +323,10 @@ func (m depsModel) columns() []column {
 	if m.base != nil {
 		spec = append(spec[:depTrendCol], sinceCols...)
 		if narrow {
-			// What changed matters more here than the error share, which the findings keep.
-			spec[5].width, spec[5].title, spec[5].weight = 0, "", -1
+			// What changed matters more here than the error share, which the findings keep, and
+			// the added latency, which the costs keep.
+			spec[depErrorsCol].width, spec[depErrorsCol].title, spec[depErrorsCol].weight = 0, "", -1
+			spec[depAddedCol].width, spec[depAddedCol].title, spec[depAddedCol].weight = 0, "", -1
 		}
 	}
 	return layout(spec, m.width)
@@ -379,7 +388,7 @@ func (m depsModel) View() string {
 	for i, c := range cols {
 		titles[i] = c.title
 	}
-	sortIdx := map[depSort]int{depByAmplification: 4, depByCalls: 2, depByLogical: 3, depByErrors: 5, depByName: 1}[m.sort]
+	sortIdx := map[depSort]int{depByAmplification: 4, depByCalls: 2, depByLogical: 3, depByErrors: depErrorsCol, depByName: 1}[m.sort]
 	titles[sortIdx] += sortArrow(m.reverse)
 	lines = append(lines, t.Dim.Render(row(cols, titles...)))
 
@@ -412,7 +421,7 @@ func (m depsModel) View() string {
 		}
 		ampl := fmt.Sprintf("%.2fx", r.d.Amplification)
 		cells := []string{mark, shown[i-from], humanInt(r.d.PhysicalCalls), humanInt(r.d.LogicalOperations),
-			ampl, r.errText, r.breaker}
+			ampl, r.added, r.errText, r.breaker}
 		if m.base != nil {
 			c, l, a := m.base.since(r.d).cells()
 			cells = append(cells, c, l, a)
@@ -460,7 +469,11 @@ func (m depsModel) legend() string {
 			"SINCE b: amplification at the baseline → of the traffic since · sorted by " + depSortNames[m.sort],
 		}
 	}
-	return fit(t.Dim.Render(defs[0]), m.width) + "\n" + fit(t.Dim.Render(defs[1]), m.width)
+	added := "ADDED p99 of the latency its retries added to a request: failed attempts and pauses on the request's critical path"
+	if m.width < 96 {
+		added = "ADDED p99 latency its retries added to a request (failed tries + pauses)"
+	}
+	return fit(t.Dim.Render(defs[0]), m.width) + "\n" + fit(t.Dim.Render(defs[1]), m.width) + "\n" + fit(t.Dim.Render(added), m.width)
 }
 
 func sortArrow(reverse bool) string {
@@ -509,4 +522,19 @@ func sparkline(vals []float64, w int) string {
 		out[pad+i] = sparks[idx]
 	}
 	return string(out)
+}
+
+// addedByDependency is each dependency's ADDED cell: the p99 of the latency retries toward it
+// added to the requests that called it (docs/costs.md), "-" when they added none.
+func addedByDependency(cs []analyzer.CostEntry) map[string]string {
+	out := make(map[string]string, len(cs))
+	for i := range cs {
+		if e := &cs[i]; e.Kind == analyzer.CostDependency {
+			out[e.Dependency] = "-"
+			if e.AddedLatencyMs.P99 > 0 {
+				out[e.Dependency] = render.Ms(e.AddedLatencyMs.P99)
+			}
+		}
+	}
+	return out
 }

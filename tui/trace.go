@@ -11,6 +11,7 @@ import (
 	"github.com/charmbracelet/x/ansi"
 
 	"github.com/stormwatch/stormwatch/analyzer"
+	"github.com/stormwatch/stormwatch/analyzer/cost"
 	"github.com/stormwatch/stormwatch/analyzer/engine"
 	"github.com/stormwatch/stormwatch/analyzer/render"
 	"github.com/stormwatch/stormwatch/internal/words"
@@ -31,6 +32,8 @@ type spanAnn struct {
 	late    bool // started after a deadline that applies to it
 	parent  int  // index of the parent in the display order, -1 at a root
 	end     int  // one past the last index of the subtree
+	// path are the stretches of a request's critical path this span has (analyzer/cost).
+	path []cost.Segment
 }
 
 // traceModel is the waterfall of one trace.
@@ -48,8 +51,10 @@ type traceModel struct {
 	t0, t1    int64
 	deadline  int64
 	late      int
-	width     int
-	height    int
+	// parts are the critical paths' time by part (engine.TraceView.Path).
+	parts  cost.Parts
+	width  int
+	height int
 }
 
 const traceHeadLines = 3
@@ -166,6 +171,22 @@ func (m *traceModel) load(v *engine.TraceView, snap *engine.Snapshot, focus []sp
 			if first < 0 || i < first {
 				first = i
 			}
+		}
+	}
+	m.parts = cost.Parts{}
+	for _, s := range v.Path {
+		if int(s.Span) < n {
+			m.ann[s.Span].path = append(m.ann[s.Span].path, s)
+		}
+		switch s.Part {
+		case cost.PartFailed:
+			m.parts.Failed += s.To - s.From
+		case cost.PartPause:
+			m.parts.Paused += s.To - s.From
+		case cost.PartHedge:
+			m.parts.Hedged += s.To - s.From
+		default:
+			m.parts.Rest += s.To - s.From
 		}
 	}
 	m.rebuildVisible()
@@ -401,6 +422,13 @@ func (m traceModel) View() string {
 	if m.late > 0 {
 		info += fmt.Sprintf(" · %d late", m.late)
 	}
+	if p := m.parts; p.Added() > 0 {
+		// Where the line has room: the waterfall's shading says it too.
+		more := fmt.Sprintf(" · retries added %s of %s", fmtDur(time.Duration(p.Added())), fmtDur(time.Duration(p.Sum())))
+		if ansi.StringWidth(info+more) <= m.width {
+			info += more
+		}
+	}
 	if v.Truncated {
 		info += " · TRUNCATED"
 	}
@@ -587,21 +615,64 @@ func (m traceModel) rowView(i int, selected bool, nameW, statusW, barW, dlCol in
 	case a.err:
 		glyph = '▒'
 	}
+	// Off a request's critical path the span's time is a low bar; on it, full, and shaded by what
+	// it was spent on: ▓ a failed attempt that was retried, ┄ a pause between attempts, ▚ a
+	// losing hedge.
+	if len(m.view.Path) > 0 && glyph == '█' {
+		glyph = '▁'
+	}
 	for c := s; c < e; c++ {
 		bar[c] = glyph
+	}
+	styles := make([]int8, barW) // 0 the span's own, 1 failed or hedge, 2 pause
+	for _, seg := range a.path {
+		ps := int((seg.From - m.t0) * int64(barW) / span)
+		pe := int((seg.To - m.t0) * int64(barW) / span)
+		// Within the span's own bar: a stretch of a callee moved by clock skew (analyzer/cost)
+		// stays on its row's bar.
+		ps = min(max(ps, s), e-1)
+		pe = min(max(pe, ps+1), e)
+		g, st := '█', int8(0)
+		switch seg.Part {
+		case cost.PartFailed:
+			g, st = '▓', 1
+		case cost.PartPause:
+			g, st = '┄', 2
+		case cost.PartHedge:
+			g, st = '▚', 1
+		}
+		for c := ps; c < pe; c++ {
+			bar[c], styles[c] = g, st
+		}
 	}
 	if dlCol >= 0 && bar[dlCol] == ' ' {
 		bar[dlCol] = '┊'
 	}
-	barStr := string(bar)
+	base := t.Rows.Bar
 	switch {
 	case a.late:
-		barStr = t.Rows.BarLate.Render(barStr)
+		base = t.Rows.BarLate
 	case a.err:
-		barStr = t.Rows.BarErr.Render(barStr)
-	default:
-		barStr = t.Rows.Bar.Render(barStr)
+		base = t.Rows.BarErr
 	}
+	var barB strings.Builder
+	for c := 0; c < barW; {
+		d := c + 1
+		for d < barW && styles[d] == styles[c] {
+			d++
+		}
+		run := string(bar[c:d])
+		switch styles[c] {
+		case 1:
+			barB.WriteString(t.Rows.BarErr.Render(run))
+		case 2:
+			barB.WriteString(t.Rows.BarLate.Render(run))
+		default:
+			barB.WriteString(base.Render(run))
+		}
+		c = d
+	}
+	barStr := barB.String()
 
 	left := cursorMark + flag + fit(name.String(), nameW) + " " + fitLeft(fmtDur(time.Duration(sp.DurationNanos())), trDurW) +
 		" " + fit(st, statusW) + " "

@@ -153,6 +153,8 @@ type Report struct {
 	Findings     []Finding    `json:"findings"`
 	Counts       Counts       `json:"finding_counts"`
 	WhatIf       *WhatIf      `json:"what_if,omitempty"`
+	// Costs are what retries cost per entry point and dependency, before and after.
+	Costs []Cost `json:"costs,omitempty"`
 }
 
 // Compare compares in.Before with in.After.
@@ -163,6 +165,7 @@ func Compare(in Input, opt Options) Report {
 		After:  Side{Label: in.AfterLabel, Input: after.Input}}
 	r.Dependencies = dependencies(before, after, opt)
 	r.Findings, r.Counts = findings(before, after)
+	r.Costs = costs(before, after)
 	for _, d := range r.Dependencies {
 		if d.Worse {
 			r.Regressions = append(r.Regressions, fmt.Sprintf("%s: amplification %.2fx -> %.2fx (more than %s)",

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/stormwatch/stormwatch/analyzer"
+	"github.com/stormwatch/stormwatch/analyzer/cost"
 	"github.com/stormwatch/stormwatch/spans"
 )
 
@@ -27,6 +28,9 @@ type traceResult struct {
 	// acct is the trace's accounting, made once with the analysis (outside the analyzer's lock)
 	// and added to or taken from the totals as the trace is published or re-analyzed.
 	acct []acctRow
+	// costs are what retries cost each request of the trace (analyzer/cost), made with the
+	// analysis and added to or taken from the book like acct.
+	costs []cost.Request
 	// released: the spans and the index were dropped after analysis (Config.ReleaseSpans).
 	released bool
 }
@@ -53,6 +57,10 @@ func analyzeTrace(id spans.TraceID, ss []spans.Span, truncated int, cfg *Config,
 	t.publishCalls(sc)
 	// The pass and its Report are the scratch's, made once and reused trace after trace: made
 	// per trace, they were three allocations a trace (the pass, the closure and what it shares).
+	// What retries cost each request, measured before the detectors so that they read it
+	// (Trace.AddedLatency) instead of walking the critical path again.
+	r.costs = sc.costs.Measure(&t.Trace, r.ops, cfg.Settings.Skew())
+	t.Index().RootAdded = sc.rootAdded(&t.Trace, r.costs)
 	rp := &sc.reporter
 	rp.r, rp.id = r, id
 	rp.pass = analyzer.Pass{Trace: &t.Trace, Operations: r.ops, RunSettings: cfg.Settings}
@@ -70,6 +78,14 @@ func analyzeTrace(id spans.TraceID, ss []spans.Span, truncated int, cfg *Config,
 		}
 	}
 	*rp = reporter{} // nothing of this trace stays reachable from the pooled scratch
+	t.Index().RootAdded = nil
+	if len(r.costs) > 0 && r.costs[0].Probability > 0 {
+		// After the detectors of the trace: the windowed ones read it.
+		for _, op := range r.ops {
+			op.SampleProbability = r.costs[0].Probability
+		}
+	}
+	detachCosts(r.costs, src, in)
 	sortFindings(r.findings)
 	for i := range r.findings {
 		t.countFinding(&r.findings[i])
@@ -458,5 +474,37 @@ func (r *traceResult) view() *TraceView {
 			break
 		}
 	}
+	for _, root := range t.Roots() {
+		if t.Spans[root].ParentID != (spans.SpanID{}) {
+			continue // an orphan is no request
+		}
+		for _, s := range cost.CriticalPath(&t.Trace, r.ops, int(root)) {
+			s.Span = t.Index().Pos[s.Span] // in display order, as Spans
+			v.Path = append(v.Path, s)
+		}
+	}
 	return v
+}
+
+// detachCosts gives the costs' names memory of their own where they alias src (see detachOps):
+// interned, since entry points and dependencies are few and repeat trace after trace.
+func detachCosts(cs []cost.Request, src *sources, in *interner) {
+	if src == nil || len(cs) == 0 {
+		return
+	}
+	in.lockStr()
+	defer in.unlockStr()
+	str := func(s *string) {
+		if src.owns(*s) {
+			*s = in.strLocked(*s)
+		}
+	}
+	for i := range cs {
+		c := &cs[i]
+		str(&c.Service)
+		str(&c.Name)
+		for j := range c.Deps {
+			str(&c.Deps[j].Dependency)
+		}
+	}
 }

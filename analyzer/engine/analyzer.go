@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/stormwatch/stormwatch/analyzer"
+	"github.com/stormwatch/stormwatch/analyzer/cost"
 	"github.com/stormwatch/stormwatch/analyzer/policy"
 	"github.com/stormwatch/stormwatch/spans"
 )
@@ -58,6 +59,8 @@ type Analyzer struct {
 	order   []*traceState
 	gather  []spans.Span
 	ingest  []byte
+	// joins are the batch's deliveries that start a trace of their own (see joinDeliveries).
+	joins []traceJoin
 	// evictAttempts is the eviction's buffer for the last attempts of the traces it analyzes
 	// (see run).
 	evictAttempts []depLastAttempt
@@ -86,6 +89,7 @@ type Analyzer struct {
 	lastAttempts map[string]*LastAttempt
 	findings     []findingRec
 	issues       traceIssues
+	costs        cost.Book // what retries cost, per entry point and dependency
 	inSpans      int
 	inTraces     int
 	inOps        int
@@ -150,6 +154,13 @@ type traceState struct {
 	// still counted as held; packed stays for lookups until the new analysis replaces it), and
 	// spans arriving meanwhile start a new pending.
 	inFlight bool
+	// joined are the ids of the traces filed with this one (joinDeliveries), which map to it in
+	// Analyzer.traces; uncounted how many of them the report's input count lacks.
+	joined    []spans.TraceID
+	uncounted int
+	// bare: made by a join for the trace a delivery links to, none of whose own spans has
+	// arrived (not received, or evicted before): not an input trace until one does.
+	bare     bool
 	out      int
 	outBytes int // the packed size of the pending spans out, counted in packedBytes until publish
 	// Used by ConsumeBatch within one batch: the spans coming for the trace, and where regroup
@@ -241,11 +252,15 @@ func (a *Analyzer) ConsumeBatch(ctx context.Context, b *spans.Batch) error {
 	ts := a.scratch[:0]
 	order := a.order[:0]
 	var last *traceState
+	var lastID spans.TraceID
 	grouped := true // every trace's spans are one run of the batch
+	joins := a.joins[:0]
 	for i := range b.Spans {
-		id := b.Spans[i].TraceID
+		s := &b.Spans[i]
+		id := s.TraceID
 		t := last
-		if t == nil || t.id != id {
+		if t == nil || lastID != id {
+			// A trace filed with another (joinDeliveries) maps to that trace's state.
 			t = a.traces[id]
 			if t == nil {
 				t = &traceState{id: id}
@@ -257,10 +272,21 @@ func (a *Analyzer) ConsumeBatch(ctx context.Context, b *spans.Batch) error {
 			} else {
 				order = append(order, t)
 			}
-			last = t
+			last, lastID = t, id
+			if t.bare && t.id == id {
+				t.bare = false
+				if t.res != nil {
+					t.uncounted++ // analyzed before with its deliveries alone
+				}
+			}
 		}
 		t.incoming++
 		ts = append(ts, t)
+		if s.Kind == spans.KindConsumer && s.ParentID.IsZero() {
+			if l, ok := deliveryLink(s); ok {
+				joins = append(joins, traceJoin{from: id, to: l.TraceID})
+			}
+		}
 	}
 	// Each trace's spans of the batch packed as one block of its pending spans (see store.go):
 	// where traces arrive interleaved, the batch is regrouped by trace first, in arrival order.
@@ -298,6 +324,10 @@ func (a *Analyzer) ConsumeBatch(ctx context.Context, b *spans.Batch) error {
 	if !grouped {
 		a.endRegroup()
 	}
+	for _, j := range joins {
+		a.joinDeliveries(j, capT, now)
+	}
+	a.joins = joins[:0]
 	clear(ts) // the scratches must not keep dropped traces alive
 	a.scratch = ts[:0]
 	clear(order)
@@ -392,6 +422,10 @@ func (a *Analyzer) drop(t *traceState) {
 	}
 	a.held.remove(t)
 	delete(a.traces, t.id)
+	for _, id := range t.joined {
+		delete(a.traces, id)
+	}
+	t.joined = nil
 	t.gone = true
 	t.pending, t.npending = nil, 0
 	t.packed, t.held, t.meta = nil, 0, nil
@@ -644,13 +678,15 @@ func (a *Analyzer) publish(j *job) {
 	// Raised, never taken back: see Snapshot.LastAttempts.
 	addLastAttempts(a.lastAttempts, j.attempts)
 	j.attempts = nil
+	a.inTraces += t.uncounted // the traces filed with it, counted as the input had them
+	t.uncounted = 0
 	if j.late {
 		a.publishLate(t, res, j.meta, j.n, j.noPack)
 		return
 	}
 	if t.res != nil && !t.res.released {
 		a.contribute(t.res, t.id, t.resSpans, t.meta.dataIssues(), -1)
-	} else {
+	} else if !t.bare {
 		a.inTraces++
 	}
 	t.res, t.resSpans, t.meta = res, j.n, j.meta
@@ -703,6 +739,7 @@ func (a *Analyzer) contribute(r *traceResult, id spans.TraceID, n int, is traceI
 	a.inSpans += sign * n
 	a.inOps += sign * r.nOps
 	a.issues.add(is, sign)
+	a.costs.Add(r.costs, sign)
 	// The accounting was made with the analysis (outside the lock): adding it is a few map updates.
 	for i := range r.acct {
 		row := &r.acct[i]
@@ -867,6 +904,7 @@ func (a *Analyzer) report() analyzer.Report {
 	r.Findings = append(r.Findings, a.windowFindings...)
 	sortFindings(r.Findings)
 	r.Groups = analyzer.GroupFindings(r.Findings)
+	r.Costs = a.costs.Entries()
 	r.Notes = a.notes()
 	return r
 }
@@ -897,6 +935,8 @@ func (a *Analyzer) notes() []string {
 	add(is.appLoops, appLoopNote)
 	add(is.redelivered, redeliveredNote)
 	add(is.linkedDeliveries, linkedDeliveriesNote)
+	add(is.joinedDeliveries, joinedDeliveriesNote)
+	add(is.unseenPublishes, unseenPublishNote)
 	add(a.lateFragments, "%d traces received spans after they had been analyzed and released (the settle period was too short for them); the late spans were analyzed on their own, so their chains may be cut")
 	add(a.droppedFind, "%d older findings dropped (more than %d held)", a.maxFindings())
 	add(a.win.dropped, "%d operations left the windowed detectors' window before it ended (more than %d held at once): those detectors judged the latest ones", a.win.max)
@@ -949,7 +989,7 @@ func (a *Analyzer) stats() StoreStats {
 	return StoreStats{
 		SpansHeld:       a.spansHeld,
 		PackedBytes:     a.packedBytes,
-		TracesHeld:      len(a.traces),
+		TracesHeld:      a.held.len, // a.traces also maps the ids of traces filed with another
 		PendingTraces:   a.pending.len,
 		EvictedTraces:   a.evictedT,
 		EvictedSpans:    a.evictedS,
@@ -1146,7 +1186,8 @@ func (a *Analyzer) lookup(id spans.TraceID) (*TraceView, bool) {
 	var meta *heldTrace
 	found := t != nil && t.res != nil
 	if found {
-		r, packed, meta = *t.res, t.packed, t.meta
+		// A delivery's trace is analyzed with its publisher's (joinDeliveries): that view.
+		id, r, packed, meta = t.id, *t.res, t.packed, t.meta
 	}
 	a.mu.Unlock()
 	if !found {

@@ -8,7 +8,10 @@ func HeldBytes(a *Analyzer) [][]byte {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	var out [][]byte
-	for _, t := range a.traces {
+	for key, t := range a.traces {
+		if t.id != key {
+			continue // a delivery's trace, filed with its publisher's
+		}
 		for _, b := range [][]byte{t.pending, t.packed} {
 			if len(b) > 0 {
 				out = append(out, b)

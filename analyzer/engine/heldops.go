@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"unsafe"
 
@@ -28,7 +29,8 @@ import (
 //	           (the counts decoding allocates for), then the first operation's trace id (16,
 //	           when there are operations), then the operations
 //	operation: str ID, str Name, byte flags (1 Inferred, 2 a trace id other than the frame's
-//	           follows), [trace id (16)], span id (8), str Caller, str Owner, str Dependency,
+//	           follows, 4 a sample probability follows), [trace id (16)], [sample probability
+//	           (8, float64 bits, little-endian)], span id (8), str Caller, str Owner, str Dependency,
 //	           str DependencyService, str Terminal, str StopReason, zz deadline, zz start -
 //	           the previous operation's start (0 before the first), zz end - start, uv parent
 //	           (0 none, k+1 the k-th operation of the frame), uv Findings, intent (8),
@@ -102,9 +104,15 @@ func (p *opsPacker) pack(ops []*analyzer.Operation) []byte {
 		if op.TraceID != traceID {
 			flags |= opOwnTrace
 		}
+		if op.SampleProbability > 0 {
+			flags |= opSampled
+		}
 		b = append(b, flags)
 		if flags&opOwnTrace != 0 {
 			b = append(b, op.TraceID[:]...)
+		}
+		if flags&opSampled != 0 {
+			b = binary.LittleEndian.AppendUint64(b, math.Float64bits(op.SampleProbability))
 		}
 		b = append(b, op.SpanID[:]...)
 		b = p.str(b, op.Caller)
@@ -182,6 +190,7 @@ func (p *opsPacker) pack(ops []*analyzer.Operation) []byte {
 const (
 	opInferred = 1 << iota // Operation.Inferred
 	opOwnTrace             // its trace id follows: not the frame's
+	opSampled              // its sample probability follows
 )
 
 func (p *opsPacker) str(b []byte, s string) []byte {
@@ -342,12 +351,17 @@ func (r *opsReader) frame(dst []*analyzer.Operation, n [5]int, ar *opsArena) ([]
 		op.ID = r.Str()
 		op.Name = r.Str()
 		flags := r.Byte()
-		if flags&^(opInferred|opOwnTrace) != 0 {
+		if flags&^(opInferred|opOwnTrace|opSampled) != 0 {
 			r.Fail("operation %d: flags %#x", i, flags)
 		}
 		op.Inferred = flags&opInferred != 0
 		if op.TraceID = traceID; flags&opOwnTrace != 0 {
 			copy(op.TraceID[:], r.Fixed(16))
+		}
+		if flags&opSampled != 0 {
+			if f := r.Fixed(8); len(f) == 8 {
+				op.SampleProbability = math.Float64frombits(binary.LittleEndian.Uint64([]byte(f)))
+			}
 		}
 		copy(op.SpanID[:], r.Fixed(8))
 		op.Caller = r.Str()

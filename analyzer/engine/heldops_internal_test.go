@@ -92,7 +92,7 @@ func TestPackedOperationsEdgeCases(t *testing.T) {
 	parent.SetIntentKey(1<<64 - 1)
 	parent.SetChildCount(1)
 	child := &analyzer.Operation{ID: "child", Parent: parent, Caller: strings.Clone("api"), Attempts: []analyzer.Attempt{},
-		StartUnixNano: -5, EndUnixNano: 1<<63 - 1, DeadlineUnixNano: -1 << 63, Findings: 3, Inferred: true}
+		StartUnixNano: -5, EndUnixNano: 1<<63 - 1, DeadlineUnixNano: -1 << 63, Findings: 3, Inferred: true, SampleProbability: 0.1}
 	ops = append(ops, child, parent)
 	ops = append(ops, &analyzer.Operation{ID: long, Name: long, Attempts: []analyzer.Attempt{
 		{Number: 1, Kind: analyzer.KindInitial, Calls: nil, Origins: nil},
@@ -215,7 +215,10 @@ func TestHeldOperationsArePacked(t *testing.T) {
 	a.Flush()
 	unpacked := func() int {
 		n := 0
-		for _, ts := range a.traces {
+		for key, ts := range a.traces {
+			if ts.id != key {
+				continue // a delivery's trace, filed with its publisher's
+			}
 			if ts.res == nil {
 				t.Fatalf("trace %s not analyzed", ts.id)
 			}
@@ -399,10 +402,21 @@ func TestPackedOperationsUnderConcurrentReaders(t *testing.T) {
 	}
 	reader(func(int) { _ = a.Summary(clock()) })
 	reader(func(i int) {
-		if v, ok := a.lookup(ids[i%len(ids)]); ok {
+		id := ids[i%len(ids)]
+		if v, ok := a.lookup(id); ok {
+			if v.TraceID != id {
+				// A delivery's trace is analyzed with its publisher's (joinDeliveries).
+				a.mu.Lock()
+				st := a.traces[id]
+				filed := st != nil && st.id == v.TraceID && slices.Contains(st.joined, id)
+				a.mu.Unlock()
+				if !filed {
+					t.Errorf("looking up trace %s gave the view of trace %s", id, v.TraceID)
+				}
+			}
 			for _, op := range v.Operations {
-				if op.TraceID != ids[i%len(ids)] {
-					t.Errorf("the view of trace %s holds an operation of trace %s", ids[i%len(ids)], op.TraceID)
+				if op.TraceID != v.TraceID {
+					t.Errorf("the view of trace %s holds an operation of trace %s", v.TraceID, op.TraceID)
 				}
 			}
 		}
@@ -470,7 +484,10 @@ func TestLateFragmentsJoinPackedAndValues(t *testing.T) {
 		}
 		a.Settle(now.Add(2 * time.Hour))
 		asValues := 0
-		for _, ts := range a.traces {
+		for key, ts := range a.traces {
+			if ts.id != key {
+				continue // a delivery's trace, filed with its publisher's
+			}
 			if ts.res.ops != nil {
 				asValues++
 			}
@@ -500,7 +517,10 @@ func TestCorruptHeldOperationsAreReported(t *testing.T) {
 	}
 	a.Flush()
 	var bad *traceState
-	for _, ts := range a.traces {
+	for key, ts := range a.traces {
+		if ts.id != key {
+			continue // a delivery's trace, filed with its publisher's
+		}
 		if ts.res.nOps > 0 && (bad == nil || ts.id.String() < bad.id.String()) {
 			bad = ts
 		}

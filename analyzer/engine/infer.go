@@ -666,6 +666,9 @@ func (t *trace) inferOperations(seed maphash.Seed, skew int64, in *interner, sc 
 		t.groupCalls(-1, group, nil, seed, skew, sc)
 	}
 	sc.group = group
+	// Deliveries whose publish span is not in the trace are roots too: their broker layers
+	// are made before the walk reaches them (see messaging.go).
+	t.unseenPublishes(seed, in, sc)
 	if !t.bridgeOrphans(skew, sc) {
 		for _, i := range t.Index().Order {
 			t.inferAt(i, seed, skew, in, sc)

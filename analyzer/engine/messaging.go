@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"cmp"
+	"encoding/binary"
 	"hash/maphash"
 	"slices"
 
@@ -21,7 +23,9 @@ import (
 // The notes of the messaging rules, shared by a trace's notes and the report's.
 const (
 	redeliveredNote      = "%d messages were delivered more than once to one consumer (CONSUMER spans under one PRODUCER span): each broker that redelivered is a layer named SYSTEM DESTINATION (redelivery), whose tries are the deliveries"
-	linkedDeliveriesNote = "%d failed deliveries start a trace of their own (a CONSUMER span linked to the publish span of another trace, not its child): if the broker redelivered them, the deliveries of one message are in separate traces and are not counted together as a retry layer; parent the CONSUMER span to the PRODUCER span to have them counted"
+	linkedDeliveriesNote = "%d failed deliveries start a trace of their own (a CONSUMER span linked to the publish span of another trace, not its child) that could not be analyzed with the trace of that publish span (it was analyzed before the CONSUMER span arrived, or the two together pass the per-trace span cap): if the broker redelivered them, those deliveries are not counted together as a retry layer; raise the settle time, or parent the CONSUMER span to the PRODUCER span"
+	unseenPublishNote    = "%d messages' deliveries were analyzed without the span that published them (the publisher's trace was not received, or was evicted or released before they came): their broker layer is counted, but not who published nor any retries above the publisher"
+	joinedDeliveriesNote = "%d deliveries started a trace of their own (a CONSUMER span with no parent, linked to the publish span of another trace) and were analyzed with the trace of that publish span, whether it arrived or not: the deliveries of one message are the tries of its broker layer, whichever trace each started"
 )
 
 // maxDeliveries bounds the deliveries one PRODUCER span's consumers are read for.
@@ -37,21 +41,89 @@ func (t *trace) messaging(i int32, seed maphash.Seed, in *interner, sc *scratch)
 	}
 }
 
+// deliveryLink is the publish span a delivery that starts a trace of its own links to: CONSUMER
+// span s has no parent and exactly one link, into another trace. Consumers that link to the
+// publish span rather than continue its trace (amqplib's useLinksForConsume) make one such trace
+// per delivery; a batch receive links to several messages' spans and is no delivery of one. The
+// analyzer files such a trace with the linked one (see joinDeliveries), so that the deliveries
+// of one message are analyzed together, whatever trace each started.
+func deliveryLink(s *spans.Span) (spans.Link, bool) {
+	if s.Kind != spans.KindConsumer || !s.ParentID.IsZero() || len(s.Links) != 1 {
+		return spans.Link{}, false
+	}
+	l := s.Links[0]
+	if l.TraceID == s.TraceID || l.TraceID.IsZero() || l.SpanID.IsZero() {
+		return spans.Link{}, false
+	}
+	return l, true
+}
+
 // linkedDelivery counts CONSUMER span i when it failed and starts a trace of its own that links to
-// a span of another trace: consumers that link to the publish span rather than continue its trace
-// (amqplib's useLinksForConsume, the messaging conventions' choice for batches) put every delivery
-// of a message in a trace of its own. A trace is analyzed alone, so its delivery cannot be
+// a span of another trace, and was not filed with it (see joinDeliveries): its delivery cannot be
 // counted with the others; the report says so rather than under-count in silence.
 func (t *trace) linkedDelivery(i int32) {
 	s := &t.Spans[i]
 	if t.Index().Parent[i] >= 0 || s.Status != spans.StatusError {
 		return
 	}
-	for _, l := range s.Links {
-		if l.TraceID != t.ID {
-			t.issues.linkedDeliveries++
-			return
+	if l, ok := deliveryLink(s); ok && l.TraceID != t.ID {
+		t.issues.linkedDeliveries++
+	}
+}
+
+// joinedDelivery is the span id of the publish span that CONSUMER span s, filed with the trace
+// of that span (see joinDeliveries), links to; zero for any other span.
+func (t *trace) joinedDelivery(s *spans.Span) spans.SpanID {
+	if s.Kind != spans.KindConsumer || !s.ParentID.IsZero() || len(s.Links) != 1 || s.TraceID == t.ID {
+		return spans.SpanID{}
+	}
+	if l := s.Links[0]; l.TraceID == t.ID {
+		return l.SpanID
+	}
+	return spans.SpanID{}
+}
+
+// unseenPublishes makes the broker layers of the deliveries filed with the trace of a publish
+// span that is not in it (never received, or released before they came: a fragment), so
+// CONSUMER roots linking to one absent span. They are read among the roots, ordered by the span
+// they link to, then by start, so that each message's deliveries are one run: n log n, whatever
+// their number.
+func (t *trace) unseenPublishes(seed maphash.Seed, in *interner, sc *scratch) {
+	type delivery struct {
+		msg uint64
+		i   int32
+	}
+	var dels []delivery
+	for _, r := range t.Index().Roots {
+		s := &t.Spans[r]
+		if t.Index().Call[r] >= 0 {
+			continue
 		}
+		if msg := t.joinedDelivery(s); !msg.IsZero() {
+			if _, seen := t.Lookup(msg); !seen {
+				dels = append(dels, delivery{binary.BigEndian.Uint64(msg[:]), r})
+			}
+		}
+	}
+	slices.SortFunc(dels, func(a, b delivery) int {
+		if c := cmp.Compare(a.msg, b.msg); c != 0 {
+			return c
+		}
+		return cmp.Compare(t.Index().Pos[a.i], t.Index().Pos[b.i]) // the roots' order: by start
+	})
+	var cons []int32
+	for k := 0; k < len(dels); {
+		cons = cons[:0]
+		msg := dels[k].msg
+		for ; k < len(dels) && dels[k].msg == msg; k++ {
+			if len(cons) < maxDeliveries {
+				cons = append(cons, dels[k].i)
+			}
+		}
+		var id spans.SpanID
+		binary.BigEndian.PutUint64(id[:], msg)
+		t.deliveries(-1, id, cons, seed, in, sc)
+		t.issues.unseenPublishes++
 	}
 }
 
@@ -67,6 +139,12 @@ func (t *trace) redeliveries(i int32, seed maphash.Seed, in *interner, sc *scrat
 			cons = append(cons, ch)
 		}
 	}
+	t.deliveries(i, t.Spans[i].SpanID, cons, seed, in, sc)
+}
+
+// deliveries makes one broker operation per consuming service of the message msg, published by
+// PRODUCER span p (-1 when it is not in the trace), out of its deliveries cons (CONSUMER spans).
+func (t *trace) deliveries(p int32, msg spans.SpanID, cons []int32, seed maphash.Seed, in *interner, sc *scratch) {
 	for len(cons) > 0 {
 		// Deliveries to one consuming service are one message tried again; other services
 		// (fan-out through an exchange to several queues) each receive their own copy.
@@ -79,14 +157,14 @@ func (t *trace) redeliveries(i int32, seed maphash.Seed, in *interner, sc *scrat
 				rest = append(rest, c)
 			}
 		}
-		t.brokerLayer(i, one, seed, in, sc)
+		t.brokerLayer(p, msg, one, seed, in, sc)
 		cons = rest
 	}
 }
 
-// brokerLayer makes the operation of the broker that delivered PRODUCER span p's message to one
-// consuming service as the CONSUMER spans dels.
-func (t *trace) brokerLayer(p int32, dels []int32, seed maphash.Seed, in *interner, sc *scratch) {
+// brokerLayer makes the operation of the broker that delivered message msg, published by PRODUCER
+// span p (-1: not in the trace), to one consuming service as the CONSUMER spans dels.
+func (t *trace) brokerLayer(p int32, msg spans.SpanID, dels []int32, seed maphash.Seed, in *interner, sc *scratch) {
 	slices.SortStableFunc(dels, func(a, b int32) int {
 		sa, sb := t.Spans[a].StartUnixNano, t.Spans[b].StartUnixNano
 		switch {
@@ -98,7 +176,7 @@ func (t *trace) brokerLayer(p int32, dels []int32, seed maphash.Seed, in *intern
 		return 0
 	})
 	system, dest := messagingName(&t.Spans[dels[0]])
-	if dest == "" {
+	if dest == "" && p >= 0 {
 		system, dest = messagingName(&t.Spans[p])
 	}
 	if dest == "" {
@@ -119,23 +197,36 @@ func (t *trace) brokerLayer(p int32, dels []int32, seed maphash.Seed, in *intern
 		callees[n] = k
 	}
 	c := &t.calls[callees[0]]
-	parent := t.Enclosing(int(p))
-	op := t.newOperation(&sc.known[p], c, parent, sc)
-	op.ID = t.Spans[p].SpanID.String()
+	var parent *analyzer.Operation
+	var publisher *known
+	if p >= 0 {
+		parent, publisher = t.Enclosing(int(p)), &sc.known[p]
+	}
+	op := t.newOperation(publisher, c, parent, sc)
+	if p < 0 {
+		op.Caller = "" // the publisher is not in the trace
+	}
+	op.ID = msg.String()
 	op.Name = "deliver " + dest
 	op.Owner = system + " " + dest + " (redelivery)"
 	op.Terminal, op.StopReason, op.DeadlineUnixNano = "", "", 0
 	// Occurrences are counted in the publisher's scope (the span that published, above any
 	// INTERNAL spans), so two messages published by one request are two intents, and the same
 	// message published again under a retry of the layer above is a copy of one.
-	scope := t.Index().Parent[p]
-	for scope >= 0 && t.Spans[scope].Kind == spans.KindInternal && t.Index().Parent[scope] >= 0 && sc.loopOf(scope) < 0 {
-		scope = t.Index().Parent[scope]
-	}
-	if scope < 0 {
-		scope = p
-	}
 	key := hashStrings(seed, "deliver", c.service, origin)
+	scope := int32(-1)
+	if p >= 0 {
+		scope = t.Index().Parent[p]
+		for scope >= 0 && t.Spans[scope].Kind == spans.KindInternal && t.Index().Parent[scope] >= 0 && sc.loopOf(scope) < 0 {
+			scope = t.Index().Parent[scope]
+		}
+		if scope < 0 {
+			scope = p
+		}
+	} else {
+		// No publisher to count occurrences under: each message is an intent of its own.
+		key = hashStrings(seed, "deliver "+msg.String(), c.service, origin)
+	}
 	op.SetIntentKey(intentKey(seed, parent, key, sc.nextOccurrence(scope, key)))
 	opIdx := int32(len(t.Index().Ops))
 	t.Index().Ops = append(t.Index().Ops, op)

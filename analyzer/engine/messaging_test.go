@@ -163,29 +163,6 @@ func TestRedeliveriesAcrossInstancesHaveNoPause(t *testing.T) {
 	}
 }
 
-// A failed delivery whose CONSUMER span starts a trace of its own, linked to the publish span of
-// another trace, cannot be counted with the message's other deliveries: the report says so. A
-// delivery that succeeded says nothing.
-func TestLinkedDeliveryIsNoted(t *testing.T) {
-	link := []spans.Link{{TraceID: tid(1), SpanID: sid(2)}}
-	pub := []spans.Span{
-		sp(1, 1, 0, spans.KindServer, "publisher", 0, 10),
-		sp(1, 2, 1, spans.KindProducer, "publisher", 1, 2, publish("orders")...),
-	}
-	healthy := delivery(2, 10, 0, "consumer", 5, true)
-	healthy[0].Links = link
-	_, r := run(t, engine.Config{}, append(pub, healthy...)...)
-	if hasNote(r, "start a trace of their own") {
-		t.Errorf("a linked delivery that succeeded was noted: %q", r.Notes)
-	}
-	bad := delivery(2, 10, 0, "consumer", 5, false)
-	bad[0].Links = link
-	_, r = run(t, engine.Config{}, append(pub, bad...)...)
-	if !hasNote(r, "1 failed deliveries start a trace of their own") {
-		t.Errorf("no note for a failed delivery in a trace of its own: %q", r.Notes)
-	}
-}
-
 // Under a publisher whose request is retried by the layer above, the same message published again
 // is a copy of one intent: edge x3, the broker x3 and the consumer x3 are 27 calls for 1 request.
 func TestRetryingPublisherMultipliesWithTheBroker(t *testing.T) {

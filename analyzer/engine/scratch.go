@@ -1,7 +1,10 @@
 package engine
 
 import (
+	"slices"
+
 	"github.com/stormwatch/stormwatch/analyzer"
+	"github.com/stormwatch/stormwatch/analyzer/cost"
 	"github.com/stormwatch/stormwatch/spans"
 )
 
@@ -11,6 +14,8 @@ import (
 // occurrence counts are reused from one trace to the next. A scratch is used by one analysis at a
 // time (Settle's pass and an eviction may analyze at once, each with its own).
 type scratch struct {
+	costs         cost.Scratch // what analyzer/cost measures in, trace after trace
+	added         []int64      // rootAdded's, the trace index's RootAdded while detectors run
 	keys          []idKey
 	state         []uint8
 	path, stack   []int32
@@ -169,4 +174,20 @@ func (sc *scratch) callsOf(k int) []int32 {
 		return nil
 	}
 	return sc.opCalls[sc.opStart[k]:sc.opStart[k+1]]
+}
+
+// rootAdded is the added latency of each root of t (TraceIndex.RootAdded), from the requests
+// cost.Measure returned for it, which follow the roots that are requests in order.
+func (sc *scratch) rootAdded(t *analyzer.Trace, reqs []cost.Request) []int64 {
+	roots := t.Roots()
+	sc.added = slices.Grow(sc.added[:0], len(roots))[:len(roots)]
+	k := 0
+	for j, r := range roots {
+		sc.added[j] = -1
+		if cost.IsRequest(&t.Spans[r]) && k < len(reqs) {
+			sc.added[j] = reqs[k].Parts.Added()
+			k++
+		}
+	}
+	return sc.added
 }

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/stormwatch/stormwatch/analyzer"
+	"github.com/stormwatch/stormwatch/analyzer/cost"
 	"github.com/stormwatch/stormwatch/spans"
 )
 
@@ -136,7 +137,9 @@ func (s *Snapshot) SetOperations(ops []*analyzer.Operation) {
 
 // StoreStats describes what the analyzer holds and what it had to drop.
 type StoreStats struct {
-	SpansHeld  int
+	SpansHeld int
+	// TracesHeld counts the traces held as the analyzer analyzes them: a delivery's trace filed
+	// with its publisher's (see joinDeliveries) is part of that one.
 	TracesHeld int
 	// PackedBytes is the memory of the spans held (SpansHeld), all packed from their arrival:
 	// about 70-250 bytes a span, strings included (the bytes in use; a trace whose spans came in
@@ -189,6 +192,9 @@ type TraceView struct {
 	Layers []analyzer.Layer
 	// LeafDependency is the dependency at the bottom of Layers.
 	LeafDependency string
-	Truncated      bool
-	Notes          []string
+	// Path is the critical path of each request (root span) of the trace, earliest first, each
+	// stretch charged to what it was spent on (analyzer/cost); Segment.Span indexes Spans.
+	Path      []cost.Segment
+	Truncated bool
+	Notes     []string
 }

@@ -48,6 +48,9 @@ type traceIssues struct {
 	redelivered int // messages delivered more than once to one consumer (a broker layer)
 	// failed deliveries whose CONSUMER span starts a trace of its own, linked to the publish span
 	linkedDeliveries int
+	// deliveries that started a trace of their own, filed with the trace of their publish span
+	joinedDeliveries int
+	unseenPublishes  int // messages whose deliveries were read without their publish span
 }
 
 func (a *traceIssues) add(b traceIssues, sign int) {
@@ -66,6 +69,8 @@ func (a *traceIssues) add(b traceIssues, sign int) {
 	a.appLoops += sign * b.appLoops
 	a.redelivered += sign * b.redelivered
 	a.linkedDeliveries += sign * b.linkedDeliveries
+	a.joinedDeliveries += sign * b.joinedDeliveries
+	a.unseenPublishes += sign * b.unseenPublishes
 }
 
 // buildTrace sorts, deduplicates and indexes the spans of one trace into t, a zero trace. It owns
@@ -117,6 +122,15 @@ func buildTrace(t *trace, id spans.TraceID, ss []spans.Span, truncated int, sc *
 			t.issues.zeroTimes++
 		}
 		if s.ParentID.IsZero() {
+			// A delivery filed with the trace of the message's publish span (see
+			// joinDeliveries) hangs under that span, as a CONSUMER span that continued
+			// the trace would: the deliveries of one message are then read as one.
+			if msg := t.joinedDelivery(s); !msg.IsZero() {
+				t.issues.joinedDeliveries++
+				if p, ok := t.Lookup(msg); ok && ss[p].Kind == spans.KindProducer {
+					ix.Parent[i] = int32(p)
+				}
+			}
 			continue
 		}
 		if s.ParentID == s.SpanID {
@@ -260,6 +274,8 @@ func (t *trace) makeNotes() {
 	add(is.appLoops, appLoopNote)
 	add(is.redelivered, redeliveredNote)
 	add(is.linkedDeliveries, linkedDeliveriesNote)
+	add(is.joinedDeliveries, joinedDeliveriesNote)
+	add(is.unseenPublishes, unseenPublishNote)
 }
 
 // The notes of figures inferred below the instrumentation, shared by a trace's notes and the

@@ -54,6 +54,7 @@ type Collector struct {
 
 	phys, logi, amp, att, cphys, clogi, camp, fnd, spans, traces, ops, pending   *prometheus.Desc
 	truncSpans, truncTraces, windowRun, windowInterval, depFindings, winFindings *prometheus.Desc
+	cost                                                                         costDescs
 
 	mu sync.Mutex
 	// counted is the snapshot the findings were last counted from, and out the series built from
@@ -73,6 +74,7 @@ func NewCollector(cache *Cache, detectors []*analyzer.Detector) *Collector {
 	return &Collector{
 		cache:    cache,
 		findings: analyzer.NewFindingCounter(detectors),
+		cost:     newCostDescs(),
 		phys: prometheus.NewDesc(NamePhysicalCalls,
 			"Physical calls (CLIENT spans) that reached the dependency, in the traces analyzed.", dep, nil),
 		logi: prometheus.NewDesc(NameLogicalOps,
@@ -115,6 +117,9 @@ func NewCollector(cache *Cache, detectors []*analyzer.Detector) *Collector {
 // Describe implements prometheus.Collector.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.phys, c.logi, c.amp, c.att, c.cphys, c.clogi, c.camp, c.fnd, c.spans, c.traces, c.ops, c.pending, c.truncSpans, c.truncTraces, c.windowRun, c.windowInterval, c.depFindings, c.winFindings} {
+		ch <- d
+	}
+	for _, d := range c.cost.all() {
 		ch <- d
 	}
 }
@@ -162,6 +167,7 @@ func (c *Collector) build(snap *engine.Snapshot) []prometheus.Metric {
 				prometheus.MustNewConstMetric(c.camp, prometheus.GaugeValue, cs.Amplification, d.Dependency, d.Service, cs.Caller))
 		}
 	}
+	out = append(out, c.cost.metrics(rep)...)
 	for _, ft := range totals {
 		out = append(out, prometheus.MustNewConstMetric(c.fnd, prometheus.CounterValue, float64(ft.Count), ft.Detector, ft.Severity.String()))
 	}

@@ -56,6 +56,7 @@ func DiffText(w io.Writer, r *diff.Report) error {
 		}
 		tw.Flush()
 	}
+	costsDiffText(ew, r)
 	if len(r.Findings) == 0 {
 		fmt.Fprintln(ew, "\nNo findings on either side.")
 	} else {
@@ -135,6 +136,7 @@ func DiffMarkdown(w io.Writer, r *diff.Report) error {
 			}
 		}
 	}
+	costsDiffMarkdown(ew, r)
 	if len(r.Findings) > 0 {
 		fmt.Fprintf(ew, "\n### Findings: %d resolved, %d new, %d persisting\n\n| state | severity | detector | place | before | after |\n|---|---|---|---|--:|--:|\n",
 			r.Counts.Resolved, r.Counts.New, r.Counts.Persisting)

@@ -243,6 +243,7 @@ func Text(w io.Writer, r *analyzer.Report) error {
 		tw.Flush()
 		fmt.Fprintf(ew, "  %s\n  %s; %s\n\n", analyzer.DefineCalls, analyzer.DefineIntents, analyzer.DefineAmplification)
 	}
+	costsText(ew, r)
 	c, wn, in := Counts(r)
 	if len(r.Findings) == 0 {
 		fmt.Fprintln(ew, "No findings.")
@@ -303,6 +304,7 @@ func Markdown(w io.Writer, r *analyzer.Report) error {
 		}
 		fmt.Fprintf(ew, "\n_%s; %s; %s._\n", md(analyzer.DefineCalls), md(analyzer.DefineIntents), md(analyzer.DefineAmplification))
 	}
+	costsMarkdown(ew, r)
 	if len(r.Findings) > 0 {
 		groups := analyzer.GroupFindings(r.Findings)
 		fmt.Fprintf(ew, "\n### Findings\n\n%s in %s, one row per detector at caller -> dependency.\n\n",

@@ -57,6 +57,9 @@ func FromProto(req *coltracepb.ExportTraceServiceRequest, opt spans.DecodeOption
 				s.Resource = res
 				s.Scope = ss.GetScope().GetName()
 				s.Attrs = convAttrs(ps.GetAttributes(), opt)
+				if ts := ps.GetTraceState(); otEntry(ts) {
+					s.Attrs = append(s.Attrs, spans.StringAttr(spans.AttrTraceState, ts))
+				}
 				for _, l := range ps.GetLinks() {
 					var link spans.Link
 					if len(l.GetTraceId()) != 16 || len(l.GetSpanId()) != 8 {
@@ -163,4 +166,14 @@ func writeAny(sb *strings.Builder, v *commonpb.AnyValue) {
 	default:
 		sb.WriteString("null")
 	}
+}
+
+// otEntry reports whether a W3C trace state has an "ot" entry (the decoders keep only such).
+func otEntry(ts string) bool {
+	for _, e := range strings.Split(ts, ",") {
+		if strings.HasPrefix(strings.TrimLeft(e, " \t"), "ot=") {
+			return true
+		}
+	}
+	return false
 }

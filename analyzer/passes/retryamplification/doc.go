@@ -12,7 +12,9 @@
 // same count; kept separate so a policy can later weigh factor differently), layers (the retrying
 // layers, top first: service and the most attempts any of its copies made; inferred_from and
 // inferred_tries on a layer some of whose tries were counted from the callee's SERVER spans
-// because they have no span of their own, which the summary also says).
+// because they have no span of their own, which the summary also says), added_latency_ms (the
+// latency the retries added to this request: the time its critical path spent in failed attempts
+// that were retried and in the pauses between attempts, docs/costs.md).
 //
 // Settings (policy detectors.retry-amplification): minRetryingLayers (default 2), the retrying
 // layers on one path that make it fire; criticalFactor (default 9), see Severity.

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"encoding/binary"
 	"fmt"
+	"math"
 	"math/bits"
 	"slices"
 	"strconv"
@@ -18,7 +19,7 @@ import (
 var Detector = &analyzer.Detector{
 	Name:     "retry-amplification",
 	Title:    "Retries multiplied across layers",
-	Doc:      "two or more layers on one root-to-leaf path retried, multiplying the calls that reached the leaf dependency; evidence: factor, leaf_calls, layers",
+	Doc:      "two or more layers on one root-to-leaf path retried, multiplying the calls that reached the leaf dependency; evidence: factor, leaf_calls, layers, added_latency_ms",
 	Severity: analyzer.SeverityWarning,
 	Settings: &Settings{MinRetryingLayers: 2, CriticalFactor: 9},
 	Run:      run,
@@ -98,6 +99,14 @@ func run(pass *analyzer.Pass) error {
 		if c.Service != "" && c.Service != dep {
 			dep = c.Service + " (" + c.Dependency + ")"
 		}
+		evidence := analyzer.Evidence{
+			"factor":     analyzer.Int(c.LeafCalls),
+			"leaf_calls": analyzer.Int(c.LeafCalls),
+			"layers":     analyzer.Records(ev),
+		}
+		if ms, ok := addedLatency(pass.Trace, c.Leaves[0]); ok {
+			evidence["added_latency_ms"] = analyzer.Float(ms)
+		}
 		pass.Report(analyzer.Finding{
 			Severity:   sev,
 			SpanIDs:    ids,
@@ -105,15 +114,26 @@ func run(pass *analyzer.Pass) error {
 			Dependency: c.Dependency,
 			Summary: fmt.Sprintf("%d layers retried (%s): %d calls to %s for 1 request%s",
 				len(layers), strings.Join(parts, ", "), c.LeafCalls, dep, hole),
-			Action: ownerAdvice(pass, c, layers),
-			Evidence: analyzer.Evidence{
-				"factor":     analyzer.Int(c.LeafCalls),
-				"leaf_calls": analyzer.Int(c.LeafCalls),
-				"layers":     analyzer.Records(ev),
-			},
+			Action:   ownerAdvice(pass, c, layers),
+			Evidence: evidence,
 		})
 	}
 	return nil
+}
+
+// addedLatency is the added latency, in milliseconds, of the request whose trace holds the leaf
+// operation's first call (the driver measured it, Trace.AddedLatency); false when the operation has
+// no call in the trace or its root is not a request.
+func addedLatency(t *analyzer.Trace, leaf *analyzer.Operation) (float64, bool) {
+	if len(leaf.Attempts) == 0 || len(leaf.Attempts[0].Calls) == 0 {
+		return 0, false
+	}
+	i, ok := t.Lookup(leaf.Attempts[0].Calls[0])
+	if !ok {
+		return 0, false
+	}
+	ns, ok := t.AddedLatency(i)
+	return math.Round(float64(ns)/1e3) / 1e3, ok
 }
 
 // mayFire is the cheap first look, so that most traces cost no allocation: a chain's layers are

@@ -54,8 +54,9 @@ type group struct {
 func run(pass *analyzer.Pass) error {
 	p := audit.Policy(pass.RunSettings)
 	set := analyzer.SettingsOf[Settings](pass)
-	minSamples, reserve := set.MinSamples, set.Reserve
 	w := audit.Windowed(pass)
+	// Counts of the whole traffic: a sampled window holds its share of them.
+	minSamples, reserve := audit.SampledCount(w.Ops, set.MinSamples), audit.SampledCount(w.Ops, set.Reserve)
 	// Groups are (caller, dependency, class). They are found through the dependency alone - one
 	// string hashed per operation, a few groups compared - and each operation's group is noted,
 	// so that the distinct traces of a group need counting only when it is over its budget (a

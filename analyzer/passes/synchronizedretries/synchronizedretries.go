@@ -76,8 +76,9 @@ type dependency struct {
 
 func run(pass *analyzer.Pass) error {
 	set := analyzer.SettingsOf[Settings](pass)
-	maxCV, minSamples := set.MaxCV, set.MinSamples
 	w := audit.Windowed(pass)
+	// A count of the whole traffic: a sampled window holds its share of it.
+	maxCV, minSamples := set.MaxCV, audit.SampledCount(w.Ops, set.MinSamples)
 	p := audit.Policy(pass.RunSettings)
 	deps := map[string]*dependency{}
 	for _, op := range w.Ops {

@@ -153,3 +153,25 @@ func TestOneScanReadersMatchStr(t *testing.T) {
 	}
 	walk(0)
 }
+
+// A count of the whole traffic is scaled to a sampled window's share, never below 1, and only
+// when every operation's spans said how it was sampled.
+func TestSampledCount(t *testing.T) {
+	op := func(p float64) *analyzer.Operation { return &analyzer.Operation{SampleProbability: p} }
+	for _, c := range []struct {
+		ops  []*analyzer.Operation
+		n    int
+		want int
+	}{
+		{[]*analyzer.Operation{op(0.1), op(0.1)}, 10, 1},
+		{[]*analyzer.Operation{op(0.1), op(0.25)}, 10, 3},
+		{[]*analyzer.Operation{op(0.1), op(0)}, 10, 10},
+		{[]*analyzer.Operation{op(0.01)}, 8, 1},
+		{[]*analyzer.Operation{op(0.1)}, 0, 0},
+		{nil, 10, 10},
+	} {
+		if got := SampledCount(c.ops, c.n); got != c.want {
+			t.Errorf("SampledCount(%v ops, %d) = %d, want %d", len(c.ops), c.n, got, c.want)
+		}
+	}
+}
