@@ -59,9 +59,11 @@ func (t *Trace) Index() *TraceIndex { return &t.ix }
 // TraceIndex.Ops (-1 for none), its destination (scheme://host:port), outcome class and status,
 // and when its caller gave up on it (Trace.GiveUp).
 type CallFacts struct {
-	Op                      int32
-	Origin, Outcome, Status string
-	GiveUp                  int64
+	Op int32
+	// Origin is the call's scheme://host:port; Dependency the name of its dependency (see
+	// DependencyStats.Dependency).
+	Origin, Dependency, Outcome, Status string
+	GiveUp                              int64
 }
 
 // CarriedKeys are the attribute keys whose presence a driver indexes for CarriesAttr (bit k of

@@ -3,6 +3,7 @@ package analyzer
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -78,15 +79,22 @@ type Finding struct {
 
 // DependencyStats is "origin saw 120 (3.00x)" (docs/principles.md#retry-cost) for one dependency.
 type DependencyStats struct {
-	// Dependency is scheme://host:port of the callee (or host:port / the RPC service when that is
-	// all the spans say).
+	// Dependency names the callee by what survives a restart (see "Accounting" in
+	// docs/analyzer.md): its service.name where its SERVER spans are seen, else peer.service, an
+	// Envoy upstream_cluster, rpc.service, or the host without its port. Every figure, finding,
+	// metric label and diff keys on it.
 	Dependency string `json:"dependency"`
-	// Service is the callee's service.name when its SERVER spans are in the data; when several
-	// services answered at this origin (a proxy in front of them, or callers that name one
-	// callee differently), the smallest name, so the label stays the same whatever arrived first.
+	// Origins are the addresses (scheme://host:port) the calls went to, most calls first, at
+	// most eight: replicas, pod IPs and ports that change between runs. Detail, not a key.
+	Origins []string `json:"origins,omitempty"`
+	// MoreOrigins counts the origins not listed; the analyzer counts at most 64 origins per
+	// dependency, and the calls to any past those add one.
+	MoreOrigins int `json:"more_origins,omitempty"`
+	// Service is the callee's service.name when its SERVER spans are in the data (or the caller's
+	// upstream_cluster or peer.service): then it is the Dependency too. Empty for a dependency
+	// named by its RPC service or host. One address answered by several services is several
+	// dependencies, each with that address among its Origins.
 	Service string `json:"service,omitempty"`
-	// Services lists every callee service.name seen at this origin when there is more than one.
-	Services []string `json:"services,omitempty"`
 	// PhysicalCalls counts CLIENT spans that reached the dependency.
 	PhysicalCalls int `json:"calls"`
 	// LogicalOperations counts what the top layer asked for, the intents (see Amplification in
@@ -105,13 +113,16 @@ type DependencyStats struct {
 	ByCaller []CallerStats `json:"by_caller,omitempty"`
 }
 
-// ServiceNames is the callee's name as a person reads it: every service seen at the origin,
-// joined, or the one.
-func (d *DependencyStats) ServiceNames() string {
-	if len(d.Services) > 1 {
-		return strings.Join(d.Services, ", ")
+// OriginsText is the addresses of the dependency as a table cell: the one with most calls, and
+// how many more there are ("http://10.0.0.7:8080 +2"); "" for none.
+func (d *DependencyStats) OriginsText() string {
+	if len(d.Origins) == 0 {
+		return ""
 	}
-	return d.Service
+	if more := len(d.Origins) - 1 + d.MoreOrigins; more > 0 {
+		return d.Origins[0] + " +" + strconv.Itoa(more)
+	}
+	return d.Origins[0]
 }
 
 // CallerStats are one calling service's figures toward one dependency: the "physical calls,

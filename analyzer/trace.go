@@ -84,8 +84,8 @@ func (t *Trace) End(i int) int64 {
 	return max(s.StartUnixNano, s.EndUnixNano)
 }
 
-// Operation is the operation whose attempt made CLIENT span i, or nil. Operation, Outcome and
-// Origin answer while the trace is analyzed (for the detectors); afterwards they answer as for
+// Operation is the operation whose attempt made CLIENT span i, or nil. Operation, Outcome,
+// Origin and Dependency answer while the trace is analyzed (for the detectors); afterwards they answer as for
 // a span that is not a call.
 func (t *Trace) Operation(i int) *Operation {
 	if c := t.ix.Call[i]; c >= 0 && int(c) < len(t.ix.Calls) {
@@ -155,6 +155,15 @@ func (t *Trace) GiveUp(i int) int64 {
 func (t *Trace) Origin(i int) string {
 	if c := t.ix.Call[i]; c >= 0 && int(c) < len(t.ix.Calls) {
 		return t.ix.Calls[c].Origin
+	}
+	return ""
+}
+
+// Dependency is the name of CLIENT span i's dependency (an operation's Dependency, a report's
+// DependencyStats.Dependency), "" for other spans.
+func (t *Trace) Dependency(i int) string {
+	if c := t.ix.Call[i]; c >= 0 && int(c) < len(t.ix.Calls) {
+		return t.ix.Calls[c].Dependency
 	}
 	return ""
 }

@@ -92,8 +92,8 @@ func (m *depsModel) SetSnapshot(s *engine.Snapshot) {
 	for i := range deps {
 		d := &deps[i]
 		r := depRow{d: d, history: s.History[d.Dependency], label: d.Dependency, added: cmp.Or(added[d.Dependency], "-")}
-		if names := d.ServiceNames(); names != "" && !strings.Contains(d.Dependency, names) {
-			r.label += " (" + names + ")"
+		if d.Service != "" && !strings.Contains(d.Dependency, d.Service) {
+			r.label += " (" + d.Service + ")"
 		}
 		r.errShare, r.errText = errorShare(d.Outcomes)
 		if l := s.LastAttempts[d.Dependency]; l.Refused {
@@ -210,15 +210,13 @@ func (m *depsModel) rebuild() {
 	m.rows = m.rows[:0]
 	for i := range m.all {
 		r := &m.all[i]
-		text := []string{r.d.Dependency, r.d.ServiceNames(), r.callerTxt}
+		text := []string{r.d.Dependency, r.d.Service, r.callerTxt}
 		ok := m.filter.matches(text, func(k string) ([]string, bool) {
 			switch k {
 			case "dependency":
-				return []string{r.d.Dependency}, true
+				// The name, or any address it was reached at (a URL pasted from a log).
+				return append([]string{r.d.Dependency}, r.d.Origins...), true
 			case "service":
-				if len(r.d.Services) > 1 {
-					return r.d.Services, true
-				}
 				return []string{r.d.Service}, true
 			case "caller":
 				return r.d.Callers, true
@@ -366,6 +364,12 @@ func (m depsModel) View() string {
 			figures := fmt.Sprintf(" saw %s for %s (%.2fx)", words.Count(r.d.PhysicalCalls, "call"),
 				words.Count(r.d.LogicalOperations, "intent"), r.d.Amplification)
 			head = t.Worst.Render("▲ WORST "+r.label+figures) + t.Dim.Render("  callers: "+r.callerTxt)
+			if o := r.d.OriginsText(); o != "" && r.callerTxt != "" {
+				// The addresses are detail: shown when the line has room for them.
+				if h := head + t.Dim.Render("  at "+o); ansi.StringWidth(h) <= m.width {
+					head = h
+				}
+			}
 			if r.callerTxt == "" || ansi.StringWidth(head) > m.width {
 				head = t.Worst.Render("▲ WORST " + r.label + figures)
 			}

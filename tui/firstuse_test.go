@@ -156,8 +156,8 @@ func TestWordsOnEveryScreen(t *testing.T) {
 		"dependencies":      {"INTENTS", "saw 54 calls for 2 intents (27.00x)", "INTENTS what the top layer asked, once however many layers retried", "AMPLIF = CALLS / INTENTS"},
 		"dependencies@80":   {"INTENTS asked by the top layer", "AMPLIF = CALLS/INTENTS"},
 		"operations":        {"26 of 26 operations: retry loops at every layer"},
-		"operations-dep":    {"18 of 26 operations to http://dep:8080, for 2 intents: one per attempt of the layers above"},
-		"operations-dep@80": {"18 operations to dep:8080 for 2 intents"},
+		"operations-dep":    {"18 of 26 operations to dep, for 2 intents: one per attempt of the layers above"},
+		"operations-dep@80": {"18 operations to dep for 2 intents"},
 		"trace":             {"92 spans · 13 operations · 1 finding "},
 	} {
 		for _, w := range want {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/common/model"
 
+	"github.com/stormwatch/stormwatch/analyzer"
 	"github.com/stormwatch/stormwatch/analyzer/metrics"
 	"github.com/stormwatch/stormwatch/analyzer/passes/postdeadline"
 	"github.com/stormwatch/stormwatch/analyzer/passes/retryamplification"
@@ -207,9 +208,15 @@ func (g *gen) selector(m policy.Match) string {
 	if m.Dependency == "" {
 		return one(caller)
 	}
-	// A class's dependency is the callee's address or its service.name.
-	return one(caller, matcher(metrics.LabelDependency, m.Dependency)) + " or " +
+	// A class's dependency is the dependency's name, the callee's service.name or an address;
+	// the metrics carry names only, so an address is matched as the name the analyzer gives a
+	// callee known by its address alone (its host).
+	expr := one(caller, matcher(metrics.LabelDependency, m.Dependency)) + " or " +
 		one(caller, matcher(metrics.LabelDependencyService, m.Dependency))
+	if name := analyzer.HostDependency(m.Dependency); name != m.Dependency {
+		expr += " or " + one(caller, matcher(metrics.LabelDependency, name))
+	}
+	return expr
 }
 
 func (g *gen) amplification() []*yaml.Node {

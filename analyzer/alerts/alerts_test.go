@@ -99,3 +99,27 @@ func TestPolicyTextIsNotATemplate(t *testing.T) {
 		t.Errorf("tmplText(plain) = %q", got)
 	}
 }
+
+// A class that matches its dependency by address still selects that dependency's series: the
+// metrics label a dependency by name, so the address is also matched as the name the analyzer
+// gives a callee known by its address alone - its host, whatever port it moves to.
+func TestClassByAddressMatchesTheDependencyName(t *testing.T) {
+	p, err := policy.Parse("p.yaml", []byte(`classes:
+  - name: pay
+    match: {dependency: "http://payments:8443"}
+    maxAttempts: 2
+`), suite.Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := Rules(p, Options{Range: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := "stormwatch_caller:amplification:ratio_rate1m"
+	want := "expr: (" + rec + `{stormwatch_dependency="http://payments:8443"} or ` + rec +
+		`{stormwatch_dependency_service="http://payments:8443"} or ` + rec + `{stormwatch_dependency="payments"}) > 2` + "\n"
+	if !strings.Contains(string(out), want) {
+		t.Errorf("rules lack %q:\n%s", want, out)
+	}
+}

@@ -154,7 +154,7 @@ func TestStockLoopWithFixedSleeps(t *testing.T) {
 	if e.Sampling != analyzer.SamplingUnknown {
 		t.Errorf("sampling = %q, want unknown: the spans do not say", e.Sampling)
 	}
-	if d := rep.Costs[1]; d.Dependency != "http://catalog:8080" || d.AddedLatencyMs.Total != 500 || d.ExtraCalls != 2 {
+	if d := rep.Costs[1]; d.Dependency != "catalog" || d.AddedLatencyMs.Total != 500 || d.ExtraCalls != 2 {
 		t.Errorf("dependency = %+v", d)
 	}
 }
@@ -227,10 +227,10 @@ func TestLayeredRetries(t *testing.T) {
 	for _, d := range r.Deps {
 		byDep[d.Dependency] = d
 	}
-	if d := byDep["http://api:8080"]; d.Added != 390*ms || d.Extra != 1 {
+	if d := byDep["api"]; d.Added != 390*ms || d.Extra != 1 {
 		t.Errorf("api = %+v, want 390 ms added (its failed try and pause), 1 extra call", d)
 	}
-	if d := byDep["http://db:5432"]; d.Added != 200*ms || d.Calls != 4 || d.Extra != 3 {
+	if d := byDep["db"]; d.Added != 200*ms || d.Calls != 4 || d.Extra != 3 {
 		t.Errorf("db = %+v, want 200 ms added, 4 calls of which 3 extra (2 copies of edge's retry, 1 retry)", d)
 	}
 }

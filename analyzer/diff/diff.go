@@ -60,10 +60,14 @@ type Layer struct {
 // Dependency is one dependency before and after. Before or After is nil when the dependency is
 // absent from that side.
 type Dependency struct {
-	Dependency string   `json:"dependency"`
-	Service    string   `json:"service,omitempty"`
-	Before     *Figures `json:"before"`
-	After      *Figures `json:"after"`
+	// Dependency is the name both reports gave it (see analyzer.DependencyStats): the key the
+	// sides are matched on, so a callee whose port or pod IPs moved between runs is one row.
+	Dependency string `json:"dependency"`
+	Service    string `json:"service,omitempty"`
+	// Origins are its addresses on either side (the after side's first), at most eight: detail.
+	Origins []string `json:"origins,omitempty"`
+	Before  *Figures `json:"before"`
+	After   *Figures `json:"after"`
 	// Change is After's amplification minus Before's (0 when either is absent).
 	Change float64 `json:"amplification_change"`
 	// Worse is true when the amplification grew by more than the tolerance.
@@ -192,6 +196,20 @@ func figures(calls, ops int, amp float64) *Figures {
 	return &Figures{PhysicalCalls: calls, LogicalOperations: ops, Amplification: amp}
 }
 
+// maxOrigins is how many addresses a diff row lists.
+const maxOrigins = 8
+
+// OriginsText is the row's addresses as a table cell: the first and how many more.
+func (d *Dependency) OriginsText() string {
+	switch len(d.Origins) {
+	case 0:
+		return ""
+	case 1:
+		return d.Origins[0]
+	}
+	return d.Origins[0] + " +" + strconv.Itoa(len(d.Origins)-1)
+}
+
 func dependencies(before, after *analyzer.Report, opt Options) []Dependency {
 	byName := map[string]*Dependency{}
 	var order []string
@@ -203,15 +221,21 @@ func dependencies(before, after *analyzer.Report, opt Options) []Dependency {
 			order = append(order, d.Dependency)
 		}
 		x.Service = cmp.Or(x.Service, d.Service)
+		for _, o := range d.Origins {
+			if len(x.Origins) < maxOrigins && !slices.Contains(x.Origins, o) {
+				x.Origins = append(x.Origins, o)
+			}
+		}
 		return x
+	}
+	// The after side first, so that a row's first origin is where the calls go now.
+	for i := range after.Dependencies {
+		d := &after.Dependencies[i]
+		get(d).After = figures(d.PhysicalCalls, d.LogicalOperations, d.Amplification)
 	}
 	for i := range before.Dependencies {
 		d := &before.Dependencies[i]
 		get(d).Before = figures(d.PhysicalCalls, d.LogicalOperations, d.Amplification)
-	}
-	for i := range after.Dependencies {
-		d := &after.Dependencies[i]
-		get(d).After = figures(d.PhysicalCalls, d.LogicalOperations, d.Amplification)
 	}
 	layerProducts(before, byName, func(d *Dependency) *Figures { return d.Before })
 	layerProducts(after, byName, func(d *Dependency) *Figures { return d.After })

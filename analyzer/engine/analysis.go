@@ -124,13 +124,13 @@ func (rp *reporter) report(f analyzer.Finding) {
 }
 
 // publishCalls gives the detectors what the Trace answers about each call (TraceIndex.Calls):
-// the operation, origin, outcome and status inference found, copied out of its own facts about
+// the operation, origin, dependency, outcome and status inference found, copied out of its own facts about
 // the calls, most of which are inference's business alone.
 func (t *trace) publishCalls(sc *scratch) {
 	facts := slices.Grow(sc.facts[:0], len(t.calls))[:len(t.calls)]
 	for k := range t.calls {
 		c := &t.calls[k]
-		facts[k] = analyzer.CallFacts{Op: c.op, Origin: c.origin, Outcome: c.outcome, Status: c.status, GiveUp: c.giveUp}
+		facts[k] = analyzer.CallFacts{Op: c.op, Origin: c.origin, Dependency: c.dep, Outcome: c.outcome, Status: c.status, GiveUp: c.giveUp}
 	}
 	sc.facts = facts
 	t.Index().Calls = facts
@@ -228,11 +228,13 @@ type intentAt struct {
 // acctRow is one trace's count of physical calls and logical operations toward one dependency,
 // from one caller, with one outcome.
 type acctRow struct {
-	dep, service, caller, status string
-	physical, logical            int32
+	// dep is the dependency's name (see dependencyName), origin the address the calls went to:
+	// detail, one dependency has as many as it has replicas and ports.
+	dep, origin, service, caller, status string
+	physical, logical                    int32
 }
 
-// accountRows counts, per origin, caller and outcome, the physical calls, the logical operations
+// accountRows counts, per dependency, origin, caller and outcome, the physical calls, the logical operations
 // (distinct intents, so copies made by the retries of layers above count once) and the outcomes,
 // once per analysis, and notes the trace's split-trace issues. Few intents and rows per trace in
 // the common case: slices, each becoming a map past 16 entries, so that ten thousand distinct
@@ -260,7 +262,7 @@ func (t *trace) accountRows(ops []*analyzer.Operation, sc *scratch) []acctRow {
 		}
 		return false
 	}
-	type rowKey struct{ dep, caller, status, service string }
+	type rowKey struct{ dep, origin, caller, status, service string }
 	rows := sc.rows[:0]
 	var idx map[rowKey]int
 	for k, op := range ops {
@@ -292,16 +294,16 @@ func (t *trace) accountRows(ops []*analyzer.Operation, sc *scratch) []acctRow {
 			if c.below {
 				continue // counted from the callee's SERVER spans under it
 			}
-			logical := !joined && !seen(intentAt{c.origin, op.IntentKey()})
+			logical := !joined && !seen(intentAt{c.dep, op.IntentKey()})
 			caller, status := op.Caller, statusKey(c.outcome, c.status)
 			k := -1
 			if idx != nil {
-				if v, ok := idx[rowKey{c.origin, caller, status, c.service}]; ok {
+				if v, ok := idx[rowKey{c.dep, c.origin, caller, status, c.service}]; ok {
 					k = v
 				}
 			} else {
 				for i := range rows {
-					if r := &rows[i]; r.dep == c.origin && r.caller == caller && r.status == status && r.service == c.service {
+					if r := &rows[i]; r.dep == c.dep && r.origin == c.origin && r.caller == caller && r.status == status && r.service == c.service {
 						k = i
 						break
 					}
@@ -309,13 +311,13 @@ func (t *trace) accountRows(ops []*analyzer.Operation, sc *scratch) []acctRow {
 			}
 			if k < 0 {
 				k = len(rows)
-				rows = append(rows, acctRow{dep: c.origin, caller: caller, status: status, service: c.service})
+				rows = append(rows, acctRow{dep: c.dep, origin: c.origin, caller: caller, status: status, service: c.service})
 				if idx != nil {
-					idx[rowKey{c.origin, caller, status, c.service}] = k
+					idx[rowKey{c.dep, c.origin, caller, status, c.service}] = k
 				} else if len(rows) > 16 {
 					idx = make(map[rowKey]int, 64)
 					for i, r := range rows {
-						idx[rowKey{r.dep, r.caller, r.status, r.service}] = i
+						idx[rowKey{r.dep, r.origin, r.caller, r.status, r.service}] = i
 					}
 				}
 			}

@@ -176,12 +176,15 @@ type traceState struct {
 }
 
 type depAgg struct {
-	service  string
-	services map[string]int // physical calls answered by each callee service.name
-	physical int
-	logical  int
-	outcomes map[string]int
-	byCaller map[string]*callerAgg
+	service string
+	// origins counts physical calls per address (scheme://host:port), at most maxOrigins of
+	// them; the calls to addresses past those are originsOver's.
+	origins     map[string]int
+	originsOver int
+	physical    int
+	logical     int
+	outcomes    map[string]int
+	byCaller    map[string]*callerAgg
 }
 
 type callerAgg struct {
@@ -745,20 +748,13 @@ func (a *Analyzer) contribute(r *traceResult, id spans.TraceID, n int, is traceI
 			g = &depAgg{outcomes: map[string]int{}, byCaller: map[string]*callerAgg{}}
 			a.deps[row.dep] = g
 		}
-		// An origin answered by several services shows the smallest name, not the first seen:
-		// the report must not depend on the order traces were analyzed in.
+		// A dependency has one service.name at most (it is named by it when there is one); the
+		// smallest is kept all the same, so the report never depends on the order of traces.
 		if row.service != "" && (g.service == "" || row.service < g.service) {
 			g.service = row.service
 		}
 		p, l := sign*int(row.physical), sign*int(row.logical)
-		if row.service != "" {
-			if g.services == nil {
-				g.services = map[string]int{}
-			}
-			if g.services[row.service] += p; g.services[row.service] <= 0 {
-				delete(g.services, row.service)
-			}
-		}
+		g.addOrigin(row.origin, p)
 		g.physical += p
 		g.logical += l
 		if g.outcomes[row.status] += p; g.outcomes[row.status] <= 0 {
@@ -864,12 +860,7 @@ func (a *Analyzer) report() analyzer.Report {
 		if g.logical > 0 {
 			ds.Amplification = float64(g.physical) / float64(g.logical)
 		}
-		if len(g.services) > 1 {
-			for name := range g.services {
-				ds.Services = append(ds.Services, name)
-			}
-			slices.Sort(ds.Services)
-		}
+		ds.Origins, ds.MoreOrigins = g.listOrigins()
 		for k, v := range g.outcomes {
 			ds.Outcomes[k] = v
 		}

@@ -55,9 +55,9 @@ func TestByCallerOn27CallFixture(t *testing.T) {
 	for _, name := range []string{"amplification-27-stock", "amplification-27-reference"} {
 		t.Run(name, func(t *testing.T) {
 			r := analyzeFixture(t, name)
-			wantCallers(t, depStats(t, r, "http://dep:8080"),
+			wantCallers(t, depStats(t, r, "dep"),
 				analyzer.CallerStats{Caller: "adapter", PhysicalCalls: 54, LogicalOperations: 2, Amplification: 27, Outcomes: map[string]int{"503": 54}})
-			wantCallers(t, depStats(t, r, "http://adapter:8080"),
+			wantCallers(t, depStats(t, r, "adapter"),
 				analyzer.CallerStats{Caller: "api", PhysicalCalls: 18, LogicalOperations: 2, Amplification: 9, Outcomes: map[string]int{"503": 18}})
 		})
 	}
@@ -83,7 +83,7 @@ func TestByCallerSplitsTwoCallersOfOneDependency(t *testing.T) {
 		}
 	}
 	_, r := run(t, engine.Config{}, ss...)
-	d := depStats(t, r, "http://dep:80")
+	d := depStats(t, r, "dep")
 	if d.PhysicalCalls != 4 || d.LogicalOperations != 2 || d.Amplification != 2 {
 		t.Fatalf("dependency figures %+v", d)
 	}
@@ -103,6 +103,6 @@ func TestByCallerSurvivesReanalysis(t *testing.T) {
 	a.Flush()
 	consume(t, a, ss[len(ss)-1])
 	a.Flush()
-	d := depStats(t, a.Report(), "http://dep:80")
+	d := depStats(t, a.Report(), "dep")
 	wantCallers(t, d, analyzer.CallerStats{Caller: "api", PhysicalCalls: 6, LogicalOperations: 1, Amplification: 6, Outcomes: map[string]int{"503": 6}})
 }

@@ -91,7 +91,7 @@ func TestSettleDoesNotBlockIngestion(t *testing.T) {
 	}
 	var dep *analyzer.DependencyStats
 	for i := range r.Dependencies {
-		if r.Dependencies[i].Dependency == "http://dep:80" {
+		if r.Dependencies[i].Dependency == "dep" {
 			dep = &r.Dependencies[i]
 		}
 	}
@@ -206,7 +206,7 @@ func TestEvictionPassesOverTraceInFlight(t *testing.T) {
 	if r.Input.Traces != 3 || r.Input.Spans != 3*len(one) {
 		t.Fatalf("input %+v, want 3 traces of %d spans, each counted once", r.Input, len(one))
 	}
-	d := depStats(t, r, "http://dep:80")
+	d := depStats(t, r, "dep")
 	if d.PhysicalCalls != 18 || d.LogicalOperations != 3 {
 		t.Fatalf("dep %+v, want 18 calls for 3 operations", d)
 	}

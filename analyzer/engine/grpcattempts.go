@@ -72,6 +72,9 @@ func (t *trace) fillCallNames(c *callInfo, parent int32, in *interner, sc *scrat
 		if c.target == "" {
 			c.target = in.target(pk, &sc.derived)
 		}
+		if c.dep == "" {
+			c.dep = pk.str(wkRPCService)
+		}
 	}
 	named := false
 	if c.origin == "" || c.target == "" {

@@ -123,6 +123,7 @@ func (t *trace) calleeCall(srv int32, origin, target string, in *interner, sc *s
 	if c.origin == "" {
 		c.origin = c.service
 	}
+	c.dep = dependencyName(c.service, k.str(wkRPCService), c.origin)
 	t.Index().Call[srv] = int32(len(t.calls))
 	t.calls = append(t.calls, c)
 	return t.Index().Call[srv]
@@ -227,7 +228,7 @@ func (t *trace) untracedHop(i int32, srvs []int32, direct bool, seed maphash.See
 	if !direct {
 		// The calls came from whatever answers at i's destination, which exported nothing: i's
 		// own service did not make them.
-		op.Caller = "(untraced at " + t.calls[ci].origin + ")"
+		op.Caller = "(untraced at " + t.calls[ci].dep + ")"
 	}
 	op.Terminal, op.StopReason = "", ""
 	key := hashStrings(seed, "untraced", c.service, c.target)

@@ -20,6 +20,9 @@ type callInfo struct {
 	op      int32  // index of its operation in the trace's ops; -1 until grouped
 	origin  string // scheme://host:port
 	service string // the callee's service.name, when a SERVER child (or another call to origin) says
+	// dep names the dependency (see dependencyName): the key of the accounting, the operation's
+	// Dependency. Until the trace's calls are all read, the span's rpc.service.
+	dep     string
 	target  string // method and path, or the RPC method: what was asked
 	outcome string
 	status  string
@@ -583,6 +586,7 @@ func (t *trace) inferOperations(seed maphash.Seed, skew int64, in *interner, sc 
 			deadline: k.intOr(wkDeadline),
 			kind:     k.str(wkAttemptKind),
 			opID:     k.str(wkOpID),
+			dep:      k.str(wkRPCService),
 		}
 		if c.resend < 0 {
 			c.resend = k.intOr(wkGRPCPreviousAttempts)
@@ -639,9 +643,11 @@ func (t *trace) inferOperations(seed maphash.Seed, skew int64, in *interner, sc 
 	// A call that timed out has no SERVER child to name the callee; another call to the same
 	// origin in the trace may.
 	for k := range t.calls {
-		if t.calls[k].service == "" {
-			t.calls[k].service = originService.get(t.calls[k].origin)
+		c := &t.calls[k]
+		if c.service == "" {
+			c.service = originService.get(c.origin)
 		}
+		c.dep = dependencyName(c.service, c.dep, c.origin)
 	}
 	originService.reset()
 
@@ -1021,7 +1027,7 @@ func (t *trace) newOperation(callerKnown *known, c *callInfo, parent *analyzer.O
 	b.slab = b.slab[:len(b.slab)+1]
 	op := &b.slab[len(b.slab)-1]
 	op.TraceID = t.ID
-	op.Dependency, op.DependencyService = c.origin, c.service
+	op.Dependency, op.DependencyService = c.dep, c.service
 	op.Parent = parent
 	op.Inferred = true
 	op.StartUnixNano, op.EndUnixNano = s.StartUnixNano, s.EndUnixNano

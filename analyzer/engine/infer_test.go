@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -39,7 +40,7 @@ func TestBothGRPCStatusSpellings(t *testing.T) {
 	if op.Tries() != 3 || op.Attempts[0].Outcome != analyzer.OutcomeRetryable || op.Attempts[2].Status != "OK" {
 		t.Errorf("attempts = %+v", op.Attempts)
 	}
-	if d := r.Dependencies[0]; d.Dependency != "grpc://s:9090" || d.Outcomes["UNAVAILABLE"] != 2 || d.Outcomes["OK"] != 1 {
+	if d := r.Dependencies[0]; d.Dependency != "s.v1.S" || !slices.Equal(d.Origins, []string{"grpc://s:9090"}) || d.Outcomes["UNAVAILABLE"] != 2 || d.Outcomes["OK"] != 1 {
 		t.Errorf("dependency = %+v", d)
 	}
 }

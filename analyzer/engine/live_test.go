@@ -88,7 +88,7 @@ func TestLiveLateSpansReanalyzeWithoutDoubleCounting(t *testing.T) {
 	}
 	dep := func(r analyzer.Report) analyzer.DependencyStats {
 		for _, d := range r.Dependencies {
-			if d.Dependency == "http://dep:80" {
+			if d.Dependency == "dep" {
 				return d
 			}
 		}
@@ -160,7 +160,7 @@ func TestSnapshotTraceViewOrderAndLayers(t *testing.T) {
 		}
 	}
 	if len(v.Layers) != 2 || v.Layers[0] != (analyzer.Layer{Service: "edge", Attempts: 2}) ||
-		v.Layers[1] != (analyzer.Layer{Service: "api", Attempts: 3}) || v.LeafDependency != "http://dep:80" {
+		v.Layers[1] != (analyzer.Layer{Service: "api", Attempts: 3}) || v.LeafDependency != "dep" {
 		t.Errorf("layers = %+v leaf %q", v.Layers, v.LeafDependency)
 	}
 	if len(v.Findings) != 1 || v.Findings[0].Severity != analyzer.SeverityWarning || !v.Findings[0].Evidence["factor"].Equal(analyzer.Int(6)) {
@@ -168,7 +168,7 @@ func TestSnapshotTraceViewOrderAndLayers(t *testing.T) {
 	}
 	// The chain of operations from a leaf call up to the root names the owners.
 	for _, op := range v.Operations {
-		if op.Dependency == "http://dep:80" {
+		if op.Dependency == "dep" {
 			chain := op.Chain()
 			if len(chain) != 2 || chain[0].Owner != "edge" || chain[1].Owner != "api" {
 				t.Errorf("chain = %v", chain)
@@ -190,7 +190,7 @@ func TestSnapshotIsCachedAndHistoryTicks(t *testing.T) {
 	if s2.AtUnixNano == s1.AtUnixNano {
 		t.Error("snapshot time not updated")
 	}
-	if h := s2.History["http://dep:80"]; len(h) != 1 || h[0] != 6 {
+	if h := s2.History["dep"]; len(h) != 1 || h[0] != 6 {
 		t.Errorf("history = %v", s2.History)
 	}
 	// Idle, the history still moves every interval; the report and the operations are the same
@@ -198,18 +198,18 @@ func TestSnapshotIsCachedAndHistoryTicks(t *testing.T) {
 	sum1 := a.Summary(clk.Now())
 	a.Settle(clk.Add(2 * time.Second))
 	// A headless collector's summary (/metrics, the status line) does not rebuild its report either.
-	if sum2 := a.Summary(clk.Now()); len(sum2.History["http://dep:80"]) != 2 || &sum2.Report.Dependencies[0] != &sum1.Report.Dependencies[0] {
+	if sum2 := a.Summary(clk.Now()); len(sum2.History["dep"]) != 2 || &sum2.Report.Dependencies[0] != &sum1.Report.Dependencies[0] {
 		t.Errorf("a summary whose only change is the history: %d points, the report shared %v",
-			len(sum2.History["http://dep:80"]), &sum2.Report.Dependencies[0] == &sum1.Report.Dependencies[0])
+			len(sum2.History["dep"]), &sum2.Report.Dependencies[0] == &sum1.Report.Dependencies[0])
 	}
 	s3 := a.Snapshot(clk.Now())
-	if h := s3.History["http://dep:80"]; len(h) != 2 || h[1] != 0 {
+	if h := s3.History["dep"]; len(h) != 2 || h[1] != 0 {
 		t.Errorf("idle history = %v", s3.History)
 	}
 	if !s3.SameOperations(s2) || &s3.Report.Dependencies[0] != &s2.Report.Dependencies[0] {
 		t.Error("a snapshot whose only change is the history did not share the report and the operations")
 	}
-	if len(s2.History["http://dep:80"]) != 1 {
+	if len(s2.History["dep"]) != 1 {
 		t.Error("the history of an earlier snapshot changed")
 	}
 }

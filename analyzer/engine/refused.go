@@ -31,6 +31,7 @@ func (t *trace) refusedOperations(ops []*analyzer.Operation) []*analyzer.Operati
 			continue // it did make calls: an ordinary operation
 		}
 		parent := t.Enclosing(i)
+		dep, origin := t.refusedDependency(s)
 		op := &analyzer.Operation{
 			TraceID:       t.ID,
 			SpanID:        s.SpanID,
@@ -38,7 +39,7 @@ func (t *trace) refusedOperations(ops []*analyzer.Operation) []*analyzer.Operati
 			Name:          s.Str(spans.AttrOpName),
 			Caller:        s.Service(),
 			Owner:         s.Str(spans.AttrOwner),
-			Dependency:    originOf(s),
+			Dependency:    dep,
 			Parent:        parent,
 			Terminal:      s.Str(spans.AttrTerminal),
 			StopReason:    stop,
@@ -62,8 +63,28 @@ func (t *trace) refusedOperations(ops []*analyzer.Operation) []*analyzer.Operati
 		}
 		op.Attempts = []analyzer.Attempt{{Number: 1, Kind: analyzer.KindInitial, SpanID: s.SpanID, StartUnixNano: op.StartUnixNano,
 			EndUnixNano: op.EndUnixNano, Outcome: analyzer.OutcomeRefused}}
+		if origin != "" {
+			op.Attempts[0].Origins = []string{origin} // where the call would have gone
+		}
 		op.Attempts[0].SetRecordedNumber(-1)
 		ops = append(ops, op)
 	}
 	return ops
+}
+
+// refusedDependency names the dependency of a refused operation span s the way its calls would
+// have been named (see dependencyName): as a call to the same origin in the trace was, else by
+// what the span itself says. origin is the address the call would have gone to.
+func (t *trace) refusedDependency(s *spans.Span) (dep, origin string) {
+	k := knownOf(s)
+	origin = k.origin()
+	if origin == "" {
+		return "", ""
+	}
+	for i := range t.calls {
+		if t.calls[i].origin == origin {
+			return t.calls[i].dep, origin
+		}
+	}
+	return dependencyName(k.calleeName(), k.str(wkRPCService), origin), origin
 }

@@ -302,6 +302,7 @@ func detachOps(ops []*analyzer.Operation, rows []acctRow, src *sources, in *inte
 	for i := range rows {
 		r := &rows[i]
 		str(&r.dep)
+		str(&r.origin)
 		str(&r.service)
 		str(&r.caller)
 		str(&r.status)

@@ -2,6 +2,8 @@ package metrics
 
 import (
 	"context"
+	"fmt"
+	"maps"
 	"strings"
 	"sync"
 	"testing"
@@ -292,5 +294,60 @@ func TestTruncatedSpansCountedAfterAnalysis(t *testing.T) {
 		got["stormwatch_analyzed_spans_total"] != 8 {
 		t.Errorf("truncated spans %v, traces %v, analyzed %v; want 10000, 1, 8", got["stormwatch_truncated_spans_total"],
 			got["stormwatch_truncated_traces_total"], got["stormwatch_analyzed_spans_total"])
+	}
+}
+
+// TestThousandPortsOfOneServiceAreOneSeries: a callee reached on a new port by every trace (a
+// test container, a service behind pod IPs) is one dependency, so one series per metric - named
+// by its service.name where its SERVER spans are seen, by its host where they are not.
+func TestThousandPortsOfOneServiceAreOneSeries(t *testing.T) {
+	clk := &clock{t: time.Unix(1000, 0)}
+	a := engine.New(engine.Config{Settle: time.Millisecond, Now: clk.now})
+	caller, callee := &spans.Resource{ServiceName: "checkout"}, &spans.Resource{ServiceName: "inventory"}
+	b := &spans.Batch{}
+	for i := range 1000 {
+		trace := spans.TraceID{byte(i >> 8), byte(i), 1}
+		at := clk.t.UnixNano() + int64(i)*1e6
+		id := func(n byte) spans.SpanID { return spans.SpanID{byte(i >> 8), byte(i), n} }
+		port := 40000 + i
+		b.Spans = append(b.Spans,
+			spans.Span{TraceID: trace, SpanID: id(1), Kind: spans.KindServer, Name: "GET /", Resource: caller, StartUnixNano: at, EndUnixNano: at + 9e5},
+			// Traced callee, on loopback: named inventory.
+			spans.Span{TraceID: trace, SpanID: id(2), ParentID: id(1), Kind: spans.KindClient, Name: "GET", Resource: caller,
+				StartUnixNano: at + 1e5, EndUnixNano: at + 3e5, Attrs: []spans.Attr{spans.StringAttr(spans.AttrHTTPMethod, "GET"),
+					spans.StringAttr(spans.AttrURLFull, fmt.Sprintf("http://127.0.0.1:%d/items", port)), spans.IntAttr(spans.AttrHTTPStatus, 200)}},
+			spans.Span{TraceID: trace, SpanID: id(3), ParentID: id(2), Kind: spans.KindServer, Name: "GET /items", Resource: callee,
+				StartUnixNano: at + 1e5, EndUnixNano: at + 3e5, Attrs: []spans.Attr{spans.IntAttr(spans.AttrHTTPStatus, 200)}},
+			// Untraced callee: named by its host, whatever the port.
+			spans.Span{TraceID: trace, SpanID: id(4), ParentID: id(1), Kind: spans.KindClient, Name: "GET", Resource: caller,
+				StartUnixNano: at + 4e5, EndUnixNano: at + 6e5, Attrs: []spans.Attr{spans.StringAttr(spans.AttrHTTPMethod, "GET"),
+					spans.StringAttr(spans.AttrURLFull, fmt.Sprintf("http://pricing.internal:%d/price", port)), spans.IntAttr(spans.AttrHTTPStatus, 200)}},
+		)
+	}
+	if err := a.ConsumeBatch(context.Background(), b); err != nil {
+		t.Fatal(err)
+	}
+	clk.t = clk.t.Add(2 * time.Second)
+	a.Settle(clk.t)
+	got := gather(t, NewCollector(NewCache(a, -1, clk.now), nil))
+	series := map[string]float64{}
+	for k, v := range got {
+		if strings.HasPrefix(k, "stormwatch_dependency_physical_calls_total{") {
+			series[k] = v
+		}
+	}
+	want := map[string]float64{
+		`stormwatch_dependency_physical_calls_total{stormwatch_dependency="inventory",stormwatch_dependency_service="inventory"}`: 1000,
+		`stormwatch_dependency_physical_calls_total{stormwatch_dependency="pricing.internal",stormwatch_dependency_service=""}`:   1000,
+	}
+	if !maps.Equal(series, want) {
+		t.Errorf("%d series %v, want %v", len(series), series, want)
+	}
+	// The report keeps the addresses as bounded detail: eight listed; of the others, 56 counted
+	// one by one (64 in all) and the 936 past those as one more - a lower bound.
+	for _, d := range a.Report().Dependencies {
+		if len(d.Origins) != 8 || d.MoreOrigins != 64-8+1 {
+			t.Errorf("%s: %d origins listed, %d more; want 8 and 57", d.Dependency, len(d.Origins), d.MoreOrigins)
+		}
 	}
 }

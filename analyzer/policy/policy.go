@@ -89,7 +89,8 @@ type Match struct {
 	Operation string
 	// Service is the calling service.
 	Service string
-	// Dependency is the callee's scheme://host:port, or its service.name.
+	// Dependency is the dependency's name (its service.name, peer.service, host...), the
+	// callee's service.name, or the address of its calls (scheme://host:port).
 	Dependency string
 	// Route is the route of the caller's server span (http.route) or the RPC method.
 	Route string
@@ -108,8 +109,10 @@ type Key struct {
 	Operation  string
 	Service    string
 	Dependency string
-	// DependencyService is the callee's service.name when known; Match.Dependency may name either.
+	// DependencyService is the callee's service.name when known; Origin the scheme://host:port
+	// of the operation's first call. Match.Dependency may name any of the three.
 	DependencyService string
+	Origin            string
 	Route             string
 }
 
@@ -208,7 +211,8 @@ func (m Match) matches(k Key) bool {
 	if !glob(m.Operation, k.Operation) || !glob(m.Service, k.Service) || !glob(m.Route, k.Route) {
 		return false
 	}
-	if m.Dependency != "" && !glob(m.Dependency, k.Dependency) && !glob(m.Dependency, k.DependencyService) {
+	if m.Dependency != "" && !glob(m.Dependency, k.Dependency) && !glob(m.Dependency, k.DependencyService) &&
+		!glob(m.Dependency, k.Origin) {
 		return false
 	}
 	return true

@@ -44,10 +44,10 @@ func DiffText(w io.Writer, r *diff.Report) error {
 	if len(r.Dependencies) > 0 {
 		fmt.Fprintln(ew, "\nDependencies (before -> after, largest change first; amplification = calls / intents):")
 		tw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "  dependency\tservice\tcalls\tintents\tamplification\tchange\tlayer product")
+		fmt.Fprintln(tw, "  dependency\torigins\tcalls\tintents\tamplification\tchange\tlayer product")
 		for i := range r.Dependencies {
 			d := &r.Dependencies[i]
-			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t%s\n", d.Dependency, orDash(d.Service), calls(d.Before, d.After),
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t%s\n", d.Dependency, orDash(d.OriginsText()), calls(d.Before, d.After),
 				ops(d.Before, d.After), amps(d.Before, d.After), changeOf(d.Before, d.After, d.Change, d.Worse), layers(d.Before, d.After))
 			for _, c := range d.Callers {
 				fmt.Fprintf(tw, "    by %s\t\t%s\t%s\t%s\t%s\t\n", orDash(c.Caller), calls(c.Before, c.After),

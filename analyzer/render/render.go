@@ -235,9 +235,9 @@ func Text(w io.Writer, r *analyzer.Report) error {
 	if len(r.Dependencies) > 0 {
 		fmt.Fprintln(ew, "Dependencies (worst amplification first):")
 		tw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "  dependency\tservice\tcalls\tintents\tamplification\tcallers\toutcomes\t")
+		fmt.Fprintln(tw, "  dependency\torigins\tcalls\tintents\tamplification\tcallers\toutcomes\t")
 		for _, d := range r.Dependencies {
-			fmt.Fprintf(tw, "  %s\t%s\t%d\t%d\t%.2fx\t%s\t%s\t\n", d.Dependency, orDash(d.ServiceNames()), d.PhysicalCalls,
+			fmt.Fprintf(tw, "  %s\t%s\t%d\t%d\t%.2fx\t%s\t%s\t\n", d.Dependency, orDash(d.OriginsText()), d.PhysicalCalls,
 				d.LogicalOperations, d.Amplification, orDash(strings.Join(d.Callers, ", ")), Outcomes(d.Outcomes))
 		}
 		tw.Flush()
@@ -297,9 +297,9 @@ func Markdown(w io.Writer, r *analyzer.Report) error {
 	c, wn, in := Counts(r)
 	fmt.Fprintf(ew, "## stormwatch analyze\n\n%s: **%d critical**, %d warning, %d info\n", headline(r), c, wn, in)
 	if len(r.Dependencies) > 0 {
-		fmt.Fprintf(ew, "\n### Dependencies\n\n| dependency | service | calls | intents | amplification | outcomes |\n|---|---|--:|--:|--:|---|\n")
+		fmt.Fprintf(ew, "\n### Dependencies\n\n| dependency | origins | calls | intents | amplification | outcomes |\n|---|---|--:|--:|--:|---|\n")
 		for _, d := range r.Dependencies {
-			fmt.Fprintf(ew, "| `%s` | %s | %d | %d | %.2fx | %s |\n", d.Dependency, md(orDash(d.ServiceNames())), d.PhysicalCalls,
+			fmt.Fprintf(ew, "| `%s` | %s | %d | %d | %.2fx | %s |\n", d.Dependency, md(orDash(d.OriginsText())), d.PhysicalCalls,
 				d.LogicalOperations, d.Amplification, md(Outcomes(d.Outcomes)))
 		}
 		fmt.Fprintf(ew, "\n_%s; %s; %s._\n", md(analyzer.DefineCalls), md(analyzer.DefineIntents), md(analyzer.DefineAmplification))

@@ -52,7 +52,8 @@ type predictor struct {
 	children map[*analyzer.Operation][][]*analyzer.Operation // per attempt index
 	budget   map[budgetKey]*[2]float64                       // first attempts, retries
 	failures map[budgetKey]int                               // consecutive failed operations; -1 once open
-	calls    map[string]float64
+	calls    map[string]float64                              // predicted calls per dependency
+	names    map[string]string                               // origin -> dependency (see namesOfOrigins)
 }
 
 // Predict replays ops (every operation of the input: engine.Snapshot's Operations) under the
@@ -91,12 +92,13 @@ func Predict(ops []*analyzer.Operation, changes []policy.Change) Prediction {
 	}
 	recorded := map[string]int{}
 	services := map[string]string{}
+	p.names = namesOfOrigins(ops)
 	var roots []*analyzer.Operation
 	for _, op := range ops {
 		for i := range op.Attempts {
 			a := &op.Attempts[i]
 			for c := range a.Calls {
-				recorded[originOf(op, a, c)]++
+				recorded[p.dependencyOf(op, a, c)]++
 			}
 		}
 		if op.DependencyService != "" {
@@ -248,7 +250,7 @@ func (p *predictor) replayTries(op *analyzer.Operation, ts []try, l limits, weig
 				calls = l.maxFanout
 			}
 			for c := range calls {
-				p.calls[originOf(op, a, c)] += weight
+				p.calls[p.dependencyOf(op, a, c)] += weight
 			}
 			if ch := p.children[op]; ch != nil {
 				for _, c := range ch[j] {
@@ -264,16 +266,35 @@ func (p *predictor) replayTries(op *analyzer.Operation, ts []try, l limits, weig
 	return false
 }
 
-// originOf is where call c of attempt a went. An attempt lists its distinct origins in the order
-// its calls first reached them; with one origin, or one call per origin, that is exact.
-func originOf(op *analyzer.Operation, a *analyzer.Attempt, c int) string {
-	switch {
-	case len(a.Origins) == 0:
+// dependencyOf is the dependency call c of attempt a went to: op's, unless the attempt reached
+// several origins (fan-out) and another operation names the one of call c otherwise. An attempt
+// lists its distinct origins in the order its calls first reached them; with one origin, or one
+// call per origin, that is exact.
+func (p *predictor) dependencyOf(op *analyzer.Operation, a *analyzer.Attempt, c int) string {
+	if len(a.Origins) < 2 {
 		return op.Dependency
-	case len(a.Origins) == 1:
-		return a.Origins[0]
 	}
-	return a.Origins[min(c, len(a.Origins)-1)]
+	if name, ok := p.names[a.Origins[min(c, len(a.Origins)-1)]]; ok {
+		return name
+	}
+	return op.Dependency
+}
+
+// namesOfOrigins maps each origin to the dependency the analyzer named it by, learnt from the
+// attempts that reached that origin alone; where several names were given to one origin, the
+// smallest, so that the answer does not depend on the order of ops.
+func namesOfOrigins(ops []*analyzer.Operation) map[string]string {
+	names := map[string]string{}
+	for _, op := range ops {
+		for i := range op.Attempts {
+			if o := op.Attempts[i].Origins; len(o) == 1 && op.Dependency != "" {
+				if cur, ok := names[o[0]]; !ok || op.Dependency < cur {
+					names[o[0]] = op.Dependency
+				}
+			}
+		}
+	}
+	return names
 }
 
 // extendable says whether more attempts than recorded would have been made had the cap been

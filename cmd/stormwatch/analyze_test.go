@@ -86,7 +86,7 @@ func TestAnalyzeFormats(t *testing.T) {
 		}
 	}
 	_, md, _ := runCLI(t, "", "analyze", "--format", "markdown", path)
-	for _, want := range []string{"## stormwatch analyze", "| dependency |", "`grpc://primary:9090`", "| critical | `retry-amplification` |"} {
+	for _, want := range []string{"## stormwatch analyze", "| dependency |", "`primary`", "grpc://primary:9090", "| critical | `retry-amplification` |"} {
 		if !strings.Contains(md, want) {
 			t.Errorf("markdown lacks %q:\n%s", want, md)
 		}

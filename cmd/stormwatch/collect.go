@@ -140,7 +140,7 @@ func writeReport(f *os.File, r *analyzer.Report) error {
 }
 
 // analysisStatus is the status line's analysis part: findings by severity and the worst
-// dependency's amplification, e.g. " · findings 2 critical 1 warning 0 info · worst 27.00x http://dep:8080".
+// dependency's amplification, e.g. " · findings 2 critical 1 warning 0 info · worst 27.00x dep".
 func analysisStatus(snap *engine.Snapshot) string {
 	if snap == nil {
 		return ""
@@ -179,9 +179,9 @@ func finalSummary(w io.Writer, r *analyzer.Report) {
 			fmt.Fprintf(w, "stormwatch:   ... and %s\n", words.Plural(len(r.Dependencies)-i, "more dependency", "more dependencies"))
 			break
 		}
-		svc := ""
-		if d.Service != "" {
-			svc = " (" + d.Service + ")"
+		svc := "" // the addresses, as detail: the name is the key
+		if o := d.OriginsText(); o != "" {
+			svc = " (" + o + ")"
 		}
 		fmt.Fprintf(w, "stormwatch:   %s%s: %s for %s (%.2fx)\n",
 			d.Dependency, svc, words.Count(d.PhysicalCalls, "call"), words.Count(d.LogicalOperations, "intent"), d.Amplification)

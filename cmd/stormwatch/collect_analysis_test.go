@@ -23,7 +23,7 @@ import (
 )
 
 // ampFixture is the stock-instrumentation storm: 2 requests, three retrying layers, 54 calls to
-// http://dep:8080 (27x).
+// dep (27x).
 const ampFixture = "../../fixtures/amplification-27-stock.jsonl"
 
 // sendFixture sends a recorded fixture to the running collector over real OTLP (the replay
@@ -77,7 +77,7 @@ func eventually(t *testing.T, f func() string) {
 }
 
 var depAmplification = regexp.MustCompile(
-	`(?m)^stormwatch_dependency_amplification_ratio\{stormwatch_dependency="http://dep:8080",stormwatch_dependency_service="dep"\} (\S+)$`)
+	`(?m)^stormwatch_dependency_amplification_ratio\{stormwatch_dependency="dep",stormwatch_dependency_service="dep"\} (\S+)$`)
 
 // TestCollectAnalyzesLive: `stormwatch collect` runs the live analyzer. The 27x fixture, sent over
 // OTLP/gRPC, shows up in /metrics (the connector's series), in GET /api/v1/report (the --format
@@ -92,17 +92,17 @@ func TestCollectAnalyzesLive(t *testing.T) {
 		_, body := get(t, "http://"+r.http+"/metrics", "")
 		m := depAmplification.FindStringSubmatch(body)
 		if m == nil || m[1] != "27" {
-			return "/metrics never showed http://dep:8080 at 27x:\n" + grepLines(body, "stormwatch_dependency_amplification")
+			return "/metrics never showed dep at 27x:\n" + grepLines(body, "stormwatch_dependency_amplification")
 		}
 		return ""
 	})
 	_, body := get(t, "http://"+r.http+"/metrics", "")
 	for _, want := range []string{
-		`stormwatch_dependency_physical_calls_total{stormwatch_dependency="http://dep:8080",stormwatch_dependency_service="dep"} 54`,
-		`stormwatch_dependency_logical_operations_total{stormwatch_dependency="http://dep:8080",stormwatch_dependency_service="dep"} 2`,
-		`stormwatch_dependency_attempts_total{stormwatch_attempt_outcome="503",stormwatch_dependency="http://dep:8080",stormwatch_dependency_service="dep"} 54`,
-		`stormwatch_caller_physical_calls_total{stormwatch_caller="adapter",stormwatch_dependency="http://dep:8080",stormwatch_dependency_service="dep"} 54`,
-		`stormwatch_caller_amplification_ratio{stormwatch_caller="adapter",stormwatch_dependency="http://dep:8080",stormwatch_dependency_service="dep"} 27`,
+		`stormwatch_dependency_physical_calls_total{stormwatch_dependency="dep",stormwatch_dependency_service="dep"} 54`,
+		`stormwatch_dependency_logical_operations_total{stormwatch_dependency="dep",stormwatch_dependency_service="dep"} 2`,
+		`stormwatch_dependency_attempts_total{stormwatch_attempt_outcome="503",stormwatch_dependency="dep",stormwatch_dependency_service="dep"} 54`,
+		`stormwatch_caller_physical_calls_total{stormwatch_caller="adapter",stormwatch_dependency="dep",stormwatch_dependency_service="dep"} 54`,
+		`stormwatch_caller_amplification_ratio{stormwatch_caller="adapter",stormwatch_dependency="dep",stormwatch_dependency_service="dep"} 27`,
 		`stormwatch_findings_total{stormwatch_finding_detector="retry-amplification",stormwatch_finding_severity="critical"}`,
 		`stormwatch_analyzed_traces_total 2`,
 		`stormwatch_held_traces 2`,
@@ -174,14 +174,14 @@ func TestCollectAnalyzesLive(t *testing.T) {
 		t.Errorf("POST %s: %d Allow %q, want 405 GET, HEAD", reportPath, resp.StatusCode, resp.Header.Get("Allow"))
 	}
 
-	r.waitStderr(t, regexp.MustCompile(`stormwatch: .*158 spans .* · findings [1-9]\d* critical \d+ warning \d+ info · worst 27\.00x http://dep:8080\n`))
+	r.waitStderr(t, regexp.MustCompile(`stormwatch: .*158 spans .* · findings [1-9]\d* critical \d+ warning \d+ info · worst 27\.00x dep\n`))
 	if err := r.stop(t); err != nil {
 		t.Fatalf("Ctrl-C: %v", err)
 	}
 	out := r.stderr.String()
 	for _, want := range []string{
 		"stormwatch: analyzed 2 traces, 158 spans, 26 operations; findings: ",
-		"stormwatch:   http://dep:8080 (dep): 54 calls for 2 intents (27.00x)",
+		"stormwatch:   dep (http://dep:8080): 54 calls for 2 intents (27.00x)",
 		"stormwatch: report written to " + reportFile,
 	} {
 		if !strings.Contains(out, want) {
@@ -220,7 +220,7 @@ func TestCollectFinalReportIncludesUnsettledTraces(t *testing.T) {
 	if err := r.stop(t); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(r.stderr.String(), "http://dep:8080 (dep): 54 calls for 2 intents (27.00x)") {
+	if !strings.Contains(r.stderr.String(), "dep (http://dep:8080): 54 calls for 2 intents (27.00x)") {
 		t.Errorf("the final summary lacks the unsettled storm:\n%s", r.stderr.String())
 	}
 	fb, err := os.ReadFile(reportFile)
@@ -296,21 +296,21 @@ func TestAnalysisStatusAndFinalSummary(t *testing.T) {
 	var r analyzer.Report
 	for i := range 7 {
 		r.Dependencies = append(r.Dependencies, analyzer.DependencyStats{
-			Dependency: "http://d" + string(rune('a'+i)) + ":80", PhysicalCalls: 10 - i, LogicalOperations: 2, Amplification: float64(10-i) / 2})
+			Dependency: "d" + string(rune('a'+i)), PhysicalCalls: 10 - i, LogicalOperations: 2, Amplification: float64(10-i) / 2})
 	}
-	r.Dependencies[0].Service = "da"
+	r.Dependencies[0].Origins, r.Dependencies[0].MoreOrigins = []string{"http://10.0.0.1:80", "http://10.0.0.2:80"}, 3
 	r.Findings = []analyzer.Finding{{Severity: analyzer.SeverityCritical}, {Severity: analyzer.SeverityWarning}, {Severity: analyzer.SeverityWarning}}
-	if got, want := analysisStatus(&engine.Snapshot{Report: r}), " · findings 1 critical 2 warning 0 info · worst 5.00x http://da:80"; got != want {
+	if got, want := analysisStatus(&engine.Snapshot{Report: r}), " · findings 1 critical 2 warning 0 info · worst 5.00x da"; got != want {
 		t.Errorf("\n got %q\nwant %q", got, want)
 	}
 	var b bytes.Buffer
 	finalSummary(&b, &r)
 	want := `stormwatch: analyzed 0 traces, 0 spans, 0 operations; findings: 1 critical, 2 warning, 0 info
-stormwatch:   http://da:80 (da): 10 calls for 2 intents (5.00x)
-stormwatch:   http://db:80: 9 calls for 2 intents (4.50x)
-stormwatch:   http://dc:80: 8 calls for 2 intents (4.00x)
-stormwatch:   http://dd:80: 7 calls for 2 intents (3.50x)
-stormwatch:   http://de:80: 6 calls for 2 intents (3.00x)
+stormwatch:   da (http://10.0.0.1:80 +4): 10 calls for 2 intents (5.00x)
+stormwatch:   db: 9 calls for 2 intents (4.50x)
+stormwatch:   dc: 8 calls for 2 intents (4.00x)
+stormwatch:   dd: 7 calls for 2 intents (3.50x)
+stormwatch:   de: 6 calls for 2 intents (3.00x)
 stormwatch:   ... and 2 more dependencies
 `
 	if b.String() != want {

@@ -73,7 +73,7 @@ func depOf(t *testing.T, r diff.Report, name string) diff.Dependency {
 	return diff.Dependency{}
 }
 
-const labDep = "http://dependency:8080"
+const labDep = "dependency"
 
 // The fix of the layered storm (docs/principles.md#one-budget-one-owner), recorded by the lab on
 // both sides: every layer retrying (27x) against one retry owner (3x). The verdict comes first and
@@ -93,8 +93,8 @@ func TestDiffLabOneOwner(t *testing.T) {
 		t.Errorf("first line\n got %q\nwant %q\n%s", first, want, out)
 	}
 	for _, want := range []string{
-		"http://dependency:8080  dependency  108 -> 12  4 -> 4", "27.00x -> 3.00x  ↓ -24.00x  27 -> none (before: edge x3 > api x3 > adapter x3)",
-		"RESOLVED  critical  retry-amplification  edge -> http://dependency:8080  4 -> 0",
+		"dependency    http://dependency:8080  108 -> 12  4 -> 4", "27.00x -> 3.00x  ↓ -24.00x  27 -> none (before: edge x3 > api x3 > adapter x3)",
+		"RESOLVED  critical  retry-amplification  edge -> dependency  4 -> 0",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("diff lacks %q:\n%s", want, out)
@@ -113,7 +113,7 @@ func TestDiffLabOneOwner(t *testing.T) {
 	code, out, _ = runCLI(t, "", "diff", "--fail-if-worse", after, before)
 	if code != 1 || !strings.HasPrefix(out, "stormwatch diff: worse: dependency: 3.00x -> 27.00x, api still retries x3, adapter still retries x3") ||
 		!strings.Contains(out, "  - dependency: amplification 3.00x -> 27.00x (more than 5%)") ||
-		!strings.Contains(out, "  - new critical retry-amplification at edge -> http://dependency:8080") {
+		!strings.Contains(out, "  - new critical retry-amplification at edge -> dependency") {
 		t.Errorf("the reverse: exit %d, want 1 with the regressions:\n%s", code, out)
 	}
 	// Without --fail-if-worse a worse diff still exits 0: it is a report.
@@ -191,9 +191,9 @@ func TestDiffWhatIfBudgetAndBreakerWithinBound(t *testing.T) {
 	budget := recordLayers(t, "budget", "--requests", "40", "--budget", "0.1")
 	r := diffJSON(t, 0, "--what-if", "edge.retryBudget=0.1,api.retryBudget=0.1,adapter.retryBudget=0.1", before, budget)
 	const reserve, ratio = 10.0, 0.1
-	bound := map[string]float64{"http://edge:8080": 0}
+	bound := map[string]float64{"edge": 0}
 	e := 0.0
-	for _, d := range []string{"http://api:8080", "http://adapter:8080", labDep} {
+	for _, d := range []string{"api", "adapter", labDep} {
 		e = (1+ratio)*e + reserve
 		bound[d] = e
 	}
@@ -487,5 +487,51 @@ func TestDiffLiveWaitsUntilTheCollectorSettled(t *testing.T) {
 	want := "no verdict: the collector at http://" + slow.http + reportPath + " has not settled what it held within --timeout 1s: 40 traces still settling"
 	if code != 2 || out != "" || !strings.Contains(stderr, want) {
 		t.Errorf("exit %d, stdout %q, stderr %q; want exit 2, no report, and %q", code, out, stderr, want)
+	}
+}
+
+// The same recording with its ports moved - every callee on an ephemeral port, another one on
+// every call, as test containers and httptest servers are - is the same traffic: diff matches
+// the dependencies by name (the callee's service.name here), reads "unchanged", and
+// --fail-if-worse passes. Keyed by address, every dependency would read "no calls" on one side.
+func TestDiffSameRecordingWithPortsMoved(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("..", "..", "fixtures", "amplification-27-stock.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(data)
+	dir := t.TempDir()
+	before, after := filepath.Join(dir, "before.jsonl"), filepath.Join(dir, "after.jsonl")
+	moved := strings.NewReplacer(":8080/", ":41234/", `"intValue":"8080"`, `"intValue":"41234"`).Replace(text)
+	// After: a new port for every address the spans state.
+	var b strings.Builder
+	for n, part := range strings.Split(text, "8080") {
+		if n > 0 {
+			fmt.Fprint(&b, 50000+n)
+		}
+		b.WriteString(part)
+	}
+	if err := os.WriteFile(before, []byte(moved), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(after, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, stderr := runCLI(t, "", "diff", "--fail-if-worse", before, after)
+	if code != 0 || !strings.HasPrefix(out, "stormwatch diff: unchanged: dep: 27.00x -> 27.00x") ||
+		!strings.Contains(out, "findings: 0 resolved, 0 new, 1 persisting") {
+		t.Errorf("exit %d, want 0 and unchanged:\n%s\n%s", code, out, stderr)
+	}
+	r := diffJSON(t, 0, before, after)
+	if len(r.Dependencies) != 3 {
+		t.Errorf("%d dependencies, want dep, adapter and api once each: %+v", len(r.Dependencies), r.Dependencies)
+	}
+	d := depOf(t, r, "dep")
+	if d.Before == nil || d.After == nil || d.Before.PhysicalCalls != 54 || d.After.PhysicalCalls != 54 || d.Worse {
+		t.Errorf("dep: %+v -> %+v", d.Before, d.After)
+	}
+	// The addresses stay visible as detail: the after side's 54 ports, at most eight listed.
+	if len(d.Origins) != 8 || !strings.HasPrefix(d.Origins[0], "http://dep:5") {
+		t.Errorf("dep's origins %q, want eight of the moved ports", d.Origins)
 	}
 }

@@ -131,7 +131,7 @@ func TestLiveDashboardEndToEnd(t *testing.T) {
 
 	sendRetryStorm(t, httpAddr)
 
-	screen = s.waitScreen("http://reviews.internal:8080", 20*time.Second)
+	screen = s.waitScreen("WORST reviews.internal", 20*time.Second)
 	for _, want := range []string{"▲ WORST", "3.00x", "100% 503"} {
 		if !strings.Contains(screen, want) {
 			t.Errorf("dashboard lacks %q:\n%s", want, screen)
@@ -140,7 +140,7 @@ func TestLiveDashboardEndToEnd(t *testing.T) {
 
 	// Drill in: operations of that dependency, then its trace.
 	s.keys("Enter")
-	s.waitScreen("filter: dependency=http://reviews.internal:8080", 5*time.Second)
+	s.waitScreen("filter: dependency=reviews.internal", 5*time.Second)
 	s.keys("Enter")
 	screen = s.waitScreen("#3/3", 5*time.Second)
 	if !strings.Contains(screen, "[4 Trace]") {
@@ -304,7 +304,7 @@ func TestDashboardAppliesBatchedKeys(t *testing.T) {
 		bin, filepath.Join(dir, "stormwatch.log"), fixture)
 	s := newTmux(t, 120, 36, []string{"TERM=xterm-256color"}, cmd)
 	s.waitScreen("spans played, done", 20*time.Second)
-	s.waitScreen("http://edge:8080", 10*time.Second)
+	s.waitScreen("at http://dependency:8080", 10*time.Second)
 	s.keys("p") // freeze the view: rows keep their places while the keys move the cursor
 	s.waitScreen("VIEW FROZEN", 5*time.Second)
 	before, row := selectedRow(s.capture())

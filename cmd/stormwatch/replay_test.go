@@ -297,7 +297,7 @@ func TestReplayDashboardEndToEnd(t *testing.T) {
 		bin, filepath.Join(dir, "stormwatch.log"), fixture)
 	s := newTmux(t, 120, 36, []string{"TERM=xterm-256color"}, cmd)
 
-	screen := s.waitScreen("http://dep:8080", 20*time.Second)
+	screen := s.waitScreen("WORST dep ", 20*time.Second)
 	if !strings.Contains(screen, "REPLAY 8x") || !strings.Contains(screen, "spans played") {
 		t.Errorf("the header does not show the replay and its speed:\n%s", screen)
 	}

@@ -44,13 +44,13 @@ func TestAnalyzeWhatIf(t *testing.T) {
 	for _, r := range doc.WhatIf.Rows {
 		got[r.Dependency] = [2]int{r.Recorded, r.Predicted}
 	}
-	if got["http://dep:8080"] != [2]int{54, 6} {
-		t.Errorf("dep recorded/predicted = %v, want 54/6 (27 -> 3 per request)", got["http://dep:8080"])
+	if got["dep"] != [2]int{54, 6} {
+		t.Errorf("dep recorded/predicted = %v, want 54/6 (27 -> 3 per request)", got["dep"])
 	}
 
 	// Text: side by side, with the assumption.
 	_, out, _ = runPolicyCmd(t, "analyze", "--what-if", "edge.maxAttempts=1,api.maxAttempts=1", fixture)
-	for _, want := range []string{"What if edge.maxAttempts=1, api.maxAttempts=1", "recorded  predicted", "http://dep:8080      dep        54          6    -89%", "assumption: outcomes per attempt as recorded"} {
+	for _, want := range []string{"What if edge.maxAttempts=1, api.maxAttempts=1", "recorded  predicted", "dep      dep        54          6    -89%", "assumption: outcomes per attempt as recorded"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("text lacks %q:\n%s", want, out)
 		}
@@ -64,7 +64,7 @@ func TestAnalyzeWhatIfFromPolicyAndBadChanges(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, out, errs := runPolicyCmd(t, "analyze", "--format", "markdown", "--policy", pol, fixture)
-	if !strings.Contains(out, "### What if *.maxAttempts=1") || !strings.Contains(out, "| http://dep:8080 | dep | 54 | 2 | -96% |") {
+	if !strings.Contains(out, "### What if *.maxAttempts=1") || !strings.Contains(out, "| dep | dep | 54 | 2 | -96% |") {
 		t.Errorf("policy whatIf not applied (stderr %q):\n%s", errs, out)
 	}
 	code, _, errs := runPolicyCmd(t, "analyze", "--what-if", "edge.maxAttempts=0", fixture)

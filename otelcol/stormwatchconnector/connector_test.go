@@ -285,13 +285,13 @@ func TestFixtureMetricsAndFindingLogs(t *testing.T) {
 		}
 	}
 	// adapter's retry loop is the one that sends 27 calls to dep per request.
-	callerLeaf := []string{attrDependency + "=http://dep:8080", attrCaller + "=adapter"}
+	callerLeaf := []string{attrDependency + "=dep", attrCaller + "=adapter"}
 	if p, l, a := mustValue(t, ms, metricCallerPhysical, callerLeaf...), mustValue(t, ms, metricCallerLogical, callerLeaf...), mustValue(t, ms, metricCallerAmp, callerLeaf...); p != 54 || l != 2 || a != 27 {
 		t.Errorf("adapter -> dep: %v calls for %v operations (%vx), want 54 for 2 (27x)", p, l, a)
 	}
 	// The numbers of docs/principles.md, stated plainly: 3 layers x 3 attempts = 27 calls to dep
 	// per request.
-	leaf := attrDependency + "=http://dep:8080"
+	leaf := attrDependency + "=dep"
 	if p, l, a := mustValue(t, ms, metricPhysicalCalls, leaf), mustValue(t, ms, metricLogicalOps, leaf), mustValue(t, ms, metricAmplification, leaf); p != 54 || l != 2 || a != 27 {
 		t.Errorf("dep: %v calls for %v operations (%vx), want 54 for 2 (27x)", p, l, a)
 	}
@@ -346,7 +346,7 @@ func TestFixtureMetricsAndFindingLogs(t *testing.T) {
 		if l0 := layers.Slice().At(0).Map(); l0.Len() != 2 {
 			t.Errorf("a layer should be {service, attempts}, got %s", layers.Slice().At(0).AsString())
 		}
-		if !strings.Contains(lr.Body().Str(), "27 calls") || attr(lr, attrDependency) != "http://dep:8080" {
+		if !strings.Contains(lr.Body().Str(), "27 calls") || attr(lr, attrDependency) != "dep" {
 			t.Errorf("body %q dependency %q", lr.Body().Str(), attr(lr, attrDependency))
 		}
 	}
@@ -442,7 +442,7 @@ func TestSettleThenLateSpansReanalyze(t *testing.T) {
 	}
 	h.step(7 * time.Second) // settled, and the first emission is due
 	ms := lastMetrics(t, h.metrics)
-	leaf := attrDependency + "=http://dep:8080"
+	leaf := attrDependency + "=dep"
 	if got := mustValue(t, ms, metricPhysicalCalls, leaf); got != 53 {
 		t.Fatalf("physical calls %v before the late span, want 53", got)
 	}

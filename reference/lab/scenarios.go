@@ -513,17 +513,24 @@ func layers(e *env) (*Result, error) {
 		return layersAsConfigured(e, *e.opts.Layers)
 	}
 	res := &Result{}
-	for _, v := range []struct {
+	for k, v := range []struct {
 		label              string
 		edge, api, adapter int
 	}{
 		{"every layer retries (retry=3 x 3 layers)", 3, 3, 3},
 		{"retries owned by one layer (edge)", 3, 1, 1},
 	} {
-		dep := e.newOrigin("dependency", always(503, failLatency), originOptions{})
-		adapter, _ := e.layer("adapter", dep.url+"/data", naive(v.adapter, 30*time.Second))
-		api, _ := e.layer("api", adapter.url+"/data", naive(v.api, 30*time.Second))
-		edge, _ := e.layer("edge", api.url+"/data", naive(v.edge, 30*time.Second))
+		// The variants are separate deployments: the second's services are named apart
+		// (dependency-2, as its hosts are), or the analyzer would read them as more instances
+		// of the first's and mix the two amplifications into one dependency.
+		suffix := ""
+		if k > 0 {
+			suffix = "-" + strconv.Itoa(k+1)
+		}
+		dep := e.newOrigin("dependency"+suffix, always(503, failLatency), originOptions{})
+		adapter, _ := e.layer("adapter"+suffix, dep.url+"/data", naive(v.adapter, 30*time.Second))
+		api, _ := e.layer("api"+suffix, adapter.url+"/data", naive(v.api, 30*time.Second))
+		edge, _ := e.layer("edge"+suffix, api.url+"/data", naive(v.edge, 30*time.Second))
 		user := e.client("user", naive(1, 30*time.Second), reference.NewRuntime(0))
 		start := e.clk.Now()
 		out := e.get(user, edge.url+"/page", nil)

@@ -37,7 +37,7 @@ func TestAttemptCountingBreakerTable(t *testing.T) {
 		}
 		calls := 0
 		for _, d := range rep.Dependencies {
-			if d.Dependency == "http://inventory:8080" {
+			if d.Dependency == "inventory" {
 				calls = d.PhysicalCalls
 			}
 		}

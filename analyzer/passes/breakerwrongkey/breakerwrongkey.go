@@ -31,6 +31,7 @@ type originStats struct {
 	answers           map[string]int
 	example           *analyzer.Operation
 	refusedIDs        []string
+	dep               string // the origin's dependency, the finding's Dependency
 }
 
 func run(pass *analyzer.Pass) error {
@@ -59,10 +60,10 @@ func run(pass *analyzer.Pass) error {
 		if at, ok := audit.Refusal(op); ok && !refusedAttempt(op) {
 			// Refused after attempts that were sent (reference client): the refusal has no span
 			// of its own; count it at the operation.
-			k := originKey{op.Caller, op.Dependency}
+			k := originKey{op.Caller, audit.Origin(op, &op.Attempts[0])}
 			s := byOrigin[k]
 			if s == nil {
-				s = &originStats{answers: map[string]int{}}
+				s = &originStats{answers: map[string]int{}, dep: op.Dependency}
 				byOrigin[k] = s
 			}
 			if s.refused == 0 || at < s.firstRefusal {
@@ -78,7 +79,7 @@ func run(pass *analyzer.Pass) error {
 			k := originKey{op.Caller, audit.Origin(op, a)}
 			s := byOrigin[k]
 			if s == nil {
-				s = &originStats{answers: map[string]int{}}
+				s = &originStats{answers: map[string]int{}, dep: op.Dependency}
 				byOrigin[k] = s
 			}
 			switch {
@@ -137,7 +138,7 @@ func run(pass *analyzer.Pass) error {
 			TraceID:    s.example.TraceID.String(),
 			SpanIDs:    s.refusedIDs,
 			Service:    k.caller,
-			Dependency: k.origin,
+			Dependency: s.dep,
 			Summary: fmt.Sprintf("%s's breaker refused %s to %s, which had not failed (%s), because %s failed: the breaker is keyed wider than the origin",
 				k.caller, words.Count(s.refused, "call"), k.origin, answersText(s.answers), strings.Join(names, ", ")),
 			Action:   "key the circuit breaker per origin (scheme://host:port), and keep its state for the life of the application, not the client object",

@@ -130,7 +130,7 @@ func branches(pass *analyzer.Pass, t *analyzer.Trace) {
 				return true
 			}
 			ids = append(ids, t.Spans[j].SpanID.String())
-			if t.Origin(j) == primary.Dependency {
+			if t.Dependency(j) == primary.Dependency {
 				again++
 			}
 			if op := t.Operation(j); op != nil {
@@ -203,12 +203,12 @@ func check(pass *analyzer.Pass, t *analyzer.Trace, op *analyzer.Operation, prima
 			if !ok {
 				continue
 			}
-			if t.Origin(ci) == failedDep {
+			if t.Dependency(ci) == failedDep {
 				again++
 				continue
 			}
 			t.Walk(ci, func(j int) bool {
-				if t.Spans[j].Kind == spans.KindClient && t.Origin(j) == failedDep {
+				if t.Spans[j].Kind == spans.KindClient && t.Dependency(j) == failedDep {
 					again++
 					ids = append(ids, t.Spans[j].SpanID.String())
 					if via == "" {

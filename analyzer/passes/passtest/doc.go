@@ -14,7 +14,7 @@
 //	web server "GET /checkout" 0s+20ms http.route=/checkout
 //	  web client "HTTP GET" 1ms+3ms error url.full=http://catalog:8080/items http.response.status_code=503
 //	    catalog server "GET /items" 1.5ms+2ms error http.response.status_code=503
-//	  web client "HTTP GET" 4ms+3ms error url.full=http://catalog:8080/items http.response.status_code=503 # want warning web -> http://catalog:8080 retries=1
+//	  web client "HTTP GET" 4ms+3ms error url.full=http://catalog:8080/items http.response.status_code=503 # want warning web -> catalog retries=1
 //	    catalog server "GET /items" 4.5ms+2ms error http.response.status_code=503
 //
 // The lines are:

@@ -40,7 +40,7 @@ func textCase(t *testing.T, text string) Case {
 // line when the finding is about other spans, says something else, or is missing; a finding no
 // want expects fails naming the lines of its spans.
 func TestTextWantIsAboutItsSpan(t *testing.T) {
-	const finding = "warning web -> http://catalog:8080 attempts=3"
+	const finding = "warning web -> catalog attempts=3"
 	for _, tt := range []struct {
 		name, want string
 		diff       []string // what the failure says, "" when the case passes
@@ -51,12 +51,12 @@ func TestTextWantIsAboutItsSpan(t *testing.T) {
 			"- " + "DIR/case.trace:4: want " + finding,
 			"# reported, but about the spans on lines 6, 8, not this line's",
 		}},
-		{"a value that differs", "6: # want warning web -> http://catalog:8080 attempts=4", []string{
-			"- DIR/case.trace:6: want warning web -> http://catalog:8080 attempts=4",
-			"+ warning web -> http://catalog:8080 attempts=3",
+		{"a value that differs", "6: # want warning web -> catalog attempts=4", []string{
+			"- DIR/case.trace:6: want warning web -> catalog attempts=4",
+			"+ warning web -> catalog attempts=3",
 		}},
 		{"no want for a finding", "", []string{
-			"+ warning web -> http://catalog:8080 attempts=3 classes=0",
+			"+ warning web -> catalog attempts=3 classes=0",
 			"# unexpected: no want on the lines 6, 8",
 		}},
 	} {
@@ -226,7 +226,7 @@ func TestConvert(t *testing.T) {
 	copyFile("testdata/retried.jsonl", "good.jsonl")
 	copyFile("testdata/retried.want", "good.want")
 	copyFile("testdata/retried.jsonl", "bad.jsonl")
-	if err := os.WriteFile(filepath.Join(dir, "bad.want"), []byte("warning web -> http://catalog:8080 attempts=9\n"), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "bad.want"), []byte("warning web -> catalog attempts=9\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	done, err := Convert(retried, dir, "*")
@@ -242,7 +242,7 @@ func TestConvert(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.HasPrefix(string(text), "# web tried catalog four times") || !strings.Contains(string(text), "# want warning web -> http://catalog:8080 attempts=4 classes=0") {
+	if !strings.HasPrefix(string(text), "# web tried catalog four times") || !strings.Contains(string(text), "# want warning web -> catalog attempts=4 classes=0") {
 		t.Errorf("good.trace:\n%s", text)
 	}
 	cases, err := Cases(dir)

@@ -270,7 +270,7 @@ func report(pass *analyzer.Pass, late []int, source, service string, wasted int6
 	}
 	ms := math.Round(float64(wasted)/float64(time.Millisecond)*10) / 10
 	// The dependency is the one that received the wasted calls.
-	dep := t.Origin(late[0])
+	dep := t.Dependency(late[0])
 	calls := words.Count(len(late), "call")
 	pass.Report(analyzer.Finding{
 		Severity:   pass.Detector.Severity,

@@ -69,7 +69,7 @@ func run(pass *analyzer.Pass) error {
 				Severity:   pass.Detector.Severity,
 				SpanIDs:    ids,
 				Service:    op.Caller,
-				Dependency: a.Origins[0],
+				Dependency: op.Dependency,
 				Summary: fmt.Sprintf("attempt %d of %s's call to %s reached %d origins (allowed %d): %s%s",
 					a.Number, op.Caller, dep, len(a.Origins), limit, strings.Join(targets, ", "), cite),
 				Action:   "choose the replica before the attempt and send one copy: enforce an integer maxFanout per attempt in the client, and count every copy against the retry budget",

@@ -28,7 +28,7 @@ func Policy(s analyzer.RunSettings) *policy.Policy {
 
 // Key describes op for class lookup. t may be nil (windowed detectors): the route is then unknown.
 func Key(t *analyzer.Trace, op *analyzer.Operation) policy.Key {
-	k := policy.Key{Operation: op.Name, Service: op.Caller, Dependency: op.Dependency, DependencyService: op.DependencyService}
+	k := policy.Key{Operation: op.Name, Service: op.Caller, Dependency: op.Dependency, DependencyService: op.DependencyService, Origin: firstOrigin(op)}
 	if t != nil {
 		k.Route = Route(t, op.SpanID)
 	}
@@ -46,7 +46,7 @@ func Class(p *policy.Policy, t *analyzer.Trace, op *analyzer.Operation) *policy.
 	if len(p.Classes) == 0 {
 		return &p.Defaults
 	}
-	k := policy.Key{Operation: op.Name, Service: op.Caller, Dependency: op.Dependency, DependencyService: op.DependencyService}
+	k := policy.Key{Operation: op.Name, Service: op.Caller, Dependency: op.Dependency, DependencyService: op.DependencyService, Origin: firstOrigin(op)}
 	if t != nil && matchesRoutes(p) {
 		k.Route = Route(t, op.SpanID)
 	}
@@ -275,4 +275,15 @@ func BackoffAdvice(c *policy.Class) string {
 		jitter = "no jitter"
 	}
 	return fmt.Sprintf("the policy's backoff (base %s, cap %s, %s, at %s)", b.Base, b.Cap, jitter, c.Backoff.Pos.FileLine())
+}
+
+// firstOrigin is the address op's first call went to ("" for none): a policy may still match a
+// dependency by its scheme://host:port.
+func firstOrigin(op *analyzer.Operation) string {
+	for i := range op.Attempts {
+		if len(op.Attempts[i].Origins) > 0 {
+			return op.Attempts[i].Origins[0]
+		}
+	}
+	return ""
 }

@@ -1,0 +1,25 @@
+package engine
+
+import "github.com/stormwatch/stormwatch/analyzer"
+
+// dependencyName is the name a call's dependency goes by in every figure, finding, label and
+// comparison: what survives a restart of the callee. In order: the callee's service.name (from
+// its SERVER span, or another call to the same origin in the trace) or the caller's own word for it
+// (an Envoy upstream_cluster, peer.service) - service; the RPC service (rpcService); else the
+// origin's host without its port (analyzer.HostDependency). A host's name (a DNS name,
+// "inventory.prod.svc") is what its callers are configured with, and usually its service.name too, while its port moves with the
+// run (a test container's published port, httptest's). The port is kept only on a loopback host
+// (localhost, 127.0.0.0/8, ::1) and only when it is fixed (below analyzer.EphemeralPortMin, not the
+// scheme's default): there one host is shared by unrelated services, "localhost:8080" and
+// "localhost:9090" stay two dependencies while "localhost:41234" and "localhost:51234" are one,
+// "localhost". Origins with no host ("unknown:GET") are their own name. The result is a substring
+// of one of its arguments: nothing is allocated per call.
+func dependencyName(service, rpcService, origin string) string {
+	if service != "" {
+		return service
+	}
+	if rpcService != "" {
+		return rpcService
+	}
+	return analyzer.HostDependency(origin)
+}

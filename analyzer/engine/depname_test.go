@@ -1,0 +1,30 @@
+package engine
+
+import "testing"
+
+// The name a dependency goes by: what survives a restart of the callee.
+func TestDependencyName(t *testing.T) {
+	for _, c := range []struct{ service, rpc, origin, want string }{
+		{"inventory", "inv.v1.Inventory", "http://10.0.0.7:8080", "inventory"}, // service.name first
+		{"", "inv.v1.Inventory", "grpc://10.0.0.7:9090", "inv.v1.Inventory"},   // then rpc.service
+		{"", "", "http://inventory:8080", "inventory"},                         // then the host, port dropped
+		{"", "", "http://inventory.prod.svc:41234", "inventory.prod.svc"},
+		{"", "", "http://10.0.0.7:8080", "10.0.0.7"},
+		{"", "", "http://localhost:8080", "localhost:8080"}, // a fixed port on loopback: kept
+		{"", "", "http://localhost:9090", "localhost:9090"},
+		{"", "", "http://localhost:41234", "localhost"}, // ephemeral: dropped
+		{"", "", "http://127.0.0.1:51234", "127.0.0.1"},
+		{"", "", "http://localhost:80", "localhost"}, // the scheme's default
+		{"", "", "https://127.0.0.1:443", "127.0.0.1"},
+		{"", "", "http://[::1]:8080", "[::1]:8080"},
+		{"", "", "http://[::1]:45000", "[::1]"},
+		{"", "", "http://[fd00::7]:8080", "[fd00::7]"},
+		{"", "", "grpc://inv.v1.Inventory", "inv.v1.Inventory"}, // an origin made of the RPC service
+		{"", "", "unknown:GET", "unknown:GET"},
+		{"", "", "", ""},
+	} {
+		if got := dependencyName(c.service, c.rpc, c.origin); got != c.want {
+			t.Errorf("dependencyName(%q, %q, %q) = %q, want %q", c.service, c.rpc, c.origin, got, c.want)
+		}
+	}
+}
