@@ -20,7 +20,7 @@ const (
 // TestDetectorsDoNotImportTheEngine: neither this package nor any package under analyzer/passes
 // (the detectors and their helpers) imports analyzer/engine, directly or through another package
 // such as analyzer/policy: a detector sees what its Pass gives it and nothing of the engine's.
-// passtest is the exception, the harness that drives detectors through the engine. Only non-test
+// detectortest is the exception, the harness that drives detectors through the engine. Only non-test
 // files count, as for a build.
 func TestDetectorsDoNotImportTheEngine(t *testing.T) {
 	root := ".." // the module's root, from this package's directory
@@ -29,7 +29,7 @@ func TestDetectorsDoNotImportTheEngine(t *testing.T) {
 		if err != nil || !d.IsDir() {
 			return err
 		}
-		if name := d.Name(); name == "passtest" || name == "testdata" {
+		if name := d.Name(); name == "detectortest" || name == "testdata" {
 			return filepath.SkipDir
 		}
 		if _, err := build.ImportDir(dir, 0); err != nil {
@@ -55,8 +55,8 @@ func TestDetectorsDoNotImportTheEngine(t *testing.T) {
 		}
 	}
 	// The check must see an import of the engine where there is one, or it proves nothing.
-	if importChain(t, root, module+"/analyzer/passes/passtest", enginePath) == nil {
-		t.Error("the check does not see passtest's import of the engine")
+	if importChain(t, root, module+"/analyzer/passes/detectortest", enginePath) == nil {
+		t.Error("the check does not see detectortest's import of the engine")
 	}
 }
 
@@ -93,7 +93,7 @@ func importChain(t *testing.T, root, from, to string) []string {
 
 // TestDetectorsDoNotBuildTheModel: the names analyzer exports for the engine that builds a Trace
 // and its Operations (build.go) are not used by any detector (the packages under analyzer/passes
-// but passtest, non-test files): a detector writing a trace's index or an operation's intent key
+// but detectortest, non-test files): a detector writing a trace's index or an operation's intent key
 // would change what the detectors after it read. Index is the one name common elsewhere
 // (strings.Index takes arguments); a call of it without arguments is Trace.Index.
 func TestDetectorsDoNotBuildTheModel(t *testing.T) {
@@ -107,7 +107,7 @@ func TestDetectorsDoNotBuildTheModel(t *testing.T) {
 	files = append(files, more...)
 	checked := 0
 	for _, f := range files {
-		if strings.HasSuffix(f, "_test.go") || strings.Contains(f, "passtest") {
+		if strings.HasSuffix(f, "_test.go") || strings.Contains(f, "detectortest") {
 			continue
 		}
 		file, err := parser.ParseFile(token.NewFileSet(), f, nil, 0)

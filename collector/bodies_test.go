@@ -249,7 +249,7 @@ func TestAnalyzerKeepsNothingOfReleasedBodies(t *testing.T) {
 			lines = append(lines, bytes.Clone(sc.Bytes()))
 		}
 	}
-	newAnalyzer := func() *engine.Analyzer {
+	newAnalyzer := func() *engine.Engine {
 		return engine.New(engine.Config{Detectors: suite.Default(), Settle: time.Hour})
 	}
 	want := newAnalyzer()

@@ -15,8 +15,8 @@ import (
 
 	"github.com/stormwatch/stormwatch/analyzer"
 	"github.com/stormwatch/stormwatch/analyzer/engine"
+	"github.com/stormwatch/stormwatch/analyzer/passes/detectortest"
 	"github.com/stormwatch/stormwatch/analyzer/passes/nobackoff"
-	"github.com/stormwatch/stormwatch/analyzer/passes/passtest"
 	"github.com/stormwatch/stormwatch/analyzer/suite"
 )
 
@@ -194,5 +194,5 @@ func TestDetectorsDocTestdataExample(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	passtest.Run(t, nobackoff.Detector, dir)
+	detectortest.Run(t, nobackoff.Detector, dir)
 }

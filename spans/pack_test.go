@@ -14,7 +14,7 @@ import (
 	"testing"
 	"unsafe"
 
-	"github.com/stormwatch/stormwatch/analyzer/analyzertest"
+	"github.com/stormwatch/stormwatch/analyzer/workload"
 	"github.com/stormwatch/stormwatch/internal/cputime"
 	"github.com/stormwatch/stormwatch/spans"
 	"github.com/stormwatch/stormwatch/spans/spanstest"
@@ -185,7 +185,7 @@ func TestPackSharesResourcesAndStrings(t *testing.T) {
 
 // TestUnpackAllocations: a handful of allocations per trace, however many spans and strings.
 func TestUnpackAllocations(t *testing.T) {
-	w := analyzertest.NewWorkload(1_700_000_000_000_000_000)
+	w := workload.NewWorkload(1_700_000_000_000_000_000)
 	batch := &spans.Batch{}
 	w.Fill(batch, 200)
 	b := spans.AppendPacked(nil, batch.Spans)
@@ -263,7 +263,7 @@ func TestUnpackBoundsHostileCounts(t *testing.T) {
 
 // packSeeds are FuzzUnpack's starting points (also checked in under testdata/fuzz/FuzzUnpack).
 func packSeeds(t testing.TB) [][]byte {
-	w := analyzertest.NewWorkload(1_700_000_000_000_000_000)
+	w := workload.NewWorkload(1_700_000_000_000_000_000)
 	batch := &spans.Batch{}
 	w.Fill(batch, 20)
 	seeds := [][]byte{spans.AppendPacked(nil, nil), spans.AppendPacked(nil, batch.Spans[:3])}
@@ -332,7 +332,7 @@ func FuzzUnpack(f *testing.F) {
 // traces=payload: the end-to-end benchmark's payload shape (10 attributes a span, a unique URL or path on each, the
 // operation id copied onto every span, as the analyzer's interner copies it).
 func BenchmarkPack(b *testing.B) {
-	w := analyzertest.NewWorkload(1_700_000_000_000_000_000)
+	w := workload.NewWorkload(1_700_000_000_000_000_000)
 	var synthetic, payload [][]spans.Span
 	for range 100 {
 		batch := &spans.Batch{}
@@ -340,7 +340,7 @@ func BenchmarkPack(b *testing.B) {
 		synthetic = append(synthetic, batch.Spans[:n])
 	}
 	for n := range 100 {
-		payload = append(payload, analyzertest.PayloadTrace(n, 1_700_000_000_000_000_000))
+		payload = append(payload, workload.PayloadTrace(n, 1_700_000_000_000_000_000))
 	}
 	for _, c := range []struct {
 		name   string

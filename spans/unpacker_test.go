@@ -6,7 +6,7 @@ import (
 	"testing"
 	"unsafe"
 
-	"github.com/stormwatch/stormwatch/analyzer/analyzertest"
+	"github.com/stormwatch/stormwatch/analyzer/workload"
 	"github.com/stormwatch/stormwatch/spans"
 	"github.com/stormwatch/stormwatch/spans/spanstest"
 )
@@ -19,7 +19,7 @@ func unpackerTraces(t *testing.T) [][]spans.Span {
 	for _, f := range spanstest.FixtureTraces(t, spans.DecodeOptions{AllAttributes: true}) {
 		out = append(out, f.Traces...)
 	}
-	w := analyzertest.NewWorkload(1_700_000_000_000_000_000)
+	w := workload.NewWorkload(1_700_000_000_000_000_000)
 	batch := &spans.Batch{}
 	w.Fill(batch, 50)
 	return append(out, batch.Spans)
@@ -96,7 +96,7 @@ func TestUnpackerAppendsSeveralTraces(t *testing.T) {
 
 // TestUnpackerDoesNotAllocate: once its buffers have grown, unpacking a trace allocates nothing.
 func TestUnpackerDoesNotAllocate(t *testing.T) {
-	w := analyzertest.NewWorkload(1_700_000_000_000_000_000)
+	w := workload.NewWorkload(1_700_000_000_000_000_000)
 	batch := &spans.Batch{}
 	w.Fill(batch, 200)
 	b := spans.AppendPacked(nil, batch.Spans)

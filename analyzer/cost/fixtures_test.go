@@ -6,7 +6,7 @@ import (
 	"github.com/stormwatch/stormwatch/analyzer"
 	"github.com/stormwatch/stormwatch/analyzer/cost"
 	"github.com/stormwatch/stormwatch/analyzer/engine"
-	"github.com/stormwatch/stormwatch/analyzer/passes/passtest"
+	"github.com/stormwatch/stormwatch/analyzer/passes/detectortest"
 	"github.com/stormwatch/stormwatch/fixtures"
 	"github.com/stormwatch/stormwatch/spans"
 )
@@ -76,7 +76,7 @@ func TestEveryFixture(t *testing.T) {
 			}
 			return nil
 		}}
-		passtest.Feed(t, engine.New(engine.Config{Detectors: []*analyzer.Detector{probe}, MaxSpans: -1}), name)
+		detectortest.Feed(t, engine.New(engine.Config{Detectors: []*analyzer.Detector{probe}, MaxSpans: -1}), name)
 	}
 	t.Logf("%d requests, %d checked against their tries, %d against recorded backoff", requests, exact, recorded)
 	if exact < 10 || recorded < 5 {

@@ -8,7 +8,7 @@ import (
 	"github.com/stormwatch/stormwatch/analyzer"
 	"github.com/stormwatch/stormwatch/analyzer/cost"
 	"github.com/stormwatch/stormwatch/analyzer/engine"
-	"github.com/stormwatch/stormwatch/analyzer/passes/passtest"
+	"github.com/stormwatch/stormwatch/analyzer/passes/detectortest"
 	"github.com/stormwatch/stormwatch/reference/lab"
 	"github.com/stormwatch/stormwatch/spans"
 	"github.com/stormwatch/stormwatch/tracefile"
@@ -24,7 +24,7 @@ func TestLayeredRetriesAddWhatTheLayersPutIn(t *testing.T) {
 	for _, name := range []string{"lab-layers", "amplification-27-stock", "amplification-27-reference",
 		"amplification-64-stock", "amplification-64-reference"} {
 		a := engine.New(engine.Config{Detectors: []*analyzer.Detector{layersProbe(t, name, &checked)}, MaxSpans: -1})
-		passtest.Feed(t, a, name)
+		detectortest.Feed(t, a, name)
 	}
 	if checked < 8 {
 		t.Errorf("checked %d requests, want every storm request of the five recordings", checked)

@@ -7,7 +7,7 @@ import (
 	"github.com/stormwatch/stormwatch/analyzer"
 	"github.com/stormwatch/stormwatch/analyzer/cost"
 	"github.com/stormwatch/stormwatch/analyzer/engine"
-	"github.com/stormwatch/stormwatch/analyzer/passes/passtest"
+	"github.com/stormwatch/stormwatch/analyzer/passes/detectortest"
 	"github.com/stormwatch/stormwatch/fixtures"
 )
 
@@ -27,7 +27,7 @@ func TestRetriedNothingShortcutChangesNoFigure(t *testing.T) {
 			}
 			return nil
 		}}
-		passtest.Load(t, name, engine.Config{Detectors: []*analyzer.Detector{probe}})
+		detectortest.Load(t, name, engine.Config{Detectors: []*analyzer.Detector{probe}})
 	}
 	if taken == 0 {
 		t.Fatal("no fixture's trace took the shortcut: the test compares nothing")

@@ -17,7 +17,7 @@ import (
 	"github.com/stormwatch/stormwatch/spans"
 )
 
-// Analyzer assembles spans into traces, analyzes each trace once it is complete and keeps the
+// Engine assembles spans into traces, analyzes each trace once it is complete and keeps the
 // report. It is safe for concurrent use: the collector calls ConsumeBatch from its receivers while
 // the TUI calls Snapshot and a ticker calls Settle.
 //
@@ -29,7 +29,7 @@ import (
 //	// the TUI, a few times a second: snap := a.Snapshot(now)
 //
 // Offline (`stormwatch analyze`): ConsumeBatch for every record, then Flush, then Report.
-type Analyzer struct {
+type Engine struct {
 	cfg    Config
 	seed   maphash.Seed
 	intern *interner
@@ -155,7 +155,7 @@ type traceState struct {
 	// spans arriving meanwhile start a new pending.
 	inFlight bool
 	// joined are the ids of the traces filed with this one (joinDeliveries), which map to it in
-	// Analyzer.traces; uncounted how many of them the report's input count lacks.
+	// Engine.traces; uncounted how many of them the report's input count lacks.
 	joined    []spans.TraceID
 	uncounted int
 	// bare: made by a join for the trace a delivery links to, none of whose own spans has
@@ -198,8 +198,8 @@ type findingRec struct {
 }
 
 // New makes an analyzer. See [Config] for the zero value.
-func New(cfg Config) *Analyzer {
-	a := &Analyzer{
+func New(cfg Config) *Engine {
+	a := &Engine{
 		cfg:          cfg,
 		seed:         maphash.MakeSeed(),
 		intern:       newInterner(),
@@ -217,9 +217,9 @@ func New(cfg Config) *Analyzer {
 	return a
 }
 
-func (a *Analyzer) maxSpans() int      { return orDefault(a.cfg.MaxSpans, DefaultMaxSpans) }
-func (a *Analyzer) maxTraceSpans() int { return orDefault(a.cfg.MaxTraceSpans, DefaultMaxTraceSpans) }
-func (a *Analyzer) maxFindings() int   { return orDefault(a.cfg.MaxFindings, DefaultMaxFindings) }
+func (a *Engine) maxSpans() int      { return orDefault(a.cfg.MaxSpans, DefaultMaxSpans) }
+func (a *Engine) maxTraceSpans() int { return orDefault(a.cfg.MaxTraceSpans, DefaultMaxTraceSpans) }
+func (a *Engine) maxFindings() int   { return orDefault(a.cfg.MaxFindings, DefaultMaxFindings) }
 
 // ConsumeBatch files b's spans under their traces, packed (see store.go): it copies what it
 // keeps, so b is free for its caller to reuse once ConsumeBatch returns, and it releases b
@@ -227,7 +227,7 @@ func (a *Analyzer) maxFindings() int   { return orDefault(a.cfg.MaxFindings, Def
 // spans.Consumer, so the collector and the trace-file reader can hand batches straight to it. It
 // never fails for bad data (that ends up in the report's notes); it returns ctx's error when ctx
 // is already done.
-func (a *Analyzer) ConsumeBatch(ctx context.Context, b *spans.Batch) error {
+func (a *Engine) ConsumeBatch(ctx context.Context, b *spans.Batch) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("analyzer: %w", err)
 	}
@@ -348,7 +348,7 @@ const futureSkew = int64(24 * time.Hour)
 // (0 without it: an analyzer of recorded traffic has no clock the spans should agree with, and
 // its result must not depend on when it runs). Their timing - order, overlap, deadlines - means
 // nothing, so the report says how many there were.
-func (a *Analyzer) countBadTimes(ss []spans.Span, now int64) {
+func (a *Engine) countBadTimes(ss []spans.Span, now int64) {
 	limit := int64(math.MaxInt64)
 	if now > 0 && now < math.MaxInt64-futureSkew {
 		limit = now + futureSkew
@@ -364,7 +364,7 @@ func (a *Analyzer) countBadTimes(ss []spans.Span, now int64) {
 	}
 }
 
-func (a *Analyzer) touch(t *traceState, now int64) {
+func (a *Engine) touch(t *traceState, now int64) {
 	t.lastSeen = now
 	a.held.moveToBack(t)
 	if t.inPending.linked {
@@ -378,7 +378,7 @@ func (a *Analyzer) touch(t *traceState, now int64) {
 // is analyzed as it is first, so the report keeps its findings and counts. Traces whose analysis is
 // in flight are passed over (they are about to be analyzed, and released when ReleaseSpans is on):
 // the bound may be exceeded by their spans until the next batch.
-func (a *Analyzer) evict() {
+func (a *Engine) evict() {
 	limit := a.maxSpans()
 	if limit < 0 {
 		return
@@ -414,7 +414,7 @@ func (a *Analyzer) evict() {
 }
 
 // drop forgets a trace's spans and operations; its findings and counts stay in the report.
-func (a *Analyzer) drop(t *traceState) {
+func (a *Engine) drop(t *traceState) {
 	a.spansHeld -= t.npending + t.held
 	a.packedBytes -= len(t.pending) + len(t.packed)
 	if t.inPending.linked {
@@ -439,7 +439,7 @@ const passChunk = 64
 // Settle analyzes the traces that have been quiet for Config.Settle (live mode) and, every
 // WindowInterval, re-runs the windowed detectors. The caller ticks it; now is the caller's clock.
 // The analysis runs outside the lock that ConsumeBatch, Snapshot and Report take.
-func (a *Analyzer) Settle(now time.Time) {
+func (a *Engine) Settle(now time.Time) {
 	n := now.UnixNano()
 	a.passMu.Lock()
 	defer a.passMu.Unlock()
@@ -471,7 +471,7 @@ func (a *Analyzer) Settle(now time.Time) {
 // forget drops the released traces whose last span arrived at horizon or before (see
 // Config.ForgetAfter). The held list is in the order of last arrival, so the walk stops at the
 // first trace that arrived after it; the traces it passes over are being analyzed again.
-func (a *Analyzer) forget(horizon int64) {
+func (a *Engine) forget(horizon int64) {
 	if !a.cfg.ReleaseSpans || a.cfg.ForgetAfter <= 0 {
 		return
 	}
@@ -488,7 +488,7 @@ func (a *Analyzer) forget(horizon int64) {
 // Flush analyzes every trace held, complete or not, then runs the windowed detectors over the
 // window: offline, every operation analyzed since the window was last judged (see window.observe;
 // offline mode: call it once after the last batch).
-func (a *Analyzer) Flush() {
+func (a *Engine) Flush() {
 	a.passMu.Lock()
 	defer a.passMu.Unlock()
 	a.pass(func(*traceState) bool { return true })
@@ -500,7 +500,7 @@ func (a *Analyzer) Flush() {
 // its buffer, one of traces calling thousands does not leave it behind.
 const maxPassAttempts = 4096
 
-// maxPackBuf bounds the packing scratch an Analyzer keeps between passes: deep traces of a few
+// maxPackBuf bounds the packing scratch an Engine keeps between passes: deep traces of a few
 // hundred spans pack into tens of kilobytes; a trace of a million spans does not leave its
 // hundreds of megabytes behind.
 const maxPackBuf = 1 << 20
@@ -509,7 +509,7 @@ const maxPackBuf = 1 << 20
 // lock, analyzes it without the lock and publishes the results with the next chunk's taking.
 // Spans that arrive for a trace while it is analyzed put it back in pending, so it is analyzed
 // again (with them) once quiet; the pass itself stops at the first trace not due, so it ends.
-func (a *Analyzer) pass(due func(*traceState) bool) {
+func (a *Engine) pass(due func(*traceState) bool) {
 	jobs := a.passJobs         // reused chunk to chunk: a job is a value, not an allocation per trace
 	attempts := a.passAttempts // the jobs' last attempts, reused chunk to chunk likewise
 	scratch := a.packBuf
@@ -575,7 +575,7 @@ type job struct {
 }
 
 // take moves a trace's unanalyzed state into a job. The trace stays held and its spans counted.
-func (a *Analyzer) take(t *traceState) job {
+func (a *Engine) take(t *traceState) job {
 	if t.inPending.linked {
 		a.pending.remove(t)
 	}
@@ -597,7 +597,7 @@ func (a *Analyzer) take(t *traceState) job {
 // interner's own locked parts, so it runs without a.mu. scratch is a packing buffer reused from
 // job to job; nil only for a job that keeps nothing packed (noPack). The job's last attempts are
 // appended to attempts, a buffer the caller reuses once the job is published.
-func (a *Analyzer) run(j *job, scratch *[]byte, attempts *[]depLastAttempt) {
+func (a *Engine) run(j *job, scratch *[]byte, attempts *[]depLastAttempt) {
 	sc := a.intern.getScratch()
 	defer a.intern.putScratch(sc)
 	// The spans are read back into the scratch, their strings aliasing the packed bytes: what
@@ -645,7 +645,7 @@ func (a *Analyzer) run(j *job, scratch *[]byte, attempts *[]depLastAttempt) {
 }
 
 // publish swaps a trace's contribution to the report for its new analysis.
-func (a *Analyzer) publish(j *job) {
+func (a *Engine) publish(j *job) {
 	t, res := j.t, j.res
 	t.inFlight = false
 	// Duplicates are dropped for good: the held count shrinks to what the analysis kept.
@@ -701,7 +701,7 @@ func (a *Analyzer) publish(j *job) {
 
 // release drops an analyzed trace's spans and index; its operations and findings stay (for the
 // windowed detectors and the report). Spans not analyzed yet stay, for the next analysis.
-func (a *Analyzer) release(t *traceState) {
+func (a *Engine) release(t *traceState) {
 	n := t.held
 	a.spansHeld -= n
 	a.releasedSpans += n
@@ -712,7 +712,7 @@ func (a *Analyzer) release(t *traceState) {
 
 // publishLate accounts spans that arrived after their trace was analyzed and released: analyzed
 // on their own, as a fragment, since the rest of the trace is gone. Counted and noted in the report.
-func (a *Analyzer) publishLate(t *traceState, res *traceResult, meta *heldTrace, n int, evicted bool) {
+func (a *Engine) publishLate(t *traceState, res *traceResult, meta *heldTrace, n int, evicted bool) {
 	a.lateFragments++
 	a.contribute(res, t.id, n, meta.dataIssues(), +1)
 	a.spansHeld -= n
@@ -735,7 +735,7 @@ func (a *Analyzer) publishLate(t *traceState, res *traceResult, meta *heldTrace,
 // contribute adds (sign +1) or takes back (-1) the counts and findings of trace id's analysis r;
 // n is the number of spans it was made from and is the data issues its trace found (r may be held
 // without its trace: see hold).
-func (a *Analyzer) contribute(r *traceResult, id spans.TraceID, n int, is traceIssues, sign int) {
+func (a *Engine) contribute(r *traceResult, id spans.TraceID, n int, is traceIssues, sign int) {
 	a.inSpans += sign * n
 	a.inOps += sign * r.nOps
 	a.issues.add(is, sign)
@@ -798,7 +798,7 @@ func (a *Analyzer) contribute(r *traceResult, id spans.TraceID, n int, is traceI
 // runWindow runs the ScopeWindow detectors over the window (see window): the operations that
 // ended within the policy's window before the latest one, all of them offline. The list is taken
 // under the lock (the operations are immutable), the detectors run without it.
-func (a *Analyzer) runWindow() {
+func (a *Engine) runWindow() {
 	if !a.hasWindow {
 		return
 	}
@@ -818,7 +818,7 @@ func (a *Analyzer) runWindow() {
 
 // judge runs the ScopeWindow detectors over the operations of refs that ended at from or later,
 // and returns their findings and errors. It touches nothing of the analyzer's but its config.
-func (a *Analyzer) judge(refs []winRef, from int64) ([]analyzer.Finding, []string) {
+func (a *Engine) judge(refs []winRef, from int64) ([]analyzer.Finding, []string) {
 	ops, errs := readWindow(refs, from)
 	var found []analyzer.Finding
 	for _, d := range a.cfg.Detectors {
@@ -841,13 +841,13 @@ func (a *Analyzer) judge(refs []winRef, from int64) ([]analyzer.Finding, []strin
 }
 
 // Report is the report over everything analyzed so far (held and evicted traces).
-func (a *Analyzer) Report() analyzer.Report {
+func (a *Engine) Report() analyzer.Report {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.report()
 }
 
-func (a *Analyzer) report() analyzer.Report {
+func (a *Engine) report() analyzer.Report {
 	r := analyzer.Report{
 		Version:      analyzer.ReportVersion,
 		Input:        analyzer.InputStats{Spans: a.inSpans, Traces: a.inTraces, Operations: a.inOps},
@@ -909,7 +909,7 @@ func (a *Analyzer) report() analyzer.Report {
 	return r
 }
 
-func (a *Analyzer) notes() []string {
+func (a *Engine) notes() []string {
 	// Never nil: the JSON report always carries its notes, empty when there is nothing to say.
 	notes := []string{}
 	add := func(n int, format string, args ...any) {
@@ -961,14 +961,14 @@ func (a *Analyzer) notes() []string {
 // Changes counts the changes to what the analyzer holds and reports: batches, analyses, runs of
 // the windowed detectors (not the history's points, which move every interval). Two equal counts
 // mean nothing changed between them: a caller can tell an idle analyzer.
-func (a *Analyzer) Changes() uint64 {
+func (a *Engine) Changes() uint64 {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.version
 }
 
 // Stats describes what the analyzer holds.
-func (a *Analyzer) Stats() StoreStats {
+func (a *Engine) Stats() StoreStats {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.stats()
@@ -977,7 +977,7 @@ func (a *Analyzer) Stats() StoreStats {
 // windowEvery is the least time from one live windowed run to the next: WindowInterval, or the
 // gap the last run's length asks for (Config.WindowShare) when longer. Negative: never live
 // (offline). Under a.mu.
-func (a *Analyzer) windowEvery() time.Duration {
+func (a *Engine) windowEvery() time.Duration {
 	every := a.cfg.windowInterval()
 	if every <= 0 {
 		return every
@@ -985,7 +985,7 @@ func (a *Analyzer) windowEvery() time.Duration {
 	return max(every, time.Duration(a.windowGap))
 }
 
-func (a *Analyzer) stats() StoreStats {
+func (a *Engine) stats() StoreStats {
 	return StoreStats{
 		SpansHeld:       a.spansHeld,
 		PackedBytes:     a.packedBytes,
@@ -1006,7 +1006,7 @@ func (a *Analyzer) stats() StoreStats {
 
 // settledThrough is StoreStats.SettledThroughUnixNano. The pending list is in the order of last
 // arrival, so its front is the trace that has waited longest. Under a.mu.
-func (a *Analyzer) settledThrough() int64 {
+func (a *Engine) settledThrough() int64 {
 	if t := a.pending.front(); t != nil {
 		return t.lastSeen
 	}
@@ -1014,7 +1014,7 @@ func (a *Analyzer) settledThrough() int64 {
 }
 
 // windowThrough is StoreStats.WindowThroughUnixNano. Under a.mu.
-func (a *Analyzer) windowThrough() int64 {
+func (a *Engine) windowThrough() int64 {
 	if !a.hasWindow || a.win.epoch == a.windowEpoch {
 		return a.now // nothing analyzed waits for the windowed detectors
 	}
@@ -1026,7 +1026,7 @@ func (a *Analyzer) windowThrough() int64 {
 // second costs a pointer copy; when only the history moved (every HistoryInterval, idle or not),
 // only the history is new. The operations stay packed in the analyzer: a snapshot lists the held
 // analyses, and Snapshot.Operations reads them back for a reader that shows them.
-func (a *Analyzer) Snapshot(now time.Time) *Snapshot {
+func (a *Engine) Snapshot(now time.Time) *Snapshot {
 	n := now.UnixNano()
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -1064,7 +1064,7 @@ func (a *Analyzer) Snapshot(now time.Time) *Snapshot {
 
 // badOps notes held operations that did not read back for a snapshot (only a bug in the packed
 // form gets here): the next report says so rather than hiding it.
-func (a *Analyzer) badOps(msg string) {
+func (a *Engine) badOps(msg string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if !a.detErrs[msg] {
@@ -1076,7 +1076,7 @@ func (a *Analyzer) badOps(msg string) {
 // Summary is a Snapshot without its operations (it lists none): the report, history and store
 // figures, for readers of the figures alone (/metrics, the status line). It shares a current
 // Snapshot's figures when there is one.
-func (a *Analyzer) Summary(now time.Time) *Snapshot {
+func (a *Engine) Summary(now time.Time) *Snapshot {
 	n := now.UnixNano()
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -1111,7 +1111,7 @@ func (a *Analyzer) Summary(now time.Time) *Snapshot {
 }
 
 // summary makes a snapshot's figures: everything but the operations. Under a.mu.
-func (a *Analyzer) summary() *Snapshot {
+func (a *Engine) summary() *Snapshot {
 	s := &Snapshot{Report: a.report(), Stats: a.stats(), History: a.history(), LastAttempts: copyLastAttempts(a.lastAttempts)}
 	// Looked up when asked, not indexed per snapshot: the TUI opens one trace at a time.
 	// The result found is immutable; a trace re-analyzed since shows its newer analysis.
@@ -1120,7 +1120,7 @@ func (a *Analyzer) summary() *Snapshot {
 }
 
 // history is a copy of the sparklines' points. Under a.mu.
-func (a *Analyzer) history() map[string][]float64 {
+func (a *Engine) history() map[string][]float64 {
 	h := make(map[string][]float64, len(a.hist))
 	for k, v := range a.hist {
 		h[k] = slices.Clone(v)
@@ -1130,7 +1130,7 @@ func (a *Analyzer) history() map[string][]float64 {
 
 // heldOpsOf is the operations of trace id's held analysis r, read back when they are packed
 // (late fragments' joins). r is not changed: held results are immutable. Under a.mu.
-func (a *Analyzer) heldOpsOf(id spans.TraceID, r *traceResult) []*analyzer.Operation {
+func (a *Engine) heldOpsOf(id spans.TraceID, r *traceResult) []*analyzer.Operation {
 	if r.ops != nil || r.nOps == 0 {
 		return r.ops
 	}
@@ -1145,7 +1145,7 @@ func (a *Analyzer) heldOpsOf(id spans.TraceID, r *traceResult) []*analyzer.Opera
 
 // tickHistory appends one point per elapsed interval: each dependency's amplification over the
 // calls counted during the interval.
-func (a *Analyzer) tickHistory(n int64) {
+func (a *Engine) tickHistory(n int64) {
 	iv := int64(a.cfg.HistoryInterval)
 	if iv <= 0 {
 		iv = int64(DefaultHistoryInterval)
@@ -1178,7 +1178,7 @@ func (a *Analyzer) tickHistory(n int64) {
 
 // lookup finds a held trace's latest analysis (Snapshot.TraceLookup). A trace held packed is
 // unpacked and indexed again outside the lock: the view is the same as the analysis's own.
-func (a *Analyzer) lookup(id spans.TraceID) (*TraceView, bool) {
+func (a *Engine) lookup(id spans.TraceID) (*TraceView, bool) {
 	a.mu.Lock()
 	t := a.traces[id]
 	var r traceResult // a copy: the view reads back its operations into it
@@ -1198,7 +1198,7 @@ func (a *Analyzer) lookup(id spans.TraceID) (*TraceView, bool) {
 
 // viewHeld is the trace view of a held analysis r: its operations read back when they are
 // packed, with its spans when they are held (packed).
-func (a *Analyzer) viewHeld(id spans.TraceID, r traceResult, meta *heldTrace, packed []byte) *TraceView {
+func (a *Engine) viewHeld(id spans.TraceID, r traceResult, meta *heldTrace, packed []byte) *TraceView {
 	var lost error
 	if r.ops == nil && r.nOps > 0 {
 		r.ops, lost = unpackOps(make([]*analyzer.Operation, 0, r.nOps), r.packedOps)

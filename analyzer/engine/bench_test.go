@@ -9,13 +9,13 @@ import (
 	"time"
 
 	"github.com/stormwatch/stormwatch/analyzer"
-	"github.com/stormwatch/stormwatch/analyzer/analyzertest"
 	"github.com/stormwatch/stormwatch/analyzer/engine"
 	"github.com/stormwatch/stormwatch/analyzer/passes/postdeadline"
 	"github.com/stormwatch/stormwatch/analyzer/passes/retryamplification"
 	"github.com/stormwatch/stormwatch/analyzer/passes/unboundedfanout"
 	"github.com/stormwatch/stormwatch/analyzer/policy"
 	"github.com/stormwatch/stormwatch/analyzer/suite"
+	"github.com/stormwatch/stormwatch/analyzer/workload"
 	"github.com/stormwatch/stormwatch/internal/cputime"
 	"github.com/stormwatch/stormwatch/spans"
 )
@@ -59,7 +59,7 @@ func benchAnalyze(b *testing.B, name string, detectors []*analyzer.Detector, n i
 			for range b.N {
 				// As `stormwatch analyze` configures it: offline (windowed detectors at Flush).
 				a := engine.New(engine.Config{Detectors: detectors, MaxSpans: -1, WindowInterval: -1})
-				w := analyzertest.NewWorkload(t0)
+				w := workload.NewWorkload(t0)
 				var edit func(*spans.Batch)
 				if uniqueURLs {
 					reqID := 0
@@ -102,7 +102,7 @@ func uniqueURLsIn(b *spans.Batch, next *int) {
 // back of every operation that the operations screen does once per snapshot that changed them.
 func BenchmarkSnapshot(b *testing.B) {
 	a := engine.New(engine.Config{Detectors: suite.Default(), MaxSpans: -1})
-	w := analyzertest.NewWorkload(t0)
+	w := workload.NewWorkload(t0)
 	for done := 0; done < 300_000; {
 		batch := &spans.Batch{}
 		done += w.Fill(batch, 512)
@@ -156,7 +156,7 @@ func BenchmarkWindowRun(b *testing.B) {
 			cfg := engine.Config{Detectors: suite.Default(), MaxSpans: -1, WindowInterval: c.window}
 			policy.Configure(&cfg.Detectors, &cfg.Settings, nil, policy.Live)
 			a := engine.New(cfg)
-			w := analyzertest.NewWorkload(t0)
+			w := workload.NewWorkload(t0)
 			n := 0
 			for n < 300_000 {
 				batch := &spans.Batch{}

@@ -6,13 +6,13 @@ import (
 
 	"github.com/stormwatch/stormwatch/analyzer"
 	"github.com/stormwatch/stormwatch/analyzer/engine"
-	"github.com/stormwatch/stormwatch/analyzer/passes/passtest"
+	"github.com/stormwatch/stormwatch/analyzer/passes/detectortest"
 	"github.com/stormwatch/stormwatch/spans"
 )
 
 func analyzeFixture(t *testing.T, name string) analyzer.Report {
 	t.Helper()
-	return passtest.Analyze(t, name, "", "")
+	return detectortest.Analyze(t, name, "", "")
 }
 
 func depStats(t *testing.T, r analyzer.Report, dep string) analyzer.DependencyStats {

@@ -5,7 +5,7 @@ import (
 
 	"github.com/stormwatch/stormwatch/analyzer"
 	"github.com/stormwatch/stormwatch/analyzer/engine"
-	"github.com/stormwatch/stormwatch/analyzer/passes/passtest"
+	"github.com/stormwatch/stormwatch/analyzer/passes/detectortest"
 	"github.com/stormwatch/stormwatch/fixtures"
 	"github.com/stormwatch/stormwatch/spans"
 )
@@ -37,7 +37,7 @@ func TestCarriesAttrAgreesWithScan(t *testing.T) {
 		return nil
 	}}
 	for _, c := range fixtures.Cases {
-		passtest.Load(t, c.Name, engine.Config{Detectors: []*analyzer.Detector{probe}})
+		detectortest.Load(t, c.Name, engine.Config{Detectors: []*analyzer.Detector{probe}})
 	}
 	if traces == 0 {
 		t.Fatal("the probe saw no trace")

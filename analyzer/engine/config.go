@@ -29,7 +29,7 @@ const (
 	DefaultWindowShare = 0.02
 )
 
-// Config configures an [Analyzer]. The zero value is usable: no detectors (pass suite.Default()
+// Config configures an [Engine]. The zero value is usable: no detectors (pass suite.Default()
 // from analyzer/suite for the standard set), live-mode settle of DefaultSettle, the bounds above.
 //
 // Who sets what:

@@ -8,11 +8,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stormwatch/stormwatch/analyzer/analyzertest"
 	"github.com/stormwatch/stormwatch/analyzer/engine"
-	"github.com/stormwatch/stormwatch/analyzer/passes/passtest"
+	"github.com/stormwatch/stormwatch/analyzer/passes/detectortest"
 	"github.com/stormwatch/stormwatch/analyzer/policy"
 	"github.com/stormwatch/stormwatch/analyzer/suite"
+	"github.com/stormwatch/stormwatch/analyzer/workload"
 	"github.com/stormwatch/stormwatch/spans"
 )
 
@@ -32,7 +32,7 @@ import (
 func BenchmarkAnalyzeDeep(b *testing.B) {
 	// One request of the connector's benchmark is the whole fixture in one export (its records
 	// merged), which the connector converts to one batch.
-	src := passtest.Spans(b, "amplification-27-reference")
+	src := detectortest.Spans(b, "amplification-27-reference")
 	n := len(src)
 	a := newBenchLiveAnalyzer(time.Second, 0)
 	now := time.Unix(1_800_000_000, 0)
@@ -58,7 +58,7 @@ func BenchmarkAnalyzeDeep(b *testing.B) {
 // newBenchLiveAnalyzer is a long-lived analyzer configured as the connector and collect configure
 // theirs (the default suite, the built-in policy in live mode), whose windowed re-runs never come
 // due (see BenchmarkAnalyzeDeep). settle and maxSpans are Config.Settle and Config.MaxSpans.
-func newBenchLiveAnalyzer(settle time.Duration, maxSpans int) *engine.Analyzer {
+func newBenchLiveAnalyzer(settle time.Duration, maxSpans int) *engine.Engine {
 	cfg := engine.Config{Settle: settle, WindowInterval: 100 * 365 * 24 * time.Hour, MaxSpans: maxSpans, Detectors: suite.Default()}
 	policy.Configure(&cfg.Detectors, &cfg.Settings, nil, policy.Live)
 	return engine.New(cfg)
@@ -83,7 +83,7 @@ func appendRenumbered(dst, src []spans.Span, ids map[spans.TraceID]spans.TraceID
 }
 
 // BenchmarkAnalyzeLive is the analyzer's share of `stormwatch collect`'s end-to-end benchmark
-// (BenchmarkCollectorEndToEnd): its payload (analyzertest.PayloadTrace: ten spans a trace, an id in every URL)
+// (BenchmarkCollectorEndToEnd): its payload (workload.PayloadTrace: ten spans a trace, an id in every URL)
 // in requests of 100 spans, consumed and settled by one long-lived analyzer configured as `collect`
 // configures it (the default suite, the built-in policy in live mode). The requests cycle through
 // 8,000 traces, as the end-to-end blaster cycles through its requests, and each round gives them
@@ -103,7 +103,7 @@ func benchAnalyzeLive(b *testing.B, maxSpans int) {
 	const traces, perRequest, settleEvery = 8000, 100, 64
 	var src []spans.Span
 	for n := range traces {
-		src = append(src, analyzertest.PayloadTrace(n, 1_700_000_000_000_000_000)...)
+		src = append(src, workload.PayloadTrace(n, 1_700_000_000_000_000_000)...)
 	}
 	a := newBenchLiveAnalyzer(time.Second, maxSpans)
 	now := time.Unix(1_800_000_000, 0)
@@ -135,7 +135,7 @@ func benchAnalyzeLive(b *testing.B, maxSpans int) {
 }
 
 // BenchmarkAnalyzeRealisticLive is the live analyzer on the traffic `stormwatch analyze` is measured
-// on (analyzertest.RealisticTraffic: four services' semconv HTTP and gRPC spans, reference-client
+// on (workload.RealisticTraffic: four services' semconv HTTP and gRPC spans, reference-client
 // retries, 8-12 spans a trace, each trace's spans spread over several SDK exports), configured as
 // `collect` configures it by default (the default suite, the built-in policy in live mode,
 // --settle 2s). One op is one line of the recording, an SDK export of about 512 spans, decoded
@@ -154,7 +154,7 @@ func BenchmarkAnalyzeRealisticLive(b *testing.B) {
 	const poolSpans = 60_000
 	var out bytes.Buffer
 	out.Grow(poolSpans * 850) // about 815 bytes a span
-	if err := analyzertest.NewRealisticTraffic(&out).WriteSpans(poolSpans); err != nil {
+	if err := workload.NewRealisticTraffic(&out).WriteSpans(poolSpans); err != nil {
 		b.Fatal(err)
 	}
 	var pool []*spans.Batch
@@ -214,7 +214,7 @@ func benchAnalyzeRealisticLive(b *testing.B, pool []*spans.Batch, maxSpans int) 
 }
 
 // BenchmarkAnalyzeCollectorPayload is `collect`'s work on BenchmarkCollectorEndToEnd's own
-// requests (analyzertest.CollectorRequests) less the transport: each op decodes one request of
+// requests (workload.CollectorRequests) less the transport: each op decodes one request of
 // 100 spans from its protobuf bytes into a reused batch, as the collector does, and the live
 // analyzer configured as `collect` configures it consumes it. As the end-to-end blaster does, the
 // requests cycle through 8,192 distinct ones, each pass with trace ids of its own (the blaster
@@ -238,7 +238,7 @@ func BenchmarkAnalyzeCollectorPayload(b *testing.B) {
 }
 
 type collectorPayload struct {
-	a     *engine.Analyzer
+	a     *engine.Engine
 	reqs  [][]byte
 	batch spans.Batch
 	next  int
@@ -256,10 +256,10 @@ func collectorPayloadState(b *testing.B) *collectorPayload {
 	collectorPayloadOnce.Do(func() {
 		const bound, distinct = 1_000_000, 8192
 		t0 := uint64(time.Unix(1_800_000_000, 0).UnixNano())
-		reqs, _ := analyzertest.CollectorRequests(distinct, 0, t0)
+		reqs, _ := workload.CollectorRequests(distinct, 0, t0)
 		st := &collectorPayload{a: newBenchLiveAnalyzer(2*time.Second, bound), reqs: reqs, now: time.Unix(1_800_000_000, 0)}
 		for round := range 2 {
-			fill, _ := analyzertest.CollectorRequests(bound/100, 1<<44+uint64(round)<<36, t0)
+			fill, _ := workload.CollectorRequests(bound/100, 1<<44+uint64(round)<<36, t0)
 			for _, r := range fill {
 				st.consume(b, r, 0)
 			}

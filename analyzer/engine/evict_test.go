@@ -8,11 +8,11 @@ import (
 	"time"
 
 	"github.com/stormwatch/stormwatch/analyzer"
-	"github.com/stormwatch/stormwatch/analyzer/analyzertest"
 	"github.com/stormwatch/stormwatch/analyzer/engine"
 	"github.com/stormwatch/stormwatch/analyzer/policy"
 	"github.com/stormwatch/stormwatch/analyzer/render"
 	"github.com/stormwatch/stormwatch/analyzer/suite"
+	"github.com/stormwatch/stormwatch/analyzer/workload"
 	"github.com/stormwatch/stormwatch/spans"
 )
 
@@ -25,7 +25,7 @@ import (
 // snapshots and reports while batches are consumed, settled and the window judged.
 func TestEvictionLeavesFindingsAndHeldOperationsIntact(t *testing.T) {
 	var batches [][]spans.Span
-	w := analyzertest.NewWorkload(t0)
+	w := workload.NewWorkload(t0)
 	for range 150 {
 		b := &spans.Batch{}
 		w.Fill(b, 30)

@@ -4,7 +4,7 @@ import "github.com/stormwatch/stormwatch/analyzer"
 
 // HeldBytes is every held trace's packed bytes, pending and analyzed: for the external tests that
 // check nothing the analysis keeps points into them.
-func HeldBytes(a *Analyzer) [][]byte {
+func HeldBytes(a *Engine) [][]byte {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	var out [][]byte
@@ -23,7 +23,7 @@ func HeldBytes(a *Analyzer) [][]byte {
 
 // OnPack has f told of every buffer of packed spans a makes from now on (f must be safe for
 // concurrent use: analyses run outside the analyzer's lock).
-func OnPack(a *Analyzer, f func([]byte)) {
+func OnPack(a *Engine, f func([]byte)) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.packed = f
@@ -32,7 +32,7 @@ func OnPack(a *Analyzer, f func([]byte)) {
 // HeldOperations is the operations of every trace held, in the store's order (least recently
 // updated first), read back where they are held packed: what the windowed detectors would judge
 // if they read the store, the reference the window is checked against.
-func HeldOperations(a *Analyzer) []*analyzer.Operation {
+func HeldOperations(a *Engine) []*analyzer.Operation {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	var ops []*analyzer.Operation
@@ -53,14 +53,14 @@ func HeldOperations(a *Analyzer) []*analyzer.Operation {
 }
 
 // WindowDropped is how many operations the window's bound pushed out.
-func WindowDropped(a *Analyzer) int {
+func WindowDropped(a *Engine) int {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.win.dropped
 }
 
 // WindowOperations is the operations in the windowed detectors' window, in its order.
-func WindowOperations(a *Analyzer) []*analyzer.Operation {
+func WindowOperations(a *Engine) []*analyzer.Operation {
 	a.mu.Lock()
 	refs, from := a.win.take(0)
 	a.mu.Unlock()

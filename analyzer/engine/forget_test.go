@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"github.com/stormwatch/stormwatch/analyzer"
-	"github.com/stormwatch/stormwatch/analyzer/analyzertest"
 	"github.com/stormwatch/stormwatch/analyzer/engine"
 	"github.com/stormwatch/stormwatch/analyzer/suite"
+	"github.com/stormwatch/stormwatch/analyzer/workload"
 	"github.com/stormwatch/stormwatch/spans"
 )
 
@@ -68,7 +68,7 @@ func TestSpanOfForgottenTrace(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			a := engine.New(engine.Config{Detectors: suite.Default(), Settle: time.Second, ReleaseSpans: true,
 				ForgetAfter: c.forget, WindowInterval: -1})
-			w := analyzertest.NewWorkload(t0)
+			w := workload.NewWorkload(t0)
 			b := &spans.Batch{}
 			w.Fill(b, 1)
 			late := b.Spans[len(b.Spans)-1]

@@ -298,7 +298,7 @@ func dumpOps(ops []*analyzer.Operation) string {
 // then again smallest first, so each trace follows a larger and a smaller one - a trace gets the
 // operations it gets from a fresh scratch, field for field, and they pack and read back the
 // same before the next trace reuses the scratch: nothing of an earlier trace is left in them.
-// Once packed, their memory goes to the scratch's spare as a live analyzer's does (Analyzer.run),
+// Once packed, their memory goes to the scratch's spare as a live analyzer's does (Engine.run),
 // so each trace is made in the last one's operations when they are large enough.
 func TestReusedScratchMatchesFresh(t *testing.T) {
 	a := New(Config{Detectors: []*analyzer.Detector{namingDetector}})

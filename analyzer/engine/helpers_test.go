@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"github.com/stormwatch/stormwatch/analyzer"
-	"github.com/stormwatch/stormwatch/analyzer/analyzertest"
 	"github.com/stormwatch/stormwatch/analyzer/engine"
 	"github.com/stormwatch/stormwatch/analyzer/suite"
+	"github.com/stormwatch/stormwatch/analyzer/workload"
 	"github.com/stormwatch/stormwatch/spans"
 )
 
@@ -58,7 +58,7 @@ func get(url string, status int) []spans.Attr {
 	return a
 }
 
-func run(t testing.TB, cfg engine.Config, ss ...spans.Span) (*engine.Analyzer, analyzer.Report) {
+func run(t testing.TB, cfg engine.Config, ss ...spans.Span) (*engine.Engine, analyzer.Report) {
 	t.Helper()
 	if cfg.Detectors == nil {
 		cfg.Detectors = suite.Default()
@@ -93,7 +93,7 @@ func contains(s, sub string) bool {
 // returns a function giving a fresh copy of them for each run (the analyzer takes a batch's spans).
 func workloadBatches(n int) func() []*spans.Batch {
 	var batches []*spans.Batch
-	w := analyzertest.NewWorkload(t0)
+	w := workload.NewWorkload(t0)
 	for done := 0; done < n; {
 		b := &spans.Batch{}
 		done += w.Fill(b, 512)

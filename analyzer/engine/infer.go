@@ -490,7 +490,7 @@ func (b *opBufs) compact(ops []*analyzer.Operation) []*analyzer.Operation {
 // operations are garbage once analyzed, and making them anew for every trace was the analysis's
 // largest allocation. make takes them when they are large enough (the result then owns them: one
 // that holds its operations as values keeps them); give puts them back once nothing points to
-// them (see Analyzer.run). They are cleared there, and only as far as they were used:
+// them (see Engine.run). They are cleared there, and only as far as they were used:
 // newOperation fills an operation in place and relies on its zero fields.
 type opsSpare struct {
 	ops     []*analyzer.Operation

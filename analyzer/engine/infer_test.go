@@ -15,7 +15,7 @@ import (
 
 var testNow = time.Unix(0, t0).Add(time.Hour)
 
-func onlyOp(t *testing.T, a *engine.Analyzer) *analyzer.Operation {
+func onlyOp(t *testing.T, a *engine.Engine) *analyzer.Operation {
 	t.Helper()
 	ops := a.Snapshot(testNow).Operations()
 	if len(ops) != 1 {

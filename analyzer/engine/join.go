@@ -9,7 +9,7 @@ import "github.com/stormwatch/stormwatch/spans"
 // one: the CONSUMER spans hang under the PRODUCER span (buildTrace), or, without it, are grouped
 // by the span they link to (unseenPublishes). The join is made when the delivery's root span
 // arrives, from its one link: no index over other traces, no search, whatever the number of
-// traces held. Its trace maps to the publisher's state in Analyzer.traces, so spans of it that
+// traces held. Its trace maps to the publisher's state in Engine.traces, so spans of it that
 // arrive later go there directly.
 
 // traceJoin is a delivery's trace (from) to be filed with the publish span's (to).
@@ -24,7 +24,7 @@ type traceJoin struct{ from, to spans.TraceID }
 // publisher's trace over the per-trace cap. The move is the delivery's packed bytes appended to
 // the publisher's pending ones (framed blocks), so the analysis reads the same spans in any
 // arrival order.
-func (a *Analyzer) joinDeliveries(j traceJoin, capT int, now int64) {
+func (a *Engine) joinDeliveries(j traceJoin, capT int, now int64) {
 	d := a.traces[j.from]
 	if d == nil || d.id != j.from || d.inFlight || d.out > 0 || d.dropped > 0 || d.res != nil && d.res.released {
 		return // gone, already filed with another, or its spans are not all here

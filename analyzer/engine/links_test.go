@@ -41,7 +41,7 @@ func threeLinkedDeliveries() []spans.Span {
 }
 
 // brokerOf is the broker layer's operation in a's snapshot, nil when there is none.
-func brokerOf(a *engine.Analyzer) *analyzer.Operation {
+func brokerOf(a *engine.Engine) *analyzer.Operation {
 	for _, op := range a.Snapshot(testNow).Operations() {
 		if op.Owner == "rabbitmq orders (redelivery)" {
 			return op

@@ -27,7 +27,7 @@ func (c *clock) Add(d time.Duration) time.Time {
 	return c.t
 }
 
-func consume(t *testing.T, a *engine.Analyzer, ss ...spans.Span) {
+func consume(t *testing.T, a *engine.Engine, ss ...spans.Span) {
 	t.Helper()
 	if err := a.ConsumeBatch(context.Background(), &spans.Batch{Spans: ss}); err != nil {
 		t.Fatal(err)
@@ -283,7 +283,7 @@ func TestConcurrentConsumeSettleSnapshot(t *testing.T) {
 
 // feedFailedCall gives a trace n of two spans at time at: a SERVER span and its CLIENT call, which
 // a 503 failed.
-func feedFailedCall(t *testing.T, a *engine.Analyzer, n byte, at int64) {
+func feedFailedCall(t *testing.T, a *engine.Engine, n byte, at int64) {
 	t.Helper()
 	if err := a.ConsumeBatch(context.Background(), &spans.Batch{Spans: []spans.Span{
 		sp(n, 1, 0, spans.KindServer, "api", at, at+50),

@@ -46,7 +46,7 @@ func appendBlock(buf []byte, ss []spans.Span, scratch *[]byte) []byte {
 }
 
 // appendPending packs a trace's spans of one batch onto its pending bytes.
-func (a *Analyzer) appendPending(pending []byte, ss []spans.Span) []byte {
+func (a *Engine) appendPending(pending []byte, ss []spans.Span) []byte {
 	pending = appendBlock(pending, ss, &a.ingest)
 	if a.packed != nil {
 		a.packed(pending)
@@ -60,7 +60,7 @@ func (a *Analyzer) appendPending(pending []byte, ss []spans.Span) []byte {
 // regroup copies a batch's spans into the analyzer's gather buffer, each trace's spans together
 // (in the order they came), the traces in order (each span's trace is in ts, order lists each
 // trace once with its count in incoming).
-func (a *Analyzer) regroup(ss []spans.Span, ts []*traceState, order []*traceState) []spans.Span {
+func (a *Engine) regroup(ss []spans.Span, ts []*traceState, order []*traceState) []spans.Span {
 	at := int32(0)
 	for _, t := range order {
 		t.cursor = at
@@ -80,7 +80,7 @@ func (a *Analyzer) regroup(ss []spans.Span, ts []*traceState, order []*traceStat
 const maxGather = 1 << 14
 
 // endRegroup lets go of the batch regroup copied (its strings alias the request).
-func (a *Analyzer) endRegroup() {
+func (a *Engine) endRegroup() {
 	clear(a.gather)
 	if cap(a.gather) > maxGather {
 		a.gather = nil
@@ -233,7 +233,7 @@ func unpackCopy(packed []byte) ([]spans.Span, error) {
 // viewPacked rebuilds the trace view of an analysis held packed: the spans unpacked and indexed
 // again (they are the ones the analysis indexed, so the display order and depths come out the
 // same), with the analysis's own operations, findings, truncation and notes.
-func (a *Analyzer) viewPacked(id spans.TraceID, r *traceResult, meta *heldTrace, packed []byte) *TraceView {
+func (a *Engine) viewPacked(id spans.TraceID, r *traceResult, meta *heldTrace, packed []byte) *TraceView {
 	if meta == nil {
 		meta = &heldTrace{}
 	}

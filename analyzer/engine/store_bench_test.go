@@ -9,10 +9,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stormwatch/stormwatch/analyzer/analyzertest"
 	"github.com/stormwatch/stormwatch/analyzer/engine"
-	"github.com/stormwatch/stormwatch/analyzer/passes/passtest"
+	"github.com/stormwatch/stormwatch/analyzer/passes/detectortest"
 	"github.com/stormwatch/stormwatch/analyzer/suite"
+	"github.com/stormwatch/stormwatch/analyzer/workload"
 	"github.com/stormwatch/stormwatch/spans"
 )
 
@@ -34,7 +34,7 @@ func BenchmarkHeldMemory(b *testing.B) {
 			state = "/state=pending"
 		}
 		b.Run("workload=synthetic"+state, func(b *testing.B) {
-			w := analyzertest.NewWorkload(t0)
+			w := workload.NewWorkload(t0)
 			benchHeld(b, settled, func(batch *spans.Batch, n int) int {
 				added := w.Fill(batch, n)
 				ownAttrs(batch)
@@ -54,7 +54,7 @@ func BenchmarkHeldMemory(b *testing.B) {
 // connector benchmark's request: three retrying layers, 92 spans a trace, a third as many
 // operations as calls), each copy with trace ids of its own.
 func amplificationFill(b *testing.B) func(batch *spans.Batch, n int) int {
-	src := passtest.Spans(b, "amplification-27-reference")
+	src := detectortest.Spans(b, "amplification-27-reference")
 	var seq uint64
 	ids := map[spans.TraceID]spans.TraceID{}
 	return func(batch *spans.Batch, n int) int {
@@ -75,7 +75,7 @@ func payloadFill() func(batch *spans.Batch, n int) int {
 	return func(batch *spans.Batch, n int) int {
 		added := 0
 		for added < n {
-			tr := analyzertest.PayloadTrace(next, t0)
+			tr := workload.PayloadTrace(next, t0)
 			batch.Spans = append(batch.Spans, tr...)
 			added += len(tr)
 			next++

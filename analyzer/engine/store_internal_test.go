@@ -42,7 +42,7 @@ var namingDetector = &analyzer.Detector{Name: "naming", Run: func(p *analyzer.Pa
 
 // analyzeAlone analyzes one trace's spans (a copy: buildTrace sorts them in place) with a scratch
 // of its own, as the analyzer's passes do but without packing them first.
-func analyzeAlone(a *Analyzer, ss []spans.Span, truncated int) *traceResult {
+func analyzeAlone(a *Engine, ss []spans.Span, truncated int) *traceResult {
 	sc := a.intern.getScratch() // not given back: the result's trace uses it
 	return analyzeTrace(ss[0].TraceID, slices.Clone(ss), truncated, &a.cfg, a.seed, a.intern, sc, nil, !a.cfg.holdsOperationsPacked())
 }

@@ -9,10 +9,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stormwatch/stormwatch/analyzer/analyzertest"
 	"github.com/stormwatch/stormwatch/analyzer/engine"
-	"github.com/stormwatch/stormwatch/analyzer/passes/passtest"
+	"github.com/stormwatch/stormwatch/analyzer/passes/detectortest"
 	"github.com/stormwatch/stormwatch/analyzer/suite"
+	"github.com/stormwatch/stormwatch/analyzer/workload"
 	"github.com/stormwatch/stormwatch/fixtures"
 	"github.com/stormwatch/stormwatch/spans"
 )
@@ -42,7 +42,7 @@ func halves(ss []spans.Span) (first, second []spans.Span) {
 func TestHeldTracesTakeLateSpansAsBefore(t *testing.T) {
 	for _, c := range fixtures.Cases {
 		t.Run(c.Name, func(t *testing.T) {
-			first, second := halves(passtest.Spans(t, c.Name))
+			first, second := halves(detectortest.Spans(t, c.Name))
 			clk := &clock{t: time.Unix(0, t0)}
 			late := engine.New(engine.Config{Detectors: suite.Default(), Settle: time.Second, Now: clk.Now})
 			consume(t, late, first...)
@@ -232,7 +232,7 @@ func TestHeldMemoryStaysPacked(t *testing.T) {
 	var ms0, ms1 runtime.MemStats
 	runtime.ReadMemStats(&ms0)
 	a := engine.New(engine.Config{Detectors: suite.Default(), Settle: time.Second})
-	w := analyzertest.NewWorkload(t0)
+	w := workload.NewWorkload(t0)
 	for done := 0; done < n; {
 		batch := &spans.Batch{}
 		done += w.Fill(batch, 512)

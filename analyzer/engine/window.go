@@ -16,7 +16,7 @@ import (
 const windowOpsPerSpan = 4
 
 // window is what the ScopeWindow detectors judge: the operations of the analyzed traces, fed once
-// per analysis as it is published (see Analyzer.publish) and kept until they fall out of the
+// per analysis as it is published (see Engine.publish) and kept until they fall out of the
 // policy's window (take) or the bound pushes them out (live) or has them judged (offline: see
 // observe). A tick then reads only the window, never the store: its cost depends on the traffic
 // within the window, not on how many spans are held.
@@ -32,7 +32,7 @@ const windowOpsPerSpan = 4
 // the detectors' evidence (the first operation with the most retries, the first refusal). Offline
 // the two orders are the same, so the detectors find what they would over the traces held.
 //
-// It is guarded by Analyzer.mu. What an entry holds is immutable, so a tick lists the entries
+// It is guarded by Engine.mu. What an entry holds is immutable, so a tick lists the entries
 // under the lock and reads them without it while analyses go on being published.
 type window struct {
 	entries []winEntry // publish order, from head; dead ones are skipped and compacted away

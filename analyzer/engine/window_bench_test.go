@@ -5,10 +5,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stormwatch/stormwatch/analyzer/analyzertest"
 	"github.com/stormwatch/stormwatch/analyzer/engine"
 	"github.com/stormwatch/stormwatch/analyzer/policy"
 	"github.com/stormwatch/stormwatch/analyzer/suite"
+	"github.com/stormwatch/stormwatch/analyzer/workload"
 	"github.com/stormwatch/stormwatch/internal/cputime"
 	"github.com/stormwatch/stormwatch/spans"
 )
@@ -38,7 +38,7 @@ func BenchmarkWindowTick(b *testing.B) {
 			}
 			policy.Configure(&cfg.Detectors, &cfg.Settings, p, policy.Live)
 			a := engine.New(cfg)
-			w := analyzertest.NewWorkload(t0)
+			w := workload.NewWorkload(t0)
 			var now int64
 			for n := 0; n < held+held/10; {
 				batch := &spans.Batch{Spans: make([]spans.Span, 0, 600)}

@@ -10,11 +10,11 @@ import (
 	"time"
 
 	"github.com/stormwatch/stormwatch/analyzer"
-	"github.com/stormwatch/stormwatch/analyzer/analyzertest"
 	"github.com/stormwatch/stormwatch/analyzer/engine"
-	"github.com/stormwatch/stormwatch/analyzer/passes/passtest"
+	"github.com/stormwatch/stormwatch/analyzer/passes/detectortest"
 	"github.com/stormwatch/stormwatch/analyzer/policy"
 	"github.com/stormwatch/stormwatch/analyzer/suite"
+	"github.com/stormwatch/stormwatch/analyzer/workload"
 	"github.com/stormwatch/stormwatch/fixtures"
 	"github.com/stormwatch/stormwatch/spans"
 )
@@ -45,7 +45,7 @@ func windowFindings(t *testing.T, ds []*analyzer.Detector, fs []analyzer.Finding
 }
 
 // reference runs cfg's windowed detectors over the operations a holds.
-func reference(t *testing.T, a *engine.Analyzer, cfg engine.Config) []string {
+func reference(t *testing.T, a *engine.Engine, cfg engine.Config) []string {
 	t.Helper()
 	return windowFindings(t, cfg.Detectors, referenceOver(t, cfg, engine.HeldOperations(a)))
 }
@@ -99,7 +99,7 @@ func liveConfig(w time.Duration) engine.Config {
 
 // feedTicking feeds batches to a as a live collector would, the recording's time standing for the
 // clock: Settle before each batch with the latest end time read so far, then Flush.
-func feedTicking(t *testing.T, a *engine.Analyzer, batches []*spans.Batch) {
+func feedTicking(t *testing.T, a *engine.Engine, batches []*spans.Batch) {
 	t.Helper()
 	var now int64
 	for _, b := range batches {
@@ -127,7 +127,7 @@ func TestWindowMatchesReferenceOnFixtures(t *testing.T) {
 			// As `stormwatch analyze` runs: offline, the whole input judged once at Flush.
 			cfg := engine.Config{Detectors: suite.Default(), WindowInterval: -1, MaxFindings: -1}
 			a := engine.New(cfg)
-			passtest.Feed(t, a, name)
+			detectortest.Feed(t, a, name)
 			got := windowFindings(t, cfg.Detectors, a.Report().Findings)
 			sameFindings(t, "offline", got, reference(t, a, cfg))
 			found += len(got)
@@ -135,7 +135,7 @@ func TestWindowMatchesReferenceOnFixtures(t *testing.T) {
 			// Live: ticks as the recording's time goes by, the operations held packed.
 			cfg = liveConfig(time.Minute)
 			a = engine.New(cfg)
-			feedTicking(t, a, passtest.Batches(t, name))
+			feedTicking(t, a, detectortest.Batches(t, name))
 			sameFindings(t, "live", windowFindings(t, cfg.Detectors, a.Report().Findings), reference(t, a, cfg))
 		})
 	}
@@ -180,7 +180,7 @@ func TestWindowMatchesReferenceOnWorkload(t *testing.T) {
 func TestWindowBoundLive(t *testing.T) {
 	cfg := engine.Config{Detectors: suite.Default(), MaxSpans: -1, MaxWindowOps: 1000}
 	a := engine.New(cfg)
-	if err := analyzertest.NewWorkload(t0).Feed(a, 50_000, nil); err != nil {
+	if err := workload.NewWorkload(t0).Feed(a, 50_000, nil); err != nil {
 		t.Fatal(err)
 	}
 	a.Flush()
@@ -224,7 +224,7 @@ func TestWindowChunksOffline(t *testing.T) {
 			cfg := engine.Config{Detectors: append(suite.Default(), spy.detector()), MaxSpans: -1, WindowInterval: -1,
 				MaxWindowOps: c.maxOps, MaxFindings: -1}
 			a := engine.New(cfg)
-			if err := analyzertest.NewWorkload(t0).Feed(a, n, nil); err != nil {
+			if err := workload.NewWorkload(t0).Feed(a, n, nil); err != nil {
 				t.Fatal(err)
 			}
 			a.Flush()

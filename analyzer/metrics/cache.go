@@ -8,7 +8,7 @@ import (
 )
 
 // Source hands out analyzer summaries (snapshots without their operations, which nothing here
-// reads); *engine.Analyzer implements it.
+// reads); *engine.Engine implements it.
 type Source interface {
 	Summary(now time.Time) *engine.Snapshot
 }

@@ -8,9 +8,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/stormwatch/stormwatch/analyzer/analyzertest"
 	"github.com/stormwatch/stormwatch/analyzer/engine"
 	"github.com/stormwatch/stormwatch/analyzer/suite"
+	"github.com/stormwatch/stormwatch/analyzer/workload"
 	"github.com/stormwatch/stormwatch/spans"
 )
 
@@ -28,7 +28,7 @@ func BenchmarkIngestWhileScraped(b *testing.B) {
 			now := t0
 			a := engine.New(engine.Config{Detectors: suite.Default(), Settle: time.Second, MaxSpans: 200_000,
 				Now: func() time.Time { return now }})
-			w := analyzertest.NewWorkload(t0.UnixNano())
+			w := workload.NewWorkload(t0.UnixNano())
 			stop := make(chan struct{})
 			var wg sync.WaitGroup
 			var scrapes int

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/stormwatch/stormwatch/analyzer"
-	"github.com/stormwatch/stormwatch/analyzer/passes/passtest"
+	"github.com/stormwatch/stormwatch/analyzer/passes/detectortest"
 	"github.com/stormwatch/stormwatch/analyzer/policy"
 	"github.com/stormwatch/stormwatch/analyzer/suite"
 )
@@ -33,8 +33,8 @@ func TestDetectorsCiteThePolicyLine(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.fixture+"/"+c.detector, func(t *testing.T) {
-			rep := passtest.Analyze(t, c.fixture, "p.yaml", c.pol)
-			got := passtest.Of(rep, c.detector)
+			rep := detectortest.Analyze(t, c.fixture, "p.yaml", c.pol)
+			got := detectortest.Of(rep, c.detector)
 			if len(got) == 0 {
 				t.Fatalf("no %s finding; report: %+v", c.detector, rep.Findings)
 			}
@@ -52,20 +52,20 @@ func TestDetectorsCiteThePolicyLine(t *testing.T) {
 // idempotent: true declares the write safe to repeat: the unsafe-write finding goes away.
 func TestIdempotentClassSilencesUnsafeWrite(t *testing.T) {
 	pol := "classes:\n  - name: charges\n    match: {dependency: payments}\n    idempotent: true\n"
-	if got := passtest.Of(passtest.Analyze(t, "unsafe-write-retry-stock", "p.yaml", pol), "unsafe-write-retry"); len(got) != 0 {
+	if got := detectortest.Of(detectortest.Analyze(t, "unsafe-write-retry-stock", "p.yaml", pol), "unsafe-write-retry"); len(got) != 0 {
 		t.Errorf("got %v", got)
 	}
 }
 
 func TestConfigureDisablesAndSetsSeverity(t *testing.T) {
 	pol := "detectors:\n  no-backoff: {severity: critical}\n  retry-amplification: {enabled: false}\n"
-	rep := passtest.Analyze(t, "no-backoff-stock", "p.yaml", pol)
-	nb := passtest.Of(rep, "no-backoff")
+	rep := detectortest.Analyze(t, "no-backoff-stock", "p.yaml", pol)
+	nb := detectortest.Of(rep, "no-backoff")
 	if len(nb) != 1 || nb[0].Severity != analyzer.SeverityCritical {
 		t.Errorf("no-backoff findings %+v, want one critical", nb)
 	}
-	rep = passtest.Analyze(t, "amplification-27-stock", "p.yaml", pol)
-	if got := passtest.Of(rep, "retry-amplification"); len(got) != 0 {
+	rep = detectortest.Analyze(t, "amplification-27-stock", "p.yaml", pol)
+	if got := detectortest.Of(rep, "retry-amplification"); len(got) != 0 {
 		t.Errorf("disabled detector still reports: %v", got)
 	}
 
@@ -96,14 +96,14 @@ func TestConfigureDisablesAndSetsSeverity(t *testing.T) {
 // A class's maxFanout is unbounded-fanout's limit for its operations.
 func TestClassMaxFanout(t *testing.T) {
 	pol := "classes:\n  - name: reads\n    match: {service: edge}\n    maxFanout: 2\n"
-	if got := passtest.Of(passtest.Analyze(t, "fanout-stock", "p.yaml", pol), "unbounded-fanout"); len(got) != 0 {
+	if got := detectortest.Of(detectortest.Analyze(t, "fanout-stock", "p.yaml", pol), "unbounded-fanout"); len(got) != 0 {
 		t.Errorf("maxFanout 2 allows primary-b + primary-c, got %v", got)
 	}
-	if got := passtest.Of(passtest.Analyze(t, "fanout-stock", "", ""), "unbounded-fanout"); len(got) == 0 {
+	if got := detectortest.Of(detectortest.Analyze(t, "fanout-stock", "", ""), "unbounded-fanout"); len(got) == 0 {
 		t.Errorf("default maxFanout 1 must fire")
 	}
 	// A maxFanout of 1 written in the file is cited with its line.
-	got := passtest.Of(passtest.Analyze(t, "fanout-stock", "p.yaml", "defaults:\n  maxFanout: 1\n"), "unbounded-fanout")
+	got := detectortest.Of(detectortest.Analyze(t, "fanout-stock", "p.yaml", "defaults:\n  maxFanout: 1\n"), "unbounded-fanout")
 	if len(got) == 0 || got[0].Evidence["rule"].String() != "maxFanout" || got[0].Evidence["policy"].String() != "p.yaml:2" {
 		t.Errorf("maxFanout from the file not cited: %+v", got)
 	}

@@ -7,10 +7,10 @@ import (
 	"testing"
 
 	"github.com/stormwatch/stormwatch/analyzer"
-	"github.com/stormwatch/stormwatch/analyzer/analyzertest"
 	"github.com/stormwatch/stormwatch/analyzer/engine"
-	"github.com/stormwatch/stormwatch/analyzer/passes/passtest"
+	"github.com/stormwatch/stormwatch/analyzer/passes/detectortest"
 	"github.com/stormwatch/stormwatch/analyzer/suite"
+	"github.com/stormwatch/stormwatch/analyzer/workload"
 	"github.com/stormwatch/stormwatch/fixtures"
 	"github.com/stormwatch/stormwatch/internal/cputime"
 )
@@ -27,7 +27,7 @@ type captured struct {
 // keeps a copy of them; the analyzer runs offline, which holds every trace's operations as values
 // of their own and never reuses them. The passes can then be replayed to the real detectors as
 // often as a benchmark likes.
-func capture(b *testing.B, feed func(*engine.Analyzer)) *captured {
+func capture(b *testing.B, feed func(*engine.Engine)) *captured {
 	c := &captured{}
 	keepTrace := &analyzer.Detector{Name: "keep-trace", Title: "t", Doc: "keeps every trace pass", Run: func(p *analyzer.Pass) error {
 		kept := *p
@@ -68,7 +68,7 @@ func cloneTrace(t *analyzer.Trace) *analyzer.Trace {
 // passes captured once (no assembly, inference or accounting in the timed loop, so a detector's
 // cost is not the small difference of two large, noisy figures as in BenchmarkDetectors).
 //
-// corpus=workload is 4,000 spans of the synthetic multi-layer traffic (analyzer/analyzertest:
+// corpus=workload is 4,000 spans of the synthetic multi-layer traffic (analyzer/workload:
 // healthy calls, transient retries and retry storms); corpus=amplification-27-reference is the
 // request of the otelcol connector's benchmark; corpus=fixtures is every fixture file, the
 // shapes each detector exists for (hedges, fallbacks, keys, deadlines, breakers). Per-trace
@@ -77,13 +77,13 @@ func cloneTrace(t *analyzer.Trace) *analyzer.Trace {
 func BenchmarkDetectorRun(b *testing.B) {
 	corpora := []struct {
 		name string
-		feed func(b *testing.B, a *engine.Analyzer)
+		feed func(b *testing.B, a *engine.Engine)
 	}{
-		{"workload", func(b *testing.B, a *engine.Analyzer) {
+		{"workload", func(b *testing.B, a *engine.Engine) {
 			// Small enough to stay in the cache, as a trace does in the analyzer, where its
 			// detectors run one after another right after its inference.
 			const n = 4_000
-			w := analyzertest.NewWorkload(1_767_225_600_000_000_000)
+			w := workload.NewWorkload(1_767_225_600_000_000_000)
 			if err := w.Feed(a, n, nil); err != nil {
 				b.Fatal(err)
 			}
@@ -91,11 +91,11 @@ func BenchmarkDetectorRun(b *testing.B) {
 		}},
 		// The request the otelcol connector benchmark sends (docs/performance.md, Connector): two
 		// traces of 92 spans from the reference client, every resilience.* attribute set.
-		{"amplification-27-reference", func(b *testing.B, a *engine.Analyzer) {
-			passtest.Feed(b, a, "amplification-27-reference")
+		{"amplification-27-reference", func(b *testing.B, a *engine.Engine) {
+			detectortest.Feed(b, a, "amplification-27-reference")
 		}},
-		{"fixtures", func(b *testing.B, a *engine.Analyzer) {
-			passtest.Feed(b, a, fixtures.Names()...)
+		{"fixtures", func(b *testing.B, a *engine.Engine) {
+			detectortest.Feed(b, a, fixtures.Names()...)
 		}},
 	}
 	for _, corpus := range corpora {
@@ -103,7 +103,7 @@ func BenchmarkDetectorRun(b *testing.B) {
 		for _, d := range suite.Default() {
 			b.Run(fmt.Sprintf("corpus=%s/detector=%s", corpus.name, d.Name), func(b *testing.B) {
 				if c == nil {
-					c = capture(b, func(a *engine.Analyzer) { corpus.feed(b, a) })
+					c = capture(b, func(a *engine.Engine) { corpus.feed(b, a) })
 				}
 				passes := c.traces
 				unit := "trace"

@@ -6,9 +6,9 @@ import (
 	"testing"
 
 	"github.com/stormwatch/stormwatch/analyzer"
-	"github.com/stormwatch/stormwatch/analyzer/analyzertest"
 	"github.com/stormwatch/stormwatch/analyzer/engine"
 	"github.com/stormwatch/stormwatch/analyzer/suite"
+	"github.com/stormwatch/stormwatch/analyzer/workload"
 	"github.com/stormwatch/stormwatch/internal/cputime"
 )
 
@@ -28,7 +28,7 @@ func BenchmarkDetectors(b *testing.B) {
 			b.ResetTimer()
 			for range b.N {
 				a := engine.New(engine.Config{Detectors: ds, MaxSpans: -1})
-				w := analyzertest.NewWorkload(1_767_225_600_000_000_000)
+				w := workload.NewWorkload(1_767_225_600_000_000_000)
 				if err := w.Feed(a, n, nil); err != nil {
 					b.Fatal(err)
 				}

@@ -13,12 +13,12 @@ import (
 
 	"golang.org/x/tools/go/packages"
 
-	"github.com/stormwatch/stormwatch/analyzer/passes/passtest"
+	"github.com/stormwatch/stormwatch/analyzer/passes/detectortest"
 	"github.com/stormwatch/stormwatch/analyzer/suite"
 )
 
 const (
-	passtestPath = "github.com/stormwatch/stormwatch/analyzer/passes/passtest"
+	detectortestPath = "github.com/stormwatch/stormwatch/analyzer/passes/detectortest"
 	detectorType = "*github.com/stormwatch/stormwatch/analyzer.Detector"
 )
 
@@ -35,11 +35,11 @@ func packageOf(fn any) string {
 
 // tested is what the type checker finds in a package's tests: each package-level
 // *analyzer.Detector variable of the package, and the testdata directories a test passes to
-// passtest.Run with it.
+// detectortest.Run with it.
 type tested struct {
 	dir       string
 	detectors map[string]bool     // the package's *analyzer.Detector variables
-	runs      map[string][]string // variable -> the directories passtest.Run reads for it
+	runs      map[string][]string // variable -> the directories detectortest.Run reads for it
 }
 
 // testsOf type-checks the packages and their tests and returns, by import path, what they test.
@@ -85,7 +85,7 @@ func testsOf(t *testing.T, paths []string) map[string]*tested {
 					return true
 				}
 				fn, ok := p.TypesInfo.Uses[calleeIdent(call.Fun)].(*types.Func)
-				if !ok || fn.Pkg() == nil || fn.Pkg().Path() != passtestPath || fn.Name() != "Run" {
+				if !ok || fn.Pkg() == nil || fn.Pkg().Path() != detectortestPath || fn.Name() != "Run" {
 					return true
 				}
 				v, ok := p.TypesInfo.Uses[calleeIdent(call.Args[1])].(*types.Var)
@@ -112,7 +112,7 @@ func calleeIdent(e ast.Expr) *ast.Ident {
 }
 
 // Every detector of the suite is tested in its own package: a test there passes it to
-// passtest.Run with a testdata directory of cases, and so does one for each other detector
+// detectortest.Run with a testdata directory of cases, and so does one for each other detector
 // that package declares. The package is found from the detector's Run (by reflection), so a
 // detector cannot borrow another's tests.
 func TestEveryDetectorIsTested(t *testing.T) {
@@ -139,10 +139,10 @@ func TestEveryDetectorIsTested(t *testing.T) {
 		for v := range got.detectors {
 			dirs := got.runs[v]
 			if len(dirs) == 0 {
-				t.Errorf("%s: no test in %s calls passtest.Run(t, %s, \"testdata\")", d.Name, path, v)
+				t.Errorf("%s: no test in %s calls detectortest.Run(t, %s, \"testdata\")", d.Name, path, v)
 			}
 			for _, dir := range dirs {
-				if _, err := passtest.Cases(filepath.Join(got.dir, dir)); err != nil {
+				if _, err := detectortest.Cases(filepath.Join(got.dir, dir)); err != nil {
 					t.Errorf("%s: %v", d.Name, err)
 				}
 			}
@@ -158,7 +158,7 @@ func TestTestsOfFindsTheCall(t *testing.T) {
 	}
 	const (
 		external = "github.com/stormwatch/stormwatch/analyzer/passes/nobackoff"
-		internal = passtestPath // its own test runs a stand-in detector it declares: Run(t, retried, "testdata")
+		internal = detectortestPath // its own test runs a stand-in detector it declares: Run(t, retried, "testdata")
 		none     = "github.com/stormwatch/stormwatch/analyzer/passes/internal/audit"
 	)
 	found := testsOf(t, []string{external, internal, none})
@@ -166,7 +166,7 @@ func TestTestsOfFindsTheCall(t *testing.T) {
 		t.Errorf("nobackoff: %+v", got)
 	}
 	if got := found[internal]; !reflect.DeepEqual(got.runs, map[string][]string{"retried": {"testdata"}}) || !got.detectors["retried"] {
-		t.Errorf("passtest: %+v", got)
+		t.Errorf("detectortest: %+v", got)
 	}
 	if got := found[none]; len(got.runs) != 0 || len(got.detectors) != 0 {
 		t.Errorf("audit: %+v", got)

@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/stormwatch/stormwatch/analyzer/engine"
-	"github.com/stormwatch/stormwatch/analyzer/passes/passtest"
+	"github.com/stormwatch/stormwatch/analyzer/passes/detectortest"
 	"github.com/stormwatch/stormwatch/analyzer/policy"
 	"github.com/stormwatch/stormwatch/analyzer/suite"
 	"github.com/stormwatch/stormwatch/analyzer/whatif"
@@ -13,7 +13,7 @@ import (
 
 func predict(t *testing.T, fixture, changes string) map[string]whatif.Row {
 	t.Helper()
-	a := passtest.Load(t, fixture, engine.Config{Detectors: suite.Default()})
+	a := detectortest.Load(t, fixture, engine.Config{Detectors: suite.Default()})
 	cs, err := policy.ParseChanges(changes)
 	if err != nil {
 		t.Fatal(err)

@@ -179,7 +179,7 @@ func runAnalyze(ctx context.Context, io streams, o analyzeOptions, files []strin
 // many spans are stamped more than a day ahead of this machine's clock. A
 // file that cannot be read at all, that is not a trace file, with no readable record, or with no
 // span (unless allowEmpty) is an error.
-func readInto(ctx context.Context, a *engine.Analyzer, file string, io streams, o analyzeOptions, prog *progress) (notes []string, err error) {
+func readInto(ctx context.Context, a *engine.Engine, file string, io streams, o analyzeOptions, prog *progress) (notes []string, err error) {
 	strict, settle := o.strict, o.settle > 0
 	r, err := tracefile.Open(file, tracefile.ReadOptions{
 		MaxRecordBytes: o.maxRecord,

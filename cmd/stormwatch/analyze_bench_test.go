@@ -18,7 +18,7 @@ import (
 
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
-	"github.com/stormwatch/stormwatch/analyzer/analyzertest"
+	"github.com/stormwatch/stormwatch/analyzer/workload"
 	"github.com/stormwatch/stormwatch/spans"
 )
 
@@ -31,7 +31,7 @@ func writeWorkload(tb testing.TB, path string, n int) {
 		tb.Fatal(err)
 	}
 	bw := bufio.NewWriterSize(f, 1<<20)
-	w := analyzertest.NewWorkload(time.Date(2026, 1, 15, 10, 0, 0, 0, time.UTC).UnixNano())
+	w := workload.NewWorkload(time.Date(2026, 1, 15, 10, 0, 0, 0, time.UTC).UnixNano())
 	var line []byte
 	for done := 0; done < n; {
 		b := &spans.Batch{}
@@ -95,7 +95,7 @@ func TestPdataHelperProcess(t *testing.T) {
 }
 
 // TestWriteRealisticTraffic is not a test: with STORMWATCH_REALISTIC_SPANS=N and
-// STORMWATCH_REALISTIC_OUT=FILE it writes N spans of analyzertest.RealisticTraffic to FILE, for
+// STORMWATCH_REALISTIC_OUT=FILE it writes N spans of workload.RealisticTraffic to FILE, for
 // `stormwatch analyze` or a profiler by hand, as BenchmarkAnalyzeAgainstPdata feeds them. FILE may
 // be a named pipe, so that 10M spans need no disk (the test's own output goes to standard output,
 // which is why the stream does not):
@@ -116,7 +116,7 @@ func TestWriteRealisticTraffic(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := analyzertest.NewRealisticTraffic(f).WriteSpans(n); err != nil {
+	if err := workload.NewRealisticTraffic(f).WriteSpans(n); err != nil {
 		t.Fatal(err)
 	}
 	if err := f.Close(); err != nil {
@@ -153,7 +153,7 @@ type armRun struct {
 var inputSpans = regexp.MustCompile(`"spans": (\d+)`)
 
 // runArm starts the test binary as helper (env added), writes n spans of
-// analyzertest.RealisticTraffic into its standard input through a pipe, and waits for it. The
+// workload.RealisticTraffic into its standard input through a pipe, and waits for it. The
 // helper must report having read every span written.
 func runArm(b *testing.B, env []string, n int64) armRun {
 	cmd := exec.Command(os.Args[0], "-test.run=^(TestAnalyzeHelperProcess|TestPdataHelperProcess)$")
@@ -170,7 +170,7 @@ func runArm(b *testing.B, env []string, n int64) armRun {
 	if err := cmd.Start(); err != nil {
 		b.Fatal(err)
 	}
-	g := analyzertest.NewRealisticTraffic(stdin)
+	g := workload.NewRealisticTraffic(stdin)
 	werr := g.WriteSpans(n)
 	stdin.Close()
 	err = cmd.Wait()
@@ -225,7 +225,7 @@ func median(v []float64) float64 {
 // BenchmarkAnalyzeAgainstPdata is `stormwatch analyze -` end to end - reading and decoding OTLP/JSON
 // lines, assembly, inference, every detector, the JSON report - side by side with pdata's JSON
 // unmarshal of the same bytes (TestPdataHelperProcess), each in a process of its own reading a pipe
-// that this process fills with analyzertest.RealisticTraffic (about 815 bytes a span, as a
+// that this process fills with workload.RealisticTraffic (about 815 bytes a span, as a
 // Collector records real HTTP and gRPC instrumentation). The stream is never on disk, so 10M spans (8 GB) fit, and
 // every size is read the same way; the generator's CPU is this process's and counted in neither
 // arm (gen-CPU-ns/span says what it was). analyze runs with the defaults a user gets: --settle

@@ -13,7 +13,7 @@ import (
 // readJaeger feeds the analyzer the traces of --service over the last --since that the Jaeger at
 // --jaeger has, and returns the notes for the report and the Jaeger UI's trace page as a
 // Report.TraceURL.
-func readJaeger(ctx context.Context, a *engine.Analyzer, o analyzeOptions) (notes []string, traceURL string, err error) {
+func readJaeger(ctx context.Context, a *engine.Engine, o analyzeOptions) (notes []string, traceURL string, err error) {
 	if o.since <= 0 {
 		return nil, "", fmt.Errorf("--since %s: must be positive", o.since)
 	}

@@ -412,7 +412,7 @@ func (w window) bounds(start time.Time) (from, to time.Time) {
 // readWindow feeds the analyzer the traces of file that start inside win. A trace is kept or
 // left whole, by its earliest span, so no trace is cut in two at an edge: the first pass finds
 // each trace's start (and the recording's), the second feeds the kept traces as analyze would.
-func readWindow(ctx context.Context, a *engine.Analyzer, file string, io streams, o analyzeOptions, win window) (time.Time, time.Time, error) {
+func readWindow(ctx context.Context, a *engine.Engine, file string, io streams, o analyzeOptions, win window) (time.Time, time.Time, error) {
 	starts := map[spans.TraceID]int64{}
 	first := int64(0)
 	err := eachRecord(file, io, o, func(rec *tracefile.Record) error {

@@ -24,8 +24,8 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/stormwatch/stormwatch/analyzer/analyzertest"
 	swmetrics "github.com/stormwatch/stormwatch/analyzer/metrics"
+	"github.com/stormwatch/stormwatch/analyzer/workload"
 	"github.com/stormwatch/stormwatch/spans"
 	"github.com/stormwatch/stormwatch/tracefile/replay"
 )
@@ -197,10 +197,10 @@ const (
 	prefillRound = 1 << 36
 )
 
-// benchRequests is analyzertest.CollectorRequests stamped now: the collector takes them as
+// benchRequests is workload.CollectorRequests stamped now: the collector takes them as
 // recent spans.
 func benchRequests(n int, first uint64) ([][]byte, float64) {
-	return analyzertest.CollectorRequests(n, first, uint64(time.Now().UnixNano()))
+	return workload.CollectorRequests(n, first, uint64(time.Now().UnixNano()))
 }
 
 func freePort(b testing.TB) string {

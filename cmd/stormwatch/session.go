@@ -50,7 +50,7 @@ const reportPath = "/api/v1/report"
 // one without stopping ingestion, and the ticker that settles traces.
 type session struct {
 	cfg engine.Config
-	cur atomic.Pointer[engine.Analyzer]
+	cur atomic.Pointer[engine.Engine]
 	log *slog.Logger
 }
 

@@ -29,7 +29,7 @@ func whatIfChanges(flag string, p *policy.Policy) ([]policy.Change, error) {
 
 // writeAnalysis renders the report and, when changes are asked for, the recorded vs predicted
 // physical calls per dependency under them (analyzer/whatif).
-func writeAnalysis(w io.Writer, f render.Format, rep *analyzer.Report, a *engine.Analyzer, changes []policy.Change) error {
+func writeAnalysis(w io.Writer, f render.Format, rep *analyzer.Report, a *engine.Engine, changes []policy.Change) error {
 	if len(changes) == 0 {
 		return render.Write(w, f, rep)
 	}

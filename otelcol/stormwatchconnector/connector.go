@@ -25,7 +25,7 @@ type shared struct {
 	cfg    *Config
 	logger *zap.Logger
 	conv   *converter
-	an     *engine.Analyzer
+	an     *engine.Engine
 	emit   *emitter
 	// now is the clock and newTicker its ticks; tests replace both to step time by hand.
 	now       func() time.Time

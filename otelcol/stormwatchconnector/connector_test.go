@@ -21,7 +21,7 @@ import (
 
 	"github.com/stormwatch/stormwatch/analyzer"
 	"github.com/stormwatch/stormwatch/analyzer/engine"
-	"github.com/stormwatch/stormwatch/analyzer/passes/passtest"
+	"github.com/stormwatch/stormwatch/analyzer/passes/detectortest"
 	"github.com/stormwatch/stormwatch/analyzer/policy"
 	"github.com/stormwatch/stormwatch/analyzer/suite"
 )
@@ -138,7 +138,7 @@ func offlineReport(t testing.TB, names ...string) analyzer.Report {
 	cfg := engine.Config{Detectors: suite.Default()}
 	policy.Configure(&cfg.Detectors, &cfg.Settings, nil, policy.Offline)
 	a := engine.New(cfg)
-	passtest.Feed(t, a, names...)
+	detectortest.Feed(t, a, names...)
 	return a.Report()
 }
 

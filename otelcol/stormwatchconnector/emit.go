@@ -66,7 +66,7 @@ const (
 // dependency's running totals (cumulative temporality, so a lost export costs nothing but
 // latency) and a log record for each finding not sent before.
 type emitter struct {
-	an       *engine.Analyzer
+	an       *engine.Engine
 	resource pcommon.Resource
 	version  string
 	start    pcommon.Timestamp
@@ -84,7 +84,7 @@ func content(f *analyzer.Finding) string {
 	return f.Severity.String() + "\x00" + f.Summary + "\x00" + strings.Join(f.SpanIDs, ",")
 }
 
-func newEmitter(set connector.Settings, an *engine.Analyzer, detectors []*analyzer.Detector, start time.Time) *emitter {
+func newEmitter(set connector.Settings, an *engine.Engine, detectors []*analyzer.Detector, start time.Time) *emitter {
 	// The collector's own resource (service.name, service.instance.id) identifies the backend
 	// that computed the figures, so series from several backends do not collide when they are
 	// pushed to one metrics backend.

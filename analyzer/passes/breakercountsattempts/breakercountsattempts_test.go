@@ -5,10 +5,10 @@ import (
 
 	"github.com/stormwatch/stormwatch/analyzer"
 	"github.com/stormwatch/stormwatch/analyzer/passes/breakercountsattempts"
-	"github.com/stormwatch/stormwatch/analyzer/passes/passtest"
+	"github.com/stormwatch/stormwatch/analyzer/passes/detectortest"
 )
 
-func TestTestdata(t *testing.T) { passtest.Run(t, breakercountsattempts.Detector, "testdata") }
+func TestTestdata(t *testing.T) { detectortest.Run(t, breakercountsattempts.Detector, "testdata") }
 
 // The logical-call experiment of docs/principles.md#breakers replayed: ten calls to a service that
 // fails twice, then answers. Counting attempts, the breaker opened on the fifth failed attempt with
@@ -16,7 +16,7 @@ func TestTestdata(t *testing.T) { passtest.Run(t, breakercountsattempts.Detector
 // nothing to report.
 func TestAttemptCountingBreakerTable(t *testing.T) {
 	for _, shape := range []string{"stock", "reference"} {
-		got := passtest.Of(passtest.Analyze(t, "breaker-counts-attempts-"+shape, "", ""), "breaker-counts-attempts")
+		got := detectortest.Of(detectortest.Analyze(t, "breaker-counts-attempts-"+shape, "", ""), "breaker-counts-attempts")
 		if len(got) != 1 {
 			t.Fatalf("%s: %d findings, want 1", shape, len(got))
 		}
@@ -28,8 +28,8 @@ func TestAttemptCountingBreakerTable(t *testing.T) {
 				t.Errorf("%s: %s = %v, want %d", shape, k, ev[k], v)
 			}
 		}
-		rep := passtest.Analyze(t, "breaker-counts-attempts-healthy-"+shape, "", "")
-		if got := passtest.Of(rep, "breaker-counts-attempts"); len(got) != 0 {
+		rep := detectortest.Analyze(t, "breaker-counts-attempts-healthy-"+shape, "", "")
+		if got := detectortest.Of(rep, "breaker-counts-attempts"); len(got) != 0 {
 			t.Errorf("%s: logical-call breaker reported %v", shape, got)
 		}
 		if rep.Input.Operations < 10 {

@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	"github.com/stormwatch/stormwatch/analyzer/passes/breakerwrongkey"
-	"github.com/stormwatch/stormwatch/analyzer/passes/passtest"
+	"github.com/stormwatch/stormwatch/analyzer/passes/detectortest"
 )
 
-func TestTestdata(t *testing.T) { passtest.Run(t, breakerwrongkey.Detector, "testdata") }
+func TestTestdata(t *testing.T) { detectortest.Run(t, breakerwrongkey.Detector, "testdata") }

@@ -7,11 +7,11 @@ import (
 	"github.com/stormwatch/stormwatch/analyzer"
 	"github.com/stormwatch/stormwatch/analyzer/engine"
 	"github.com/stormwatch/stormwatch/analyzer/passes/deadlinenotpropagated"
-	"github.com/stormwatch/stormwatch/analyzer/passes/passtest"
+	"github.com/stormwatch/stormwatch/analyzer/passes/detectortest"
 	"github.com/stormwatch/stormwatch/spans"
 )
 
-func TestTestdata(t *testing.T) { passtest.Run(t, deadlinenotpropagated.Detector, "testdata") }
+func TestTestdata(t *testing.T) { detectortest.Run(t, deadlinenotpropagated.Detector, "testdata") }
 
 // edge's operation has a deadline; api, called inside it, runs its own operation (reference
 // attributes) with no deadline at all: the deadline stopped at api. With the deadline passed

@@ -3,8 +3,8 @@ package hedgenotcancelled_test
 import (
 	"testing"
 
+	"github.com/stormwatch/stormwatch/analyzer/passes/detectortest"
 	"github.com/stormwatch/stormwatch/analyzer/passes/hedgenotcancelled"
-	"github.com/stormwatch/stormwatch/analyzer/passes/passtest"
 )
 
-func TestTestdata(t *testing.T) { passtest.Run(t, hedgenotcancelled.Detector, "testdata") }
+func TestTestdata(t *testing.T) { detectortest.Run(t, hedgenotcancelled.Detector, "testdata") }

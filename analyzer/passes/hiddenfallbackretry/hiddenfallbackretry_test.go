@@ -3,8 +3,8 @@ package hiddenfallbackretry_test
 import (
 	"testing"
 
+	"github.com/stormwatch/stormwatch/analyzer/passes/detectortest"
 	"github.com/stormwatch/stormwatch/analyzer/passes/hiddenfallbackretry"
-	"github.com/stormwatch/stormwatch/analyzer/passes/passtest"
 )
 
-func TestTestdata(t *testing.T) { passtest.Run(t, hiddenfallbackretry.Detector, "testdata") }
+func TestTestdata(t *testing.T) { detectortest.Run(t, hiddenfallbackretry.Detector, "testdata") }

@@ -3,8 +3,8 @@ package idempotencykeychanged_test
 import (
 	"testing"
 
+	"github.com/stormwatch/stormwatch/analyzer/passes/detectortest"
 	"github.com/stormwatch/stormwatch/analyzer/passes/idempotencykeychanged"
-	"github.com/stormwatch/stormwatch/analyzer/passes/passtest"
 )
 
-func TestTestdata(t *testing.T) { passtest.Run(t, idempotencykeychanged.Detector, "testdata") }
+func TestTestdata(t *testing.T) { detectortest.Run(t, idempotencykeychanged.Detector, "testdata") }

@@ -3,8 +3,8 @@ package nobackoff_test
 import (
 	"testing"
 
+	"github.com/stormwatch/stormwatch/analyzer/passes/detectortest"
 	"github.com/stormwatch/stormwatch/analyzer/passes/nobackoff"
-	"github.com/stormwatch/stormwatch/analyzer/passes/passtest"
 )
 
-func TestTestdata(t *testing.T) { passtest.Run(t, nobackoff.Detector, "testdata") }
+func TestTestdata(t *testing.T) { detectortest.Run(t, nobackoff.Detector, "testdata") }

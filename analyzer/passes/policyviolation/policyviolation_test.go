@@ -4,11 +4,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/stormwatch/stormwatch/analyzer/passes/passtest"
+	"github.com/stormwatch/stormwatch/analyzer/passes/detectortest"
 	"github.com/stormwatch/stormwatch/analyzer/passes/policyviolation"
 )
 
-func TestTestdata(t *testing.T) { passtest.Run(t, policyviolation.Detector, "testdata") }
+func TestTestdata(t *testing.T) { detectortest.Run(t, policyviolation.Detector, "testdata") }
 
 // The 27-call trace under a policy that makes edge the only owner of retries: api and adapter
 // broke the owner rule, and each finding names the rule, the line and the spans.
@@ -24,8 +24,8 @@ func TestOwnerRuleNamesRuleLineAndSpans(t *testing.T) {
     owner: edge
 `
 	for _, shape := range []string{"stock", "reference"} {
-		rep := passtest.Analyze(t, "amplification-27-"+shape, "team.yaml", pol)
-		got := passtest.Of(rep, "policy-violation")
+		rep := detectortest.Analyze(t, "amplification-27-"+shape, "team.yaml", pol)
+		got := detectortest.Of(rep, "policy-violation")
 		byOwner := map[string]int{}
 		for _, f := range got {
 			if f.Evidence["rule"].String() != "owner" {

@@ -4,14 +4,14 @@ import (
 	"testing"
 
 	"github.com/stormwatch/stormwatch/analyzer"
-	"github.com/stormwatch/stormwatch/analyzer/analyzertest"
 	"github.com/stormwatch/stormwatch/analyzer/engine"
-	"github.com/stormwatch/stormwatch/analyzer/passes/passtest"
+	"github.com/stormwatch/stormwatch/analyzer/passes/detectortest"
 	"github.com/stormwatch/stormwatch/analyzer/passes/retryamplification"
+	"github.com/stormwatch/stormwatch/analyzer/workload"
 	"github.com/stormwatch/stormwatch/fixtures"
 )
 
-func TestTestdata(t *testing.T) { passtest.Run(t, retryamplification.Detector, "testdata") }
+func TestTestdata(t *testing.T) { detectortest.Run(t, retryamplification.Detector, "testdata") }
 
 // The first look may only skip traces the full count would not report: over every fixture and
 // the synthetic workload, whenever some chain has at least `need` retrying layers, MayFire says
@@ -36,10 +36,10 @@ func TestMayFireNeverSkipsAFinding(t *testing.T) {
 	}}
 	cfg := engine.Config{Detectors: []*analyzer.Detector{keep}, MaxSpans: -1}
 	for _, n := range fixtures.Names() {
-		passtest.Feed(t, engine.New(cfg), n)
+		detectortest.Feed(t, engine.New(cfg), n)
 	}
 	a := engine.New(cfg)
-	w := analyzertest.NewWorkload(1_767_225_600_000_000_000)
+	w := workload.NewWorkload(1_767_225_600_000_000_000)
 	if err := w.Feed(a, 20_000, nil); err != nil {
 		t.Fatal(err)
 	}

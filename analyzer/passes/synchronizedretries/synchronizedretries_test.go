@@ -6,12 +6,12 @@ import (
 	"time"
 
 	"github.com/stormwatch/stormwatch/analyzer"
-	"github.com/stormwatch/stormwatch/analyzer/passes/passtest"
+	"github.com/stormwatch/stormwatch/analyzer/passes/detectortest"
 	"github.com/stormwatch/stormwatch/analyzer/passes/synchronizedretries"
 	"github.com/stormwatch/stormwatch/spans"
 )
 
-func TestTestdata(t *testing.T) { passtest.Run(t, synchronizedretries.Detector, "testdata") }
+func TestTestdata(t *testing.T) { detectortest.Run(t, synchronizedretries.Detector, "testdata") }
 
 // herd makes n operations that all failed at t0 and retried twice, the pause before retry k
 // drawn by pause(k); each operation in its own trace, as independent clients are.

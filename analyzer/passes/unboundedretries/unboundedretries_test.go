@@ -6,12 +6,12 @@ import (
 
 	"github.com/stormwatch/stormwatch/analyzer"
 	"github.com/stormwatch/stormwatch/analyzer/engine"
-	"github.com/stormwatch/stormwatch/analyzer/passes/passtest"
+	"github.com/stormwatch/stormwatch/analyzer/passes/detectortest"
 	"github.com/stormwatch/stormwatch/analyzer/passes/unboundedretries"
 	"github.com/stormwatch/stormwatch/spans"
 )
 
-func TestTestdata(t *testing.T) { passtest.Run(t, unboundedretries.Detector, "testdata") }
+func TestTestdata(t *testing.T) { detectortest.Run(t, unboundedretries.Detector, "testdata") }
 
 // A reference-client loop that failed twice and says nothing about why it stopped is reported
 // (info); the same loop with resilience.stop_reason is not.

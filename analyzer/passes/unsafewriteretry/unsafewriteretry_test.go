@@ -3,8 +3,8 @@ package unsafewriteretry_test
 import (
 	"testing"
 
-	"github.com/stormwatch/stormwatch/analyzer/passes/passtest"
+	"github.com/stormwatch/stormwatch/analyzer/passes/detectortest"
 	"github.com/stormwatch/stormwatch/analyzer/passes/unsafewriteretry"
 )
 
-func TestTestdata(t *testing.T) { passtest.Run(t, unsafewriteretry.Detector, "testdata") }
+func TestTestdata(t *testing.T) { detectortest.Run(t, unsafewriteretry.Detector, "testdata") }

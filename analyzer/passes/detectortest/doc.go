@@ -1,4 +1,4 @@
-// Package passtest is the test harness of the detectors, in the manner of
+// Package detectortest is the test harness of the detectors, in the manner of
 // golang.org/x/tools/go/analysis/analysistest: [Run] analyzes each trace in a detector's
 // testdata/ with that detector alone and compares its findings with the expectations written
 // in it, under the policy beside it when there is one (NAME.policy.yaml). A mismatch fails with a
@@ -62,10 +62,10 @@
 // A trace recorded from a real library stays as it was recorded: NAME.jsonl (OTLP/JSON lines, as
 // the OpenTelemetry Collector's file exporter writes them), its expectations in NAME.want beside
 // it, one line per finding, which [Run] does not tie to spans. [Convert] (`go test
-// ./analyzer/passes/NAME -passtest.convert='GLOB'`) rewrites such a case as a .trace once the
+// ./analyzer/passes/NAME -detectortest.convert='GLOB'`) rewrites such a case as a .trace once the
 // detector reports the same findings on both; use it for a case made by a generator, never for
 // a recording.
 //
 // It also reads the recorded fixtures (fixtures/) through the whole suite, as `stormwatch
 // analyze` does, for tests about how detectors and policies work together ([Analyze], [Load]).
-package passtest
+package detectortest

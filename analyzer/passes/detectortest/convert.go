@@ -1,4 +1,4 @@
-package passtest
+package detectortest
 
 import (
 	"encoding/json"
@@ -16,7 +16,7 @@ import (
 	"github.com/stormwatch/stormwatch/spans"
 )
 
-var convert = flag.String("passtest.convert", "", "rewrite the OTLP cases (NAME.jsonl + NAME.want) whose names match this glob as NAME.trace, "+
+var convert = flag.String("detectortest.convert", "", "rewrite the OTLP cases (NAME.jsonl + NAME.want) whose names match this glob as NAME.trace, "+
 	"once the detector reports exactly the same on both")
 
 // Convert rewrites each OTLP case of dir whose name matches pattern (a filepath.Match glob) as a
@@ -24,7 +24,7 @@ var convert = flag.String("passtest.convert", "", "rewrite the OTLP cases (NAME.
 // about and its comments on top, then removes the .jsonl and .want. It first runs d over both, as
 // Run does, and converts a case only when the case passes and d's findings on the two are the
 // same in every field (span and trace ids read through the rewrite); otherwise it leaves the case
-// as it was and says why. `go test ./analyzer/passes/NAME -passtest.convert='*'` runs it from Run.
+// as it was and says why. `go test ./analyzer/passes/NAME -detectortest.convert='*'` runs it from Run.
 //
 // A trace recorded from a real library stays OTLP: convert hand-made cases only.
 func Convert(d *analyzer.Detector, dir, pattern string) (converted []string, err error) {

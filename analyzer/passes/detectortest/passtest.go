@@ -1,4 +1,4 @@
-package passtest
+package detectortest
 
 import (
 	"bytes"
@@ -33,7 +33,7 @@ func Analyze(t testing.TB, name, policyFile, policyYAML string) analyzer.Report 
 
 // Load reads the fixture `name` into a new analyzer with cfg, flushed, for tests that need more
 // than the report (the operations of a snapshot).
-func Load(t testing.TB, name string, cfg engine.Config) *engine.Analyzer {
+func Load(t testing.TB, name string, cfg engine.Config) *engine.Engine {
 	t.Helper()
 	a := engine.New(cfg)
 	Feed(t, a, name)
@@ -42,7 +42,7 @@ func Load(t testing.TB, name string, cfg engine.Config) *engine.Analyzer {
 
 // Feed reads the named fixtures into a, as `stormwatch analyze` reads files (a malformed record
 // fails the test), then flushes it.
-func Feed(t testing.TB, a *engine.Analyzer, names ...string) {
+func Feed(t testing.TB, a *engine.Engine, names ...string) {
 	t.Helper()
 	for _, name := range names {
 		for _, b := range Batches(t, name) {

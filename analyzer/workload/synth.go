@@ -1,4 +1,4 @@
-package analyzertest
+package workload
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package passtest
+package detectortest
 
 import (
 	"bytes"

@@ -1,4 +1,4 @@
-// Package analyzertest holds helpers for tests and benchmarks of the analyzer and its callers: a
+// Package workload holds helpers for tests and benchmarks of the analyzer and its callers: a
 // synthetic workload of realistic multi-layer traces (Workload), generated cheaply enough to
 // measure the analyzer at a million spans without holding a second copy of them; traces shaped
 // like the end-to-end benchmark's payload (PayloadTrace: ten attributes a span, an id in every
@@ -8,4 +8,4 @@
 // measured on; and the end-to-end ingest benchmark's requests themselves (CollectorRequests: OTLP
 // protobuf, 100 HTTP client attempt spans each), for measuring the live analyzer in process on
 // what `collect` is measured on.
-package analyzertest
+package workload

@@ -1,4 +1,4 @@
-package passtest
+package detectortest
 
 import (
 	"crypto/sha256"
