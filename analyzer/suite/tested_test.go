@@ -19,7 +19,7 @@ import (
 
 const (
 	detectortestPath = "github.com/stormwatch/stormwatch/analyzer/passes/detectortest"
-	detectorType = "*github.com/stormwatch/stormwatch/analyzer.Detector"
+	detectorType     = "*github.com/stormwatch/stormwatch/analyzer.Detector"
 )
 
 // packageOf is the import path of the package that defines fn.
