@@ -233,6 +233,16 @@ func (t *trace) untracedHop(i int32, srvs []int32, direct bool, seed maphash.See
 	op.Terminal, op.StopReason = "", ""
 	key := hashStrings(seed, "untraced", c.service, c.target)
 	op.SetIntentKey(intentKey(seed, parent, key, sc.nextOccurrence(i, key)))
+	t.addCalleeAttempts(op, callees, func(_, _ *spans.Span) bool { return sameClock }, true, sc)
+	t.issues.untraced += len(callees)
+}
+
+// addCalleeAttempts appends op to the trace's operations with one attempt per call of callees, in
+// order, each the call a callee-side span stands for (an untraced hop's SERVER spans, a broker's
+// deliveries), and ends it as its last attempt did. The pause before an attempt is read from the
+// previous attempts' end only when oneClock says both spans are on one clock (-1 otherwise); with
+// hedges, an attempt that starts before the previous ones ended is a hedge, not a retry.
+func (t *trace) addCalleeAttempts(op *analyzer.Operation, callees []int32, oneClock func(prev, cur *spans.Span) bool, hedges bool, sc *scratch) {
 	opIdx := int32(len(t.Index().Ops))
 	t.Index().Ops = append(t.Index().Ops, op)
 	sc.opStart = append(sc.opStart, int32(len(sc.opCalls)))
@@ -247,26 +257,24 @@ func (t *trace) untracedHop(i int32, srvs []int32, direct bool, seed maphash.See
 		a.SetRecordedNumber(-1)
 		if n > 0 {
 			a.Kind = analyzer.KindRetry
-			a.BackoffNanos = -1 // unknown: the callees' clocks may differ
-			if sameClock {
-				if s.StartUnixNano < prevEnd-overlapTolerance {
+			a.BackoffNanos = -1 // unknown: the two spans' clocks may differ
+			if oneClock(&t.Spans[t.calls[callees[n-1]].idx], s) {
+				if hedges && s.StartUnixNano < prevEnd-overlapTolerance {
 					a.Kind = analyzer.KindHedge
 				}
 				a.BackoffNanos = max(0, s.StartUnixNano-prevEnd)
 			}
 		}
 		prevEnd = max(prevEnd, a.EndUnixNano)
-		callStart, originStart := len(b.calls), len(b.origins)
 		b.calls = append(b.calls, s.SpanID)
 		b.origins = append(b.origins, cc.origin)
-		a.Calls = b.calls[callStart:len(b.calls):len(b.calls)]
-		a.Origins = b.origins[originStart:len(b.origins):len(b.origins)]
+		a.Calls = b.calls[len(b.calls)-1 : len(b.calls) : len(b.calls)]
+		a.Origins = b.origins[len(b.origins)-1 : len(b.origins) : len(b.origins)]
 		b.att = append(b.att, a)
 		sc.opCalls = append(sc.opCalls, k)
 		cc.op = opIdx
 		op.StartUnixNano = min(op.StartUnixNano, a.StartUnixNano)
 		op.EndUnixNano = max(op.EndUnixNano, a.EndUnixNano)
-		t.issues.untraced++
 	}
 	op.Attempts = b.att[attStart:len(b.att):len(b.att)]
 	if op.Attempts[len(op.Attempts)-1].Outcome == analyzer.OutcomeOK {

@@ -228,45 +228,10 @@ func (t *trace) brokerLayer(p int32, msg spans.SpanID, dels []int32, seed maphas
 		key = hashStrings(seed, "deliver "+msg.String(), c.service, origin)
 	}
 	op.SetIntentKey(intentKey(seed, parent, key, sc.nextOccurrence(scope, key)))
-	opIdx := int32(len(t.Index().Ops))
-	t.Index().Ops = append(t.Index().Ops, op)
-	sc.opStart = append(sc.opStart, int32(len(sc.opCalls)))
-	b := &sc.bufs
-	attStart := len(b.att)
-	var prevEnd int64
-	for n, k := range callees {
-		cc := &t.calls[k]
-		s := &t.Spans[cc.idx]
-		a := analyzer.Attempt{Number: n + 1, Kind: analyzer.KindInitial, SpanID: s.SpanID, StartUnixNano: s.StartUnixNano,
-			EndUnixNano: t.End(int(cc.idx)), Outcome: cc.outcome, Status: cc.status}
-		a.SetRecordedNumber(-1)
-		if n > 0 {
-			a.Kind = analyzer.KindRetry
-			// The pause is the broker's: from the end of the delivery that was refused (its
-			// nack, or the handler's failure) to the next delivery, read on the consumer's
-			// clock - one clock only when both deliveries reached one instance.
-			a.BackoffNanos = -1
-			if prev := &t.Spans[t.calls[callees[n-1]].idx]; prev.Instance() == s.Instance() {
-				a.BackoffNanos = max(0, s.StartUnixNano-prevEnd)
-			}
-		}
-		prevEnd = a.EndUnixNano
-		b.calls = append(b.calls, s.SpanID)
-		b.origins = append(b.origins, cc.origin)
-		a.Calls = b.calls[len(b.calls)-1 : len(b.calls) : len(b.calls)]
-		a.Origins = b.origins[len(b.origins)-1 : len(b.origins) : len(b.origins)]
-		b.att = append(b.att, a)
-		sc.opCalls = append(sc.opCalls, k)
-		cc.op = opIdx
-		op.StartUnixNano = min(op.StartUnixNano, a.StartUnixNano)
-		op.EndUnixNano = max(op.EndUnixNano, a.EndUnixNano)
-	}
-	op.Attempts = b.att[attStart:len(b.att):len(b.att)]
-	if op.Attempts[len(op.Attempts)-1].Outcome == analyzer.OutcomeOK {
-		op.Terminal, op.StopReason = "complete", "succeeded"
-	} else {
-		op.Terminal = "fail-fast"
-	}
+	// The pause is the broker's: from the end of the delivery that was refused (its nack, or the
+	// handler's failure) to the next delivery, read on the consumer's clock - one clock only when
+	// both deliveries reached one instance.
+	t.addCalleeAttempts(op, callees, func(prev, cur *spans.Span) bool { return prev.Instance() == cur.Instance() }, false, sc)
 	if len(dels) > 1 {
 		t.issues.redelivered++
 	}
