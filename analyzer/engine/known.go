@@ -393,3 +393,10 @@ func (k *known) carried() uint8 {
 	}
 	return bits
 }
+
+func intAttr(s *spans.Span, key string) int64 {
+	if n, ok := s.Int(key); ok {
+		return n
+	}
+	return -1
+}
