@@ -2,6 +2,9 @@ package engine
 
 import "github.com/stormwatch/stormwatch/spans"
 
+// A span's attributes as inference reads them: indexed once per span by a number per attribute
+// inference asks about, instead of a scan of the span's attributes per question.
+
 // wk numbers the span attributes inference reads. A span's attributes are read once, into a
 // [known], and inference then finds each by its number, where looking them up by key would scan
 // the span's attributes many times over per CLIENT span (origin, target, outcome, attempt hints,

@@ -10,6 +10,9 @@ import (
 	"github.com/stormwatch/stormwatch/spans"
 )
 
+// What the Engine hands out to readers that are not the report: the Snapshot (the TUI, /metrics),
+// the store's figures (StoreStats), the sparklines' history, and the trace views a snapshot looks up.
+
 // Snapshot is an immutable view of the analyzer at one moment. The TUI and /metrics read snapshots
 // while ingestion goes on; nothing in a snapshot changes after it is taken, and taking one never
 // waits for ingestion to finish a trace.

@@ -10,6 +10,11 @@ import (
 	"github.com/stormwatch/stormwatch/spans"
 )
 
+// The engine's trace: the framework's analyzer.Trace plus what only the engine reads, and
+// buildTrace, which sorts a trace's spans, deduplicates them and builds the index every later step
+// and every detector reads (children, roots, pre-order, depth), noting the data's faults (orphans,
+// cycles, bad times) on the way.
+
 // trace is a Trace as the engine builds and infers it: the framework's Trace, which the
 // detectors read, and what only the engine reads. calls has one entry per call (a CLIENT span, or
 // a call inferred from the callee's SERVER spans) while the trace is analyzed: the analysis's

@@ -10,6 +10,9 @@ import (
 	"github.com/stormwatch/stormwatch/spans"
 )
 
+// The windowed detectors' window (ScopeWindow): the recent operations of every analyzed trace,
+// fed as analyses are published and bounded, and the Engine's runs of those detectors over it.
+
 // windowOpsPerSpan is the default bound on the window's operations per span of MaxSpans (see
 // Config.MaxWindowOps): a full store of typical traces holds about one operation per three or
 // four spans, so the window may hold as many operations as a full store does, and the memory the
