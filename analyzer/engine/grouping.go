@@ -30,6 +30,53 @@ const overlapTolerance = int64(1e6)
 // redirect or 401 is a resend, not a retry. parent is the operation the calls run inside, nil for
 // none.
 func (t *trace) groupCalls(caller int, calls []int32, parent *analyzer.Operation, seed maphash.Seed, skew int64, sc *scratch) {
+	ks := t.keyCalls(calls, parent, seed, sc)
+	var callerKnown *known
+	if caller >= 0 {
+		callerKnown = &sc.known[caller]
+	}
+	first := len(t.Index().Ops)
+	scope := t.occurrenceScope(caller, sc)
+	g := grouping{b: &sc.bufs}
+	g.attStart, g.callStart, g.originStart = len(g.b.att), len(g.b.calls), len(g.b.origins)
+	for _, run := range t.groupsInOrder(ks, sc) {
+		g.op, g.opIdx, g.cur, g.curEnd, g.curAnswer = nil, -1, nil, 0, 0
+		for _, kc := range ks[run.lo:run.hi] {
+			i := kc.idx
+			c := &t.calls[t.Index().Call[i]]
+			s := &t.Spans[i]
+			start, end := s.StartUnixNano, max(s.StartUnixNano, s.EndUnixNano)
+			newAttempt, newOp := g.next(c, start)
+			if newOp {
+				g.closeOp()
+				op := t.newOperation(callerKnown, c, parent, sc)
+				occurrence := sc.nextOccurrence(scope, kc.intent)
+				op.SetIntentKey(intentKey(seed, parent, kc.intent, occurrence))
+				g.op, g.opIdx = op, int32(len(t.Index().Ops))
+				t.Index().Ops = append(t.Index().Ops, op)
+				sc.opStart = append(sc.opStart, int32(len(sc.opCalls)))
+				g.cur = nil
+				newAttempt = true
+			}
+			if newAttempt {
+				g.openAttempt(c, s, start, end)
+			} else if c.outcome == analyzer.OutcomeOK && g.cur.Outcome != analyzer.OutcomeOK {
+				// Of several copies, the attempt's outcome is the best one.
+				g.cur.Outcome, g.cur.Status = c.outcome, c.status
+			}
+			g.addCall(c, s, start, end)
+			sc.opCalls = append(sc.opCalls, t.Index().Call[i])
+			c.op = g.opIdx
+		}
+		g.closeOp()
+	}
+	endOperations(t.Index().Ops[first:])
+}
+
+// keyCalls keys each of a caller's calls for grouping, in sc.keyed, sorted by grouping key, then
+// start time: one sort, then runs (taken in the order they began, see groupsInOrder). No pairwise
+// matching.
+func (t *trace) keyCalls(calls []int32, parent *analyzer.Operation, seed maphash.Seed, sc *scratch) []keyed {
 	ks := slices.Grow(sc.keyed[:0], len(calls))[:len(calls)]
 	sc.keyed = ks
 	for k, i := range calls {
@@ -52,8 +99,6 @@ func (t *trace) groupCalls(caller int, calls []int32, parent *analyzer.Operation
 		}
 		ks[k] = keyed{key, intent, i}
 	}
-	// By grouping key, then start time: one sort, then runs (taken in the order they began, see
-	// groupsInOrder). No pairwise matching.
 	if len(ks) > 1 {
 		slices.SortStableFunc(ks, func(a, b keyed) int {
 			if c := cmp.Compare(a.key, b.key); c != 0 {
@@ -62,155 +107,169 @@ func (t *trace) groupCalls(caller int, calls []int32, parent *analyzer.Operation
 			return cmp.Compare(t.Spans[a.idx].StartUnixNano, t.Spans[b.idx].StartUnixNano)
 		})
 	}
-	var callerKnown *known
-	if caller >= 0 {
-		callerKnown = &sc.known[caller]
-	}
-	first := len(t.Index().Ops)
-	// Occurrences are counted per scope: the caller span, or, when the caller is an INTERNAL
-	// span (the reference client wraps each call in an operation span), the nearest SERVER (or
-	// other non-INTERNAL) span above it. Four reads in a row under one request are four
-	// intents even when each has its own operation span.
+	return ks
+}
+
+// occurrenceScope is the span within which the operations of one intent are numbered (see
+// nextOccurrence): the caller span, or, when the caller is an INTERNAL span (the reference
+// client wraps each call in an operation span), the nearest SERVER (or other non-INTERNAL) span
+// above it. Four reads in a row under one request are four intents even when each has its own
+// operation span.
+func (t *trace) occurrenceScope(caller int, sc *scratch) int32 {
 	scope := int32(caller)
 	for scope >= 0 && t.Spans[scope].Kind == spans.KindInternal && t.Index().Parent[scope] >= 0 && sc.loopOf(scope) < 0 {
 		scope = t.Index().Parent[scope]
 	}
-	occurrence := 0
-	var op *analyzer.Operation
-	opIdx := int32(-1)
-	var cur *analyzer.Attempt
-	var curEnd, curAnswer int64
-	var curFirst int64      // when the attempt's first call started
-	var curSpan *spans.Span // the attempt's first call
-	b := &sc.bufs
-	var attStart, callStart, originStart int
-	closeAttempt := func() {
-		if cur != nil {
-			cur.Calls = b.calls[callStart:len(b.calls):len(b.calls)]
-			cur.Origins = b.origins[originStart:len(b.origins):len(b.origins)]
-			callStart, originStart = len(b.calls), len(b.origins)
+	return scope
+}
+
+// grouping is groupCalls' state within one group of calls: the operation being made and its
+// attempt in flight, carved from the trace's buffers b, and where the attempt's calls and
+// origins and the operation's attempts begin in them. A value on groupCalls' stack.
+type grouping struct {
+	b     *opBufs
+	op    *analyzer.Operation
+	opIdx int32
+	cur   *analyzer.Attempt
+	// curEnd and curAnswer are the latest end and answer of the attempt's calls; curFirst when
+	// its first call started, curSpan that call.
+	curEnd, curAnswer, curFirst      int64
+	curSpan                          *spans.Span
+	attStart, callStart, originStart int
+}
+
+// closeAttempt caps the attempt in flight's calls and origins, so that nothing appended later
+// spills into them.
+func (g *grouping) closeAttempt() {
+	if g.cur != nil {
+		b := g.b
+		g.cur.Calls = b.calls[g.callStart:len(b.calls):len(b.calls)]
+		g.cur.Origins = b.origins[g.originStart:len(b.origins):len(b.origins)]
+		g.callStart, g.originStart = len(b.calls), len(b.origins)
+	}
+}
+
+// closeOp closes the operation being made: its last attempt, then its list of attempts, capped.
+func (g *grouping) closeOp() {
+	if g.op != nil {
+		g.closeAttempt()
+		b := g.b
+		g.op.Attempts = b.att[g.attStart:len(b.att):len(b.att)]
+		g.attStart = len(b.att)
+	}
+}
+
+// next says what call c, starting at start, is to the attempt in flight: a new attempt of its
+// operation, a new operation, or (both false) a copy sent within the attempt.
+func (g *grouping) next(c *callInfo, start int64) (newAttempt, newOp bool) {
+	newAttempt, newOp = true, g.op == nil
+	cur := g.cur
+	if cur == nil {
+		return newAttempt, newOp
+	}
+	switch {
+	case c.attempt >= 0 && cur.RecordedNumber() >= 0:
+		newAttempt = c.attempt != cur.RecordedNumber() && c.kind != string(analyzer.KindFanout)
+		newOp = c.attempt < cur.RecordedNumber() && c.opID == ""
+	case c.kind == string(analyzer.KindFanout) || c.kind == string(analyzer.KindHedge):
+		newAttempt = c.kind == string(analyzer.KindHedge)
+	default:
+		// Overlap with the attempt in flight means a copy, not a retry. A call that starts
+		// within the tolerance of the previous answer is still sequential: whole-millisecond
+		// timestamps round that way.
+		newAttempt = start >= g.curAnswer-overlapTolerance
+		if newAttempt && cur.Outcome == analyzer.OutcomeOK && !isRedirect(cur.Status) && c.resend <= 0 && c.opID == "" {
+			// After a success nothing is retried. A call to another instance started within
+			// a millisecond of the attempt's first call is a copy sent together with it
+			// (fan-out to replicas too fast to overlap); anything later is the caller's next
+			// operation.
+			if start <= g.curFirst+overlapTolerance && !slices.Contains(g.b.origins[g.originStart:], c.origin) {
+				newAttempt = false
+			} else {
+				newOp = true
+			}
 		}
 	}
-	closeOp := func() {
-		if op != nil {
-			closeAttempt()
-			op.Attempts = b.att[attStart:len(b.att):len(b.att)]
-			attStart = len(b.att)
-		}
+	return newAttempt, newOp
+}
+
+// openAttempt starts the operation's next attempt with call c (span s): its kind - as recorded,
+// else the first, a resend after a redirect or a 401, a hedge when it overlaps the attempt before,
+// a retry - and the pause before it.
+func (g *grouping) openAttempt(c *callInfo, s *spans.Span, start, end int64) {
+	b := g.b
+	cur := g.cur
+	kind := analyzer.AttemptKind(c.kind)
+	prevStatus := ""
+	if cur != nil {
+		prevStatus = cur.Status
 	}
-	attStart, callStart, originStart = len(b.att), len(b.calls), len(b.origins)
-	for _, g := range t.groupsInOrder(ks, sc) {
-		op, opIdx, cur, curEnd, curAnswer = nil, -1, nil, 0, 0
-		for _, kc := range ks[g.lo:g.hi] {
-			i := kc.idx
-			c := &t.calls[t.Index().Call[i]]
-			s := &t.Spans[i]
-			start, end := s.StartUnixNano, max(s.StartUnixNano, s.EndUnixNano)
-			newAttempt, newOp := true, op == nil
-			if cur != nil {
-				switch {
-				case c.attempt >= 0 && cur.RecordedNumber() >= 0:
-					newAttempt = c.attempt != cur.RecordedNumber() && c.kind != string(analyzer.KindFanout)
-					newOp = c.attempt < cur.RecordedNumber() && c.opID == ""
-				case c.kind == string(analyzer.KindFanout) || c.kind == string(analyzer.KindHedge):
-					newAttempt = c.kind == string(analyzer.KindHedge)
-				default:
-					// Overlap with the attempt in flight means a copy, not a retry. A call
-					// that starts within the tolerance of the previous answer is still
-					// sequential: whole-millisecond timestamps round that way.
-					newAttempt = start >= curAnswer-overlapTolerance
-					if newAttempt && cur.Outcome == analyzer.OutcomeOK && !isRedirect(cur.Status) && c.resend <= 0 && c.opID == "" {
-						// After a success nothing is retried. A call to another instance
-						// started within a millisecond of the attempt's first call is a copy
-						// sent together with it (fan-out to replicas too fast to overlap);
-						// anything later is the caller's next operation.
-						if start <= curFirst+overlapTolerance && !slices.Contains(b.origins[originStart:], c.origin) {
-							newAttempt = false
-						} else {
-							newOp = true
-						}
-					}
-				}
-			}
-			if newOp {
-				closeOp()
-				op = t.newOperation(callerKnown, c, parent, sc)
-				occurrence = sc.nextOccurrence(scope, kc.intent)
-				op.SetIntentKey(intentKey(seed, parent, kc.intent, occurrence))
-				opIdx = int32(len(t.Index().Ops))
-				t.Index().Ops = append(t.Index().Ops, op)
-				sc.opStart = append(sc.opStart, int32(len(sc.opCalls)))
-				cur = nil
-				newAttempt = true
-			}
-			if newAttempt {
-				kind := analyzer.AttemptKind(c.kind)
-				prevStatus := ""
-				if cur != nil {
-					prevStatus = cur.Status
-				}
-				nAttempts := len(b.att) - attStart
-				switch {
-				case kind != "":
-				case nAttempts == 0:
-					kind = analyzer.KindInitial
-				case isRedirect(prevStatus) || prevStatus == "401":
-					kind = analyzer.AttemptKindResend
-				case cur != nil && start < curAnswer-overlapTolerance:
-					kind = analyzer.KindHedge
-				default:
-					kind = analyzer.KindRetry
-				}
-				backoff := int64(0)
-				if c.backoff >= 0 {
-					backoff = c.backoff * 1e6
-				} else if cur != nil && start >= curEnd {
-					backoff = start - curEnd
-				} else if cur != nil {
-					backoff = max(0, start-curAnswer)
-				}
-				if cur != nil && c.backoff < 0 && !sameClock(curSpan, s) {
-					backoff = -1 // read on two clocks (a callee's SERVER span standing for a lost call)
-				}
-				closeAttempt()
-				// Filled in place, as operations are. Within capacity: cur stays valid.
-				if len(b.att) == cap(b.att) {
-					b.att = append(b.att, analyzer.Attempt{})
-				} else {
-					b.att = b.att[:len(b.att)+1]
-				}
-				cur = &b.att[len(b.att)-1]
-				cur.Number, cur.Kind, cur.SpanID = nAttempts+1, kind, s.SpanID
-				cur.StartUnixNano, cur.EndUnixNano = start, end
-				cur.SetRecordedNumber(c.attempt)
-				cur.BackoffNanos = backoff
-				cur.Outcome, cur.Status = c.outcome, c.status
-				curEnd, curAnswer, curFirst, curSpan = end, c.answer, start, s
-			} else if c.outcome == analyzer.OutcomeOK && cur.Outcome != analyzer.OutcomeOK {
-				// Of several copies, the attempt's outcome is the best one.
-				cur.Outcome, cur.Status = c.outcome, c.status
-			}
-			b.calls = append(b.calls, s.SpanID)
-			if !slices.Contains(b.origins[originStart:], c.origin) {
-				b.origins = append(b.origins, c.origin)
-			}
-			cur.EndUnixNano = max(cur.EndUnixNano, end)
-			curEnd = max(curEnd, end)
-			curAnswer = max(curAnswer, c.answer)
-			op.StartUnixNano = min(op.StartUnixNano, start)
-			op.EndUnixNano = max(op.EndUnixNano, end)
-			if d := c.deadline; d > 0 && op.DeadlineUnixNano == 0 {
-				op.DeadlineUnixNano = d
-			}
-			if c.attempt >= 0 || c.opID != "" {
-				op.Inferred = false
-			}
-			sc.opCalls = append(sc.opCalls, t.Index().Call[i])
-			c.op = opIdx
-		}
-		closeOp()
+	nAttempts := len(b.att) - g.attStart
+	switch {
+	case kind != "":
+	case nAttempts == 0:
+		kind = analyzer.KindInitial
+	case isRedirect(prevStatus) || prevStatus == "401":
+		kind = analyzer.AttemptKindResend
+	case cur != nil && start < g.curAnswer-overlapTolerance:
+		kind = analyzer.KindHedge
+	default:
+		kind = analyzer.KindRetry
 	}
-	for _, op := range t.Index().Ops[first:] {
+	backoff := int64(0)
+	if c.backoff >= 0 {
+		backoff = c.backoff * 1e6
+	} else if cur != nil && start >= g.curEnd {
+		backoff = start - g.curEnd
+	} else if cur != nil {
+		backoff = max(0, start-g.curAnswer)
+	}
+	if cur != nil && c.backoff < 0 && !sameClock(g.curSpan, s) {
+		backoff = -1 // read on two clocks (a callee's SERVER span standing for a lost call)
+	}
+	g.closeAttempt()
+	// Filled in place, as operations are. Within capacity: cur stays valid.
+	if len(b.att) == cap(b.att) {
+		b.att = append(b.att, analyzer.Attempt{})
+	} else {
+		b.att = b.att[:len(b.att)+1]
+	}
+	cur = &b.att[len(b.att)-1]
+	cur.Number, cur.Kind, cur.SpanID = nAttempts+1, kind, s.SpanID
+	cur.StartUnixNano, cur.EndUnixNano = start, end
+	cur.SetRecordedNumber(c.attempt)
+	cur.BackoffNanos = backoff
+	cur.Outcome, cur.Status = c.outcome, c.status
+	g.cur = cur
+	g.curEnd, g.curAnswer, g.curFirst, g.curSpan = end, c.answer, start, s
+}
+
+// addCall adds call c (span s) to the attempt in flight and widens the attempt and its operation
+// to it.
+func (g *grouping) addCall(c *callInfo, s *spans.Span, start, end int64) {
+	b := g.b
+	b.calls = append(b.calls, s.SpanID)
+	if !slices.Contains(b.origins[g.originStart:], c.origin) {
+		b.origins = append(b.origins, c.origin)
+	}
+	g.cur.EndUnixNano = max(g.cur.EndUnixNano, end)
+	g.curEnd = max(g.curEnd, end)
+	g.curAnswer = max(g.curAnswer, c.answer)
+	op := g.op
+	op.StartUnixNano = min(op.StartUnixNano, start)
+	op.EndUnixNano = max(op.EndUnixNano, end)
+	if d := c.deadline; d > 0 && op.DeadlineUnixNano == 0 {
+		op.DeadlineUnixNano = d
+	}
+	if c.attempt >= 0 || c.opID != "" {
+		op.Inferred = false
+	}
+}
+
+// endOperations ends each operation that no span ended as its last attempt did: complete when it
+// succeeded, fail-fast otherwise (stopped by a permanent failure when that is how it failed).
+func endOperations(ops []*analyzer.Operation) {
+	for _, op := range ops {
 		if len(op.Attempts) > 0 && op.Terminal == "" {
 			last := op.Attempts[len(op.Attempts)-1]
 			if last.Outcome == analyzer.OutcomeOK {
