@@ -54,121 +54,9 @@ type callInfo struct {
 // exist before their children's; grouping under one caller sorts the caller's calls once, so ten
 // thousand siblings cost n log n, not n squared.
 func (t *trace) inferOperations(seed maphash.Seed, skew int64, in *interner, sc *scratch) []*analyzer.Operation {
-	n := len(t.Spans)
-	// The index's Call and Enclosing were carved by buildTrace. Every span's attributes are indexed
-	// once.
-	kn := slices.Grow(sc.known[:0], n)[:n]
-	sc.known = kn
-	nClient := 0
-	var carried uint8
-	for i := range t.Spans {
-		t.Index().Call[i] = -1
-		t.Index().Enclosing[i] = -1
-		s := &t.Spans[i]
-		kn[i].read(s)
-		carried |= kn[i].carried()
-		if s.Kind == spans.KindClient {
-			nClient++
-		} else if t.attemptParent(i, &kn[i]) >= 0 {
-			// An attempt span under a CLIENT span is a call too (grpcattempts.go): marked for
-			// the loop below.
-			nClient++
-			t.Index().Call[i] = attemptMark
-		}
-	}
-	t.Index().Carried, t.Index().CarriedRead = carried, true
+	nClient := t.readSpans(sc)
 	t.indexWide(sc)
-	// The calls are read only while the trace is analyzed (see analyzeTrace): scratch.
-	t.calls = slices.Grow(sc.calls[:0], nClient)
-	sc.opCalls, sc.opStart = sc.opCalls[:0], sc.opStart[:0]
-	// origin -> service, for calls whose callee span is missing.
-	originService := &sc.originService
-	for i := range t.Spans {
-		s := &t.Spans[i]
-		attemptOf := int32(-1)
-		if s.Kind != spans.KindClient {
-			if t.Index().Call[i] != attemptMark {
-				continue
-			}
-			attemptOf = t.Index().Parent[i]
-		}
-		k := &kn[i]
-		c := callInfo{
-			idx:      int32(i),
-			op:       -1,
-			origin:   in.origin(k, &sc.derived),
-			target:   in.target(k, &sc.derived),
-			attempt:  k.intOr(wkAttempt),
-			resend:   k.intOr(wkHTTPResendCount),
-			backoff:  k.intOr(wkBackoff),
-			deadline: k.intOr(wkDeadline),
-			kind:     k.str(wkAttemptKind),
-			opID:     k.str(wkOpID),
-			dep:      k.str(wkRPCService),
-		}
-		if c.resend < 0 {
-			c.resend = k.intOr(wkGRPCPreviousAttempts)
-		}
-		if c.resend < 0 {
-			c.resend = k.intOr(wkGRPCAttemptPrevious) // gRPC's own per-attempt spans
-		}
-		if c.resend < 0 {
-			c.resend = k.retryCount() // a proxy's per-try span
-		}
-		c.outcome, c.status = classify(k)
-		c.answer = t.End(i)
-		var srvStart, srvEnd int64
-		srvFirst := int32(-1)
-		for _, ch := range t.Children(i) {
-			cs := &t.Spans[ch]
-			if cs.Kind != spans.KindServer || sc.wide.nested[ch] {
-				continue
-			}
-			if c.service == "" {
-				c.service = cs.Service()
-			}
-			if c.servers == 0 || cs.StartUnixNano < srvStart {
-				srvStart, srvFirst = cs.StartUnixNano, ch
-			}
-			srvEnd = max(srvEnd, t.End(int(ch)))
-			c.servers++
-		}
-		if c.servers > 0 {
-			// The callee's time, aligned to start when the call did: its clock may be skewed,
-			// its duration is not.
-			c.answer = min(c.answer, s.StartUnixNano+max(0, srvEnd-srvStart))
-		} else {
-			c.service = k.calleeName() // the proxy's or the tracer's own word for the callee
-		}
-		c.giveUp = t.giveUpAt(int32(i), srvFirst, k, srvStart, srvEnd, c.outcome, c.status, skew, kn)
-		if attemptOf >= 0 || c.origin == "" || c.target == "" {
-			t.fillCallNames(&c, attemptOf, in, sc)
-		}
-		if c.origin == "" {
-			if c.service != "" {
-				c.origin = c.service
-			} else {
-				c.origin = "unknown:" + s.Name
-			}
-		}
-		if c.service != "" {
-			originService.add(c.origin, c.service)
-		}
-		t.Index().Call[i] = int32(len(t.calls))
-		t.calls = append(t.calls, c)
-	}
-	t.inheritProxyTries(kn)
-	// A call that timed out has no SERVER child to name the callee; another call to the same
-	// origin in the trace may.
-	for k := range t.calls {
-		c := &t.calls[k]
-		if c.service == "" {
-			c.service = originService.get(c.origin)
-		}
-		c.dep = dependencyName(c.service, c.dep, c.origin)
-	}
-	originService.reset()
-
+	t.readCalls(nClient, skew, in, sc)
 	if nClient > 0 {
 		t.Index().Ops = sc.bufs.make(nClient, &sc.spare)
 	}
@@ -199,6 +87,139 @@ func (t *trace) inferOperations(seed maphash.Seed, skew int64, in *interner, sc 
 	sc.opStart = append(sc.opStart, int32(len(sc.opCalls)))
 	t.Index().Ops = t.refusedOperations(t.Index().Ops)
 	return t.Index().Ops
+}
+
+// readSpans indexes every span's attributes once (sc.known), resets the index's Call and
+// Enclosing (carved by buildTrace) and marks the attempt spans that are calls. It returns how many
+// calls the trace has: its CLIENT spans and those attempt spans.
+func (t *trace) readSpans(sc *scratch) int {
+	n := len(t.Spans)
+	kn := slices.Grow(sc.known[:0], n)[:n]
+	sc.known = kn
+	nClient := 0
+	var carried uint8
+	for i := range t.Spans {
+		t.Index().Call[i] = -1
+		t.Index().Enclosing[i] = -1
+		s := &t.Spans[i]
+		kn[i].read(s)
+		carried |= kn[i].carried()
+		if s.Kind == spans.KindClient {
+			nClient++
+		} else if t.attemptParent(i, &kn[i]) >= 0 {
+			// An attempt span under a CLIENT span is a call too (grpcattempts.go): marked for
+			// readCalls.
+			nClient++
+			t.Index().Call[i] = attemptMark
+		}
+	}
+	t.Index().Carried, t.Index().CarriedRead = carried, true
+	return nClient
+}
+
+// readCalls reads each of the trace's nClient calls once, into t.calls (see readCall), and names
+// each call's dependency: a call that timed out has no SERVER child to name the callee, but
+// another call to the same origin in the trace may.
+func (t *trace) readCalls(nClient int, skew int64, in *interner, sc *scratch) {
+	kn := sc.known
+	// The calls are read only while the trace is analyzed (see analyzeTrace): scratch.
+	t.calls = slices.Grow(sc.calls[:0], nClient)
+	sc.opCalls, sc.opStart = sc.opCalls[:0], sc.opStart[:0]
+	// origin -> service, for calls whose callee span is missing.
+	originService := &sc.originService
+	for i := range t.Spans {
+		s := &t.Spans[i]
+		attemptOf := int32(-1)
+		if s.Kind != spans.KindClient {
+			if t.Index().Call[i] != attemptMark {
+				continue
+			}
+			attemptOf = t.Index().Parent[i]
+		}
+		c := t.readCall(i, attemptOf, skew, in, sc)
+		if c.service != "" {
+			originService.add(c.origin, c.service)
+		}
+		t.Index().Call[i] = int32(len(t.calls))
+		t.calls = append(t.calls, c)
+	}
+	t.inheritProxyTries(kn)
+	for k := range t.calls {
+		c := &t.calls[k]
+		if c.service == "" {
+			c.service = originService.get(c.origin)
+		}
+		c.dep = dependencyName(c.service, c.dep, c.origin)
+	}
+	originService.reset()
+}
+
+// readCall is what inference needs of call i (a CLIENT span, or an attempt span of the CLIENT
+// span attemptOf): where it went and what it asked, the client's hints, its outcome, when the
+// caller had its answer (from the callee's SERVER spans under it, when traced) and when it gave up.
+func (t *trace) readCall(i int, attemptOf int32, skew int64, in *interner, sc *scratch) callInfo {
+	kn := sc.known
+	s := &t.Spans[i]
+	k := &kn[i]
+	c := callInfo{
+		idx:      int32(i),
+		op:       -1,
+		origin:   in.origin(k, &sc.derived),
+		target:   in.target(k, &sc.derived),
+		attempt:  k.intOr(wkAttempt),
+		resend:   k.intOr(wkHTTPResendCount),
+		backoff:  k.intOr(wkBackoff),
+		deadline: k.intOr(wkDeadline),
+		kind:     k.str(wkAttemptKind),
+		opID:     k.str(wkOpID),
+		dep:      k.str(wkRPCService),
+	}
+	if c.resend < 0 {
+		c.resend = k.intOr(wkGRPCPreviousAttempts)
+	}
+	if c.resend < 0 {
+		c.resend = k.intOr(wkGRPCAttemptPrevious) // gRPC's own per-attempt spans
+	}
+	if c.resend < 0 {
+		c.resend = k.retryCount() // a proxy's per-try span
+	}
+	c.outcome, c.status = classify(k)
+	c.answer = t.End(i)
+	var srvStart, srvEnd int64
+	srvFirst := int32(-1)
+	for _, ch := range t.Children(i) {
+		cs := &t.Spans[ch]
+		if cs.Kind != spans.KindServer || sc.wide.nested[ch] {
+			continue
+		}
+		if c.service == "" {
+			c.service = cs.Service()
+		}
+		if c.servers == 0 || cs.StartUnixNano < srvStart {
+			srvStart, srvFirst = cs.StartUnixNano, ch
+		}
+		srvEnd = max(srvEnd, t.End(int(ch)))
+		c.servers++
+	}
+	if c.servers > 0 {
+		// The callee's time, aligned to start when the call did: its clock may be skewed,
+		// its duration is not.
+		c.answer = min(c.answer, s.StartUnixNano+max(0, srvEnd-srvStart))
+	} else {
+		c.service = k.calleeName() // the proxy's or the tracer's own word for the callee
+	}
+	c.giveUp = t.giveUpAt(int32(i), srvFirst, k, srvStart, srvEnd, c.outcome, c.status, skew, kn)
+	if attemptOf >= 0 || c.origin == "" || c.target == "" {
+		t.fillCallNames(&c, attemptOf, in, sc)
+	}
+	if c.origin == "" {
+		if c.service != "" {
+			c.origin = c.service
+		} else {
+			c.origin = "unknown:" + s.Name
+		}
+	}
+	return c
 }
 
 // inferAt is inference's step at span i, taken in pre-order (a span after every span above it):
