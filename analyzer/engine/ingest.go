@@ -40,16 +40,45 @@ func (a *Engine) ConsumeBatch(ctx context.Context, b *spans.Batch) error {
 	a.batches++
 	a.rejected += b.Rejected
 	capT := a.maxTraceSpans()
-	// First each span's trace (made when new) and how many spans each trace gets from this batch,
-	// the traces in the order they first appear.
-	ts := a.scratch[:0]
-	order := a.order[:0]
+	ts, order, joins, grouped := a.fileSpans(b.Spans)
+	// Each trace's spans of the batch packed as one block of its pending spans (see store.go):
+	// where traces arrive interleaved, the batch is regrouped by trace first, in arrival order.
+	ss := b.Spans
+	if !grouped {
+		ss = a.regroup(b.Spans, ts, order)
+	}
+	a.packRuns(ss, order, capT, now)
+	if !grouped {
+		a.endRegroup()
+	}
+	for _, j := range joins {
+		a.joinDeliveries(j, capT, now)
+	}
+	a.joins = joins[:0]
+	clear(ts) // the scratches must not keep dropped traces alive
+	a.scratch = ts[:0]
+	clear(order)
+	a.order = order[:0]
+	a.version++
+	a.evict()
+	// Everything kept is a copy (the packed bytes): the producer may reuse the request's memory.
+	b.Release()
+	return nil
+}
+
+// fileSpans finds each span's trace (made when new), counts how many spans each trace gets from
+// the batch (traceState.incoming) and notes the deliveries that start a trace of their own (see
+// joinDeliveries). It returns each span's trace, the traces in the order they first appear (in
+// the Engine's scratches) and whether every trace's spans are one run of the batch.
+func (a *Engine) fileSpans(ss []spans.Span) (ts, order []*traceState, joins []traceJoin, grouped bool) {
+	ts = a.scratch[:0]
+	order = a.order[:0]
 	var last *traceState
 	var lastID spans.TraceID
-	grouped := true // every trace's spans are one run of the batch
-	joins := a.joins[:0]
-	for i := range b.Spans {
-		s := &b.Spans[i]
+	grouped = true
+	joins = a.joins[:0]
+	for i := range ss {
+		s := &ss[i]
 		id := s.TraceID
 		t := last
 		if t == nil || lastID != id {
@@ -81,12 +110,12 @@ func (a *Engine) ConsumeBatch(ctx context.Context, b *spans.Batch) error {
 			}
 		}
 	}
-	// Each trace's spans of the batch packed as one block of its pending spans (see store.go):
-	// where traces arrive interleaved, the batch is regrouped by trace first, in arrival order.
-	ss := b.Spans
-	if !grouped {
-		ss = a.regroup(b.Spans, ts, order)
-	}
+	return ts, order, joins, grouped
+}
+
+// packRuns packs each trace's run of ss (the batch, grouped by trace in the order of order) as one
+// block of its pending spans, within the per-trace cap capT, and marks the traces touched at now.
+func (a *Engine) packRuns(ss []spans.Span, order []*traceState, capT int, now int64) {
 	at := 0
 	for _, t := range order {
 		n := int(t.incoming)
@@ -114,22 +143,6 @@ func (a *Engine) ConsumeBatch(ctx context.Context, b *spans.Batch) error {
 		a.spansHeld += room
 		a.touch(t, now)
 	}
-	if !grouped {
-		a.endRegroup()
-	}
-	for _, j := range joins {
-		a.joinDeliveries(j, capT, now)
-	}
-	a.joins = joins[:0]
-	clear(ts) // the scratches must not keep dropped traces alive
-	a.scratch = ts[:0]
-	clear(order)
-	a.order = order[:0]
-	a.version++
-	a.evict()
-	// Everything kept is a copy (the packed bytes): the producer may reuse the request's memory.
-	b.Release()
-	return nil
 }
 
 // futureSkew is how far past the analyzer's clock a span time may be before it is noted as wrong:
