@@ -60,29 +60,8 @@ func (t *trace) accountRows(ops []*analyzer.Operation, sc *scratch) []acctRow {
 	rows := sc.rows[:0]
 	var idx map[rowKey]int
 	for k, op := range ops {
-		joined := false
 		opCalls := sc.callsOf(k)
-		if op.Parent == nil && len(opCalls) > 0 {
-			first := &t.Spans[t.calls[opCalls[0]].idx]
-			if first.Kind == spans.KindClient && (first.ParentID.IsZero() || t.Index().Parent[t.calls[opCalls[0]].idx] < 0) {
-				// A client with no parent span: its other attempts, if any, are in other traces.
-				for _, l := range first.Links {
-					if l.TraceID != t.ID {
-						joined = true
-					}
-				}
-				// The reference client numbers its attempts: a trace that starts at attempt 2
-				// of an operation id continues that operation, wherever attempt 1 is.
-				if first.Str(spans.AttrOpID) != "" && op.Attempts[0].RecordedNumber() > 1 {
-					joined = true
-				}
-				if joined {
-					t.issues.splitLinked++
-				} else if first.Str(spans.AttrOpID) == "" && op.Attempts[len(op.Attempts)-1].Outcome != analyzer.OutcomeOK {
-					t.issues.clientRoots++
-				}
-			}
-		}
+		joined := t.continuesOtherTrace(op, opCalls)
 		for _, ck := range opCalls {
 			c := &t.calls[ck]
 			if c.below {
@@ -133,6 +112,36 @@ func (t *trace) accountRows(ops []*analyzer.Operation, sc *scratch) []acctRow {
 	clear(rows)
 	sc.rows = rows[:0]
 	return out
+}
+
+// continuesOtherTrace reports whether operation op, whose calls are opCalls, continues an
+// operation of another trace (its calls then count as physical calls, not as a new logical
+// operation), and notes the trace's split-trace issues: such a continuation, or a failed
+// operation that starts at a CLIENT span with no parent and nothing joining it to another trace.
+func (t *trace) continuesOtherTrace(op *analyzer.Operation, opCalls []int32) bool {
+	joined := false
+	if op.Parent == nil && len(opCalls) > 0 {
+		first := &t.Spans[t.calls[opCalls[0]].idx]
+		if first.Kind == spans.KindClient && (first.ParentID.IsZero() || t.Index().Parent[t.calls[opCalls[0]].idx] < 0) {
+			// A client with no parent span: its other attempts, if any, are in other traces.
+			for _, l := range first.Links {
+				if l.TraceID != t.ID {
+					joined = true
+				}
+			}
+			// The reference client numbers its attempts: a trace that starts at attempt 2
+			// of an operation id continues that operation, wherever attempt 1 is.
+			if first.Str(spans.AttrOpID) != "" && op.Attempts[0].RecordedNumber() > 1 {
+				joined = true
+			}
+			if joined {
+				t.issues.splitLinked++
+			} else if first.Str(spans.AttrOpID) == "" && op.Attempts[len(op.Attempts)-1].Outcome != analyzer.OutcomeOK {
+				t.issues.clientRoots++
+			}
+		}
+	}
+	return joined
 }
 
 // depLastAttempt is one trace's LastAttempt to one dependency, made with the analysis (outside
