@@ -1,8 +1,8 @@
 // Package docs_test checks the documentation as facts: every page is in the index, and every link
 // between pages - and every docs/PAGE.md#section pointer in the code - leads to a page and a
 // heading that exist, and every Go file a page names is in the repository. A renamed heading or a
-// moved page or file breaks the test, not the reader. The
-// counts and lists the pages state about the code are checked against it (facts_test.go).
+// moved page or file breaks the test, not the reader. The counts and lists the pages state about
+// the code are checked against it (facts_test.go).
 package docs_test
 
 import (
