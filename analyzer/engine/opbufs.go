@@ -9,8 +9,8 @@ import (
 
 // The memory a trace's operations are made in: one buffer each for the operations, their attempts
 // and the attempts' calls and origins, sized for the trace's calls, carved by grouping and reused
-// from trace to trace (opsSpare) when the operations go on packed. Inference's largest allocation
-// was making them anew for every trace.
+// from trace to trace (opsSpare) when the operations go on packed: made anew for every trace, they
+// would be the analysis's largest allocation.
 
 // opBufs hold one trace's operations as inference makes them. Operations, their attempts and the
 // attempts' calls and origins are carved out of one buffer each, sized for the trace's CLIENT
