@@ -12,12 +12,11 @@ import (
 	"github.com/stormwatch/stormwatch/spans"
 )
 
-// Grouping: the calls one caller makes become operations and their attempts. Per destination
-// (or per operation id the client recorded), calls in start order are attempts of one operation;
-// calls that overlap are copies of one attempt (hedges to one origin, fan-out to several); a call
-// after a success starts the caller's next operation; a call after a redirect or a 401 is a
-// resend, not a retry. Each operation gets its intent key, which makes copies of one request
-// made by different layers count as one logical operation.
+// Grouping: the calls one caller makes become operations and their attempts (groupCalls says by
+// which rules), and each operation gets its intent key, which makes the copies of one request
+// made by different layers count as one logical operation. The other rules that make operations
+// (loops.go, messaging.go, hidden_ops.go) carve them and number their intents with the helpers
+// here (newOperation, intentKey, occurrenceScope, nextOccurrence).
 
 // overlapTolerance is how far a call may start before the previous one's answer and still be
 // read as sequential: SDKs that stamp whole milliseconds (Node's) make back-to-back attempts

@@ -155,10 +155,7 @@ func (t *trace) loopOperation(i int32, tries []int32, seed maphash.Seed, sc *scr
 	if parent != nil {
 		parent.SetChildCount(parent.ChildCount() + 1)
 	}
-	scope := i
-	for scope >= 0 && t.Spans[scope].Kind == spans.KindInternal && t.Index().Parent[scope] >= 0 && sc.loopOf(scope) < 0 {
-		scope = t.Index().Parent[scope]
-	}
+	scope := t.occurrenceScope(int(i), sc)
 	key := hashStrings(seed, "loop", op.Caller, op.Name)
 	op.SetIntentKey(intentKey(seed, parent, key, sc.nextOccurrence(scope, key)))
 	opIdx := int32(len(t.Index().Ops))
