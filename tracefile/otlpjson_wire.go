@@ -2,6 +2,7 @@ package tracefile
 
 import (
 	"encoding/base64"
+	"encoding/hex"
 	"errors"
 	"strconv"
 	"unicode/utf8"
@@ -13,12 +14,13 @@ import (
 
 // The recorder transcodes every protobuf request it writes to a .jsonl file. Unmarshalling into the
 // generated types first costs tens of allocations per span - more than the collector spends on
-// the request itself - so the common case is transcoded here straight from the wire format, with
-// no object tree. It writes exactly what AppendRequestJSON writes for the same request (the tests
-// and FuzzProtoToJSON hold it to that), and gives up - errSlowPath - on anything where protobuf's
-// rules would need the generated code to get the same answer: a singular message field sent twice
-// (protobuf merges them), two members of a oneof, an unexpected wire type, invalid UTF-8 (the
-// generated decoder rejects it), malformed input. ProtoToJSON then takes the generated-code path.
+// the request itself - so this is the one OTLP/JSON encoder, straight from the wire format, with
+// no object tree. It takes a request in canonical form and gives up - errSlowPath - on anything
+// where protobuf's rules would need the generated code to get the answer: a singular message
+// field sent twice (protobuf merges them), two members of a oneof, an unexpected wire type,
+// invalid UTF-8 (the generated decoder rejects it), malformed input. appendResourceSpansJSON then
+// re-encodes the request through the generated types and runs it again (FuzzProtoToJSON holds
+// both ways to the same bytes).
 
 var errSlowPath = errors.New("not in canonical form: transcode through the generated types")
 
@@ -196,9 +198,9 @@ func (w *wireJSON) fail(err error) bool {
 	return w.err != nil
 }
 
-// appendRequestJSONWire is AppendRequestJSON from the wire format.
-func appendRequestJSONWire(dst, body []byte) ([]byte, error) {
-	w := &wireJSON{dst: append(dst, `{"resourceSpans":[`...)}
+// appendResourceSpansWire is appendResourceSpansJSON for a request in canonical form.
+func appendResourceSpansWire(dst, body []byte) ([]byte, error) {
+	w := &wireJSON{dst: dst}
 	var m wireMsg
 	if err := m.scan(body); err != nil {
 		return nil, err
@@ -206,7 +208,7 @@ func appendRequestJSONWire(dst, body []byte) ([]byte, error) {
 	if w.elements(&m, 1, w.resourceSpans); w.err != nil {
 		return nil, w.err
 	}
-	return append(w.dst, "]}"...), nil
+	return w.dst, nil
 }
 
 // elements writes the occurrences of repeated message field n of m to w.dst comma-separated, each
@@ -565,4 +567,63 @@ func (w *wireJSON) anyValue(b []byte) {
 		return
 	}
 	w.dst = append(w.dst, '}')
+}
+
+// jsonObj writes the commas of one JSON object whose fields are all optional.
+type jsonObj struct {
+	dst  []byte
+	more bool
+}
+
+func (o *jsonObj) key(k string) {
+	if o.more {
+		o.dst = append(o.dst, ',')
+	}
+	o.more = true
+	o.dst = append(o.dst, '"')
+	o.dst = append(o.dst, k...)
+	o.dst = append(o.dst, '"', ':')
+}
+
+func (o *jsonObj) str(k, v string) {
+	if v != "" {
+		o.key(k)
+		o.dst = jsonlex.AppendString(o.dst, v)
+	}
+}
+
+// i32 writes a signed enum: kinds and codes are int32 on the wire, and a negative one must stay
+// negative.
+func (o *jsonObj) i32(k string, v int32) {
+	if v != 0 {
+		o.key(k)
+		o.dst = strconv.AppendInt(o.dst, int64(v), 10)
+	}
+}
+
+func (o *jsonObj) u32(k string, v uint32) {
+	if v != 0 {
+		o.key(k)
+		o.dst = strconv.AppendUint(o.dst, uint64(v), 10)
+	}
+}
+
+// u64 writes a 64-bit integer as a string, as protobuf's JSON mapping (and the file exporter) do:
+// JSON numbers lose precision beyond 2^53 in many readers.
+func (o *jsonObj) u64(k string, v uint64) {
+	if v != 0 {
+		o.key(k)
+		o.dst = append(o.dst, '"')
+		o.dst = strconv.AppendUint(o.dst, v, 10)
+		o.dst = append(o.dst, '"')
+	}
+}
+
+func (o *jsonObj) id(k string, v []byte) {
+	if len(v) != 0 {
+		o.key(k)
+		o.dst = append(o.dst, '"')
+		o.dst = hex.AppendEncode(o.dst, v)
+		o.dst = append(o.dst, '"')
+	}
 }
