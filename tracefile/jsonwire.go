@@ -14,8 +14,9 @@ import (
 
 // OTLP/JSON to protobuf without protojson: replaying a .jsonl recording needs the protobuf form of
 // every request, and protojson's reflection made that cost some 50 us of CPU per span - more than
-// a recording's pace allows. This is a table-driven transcoder for the trace schema only: a small
-// JSON scanner walks the request and appends protobuf as it goes. It accepts what OTLP/JSON allows
+// a recording's pace allows. This is a table-driven transcoder for the trace schema only: the JSON
+// scanner spans.DecodeJSON reads with (jsonlex.Scanner, in its strict mode) walks the request and
+// this appends protobuf as it goes. It accepts what OTLP/JSON allows
 // (lowerCamelCase or proto field names, hex ids, enums as numbers or names, 64-bit integers as
 // strings or numbers, NaN/Infinity as strings, unknown fields, null as absent) and gives up -
 // errSlowJSON - on anything else, so that JSONToProto falls back to protojson, which decides and
@@ -156,8 +157,7 @@ var otlpRequestDesc = func() *pbMessageDesc {
 const maxJSONNesting = 64
 
 type jsonToPB struct {
-	s     []byte
-	i     int
+	s     jsonlex.Scanner
 	depth int
 	bufs  [][]byte // scratch per nesting level for nested messages, reused
 	str   []byte   // scratch for unescaped strings
@@ -166,51 +166,15 @@ type jsonToPB struct {
 
 // appendJSONAsProto transcodes one OTLP/JSON request, appending to dst.
 func appendJSONAsProto(dst, body []byte) ([]byte, error) {
-	t := &jsonToPB{s: body}
+	t := &jsonToPB{s: jsonlex.Scanner{Buf: body, MaxDepth: maxJSONNesting, TooDeep: errSlowJSON, Strict: true}}
 	out, err := t.message(dst, otlpRequestDesc)
 	if err != nil {
 		return nil, err
 	}
-	t.ws()
-	if t.i != len(t.s) {
+	if t.s.Space(); t.s.Pos != len(body) {
 		return nil, errSlowJSON
 	}
 	return out, nil
-}
-
-func (t *jsonToPB) ws() {
-	for t.i < len(t.s) {
-		switch t.s[t.i] {
-		case ' ', '\t', '\n', '\r':
-			t.i++
-		default:
-			return
-		}
-	}
-}
-
-func (t *jsonToPB) peek() byte {
-	t.ws()
-	if t.i < len(t.s) {
-		return t.s[t.i]
-	}
-	return 0
-}
-
-func (t *jsonToPB) expect(c byte) error {
-	if t.peek() != c {
-		return errSlowJSON
-	}
-	t.i++
-	return nil
-}
-
-func (t *jsonToPB) null() bool {
-	if t.peek() == 'n' && len(t.s)-t.i >= 4 && string(t.s[t.i:t.i+4]) == "null" {
-		t.i += 4
-		return true
-	}
-	return false
 }
 
 // message parses a JSON object described by d and appends its fields as protobuf.
@@ -219,70 +183,47 @@ func (t *jsonToPB) message(dst []byte, d *pbMessageDesc) ([]byte, error) {
 		return nil, errSlowJSON
 	}
 	defer func() { t.depth-- }()
-	if err := t.expect('{'); err != nil {
+	if err := t.s.Expect('{'); err != nil {
 		return nil, err
 	}
-	if t.peek() == '}' {
-		t.i++
-		return dst, nil
-	}
-	for {
+	for first := true; ; {
+		if ok, err := t.s.More('}', &first); err != nil || !ok {
+			return dst, err
+		}
 		key, err := t.stringValue()
 		if err != nil {
 			return nil, err
 		}
-		if err := t.expect(':'); err != nil {
+		if err := t.s.Expect(':'); err != nil {
 			return nil, err
 		}
 		f := d.fields[string(key)]
 		switch {
 		case f == nil:
-			if err := t.skip(); err != nil {
-				return nil, err
-			}
-		case t.null():
+			err = t.s.Skip(t.depth + 1)
+		case t.s.Null():
 		case f.repeated:
-			if dst, err = t.repeated(dst, f); err != nil {
-				return nil, err
-			}
+			dst, err = t.repeated(dst, f)
 		default:
-			if dst, err = t.field(dst, f, false); err != nil {
-				return nil, err
-			}
+			dst, err = t.field(dst, f, false)
 		}
-		switch t.peek() {
-		case ',':
-			t.i++
-		case '}':
-			t.i++
-			return dst, nil
-		default:
-			return nil, errSlowJSON
+		if err != nil {
+			return nil, err
 		}
 	}
 }
 
 func (t *jsonToPB) repeated(dst []byte, f *pbField) ([]byte, error) {
-	if err := t.expect('['); err != nil {
+	if err := t.s.Expect('['); err != nil {
 		return nil, err
 	}
-	if t.peek() == ']' {
-		t.i++
-		return dst, nil
-	}
-	for {
+	for first := true; ; {
+		if ok, err := t.s.More(']', &first); err != nil || !ok {
+			return dst, err
+		}
 		var err error
 		if dst, err = t.element(dst, f); err != nil {
 			return nil, err
-		}
-		switch t.peek() {
-		case ',':
-			t.i++
-		case ']':
-			t.i++
-			return dst, nil
-		default:
-			return nil, errSlowJSON
 		}
 	}
 }
@@ -342,13 +283,9 @@ func (t *jsonToPB) field(dst []byte, f *pbField, force bool) ([]byte, error) {
 		dst = binary.AppendUvarint(dst, uint64(len(b)))
 		return append(dst, b...), nil
 	case pbBool:
-		var v bool
-		switch {
-		case t.literal("true"):
-			v = true
-		case t.literal("false"):
-		default:
-			return nil, errSlowJSON
+		v, err := t.s.Bool()
+		if err != nil {
+			return nil, err
 		}
 		if !v && !force {
 			return dst, nil
@@ -370,7 +307,7 @@ func (t *jsonToPB) field(dst []byte, f *pbField, force bool) ([]byte, error) {
 		return binary.LittleEndian.AppendUint64(dst, math.Float64bits(v)), nil
 	case pbEnum:
 		var v int64
-		if c := t.peek(); c == '"' {
+		if t.s.Peek() == '"' {
 			name, err := t.stringValue()
 			if err != nil {
 				return nil, err
@@ -426,42 +363,15 @@ func appendTag(dst []byte, num uint32, wire uint8) []byte {
 	return binary.AppendUvarint(dst, uint64(num)<<3|uint64(wire))
 }
 
-func (t *jsonToPB) literal(lit string) bool {
-	t.ws()
-	if len(t.s)-t.i >= len(lit) && string(t.s[t.i:t.i+len(lit)]) == lit {
-		t.i += len(lit)
-		return true
-	}
-	return false
-}
-
-// number returns the raw text of a JSON number.
-func (t *jsonToPB) number() ([]byte, error) {
-	t.ws()
-	start := t.i
-	for t.i < len(t.s) {
-		c := t.s[t.i]
-		if (c >= '0' && c <= '9') || c == '-' || c == '+' || c == '.' || c == 'e' || c == 'E' {
-			t.i++
-			continue
-		}
-		break
-	}
-	if t.i == start {
-		return nil, errSlowJSON
-	}
-	return t.s[start:t.i], nil
-}
-
 // integer reads an integer in [lo, hi], as a JSON number or (for 64-bit fields, and as protojson
 // also allows for 32-bit ones) a string holding one. Exponents and fractions go to protojson.
 func (t *jsonToPB) integer(lo, hi int64) (int64, error) {
 	var text []byte
 	var err error
-	if t.peek() == '"' {
+	if t.s.Peek() == '"' {
 		text, err = t.stringValue()
 	} else {
-		text, err = t.number()
+		text, err = t.s.Number()
 	}
 	if err != nil {
 		return 0, err
@@ -474,7 +384,7 @@ func (t *jsonToPB) integer(lo, hi int64) (int64, error) {
 }
 
 func (t *jsonToPB) double() (float64, error) {
-	if t.peek() == '"' {
+	if t.s.Peek() == '"' {
 		s, err := t.stringValue()
 		if err != nil {
 			return 0, err
@@ -484,7 +394,7 @@ func (t *jsonToPB) double() (float64, error) {
 		}
 		return 0, errSlowJSON
 	}
-	text, err := t.number()
+	text, err := t.s.Number()
 	if err != nil {
 		return 0, err
 	}
@@ -499,98 +409,14 @@ func (t *jsonToPB) double() (float64, error) {
 // escapes, else an unescaped copy in scratch that is valid until the next call. A lone UTF-16
 // surrogate, which protojson refuses, goes to protojson to be refused.
 func (t *jsonToPB) stringValue() ([]byte, error) {
-	if err := t.expect('"'); err != nil {
-		return nil, err
+	raw, esc, err := t.s.RawString()
+	if err != nil || !esc {
+		return raw, err
 	}
-	start, esc := t.i, false
-	for {
-		t.i = jsonlex.SkipPlain(t.s, t.i)
-		if t.i >= len(t.s) {
-			return nil, errSlowJSON
-		}
-		switch c := t.s[t.i]; {
-		case c == '"':
-			t.i++
-			raw := t.s[start : t.i-1]
-			if !esc {
-				return raw, nil
-			}
-			out, ok := jsonlex.AppendUnescaped(t.str[:0], raw)
-			t.str = out
-			if !ok {
-				return nil, errSlowJSON
-			}
-			return out, nil
-		case c == '\\':
-			n := jsonlex.EscapeLen(t.s[t.i:])
-			if n == 0 {
-				return nil, errSlowJSON
-			}
-			t.i += n
-			esc = true
-		default: // a control character
-			return nil, errSlowJSON
-		}
+	out, ok := jsonlex.AppendUnescaped(t.str[:0], raw)
+	t.str = out
+	if !ok {
+		return nil, errSlowJSON
 	}
-}
-
-// skip passes over one JSON value of an unknown field.
-func (t *jsonToPB) skip() error {
-	if t.depth++; t.depth > maxJSONNesting {
-		return errSlowJSON
-	}
-	defer func() { t.depth-- }()
-	switch c := t.peek(); c {
-	case '"':
-		_, err := t.stringValue()
-		return err
-	case '{', '[':
-		t.i++
-		end := byte('}')
-		if c == '[' {
-			end = ']'
-		}
-		if t.peek() == end {
-			t.i++
-			return nil
-		}
-		for {
-			if c == '{' {
-				if _, err := t.stringValue(); err != nil {
-					return err
-				}
-				if err := t.expect(':'); err != nil {
-					return err
-				}
-			}
-			if err := t.skip(); err != nil {
-				return err
-			}
-			switch t.peek() {
-			case ',':
-				t.i++
-			case end:
-				t.i++
-				return nil
-			default:
-				return errSlowJSON
-			}
-		}
-	case 't':
-		if t.literal("true") {
-			return nil
-		}
-	case 'f':
-		if t.literal("false") {
-			return nil
-		}
-	case 'n':
-		if t.null() {
-			return nil
-		}
-	default:
-		_, err := t.number()
-		return err
-	}
-	return errSlowJSON
+	return out, nil
 }
