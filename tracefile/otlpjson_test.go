@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
+	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -47,6 +49,38 @@ func TestWireTranscoderMatchesGeneratedPath(t *testing.T) {
 	}
 	if !bytes.Contains(js, []byte(`"kind":-1`)) || !bytes.Contains(js, []byte(`"status":{"message":"hi","code":2}`)) {
 		t.Fatalf("got %s", js)
+	}
+}
+
+// The members proto3 JSON writes even at their zero value - every member of an AnyValue, a
+// KeyValue's key, a span's status - and the ones it leaves out, byte for byte as the file exporter
+// writes them.
+func TestProtoToJSONZeroValues(t *testing.T) {
+	kv := func(v *commonpb.AnyValue) *commonpb.KeyValue { return &commonpb.KeyValue{Key: "k", Value: v} }
+	req := &coltracepb.ExportTraceServiceRequest{ResourceSpans: []*tracepb.ResourceSpans{{
+		ScopeSpans: []*tracepb.ScopeSpans{{Spans: []*tracepb.Span{{
+			TraceId: []byte{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}, Kind: -2,
+			Attributes: []*commonpb.KeyValue{
+				{KeyStrindex: 5, Value: &commonpb.AnyValue{Value: &commonpb.AnyValue_StringValueStrindex{StringValueStrindex: -3}}},
+				kv(&commonpb.AnyValue{Value: &commonpb.AnyValue_StringValue{}}),
+				kv(&commonpb.AnyValue{Value: &commonpb.AnyValue_BoolValue{}}),
+				kv(&commonpb.AnyValue{Value: &commonpb.AnyValue_IntValue{}}),
+				kv(&commonpb.AnyValue{Value: &commonpb.AnyValue_DoubleValue{}}),
+				kv(&commonpb.AnyValue{Value: &commonpb.AnyValue_BytesValue{}}),
+				kv(&commonpb.AnyValue{Value: &commonpb.AnyValue_ArrayValue{ArrayValue: &commonpb.ArrayValue{}}}),
+				kv(&commonpb.AnyValue{Value: &commonpb.AnyValue_KvlistValue{KvlistValue: &commonpb.KeyValueList{}}}),
+				{},
+			},
+			Events: []*tracepb.Span_Event{{}}, Links: []*tracepb.Span_Link{{}},
+		}}}},
+	}, {}}}
+	js, err := ProtoToJSON(mustMarshal(t, req))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const want = `{"resourceSpans":[{"scopeSpans":[{"spans":[{"traceId":"0102030405060708090a0b0c0d0e0f10","kind":-2,"attributes":[{"key":"","keyStrindex":5,"value":{"stringValueStrindex":-3}},{"key":"k","value":{"stringValue":""}},{"key":"k","value":{"boolValue":false}},{"key":"k","value":{"intValue":"0"}},{"key":"k","value":{"doubleValue":0}},{"key":"k","value":{"bytesValue":""}},{"key":"k","value":{"arrayValue":{}}},{"key":"k","value":{"kvlistValue":{}}},{"key":""}],"events":[{}],"links":[{}],"status":{}}]}]},{}]}`
+	if string(js) != want {
+		t.Fatalf("got  %s\nwant %s", js, want)
 	}
 }
 
