@@ -3,6 +3,7 @@ package spans
 import (
 	"bytes"
 	"encoding/base64"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"math/bits"
@@ -1042,7 +1043,7 @@ func (d *jsonDecoder) appendBase64Hex(raw []byte) error {
 		d.other = d.other[:start]
 		return fmt.Errorf("invalid base64: %w", err)
 	}
-	hexed := appendHex(d.other[:start], bin[:n])
+	hexed := hex.AppendEncode(d.other[:start], bin[:n])
 	d.other = hexed
 	return nil
 }
