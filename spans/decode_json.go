@@ -139,7 +139,9 @@ func (d *jsonDecoder) request() error {
 			}
 		}
 	}
-	if s.Peek() != 0 {
+	// Not Peek() != 0: Peek reads a NUL byte as the end of input, and what follows one would be
+	// ignored.
+	if s.Space(); s.Pos != len(s.Buf) {
 		return s.Errorf("data after the request object")
 	}
 	return nil
