@@ -3,9 +3,9 @@ package spans
 import (
 	"bytes"
 	"encoding/base64"
+	"encoding/hex"
 	"errors"
 	"fmt"
-	"math"
 	"math/bits"
 	"strconv"
 
@@ -48,7 +48,7 @@ func decodeJSON(b *Batch, buf []byte, opt DecodeOptions, reuse bool) error {
 	if reuse {
 		b.recycle()
 	}
-	d := jsonDecoder{s: jsonScanner{buf: buf}, opt: opt, b: b}
+	d := jsonDecoder{s: jsonlex.Scanner{Buf: buf, MaxDepth: maxJSONDepth, TooDeep: ErrTooDeep}, opt: opt, b: b}
 	// Sizes are estimates, not bounds; the slices grow, then get trimmed or compacted when the guess
 	// was far off. Attributes are guessed from the body length: about 100 bytes each in compact
 	// OTLP/JSON.
@@ -76,411 +76,13 @@ func estimateSpans(buf []byte) int {
 	return bytes.Count(buf, []byte(`"span_id"`)) + 1
 }
 
-// jsonScanner reads JSON tokens from buf. It validates what it reads and reports byte offsets.
-type jsonScanner struct {
-	buf []byte
-	pos int
-}
-
-func (s *jsonScanner) errorf(format string, args ...any) error {
-	return s.errorAt(s.pos, format, args...)
-}
-
-// errorAt reports a problem with the token that starts at offset pos.
-func (s *jsonScanner) errorAt(pos int, format string, args ...any) error {
-	return fmt.Errorf("at offset %d: %s", pos, fmt.Sprintf(format, args...))
-}
-
-func (s *jsonScanner) ws() {
-	buf, i := s.buf, s.pos
-	// Compact JSON has no space between tokens: one compare settles it.
-	if i < len(buf) && buf[i] > ' ' {
-		return
-	}
-	for i < len(buf) && (buf[i] == ' ' || buf[i] == '\n' || buf[i] == '\t' || buf[i] == '\r') {
-		i++
-	}
-	s.pos = i
-}
-
-// tokenStart skips space and returns the offset of the next token, for error messages.
-func (s *jsonScanner) tokenStart() int {
-	s.ws()
-	return s.pos
-}
-
-// peek returns the next non-space byte, or 0 at the end of input.
-func (s *jsonScanner) peek() byte {
-	s.ws()
-	if s.pos < len(s.buf) {
-		return s.buf[s.pos]
-	}
-	return 0
-}
-
-func (s *jsonScanner) describe() string {
-	if s.pos >= len(s.buf) {
-		return "end of input"
-	}
-	return strconv.QuoteRune(rune(s.buf[s.pos]))
-}
-
-func (s *jsonScanner) expect(c byte) error {
-	if s.peek() != c {
-		return s.errorf("expected %q, found %s", c, s.describe())
-	}
-	s.pos++
-	return nil
-}
-
-// null consumes a null literal if one is next.
-func (s *jsonScanner) null() bool {
-	if s.peek() == 'n' && bytes.HasPrefix(s.buf[s.pos:], []byte("null")) {
-		s.pos += 4
-		return true
-	}
-	return false
-}
-
-// more steps through the members of an object or the elements of an array after its opening
-// bracket: it consumes the separating comma, or the closing bracket and reports false.
-func (s *jsonScanner) more(close byte, first *bool) (bool, error) {
-	c := s.peek()
-	if c == close {
-		s.pos++
-		return false, nil
-	}
-	if !*first {
-		if c != ',' {
-			return false, s.errorf("expected ',' or %q, found %s", close, s.describe())
-		}
-		s.pos++
-	}
-	*first = false
-	return true, nil
-}
-
-// key reads an object member's name and the colon after it. Names with escapes are unescaped
-// into scratch so they still match.
-func (s *jsonScanner) key(scratch *[]byte) ([]byte, error) {
-	// Compact JSON: a plain name and the colon right after it.
-	if i := s.pos; i < len(s.buf) && s.buf[i] == '"' {
-		j := jsonlex.SkipPlain(s.buf, i+1)
-		if j+1 < len(s.buf) && s.buf[j] == '"' && s.buf[j+1] == ':' {
-			s.pos = j + 2
-			return s.buf[i+1 : j], nil
-		}
-	}
-	raw, esc, err := s.rawString()
-	if err != nil {
-		return nil, err
-	}
-	if esc {
-		*scratch, _ = jsonlex.AppendUnescaped((*scratch)[:0], raw)
-		raw = *scratch
-	}
-	if err := s.expect(':'); err != nil {
-		return nil, err
-	}
-	return raw, nil
-}
-
-// rawString reads a string token and returns its bytes between the quotes and whether it holds
-// escapes.
-func (s *jsonScanner) rawString() ([]byte, bool, error) {
-	if s.peek() != '"' {
-		return nil, false, s.errorf("expected a string, found %s", s.describe())
-	}
-	s.pos++
-	start := s.pos
-	esc := false
-	for s.pos < len(s.buf) {
-		s.pos = jsonlex.SkipPlain(s.buf, s.pos)
-		if s.pos >= len(s.buf) {
-			break
-		}
-		switch c := s.buf[s.pos]; {
-		case c == '"':
-			s.pos++
-			return s.buf[start : s.pos-1], esc, nil
-		case c == '\\':
-			if err := s.escape(); err != nil {
-				return nil, false, err
-			}
-			esc = true
-		default:
-			return nil, false, s.errorf("control character %#x in string", c)
-		}
-	}
-	return nil, false, s.errorf("unterminated string")
-}
-
-// escape steps over the escape sequence at pos, or says what is wrong with it.
-func (s *jsonScanner) escape() error {
-	if n := jsonlex.EscapeLen(s.buf[s.pos:]); n > 0 {
-		s.pos += n
-		return nil
-	}
-	switch {
-	case s.pos+1 >= len(s.buf):
-		return s.errorf("unterminated escape")
-	case s.buf[s.pos+1] != 'u':
-		return s.errorf("bad escape \\%c", s.buf[s.pos+1])
-	case s.pos+6 > len(s.buf):
-		return s.errorf("short \\u escape")
-	}
-	return s.errorf("bad \\u escape")
-}
-
-// skip steps over one value of any kind, validating it.
-func (s *jsonScanner) skip(depth int) error {
-	if depth > maxJSONDepth {
-		return fmt.Errorf("%w: %w", ErrTooDeep, s.errorf("JSON nested more than %d deep", maxJSONDepth))
-	}
-	switch c := s.peek(); c {
-	case '{':
-		s.pos++
-		for first := true; ; {
-			ok, err := s.more('}', &first)
-			if err != nil || !ok {
-				return err
-			}
-			if _, _, err := s.rawString(); err != nil {
-				return err
-			}
-			if err := s.expect(':'); err != nil {
-				return err
-			}
-			if err := s.skip(depth + 1); err != nil {
-				return err
-			}
-		}
-	case '[':
-		s.pos++
-		for first := true; ; {
-			ok, err := s.more(']', &first)
-			if err != nil || !ok {
-				return err
-			}
-			if err := s.skip(depth + 1); err != nil {
-				return err
-			}
-		}
-	case '"':
-		_, _, err := s.rawString()
-		return err
-	case 't', 'f', 'n':
-		for _, lit := range []string{"true", "false", "null"} {
-			if bytes.HasPrefix(s.buf[s.pos:], []byte(lit)) {
-				s.pos += len(lit)
-				return nil
-			}
-		}
-		return s.errorf("invalid literal")
-	default:
-		_, err := s.number()
-		return err
-	}
-}
-
-// number reads a JSON number token and returns its text.
-func (s *jsonScanner) number() ([]byte, error) {
-	s.ws()
-	start := s.pos
-	if s.pos < len(s.buf) && s.buf[s.pos] == '-' {
-		s.pos++
-	}
-	digits := 0
-	for s.pos < len(s.buf) {
-		c := s.buf[s.pos]
-		if c >= '0' && c <= '9' {
-			digits++
-		} else if c != '.' && c != 'e' && c != 'E' && c != '+' && c != '-' {
-			break
-		}
-		s.pos++
-	}
-	if digits == 0 {
-		s.pos = start
-		return nil, s.errorf("expected a value, found %s", s.describe())
-	}
-	return s.buf[start:s.pos], nil
-}
-
-// numberText reads a number given as a JSON number or as a string holding one (the protobuf JSON
-// mapping writes 64-bit integers as strings).
-func (s *jsonScanner) numberText() ([]byte, error) {
-	if s.peek() == '"' {
-		raw, esc, err := s.rawString()
-		if err != nil {
-			return nil, err
-		}
-		if esc {
-			return nil, s.errorf("escapes in a number string")
-		}
-		return raw, nil
-	}
-	return s.number()
-}
-
-// plainInt reads, at the start of a token, an integer in the forms exporters write - a number of
-// plain digits, or a string of them - and consumes it. Anything else (exponents, fractions,
-// escapes) returns false without consuming input, for the general path to parse or reject.
-func (s *jsonScanner) plainInt() (int64, bool) {
-	buf, i := s.buf, s.pos
-	quoted := i < len(buf) && buf[i] == '"'
-	if quoted {
-		i++
-	}
-	n, j, ok := parseInt(buf, i)
-	if !ok || !s.plainEnd(j, quoted) {
-		return 0, false
-	}
-	return n, true
-}
-
-// plainUint is plainInt for the unsigned timestamps.
-func (s *jsonScanner) plainUint() (uint64, bool) {
-	buf, i := s.buf, s.pos
-	quoted := i < len(buf) && buf[i] == '"'
-	if quoted {
-		i++
-	}
-	n, j, ok := parseUint(buf, i)
-	if !ok || !s.plainEnd(j, quoted) {
-		return 0, false
-	}
-	return n, true
-}
-
-// plainEnd checks that the digits of a plain integer end at j - at the closing quote of a string,
-// or, for a number, before anything but more of a number - and consumes the token.
-func (s *jsonScanner) plainEnd(j int, quoted bool) bool {
-	buf := s.buf
-	if quoted {
-		if j >= len(buf) || buf[j] != '"' {
-			return false
-		}
-		s.pos = j + 1
-		return true
-	}
-	if j < len(buf) {
-		switch buf[j] {
-		case '.', 'e', 'E', '+', '-':
-			return false
-		}
-	}
-	s.pos = j
-	return true
-}
-
-// int64Value parses an integer field. Integral numbers in exponent form are accepted, as protojson
-// does.
-func (s *jsonScanner) int64Value() (int64, error) {
-	start := s.tokenStart()
-	if n, ok := s.plainInt(); ok {
-		return n, nil
-	}
-	txt, err := s.numberText()
-	if err != nil {
-		return 0, err
-	}
-	if n, err := strconv.ParseInt(bstr(txt), 10, 64); err == nil {
-		return n, nil
-	}
-	f, err := strconv.ParseFloat(bstr(txt), 64)
-	if err != nil || f != math.Trunc(f) || f < math.MinInt64 || f >= math.MaxInt64 {
-		return 0, s.errorAt(start, "invalid int64 %q", txt)
-	}
-	return int64(f), nil
-}
-
-// uint64Value parses a fixed64 timestamp; values above MaxInt64 wrap as they do from protobuf.
-func (s *jsonScanner) uint64Value() (int64, error) {
-	start := s.tokenStart()
-	if n, ok := s.plainUint(); ok {
-		return int64(n), nil
-	}
-	txt, err := s.numberText()
-	if err != nil {
-		return 0, err
-	}
-	if n, err := strconv.ParseUint(bstr(txt), 10, 64); err == nil {
-		return int64(n), nil
-	}
-	f, err := strconv.ParseFloat(bstr(txt), 64)
-	if err != nil || f != math.Trunc(f) || f < 0 || f >= math.MaxUint64 {
-		return 0, s.errorAt(start, "invalid uint64 %q", txt)
-	}
-	return int64(uint64(f)), nil
-}
-
-func (s *jsonScanner) float64Value() (float64, error) {
-	start := s.tokenStart()
-	if s.peek() == '"' {
-		raw, _, err := s.rawString()
-		if err != nil {
-			return 0, err
-		}
-		if f, ok := jsonlex.NonFinite(raw); ok {
-			return f, nil
-		}
-		f, err := strconv.ParseFloat(bstr(raw), 64)
-		if err != nil {
-			return 0, s.errorAt(start, "invalid double %q", raw)
-		}
-		return f, nil
-	}
-	txt, err := s.number()
-	if err != nil {
-		return 0, err
-	}
-	f, err := strconv.ParseFloat(bstr(txt), 64)
-	if err != nil {
-		return 0, s.errorAt(start, "invalid double %q", txt)
-	}
-	return f, nil
-}
-
-func (s *jsonScanner) boolValue() (bool, error) {
-	s.ws()
-	switch {
-	case bytes.HasPrefix(s.buf[s.pos:], []byte("true")):
-		s.pos += 4
-		return true, nil
-	case bytes.HasPrefix(s.buf[s.pos:], []byte("false")):
-		s.pos += 5
-		return false, nil
-	}
-	return false, s.errorf("expected true or false, found %s", s.describe())
-}
-
-// enum reads an enum as its number or its name.
-func (s *jsonScanner) enum(names []string) (uint64, error) {
-	start := s.tokenStart()
-	if s.peek() == '"' {
-		raw, _, err := s.rawString()
-		if err != nil {
-			return 0, err
-		}
-		for i, n := range names {
-			if string(raw) == n {
-				return uint64(i), nil
-			}
-		}
-		return 0, s.errorAt(start, "unknown enum value %q", raw)
-	}
-	n, err := s.int64Value()
-	return uint64(n), err
-}
-
 var (
 	spanKindNames   = []string{"SPAN_KIND_UNSPECIFIED", "SPAN_KIND_INTERNAL", "SPAN_KIND_SERVER", "SPAN_KIND_CLIENT", "SPAN_KIND_PRODUCER", "SPAN_KIND_CONSUMER"}
 	statusCodeNames = []string{"STATUS_CODE_UNSET", "STATUS_CODE_OK", "STATUS_CODE_ERROR"}
 )
 
 type jsonDecoder struct {
-	s      jsonScanner
+	s      jsonlex.Scanner
 	opt    DecodeOptions
 	b      *Batch
 	attrs  attrSlab // resource and span attributes
@@ -508,21 +110,21 @@ type jsonKey struct {
 
 func (d *jsonDecoder) request() error {
 	s := &d.s
-	if s.peek() == 0 {
-		return s.errorf("empty body")
+	if s.Peek() == 0 {
+		return s.Errorf("empty body")
 	}
-	if err := s.expect('{'); err != nil {
+	if err := s.Expect('{'); err != nil {
 		return err
 	}
 	for first := true; ; {
-		ok, err := s.more('}', &first)
+		ok, err := s.More('}', &first)
 		if err != nil {
 			return err
 		}
 		if !ok {
 			break
 		}
-		key, err := s.key(&d.scratch)
+		key, err := s.Key(&d.scratch)
 		if err != nil {
 			return err
 		}
@@ -532,13 +134,15 @@ func (d *jsonDecoder) request() error {
 				return err
 			}
 		default:
-			if err := s.skip(0); err != nil {
+			if err := s.Skip(0); err != nil {
 				return err
 			}
 		}
 	}
-	if s.peek() != 0 {
-		return s.errorf("data after the request object")
+	// Not Peek() != 0: Peek reads a NUL byte as the end of input, and what follows one would be
+	// ignored.
+	if s.Space(); s.Pos != len(s.Buf) {
+		return s.Errorf("data after the request object")
 	}
 	return nil
 }
@@ -546,14 +150,14 @@ func (d *jsonDecoder) request() error {
 // array calls elem for each element of an array (null counts as empty), naming the element in errors.
 func (d *jsonDecoder) array(name string, elem func() error) error {
 	s := &d.s
-	if s.null() {
+	if s.Null() {
 		return nil
 	}
-	if err := s.expect('['); err != nil {
+	if err := s.Expect('['); err != nil {
 		return fmt.Errorf("%s: %w", name, err)
 	}
 	for i, first := 0, true; ; i++ {
-		ok, err := s.more(']', &first)
+		ok, err := s.More(']', &first)
 		if err != nil {
 			return fmt.Errorf("%s: %w", name, err)
 		}
@@ -569,18 +173,18 @@ func (d *jsonDecoder) array(name string, elem func() error) error {
 // object calls member for each member of an object; null counts as empty.
 func (d *jsonDecoder) object(member func(key []byte) error) error {
 	s := &d.s
-	if s.null() {
+	if s.Null() {
 		return nil
 	}
-	if err := s.expect('{'); err != nil {
+	if err := s.Expect('{'); err != nil {
 		return err
 	}
 	for first := true; ; {
-		ok, err := s.more('}', &first)
+		ok, err := s.More('}', &first)
 		if err != nil || !ok {
 			return err
 		}
-		key, err := s.key(&d.scratch)
+		key, err := s.Key(&d.scratch)
 		if err != nil {
 			return err
 		}
@@ -594,14 +198,14 @@ func (d *jsonDecoder) object(member func(key []byte) error) error {
 // encoding/json writes & < > as \u escapes) costs one allocation for them, not one per doubling.
 func (d *jsonDecoder) reserveArena() {
 	if d.other == nil {
-		d.other = make([]byte, 0, max(len(d.s.buf)/16, 256))
+		d.other = make([]byte, 0, max(len(d.s.Buf)/16, 256))
 	}
 }
 
 // str reads a string value: aliasing buf when it has no escapes, unescaped into the arena
 // otherwise.
 func (d *jsonDecoder) str() (string, error) {
-	raw, esc, err := d.s.rawString()
+	raw, esc, err := d.s.RawString()
 	if err != nil {
 		return "", err
 	}
@@ -616,7 +220,7 @@ func (d *jsonDecoder) str() (string, error) {
 
 // optStr reads a string that may be null.
 func (d *jsonDecoder) optStr() (string, error) {
-	if d.s.null() {
+	if d.s.Null() {
 		return "", nil
 	}
 	return d.str()
@@ -635,7 +239,7 @@ func (d *jsonDecoder) resourceSpans() error {
 		case "scopeSpans", "scope_spans":
 			return d.array("scopeSpans", func() error { return d.scopeSpans(res) })
 		}
-		return d.s.skip(0)
+		return d.s.Skip(0)
 	})
 }
 
@@ -662,7 +266,7 @@ func (d *jsonDecoder) resource(res *Resource) error {
 			res.Attrs = d.attrs.end()
 			return err
 		}
-		return d.s.skip(0)
+		return d.s.Skip(0)
 	})
 }
 
@@ -694,12 +298,12 @@ func (d *jsonDecoder) scopeSpans(res *Resource) error {
 					}
 					return nil
 				}
-				return d.s.skip(0)
+				return d.s.Skip(0)
 			})
 		case "spans":
 			return d.array("spans", func() error { return d.span(res) })
 		}
-		return d.s.skip(0)
+		return d.s.Skip(0)
 	})
 	// The scope may come after its spans.
 	for i := first; i < len(d.b.Spans); i++ {
@@ -730,10 +334,10 @@ func hexID(dst []byte, src []byte) bool {
 // else (null, escapes, another length) takes the general path.
 func (d *jsonDecoder) hexInto(dst []byte) (bool, error) {
 	s := &d.s
-	s.ws()
-	buf, i, n := s.buf, s.pos, 2*len(dst)
+	s.Space()
+	buf, i, n := s.Buf, s.Pos, 2*len(dst)
 	if i+n+2 <= len(buf) && buf[i] == '"' && buf[i+n+1] == '"' && hexID(dst, buf[i+1:i+1+n]) {
-		s.pos = i + n + 2
+		s.Pos = i + n + 2
 		return true, nil
 	}
 	raw, err := d.id()
@@ -745,10 +349,10 @@ func (d *jsonDecoder) hexInto(dst []byte) (bool, error) {
 
 // id reads a hex id string (null or absent is the empty id).
 func (d *jsonDecoder) id() ([]byte, error) {
-	if d.s.null() {
+	if d.s.Null() {
 		return nil, nil
 	}
-	raw, esc, err := d.s.rawString()
+	raw, esc, err := d.s.RawString()
 	if err != nil {
 		return nil, err
 	}
@@ -784,17 +388,17 @@ func (d *jsonDecoder) span(res *Resource) error {
 			sp.Name, err = d.optStr()
 		case "kind":
 			var v uint64
-			if !s.null() {
-				v, err = s.enum(spanKindNames)
+			if !s.Null() {
+				v, err = s.Enum(spanKindNames)
 				sp.Kind = Kind(v)
 			}
 		case "startTimeUnixNano", "start_time_unix_nano":
-			if !s.null() {
-				sp.StartUnixNano, err = s.uint64Value()
+			if !s.Null() {
+				sp.StartUnixNano, err = s.Uint64()
 			}
 		case "endTimeUnixNano", "end_time_unix_nano":
-			if !s.null() {
-				sp.EndUnixNano, err = s.uint64Value()
+			if !s.Null() {
+				sp.EndUnixNano, err = s.Uint64()
 			}
 		case "attributes":
 			sp.Attrs, err = d.attrList(&d.attrs)
@@ -816,20 +420,20 @@ func (d *jsonDecoder) span(res *Resource) error {
 					sp.StatusMessage = msg
 					return nil
 				case "code":
-					if s.null() {
+					if s.Null() {
 						return nil
 					}
-					v, err := s.enum(statusCodeNames)
+					v, err := s.Enum(statusCodeNames)
 					if err != nil {
 						return fmt.Errorf("code: %w", err)
 					}
 					sp.Status = StatusCode(v)
 					return nil
 				}
-				return s.skip(0)
+				return s.Skip(0)
 			})
 		default:
-			return s.skip(0)
+			return s.Skip(0)
 		}
 		if err != nil {
 			return fmt.Errorf("%s: %w", k, err)
@@ -872,8 +476,8 @@ func (d *jsonDecoder) event() error {
 		k := bstr(key)
 		switch k {
 		case "timeUnixNano", "time_unix_nano":
-			if !d.s.null() {
-				e.TimeUnixNano, err = d.s.uint64Value()
+			if !d.s.Null() {
+				e.TimeUnixNano, err = d.s.Uint64()
 			}
 		case "name":
 			e.Name, err = d.optStr()
@@ -881,7 +485,7 @@ func (d *jsonDecoder) event() error {
 			e.Attrs, err = d.attrList(&d.xattrs)
 			return err
 		default:
-			return d.s.skip(0)
+			return d.s.Skip(0)
 		}
 		if err != nil {
 			return fmt.Errorf("%s: %w", k, err)
@@ -907,7 +511,7 @@ func (d *jsonDecoder) link() error {
 			l.Attrs, err = d.attrList(&d.xattrs)
 			return err
 		default:
-			return d.s.skip(0)
+			return d.s.Skip(0)
 		}
 		if err != nil {
 			return fmt.Errorf("%s: %w", k, err)
@@ -939,26 +543,26 @@ func (d *jsonDecoder) attrList(slab *attrSlab) ([]Attr, error) {
 // the attribute's index).
 func (d *jsonDecoder) attrsCompact(slab *attrSlab) bool {
 	s := &d.s
-	s.ws()
-	start := s.pos
-	if start >= len(s.buf) || s.buf[start] != '[' {
+	s.Space()
+	start := s.Pos
+	if start >= len(s.Buf) || s.Buf[start] != '[' {
 		return false
 	}
 	mark, arena := slab.mark(), len(d.other)
-	s.pos++
-	if s.pos < len(s.buf) && s.buf[s.pos] == ']' {
-		s.pos++
+	s.Pos++
+	if s.Pos < len(s.Buf) && s.Buf[s.Pos] == ']' {
+		s.Pos++
 		return true
 	}
 	for d.attrFast(slab) {
-		if s.pos >= len(s.buf) {
+		if s.Pos >= len(s.Buf) {
 			break
 		}
-		if c := s.buf[s.pos]; c == ',' {
-			s.pos++
+		if c := s.Buf[s.Pos]; c == ',' {
+			s.Pos++
 			continue
 		} else if c == ']' {
-			s.pos++
+			s.Pos++
 			return true
 		}
 		break
@@ -968,7 +572,7 @@ func (d *jsonDecoder) attrsCompact(slab *attrSlab) bool {
 	slab.rollback(mark)
 	slab.begin()
 	d.other = d.other[:arena]
-	s.pos = start
+	s.Pos = start
 	return false
 }
 
@@ -990,7 +594,7 @@ func (d *jsonDecoder) attr(slab *attrSlab) error {
 // escape) makes it return false without consuming input, and the general path decodes the
 // attribute (and reports what is wrong with it).
 func (d *jsonDecoder) attrFast(slab *attrSlab) bool {
-	buf, i := d.s.buf, d.s.pos
+	buf, i := d.s.Buf, d.s.Pos
 	if !at(buf, i, `{"key":"`) {
 		return false
 	}
@@ -1060,7 +664,7 @@ func (d *jsonDecoder) attrFast(slab *attrSlab) bool {
 		if quoted {
 			i++
 		}
-		n, j, ok := parseInt(buf, i)
+		n, j, ok := jsonlex.ParseInt(buf, i)
 		if !ok {
 			return false
 		}
@@ -1082,7 +686,7 @@ func (d *jsonDecoder) attrFast(slab *attrSlab) bool {
 		d.other = d.other[:arena] // an unescaped value, if any, is decoded again by the general path
 		return false
 	}
-	d.s.pos = i + 2
+	d.s.Pos = i + 2
 	if keep {
 		slab.add(a)
 	}
@@ -1118,49 +722,6 @@ func skipEscaped(buf []byte, j int) (int, bool) {
 	return 0, false
 }
 
-// parseInt reads an optional minus and decimal digits at i, the integer forms OTLP/JSON writes,
-// and returns the value and the offset after them: parseUint reads the digits, and the sign
-// decides which magnitudes fit in an int64.
-func parseInt(buf []byte, i int) (int64, int, bool) {
-	j := i
-	neg := j < len(buf) && buf[j] == '-'
-	if neg {
-		j++
-	}
-	n, end, ok := parseUint(buf, j)
-	switch {
-	case !ok:
-		return 0, 0, false
-	case neg && n <= 1<<63:
-		return int64(-n), end, true // -(1<<63) wraps to itself: math.MinInt64
-	case !neg && n <= math.MaxInt64:
-		return int64(n), end, true
-	}
-	return 0, 0, false
-}
-
-// parseUint reads decimal digits at i, the form of OTLP/JSON's fixed64 timestamps, like parseInt:
-// up to 19 digits are summed as read, longer runs go through strconv.
-func parseUint(buf []byte, i int) (uint64, int, bool) {
-	j := i
-	var n uint64
-	for ; j < len(buf); j++ {
-		c := buf[j] - '0'
-		if c > 9 {
-			break
-		}
-		n = n*10 + uint64(c)
-	}
-	switch {
-	case j == i:
-		return 0, 0, false
-	case j-i > 19:
-		v, err := strconv.ParseUint(bstr(buf[i:j]), 10, 64)
-		return v, j, err == nil
-	}
-	return n, j, true
-}
-
 // keyValue decodes a KeyValue object. keep says whether the key is well-known or all attributes
 // are kept; k is the interned key (or "" when not well-known). The value of a key known to be
 // dropped is skipped, not decoded.
@@ -1169,7 +730,7 @@ func (d *jsonDecoder) keyValue() (k string, a Attr, keep bool, err error) {
 	err = d.object(func(key []byte) error {
 		switch bstr(key) {
 		case "key":
-			raw, esc, err := d.s.rawString()
+			raw, esc, err := d.s.RawString()
 			if err != nil {
 				return fmt.Errorf("key: %w", err)
 			}
@@ -1197,7 +758,7 @@ func (d *jsonDecoder) keyValue() (k string, a Attr, keep bool, err error) {
 			a.Type, a.Str, a.Num, haveValue = v.Type, v.Str, v.Num, true
 			return nil
 		}
-		return d.s.skip(0)
+		return d.s.Skip(0)
 	})
 	if err != nil {
 		return "", Attr{}, false, err
@@ -1223,12 +784,12 @@ const skipValueJSONDepth = 3 * MaxValueDepth
 // does: what one decoder accepts, the other reads back from a recording. Nearly every value is
 // passed over as any JSON value; only one whose JSON nests deep is walked as an AnyValue.
 func (d *jsonDecoder) skipAnyValue() error {
-	start := d.s.pos
-	err := d.s.skip(maxJSONDepth - skipValueJSONDepth)
+	start := d.s.Pos
+	err := d.s.Skip(maxJSONDepth - skipValueJSONDepth)
 	if !errors.Is(err, ErrTooDeep) {
 		return err
 	}
-	d.s.pos = start
+	d.s.Pos = start
 	return d.anyValueDepth(0)
 }
 
@@ -1238,14 +799,14 @@ func (d *jsonDecoder) anyValueDepth(depth int) error {
 		k := bstr(key)
 		kv := k == "kvlistValue" || k == "kvlist_value"
 		if !kv && k != "arrayValue" && k != "array_value" {
-			return d.s.skip(0)
+			return d.s.Skip(0)
 		}
 		if depth+1 > MaxValueDepth {
 			return ErrTooDeep
 		}
 		return d.object(func(key []byte) error {
 			if bstr(key) != "values" {
-				return d.s.skip(0)
+				return d.s.Skip(0)
 			}
 			return d.array("values", func() error {
 				if !kv {
@@ -1253,7 +814,7 @@ func (d *jsonDecoder) anyValueDepth(depth int) error {
 				}
 				return d.object(func(key []byte) error {
 					if bstr(key) != "value" {
-						return d.s.skip(0)
+						return d.s.Skip(0)
 					}
 					return d.anyValueDepth(depth + 1)
 				})
@@ -1268,7 +829,7 @@ func (d *jsonDecoder) skipKeyValue() error {
 		if bstr(key) == "value" {
 			return d.skipAnyValue()
 		}
-		return d.s.skip(0)
+		return d.s.Skip(0)
 	})
 }
 
@@ -1283,7 +844,7 @@ var errUnknownMember = errors.New("unknown AnyValue member")
 // in member's error. set says whether a member was set.
 func (d *jsonDecoder) anyValueMember(member func(k string) error) (set bool, err error) {
 	err = d.object(func(key []byte) error {
-		if d.s.null() {
+		if d.s.Null() {
 			return nil
 		}
 		if set {
@@ -1295,7 +856,7 @@ func (d *jsonDecoder) anyValueMember(member func(k string) error) (set bool, err
 			set = true
 			return nil
 		case errUnknownMember:
-			return d.s.skip(0)
+			return d.s.Skip(0)
 		default:
 			set = true
 			return fmt.Errorf("%s: %w", k, err)
@@ -1316,14 +877,14 @@ func (d *jsonDecoder) anyValue() (Attr, error) {
 			a.Str, err = d.str()
 		case "intValue", "int_value":
 			a.Type = ValueInt
-			a.Num, err = d.s.int64Value()
+			a.Num, err = d.s.Int64()
 		case "doubleValue", "double_value":
 			var f float64
-			f, err = d.s.float64Value()
+			f, err = d.s.Float64()
 			a = DoubleAttr("", f)
 		case "boolValue", "bool_value":
 			var v bool
-			v, err = d.s.boolValue()
+			v, err = d.s.Bool()
 			a = BoolAttr("", v)
 		case "arrayValue", "array_value", "kvlistValue", "kvlist_value", "bytesValue", "bytes_value":
 			a.Type = ValueOther
@@ -1345,7 +906,7 @@ func (d *jsonDecoder) renderAny(depth int) error {
 			// Unescaped into scratch, not the arena: the arena holds the rendering being built.
 			var raw []byte
 			var esc bool
-			if raw, esc, err = d.s.rawString(); err == nil {
+			if raw, esc, err = d.s.RawString(); err == nil {
 				if esc {
 					d.scratch, _ = jsonlex.AppendUnescaped(d.scratch[:0], raw)
 					raw = d.scratch
@@ -1354,17 +915,17 @@ func (d *jsonDecoder) renderAny(depth int) error {
 			}
 		case "intValue", "int_value":
 			var n int64
-			if n, err = d.s.int64Value(); err == nil {
+			if n, err = d.s.Int64(); err == nil {
 				d.other = strconv.AppendInt(d.other, n, 10)
 			}
 		case "doubleValue", "double_value":
 			var f float64
-			if f, err = d.s.float64Value(); err == nil {
+			if f, err = d.s.Float64(); err == nil {
 				d.other = strconv.AppendFloat(d.other, f, 'g', -1, 64)
 			}
 		case "boolValue", "bool_value":
 			var v bool
-			if v, err = d.s.boolValue(); err == nil {
+			if v, err = d.s.Bool(); err == nil {
 				d.other = strconv.AppendBool(d.other, v)
 			}
 		case "arrayValue", "array_value", "kvlistValue", "kvlist_value", "bytesValue", "bytes_value":
@@ -1384,7 +945,7 @@ func (d *jsonDecoder) renderAny(depth int) error {
 func (d *jsonDecoder) renderMember(k string, depth int) error {
 	switch k {
 	case "bytesValue", "bytes_value":
-		raw, esc, err := d.s.rawString()
+		raw, esc, err := d.s.RawString()
 		if err != nil {
 			return err
 		}
@@ -1406,7 +967,7 @@ func (d *jsonDecoder) renderMember(k string, depth int) error {
 	n := 0
 	err := d.object(func(key []byte) error {
 		if bstr(key) != "values" {
-			return d.s.skip(0)
+			return d.s.Skip(0)
 		}
 		return d.array("values", func() error {
 			if n > 0 {
@@ -1446,7 +1007,7 @@ func (d *jsonDecoder) renderKeyValue(depth int) error {
 			valEnd = len(d.other)
 			return nil
 		}
-		return d.s.skip(0)
+		return d.s.Skip(0)
 	})
 	if err != nil {
 		return err
@@ -1484,7 +1045,7 @@ func (d *jsonDecoder) appendBase64Hex(raw []byte) error {
 		d.other = d.other[:start]
 		return fmt.Errorf("invalid base64: %w", err)
 	}
-	hexed := appendHex(d.other[:start], bin[:n])
+	hexed := hex.AppendEncode(d.other[:start], bin[:n])
 	d.other = hexed
 	return nil
 }

@@ -210,6 +210,7 @@ func TestDecodeJSONBadInput(t *testing.T) {
 		{"not an object", `[]`, `expected '{', found '['`, ``},
 		{"truncated", `{"resourceSpans":[{"scopeSpans":[`, "resourceSpans[0]: scopeSpans[0]: at offset @: expected '{', found end of input", `END`},
 		{"trailing data", `{} {}`, "data after the request object", ``},
+		{"trailing data after a NUL byte", "{}\x00{}", "data after the request object", ``},
 		{"missing comma", `{"a":1 "b":2}`, "expected ',' or '}'", ``},
 		{"bad literal", `{"a":tru}`, "invalid literal", ``},
 		{"unterminated string", `{"a":"abc`, "unterminated string", ``},

@@ -2,6 +2,7 @@ package spans
 
 import (
 	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"math"
@@ -1022,7 +1023,7 @@ func appendOther(dst []byte, member uint32, data []byte, num uint64, depth int) 
 	case fAnyBool:
 		return strconv.AppendBool(dst, num != 0), nil
 	case fAnyBytes:
-		return appendHex(dst, data), nil
+		return hex.AppendEncode(dst, data), nil
 	}
 	if depth > MaxValueDepth {
 		return dst, ErrTooDeep
@@ -1073,13 +1074,4 @@ func appendOther(dst []byte, member uint32, data []byte, num uint64, depth int) 
 		}
 	}
 	return append(dst, close), nil
-}
-
-const hexDigits = "0123456789abcdef"
-
-func appendHex(dst, b []byte) []byte {
-	for _, c := range b {
-		dst = append(dst, hexDigits[c>>4], hexDigits[c&0xf])
-	}
-	return dst
 }

@@ -1,6 +1,7 @@
 package spans
 
 import (
+	"encoding/hex"
 	"strconv"
 
 	"github.com/stormwatch/stormwatch/spans/jsonlex"
@@ -102,13 +103,13 @@ func AppendJSON(dst []byte, b *Batch) []byte {
 
 func appendSpanJSON(dst []byte, s *Span) []byte {
 	dst = append(dst, `{"traceId":"`...)
-	dst = appendHex(dst, s.TraceID[:])
+	dst = hex.AppendEncode(dst, s.TraceID[:])
 	dst = append(dst, `","spanId":"`...)
-	dst = appendHex(dst, s.SpanID[:])
+	dst = hex.AppendEncode(dst, s.SpanID[:])
 	dst = append(dst, '"')
 	if !s.ParentID.IsZero() {
 		dst = append(dst, `,"parentSpanId":"`...)
-		dst = appendHex(dst, s.ParentID[:])
+		dst = hex.AppendEncode(dst, s.ParentID[:])
 		dst = append(dst, '"')
 	}
 	dst = append(dst, `,"name":`...)
@@ -151,9 +152,9 @@ func appendSpanJSON(dst []byte, s *Span) []byte {
 				dst = append(dst, ',')
 			}
 			dst = append(dst, `{"traceId":"`...)
-			dst = appendHex(dst, l.TraceID[:])
+			dst = hex.AppendEncode(dst, l.TraceID[:])
 			dst = append(dst, `","spanId":"`...)
-			dst = appendHex(dst, l.SpanID[:])
+			dst = hex.AppendEncode(dst, l.SpanID[:])
 			dst = append(dst, '"')
 			if len(l.Attrs) > 0 {
 				dst = append(dst, `,"attributes":[`...)

@@ -61,7 +61,7 @@ func TestNotATraceFile(t *testing.T) {
 // TestTraceFilesStillDetected: what the formats look like at their start - a recording, an empty
 // request, an empty file, a protobuf file without its extension - is still read.
 func TestTraceFilesStillDetected(t *testing.T) {
-	good := AppendRequestJSON(nil, fullRequest(1))
+	good := requestJSON(fullRequest(1))
 	pb := mustMarshal(t, fullRequest(1))
 	framed := binary.BigEndian.AppendUint32(nil, uint32(len(pb)))
 	framed = append(framed, pb...)
@@ -94,7 +94,7 @@ func TestTraceFilesStillDetected(t *testing.T) {
 // TestForeignLineInARecordingIsSkipped: a JSON line of another shape after good records is a bad
 // record - reported and skipped - and the records around it are kept.
 func TestForeignLineInARecordingIsSkipped(t *testing.T) {
-	good := string(AppendRequestJSON(nil, fullRequest(1)))
+	good := string(requestJSON(fullRequest(1)))
 	data := good + "\n" + `{"level":"info","msg":"hello"}` + "\n" + good + "\n"
 	for _, raw := range []bool{false, true} {
 		r, err := NewReader(strings.NewReader(data), "traces.jsonl", ReadOptions{Raw: raw})

@@ -130,3 +130,16 @@ func protoDiff(a, b proto.Message) string {
 	o := prototext.MarshalOptions{Multiline: true}
 	return "-" + o.Format(a) + "\n+" + o.Format(b)
 }
+
+// requestJSON is req as one line of OTLP/JSON, as the recorder writes it.
+func requestJSON(req *coltracepb.ExportTraceServiceRequest) []byte {
+	body, err := proto.Marshal(req)
+	if err != nil {
+		panic(err)
+	}
+	js, err := ProtoToJSON(body)
+	if err != nil {
+		panic(err)
+	}
+	return js
+}

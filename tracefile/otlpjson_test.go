@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
+	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -16,11 +18,11 @@ func TestWireTranscoderMatchesGeneratedPath(t *testing.T) {
 		mustMarshal(t, merge(fullRequest(3), realisticRequest(4, 3))),
 		{},
 	} {
-		fast, err := appendRequestJSONWire(nil, body)
+		fast, err := appendResourceSpansWire(nil, body)
 		if err != nil {
 			t.Fatalf("request %d: the wire transcoder gave up on a canonical request: %v", i, err)
 		}
-		slow, err := appendProtoAsJSONSlow(nil, body)
+		slow, err := viaGenerated(body)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -38,7 +40,7 @@ func TestWireTranscoderMatchesGeneratedPath(t *testing.T) {
 	ss := append([]byte{0x12, byte(len(span))}, span...)
 	rs := append([]byte{0x12, byte(len(ss))}, ss...)
 	body := append([]byte{0x0a, byte(len(rs))}, rs...)
-	if _, err := appendRequestJSONWire(nil, body); err == nil {
+	if _, err := appendResourceSpansWire(nil, body); err == nil {
 		t.Fatal("a repeated singular message must send the wire transcoder to the generated path")
 	}
 	js, err := ProtoToJSON(body)
@@ -50,17 +52,66 @@ func TestWireTranscoderMatchesGeneratedPath(t *testing.T) {
 	}
 }
 
-// FuzzProtoToJSON holds the wire transcoder to the generated path: whenever it succeeds, the
-// generated path must succeed with the same bytes.
+// The members proto3 JSON writes even at their zero value - every member of an AnyValue, a
+// KeyValue's key, a span's status - and the ones it leaves out, byte for byte as the file exporter
+// writes them.
+func TestProtoToJSONZeroValues(t *testing.T) {
+	kv := func(v *commonpb.AnyValue) *commonpb.KeyValue { return &commonpb.KeyValue{Key: "k", Value: v} }
+	req := &coltracepb.ExportTraceServiceRequest{ResourceSpans: []*tracepb.ResourceSpans{{
+		ScopeSpans: []*tracepb.ScopeSpans{{Spans: []*tracepb.Span{{
+			TraceId: []byte{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}, Kind: -2,
+			Attributes: []*commonpb.KeyValue{
+				{KeyStrindex: 5, Value: &commonpb.AnyValue{Value: &commonpb.AnyValue_StringValueStrindex{StringValueStrindex: -3}}},
+				kv(&commonpb.AnyValue{Value: &commonpb.AnyValue_StringValue{}}),
+				kv(&commonpb.AnyValue{Value: &commonpb.AnyValue_BoolValue{}}),
+				kv(&commonpb.AnyValue{Value: &commonpb.AnyValue_IntValue{}}),
+				kv(&commonpb.AnyValue{Value: &commonpb.AnyValue_DoubleValue{}}),
+				kv(&commonpb.AnyValue{Value: &commonpb.AnyValue_BytesValue{}}),
+				kv(&commonpb.AnyValue{Value: &commonpb.AnyValue_ArrayValue{ArrayValue: &commonpb.ArrayValue{}}}),
+				kv(&commonpb.AnyValue{Value: &commonpb.AnyValue_KvlistValue{KvlistValue: &commonpb.KeyValueList{}}}),
+				{},
+			},
+			Events: []*tracepb.Span_Event{{}}, Links: []*tracepb.Span_Link{{}},
+		}}}},
+	}, {}}}
+	js, err := ProtoToJSON(mustMarshal(t, req))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const want = `{"resourceSpans":[{"scopeSpans":[{"spans":[{"traceId":"0102030405060708090a0b0c0d0e0f10","kind":-2,"attributes":[{"key":"","keyStrindex":5,"value":{"stringValueStrindex":-3}},{"key":"k","value":{"stringValue":""}},{"key":"k","value":{"boolValue":false}},{"key":"k","value":{"intValue":"0"}},{"key":"k","value":{"doubleValue":0}},{"key":"k","value":{"bytesValue":""}},{"key":"k","value":{"arrayValue":{}}},{"key":"k","value":{"kvlistValue":{}}},{"key":""}],"events":[{}],"links":[{}],"status":{}}]}]},{}]}`
+	if string(js) != want {
+		t.Fatalf("got  %s\nwant %s", js, want)
+	}
+}
+
+// viaGenerated is the fallback of appendResourceSpansJSON on its own: the request re-encoded
+// through the generated types, then written.
+func viaGenerated(body []byte) ([]byte, error) {
+	canon, err := canonicalProto(body)
+	if err != nil {
+		return nil, err
+	}
+	return appendResourceSpansWire(nil, canon)
+}
+
+// FuzzProtoToJSON holds the wire transcoder to protobuf's rules: whenever it takes a request as it
+// is, the request re-encoded by the generated types must give the same bytes (the last of a
+// repeated scalar wins, unknown fields are left out, what the generated decoder rejects is
+// refused), and every request the generated decoder accepts must be written.
 func FuzzProtoToJSON(f *testing.F) {
 	f.Add(mustMarshal(f, fullRequest(1)))
 	f.Add(mustMarshal(f, realisticRequest(0, 2)))
 	f.Fuzz(func(t *testing.T, body []byte) {
-		fast, err := appendRequestJSONWire(nil, body)
+		fast, err := appendResourceSpansWire(nil, body)
 		if err != nil {
+			if _, err := canonicalProto(body); err == nil {
+				if _, err := appendResourceSpansJSON(nil, body); err != nil {
+					t.Fatalf("a request the generated decoder accepts was not written: %v", err)
+				}
+			}
 			return
 		}
-		slow, err := appendProtoAsJSONSlow(nil, body)
+		slow, err := viaGenerated(body)
 		if err != nil {
 			t.Fatalf("wire transcoder accepted what the generated decoder rejects (%v):\n%s", err, fast)
 		}
@@ -98,8 +149,8 @@ func TestJSONTranscoderMatchesProtojson(t *testing.T) {
 		"status": {"code": 2, "message": "boom"}, "events": [], "links": [{}]
 	} ] } ] } ] }`)
 	for i, body := range [][]byte{
-		AppendRequestJSON(nil, fullRequest(1)),
-		AppendRequestJSON(nil, realisticRequest(2, 20)),
+		requestJSON(fullRequest(1)),
+		requestJSON(realisticRequest(2, 20)),
 		pretty,
 		[]byte(`{}`),
 		[]byte(`{"resourceSpans":[]}`),
@@ -123,7 +174,7 @@ func TestJSONTranscoderMatchesProtojson(t *testing.T) {
 // FuzzJSONToProto holds the fast OTLP/JSON transcoder to protojson: wherever both succeed they must
 // give the same request.
 func FuzzJSONToProto(f *testing.F) {
-	f.Add(AppendRequestJSON(nil, fullRequest(1)))
+	f.Add(requestJSON(fullRequest(1)))
 	f.Add([]byte(`{"resourceSpans":[{"scopeSpans":[{"spans":[{"traceId":"0af7651916cd43dd8448eb211c80319c","kind":"SPAN_KIND_CLIENT","attributes":[{"key":"k","value":{"arrayValue":{"values":[{"doubleValue":"NaN"}]}}}]}]}]}]}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		fast, err := appendJSONAsProto(nil, body)

@@ -67,7 +67,7 @@ func TestRoundTripEveryFormat(t *testing.T) {
 				// Alternate the encodings the requests arrive in, as the collector would see them.
 				body, isJSON := mustMarshal(t, req), i%2 == 1
 				if isJSON {
-					body = AppendRequestJSON(nil, req)
+					body = requestJSON(req)
 				}
 				if err := w.WriteRequest(body, isJSON); err != nil {
 					t.Fatal(err)
@@ -117,7 +117,7 @@ func TestRoundTripEveryFormat(t *testing.T) {
 func TestReadsPrettyPrintedJSONAndContentDetection(t *testing.T) {
 	req := fullRequest(4)
 	var pretty bytes.Buffer
-	if err := jsonIndent(&pretty, AppendRequestJSON(nil, req)); err != nil {
+	if err := jsonIndent(&pretty, requestJSON(req)); err != nil {
 		t.Fatal(err)
 	}
 	pb := &bytes.Buffer{}
@@ -164,7 +164,7 @@ func TestReadsPrettyPrintedJSONAndContentDetection(t *testing.T) {
 }
 
 func TestOpenStdin(t *testing.T) {
-	line := AppendRequestJSON(nil, fullRequest(1))
+	line := requestJSON(fullRequest(1))
 	r, err := Open("-", ReadOptions{Stdin: bytes.NewReader(append(line, '\n'))})
 	if err != nil {
 		t.Fatal(err)
@@ -218,7 +218,7 @@ func TestCrashCutRecordingReadsToLastCompleteRecord(t *testing.T) {
 }
 
 func TestMalformedLinesAreReportedAndSkipped(t *testing.T) {
-	good := string(AppendRequestJSON(nil, fullRequest(1)))
+	good := string(requestJSON(fullRequest(1)))
 	data := strings.Join([]string{
 		good,
 		`{"resourceSpans":[{"scopeSpans":[{"spans":[{"traceId":5}]}]}]}`,
@@ -295,7 +295,7 @@ func TestMalformedProtobufRecords(t *testing.T) {
 }
 
 func TestLineOverTheLimitIsSkipped(t *testing.T) {
-	good := string(AppendRequestJSON(nil, fullRequest(1)))
+	good := string(requestJSON(fullRequest(1)))
 	huge := `{"resourceSpans":[` + strings.Repeat(" ", 300<<10) + `]}`
 	data := good + "\n" + huge + "\n" + good + "\n"
 	r, _ := NewReader(strings.NewReader(data), "t.jsonl", ReadOptions{MaxRecordBytes: 100 << 10})
@@ -483,7 +483,7 @@ func protoSpans(reqs []*coltracepb.ExportTraceServiceRequest) map[string]*tracep
 
 func TestGzipFileWrittenByOthers(t *testing.T) {
 	// A .jsonl.gz made by gzip(1) rather than by us, with two members (appended sessions).
-	line := append(AppendRequestJSON(nil, fullRequest(1)), '\n')
+	line := append(requestJSON(fullRequest(1)), '\n')
 	var buf bytes.Buffer
 	for i := 0; i < 2; i++ {
 		zw := gzip.NewWriter(&buf)

@@ -15,7 +15,6 @@ import (
 	"sync"
 
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
-	"google.golang.org/protobuf/proto"
 )
 
 // ErrClosed is returned by a Writer used after Close.
@@ -176,22 +175,13 @@ func (w *Writer) WriteProto(req *coltracepb.ExportTraceServiceRequest) error {
 	if err := w.usable(); err != nil {
 		return err
 	}
-	var rec []byte
-	switch w.format {
-	case FormatProto:
-		rec = append(w.rec[:0], 0, 0, 0, 0)
-		var err error
-		rec, err = proto.MarshalOptions{}.MarshalAppend(rec, req)
-		if err != nil {
-			return fmt.Errorf("record request: encode OTLP/protobuf: %w", err)
-		}
-		if err := putLength(rec); err != nil {
-			return err
-		}
-	case FormatJSONLines:
-		rec = append(AppendRequestJSON(w.rec[:0], req), '\n')
-	case FormatJSON:
-		rec = w.jsonDocPart(w.rec[:0], req)
+	body, err := marshalRequest(req)
+	if err != nil {
+		return fmt.Errorf("record request: %w", err)
+	}
+	rec, err := w.encode(w.rec[:0], body, false)
+	if err != nil {
+		return fmt.Errorf("record request: %w", err)
 	}
 	w.rec = rec
 	return w.writeRecord(rec)
@@ -236,40 +226,37 @@ func (w *Writer) encode(dst, body []byte, isJSON bool) ([]byte, error) {
 		}
 		return append(dst, '\n'), nil
 	case FormatJSON:
-		var req *coltracepb.ExportTraceServiceRequest
-		var err error
 		if isJSON {
-			req, err = UnmarshalJSON(body)
-		} else {
-			req = &coltracepb.ExportTraceServiceRequest{}
-			if err = proto.Unmarshal(body, req); err != nil {
-				err = fmt.Errorf("decode OTLP/protobuf: %w", err)
+			// protojson decides what is accepted here, as it does for a .json file read back.
+			var err error
+			if body, err = jsonToProtoSlow(body); err != nil {
+				return nil, err
 			}
 		}
-		if err != nil {
-			return nil, err
-		}
-		return w.jsonDocPart(dst, req), nil
+		return w.jsonDocPart(dst, body)
 	}
 	return nil, fmt.Errorf("unknown trace file format %d", w.format)
 }
 
-// jsonDocPart continues the single .json document: its opening the first time, then the request's
-// resource spans as more elements of one array. Close writes the end.
-func (w *Writer) jsonDocPart(dst []byte, req *coltracepb.ExportTraceServiceRequest) []byte {
-	if len(req.GetResourceSpans()) == 0 {
-		if w.n == 0 {
-			return append(dst, `{"resourceSpans":[`...)
-		}
-		return dst
-	}
+// jsonDocPart continues the single .json document: its opening the first time, then the resource
+// spans of the protobuf request body as more elements of one array. Close writes the end.
+func (w *Writer) jsonDocPart(dst, body []byte) ([]byte, error) {
 	if w.n == 0 {
 		dst = append(dst, `{"resourceSpans":[`...)
-	} else if w.jsonHasItems {
+	}
+	start := len(dst)
+	if w.jsonHasItems {
 		dst = append(dst, ',')
 	}
+	out, err := appendResourceSpansJSON(dst, body)
+	switch {
+	case err != nil:
+		return nil, err
+	case len(out) == len(dst): // no resource spans: nothing to separate either
+		return dst[:start], nil
+	}
 	w.jsonHasItems = true
-	return appendResourceSpansList(dst, req.GetResourceSpans())
+	return out, nil
 }
 
 func putLength(rec []byte) error {

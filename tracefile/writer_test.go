@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -191,10 +192,27 @@ func TestWriterJSONLinesOneRequestPerLine(t *testing.T) {
 func TestWriterSingleJSONMergesRequests(t *testing.T) {
 	var buf bytes.Buffer
 	w := NewWriter(&buf, FormatJSON)
+	// Requests without resource spans in between add nothing, not even a comma; every way in
+	// (protobuf, OTLP/JSON, the generated type) adds its resource spans.
+	if err := w.WriteRequest(nil, false); err != nil {
+		t.Fatal(err)
+	}
 	for i := 0; i < 3; i++ {
 		if err := w.WriteRequest(mustMarshal(t, fullRequest(i)), false); err != nil {
 			t.Fatal(err)
 		}
+		if err := w.WriteRequest([]byte(`{"resourceSpans":[]}`), true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.WriteRequest(requestJSON(fullRequest(3)), true); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.WriteProto(fullRequest(4)); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.WriteRequest([]byte(`{"resourceSpans":[`), true); err == nil || !strings.Contains(err.Error(), "decode OTLP/JSON") {
+		t.Fatalf("bad OTLP/JSON body: err = %v", err)
 	}
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
@@ -203,8 +221,13 @@ func TestWriterSingleJSONMergesRequests(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v\n%s", err, buf.String())
 	}
-	if n := len(req.ResourceSpans); n != 3 {
-		t.Fatalf("%d resource spans, want 3", n)
+	if n := len(req.ResourceSpans); n != 5 {
+		t.Fatalf("%d resource spans, want 5", n)
+	}
+	for i, rs := range req.ResourceSpans {
+		if got, want := rs.GetResource().GetAttributes()[0].GetValue().GetStringValue(), fmt.Sprintf("svc-%d", i); got != want {
+			t.Errorf("resource spans %d: service %q, want %q", i, got, want)
+		}
 	}
 	var empty bytes.Buffer
 	w = NewWriter(&empty, FormatJSON)
@@ -213,6 +236,20 @@ func TestWriterSingleJSONMergesRequests(t *testing.T) {
 	}
 	if _, err := UnmarshalJSON(empty.Bytes()); err != nil {
 		t.Fatalf("an empty .json file must still be a request: %v (%q)", err, empty.String())
+	}
+}
+
+// A request the OTLP exporters could not send - a string that is not UTF-8 - is refused in every
+// format alike, with the reason.
+func TestWriteProtoRefusesInvalidUTF8(t *testing.T) {
+	for _, f := range []Format{FormatProto, FormatJSONLines, FormatJSON} {
+		req := fullRequest(1)
+		req.ResourceSpans[0].ScopeSpans[0].Spans[0].Name = "bad \xff"
+		var buf bytes.Buffer
+		err := NewWriter(&buf, f).WriteProto(req)
+		if err == nil || !strings.Contains(err.Error(), "record request: encode OTLP/protobuf") || !strings.Contains(err.Error(), "UTF-8") {
+			t.Errorf("format %d: err = %v", f, err)
+		}
 	}
 }
 

@@ -1,9 +1,10 @@
-// Package jsonlex holds the pieces of JSON lexing and quoting that stormwatch's OTLP/JSON code
-// shares: the span decoder (spans.DecodeJSON) and encoder in spans, and the trace file's
-// JSON-to-protobuf transcoder and protobuf-to-JSON writer in tracefile. Each reads or writes the
-// same JSON, so each piece exists once here; the scanners that call them differ only in how they
-// report a problem (spans words a positioned error, tracefile hands the request to protojson).
+// Package jsonlex holds the JSON lexing and quoting that stormwatch's OTLP/JSON code shares: the
+// span decoder (spans.DecodeJSON) and encoder in spans, and the trace file's JSON-to-protobuf
+// transcoder and protobuf-to-JSON writer in tracefile. Each reads or writes the same JSON, so each
+// piece exists once here. Both readers walk the request with one [Scanner], which validates what
+// it reads and words a positioned error; the decoder reports that error, the transcoder hands the
+// request to protojson instead (and asks for the strictness protojson has).
 //
-// Everything here is a plain function over byte slices, with no state, so a call costs what it
-// cost inside the scanners.
+// Apart from the Scanner, everything here is a plain function over byte slices, with no state, so
+// a call costs what it would cost inside a scanner.
 package jsonlex

@@ -5,20 +5,22 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
+	"math"
 	"strconv"
 	"time"
 
 	"google.golang.org/protobuf/encoding/protowire"
 )
 
-// Blast sends every pass after the first as the first with another Shift. Walking each request
-// again for it (Shift.Request), let alone encoding OTLP/JSON again, would cost the sender as much
-// as the collector's decoding, and a load generator must stay cheap. So the places a shift
-// changes are found once, when the request is encoded (a plan), and each later pass patches a
-// copy of the bytes there: trace ids, span and event times, and deadlines written as Unix-ns
-// integers. A request with anything else to move (an instant written as text or as a double) has
-// no plan, and is shifted the long way; so has an OTLP/JSON request that captured a
-// Request-Deadline or Retry-After header at all.
+// A shift changes a few places of an encoded request: trace ids, span and event times, and the
+// values of the attributes that hold an instant. They are found once (a plan) and patched in a
+// copy of the bytes - for Shift.Request, and for each pass after the first of Blast, which sends
+// every pass as the first with another Shift: walking each request again, let alone encoding
+// OTLP/JSON again, would cost the sender as much as the collector's decoding, and a load
+// generator must stay cheap. A value whose shifted form has another length cannot be patched;
+// nor, in OTLP/JSON, can an instant written as text or as a double, or a request that captured a
+// Request-Deadline or Retry-After header at all: those have no plan, or a plan that gives up, and
+// are shifted the long way (Shift.generated).
 
 // siteKind is what a place in an encoded request holds.
 type siteKind uint8
@@ -27,26 +29,29 @@ const (
 	siteRawTraceID siteKind = iota + 1 // protobuf: 16 bytes
 	siteFixed64                        // protobuf: a span or event time, 8 bytes little-endian
 	siteVarint                         // protobuf: an int attribute of Unix ns, n bytes
+	siteDouble                         // protobuf: a double attribute of Unix ns, 8 bytes
+	siteText                           // protobuf: a string attribute holding an instant, n bytes
 	siteHexTraceID                     // OTLP/JSON: 32 lowercase hex digits
 	siteTime                           // OTLP/JSON: a span or event time, decimal digits
 	siteUnixNano                       // OTLP/JSON: an intValue attribute of Unix ns, decimal digits
 )
 
-// site is one place: the offset of its first byte, its kind and, for a varint, its length (the
-// JSON values end at the next '"').
+// site is one place: the offset of its first byte, its kind, for a varint or a string its length
+// (the JSON values end at the next '"'), and for a string how it writes its instant.
 type site struct {
 	at   int32
+	n    uint16
 	kind siteKind
-	n    uint8
+	time timeKind
 }
 
 // plan is every place a shift changes in one encoded request; nil when there is none to trust.
 type plan []site
 
-// errNoPlan is a protobuf request holding an instant a plan cannot patch.
-var errNoPlan = errors.New("an instant a plan cannot patch")
+// errNoPlan is a protobuf request holding a value too long for a site.
+var errNoPlan = errors.New("a value too long to plan")
 
-// planProto finds the places in a protobuf request: the ones Shift.wire patches.
+// planProto finds the places in a protobuf request.
 func planProto(pb []byte) plan {
 	p := plan{}
 	err := walkInstants(pb, func(v wireValue, kind timeKind, b []byte) error {
@@ -58,18 +63,21 @@ func planProto(pb []byte) plan {
 			p = append(p, site{at: at, kind: siteFixed64})
 		case wireInt:
 			if kind == unixNanos {
-				p = append(p, site{at: at, kind: siteVarint, n: uint8(len(b))})
+				p = append(p, site{at: at, kind: siteVarint, n: uint16(len(b))})
 			}
 		case wireDouble:
 			if kind == unixNanos {
-				return errNoPlan
+				p = append(p, site{at: at, kind: siteDouble})
 			}
 		case wireString:
-			// Text that is no instant (a Retry-After in seconds) stays as it is; an instant may
-			// change length.
-			if _, ok := shiftText(kind, string(b), int64(time.Second)); ok {
+			// Text that is no instant (a Retry-After in seconds) stays as it is.
+			if _, ok := shiftText(kind, string(b), int64(time.Second)); !ok {
+				break
+			}
+			if len(b) > math.MaxUint16 {
 				return errNoPlan
 			}
+			p = append(p, site{at: at, kind: siteText, n: uint16(len(b)), time: kind})
 		}
 		return nil
 	})
@@ -165,6 +173,21 @@ func (p plan) apply(body []byte, s Shift) ([]byte, bool) {
 				continue
 			}
 			w := protowire.AppendVarint(num[:0], uint64(int64(n)+s.Delta))
+			if len(w) != len(b) {
+				return nil, false
+			}
+			copy(b, w)
+		case siteDouble:
+			b := out[at : at+8]
+			if f := math.Float64frombits(binary.LittleEndian.Uint64(b)); f > 0 {
+				binary.LittleEndian.PutUint64(b, math.Float64bits(f+float64(s.Delta)))
+			}
+		case siteText:
+			b := out[at : at+int(st.n)]
+			w, ok := shiftText(st.time, string(b), s.Delta)
+			if !ok {
+				continue
+			}
 			if len(w) != len(b) {
 				return nil, false
 			}

@@ -2,9 +2,7 @@ package replay
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
-	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -12,7 +10,6 @@ import (
 
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
-	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/VictoriaMetrics/easyproto"
@@ -223,24 +220,22 @@ func rfc3339Like(v string) string {
 }
 
 // Request is Batch for a protobuf export request: it returns a shifted copy. Times are fixed64 and
-// trace ids fixed-length bytes, so the copy is patched in place on the wire - no decode and
+// trace ids fixed-length bytes, so the copy is patched where they lie (see plan) - no decode and
 // re-encode, which would cost more than the replay's sending - as are the time-valued attributes
 // whose new value is as long as the old (a Unix-nanosecond varint is 9 bytes from 1972 to 2262).
 // The generated types are the fallback for anything else: input the wire walk cannot read, a value
 // that changes length.
 func (s Shift) Request(raw []byte) ([]byte, error) {
-	out := append([]byte(nil), raw...)
 	if s.IsZero() {
-		return out, nil
+		return append([]byte(nil), raw...), nil
 	}
-	if err := s.wire(out); err == nil {
-		return out, nil
+	if p := planProto(raw); p != nil {
+		if out, ok := p.apply(raw, s); ok {
+			return out, nil
+		}
 	}
 	return s.generated(raw)
 }
-
-// errResize is the wire walk giving up on a value whose new encoding has another length.
-var errResize = errors.New("shifted value changes length")
 
 // walkFields calls f for each field of msg with the field's bytes (tag included), which alias msg.
 func walkFields(msg []byte, f func(fc *easyproto.FieldContext, field []byte) error) error {
@@ -301,8 +296,7 @@ const (
 	wireString                       // a string's bytes
 )
 
-// walkInstants calls visit with every place of an export request a Shift changes: b aliases req,
-// so visit may patch it in place. kind is the attribute's, for the attribute values.
+// walkInstants calls visit with every place of an export request a Shift changes: b aliases req. kind is the attribute's, for the attribute values.
 func walkInstants(req []byte, visit func(v wireValue, kind timeKind, b []byte) error) error {
 	// anyValue visits the instant in an AnyValue of the given kind.
 	var anyValue func(kind timeKind, b []byte) error
@@ -416,46 +410,6 @@ func walkInstants(req []byte, visit func(v wireValue, kind timeKind, b []byte) e
 	return walkFields(req, func(fc *easyproto.FieldContext, _ []byte) error {
 		if fc.FieldNum == fRequestResourceSpans {
 			return nested(fc, resourceSpans)
-		}
-		return nil
-	})
-}
-
-// wire applies s to req in place; errResize when a value's new encoding would be longer or
-// shorter.
-func (s Shift) wire(req []byte) error {
-	return walkInstants(req, func(v wireValue, kind timeKind, b []byte) error {
-		switch v {
-		case wireTraceID:
-			s.traceID(b)
-		case wireTime:
-			if t := binary.LittleEndian.Uint64(b); t != 0 {
-				binary.LittleEndian.PutUint64(b, uint64(int64(t)+s.Delta))
-			}
-		case wireInt:
-			n, size := protowire.ConsumeVarint(b)
-			if size != len(b) || kind != unixNanos || int64(n) <= 0 {
-				return nil
-			}
-			w := protowire.AppendVarint(nil, uint64(int64(n)+s.Delta))
-			if len(w) != len(b) {
-				return errResize
-			}
-			copy(b, w)
-		case wireDouble:
-			f := math.Float64frombits(binary.LittleEndian.Uint64(b))
-			if kind == unixNanos && f > 0 {
-				binary.LittleEndian.PutUint64(b, math.Float64bits(f+float64(s.Delta)))
-			}
-		case wireString:
-			w, ok := shiftText(kind, string(b), s.Delta)
-			if !ok {
-				return nil
-			}
-			if len(w) != len(b) {
-				return errResize
-			}
-			copy(b, w)
 		}
 		return nil
 	})

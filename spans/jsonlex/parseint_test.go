@@ -1,11 +1,11 @@
-package spans
+package jsonlex
 
 import (
 	"strconv"
 	"testing"
 )
 
-// TestParseIntMatchesStrconv: the JSON decoder's integer reader agrees with strconv on the value,
+// TestParseIntMatchesStrconv: the scanner's integer reader agrees with strconv on the value,
 // on where the number ends, and on what does not fit in an int64 (OTLP/JSON's intValue and the
 // 64-bit fields written as numbers).
 func TestParseIntMatchesStrconv(t *testing.T) {
@@ -25,9 +25,9 @@ func TestParseIntMatchesStrconv(t *testing.T) {
 			digits++
 		}
 		want, err := strconv.ParseInt(in[:digits], 10, 64)
-		got, end, ok := parseInt([]byte(in), 0)
+		got, end, ok := ParseInt([]byte(in), 0)
 		if ok != (err == nil) || (ok && (got != want || end != digits)) {
-			t.Errorf("parseInt(%q) = %d, %d, %v; strconv says %d (err %v), end %d", in, got, end, ok, want, err, digits)
+			t.Errorf("ParseInt(%q) = %d, %d, %v; strconv says %d (err %v), end %d", in, got, end, ok, want, err, digits)
 		}
 	}
 }
