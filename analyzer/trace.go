@@ -5,13 +5,14 @@ import (
 	"encoding/binary"
 	"slices"
 
+	"github.com/stormwatch/stormwatch/analyzer/internal/build"
 	"github.com/stormwatch/stormwatch/spans"
 )
 
 // Trace is one assembled trace: its spans indexed by id, the parent/child tree repaired where the
 // data is broken, and the logical operation each CLIENT span belongs to. Detectors read it through
 // their Pass; it is immutable once built, and lives only as long as its analysis (see Pass.Trace).
-// The driver that analyzes traces (analyzer/engine) builds it through [Trace.Index].
+// The engine (analyzer/engine) builds it; nothing exported writes it (see build.go).
 type Trace struct {
 	ID spans.TraceID
 	// Spans are deduplicated and sorted by span id (so Lookup is a binary search, no map).
@@ -19,22 +20,20 @@ type Trace struct {
 	// Truncated is true when the trace hit the per-trace span cap and spans were dropped.
 	Truncated bool
 
-	ix TraceIndex // what the methods below answer from
+	ix build.TraceIndex[*Operation] // what the methods below answer from, the engine's to write
 }
 
 // Len is the number of spans.
 func (t *Trace) Len() int { return len(t.Spans) }
 
-// CarriesAttr reports whether any span of t has an attribute named key. The keys the detectors
-// ask about (deadline remaining, retry-after, idempotency key, as attribute or header: see
-// [CarriedKeys]) are answered from the index the driver made in its pass over every attribute;
-// any other key, or a trace whose attributes were not indexed, by a scan.
+// CarriesAttr reports whether any span of t has an attribute named key. The keys the run's
+// detectors declared (Detector.CarriedAttrs) are answered from the index the engine made in its
+// pass over every attribute; any other key, or a trace whose attributes were not indexed, by a
+// scan.
 func (t *Trace) CarriesAttr(key string) bool {
-	if t.ix.CarriedRead {
-		for k := range CarriedKeys {
-			if CarriedKeys[k] == key {
-				return t.ix.Carried&(1<<k) != 0
-			}
+	for k, c := range t.ix.CarriedKeys {
+		if c == key {
+			return t.ix.Carried&(1<<k) != 0
 		}
 	}
 	for i := range t.Spans {

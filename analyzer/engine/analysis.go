@@ -9,6 +9,7 @@ import (
 
 	"github.com/stormwatch/stormwatch/analyzer"
 	"github.com/stormwatch/stormwatch/analyzer/cost"
+	"github.com/stormwatch/stormwatch/analyzer/internal/build"
 	"github.com/stormwatch/stormwatch/spans"
 )
 
@@ -45,6 +46,7 @@ func analyzeTrace(id spans.TraceID, ss []spans.Span, truncated int, cfg *Config,
 	r, t := &sc.trace.r, &sc.trace.t
 	*r, *t = traceResult{}, trace{}
 	r.trace = t
+	sc.carry = cfg.carried
 	buildTrace(t, id, ss, truncated, sc)
 	r.ops = t.inferOperations(seed, cfg.Settings.Skew(), in, sc)
 	var keepOps []*analyzer.Operation // what is held as values, detached from the spans below
@@ -130,7 +132,7 @@ func (t *trace) publishCalls(sc *scratch) {
 	facts := slices.Grow(sc.facts[:0], len(t.calls))[:len(t.calls)]
 	for k := range t.calls {
 		c := &t.calls[k]
-		facts[k] = analyzer.CallFacts{Op: c.op, Origin: c.origin, Dependency: c.dep, Outcome: c.outcome, Status: c.status, GiveUp: c.giveUp}
+		facts[k] = build.CallFacts{Op: c.op, Origin: c.origin, Dependency: c.dep, Outcome: c.outcome, Status: c.status, GiveUp: c.giveUp}
 	}
 	sc.facts = facts
 	t.Index().Calls = facts

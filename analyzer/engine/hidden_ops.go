@@ -232,7 +232,7 @@ func (t *trace) untracedHop(i int32, srvs []int32, direct bool, seed maphash.See
 	}
 	op.Terminal, op.StopReason = "", ""
 	key := hashStrings(seed, "untraced", c.service, c.target)
-	op.SetIntentKey(intentKey(seed, parent, key, sc.nextOccurrence(i, key)))
+	setIntentKey(op, intentKey(seed, parent, key, sc.nextOccurrence(i, key)))
 	t.addCalleeAttempts(op, callees, func(_, _ *spans.Span) bool { return sameClock }, true, sc)
 	t.issues.untraced += len(callees)
 }
@@ -254,7 +254,7 @@ func (t *trace) addCalleeAttempts(op *analyzer.Operation, callees []int32, oneCl
 		s := &t.Spans[cc.idx]
 		a := analyzer.Attempt{Number: n + 1, Kind: analyzer.KindInitial, SpanID: s.SpanID, StartUnixNano: s.StartUnixNano,
 			EndUnixNano: t.End(int(cc.idx)), Outcome: cc.outcome, Status: cc.status}
-		a.SetRecordedNumber(-1)
+		setRecordedNumber(&a, -1)
 		if n > 0 {
 			a.Kind = analyzer.KindRetry
 			a.BackoffNanos = -1 // unknown: the two spans' clocks may differ
@@ -424,14 +424,14 @@ func (t *trace) loopOperation(i int32, tries []int32, seed maphash.Seed, sc *scr
 	op.Inferred = true
 	op.StartUnixNano, op.EndUnixNano = first.StartUnixNano, first.StartUnixNano
 	if parent != nil {
-		parent.SetChildCount(parent.ChildCount() + 1)
+		setChildCount(parent, parent.ChildCount()+1)
 	}
 	scope := i
 	for scope >= 0 && t.Spans[scope].Kind == spans.KindInternal && t.Index().Parent[scope] >= 0 && sc.loopOf(scope) < 0 {
 		scope = t.Index().Parent[scope]
 	}
 	key := hashStrings(seed, "loop", op.Caller, op.Name)
-	op.SetIntentKey(intentKey(seed, parent, key, sc.nextOccurrence(scope, key)))
+	setIntentKey(op, intentKey(seed, parent, key, sc.nextOccurrence(scope, key)))
 	opIdx := int32(len(t.Index().Ops))
 	t.Index().Ops = append(t.Index().Ops, op)
 	sc.opStart = append(sc.opStart, int32(len(sc.opCalls)))
@@ -441,7 +441,7 @@ func (t *trace) loopOperation(i int32, tries []int32, seed maphash.Seed, sc *scr
 		s := &t.Spans[tr]
 		a := analyzer.Attempt{Number: n + 1, Kind: analyzer.KindInitial, SpanID: s.SpanID, StartUnixNano: s.StartUnixNano,
 			EndUnixNano: t.End(int(tr)), Outcome: analyzer.OutcomeOK}
-		a.SetRecordedNumber(-1)
+		setRecordedNumber(&a, -1)
 		if !t.tryOK(tr, sc) {
 			a.Outcome = analyzer.OutcomeRetryable
 		}

@@ -542,12 +542,12 @@ func (t *trace) inferOperations(seed maphash.Seed, skew int64, in *interner, sc 
 	kn := slices.Grow(sc.known[:0], n)[:n]
 	sc.known = kn
 	nClient := 0
-	var carried uint8
+	var carried uint64
 	for i := range t.Spans {
 		t.Index().Call[i] = -1
 		t.Index().Enclosing[i] = -1
 		s := &t.Spans[i]
-		kn[i].read(s)
+		kn[i].read(s, sc.carry)
 		carried |= kn[i].carried()
 		if s.Kind == spans.KindClient {
 			nClient++
@@ -558,7 +558,7 @@ func (t *trace) inferOperations(seed maphash.Seed, skew int64, in *interner, sc 
 			t.Index().Call[i] = attemptMark
 		}
 	}
-	t.Index().Carried, t.Index().CarriedRead = carried, true
+	t.Index().Carried, t.Index().CarriedKeys = carried, sc.carry.indexed()
 	t.indexWide(sc)
 	// The calls are read only while the trace is analyzed (see analyzeTrace): scratch.
 	t.calls = slices.Grow(sc.calls[:0], nClient)
@@ -860,7 +860,7 @@ func (t *trace) groupCalls(caller int, calls []int32, parent *analyzer.Operation
 				closeOp()
 				op = t.newOperation(callerKnown, c, parent, sc)
 				occurrence = sc.nextOccurrence(scope, kc.intent)
-				op.SetIntentKey(intentKey(seed, parent, kc.intent, occurrence))
+				setIntentKey(op, intentKey(seed, parent, kc.intent, occurrence))
 				opIdx = int32(len(t.Index().Ops))
 				t.Index().Ops = append(t.Index().Ops, op)
 				sc.opStart = append(sc.opStart, int32(len(sc.opCalls)))
@@ -906,7 +906,7 @@ func (t *trace) groupCalls(caller int, calls []int32, parent *analyzer.Operation
 				cur = &b.att[len(b.att)-1]
 				cur.Number, cur.Kind, cur.SpanID = nAttempts+1, kind, s.SpanID
 				cur.StartUnixNano, cur.EndUnixNano = start, end
-				cur.SetRecordedNumber(c.attempt)
+				setRecordedNumber(cur, c.attempt)
 				cur.BackoffNanos = backoff
 				cur.Outcome, cur.Status = c.outcome, c.status
 				curEnd, curAnswer, curFirst, curSpan = end, c.answer, start, s
@@ -1032,7 +1032,7 @@ func (t *trace) newOperation(callerKnown *known, c *callInfo, parent *analyzer.O
 	op.Inferred = true
 	op.StartUnixNano, op.EndUnixNano = s.StartUnixNano, s.EndUnixNano
 	if parent != nil {
-		parent.SetChildCount(parent.ChildCount() + 1)
+		setChildCount(parent, parent.ChildCount()+1)
 	}
 	src := &sc.known[c.idx]
 	if callerKnown != nil {
