@@ -54,21 +54,22 @@ func newCarriedIndex(detectors []*analyzer.Detector) *carriedIndex {
 	return c
 }
 
-// bit is the bit of key (whose spans.KeyIndex is ki) among c's keys, 0 when c does not index it
-// (or c is nil).
+// bit is the bit of key (whose spans.KeyIndex is ki) among c's keys, 0 when c does not index it.
+// Small enough to inline in known.read's loop over every attribute: a well-known key's own string
+// costs a table lookup.
 func (c *carriedIndex) bit(ki int, key string) uint64 {
-	if c == nil {
-		return 0
-	}
 	if ki >= 0 && ki < len(c.byIndex) {
-		switch b := c.byIndex[ki]; b {
-		case 0:
-		case 1:
-			return 0
-		default:
+		if b := c.byIndex[ki]; b >= 2 {
 			return 1 << (b - 2)
+		} else if b == 1 {
+			return 0
 		}
 	}
+	return c.byText(key)
+}
+
+// byText is bit for a key that is not a well-known key's own string.
+func (c *carriedIndex) byText(key string) uint64 {
 	for k := range c.keys {
 		if c.keys[k] == key {
 			return 1 << k

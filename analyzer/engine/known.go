@@ -282,7 +282,9 @@ func (k *known) read(s *spans.Span, c *carriedIndex) {
 	k.scan = len(s.Attrs) >= 255
 	if k.scan {
 		for i := range s.Attrs {
-			k.carriedBits |= c.bit(spans.KeyIndex(s.Attrs[i].Key), s.Attrs[i].Key)
+			if c != nil {
+				k.carriedBits |= c.bit(spans.KeyIndex(s.Attrs[i].Key), s.Attrs[i].Key)
+			}
 		}
 		return
 	}
@@ -292,7 +294,9 @@ func (k *known) read(s *spans.Span, c *carriedIndex) {
 		if w, ok := wkAt(ki, key); ok && k.at[w] == 0 {
 			k.at[w] = uint8(i + 1)
 		}
-		k.carriedBits |= c.bit(ki, key)
+		if c != nil {
+			k.carriedBits |= c.bit(ki, key)
+		}
 	}
 }
 
