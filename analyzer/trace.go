@@ -67,11 +67,16 @@ func (t *Trace) Lookup(id spans.SpanID) (int, bool) {
 // link the analyzer broke (a span that is its own parent, a cycle).
 func (t *Trace) Parent(i int) int { return int(t.ix.Parent[i]) }
 
-// Children are span i's children ordered by start time.
-func (t *Trace) Children(i int) []int32 { return t.ix.Child[t.ix.ChildOff[i]:t.ix.ChildOff[i+1]] }
+// Children are span i's children ordered by start time. The slice is the trace's own, lent to
+// read: its capacity ends with it, so that appending to it copies instead of writing over the
+// next span's children.
+func (t *Trace) Children(i int) []int32 {
+	lo, hi := t.ix.ChildOff[i], t.ix.ChildOff[i+1]
+	return t.ix.Child[lo:hi:hi]
+}
 
-// Roots are the spans without a (usable) parent, by start time.
-func (t *Trace) Roots() []int32 { return t.ix.Roots }
+// Roots are the spans without a (usable) parent, by start time (lent to read, as Children).
+func (t *Trace) Roots() []int32 { return slices.Clip(t.ix.Roots) }
 
 // Start and End are span i's times with bad data repaired: an end before the start is taken as
 // the start (a zero-length span).
@@ -181,5 +186,5 @@ func (t *Trace) Walk(i int, fn func(j int) bool) {
 	}
 }
 
-// Notes are what the analysis of this trace had to work around.
-func (t *Trace) Notes() []string { return t.ix.Notes }
+// Notes are what the analysis of this trace had to work around (lent to read, as Children).
+func (t *Trace) Notes() []string { return slices.Clip(t.ix.Notes) }
