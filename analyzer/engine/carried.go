@@ -7,6 +7,9 @@ import (
 	"github.com/stormwatch/stormwatch/spans"
 )
 
+// Which of the attribute keys the run's detectors declared each trace carries, recorded in
+// inference's one pass over every attribute (known.read) for Trace.CarriesAttr.
+
 // maxCarried bounds the keys a carriedIndex indexes: one bit of a trace's TraceIndex.Carried
 // each. Trace.CarriesAttr answers any key past them by a scan, as it does an undeclared key.
 const maxCarried = 64
