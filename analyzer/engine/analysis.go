@@ -65,7 +65,6 @@ func analyzeTrace(id spans.TraceID, ss []spans.Span, truncated int, cfg *Config,
 	t.Index().RootAdded = sc.rootAdded(&t.Trace, r.costs)
 	rp := &sc.reporter
 	rp.r, rp.id = r, id
-	rp.pass = analyzer.Pass{Trace: &t.Trace, Operations: r.ops, RunSettings: cfg.Settings}
 	if sc.report == nil {
 		sc.report = rp.report
 	}
@@ -73,8 +72,9 @@ func analyzeTrace(id spans.TraceID, ss []spans.Span, truncated int, cfg *Config,
 		if d.Scope != analyzer.ScopeTrace {
 			continue
 		}
-		rp.pass.Detector = d
-		rp.pass.Report = sc.report
+		// Each detector gets its Pass afresh: what one sets in its own (its Trace, Operations or
+		// RunSettings; an append to Operations copies) the detectors after it do not see.
+		rp.pass = analyzer.Pass{Detector: d, Trace: &t.Trace, Operations: slices.Clip(r.ops), RunSettings: cfg.Settings, Report: sc.report}
 		if err := runDetector(d, &rp.pass); err != nil {
 			r.errs = append(r.errs, err.Error())
 		}

@@ -3,6 +3,7 @@ package engine_test
 import (
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/stormwatch/stormwatch/analyzer"
 	"github.com/stormwatch/stormwatch/analyzer/engine"
@@ -40,6 +41,37 @@ func TestAppendingToWhatATraceLendsChangesNothing(t *testing.T) {
 	}}
 	for _, c := range fixtures.Cases {
 		detectortest.Load(t, c.Name, engine.Config{Detectors: []*analyzer.Detector{probe}})
+	}
+	if checked == 0 {
+		t.Fatal("the probe saw no trace")
+	}
+}
+
+// TestADetectorsPassIsItsOwn: a detector that changes its Pass - drops its trace and
+// operations, appends to them, sets the run's skew - changes nothing the detectors after it read.
+func TestADetectorsPassIsItsOwn(t *testing.T) {
+	checked := 0
+	vandal := &analyzer.Detector{Name: "vandal", Title: "vandal", Run: func(p *analyzer.Pass) error {
+		_ = append(p.Operations, nil)
+		p.Trace, p.Operations = nil, nil
+		p.RunSettings.SkewTolerance = time.Hour
+		return nil
+	}}
+	var ops int
+	counter := &analyzer.Detector{Name: "counter", Title: "counter", Run: func(p *analyzer.Pass) error {
+		ops = len(p.Operations)
+		return nil
+	}}
+	probe := &analyzer.Detector{Name: "probe", Title: "probe", Run: func(p *analyzer.Pass) error {
+		if p.Trace == nil || len(p.Operations) != ops || slices.Contains(p.Operations, nil) || p.RunSettings.SkewTolerance != 0 {
+			t.Fatalf("the pass after another detector's: trace %v, %d operations (want %d), skew %v",
+				p.Trace != nil, len(p.Operations), ops, p.RunSettings.SkewTolerance)
+		}
+		checked++
+		return nil
+	}}
+	for _, c := range fixtures.Cases {
+		detectortest.Load(t, c.Name, engine.Config{Detectors: []*analyzer.Detector{counter, vandal, probe}})
 	}
 	if checked == 0 {
 		t.Fatal("the probe saw no trace")
