@@ -41,6 +41,12 @@ type CostEntry struct {
 	AddedLatencyBuckets []uint64 `json:"-"`
 }
 
+// MaxEntrySeries bounds the entry points a metrics exporter gives series of their own: a root
+// span's name is not always a route template, and a series per distinct name would grow without
+// end. Costs lists entry points by added latency, so the ones left out are those retries cost
+// least.
+const MaxEntrySeries = 100
+
 // AddedLatencyBoundsMs are the upper bounds of CostEntry.AddedLatencyBuckets, in milliseconds.
 var AddedLatencyBoundsMs = []float64{1, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000}
 

@@ -1,7 +1,8 @@
 // Package docs_test checks the documentation as facts: every page is in the index, and every link
 // between pages - and every docs/PAGE.md#section pointer in the code - leads to a page and a
-// heading that exist. A renamed heading or a moved page breaks the test, not the reader. The
-// counts and lists the pages state about the code are checked against it (facts_test.go).
+// heading that exist, and every Go file a page names is in the repository. A renamed heading or a
+// moved page or file breaks the test, not the reader. The counts and lists the pages state about
+// the code are checked against it (facts_test.go).
 package docs_test
 
 import (
@@ -177,5 +178,48 @@ func TestPointersFromCodeResolve(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// goFile is a Go file named in a page: analyzer/engine/window.go, or doc.go alone.
+var goFile = regexp.MustCompile("`([A-Za-z0-9_./-]+\\.go)`")
+
+// Every Go file a page names exists: a path from the repository's root or from a directory in it
+// (otelcol's distribution/components.go), or a file name alone that some directory has. A file
+// moved or renamed breaks the test, not the reader who looks for it.
+func TestGoFilesNamedInPagesExist(t *testing.T) {
+	var files []string
+	err := filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (d.Name() == ".git" || d.Name() == "node_modules") {
+			return filepath.SkipDir
+		}
+		if !d.IsDir() && strings.HasSuffix(path, ".go") {
+			files = append(files, "/"+filepath.ToSlash(path))
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range markdownFiles(t) {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range goFile.FindAllStringSubmatch(string(b), -1) {
+			found := false
+			for _, f := range files {
+				if strings.HasSuffix(f, "/"+m[1]) {
+					found = true
+					break
+				}
+			}
+			if !found {
+				t.Errorf("%s names %s, which is not in the repository", p, m[1])
+			}
+		}
 	}
 }

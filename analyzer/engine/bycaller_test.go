@@ -15,17 +15,6 @@ func analyzeFixture(t *testing.T, name string) analyzer.Report {
 	return detectortest.Analyze(t, name, "", "")
 }
 
-func depStats(t *testing.T, r analyzer.Report, dep string) analyzer.DependencyStats {
-	t.Helper()
-	for _, d := range r.Dependencies {
-		if d.Dependency == dep {
-			return d
-		}
-	}
-	t.Fatalf("no dependency %s in %+v", dep, r.Dependencies)
-	return analyzer.DependencyStats{}
-}
-
 func wantCallers(t *testing.T, d analyzer.DependencyStats, want ...analyzer.CallerStats) {
 	t.Helper()
 	if len(d.ByCaller) != len(want) {

@@ -8,6 +8,11 @@ import (
 	"github.com/stormwatch/stormwatch/spans"
 )
 
+// Service clocks: how far each service instance's clock runs ahead of the trace root's, estimated
+// from the calls whose both ends are traced. Only traces with orphans to attach by time
+// (hidden.go) need it: across clocks that disagree, attaching by time put calls under the wrong
+// layer.
+
 // clockRef is one service instance's clock, and its offset from the trace root's when known.
 type clockRef struct {
 	service, instance string

@@ -6,6 +6,10 @@ import (
 	"github.com/stormwatch/stormwatch/analyzer"
 )
 
+// The Engine's Config: its bounds (spans, traces, findings, the window), its timing (settle,
+// history, the windowed detectors' interval) and the detectors it runs. Every zero value means a
+// documented default, so engine.New(engine.Config{}) is a working analyzer.
+
 // Defaults used when a Config field is zero.
 const (
 	// DefaultSettle is how long a trace must stay quiet before live mode analyzes it: long enough

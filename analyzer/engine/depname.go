@@ -2,6 +2,8 @@ package engine
 
 import "github.com/stormwatch/stormwatch/analyzer"
 
+// The one name a dependency goes by in the report, the findings and the metrics' labels.
+
 // dependencyName is the name a call's dependency goes by in every figure, finding, label and
 // comparison: what survives a restart of the callee. In order: the callee's service.name (from
 // its SERVER span, or another call to the same origin in the trace) or the caller's own word for it

@@ -2,24 +2,12 @@ package engine_test
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/stormwatch/stormwatch/analyzer/engine"
 	"github.com/stormwatch/stormwatch/spans"
 )
-
-// named sets a span's name.
-func named(s spans.Span, name string) spans.Span {
-	s.Name = name
-	return s
-}
-
-// failed marks a span's status as an error with a message, as gRPC's own tracing does (it records
-// no status code attribute).
-func failed(s spans.Span, msg string) spans.Span {
-	s.Status, s.StatusMessage = spans.StatusError, msg
-	return s
-}
 
 // a72Trace is gRFC A72's shape under an HTTP retry loop: edge retries api x3 over HTTP, api makes
 // one gRPC call (a "Sent." CLIENT span) whose service-config retryPolicy sends three attempts
@@ -91,7 +79,7 @@ func TestGRPCAttemptSpansAreALayer(t *testing.T) {
 	if got := amp[0].Evidence["factor"].String(); got != "9" {
 		t.Errorf("factor = %s, want 9", got)
 	}
-	if !contains(amp[0].Summary, "edge x3, api x3") {
+	if !strings.Contains(amp[0].Summary, "edge x3, api x3") {
 		t.Errorf("summary %q does not name both layers", amp[0].Summary)
 	}
 }
@@ -150,7 +138,7 @@ func TestGRPCAttemptLayerMultipliesWithTheLayerBelow(t *testing.T) {
 		t.Fatalf("store saw %d for %d, want 27 for 1", d.PhysicalCalls, d.LogicalOperations)
 	}
 	amp := findingsOf(r, "retry-amplification")
-	if len(amp) != 1 || !contains(amp[0].Summary, "edge x3, api x3, dep x3") {
+	if len(amp) != 1 || !strings.Contains(amp[0].Summary, "edge x3, api x3, dep x3") {
 		t.Fatalf("retry-amplification = %+v, want one naming edge x3, api x3, dep x3", amp)
 	}
 }
@@ -163,7 +151,7 @@ func TestGRPCClientKindAttemptSpansAreALayer(t *testing.T) {
 	if d.PhysicalCalls != 9 || d.LogicalOperations != 1 {
 		t.Fatalf("dependency = %+v, want dep saw 9 for 1", d)
 	}
-	if amp := findingsOf(r, "retry-amplification"); len(amp) != 1 || !contains(amp[0].Summary, "edge x3, api x3") {
+	if amp := findingsOf(r, "retry-amplification"); len(amp) != 1 || !strings.Contains(amp[0].Summary, "edge x3, api x3") {
 		t.Fatalf("retry-amplification = %+v", amp)
 	}
 }

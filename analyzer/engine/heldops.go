@@ -140,24 +140,7 @@ func (p *opsPacker) pack(ops []*analyzer.Operation) []byte {
 		b = binary.AppendUvarint(b, uint64(op.ChildCount()))
 		b = packio.AppendCount(b, len(op.Attempts), op.Attempts == nil)
 		for k := range op.Attempts {
-			at := &op.Attempts[k]
-			b = packio.AppendZZ(b, int64(at.Number))
-			b = p.str(b, string(at.Kind))
-			b = append(b, at.SpanID[:]...)
-			b = packio.AppendCount(b, len(at.Calls), at.Calls == nil)
-			for _, c := range at.Calls {
-				b = append(b, c[:]...)
-			}
-			b = packio.AppendCount(b, len(at.Origins), at.Origins == nil)
-			for _, o := range at.Origins {
-				b = p.str(b, o)
-			}
-			b = packio.AppendZZ(b, at.StartUnixNano-op.StartUnixNano)
-			b = packio.AppendZZ(b, at.EndUnixNano-at.StartUnixNano)
-			b = p.str(b, at.Outcome)
-			b = p.str(b, at.Status)
-			b = packio.AppendZZ(b, at.BackoffNanos)
-			b = packio.AppendZZ(b, at.RecordedNumber())
+			b = p.packAttempt(b, &op.Attempts[k], op.StartUnixNano)
 		}
 	}
 	p.buf = b
@@ -170,20 +153,49 @@ func (p *opsPacker) pack(ops []*analyzer.Operation) []byte {
 	if cap(p.buf) > 64*maxScratch {
 		p.buf = nil
 	}
+	return frameOf([5]int{len(ops), nAtt, nCalls, nOrigins, int(p.nStrs)}, traceID, b)
+}
+
+// packAttempt appends attempt at of an operation that started at opStart.
+func (p *opsPacker) packAttempt(b []byte, at *analyzer.Attempt, opStart int64) []byte {
+	b = packio.AppendZZ(b, int64(at.Number))
+	b = p.str(b, string(at.Kind))
+	b = append(b, at.SpanID[:]...)
+	b = packio.AppendCount(b, len(at.Calls), at.Calls == nil)
+	for _, c := range at.Calls {
+		b = append(b, c[:]...)
+	}
+	b = packio.AppendCount(b, len(at.Origins), at.Origins == nil)
+	for _, o := range at.Origins {
+		b = p.str(b, o)
+	}
+	b = packio.AppendZZ(b, at.StartUnixNano-opStart)
+	b = packio.AppendZZ(b, at.EndUnixNano-at.StartUnixNano)
+	b = p.str(b, at.Outcome)
+	b = p.str(b, at.Status)
+	b = packio.AppendZZ(b, at.BackoffNanos)
+	b = packio.AppendZZ(b, at.RecordedNumber())
+	return b
+}
+
+// frameOf is the frame of packed operations body, whose counts are n (operations, attempts,
+// calls, origins, strings) and trace traceID (when there are operations): its size, its head
+// and body, in a slice of exactly its size.
+func frameOf(n [5]int, traceID spans.TraceID, body []byte) []byte {
 	var head [5*binary.MaxVarintLen64 + len(traceID)]byte
 	h := head[:0]
-	for _, v := range [5]int{len(ops), nAtt, nCalls, nOrigins, int(p.nStrs)} {
+	for _, v := range n {
 		h = binary.AppendUvarint(h, uint64(v))
 	}
-	if len(ops) > 0 {
+	if n[0] > 0 {
 		h = append(h, traceID[:]...)
 	}
 	var sizeBuf [binary.MaxVarintLen64]byte
-	size := sizeBuf[:binary.PutUvarint(sizeBuf[:], uint64(len(h)+len(b)))]
-	out := make([]byte, 0, len(size)+len(h)+len(b))
+	size := sizeBuf[:binary.PutUvarint(sizeBuf[:], uint64(len(h)+len(body)))]
+	out := make([]byte, 0, len(size)+len(h)+len(body))
 	out = append(out, size...)
 	out = append(out, h...)
-	return append(out, b...)
+	return append(out, body...)
 }
 
 // The flags byte of a packed operation.
@@ -389,24 +401,7 @@ func (r *opsReader) frame(dst []*analyzer.Operation, n [5]int, ar *opsArena) ([]
 		setChildCount(op, int(r.UV()))
 		op.Attempts = carveList(r, &att, "attempts")
 		for k := range op.Attempts {
-			at := &op.Attempts[k]
-			at.Number = int(r.ZZ())
-			at.Kind = analyzer.AttemptKind(r.Str())
-			copy(at.SpanID[:], r.Fixed(8))
-			at.Calls = carveList(r, &calls, "calls")
-			for j := range at.Calls {
-				copy(at.Calls[j][:], r.Fixed(8))
-			}
-			at.Origins = carveList(r, &origins, "origins")
-			for j := range at.Origins {
-				at.Origins[j] = r.Str()
-			}
-			at.StartUnixNano = op.StartUnixNano + r.ZZ()
-			at.EndUnixNano = at.StartUnixNano + r.ZZ()
-			at.Outcome = r.Str()
-			at.Status = r.Str()
-			at.BackoffNanos = r.ZZ()
-			setRecordedNumber(at, r.ZZ())
+			r.attempt(&op.Attempts[k], op.StartUnixNano, &calls, &origins)
 		}
 		if r.Err != nil {
 			return dst, r.Err
@@ -416,16 +411,8 @@ func (r *opsReader) frame(dst []*analyzer.Operation, n [5]int, ar *opsArena) ([]
 		r.Fail("the frame's counts do not match its operations")
 		return dst, r.Err
 	}
-	// Chains of parents end: walking one never takes more steps than there are operations.
-	// (Inference lists a parent before the operations inside it; the form does not rely on it.)
-	for i := range parents {
-		steps := 0
-		for k := parents[i]; k >= 0; k = parents[k] {
-			if steps++; steps > len(parents) {
-				r.Fail("operation %d: its parents make a cycle", i)
-				return dst, r.Err
-			}
-		}
+	if !r.parentsEnd(parents) {
+		return dst, r.Err
 	}
 	// Only a frame read whole is handed out, its parents linked.
 	for i, k := range parents {
@@ -437,4 +424,42 @@ func (r *opsReader) frame(dst []*analyzer.Operation, n [5]int, ar *opsArena) ([]
 		dst = append(dst, &slab[i])
 	}
 	return dst, nil
+}
+
+// attempt reads attempt at of an operation that started at opStart, its calls and origins carved
+// from the frame's.
+func (r *opsReader) attempt(at *analyzer.Attempt, opStart int64, calls *[]spans.SpanID, origins *[]string) {
+	at.Number = int(r.ZZ())
+	at.Kind = analyzer.AttemptKind(r.Str())
+	copy(at.SpanID[:], r.Fixed(8))
+	at.Calls = carveList(r, calls, "calls")
+	for j := range at.Calls {
+		copy(at.Calls[j][:], r.Fixed(8))
+	}
+	at.Origins = carveList(r, origins, "origins")
+	for j := range at.Origins {
+		at.Origins[j] = r.Str()
+	}
+	at.StartUnixNano = opStart + r.ZZ()
+	at.EndUnixNano = at.StartUnixNano + r.ZZ()
+	at.Outcome = r.Str()
+	at.Status = r.Str()
+	at.BackoffNanos = r.ZZ()
+	setRecordedNumber(at, r.ZZ())
+}
+
+// parentsEnd reports whether every chain of parents ends: walking one never takes more steps
+// than there are operations. (Inference lists a parent before the operations inside it; the form
+// does not rely on it.) It fails r when one does not.
+func (r *opsReader) parentsEnd(parents []int32) bool {
+	for i := range parents {
+		steps := 0
+		for k := parents[i]; k >= 0; k = parents[k] {
+			if steps++; steps > len(parents) {
+				r.Fail("operation %d: its parents make a cycle", i)
+				return false
+			}
+		}
+	}
+	return true
 }

@@ -7,8 +7,8 @@ import (
 	"github.com/stormwatch/stormwatch/spans"
 )
 
-// The rules in this file read the retries that no CLIENT span shows. Each follows from who makes
-// which span:
+// The rules in this file, hidden_ops.go and loops.go read the retries that no CLIENT span shows.
+// Each follows from who makes which span:
 //
 //   - A request sent again below the caller's instrumentation (a retrying proxy or sidecar that
 //     exports nothing, a library that retries inside the one span its instrumentation wraps around
@@ -22,7 +22,7 @@ import (
 //     stands for that call.
 //   - An application loop around a client that retries on its own shows as sibling INTERNAL spans
 //     of one name, each but the last failing, each with the client's attempts under it: both loops
-//     are layers (appLoops).
+//     are layers (appLoops, in loops.go).
 
 // bridge is an orphan SERVER span and the span it is attached to.
 type bridge struct {

@@ -9,30 +9,10 @@ import (
 	"github.com/stormwatch/stormwatch/spans"
 )
 
-// findings lists a report's findings of one detector.
-func findingsOf(r analyzer.Report, detector string) []analyzer.Finding {
-	var out []analyzer.Finding
-	for _, f := range r.Findings {
-		if f.Detector == detector {
-			out = append(out, f)
-		}
-	}
-	return out
-}
-
-func server(status int, extra ...spans.Attr) []spans.Attr {
-	return append([]spans.Attr{spans.StringAttr(spans.AttrHTTPMethod, "GET"), spans.StringAttr(spans.AttrURLPath, "/x"),
-		spans.IntAttr(spans.AttrHTTPStatus, int64(status))}, extra...)
-}
-
 // Three SERVER spans under one CLIENT span, on three instances whose clocks disagree: the callee
 // received three calls, a hop nobody traces sent them, and Envoy's attempt numbers - not the
 // skewed starts - order them. Pauses between them are not measured, so no-backoff stays silent.
 func TestUntracedHopCountsCalleeSpansInEnvoyOrder(t *testing.T) {
-	inst := func(s spans.Span, instance string) spans.Span {
-		s.Resource = &spans.Resource{ServiceName: s.Resource.ServiceName, ServiceInstance: instance}
-		return s
-	}
 	envoy := func(n string) spans.Attr {
 		return spans.Attr{Key: spans.AttrReqHeaderEnvoyAttempt, Str: `["` + n + `"]`, Type: spans.ValueOther}
 	}
@@ -40,9 +20,9 @@ func TestUntracedHopCountsCalleeSpansInEnvoyOrder(t *testing.T) {
 		sp(1, 1, 0, spans.KindServer, "api", 0, 100),
 		sp(1, 2, 1, spans.KindClient, "api", 1, 90, get("http://mesh:15001/x", 200)...),
 		// Attempt 3 looks earliest (its clock runs 60 ms behind), attempt 1 latest.
-		inst(sp(1, 3, 2, spans.KindServer, "dep", 50, 52, server(503, envoy("1"))...), "dep-a"),
-		inst(sp(1, 4, 2, spans.KindServer, "dep", 30, 32, server(503, envoy("2"))...), "dep-b"),
-		inst(sp(1, 5, 2, spans.KindServer, "dep", 10, 12, server(200, envoy("3"))...), "dep-c"),
+		onInstance(sp(1, 3, 2, spans.KindServer, "dep", 50, 52, server(503, envoy("1"))...), "dep-a"),
+		onInstance(sp(1, 4, 2, spans.KindServer, "dep", 30, 32, server(503, envoy("2"))...), "dep-b"),
+		onInstance(sp(1, 5, 2, spans.KindServer, "dep", 10, 12, server(200, envoy("3"))...), "dep-c"),
 	)
 	d := depStats(t, r, "dep")
 	if d.PhysicalCalls != 3 || d.LogicalOperations != 1 || d.Service != "dep" {
@@ -190,8 +170,7 @@ func TestHealthyShapesStayHealthy(t *testing.T) {
 	batch := []spans.Span{sp(1, 1, 0, spans.KindServer, "api", 0, 100)}
 	for n := range 3 {
 		st := int64(1 + 20*n)
-		in := sp(1, 10+n, 1, spans.KindInternal, "api", st, st+15)
-		in.Name = "process-item"
+		in := named(sp(1, 10+n, 1, spans.KindInternal, "api", st, st+15), "process-item")
 		status := 200
 		if n == 0 {
 			status = 404
@@ -258,9 +237,8 @@ func TestUntracedGatewayCallsAreNotOneRetry(t *testing.T) {
 // A request that waited in a queue for longer than any clock skew, then was worked on after its
 // caller gave up: post-deadline work, whatever alignment does for skew.
 func TestQueuedRequestWorkedAfterGiveUp(t *testing.T) {
-	cl := sp(1, 2, 1, spans.KindClient, "api", 0, 1000, spans.StringAttr(spans.AttrRPCSystem, "grpc"),
-		spans.StringAttr(spans.AttrServerAddress, "dep"), spans.StringAttr(spans.AttrRPCStatus, "DEADLINE_EXCEEDED"))
-	cl.Status = spans.StatusError
+	cl := failed(sp(1, 2, 1, spans.KindClient, "api", 0, 1000, spans.StringAttr(spans.AttrRPCSystem, "grpc"),
+		spans.StringAttr(spans.AttrServerAddress, "dep"), spans.StringAttr(spans.AttrRPCStatus, "DEADLINE_EXCEEDED")), "")
 	_, r := run(t, engine.Config{},
 		sp(1, 1, 0, spans.KindServer, "api", 0, 1100),
 		cl,

@@ -93,9 +93,7 @@ func TestOverlappingCopiesToOneOriginAreHedges(t *testing.T) {
 
 func TestOverlappingCallsToReplicasAreFanout(t *testing.T) {
 	srv := func(id, parent int, inst string, start, end int64) spans.Span {
-		s := sp(1, id, parent, spans.KindServer, "primary", start, end)
-		s.Resource = &spans.Resource{ServiceName: "primary", ServiceInstance: inst}
-		return s
+		return onInstance(sp(1, id, parent, spans.KindServer, "primary", start, end), inst)
 	}
 	_, r := run(t, engine.Config{},
 		sp(1, 1, 0, spans.KindServer, "edge", 0, 100),

@@ -8,6 +8,11 @@ import (
 	"github.com/stormwatch/stormwatch/spans"
 )
 
+// The interner: shared copies of the strings an analysis keeps (service names, methods,
+// dependencies repeat trace after trace), a cache of the origins and targets derived from them,
+// and the pool of analysis scratches. It is the one part of the Engine that analyses running
+// outside the Engine's lock share, so its string table has a lock of its own.
+
 // maxInterned bounds the intern table: values beyond it (high-cardinality URLs, messages) are
 // copied instead of shared, so the table cannot grow without limit in a long live session.
 const maxInterned = 1 << 16

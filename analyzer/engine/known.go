@@ -2,6 +2,9 @@ package engine
 
 import "github.com/stormwatch/stormwatch/spans"
 
+// A span's attributes as inference reads them: indexed once per span by a number per attribute
+// inference asks about, instead of a scan of the span's attributes per question.
+
 // wk numbers the span attributes inference reads. A span's attributes are read once, into a
 // [known], and inference then finds each by its number, where looking them up by key would scan
 // the span's attributes many times over per CLIENT span (origin, target, outcome, attempt hints,
@@ -153,7 +156,8 @@ func wkAt(i int, key string) (wk, bool) {
 }
 
 // wkOf numbers a key; false for keys inference does not read. The decoders intern well-known keys,
-// so the comparisons below mostly end at a pointer compare.
+// so the comparisons below mostly end at a pointer compare. It is one case per attribute of wk's
+// list, over 100 lines: a table read top to bottom, which a split would only scatter.
 func wkOf(key string) (wk, bool) {
 	switch key {
 	case spans.AttrURLFull:
@@ -366,3 +370,10 @@ func (k *known) headerInt(w wk) int64 {
 
 // carried is the set of the read's carriedIndex keys that the span has (bit k for key k).
 func (k *known) carried() uint64 { return k.carriedBits }
+
+func intAttr(s *spans.Span, key string) int64 {
+	if n, ok := s.Int(key); ok {
+		return n
+	}
+	return -1
+}

@@ -14,22 +14,6 @@ import (
 	"github.com/stormwatch/stormwatch/spans"
 )
 
-// linkedDelivery is delivery in a trace of its own: its CONSUMER span has no parent and links to
-// the publish span (pubSpan of trace pubTrace), as amqplib's useLinksForConsume makes it.
-func linkedDelivery(trace byte, id int, pubTrace byte, pubSpan int, service string, start int64, ok bool) []spans.Span {
-	ss := delivery(trace, id, 0, service, start, ok)
-	ss[0].Links = []spans.Link{{TraceID: tid(pubTrace), SpanID: sid(pubSpan)}}
-	return ss
-}
-
-// publisherTrace is trace 1: publisher's SERVER span and its PRODUCER span (span 2).
-func publisherTrace() []spans.Span {
-	return []spans.Span{
-		sp(1, 1, 0, spans.KindServer, "publisher", 0, 10),
-		sp(1, 2, 1, spans.KindProducer, "publisher", 1, 2, publish("orders")...),
-	}
-}
-
 // threeLinkedDeliveries: one message, nacked and requeued twice, each delivery a trace of its own
 // (traces 2, 3, 4) linking to the publish span, the consumer trying dep three times in each.
 func threeLinkedDeliveries() []spans.Span {

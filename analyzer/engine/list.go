@@ -1,5 +1,7 @@
 package engine
 
+// The Engine's lists of traces (held: eviction order; pending: settle order).
+
 // list is an intrusive doubly-linked list of traces: O(1) touch, remove and oldest-first walk
 // without a container/list element allocation per trace.
 type list struct {

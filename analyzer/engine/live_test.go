@@ -27,13 +27,6 @@ func (c *clock) Add(d time.Duration) time.Time {
 	return c.t
 }
 
-func consume(t *testing.T, a *engine.Engine, ss ...spans.Span) {
-	t.Helper()
-	if err := a.ConsumeBatch(context.Background(), &spans.Batch{Spans: ss}); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // twoLayerTrace: edge retries api twice, api retries dep three times per call: 6 leaf calls.
 func twoLayerTrace(trace byte) []spans.Span {
 	ss := []spans.Span{sp(trace, 1, 0, spans.KindServer, "edge", 0, 1000)}

@@ -216,10 +216,7 @@ func (t *trace) brokerLayer(p int32, msg spans.SpanID, dels []int32, seed maphas
 	key := hashStrings(seed, "deliver", c.service, origin)
 	scope := int32(-1)
 	if p >= 0 {
-		scope = t.Index().Parent[p]
-		for scope >= 0 && t.Spans[scope].Kind == spans.KindInternal && t.Index().Parent[scope] >= 0 && sc.loopOf(scope) < 0 {
-			scope = t.Index().Parent[scope]
-		}
+		scope = t.occurrenceScope(int(t.Index().Parent[p]), sc)
 		if scope < 0 {
 			scope = p
 		}

@@ -9,48 +9,11 @@ import (
 	"github.com/stormwatch/stormwatch/spans"
 )
 
-// publish and deliver are the attributes of amqplib-like PRODUCER and CONSUMER spans: the default
-// exchange (an empty destination), the queue in the routing key.
-func publish(queue string) []spans.Attr {
-	return []spans.Attr{spans.StringAttr(spans.AttrMessagingSystem, "rabbitmq"),
-		spans.StringAttr(spans.AttrLegacyMessagingDestination, ""),
-		spans.StringAttr(spans.AttrLegacyMessagingRabbitMQRoutingKey, queue)}
-}
-
-// nackMessage is the status message amqplib gives a delivery that was nacked.
-const nackMessage = "nack called on message with requeue"
-
-// delivery is a CONSUMER span (id, under parent) whose consumer tries dep up to three times, one
-// CLIENT span per try, each answered by dep's SERVER span; ok says whether the last try succeeds.
-// It uses span ids id..id+6.
-func delivery(trace byte, id, parent int, service string, start int64, ok bool) []spans.Span {
-	end := start + 30
-	c := sp(trace, id, parent, spans.KindConsumer, service, start, end, publish("orders")...)
-	if !ok {
-		c = failed(c, nackMessage)
-	}
-	out := []spans.Span{c}
-	for try := range 3 {
-		status := 503
-		if ok && try == 2 {
-			status = 200
-		}
-		at := start + 1 + int64(try)*10
-		out = append(out,
-			sp(trace, id+1+2*try, id, spans.KindClient, service, at, at+5, get("http://dep:8080/stock", status)...),
-			sp(trace, id+2+2*try, id+1+2*try, spans.KindServer, "dep", at+1, at+4, server(status)...))
-	}
-	return out
-}
-
 // One message, nacked and requeued twice: three CONSUMER spans under the PRODUCER span, each
 // with the consumer's three tries. The broker is a layer of three tries named after the queue,
 // above the consumer's: 9 calls to dep for 1 request, and one finding names both layers.
 func TestRedeliveriesAreABrokerLayer(t *testing.T) {
-	ss := []spans.Span{
-		sp(1, 1, 0, spans.KindServer, "publisher", 0, 10),
-		sp(1, 2, 1, spans.KindProducer, "publisher", 1, 2, publish("orders")...),
-	}
+	ss := publisherTrace()
 	ss = append(ss, delivery(1, 10, 2, "consumer", 5, false)...)
 	ss = append(ss, delivery(1, 20, 2, "consumer", 40, false)...)
 	ss = append(ss, delivery(1, 30, 2, "consumer", 75, false)...)
@@ -94,10 +57,7 @@ func TestRedeliveriesAreABrokerLayer(t *testing.T) {
 // A message fanned out through an exchange to two consuming services, each delivered once, is
 // two copies, not a retry: no amplification, one delivery each.
 func TestFanoutToTwoConsumersIsNoRetry(t *testing.T) {
-	ss := []spans.Span{
-		sp(1, 1, 0, spans.KindServer, "publisher", 0, 10),
-		sp(1, 2, 1, spans.KindProducer, "publisher", 1, 2, publish("orders")...),
-	}
+	ss := publisherTrace()
 	ss = append(ss, delivery(1, 10, 2, "billing", 5, true)...)
 	ss = append(ss, delivery(1, 20, 2, "shipping", 5, true)...)
 	_, r := run(t, engine.Config{}, ss...)
@@ -115,11 +75,7 @@ func TestFanoutToTwoConsumersIsNoRetry(t *testing.T) {
 // Two messages published by one request, each delivered once, are two intents: the second is
 // not a redelivery of the first.
 func TestTwoMessagesOfOneRequestAreTwoIntents(t *testing.T) {
-	ss := []spans.Span{
-		sp(1, 1, 0, spans.KindServer, "publisher", 0, 10),
-		sp(1, 2, 1, spans.KindProducer, "publisher", 1, 2, publish("orders")...),
-		sp(1, 3, 1, spans.KindProducer, "publisher", 3, 4, publish("orders")...),
-	}
+	ss := append(publisherTrace(), sp(1, 3, 1, spans.KindProducer, "publisher", 3, 4, publish("orders")...))
 	ss = append(ss, delivery(1, 10, 2, "consumer", 5, true)...)
 	ss = append(ss, delivery(1, 20, 3, "consumer", 40, true)...)
 	_, r := run(t, engine.Config{}, ss...)
@@ -137,15 +93,12 @@ func TestRedeliveriesAcrossInstancesHaveNoPause(t *testing.T) {
 	inst := func(ss []spans.Span, instance string) []spans.Span {
 		for i := range ss {
 			if ss[i].Resource.ServiceName == "consumer" {
-				ss[i].Resource = &spans.Resource{ServiceName: "consumer", ServiceInstance: instance}
+				ss[i] = onInstance(ss[i], instance)
 			}
 		}
 		return ss
 	}
-	ss := []spans.Span{
-		sp(1, 1, 0, spans.KindServer, "publisher", 0, 10),
-		sp(1, 2, 1, spans.KindProducer, "publisher", 1, 2, publish("orders")...),
-	}
+	ss := publisherTrace()
 	ss = append(ss, inst(delivery(1, 10, 2, "consumer", 5, false), "c-1")...)
 	ss = append(ss, inst(delivery(1, 20, 2, "consumer", 35, false), "c-2")...)
 	ss = append(ss, inst(delivery(1, 30, 2, "consumer", 65, false), "c-1")...)

@@ -5,6 +5,9 @@ import (
 	"slices"
 )
 
+// The addresses (origins) a dependency was called at, counted for the report with a bound, so that
+// a callee on a port that changes per connection cannot grow a dependency's list without limit.
+
 // maxOrigins bounds the addresses a dependency keeps count of: a callee on a port that changes
 // per run, or behind thousands of pod IPs, is one dependency with that many origins, and the
 // analyzer's memory must not grow with them.

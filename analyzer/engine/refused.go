@@ -5,6 +5,10 @@ import (
 	"github.com/stormwatch/stormwatch/spans"
 )
 
+// Refused operations: the ones a breaker or a retry budget stopped before they made any call, which
+// the reference client records as spans of their own. No CLIENT span shows them, yet the breaker
+// detectors need them.
+
 // refusedOperations adds the logical operations that never made a physical call: the reference
 // client records a call refused by its breaker or retry budget as its operation span alone
 // (resilience.outcome=refused, resilience.stop_reason=breaker_open or budget) with no CLIENT span

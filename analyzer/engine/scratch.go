@@ -9,6 +9,9 @@ import (
 	"github.com/stormwatch/stormwatch/spans"
 )
 
+// The analysis scratch: every buffer one trace's analysis needs, pooled (intern.go) and reused
+// trace after trace, so that analyzing a trace allocates little beyond what its result keeps.
+
 // scratch holds one trace analysis's temporary buffers. The analyzer keeps a pool of them (in its
 // interner), so a trace's analysis allocates what it returns and little else: the sort keys,
 // the cycle walk's marks, the traversal stack, the attribute indexes, the grouping keys and the

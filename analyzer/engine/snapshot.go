@@ -2,12 +2,16 @@ package engine
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/stormwatch/stormwatch/analyzer"
 	"github.com/stormwatch/stormwatch/analyzer/cost"
 	"github.com/stormwatch/stormwatch/spans"
 )
+
+// What the Engine hands out to readers that are not the report: the Snapshot (the TUI, /metrics),
+// the store's figures (StoreStats), the sparklines' history, and the trace views a snapshot looks up.
 
 // Snapshot is an immutable view of the analyzer at one moment. The TUI and /metrics read snapshots
 // while ingestion goes on; nothing in a snapshot changes after it is taken, and taking one never
@@ -197,4 +201,219 @@ type TraceView struct {
 	Path      []cost.Segment
 	Truncated bool
 	Notes     []string
+}
+
+// Stats describes what the analyzer holds.
+func (a *Engine) Stats() StoreStats {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.stats()
+}
+
+func (a *Engine) stats() StoreStats {
+	return StoreStats{
+		SpansHeld:       a.spansHeld,
+		PackedBytes:     a.packedBytes,
+		TracesHeld:      a.held.len, // a.traces also maps the ids of traces filed with another
+		PendingTraces:   a.pending.len,
+		EvictedTraces:   a.evictedT,
+		EvictedSpans:    a.evictedS,
+		TruncatedTraces: a.truncatedT,
+		TruncatedSpans:  a.truncatedS,
+		DuplicateSpans:  a.issues.duplicates,
+		WindowRun:       a.windowRun,
+		WindowEvery:     a.windowEvery(),
+
+		SettledThroughUnixNano: a.settledThrough(),
+		WindowThroughUnixNano:  a.windowThrough(),
+	}
+}
+
+// settledThrough is StoreStats.SettledThroughUnixNano. The pending list is in the order of last
+// arrival, so its front is the trace that has waited longest. Under a.mu.
+func (a *Engine) settledThrough() int64 {
+	if t := a.pending.front(); t != nil {
+		return t.lastSeen
+	}
+	return a.now
+}
+
+// Snapshot is an immutable view for the TUI. When nothing changed since the last one, the same
+// report, operations and history are shared (they are immutable), so taking a few snapshots a
+// second costs a pointer copy; when only the history moved (every HistoryInterval, idle or not),
+// only the history is new. The operations stay packed in the analyzer: a snapshot lists the held
+// analyses, and Snapshot.Operations reads them back for a reader that shows them.
+func (a *Engine) Snapshot(now time.Time) *Snapshot {
+	n := now.UnixNano()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.now = max(a.now, n)
+	cur := [2]uint64{a.version, a.histVersion}
+	switch {
+	case a.snapCache != nil && a.snapCached == cur:
+	case a.snapCache != nil && a.snapCached[0] == a.version:
+		s := *a.snapCache
+		s.History = a.history()
+		a.snapCache, a.snapCached = &s, cur
+	default:
+		var s *Snapshot
+		if a.sumCache != nil && a.sumCached == cur {
+			c := *a.sumCache // the figures a summary made of this state already
+			s = &c
+		} else {
+			s = a.summary()
+		}
+		s.held = make([]heldRef, 0, len(a.traces))
+		for t := a.held.front(); t != nil; t = a.held.next(t) {
+			if t.res != nil && t.res.nOps > 0 {
+				s.held = append(s.held, heldRef{id: t.id, r: t.res})
+				s.HeldOperations += t.res.nOps
+			}
+		}
+		s.held = slices.Clip(s.held)
+		s.bad = a.badOps
+		a.snapCache, a.snapCached = s, cur
+	}
+	out := *a.snapCache
+	out.AtUnixNano = n
+	return &out
+}
+
+// badOps notes held operations that did not read back for a snapshot (only a bug in the packed
+// form gets here): the next report says so rather than hiding it.
+func (a *Engine) badOps(msg string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if !a.detErrs[msg] {
+		a.detErrs[msg] = true
+		a.version++
+	}
+}
+
+// Summary is a Snapshot without its operations (it lists none): the report, history and store
+// figures, for readers of the figures alone (/metrics, the status line). It shares a current
+// Snapshot's figures when there is one.
+func (a *Engine) Summary(now time.Time) *Snapshot {
+	n := now.UnixNano()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.now = max(a.now, n)
+	cur := [2]uint64{a.version, a.histVersion}
+	var out Snapshot
+	switch {
+	case a.snapCache != nil && a.snapCached == cur:
+		out = *a.snapCache
+		out.held, out.HeldOperations, out.bad = nil, 0, nil
+	case a.sumCache != nil && a.sumCached == cur:
+		out = *a.sumCache
+	default:
+		var s Snapshot
+		switch {
+		// Only the history moved (idle, every interval): the report is the same one.
+		case a.sumCache != nil && a.sumCached[0] == a.version:
+			s = *a.sumCache
+			s.History = a.history()
+		case a.snapCache != nil && a.snapCached[0] == a.version:
+			s = *a.snapCache
+			s.held, s.HeldOperations, s.bad = nil, 0, nil
+			s.History = a.history()
+		default:
+			s = *a.summary()
+		}
+		a.sumCache, a.sumCached = &s, cur
+		out = s
+	}
+	out.AtUnixNano = n
+	return &out
+}
+
+// summary makes a snapshot's figures: everything but the operations. Under a.mu.
+func (a *Engine) summary() *Snapshot {
+	s := &Snapshot{Report: a.report(), Stats: a.stats(), History: a.history(), LastAttempts: copyLastAttempts(a.lastAttempts)}
+	// Looked up when asked, not indexed per snapshot: the TUI opens one trace at a time.
+	// The result found is immutable; a trace re-analyzed since shows its newer analysis.
+	s.TraceLookup = a.lookup
+	return s
+}
+
+// history is a copy of the sparklines' points. Under a.mu.
+func (a *Engine) history() map[string][]float64 {
+	h := make(map[string][]float64, len(a.hist))
+	for k, v := range a.hist {
+		h[k] = slices.Clone(v)
+	}
+	return h
+}
+
+// tickHistory appends one point per elapsed interval: each dependency's amplification over the
+// calls counted during the interval.
+func (a *Engine) tickHistory(n int64) {
+	iv := int64(a.cfg.HistoryInterval)
+	if iv <= 0 {
+		iv = int64(DefaultHistoryInterval)
+	}
+	if a.histAt == 0 {
+		a.histAt = n
+		return
+	}
+	if n-a.histAt < iv {
+		return
+	}
+	a.histAt = n
+	hl := orDefault(a.cfg.HistoryLen, DefaultHistoryLen)
+	for dep, g := range a.deps {
+		prev := a.histPrev[dep]
+		dp, dl := g.physical-prev[0], g.logical-prev[1]
+		v := 0.0
+		if dp > 0 && dl > 0 {
+			v = float64(dp) / float64(dl)
+		}
+		h := append(a.hist[dep], v)
+		if len(h) > hl {
+			h = slices.Delete(h, 0, len(h)-hl)
+		}
+		a.hist[dep] = h
+		a.histPrev[dep] = [2]int{g.physical, g.logical}
+	}
+	a.histVersion++
+}
+
+// lookup finds a held trace's latest analysis (Snapshot.TraceLookup). A trace held packed is
+// unpacked and indexed again outside the lock: the view is the same as the analysis's own.
+func (a *Engine) lookup(id spans.TraceID) (*TraceView, bool) {
+	a.mu.Lock()
+	t := a.traces[id]
+	var r traceResult // a copy: the view reads back its operations into it
+	var packed []byte
+	var meta *heldTrace
+	found := t != nil && t.res != nil
+	if found {
+		// A delivery's trace is analyzed with its publisher's (joinDeliveries): that view.
+		id, r, packed, meta = t.id, *t.res, t.packed, t.meta
+	}
+	a.mu.Unlock()
+	if !found {
+		return nil, false
+	}
+	return a.viewHeld(id, r, meta, packed), true
+}
+
+// viewHeld is the trace view of a held analysis r: its operations read back when they are
+// packed, with its spans when they are held (packed).
+func (a *Engine) viewHeld(id spans.TraceID, r traceResult, meta *heldTrace, packed []byte) *TraceView {
+	var lost error
+	if r.ops == nil && r.nOps > 0 {
+		r.ops, lost = unpackOps(make([]*analyzer.Operation, 0, r.nOps), r.packedOps)
+	}
+	var v *TraceView
+	if packed != nil {
+		v = a.viewPacked(id, &r, meta, packed)
+	} else {
+		v = r.view()
+	}
+	if lost != nil {
+		// Only a bug in the packed form gets here: show what is left, and say why.
+		v.Notes = append(slices.Clip(v.Notes), fmt.Sprintf("operations lost: %v", lost))
+	}
+	return v
 }

@@ -10,6 +10,11 @@ import (
 	"github.com/stormwatch/stormwatch/spans"
 )
 
+// The engine's trace: the framework's analyzer.Trace plus what only the engine reads, and
+// buildTrace, which sorts a trace's spans, deduplicates them and builds the index every later step
+// and every detector reads (children, roots, pre-order, depth), noting the data's faults (orphans,
+// cycles, bad times) on the way.
+
 // trace is a Trace as the engine builds and infers it: the framework's Trace, which the
 // detectors read, and what only the engine reads. calls has one entry per call (a CLIENT span, or
 // a call inferred from the callee's SERVER spans) while the trace is analyzed: the analysis's
@@ -88,13 +93,29 @@ func buildTrace(t *trace, id spans.TraceID, ss []spans.Span, truncated int, sc *
 	// (two each), parent, childOff (n+1), child (at most n), roots (at most n), order, depth, pos,
 	// size, and the inference's call and enclosing indexes. The scratch's: the index lives as
 	// long as the analysis (a held result keeps none of it; a view copies what it shows).
-	arena := sc.arenaFor(12*n + 1)
-	carve := func(size int) []int32 {
-		c := arena[:size:size]
-		arena = arena[size:]
-		return c
-	}
-	ids := carve(2 * n)
+	arena := carver(sc.arenaFor(12*n + 1))
+	t.dedup(ss, &arena, sc)
+	t.linkParents(&arena)
+	t.breakCycles(sc)
+	t.linkChildren(&arena)
+	t.orderSpans(&arena, sc)
+}
+
+// carver cuts the index's arrays, one after another, out of one array.
+type carver []int32
+
+// carve is the next size elements, capped.
+func (a *carver) carve(size int) []int32 {
+	c := (*a)[:size:size]
+	*a = (*a)[size:]
+	return c
+}
+
+// dedup drops the spans whose id came before (ss is sorted by id, see sortByID), keeps the rest as
+// t.Spans and their ids as the index's IDs.
+func (t *trace) dedup(ss []spans.Span, arena *carver, sc *scratch) {
+	ix := t.Index()
+	ids := arena.carve(2 * len(ss))
 	w := 0
 	for i := range ss {
 		k := sc.keys[i].id // sortByID left the ids in order
@@ -109,12 +130,16 @@ func buildTrace(t *trace, id spans.TraceID, ss []spans.Span, truncated int, sc *
 		w++
 	}
 	clear(ss[w:])
-	ss = ss[:w]
-	t.Spans = ss
+	t.Spans = ss[:w]
 	ix.IDs = ids[: 2*w : 2*w]
-	n = w
+}
 
-	ix.Parent = carve(n)
+// linkParents finds each span's parent in the trace, noting the spans whose times are wrong, that
+// name themselves as their parent or whose parent never arrived (orphans: roots of their own).
+func (t *trace) linkParents(arena *carver) {
+	ix := t.Index()
+	ss := t.Spans
+	ix.Parent = arena.carve(len(ss))
 	for i := range ss {
 		s := &ss[i]
 		ix.Parent[i] = -1
@@ -145,11 +170,16 @@ func buildTrace(t *trace, id spans.TraceID, ss []spans.Span, truncated int, sc *
 			t.issues.orphans++
 		}
 	}
-	t.breakCycles(sc)
+}
 
-	// Children in CSR form, each list by start time (then id, for determinism).
-	ix.ChildOff = carve(n + 1)
-	ix.Roots = carve(n)[:0]
+// linkChildren lists each span's children in CSR form, each list by start time (then id, for
+// determinism), and the roots likewise.
+func (t *trace) linkChildren(arena *carver) {
+	ix := t.Index()
+	ss := t.Spans
+	n := len(ss)
+	ix.ChildOff = arena.carve(n + 1)
+	ix.Roots = arena.carve(n)[:0]
 	for i := range n {
 		if p := ix.Parent[i]; p >= 0 {
 			ix.ChildOff[p+1]++
@@ -161,9 +191,9 @@ func buildTrace(t *trace, id spans.TraceID, ss []spans.Span, truncated int, sc *
 	for i := range n {
 		ix.ChildOff[i+1] += ix.ChildOff[i]
 	}
-	ix.Child = carve(n)[:n-len(ix.Roots)]
-	t.depth = carve(n)
-	fill := t.depth // scratch until the depths are computed below
+	ix.Child = arena.carve(n)[:n-len(ix.Roots)]
+	t.depth = arena.carve(n)
+	fill := t.depth // scratch until orderSpans computes the depths
 	copy(fill, ix.ChildOff[:n])
 	for i := range n {
 		if p := ix.Parent[i]; p >= 0 {
@@ -185,14 +215,19 @@ func buildTrace(t *trace, id spans.TraceID, ss []spans.Span, truncated int, sc *
 	if len(ix.Roots) > 1 {
 		slices.SortFunc(ix.Roots, byStart)
 	}
+}
 
-	// Display order and depth.
-	ix.Order = carve(n)[:0]
+// orderSpans makes the display order (pre-order), each span's depth, position in that order and
+// subtree size, and carves the inference's call and enclosing indexes.
+func (t *trace) orderSpans(arena *carver, sc *scratch) {
+	ix := t.Index()
+	n := len(t.Spans)
+	ix.Order = arena.carve(n)[:0]
 	clear(t.depth)
-	ix.Pos = carve(n)
-	ix.Size = carve(n)
-	ix.Call = carve(n)
-	ix.Enclosing = carve(n)
+	ix.Pos = arena.carve(n)
+	ix.Size = arena.carve(n)
+	ix.Call = arena.carve(n)
+	ix.Enclosing = arena.carve(n)
 	stack := sc.stack[:0]
 	for k := len(ix.Roots) - 1; k >= 0; k-- {
 		stack = append(stack, ix.Roots[k])

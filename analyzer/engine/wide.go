@@ -6,6 +6,9 @@ import (
 	"github.com/stormwatch/stormwatch/spans"
 )
 
+// Indexes that keep inference linear where one span has very many children or one service very
+// many calls (see wideIndex).
+
 // wideIndex holds the per-trace indexes that keep inference linear in a trace's spans where one
 // span has many children (a CLIENT span with a hundred thousand SERVER children: a Zipkin shared
 // span, a proxy that resends, a hostile batch) or one service many calls: each question that a

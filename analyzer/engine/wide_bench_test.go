@@ -60,7 +60,7 @@ func clientServers(n, instances int) []spans.Span {
 	for i := range n {
 		s := sp(1, 3+i, 2, spans.KindServer, "dep", 2+2*int64(i), 3+2*int64(i), server(503)...)
 		if instances > 1 {
-			s.Resource = &spans.Resource{ServiceName: "dep", ServiceInstance: "dep-" + strconv.Itoa(i%instances)}
+			s = onInstance(s, "dep-"+strconv.Itoa(i%instances))
 		}
 		ss = append(ss, s)
 	}
@@ -86,12 +86,11 @@ func clientSiblings(n int, origins bool) []spans.Span {
 func internalSiblings(n int, names bool) []spans.Span {
 	ss := []spans.Span{sp(1, 1, 0, spans.KindServer, "api", 0, 3*int64(n)+10)}
 	for i := range n {
-		in := sp(1, 2+2*i, 1, spans.KindInternal, "api", 1+3*int64(i), 3+3*int64(i))
-		in.Name = "fetch"
+		name := "fetch"
 		if names {
-			in.Name = "fetch-" + strconv.Itoa(i)
+			name = "fetch-" + strconv.Itoa(i)
 		}
-		in.Status = spans.StatusError
+		in := failed(named(sp(1, 2+2*i, 1, spans.KindInternal, "api", 1+3*int64(i), 3+3*int64(i)), name), "")
 		ss = append(ss, in, sp(1, 3+2*i, 2+2*i, spans.KindClient, "api", 1+3*int64(i), 2+3*int64(i), get("http://dep:80/x", 503)...))
 	}
 	return ss

@@ -3,10 +3,15 @@ package engine
 import (
 	"fmt"
 	"math"
+	"time"
 
 	"github.com/stormwatch/stormwatch/analyzer"
+	"github.com/stormwatch/stormwatch/analyzer/policy"
 	"github.com/stormwatch/stormwatch/spans"
 )
+
+// The windowed detectors' window (ScopeWindow): the recent operations of every analyzed trace,
+// fed as analyses are published and bounded, and the Engine's runs of those detectors over it.
 
 // windowOpsPerSpan is the default bound on the window's operations per span of MaxSpans (see
 // Config.MaxWindowOps): a full store of typical traces holds about one operation per three or
@@ -279,4 +284,71 @@ func readWindow(refs []winRef, from int64) ([]*analyzer.Operation, []string) {
 		ops = kept
 	}
 	return ops, errs
+}
+
+// The Engine's side of the window: when the windowed detectors run (Settle, Flush) and what
+// they are given.
+
+// runWindow runs the ScopeWindow detectors over the window (see window): the operations that
+// ended within the policy's window before the latest one, all of them offline. The list is taken
+// under the lock (the operations are immutable), the detectors run without it.
+func (a *Engine) runWindow() {
+	if !a.hasWindow {
+		return
+	}
+	a.mu.Lock()
+	refs, from := a.win.take(int64(policy.Window(a.cfg.Settings)))
+	a.windowEpoch = a.win.epoch
+	a.mu.Unlock()
+	found, errs := a.judge(refs, from)
+	a.mu.Lock()
+	a.windowFindings = found
+	for _, e := range errs {
+		a.detErrs[e] = true
+	}
+	a.version++
+	a.mu.Unlock()
+}
+
+// judge runs the ScopeWindow detectors over the operations of refs that ended at from or later,
+// and returns their findings and errors. It touches nothing of the analyzer's but its config.
+func (a *Engine) judge(refs []winRef, from int64) ([]analyzer.Finding, []string) {
+	ops, errs := readWindow(refs, from)
+	var found []analyzer.Finding
+	for _, d := range a.cfg.Detectors {
+		if d.Scope != analyzer.ScopeWindow {
+			continue
+		}
+		pass := &analyzer.Pass{Detector: d, Operations: ops, RunSettings: a.cfg.Settings}
+		pass.Report = func(f analyzer.Finding) {
+			f = f.Clone() // the window's operations leave it: see Pass.Report
+			if f.Detector == "" {
+				f.Detector = d.Name
+			}
+			found = append(found, f)
+		}
+		if err := runDetector(d, pass); err != nil {
+			errs = append(errs, err.Error())
+		}
+	}
+	return found, errs
+}
+
+// windowEvery is the least time from one live windowed run to the next: WindowInterval, or the
+// gap the last run's length asks for (Config.WindowShare) when longer. Negative: never live
+// (offline). Under a.mu.
+func (a *Engine) windowEvery() time.Duration {
+	every := a.cfg.windowInterval()
+	if every <= 0 {
+		return every
+	}
+	return max(every, time.Duration(a.windowGap))
+}
+
+// windowThrough is StoreStats.WindowThroughUnixNano. Under a.mu.
+func (a *Engine) windowThrough() int64 {
+	if !a.hasWindow || a.win.epoch == a.windowEpoch {
+		return a.now // nothing analyzed waits for the windowed detectors
+	}
+	return a.windowJudged
 }

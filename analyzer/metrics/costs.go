@@ -18,11 +18,6 @@ const (
 	NameDepLateWork       = "stormwatch_dependency_late_work_seconds_total"
 )
 
-// maxEntrySeries bounds the entry points given series: a root span name is not always a route
-// template, and a label per distinct name would grow without end. The report lists entry points
-// by added latency, so the ones left out are those retries cost least.
-const maxEntrySeries = 100
-
 // costDescs are the cost series' descriptions.
 type costDescs struct {
 	entryAdded, depAdded, depExtra, depLate *prometheus.Desc
@@ -59,7 +54,7 @@ func (d *costDescs) metrics(rep *analyzer.Report) []prometheus.Metric {
 		e := &rep.Costs[i]
 		switch e.Kind {
 		case analyzer.CostEntryPoint:
-			if entries++; entries > maxEntrySeries {
+			if entries++; entries > analyzer.MaxEntrySeries {
 				continue
 			}
 			buckets := make(map[float64]uint64, len(e.AddedLatencyBuckets))

@@ -44,13 +44,20 @@ const (
 	metricPendingTraces  = "stormwatch.pending_traces"
 	metricEvictedSpans   = "stormwatch.evicted_spans"
 	metricEvictedTraces  = "stormwatch.evicted_traces"
-	metricWindowRun      = "stormwatch.window.run"
-	metricWindowInterval = "stormwatch.window.interval"
+	// What retries cost (the report's costs): per entry point and per dependency.
+	metricEntryAddedLatency = "stormwatch.entry.added_latency"
+	metricDepAddedLatency   = "stormwatch.dependency.added_latency"
+	metricDepExtraCalls     = "stormwatch.dependency.extra_calls"
+	metricDepLateWork       = "stormwatch.dependency.late_work"
+	metricWindowRun         = "stormwatch.window.run"
+	metricWindowInterval    = "stormwatch.window.interval"
 
 	attrDependency        = "stormwatch.dependency"
 	attrDependencyService = "stormwatch.dependency.service"
 	attrOutcome           = "stormwatch.attempt.outcome"
 	attrCaller            = "stormwatch.caller"
+	attrEntryService      = "stormwatch.entry.service"
+	attrEntryName         = "stormwatch.entry.name"
 	attrDetector          = "stormwatch.finding.detector"
 	attrSeverity          = "stormwatch.finding.severity"
 	attrService           = "stormwatch.finding.service"
@@ -247,6 +254,8 @@ func (e *emitter) metrics(rep *analyzer.Report, st engine.StoreStats, ts pcommon
 		}
 	}
 
+	e.costs(ms, rep, ts, depAttrs)
+
 	fnd := e.sum(ms, metricFindings, "{finding}", "Distinct findings reported, by detector and severity.")
 	for _, ft := range e.findings.Totals() {
 		dp := e.point(fnd, ts)
@@ -287,6 +296,69 @@ func (e *emitter) metrics(rep *analyzer.Report, st engine.StoreStats, ts pcommon
 		}
 	}
 	return md
+}
+
+// costs emits what retries cost, as the single binary's /metrics does (docs/costs.md): a
+// histogram of the latency retries added to each entry point's requests, and per dependency the
+// added latency, the extra calls and the work done after callers gave up. All of it as recorded:
+// summed over backends, each counts its own share of the traces.
+func (e *emitter) costs(ms pmetric.MetricSlice, rep *analyzer.Report, ts pcommon.Timestamp, depAttrs func(pcommon.Map, *analyzer.DependencyStats)) {
+	dep := make(map[string]*analyzer.DependencyStats, len(rep.Dependencies))
+	for i := range rep.Dependencies {
+		dep[rep.Dependencies[i].Dependency] = &rep.Dependencies[i]
+	}
+	hist := ms.AppendEmpty()
+	hist.SetName(metricEntryAddedLatency)
+	hist.SetUnit("s")
+	hist.SetDescription("Latency retries added to each request of the entry point: the time its critical path spent in failed attempts that were retried and in pauses between attempts.")
+	h := hist.SetEmptyHistogram()
+	h.SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+	added := e.sum(ms, metricDepAddedLatency, "s", "Latency that retries toward the dependency added to requests, summed over the requests analyzed.")
+	extra := e.sum(ms, metricDepExtraCalls, "{call}", "Calls to the dependency made by retries and hedges, or inside copies that retries of layers above made, as recorded.")
+	late := e.sum(ms, metricDepLateWork, "s", "Span-seconds the dependency worked after its callers had given up (their CLIENT span ended), as recorded.")
+	entries := 0
+	for i := range rep.Costs {
+		c := &rep.Costs[i]
+		switch c.Kind {
+		case analyzer.CostEntryPoint:
+			if entries++; entries > analyzer.MaxEntrySeries {
+				continue
+			}
+			dp := h.DataPoints().AppendEmpty()
+			dp.SetStartTimestamp(e.start)
+			dp.SetTimestamp(ts)
+			dp.Attributes().PutStr(attrEntryService, c.Service)
+			dp.Attributes().PutStr(attrEntryName, c.Name)
+			dp.SetCount(uint64(c.Requests))
+			dp.SetSum(c.AddedLatencyMs.Total / 1000)
+			dp.ExplicitBounds().EnsureCapacity(len(analyzer.AddedLatencyBoundsMs))
+			for _, b := range analyzer.AddedLatencyBoundsMs {
+				dp.ExplicitBounds().Append(b / 1000)
+			}
+			// The report counts cumulatively (requests at or under each bound, as Prometheus
+			// does); OTLP counts each bucket apart, with one more for above the last bound.
+			var below uint64
+			for _, n := range c.AddedLatencyBuckets {
+				dp.BucketCounts().Append(n - below)
+				below = n
+			}
+			dp.BucketCounts().Append(uint64(c.Requests) - below)
+		case analyzer.CostDependency:
+			d, ok := dep[c.Dependency]
+			if !ok {
+				d = &analyzer.DependencyStats{Dependency: c.Dependency}
+			}
+			p := e.point(added, ts)
+			depAttrs(p.Attributes(), d)
+			p.SetDoubleValue(c.AddedLatencyMs.Total / 1000)
+			p = e.point(extra, ts)
+			depAttrs(p.Attributes(), d)
+			p.SetIntValue(int64(c.ExtraCalls))
+			p = e.point(late, ts)
+			depAttrs(p.Attributes(), d)
+			p.SetDoubleValue(c.LateWorkSeconds)
+		}
+	}
 }
 
 func (e *emitter) sum(ms pmetric.MetricSlice, name, unit, desc string) pmetric.Sum {

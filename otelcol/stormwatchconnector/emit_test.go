@@ -6,12 +6,14 @@ import (
 	"encoding/json"
 	"math"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"go.opentelemetry.io/collector/connector/connectortest"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/plog"
+	"go.opentelemetry.io/collector/pdata/pmetric"
 
 	"github.com/stormwatch/stormwatch/analyzer"
 	"github.com/stormwatch/stormwatch/analyzer/engine"
@@ -153,4 +155,85 @@ func setValue(v pcommon.Value, x any) {
 			setValue(m.PutEmpty(k), t[k])
 		}
 	}
+}
+
+// TestCostMetricsAreTheReportsCosts: what retries cost reaches the metrics backend as the single
+// binary's /metrics gives it - a histogram of added latency per entry point (OTLP's per-bucket
+// counts, adding up to the requests) and per dependency the added latency, extra calls and late
+// work - with the offline report's figures exactly.
+func TestCostMetricsAreTheReportsCosts(t *testing.T) {
+	const fixture = "amplification-27-reference"
+	h := newSinkHarness(t, testConfig())
+	for _, td := range fixtureTraces(t, fixture) {
+		h.consume(td)
+	}
+	h.step(11 * time.Second)
+	want := offlineReport(t, fixture)
+	ms := lastMetrics(t, h.metrics)
+
+	hist, ok := ms[metricEntryAddedLatency]
+	if !ok || hist.Type() != pmetric.MetricTypeHistogram || hist.Unit() != "s" ||
+		hist.Histogram().AggregationTemporality() != pmetric.AggregationTemporalityCumulative {
+		t.Fatalf("%s missing or not a cumulative histogram of seconds", metricEntryAddedLatency)
+	}
+	entries, deps := 0, 0
+	for _, c := range want.Costs {
+		switch c.Kind {
+		case analyzer.CostEntryPoint:
+			entries++
+			dp, ok := histogramPoint(hist.Histogram(), attrEntryService+"="+c.Service, attrEntryName+"="+c.Name)
+			if !ok {
+				t.Fatalf("no added-latency point for entry point %s %s", c.Service, c.Name)
+			}
+			var n uint64
+			for _, b := range dp.BucketCounts().AsRaw() {
+				n += b
+			}
+			if dp.Count() != uint64(c.Requests) || n != dp.Count() || dp.Sum() != c.AddedLatencyMs.Total/1000 ||
+				dp.BucketCounts().Len() != dp.ExplicitBounds().Len()+1 {
+				t.Errorf("%s %s: count %d, buckets adding to %d, sum %v s, %d buckets for %d bounds; want %d requests, %v s",
+					c.Service, c.Name, dp.Count(), n, dp.Sum(), dp.BucketCounts().Len(), dp.ExplicitBounds().Len(), c.Requests, c.AddedLatencyMs.Total/1000)
+			}
+		case analyzer.CostDependency:
+			deps++
+			dep := attrDependency + "=" + c.Dependency
+			if got := mustValue(t, ms, metricDepAddedLatency, dep); got != c.AddedLatencyMs.Total/1000 {
+				t.Errorf("%s added latency %v s, want %v", c.Dependency, got, c.AddedLatencyMs.Total/1000)
+			}
+			if got := mustValue(t, ms, metricDepExtraCalls, dep); got != float64(c.ExtraCalls) {
+				t.Errorf("%s extra calls %v, want %d", c.Dependency, got, c.ExtraCalls)
+			}
+			if got := mustValue(t, ms, metricDepLateWork, dep); got != c.LateWorkSeconds {
+				t.Errorf("%s late work %v s, want %v", c.Dependency, got, c.LateWorkSeconds)
+			}
+		}
+	}
+	if entries == 0 || deps == 0 {
+		t.Fatalf("the reference report has %d entry points and %d dependencies with costs: the fixture no longer retries", entries, deps)
+	}
+	// The storm's figures are not zero: a test that compared zeroes would prove nothing.
+	var extra float64
+	for _, c := range want.Costs {
+		extra += float64(c.ExtraCalls)
+	}
+	if extra == 0 {
+		t.Error("no extra calls in a fixture of 27x amplification")
+	}
+	h.shutdown()
+}
+
+// histogramPoint finds the histogram point whose attributes include attrs ("k=v" pairs).
+func histogramPoint(h pmetric.Histogram, attrs ...string) (pmetric.HistogramDataPoint, bool) {
+next:
+	for i := 0; i < h.DataPoints().Len(); i++ {
+		dp := h.DataPoints().At(i)
+		for _, kv := range attrs {
+			k, v, _ := strings.Cut(kv, "=")
+			if got, ok := dp.Attributes().Get(k); !ok || got.AsString() != v {
+				continue next
+			}
+		}
+		return dp, true
+	}
+	return pmetric.HistogramDataPoint{}, false
 }

@@ -351,6 +351,9 @@ func (c *Client) get(ctx context.Context, path string, q url.Values) (int, []byt
 			return 0, nil, lastErr
 		}
 		if attempt >= c.cfg.Attempts {
+			if attempt == 1 {
+				return 0, nil, lastErr // nothing to count
+			}
 			return 0, nil, fmt.Errorf("jaeger: %d attempts failed; the last: %w", attempt, lastErr)
 		}
 		if err := c.cfg.Sleep(ctx, c.pause(attempt, retryAfter)); err != nil {
@@ -388,6 +391,11 @@ func (c *Client) once(ctx context.Context, target string) (status int, body []by
 	if err != nil {
 		if p := (*permanent)(nil); errors.As(err, &p) {
 			return 0, nil, 0, p // a refused redirect: not worth another try
+		}
+		// net/http words the error with the whole URL, query included: a line of timestamps and
+		// parameters that hides the cause. Where and why is what a reader acts on.
+		if ue := (*url.Error)(nil); errors.As(err, &ue) {
+			return 0, nil, 0, fmt.Errorf("jaeger: GET %s at %s: %w", req.URL.Path, req.URL.Host, ue.Err)
 		}
 		return 0, nil, 0, fmt.Errorf("jaeger: %w", err)
 	}

@@ -221,3 +221,27 @@ func TestBadAnswers(t *testing.T) {
 		t.Errorf("bad URL: %v", err)
 	}
 }
+
+// TestUnreachableSaysWhereNotTheQuery: a Jaeger that refuses connections is named by its address
+// and path; the search's parameters (timestamps, service) are noise in that message, and so is
+// counting one attempt.
+func TestUnreachableSaysWhereNotTheQuery(t *testing.T) {
+	srv := httptest.NewServer(http.NotFoundHandler())
+	addr := srv.Listener.Addr().String()
+	srv.Close() // nothing listens there now
+	c, err := New(Config{URL: "http://" + addr, API: APIv3, Attempts: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.FindTraces(context.Background(), window)
+	if err == nil {
+		t.Fatal("a closed port answered")
+	}
+	msg := err.Error()
+	if !strings.Contains(msg, "GET /api/v3/traces at "+addr) || !strings.Contains(msg, "connection refused") {
+		t.Errorf("error %q: want the path, the address and the cause", msg)
+	}
+	if strings.Contains(msg, "query.") || strings.Contains(msg, "start_time") || strings.Contains(msg, "attempts") {
+		t.Errorf("error %q repeats the query string", msg)
+	}
+}
