@@ -68,12 +68,12 @@ func LeafChains(ops []*Operation) []LeafChain {
 		}
 		k := int32(-1)
 		if byIntent != nil {
-			if v, ok := byIntent[op.intent]; ok {
+			if v, ok := byIntent[op.built.Intent]; ok {
 				k = v
 			}
 		} else {
 			for j := range sizes {
-				if sizes[j].first.intent == op.intent {
+				if sizes[j].first.built.Intent == op.built.Intent {
 					k = int32(j)
 					break
 				}
@@ -83,11 +83,11 @@ func LeafChains(ops []*Operation) []LeafChain {
 			k = int32(len(sizes))
 			sizes = append(sizes, size{first: op})
 			if byIntent != nil {
-				byIntent[op.intent] = k
+				byIntent[op.built.Intent] = k
 			} else if len(sizes) > 16 {
 				byIntent = make(map[uint64]int32, 64)
 				for j := range sizes {
-					byIntent[sizes[j].first.intent] = int32(j)
+					byIntent[sizes[j].first.built.Intent] = int32(j)
 				}
 			}
 		}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 )
 
 // Scope says what a detector looks at.
@@ -64,6 +65,11 @@ type Detector struct {
 	// Thresholds that are the same for every detector of a run (the clock skew) are not here but
 	// in RunSettings.
 	Settings any
+	// CarriedAttrs are the attribute keys Run asks pass.Trace.CarriesAttr about, nil for none.
+	// The engine indexes whether a trace carries each key its detectors declare in the one pass it
+	// makes over every attribute anyway, so that the question costs no scan of the trace's spans
+	// per detector; CarriesAttr answers an undeclared key too, by that scan.
+	CarriedAttrs []string
 	// Run inspects the pass and reports findings through pass.Report.
 	Run func(pass *Pass) error
 }
@@ -125,6 +131,11 @@ func Validate(detectors []*Detector) error {
 		}
 		if _, err := SettingFields(d.Settings); err != nil {
 			errs = append(errs, fmt.Errorf("detector %q: %w", d.Name, err))
+		}
+		for j, k := range d.CarriedAttrs {
+			if k == "" || slices.Contains(d.CarriedAttrs[:j], k) {
+				errs = append(errs, fmt.Errorf("detector %q: carried attribute %q is empty or declared twice", d.Name, k))
+			}
 		}
 		if d.Scope > ScopeWindow {
 			errs = append(errs, fmt.Errorf("detector %q has unknown scope %d", d.Name, d.Scope))

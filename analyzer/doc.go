@@ -6,7 +6,10 @@
 // are under analyzer/passes, listed by analyzer/suite; docs/detectors.md lists them.
 //
 // It does no analysis of its own. The engine (analyzer/engine) rebuilds logical operations from
-// attempt spans and runs the detectors over them; it builds each Trace and its Operations through
-// the few exported names of build.go, which are for it alone. This package never imports the
-// engine, and the detectors do not either: they see only a Pass.
+// attempt spans and runs the detectors over them. What it writes into a Trace, an Operation and an
+// Attempt besides their exported fields (a trace's index, an operation's intent key) lives in
+// unexported fields of analyzer/internal/build's types, which only the engine imports (see
+// build.go): nothing this package exports writes the model, so no detector can change what the
+// detectors after it read. This package never imports the engine, and the detectors do not
+// either: they see only a Pass.
 package analyzer

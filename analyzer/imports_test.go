@@ -8,6 +8,7 @@ import (
 	"go/token"
 	"io/fs"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -24,12 +25,28 @@ const (
 // files count, as for a build.
 func TestDetectorsDoNotImportTheEngine(t *testing.T) {
 	root := ".." // the module's root, from this package's directory
-	pkgs := []string{module + "/analyzer"}
+	pkgs := append([]string{module + "/analyzer"}, detectorPackages(t, root, false)...)
+	for _, p := range pkgs {
+		if chain := importChain(t, root, p, enginePath); chain != nil {
+			t.Errorf("%s imports the engine: %s", p, strings.Join(chain, " -> "))
+		}
+	}
+	// The check must see an import of the engine where there is one, or it proves nothing.
+	if importChain(t, root, module+"/analyzer/passes/detectortest", enginePath) == nil {
+		t.Error("the check does not see detectortest's import of the engine")
+	}
+}
+
+// detectorPackages are the packages under analyzer/passes: the detectors and their helpers, with
+// the harness detectortest when withHarness.
+func detectorPackages(t *testing.T, root string, withHarness bool) []string {
+	t.Helper()
+	var pkgs []string
 	err := filepath.WalkDir(filepath.Join(root, "analyzer", "passes"), func(dir string, d fs.DirEntry, err error) error {
 		if err != nil || !d.IsDir() {
 			return err
 		}
-		if name := d.Name(); name == "detectortest" || name == "testdata" {
+		if name := d.Name(); name == "detectortest" && !withHarness || name == "testdata" {
 			return filepath.SkipDir
 		}
 		if _, err := build.ImportDir(dir, 0); err != nil {
@@ -47,34 +64,37 @@ func TestDetectorsDoNotImportTheEngine(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(pkgs) < 10 {
-		t.Fatalf("found %d packages to check, want the framework and every detector: %v", len(pkgs), pkgs)
+		t.Fatalf("found %d packages to check, want every detector: %v", len(pkgs), pkgs)
 	}
-	for _, p := range pkgs {
-		if chain := importChain(t, root, p, enginePath); chain != nil {
-			t.Errorf("%s imports the engine: %s", p, strings.Join(chain, " -> "))
-		}
-	}
-	// The check must see an import of the engine where there is one, or it proves nothing.
-	if importChain(t, root, module+"/analyzer/passes/detectortest", enginePath) == nil {
-		t.Error("the check does not see detectortest's import of the engine")
-	}
+	return pkgs
 }
 
 // importChain is a chain of imports from package from to package to within the module, found
 // breadth first through the non-test files, or nil when from does not import to.
 func importChain(t *testing.T, root, from, to string) []string {
 	t.Helper()
+	return importChainTo(t, root, from, func(p string) bool { return p == to })
+}
+
+// importChainTo is a chain of imports from package from to a package of the module that is
+// reports true for, found breadth first through the non-test files and not through the packages
+// skip (whose imports are not followed), or nil when there is none.
+func importChainTo(t *testing.T, root, from string, is func(string) bool, skip ...string) []string {
+	t.Helper()
 	parent := map[string]string{from: ""}
 	queue := []string{from}
 	for len(queue) > 0 {
 		p := queue[0]
 		queue = queue[1:]
-		if p == to {
+		if is(p) {
 			var chain []string
 			for ; p != ""; p = parent[p] {
 				chain = append([]string{p}, chain...)
 			}
 			return chain
+		}
+		if slices.Contains(skip, p) {
+			continue
 		}
 		dir := filepath.Join(root, filepath.FromSlash(strings.TrimPrefix(p, module)))
 		bp, err := build.ImportDir(dir, 0)
@@ -91,45 +111,143 @@ func importChain(t *testing.T, root, from, to string) []string {
 	return nil
 }
 
-// TestDetectorsDoNotBuildTheModel: the names analyzer exports for the engine that builds a Trace
-// and its Operations (build.go) are not used by any detector (the packages under analyzer/passes
-// but detectortest, non-test files): a detector writing a trace's index or an operation's intent key
-// would change what the detectors after it read. Index is the one name common elsewhere
-// (strings.Index takes arguments); a call of it without arguments is Trace.Index.
-func TestDetectorsDoNotBuildTheModel(t *testing.T) {
-	engineOnly := map[string]bool{"TraceIndex": true, "CallFacts": true, "CarriedKeys": true,
-		"SetIntentKey": true, "SetChildCount": true, "SetRecordedNumber": true}
-	files, err := filepath.Glob(filepath.Join("passes", "*", "*.go"))
+// TestDetectorsDoNotImportTheBuild: no detector package (under analyzer/passes, passes/internal
+// included, detectortest too) imports analyzer/internal/build, where what the engine writes into
+// the model lives, nor any other package under analyzer/internal, directly or through a package
+// other than analyzer (which keeps that state unexported) and the engine (which detectortest
+// drives): Go's internal rule would let them, and
+// a detector writing a trace's index or an operation's intent key would change what the
+// detectors after it read.
+func TestDetectorsDoNotImportTheBuild(t *testing.T) {
+	root := ".."
+	pkgs := detectorPackages(t, root, true)
+	internal := module + "/analyzer/internal/"
+	for _, p := range pkgs {
+		if chain := importChainTo(t, root, p, func(imp string) bool { return strings.HasPrefix(imp, internal) },
+			module+"/analyzer", enginePath); chain != nil {
+			t.Errorf("%s imports the model's build: %s", p, strings.Join(chain, " -> "))
+		}
+	}
+	// The check must see such an import where there is one, or it proves nothing.
+	if importChainTo(t, root, module+"/analyzer/engine", func(imp string) bool { return strings.HasPrefix(imp, internal) },
+		module+"/analyzer") == nil {
+		t.Error("the check does not see the engine's import of analyzer/internal/build")
+	}
+}
+
+// TestTheModelExportsNoWrite: what package analyzer exports names nothing of analyzer/internal
+// (no exported function, method, field, variable or type gives a detector the engine's write
+// surface), and no exported method of the model's types (Trace, Operation, Attempt) is a setter: what `go doc` lists of
+// analyzer is all a detector can reach.
+func TestTheModelExportsNoWrite(t *testing.T) {
+	fset := token.NewFileSet()
+	files, err := filepath.Glob("*.go")
 	if err != nil {
 		t.Fatal(err)
 	}
-	more, _ := filepath.Glob(filepath.Join("passes", "internal", "*", "*.go"))
-	files = append(files, more...)
 	checked := 0
 	for _, f := range files {
-		if strings.HasSuffix(f, "_test.go") || strings.Contains(f, "detectortest") {
+		if strings.HasSuffix(f, "_test.go") {
 			continue
 		}
-		file, err := parser.ParseFile(token.NewFileSet(), f, nil, 0)
+		file, err := parser.ParseFile(fset, f, nil, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
 		checked++
-		ast.Inspect(file, func(n ast.Node) bool {
-			switch x := n.(type) {
-			case *ast.SelectorExpr:
-				if engineOnly[x.Sel.Name] {
-					t.Errorf("%s uses %s, which only the engine may", f, x.Sel.Name)
+		internal := map[string]bool{} // the names this file imports analyzer/internal/... as
+		for _, imp := range file.Imports {
+			if path := strings.Trim(imp.Path.Value, `"`); strings.HasPrefix(path, module+"/analyzer/internal/") {
+				name := path[strings.LastIndex(path, "/")+1:]
+				if imp.Name != nil {
+					name = imp.Name.Name
 				}
-			case *ast.CallExpr:
-				if sel, ok := x.Fun.(*ast.SelectorExpr); ok && sel.Sel.Name == "Index" && len(x.Args) == 0 {
-					t.Errorf("%s calls Index(), the engine's access to a trace's index", f)
+				internal[name] = true
+			}
+		}
+		namesInternal := func(n ast.Node) bool {
+			found := false
+			ast.Inspect(n, func(n ast.Node) bool {
+				if sel, ok := n.(*ast.SelectorExpr); ok {
+					if id, ok := sel.X.(*ast.Ident); ok && internal[id.Name] {
+						found = true
+					}
+				}
+				return !found
+			})
+			return found
+		}
+		for _, d := range file.Decls {
+			switch d := d.(type) {
+			case *ast.FuncDecl:
+				if !d.Name.IsExported() || d.Recv != nil && !exportedRecv(d.Recv) {
+					continue
+				}
+				if namesInternal(d.Type) {
+					t.Errorf("%s: %s exposes analyzer/internal in its signature", fset.Position(d.Pos()), d.Name.Name)
+				}
+				if d.Recv != nil && modelType(d.Recv) && strings.HasPrefix(d.Name.Name, "Set") {
+					t.Errorf("%s: exported setter %s: the engine writes the model through analyzer/internal/build", fset.Position(d.Pos()), d.Name.Name)
+				}
+			case *ast.GenDecl:
+				for _, spec := range d.Specs {
+					switch sp := spec.(type) {
+					case *ast.TypeSpec:
+						if !sp.Name.IsExported() {
+							continue
+						}
+						st, ok := sp.Type.(*ast.StructType)
+						if !ok {
+							if namesInternal(sp.Type) {
+								t.Errorf("%s: type %s is analyzer/internal's", fset.Position(sp.Pos()), sp.Name.Name)
+							}
+							continue
+						}
+						for _, fl := range st.Fields.List {
+							exported := len(fl.Names) == 0 // an embedded field is promoted
+							for _, n := range fl.Names {
+								exported = exported || n.IsExported()
+							}
+							if exported && namesInternal(fl.Type) {
+								t.Errorf("%s: %s has an exported field of analyzer/internal's", fset.Position(fl.Pos()), sp.Name.Name)
+							}
+						}
+					case *ast.ValueSpec:
+						for _, n := range sp.Names {
+							if n.IsExported() && (sp.Type != nil && namesInternal(sp.Type) || slices.ContainsFunc(sp.Values, func(e ast.Expr) bool { return namesInternal(e) })) {
+								t.Errorf("%s: %s is analyzer/internal's", fset.Position(n.Pos()), n.Name)
+							}
+						}
+					}
 				}
 			}
-			return true
-		})
+		}
 	}
-	if checked < 17 {
-		t.Fatalf("checked %d files, want every detector's", checked)
+	if checked < 10 {
+		t.Fatalf("checked %d files, want all of package analyzer's", checked)
 	}
+}
+
+// modelType reports whether a method's receiver is one of the model's types, which the engine
+// builds and detectors read.
+func modelType(recv *ast.FieldList) bool {
+	typ := recv.List[0].Type
+	if star, ok := typ.(*ast.StarExpr); ok {
+		typ = star.X
+	}
+	id, ok := typ.(*ast.Ident)
+	return ok && (id.Name == "Trace" || id.Name == "Operation" || id.Name == "Attempt")
+}
+
+// exportedRecv reports whether a method's receiver type is exported (T or *T).
+func exportedRecv(recv *ast.FieldList) bool {
+	typ := recv.List[0].Type
+	if star, ok := typ.(*ast.StarExpr); ok {
+		typ = star.X
+	}
+	if idx, ok := typ.(*ast.IndexExpr); ok {
+		typ = idx.X
+	}
+	id, ok := typ.(*ast.Ident)
+	return ok && id.IsExported()
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/stormwatch/stormwatch/analyzer/internal/build"
 	"github.com/stormwatch/stormwatch/spans"
 )
 
@@ -241,8 +242,12 @@ type Attempt struct {
 	// one); -1 when it cannot be measured (attempts seen only on callees whose clocks differ).
 	BackoffNanos int64
 
-	refNumber int64 // resilience.attempt as recorded, -1 when absent
+	built build.Attempt // what inference wrote of it (see build.go)
 }
+
+// RecordedNumber is the attempt's number as its span recorded it (resilience.attempt), -1 when
+// absent; Number is the one the analysis counted.
+func (a *Attempt) RecordedNumber() int64 { return a.built.RecordedNumber }
 
 // Operation is one logical operation: one intent of one caller toward one dependency.
 type Operation struct {
@@ -279,18 +284,20 @@ type Operation struct {
 	// stands for 1/SampleProbability of the traffic.
 	SampleProbability float64
 
-	intent   uint64 // what was asked, independent of the parent's attempt (made by the engine: SetIntentKey)
-	children int    // operations whose Parent is this one
+	built build.Operation // what inference wrote of it: intent key, child count (see build.go)
 }
 
 // IsLeaf reports whether no operation runs inside this one: its dependency is a leaf of the
 // call tree (as far as the traces show).
-func (o *Operation) IsLeaf() bool { return o.children == 0 }
+func (o *Operation) IsLeaf() bool { return o.built.Children == 0 }
+
+// ChildCount counts the operations whose Parent is o (IsLeaf when there are none).
+func (o *Operation) ChildCount() int { return o.built.Children }
 
 // IntentKey identifies what the operation was asked to do, the same for every copy made by the
 // retries of the layers above it within one trace. Operations with equal keys in one trace are
 // one logical operation of the top layer.
-func (o *Operation) IntentKey() uint64 { return o.intent }
+func (o *Operation) IntentKey() uint64 { return o.built.Intent }
 
 // Tries counts the attempts of the retry loop: resends after a redirect or a 401 and hedged
 // copies are not tries.

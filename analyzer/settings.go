@@ -2,6 +2,7 @@ package analyzer
 
 import (
 	"fmt"
+	"maps"
 	"reflect"
 	"strconv"
 	"time"
@@ -10,16 +11,45 @@ import (
 // RunSettings are the values every detector of a run shares, as opposed to a detector's own
 // thresholds (Detector.Settings): they describe the run, not one check. The clock skew tolerated
 // between services is a property of the traced system that every timing comparison must agree
-// on; the policy and the live window are chosen once per run by the driver (policy.Configure) and
-// read by the detectors that follow a policy. The zero value means the documented defaults.
+// on. Any other run-wide value is declared, typed, by the package that gives it meaning (a
+// RunValue: the policy package's policy and live window, which policy.Configure sets once per
+// run and the detectors that follow a policy read). The zero value means the documented
+// defaults and no RunValue set.
 type RunSettings struct {
 	// SkewTolerance is the clock skew tolerated between services. 0 means DefaultSkewTolerance.
 	SkewTolerance time.Duration
-	// Extra carries values a driver sets for the whole run by key: the policy and the live
-	// window (policy.ExtraKey, policy.WindowKey). The analyzer does not import the policy
-	// package, so they travel untyped.
-	Extra map[string]any
+
+	values map[any]any // by *RunValue[T], a T each (see RunValue)
 }
+
+// RunValue names one value of type T that a driver sets for a whole run (RunValue.Set) and
+// detectors read (RunValue.Get) from RunSettings: the package whose meaning it carries declares
+// it, as a variable, so that the framework lists nothing that one package or detector needs.
+// Make one with NewRunValue; each is a key of its own, whatever its name.
+type RunValue[T any] struct {
+	name string
+}
+
+// NewRunValue declares a run value of type T. name says what it is, for messages: "policy".
+func NewRunValue[T any](name string) *RunValue[T] { return &RunValue[T]{name: name} }
+
+// Set makes x the run's value of v in s. It changes s alone: a copy of s made before keeps what
+// it had (the values are copied on write, which a driver does once per run).
+func (v *RunValue[T]) Set(s *RunSettings, x T) {
+	m := make(map[any]any, len(s.values)+1)
+	maps.Copy(m, s.values)
+	m[v] = x
+	s.values = m
+}
+
+// Get is the run's value of v in s, and whether one was set.
+func (v *RunValue[T]) Get(s RunSettings) (T, bool) {
+	x, ok := s.values[v].(T)
+	return x, ok
+}
+
+// String is the name v was declared with.
+func (v *RunValue[T]) String() string { return v.name }
 
 // Skew is the SkewTolerance in nanoseconds with its default.
 func (s RunSettings) Skew() int64 {

@@ -125,3 +125,36 @@ func TestSettingsOf(t *testing.T) {
 	}()
 	analyzer.SettingsOf[goodSettings](&analyzer.Pass{Detector: &analyzer.Detector{Name: "y"}})
 }
+
+// TestRunValues: a package's run value is read back with its type; values of the same type
+// declared twice are two keys; an unset value reads as its zero and false; and Set changes only
+// the settings it is given, not a copy made before (a driver's settings are copied into every
+// pass).
+func TestRunValues(t *testing.T) {
+	limit := analyzer.NewRunValue[time.Duration]("limit")
+	other := analyzer.NewRunValue[time.Duration]("other")
+	names := analyzer.NewRunValue[[]string]("names")
+	var s analyzer.RunSettings
+	if v, ok := limit.Get(s); ok || v != 0 {
+		t.Fatalf("unset: %v, %v", v, ok)
+	}
+	limit.Set(&s, time.Minute)
+	names.Set(&s, []string{"a"})
+	before := s
+	limit.Set(&s, time.Hour)
+	if v, ok := limit.Get(s); !ok || v != time.Hour {
+		t.Errorf("limit = %v, %v, want 1h", v, ok)
+	}
+	if v, ok := limit.Get(before); !ok || v != time.Minute {
+		t.Errorf("the copy made before the second Set reads %v, %v, want 1m", v, ok)
+	}
+	if v, ok := other.Get(s); ok {
+		t.Errorf("a value declared apart reads %v from another's", v)
+	}
+	if v, ok := names.Get(s); !ok || len(v) != 1 || v[0] != "a" {
+		t.Errorf("names = %v, %v", v, ok)
+	}
+	if limit.String() != "limit" {
+		t.Errorf("String = %q", limit.String())
+	}
+}

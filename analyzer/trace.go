@@ -5,13 +5,14 @@ import (
 	"encoding/binary"
 	"slices"
 
+	"github.com/stormwatch/stormwatch/analyzer/internal/build"
 	"github.com/stormwatch/stormwatch/spans"
 )
 
 // Trace is one assembled trace: its spans indexed by id, the parent/child tree repaired where the
 // data is broken, and the logical operation each CLIENT span belongs to. Detectors read it through
 // their Pass; it is immutable once built, and lives only as long as its analysis (see Pass.Trace).
-// The driver that analyzes traces (analyzer/engine) builds it through [Trace.Index].
+// The engine (analyzer/engine) builds it; nothing exported writes it (see build.go).
 type Trace struct {
 	ID spans.TraceID
 	// Spans are deduplicated and sorted by span id (so Lookup is a binary search, no map).
@@ -19,22 +20,20 @@ type Trace struct {
 	// Truncated is true when the trace hit the per-trace span cap and spans were dropped.
 	Truncated bool
 
-	ix TraceIndex // what the methods below answer from
+	ix build.TraceIndex[*Operation] // what the methods below answer from, the engine's to write
 }
 
 // Len is the number of spans.
 func (t *Trace) Len() int { return len(t.Spans) }
 
-// CarriesAttr reports whether any span of t has an attribute named key. The keys the detectors
-// ask about (deadline remaining, retry-after, idempotency key, as attribute or header: see
-// [CarriedKeys]) are answered from the index the driver made in its pass over every attribute;
-// any other key, or a trace whose attributes were not indexed, by a scan.
+// CarriesAttr reports whether any span of t has an attribute named key. The keys the run's
+// detectors declared (Detector.CarriedAttrs) are answered from the index the engine made in its
+// pass over every attribute; any other key, or a trace whose attributes were not indexed, by a
+// scan.
 func (t *Trace) CarriesAttr(key string) bool {
-	if t.ix.CarriedRead {
-		for k := range CarriedKeys {
-			if CarriedKeys[k] == key {
-				return t.ix.Carried&(1<<k) != 0
-			}
+	for k, c := range t.ix.CarriedKeys {
+		if c == key {
+			return t.ix.Carried&(1<<k) != 0
 		}
 	}
 	for i := range t.Spans {
@@ -68,11 +67,16 @@ func (t *Trace) Lookup(id spans.SpanID) (int, bool) {
 // link the analyzer broke (a span that is its own parent, a cycle).
 func (t *Trace) Parent(i int) int { return int(t.ix.Parent[i]) }
 
-// Children are span i's children ordered by start time.
-func (t *Trace) Children(i int) []int32 { return t.ix.Child[t.ix.ChildOff[i]:t.ix.ChildOff[i+1]] }
+// Children are span i's children ordered by start time. The slice is the trace's own, lent to
+// read: its capacity ends with it, so that appending to it copies instead of writing over the
+// next span's children.
+func (t *Trace) Children(i int) []int32 {
+	lo, hi := t.ix.ChildOff[i], t.ix.ChildOff[i+1]
+	return t.ix.Child[lo:hi:hi]
+}
 
-// Roots are the spans without a (usable) parent, by start time.
-func (t *Trace) Roots() []int32 { return t.ix.Roots }
+// Roots are the spans without a (usable) parent, by start time (lent to read, as Children).
+func (t *Trace) Roots() []int32 { return slices.Clip(t.ix.Roots) }
 
 // Start and End are span i's times with bad data repaired: an end before the start is taken as
 // the start (a zero-length span).
@@ -182,5 +186,5 @@ func (t *Trace) Walk(i int, fn func(j int) bool) {
 	}
 }
 
-// Notes are what the analysis of this trace had to work around.
-func (t *Trace) Notes() []string { return t.ix.Notes }
+// Notes are what the analysis of this trace had to work around (lent to read, as Children).
+func (t *Trace) Notes() []string { return slices.Clip(t.ix.Notes) }

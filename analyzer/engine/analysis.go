@@ -8,6 +8,7 @@ import (
 
 	"github.com/stormwatch/stormwatch/analyzer"
 	"github.com/stormwatch/stormwatch/analyzer/cost"
+	"github.com/stormwatch/stormwatch/analyzer/internal/build"
 	"github.com/stormwatch/stormwatch/spans"
 )
 
@@ -49,6 +50,7 @@ func analyzeTrace(id spans.TraceID, ss []spans.Span, truncated int, cfg *Config,
 	r, t := &sc.trace.r, &sc.trace.t
 	*r, *t = traceResult{}, trace{}
 	r.trace = t
+	sc.carry = cfg.carried
 	buildTrace(t, id, ss, truncated, sc)
 	r.ops = t.inferOperations(seed, cfg.Settings.Skew(), in, sc)
 	var keepOps []*analyzer.Operation // what is held as values, detached from the spans below
@@ -67,7 +69,6 @@ func analyzeTrace(id spans.TraceID, ss []spans.Span, truncated int, cfg *Config,
 	t.Index().RootAdded = sc.rootAdded(&t.Trace, r.costs)
 	rp := &sc.reporter
 	rp.r, rp.id = r, id
-	rp.pass = analyzer.Pass{Trace: &t.Trace, Operations: r.ops, RunSettings: cfg.Settings}
 	if sc.report == nil {
 		sc.report = rp.report
 	}
@@ -75,8 +76,9 @@ func analyzeTrace(id spans.TraceID, ss []spans.Span, truncated int, cfg *Config,
 		if d.Scope != analyzer.ScopeTrace {
 			continue
 		}
-		rp.pass.Detector = d
-		rp.pass.Report = sc.report
+		// Each detector gets its Pass afresh: what one sets in its own (its Trace, Operations or
+		// RunSettings; an append to Operations copies) the detectors after it do not see.
+		rp.pass = analyzer.Pass{Detector: d, Trace: &t.Trace, Operations: slices.Clip(r.ops), RunSettings: cfg.Settings, Report: sc.report}
 		if err := runDetector(d, &rp.pass); err != nil {
 			r.errs = append(r.errs, err.Error())
 		}
@@ -134,7 +136,7 @@ func (t *trace) publishCalls(sc *scratch) {
 	facts := slices.Grow(sc.facts[:0], len(t.calls))[:len(t.calls)]
 	for k := range t.calls {
 		c := &t.calls[k]
-		facts[k] = analyzer.CallFacts{Op: c.op, Origin: c.origin, Dependency: c.dep, Outcome: c.outcome, Status: c.status, GiveUp: c.giveUp}
+		facts[k] = build.CallFacts{Op: c.op, Origin: c.origin, Dependency: c.dep, Outcome: c.outcome, Status: c.status, GiveUp: c.giveUp}
 	}
 	sc.facts = facts
 	t.Index().Calls = facts

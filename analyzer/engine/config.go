@@ -102,6 +102,10 @@ type Config struct {
 	// window that had barely moved. Paced, the windowed findings come later under load, never
 	// wrong. 0 means DefaultWindowShare; negative means no bound (every WindowInterval).
 	WindowShare float64
+
+	// carried indexes the attribute keys Detectors declare (analyzer.Detector.CarriedAttrs),
+	// made by New.
+	carried *carriedIndex
 }
 
 // windowInterval is WindowInterval with its default: negative for never (offline).

@@ -30,9 +30,10 @@
 // One trace's analysis, outside the Engine's lock:
 //
 //   - analysis.go: the pipeline (analyzeTrace) and the trace's detector run.
-//   - trace.go: buildTrace, the sorted, deduplicated and indexed trace, and its data's faults.
+//   - trace.go: buildTrace, the sorted, deduplicated and indexed trace, and its data's faults;
+//     built.go: the engine's one way to what it writes into the model (analyzer/internal/build).
 //   - infer.go: the inference walk (readSpans, readCalls, inferAt); known.go reads a span's
-//     attributes once; outcome.go classifies a call's outcome; destination.go its origin and
+//     attributes once, carried.go which of the keys the detectors declared it carries; outcome.go classifies a call's outcome; destination.go its origin and
 //     target; depname.go names its dependency.
 //   - grouping.go: a caller's calls into operations and attempts (retries, hedges, fan-out,
 //     resends), and intent keys; opbufs.go: the memory the operations are made in.

@@ -176,6 +176,7 @@ type traceState struct {
 
 // New makes an analyzer. See [Config] for the zero value.
 func New(cfg Config) *Engine {
+	cfg.carried = newCarriedIndex(cfg.Detectors)
 	a := &Engine{
 		cfg:          cfg,
 		seed:         maphash.MakeSeed(),

@@ -50,7 +50,7 @@ func (t *trace) groupCalls(caller int, calls []int32, parent *analyzer.Operation
 				g.closeOp()
 				op := t.newOperation(callerKnown, c, parent, sc)
 				occurrence := sc.nextOccurrence(scope, kc.intent)
-				op.SetIntentKey(intentKey(seed, parent, kc.intent, occurrence))
+				setIntentKey(op, intentKey(seed, parent, kc.intent, occurrence))
 				g.op, g.opIdx = op, int32(len(t.Index().Ops))
 				t.Index().Ops = append(t.Index().Ops, op)
 				sc.opStart = append(sc.opStart, int32(len(sc.opCalls)))
@@ -236,7 +236,7 @@ func (g *grouping) openAttempt(c *callInfo, s *spans.Span, start, end int64) {
 	cur = &b.att[len(b.att)-1]
 	cur.Number, cur.Kind, cur.SpanID = nAttempts+1, kind, s.SpanID
 	cur.StartUnixNano, cur.EndUnixNano = start, end
-	cur.SetRecordedNumber(c.attempt)
+	setRecordedNumber(cur, c.attempt)
 	cur.BackoffNanos = backoff
 	cur.Outcome, cur.Status = c.outcome, c.status
 	g.cur = cur
@@ -364,7 +364,7 @@ func (t *trace) newOperation(callerKnown *known, c *callInfo, parent *analyzer.O
 	op.Inferred = true
 	op.StartUnixNano, op.EndUnixNano = s.StartUnixNano, s.EndUnixNano
 	if parent != nil {
-		parent.SetChildCount(parent.ChildCount() + 1)
+		setChildCount(parent, parent.ChildCount()+1)
 	}
 	src := &sc.known[c.idx]
 	if callerKnown != nil {

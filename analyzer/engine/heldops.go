@@ -395,10 +395,10 @@ func (r *opsReader) frame(dst []*analyzer.Operation, n [5]int, ar *opsArena) ([]
 		}
 		op.Findings = int(r.UV())
 		if f := r.Fixed(8); len(f) == 8 {
-			op.SetIntentKey(uint64(f[0]) | uint64(f[1])<<8 | uint64(f[2])<<16 | uint64(f[3])<<24 |
-				uint64(f[4])<<32 | uint64(f[5])<<40 | uint64(f[6])<<48 | uint64(f[7])<<56)
+			setIntentKey(op, uint64(f[0])|uint64(f[1])<<8|uint64(f[2])<<16|uint64(f[3])<<24|
+				uint64(f[4])<<32|uint64(f[5])<<40|uint64(f[6])<<48|uint64(f[7])<<56)
 		}
-		op.SetChildCount(int(r.UV()))
+		setChildCount(op, int(r.UV()))
 		op.Attempts = carveList(r, &att, "attempts")
 		for k := range op.Attempts {
 			r.attempt(&op.Attempts[k], op.StartUnixNano, &calls, &origins)
@@ -445,7 +445,7 @@ func (r *opsReader) attempt(at *analyzer.Attempt, opStart int64, calls *[]spans.
 	at.Outcome = r.Str()
 	at.Status = r.Str()
 	at.BackoffNanos = r.ZZ()
-	at.SetRecordedNumber(r.ZZ())
+	setRecordedNumber(at, r.ZZ())
 }
 
 // parentsEnd reports whether every chain of parents ends: walking one never takes more steps

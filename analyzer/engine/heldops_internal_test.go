@@ -89,8 +89,8 @@ func TestPackedOperationsEdgeCases(t *testing.T) {
 	long := strings.Repeat("x", 300)
 	ops := make([]*analyzer.Operation, 0, 100)
 	parent := &analyzer.Operation{ID: "parent", Caller: "api"}
-	parent.SetIntentKey(1<<64 - 1)
-	parent.SetChildCount(1)
+	setIntentKey(parent, 1<<64-1)
+	setChildCount(parent, 1)
 	child := &analyzer.Operation{ID: "child", Parent: parent, Caller: strings.Clone("api"), Attempts: []analyzer.Attempt{},
 		StartUnixNano: -5, EndUnixNano: 1<<63 - 1, DeadlineUnixNano: -1 << 63, Findings: 3, Inferred: true, SampleProbability: 0.1}
 	ops = append(ops, child, parent)
@@ -100,7 +100,7 @@ func TestPackedOperationsEdgeCases(t *testing.T) {
 		{Number: 3, Kind: analyzer.KindHedge, Calls: []spans.SpanID{{1}, {2}}, Origins: []string{"http://a:1", "http://b:2"},
 			Outcome: "ok", Status: "200", StartUnixNano: 10, EndUnixNano: 5},
 	}})
-	ops[2].Attempts[0].SetRecordedNumber(-1)
+	setRecordedNumber(&ops[2].Attempts[0], -1)
 	for i := range 97 {
 		ops = append(ops, &analyzer.Operation{ID: "op-" + strings.Repeat("y", i), Dependency: "dep-" + strings.Repeat("z", i%7)})
 	}

@@ -236,7 +236,7 @@ func (t *trace) untracedHop(i int32, srvs []int32, direct bool, seed maphash.See
 	}
 	op.Terminal, op.StopReason = "", ""
 	key := hashStrings(seed, "untraced", c.service, c.target)
-	op.SetIntentKey(intentKey(seed, parent, key, sc.nextOccurrence(i, key)))
+	setIntentKey(op, intentKey(seed, parent, key, sc.nextOccurrence(i, key)))
 	t.addCalleeAttempts(op, callees, func(_, _ *spans.Span) bool { return sameClock }, true, sc)
 	t.issues.untraced += len(callees)
 }
@@ -258,7 +258,7 @@ func (t *trace) addCalleeAttempts(op *analyzer.Operation, callees []int32, oneCl
 		s := &t.Spans[cc.idx]
 		a := analyzer.Attempt{Number: n + 1, Kind: analyzer.KindInitial, SpanID: s.SpanID, StartUnixNano: s.StartUnixNano,
 			EndUnixNano: t.End(int(cc.idx)), Outcome: cc.outcome, Status: cc.status}
-		a.SetRecordedNumber(-1)
+		setRecordedNumber(&a, -1)
 		if n > 0 {
 			a.Kind = analyzer.KindRetry
 			a.BackoffNanos = -1 // unknown: the two spans' clocks may differ

@@ -97,12 +97,12 @@ func (t *trace) readSpans(sc *scratch) int {
 	kn := slices.Grow(sc.known[:0], n)[:n]
 	sc.known = kn
 	nClient := 0
-	var carried uint8
+	var carried uint64
 	for i := range t.Spans {
 		t.Index().Call[i] = -1
 		t.Index().Enclosing[i] = -1
 		s := &t.Spans[i]
-		kn[i].read(s)
+		kn[i].read(s, sc.carry)
 		carried |= kn[i].carried()
 		if s.Kind == spans.KindClient {
 			nClient++
@@ -113,7 +113,7 @@ func (t *trace) readSpans(sc *scratch) int {
 			t.Index().Call[i] = attemptMark
 		}
 	}
-	t.Index().Carried, t.Index().CarriedRead = carried, true
+	t.Index().Carried, t.Index().CarriedKeys = carried, sc.carry.indexed()
 	return nClient
 }
 

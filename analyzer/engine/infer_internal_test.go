@@ -16,7 +16,7 @@ func TestIntentKeyHashesItsThreeNumbers(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 8))
 	for range 1000 {
 		parent := &analyzer.Operation{}
-		parent.SetIntentKey(rng.Uint64())
+		setIntentKey(parent, rng.Uint64())
 		key, occ := rng.Uint64(), rng.IntN(1000)
 		var buf [24]byte
 		for i := range 8 {

@@ -63,20 +63,8 @@ const (
 	wkRetryCount
 	wkEnvoyGRPCStatus
 	wkPeerService
-	// The keys below are not read by inference: the detectors ask only whether any span of the
-	// trace carries them ([analyzer.Trace.CarriesAttr]), and indexing them here, in the one pass over every
-	// attribute that inference makes anyway, answers that without a pass per detector.
-	wkDeadlineRemaining
-	wkRetryAfter
-	wkResHeaderRetryAfter
-	wkIdempotencyKey
-	wkReqHeaderIdempotencyKey
 	nWK
 )
-
-// wkCarried is the first of the keys indexed only for [analyzer.Trace.CarriesAttr], in the order
-// of [analyzer.CarriedKeys] (bit w-wkCarried of the trace's TraceIndex.Carried).
-const wkCarried = wkDeadlineRemaining
 
 // wkKeys are the attribute keys by number (for spans too large for a [known] index).
 var wkKeys = [nWK]string{
@@ -131,12 +119,6 @@ var wkKeys = [nWK]string{
 	wkRetryCount:           spans.AttrEnvoyRetryCount,
 	wkEnvoyGRPCStatus:      spans.AttrEnvoyGRPCStatus,
 	wkPeerService:          spans.AttrPeerService,
-
-	wkDeadlineRemaining:       spans.AttrDeadlineRemaining,
-	wkRetryAfter:              spans.AttrRetryAfter,
-	wkResHeaderRetryAfter:     spans.AttrResHeaderRetryAfter,
-	wkIdempotencyKey:          spans.AttrIdempotencyKey,
-	wkReqHeaderIdempotencyKey: spans.AttrReqHeaderIdempotencyKey,
 }
 
 // wkByIndex is wkOf of each key of spans.WellKnown, by its index (spans.KeyIndex): 0 for a key
@@ -157,8 +139,11 @@ var wkByIndex = func() (t [256]uint8) {
 }()
 
 // wkOfKey is wkOf, by address for the well-known keys' own strings (see wkByIndex).
-func wkOfKey(key string) (wk, bool) {
-	if i := spans.KeyIndex(key); i >= 0 && i < len(wkByIndex) {
+func wkOfKey(key string) (wk, bool) { return wkAt(spans.KeyIndex(key), key) }
+
+// wkAt is wkOfKey for a key whose spans.KeyIndex is i.
+func wkAt(i int, key string) (wk, bool) {
+	if i >= 0 && i < len(wkByIndex) {
 		switch c := wkByIndex[i]; c {
 		case 0:
 		case 1:
@@ -275,16 +260,6 @@ func wkOf(key string) (wk, bool) {
 		return wkEnvoyGRPCStatus, true
 	case spans.AttrPeerService:
 		return wkPeerService, true
-	case spans.AttrDeadlineRemaining:
-		return wkDeadlineRemaining, true
-	case spans.AttrRetryAfter:
-		return wkRetryAfter, true
-	case spans.AttrResHeaderRetryAfter:
-		return wkResHeaderRetryAfter, true
-	case spans.AttrIdempotencyKey:
-		return wkIdempotencyKey, true
-	case spans.AttrReqHeaderIdempotencyKey:
-		return wkReqHeaderIdempotencyKey, true
 	}
 	return 0, false
 }
@@ -298,26 +273,40 @@ type known struct {
 	at [nWK]uint8
 	// scan: the span has more attributes than at can index; lookups scan them instead.
 	scan bool
+	// carriedBits is the set of c's keys that the span has, one bit each (see carriedIndex.bit), for
+	// the c read was given.
+	carriedBits uint64
 }
 
-// read indexes s's attributes.
-func (k *known) read(s *spans.Span) {
+// read indexes s's attributes, and which of c's keys it has (c may be nil: none).
+func (k *known) read(s *spans.Span, c *carriedIndex) {
 	k.s = s
 	k.at = [nWK]uint8{}
+	k.carriedBits = 0
 	k.scan = len(s.Attrs) >= 255
 	if k.scan {
+		for i := range s.Attrs {
+			if c != nil {
+				k.carriedBits |= c.bit(spans.KeyIndex(s.Attrs[i].Key), s.Attrs[i].Key)
+			}
+		}
 		return
 	}
 	for i := range s.Attrs {
-		if w, ok := wkOfKey(s.Attrs[i].Key); ok && k.at[w] == 0 {
+		key := s.Attrs[i].Key
+		ki := spans.KeyIndex(key)
+		if w, ok := wkAt(ki, key); ok && k.at[w] == 0 {
 			k.at[w] = uint8(i + 1)
+		}
+		if c != nil {
+			k.carriedBits |= c.bit(ki, key)
 		}
 	}
 }
 
 func knownOf(s *spans.Span) known {
 	var k known
-	k.read(s)
+	k.read(s, nil)
 	return k
 }
 
@@ -379,24 +368,8 @@ func (k *known) headerInt(w wk) int64 {
 	return n
 }
 
-// carried is the set of keys from wkCarried on that the span has, one bit each (bit w-wkCarried).
-func (k *known) carried() uint8 {
-	var bits uint8
-	if k.scan {
-		for i := range k.s.Attrs {
-			if w, ok := wkOf(k.s.Attrs[i].Key); ok && w >= wkCarried {
-				bits |= 1 << (w - wkCarried)
-			}
-		}
-		return bits
-	}
-	for w := wkCarried; w < nWK; w++ {
-		if k.at[w] != 0 {
-			bits |= 1 << (w - wkCarried)
-		}
-	}
-	return bits
-}
+// carried is the set of the read's carriedIndex keys that the span has (bit k for key k).
+func (k *known) carried() uint64 { return k.carriedBits }
 
 func intAttr(s *spans.Span, key string) int64 {
 	if n, ok := s.Int(key); ok {

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -41,16 +42,61 @@ func TestKnownNumbersByAddressAsByText(t *testing.T) {
 	}
 }
 
-// TestCarriedKeysInTheFrameworksOrder: the keys indexed for Trace.CarriesAttr are the
-// framework's CarriedKeys, bit for bit: the engine sets bit w-wkCarried for key wkKeys[w], and
-// CarriesAttr reads bit k for CarriedKeys[k].
-func TestCarriedKeysInTheFrameworksOrder(t *testing.T) {
-	if n := int(nWK - wkCarried); n != len(analyzer.CarriedKeys) {
-		t.Fatalf("%d keys indexed for CarriesAttr, the framework names %d", n, len(analyzer.CarriedKeys))
+// TestCarriedIndexNumbersTheDeclaredKeys: the keys indexed for Trace.CarriesAttr are the union
+// of those the detectors declare, each with a bit of its own whether its string is a well-known
+// key's own (numbered by address) or a copy (by text); an undeclared key has none, and keys past
+// maxCarried are left to CarriesAttr's scan.
+func TestCarriedIndexNumbersTheDeclaredKeys(t *testing.T) {
+	if newCarriedIndex(nil) != nil || newCarriedIndex([]*analyzer.Detector{{Name: "none"}, nil}) != nil {
+		t.Fatal("detectors that declare no key made an index")
 	}
-	for k, key := range analyzer.CarriedKeys {
-		if got := wkKeys[wkCarried+wk(k)]; got != key {
-			t.Errorf("bit %d: the engine indexes %q, the framework reads it as %q", k, got, key)
+	var many []string
+	for i := range maxCarried + 6 {
+		many = append(many, fmt.Sprintf("custom.key.%03d", i))
+	}
+	ds := []*analyzer.Detector{
+		{Name: "a", CarriedAttrs: []string{spans.AttrRetryAfter, spans.AttrDeadlineRemaining}},
+		{Name: "b", CarriedAttrs: []string{spans.AttrRetryAfter, spans.AttrURLFull, "x.custom"}},
+		{Name: "c", CarriedAttrs: many},
+	}
+	c := newCarriedIndex(ds)
+	if len(c.keys) != maxCarried {
+		t.Fatalf("%d keys indexed, want the first %d declared", len(c.keys), maxCarried)
+	}
+	bits := map[uint64]string{}
+	for _, key := range c.keys {
+		b := c.bit(spans.KeyIndex(key), key)
+		if b == 0 || bits[b] != "" {
+			t.Fatalf("key %q: bit %#x (already %q)", key, b, bits[b])
+		}
+		bits[b] = key
+		if cl := strings.Clone(key); c.bit(spans.KeyIndex(cl), cl) != b {
+			t.Errorf("key %q: a copy of its string has another bit", key)
+		}
+	}
+	for _, key := range []string{spans.AttrRetryAfter, spans.AttrDeadlineRemaining, spans.AttrURLFull, "x.custom"} {
+		if !slices.Contains(c.keys, key) {
+			t.Errorf("declared key %q is not indexed", key)
+		}
+	}
+	for _, key := range []string{spans.AttrIdempotencyKey, spans.AttrHTTPMethod, "not.declared", many[len(many)-1]} {
+		if b := c.bit(spans.KeyIndex(key), key); b != 0 {
+			t.Errorf("key %q is not indexed but has bit %#x", key, b)
+		}
+	}
+	// A span's carried bits are those of its indexed keys, with or without the scan of a span
+	// too wide for the attribute index.
+	for _, n := range []int{3, 300} {
+		s := &spans.Span{}
+		for i := range n {
+			s.Attrs = append(s.Attrs, spans.IntAttr(fmt.Sprintf("other.%d", i), 1))
+		}
+		s.Attrs[1].Key = spans.AttrRetryAfter
+		s.Attrs[2].Key = strings.Clone("x.custom")
+		var k known
+		k.read(s, c)
+		if want := c.bit(-1, spans.AttrRetryAfter) | c.bit(-1, "x.custom"); k.carried() != want {
+			t.Errorf("%d attributes: carried %#x, want %#x", n, k.carried(), want)
 		}
 	}
 }

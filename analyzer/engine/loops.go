@@ -153,11 +153,11 @@ func (t *trace) loopOperation(i int32, tries []int32, seed maphash.Seed, sc *scr
 	op.Inferred = true
 	op.StartUnixNano, op.EndUnixNano = first.StartUnixNano, first.StartUnixNano
 	if parent != nil {
-		parent.SetChildCount(parent.ChildCount() + 1)
+		setChildCount(parent, parent.ChildCount()+1)
 	}
 	scope := t.occurrenceScope(int(i), sc)
 	key := hashStrings(seed, "loop", op.Caller, op.Name)
-	op.SetIntentKey(intentKey(seed, parent, key, sc.nextOccurrence(scope, key)))
+	setIntentKey(op, intentKey(seed, parent, key, sc.nextOccurrence(scope, key)))
 	opIdx := int32(len(t.Index().Ops))
 	t.Index().Ops = append(t.Index().Ops, op)
 	sc.opStart = append(sc.opStart, int32(len(sc.opCalls)))
@@ -167,7 +167,7 @@ func (t *trace) loopOperation(i int32, tries []int32, seed maphash.Seed, sc *scr
 		s := &t.Spans[tr]
 		a := analyzer.Attempt{Number: n + 1, Kind: analyzer.KindInitial, SpanID: s.SpanID, StartUnixNano: s.StartUnixNano,
 			EndUnixNano: t.End(int(tr)), Outcome: analyzer.OutcomeOK}
-		a.SetRecordedNumber(-1)
+		setRecordedNumber(&a, -1)
 		if !t.tryOK(tr, sc) {
 			a.Outcome = analyzer.OutcomeRetryable
 		}

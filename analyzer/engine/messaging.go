@@ -224,7 +224,7 @@ func (t *trace) brokerLayer(p int32, msg spans.SpanID, dels []int32, seed maphas
 		// No publisher to count occurrences under: each message is an intent of its own.
 		key = hashStrings(seed, "deliver "+msg.String(), c.service, origin)
 	}
-	op.SetIntentKey(intentKey(seed, parent, key, sc.nextOccurrence(scope, key)))
+	setIntentKey(op, intentKey(seed, parent, key, sc.nextOccurrence(scope, key)))
 	// The pause is the broker's: from the end of the delivery that was refused (its nack, or the
 	// handler's failure) to the next delivery, read on the consumer's clock - one clock only when
 	// both deliveries reached one instance.

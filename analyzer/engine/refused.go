@@ -63,14 +63,14 @@ func (t *trace) refusedOperations(ops []*analyzer.Operation) []*analyzer.Operati
 			op.DeadlineUnixNano = d
 		}
 		if parent != nil {
-			parent.SetChildCount(parent.ChildCount() + 1)
+			setChildCount(parent, parent.ChildCount()+1)
 		}
 		op.Attempts = []analyzer.Attempt{{Number: 1, Kind: analyzer.KindInitial, SpanID: s.SpanID, StartUnixNano: op.StartUnixNano,
 			EndUnixNano: op.EndUnixNano, Outcome: analyzer.OutcomeRefused}}
 		if origin != "" {
 			op.Attempts[0].Origins = []string{origin} // where the call would have gone
 		}
-		op.Attempts[0].SetRecordedNumber(-1)
+		setRecordedNumber(&op.Attempts[0], -1)
 		ops = append(ops, op)
 	}
 	return ops

@@ -5,6 +5,7 @@ import (
 
 	"github.com/stormwatch/stormwatch/analyzer"
 	"github.com/stormwatch/stormwatch/analyzer/cost"
+	"github.com/stormwatch/stormwatch/analyzer/internal/build"
 	"github.com/stormwatch/stormwatch/spans"
 )
 
@@ -23,6 +24,7 @@ type scratch struct {
 	state         []uint8
 	path, stack   []int32
 	known         []known
+	carry         *carriedIndex // the keys known.read marks (Config.carried), set by analyzeTrace
 	group         []int32
 	keyed         []keyed
 	runs          []keyRun
@@ -36,7 +38,7 @@ type scratch struct {
 	// the trace made calls opCalls[opStart[k]:opStart[k+1]] (indexes into calls); the
 	// operations after len(opStart)-1 (refused before any call) made none.
 	calls   []callInfo
-	facts   []analyzer.CallFacts // what the detectors read of calls (see publishCalls)
+	facts   []build.CallFacts // what the detectors read of calls (see publishCalls)
 	opCalls []int32
 	opStart []int32
 	seen    []intentAt

@@ -342,10 +342,10 @@ func TestCompactMovesOperationsWhole(t *testing.T) {
 			b.slab = b.slab[:i+1]
 			op := &b.slab[i]
 			*op = analyzer.Operation{ID: fmt.Sprintf("op-%d", i), Caller: "svc", StartUnixNano: int64(i)}
-			op.SetIntentKey(uint64(i))
+			setIntentKey(op, uint64(i))
 			if i > 0 {
 				op.Parent = &b.slab[(i-1)/2]
-				op.Parent.SetChildCount(op.Parent.ChildCount() + 1)
+				setChildCount(op.Parent, op.Parent.ChildCount()+1)
 			}
 			ops = append(ops, op)
 		}

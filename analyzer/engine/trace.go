@@ -22,6 +22,7 @@ import (
 // the data's faults, for the notes.
 type trace struct {
 	analyzer.Trace
+	ix     *traceIndex // the Trace's index (Index), taken by buildTrace: a trace is never copied
 	calls  []callInfo
 	depth  []int32
 	issues traceIssues
@@ -81,10 +82,11 @@ func (a *traceIssues) add(b traceIssues, sign int) {
 // buildTrace sorts, deduplicates and indexes the spans of one trace into t, a zero trace. It owns
 // ss; sc is the analysis's scratch.
 func buildTrace(t *trace, id spans.TraceID, ss []spans.Span, truncated int, sc *scratch) {
+	t.ix = indexOf(&t.Trace)
 	ix := t.Index()
 	t.ID, t.Truncated = id, truncated > 0
 	t.issues.truncated = truncated
-	ix.Carried, ix.CarriedRead = 0, false // inference indexes the attributes again
+	ix.Carried, ix.CarriedKeys = 0, nil // inference indexes the attributes again
 	sortByID(ss, &sc.keys)
 	n := len(ss)
 	// The per-span index arrays share one array, sized before duplicates are dropped: the ids

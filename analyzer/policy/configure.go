@@ -9,13 +9,13 @@ import (
 	"github.com/stormwatch/stormwatch/analyzer"
 )
 
-// ExtraKey is the analyzer.RunSettings.Extra key under which Configure leaves the *Policy for the
-// policy-aware detectors (analyzer/passes/internal/audit reads it).
-const ExtraKey = "policy"
+// RunPolicy is the run value under which Configure leaves the *Policy for the policy-aware
+// detectors (analyzer/passes/internal/audit reads it).
+var RunPolicy = analyzer.NewRunValue[*Policy]("policy")
 
-// WindowKey is the RunSettings.Extra key holding the live sliding window (a time.Duration) of the
-// cross-trace detectors. It is absent offline, where they see the whole input.
-const WindowKey = "policy.window"
+// RunWindow is the run value holding the live sliding window of the cross-trace detectors: 0
+// offline, where they see the whole input. Read it with Window.
+var RunWindow = analyzer.NewRunValue[time.Duration]("policy.window")
 
 // Mode says how the analyzer is driven, which decides whether the cross-trace detectors look at a
 // sliding window (live) or at everything (offline).
@@ -37,7 +37,7 @@ const (
 //   - a detector whose settings the policy writes runs as a copy carrying them (the fields the
 //     file leaves out keep the detector's defaults), read through analyzer.SettingsOf;
 //   - a severity the policy sets replaces the detector's own on every finding it reports;
-//   - p itself is put in settings.Extra for the detectors that read the class rules (each
+//   - p itself is the run's RunPolicy, for the detectors that read the class rules (each
 //     class's maxFanout, for one, is unbounded-fanout's limit for its operations);
 //   - in Live mode the window bounds the cross-trace detectors.
 //
@@ -65,20 +65,17 @@ func Configure(detectors *[]*analyzer.Detector, settings *analyzer.RunSettings, 
 		kept = append(kept, d)
 	}
 	*detectors = kept
-	if settings.Extra == nil {
-		settings.Extra = map[string]any{}
-	}
-	settings.Extra[ExtraKey] = p
+	RunPolicy.Set(settings, p)
+	window := time.Duration(0) // offline: everything
 	if mode == Live {
-		settings.Extra[WindowKey] = p.Window.Value
-	} else {
-		delete(settings.Extra, WindowKey)
+		window = p.Window.Value
 	}
+	RunWindow.Set(settings, window)
 }
 
-// Window is the live sliding window set by Configure, or 0 offline (everything).
+// Window is the live sliding window set by Configure (RunWindow), or 0 offline (everything).
 func Window(s analyzer.RunSettings) time.Duration {
-	w, _ := s.Extra[WindowKey].(time.Duration)
+	w, _ := RunWindow.Get(s)
 	return w
 }
 

@@ -8,6 +8,7 @@ import (
 
 	"github.com/stormwatch/stormwatch/analyzer"
 	"github.com/stormwatch/stormwatch/analyzer/engine"
+	"github.com/stormwatch/stormwatch/analyzer/internal/build"
 	"github.com/stormwatch/stormwatch/analyzer/passes/detectortest"
 	"github.com/stormwatch/stormwatch/analyzer/suite"
 	"github.com/stormwatch/stormwatch/analyzer/workload"
@@ -54,7 +55,7 @@ func cloneTrace(t *analyzer.Trace) *analyzer.Trace {
 	for i := range c.Spans {
 		c.Spans[i].Attrs = slices.Clone(c.Spans[i].Attrs)
 	}
-	ix := c.Index()
+	ix := build.TraceIndexOf.(func(*analyzer.Trace) *build.TraceIndex[*analyzer.Operation])(&c)
 	for _, s := range []*[]int32{&ix.IDs, &ix.Parent, &ix.ChildOff, &ix.Child, &ix.Roots, &ix.Order, &ix.Pos, &ix.Size, &ix.Call, &ix.Enclosing} {
 		*s = slices.Clone(*s)
 	}

@@ -36,6 +36,10 @@ func TestValidateRejectsBadSuites(t *testing.T) {
 			Settings: &struct {
 				N int `policy:"n" doc:"d" min:"1"`
 			}{}}}, "the default 0 must be at least 1"},
+		"carried attribute empty": {[]*analyzer.Detector{{Name: "a", Title: "t", Doc: good.Doc, Run: run,
+			CarriedAttrs: []string{""}}}, `carried attribute "" is empty or declared twice`},
+		"carried attribute twice": {[]*analyzer.Detector{{Name: "a", Title: "t", Doc: good.Doc, Run: run,
+			CarriedAttrs: []string{"retry.after", "x", "retry.after"}}}, `carried attribute "retry.after" is empty or declared twice`},
 	}
 	for name, c := range cases {
 		err := analyzer.Validate(c.ds)

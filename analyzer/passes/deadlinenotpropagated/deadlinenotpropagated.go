@@ -15,14 +15,20 @@ var Detector = &analyzer.Detector{
 	Doc:      "an attempt whose own timeout exceeds the operation's remaining budget, or a downstream operation whose deadline is later than its caller's, or none; evidence: kind, deadline_ms, caller_deadline_ms, overrun_ms",
 	Severity: analyzer.SeverityWarning,
 	Run:      run,
+	// Whether a trace carries one at all is asked of every trace: the engine indexes them.
+	CarriedAttrs: carried,
 }
+
+// carried are the attributes whose presence in a trace decides whether its attempts' spans are
+// looked up at all.
+var carried = []string{spans.AttrDeadlineRemaining}
 
 func run(pass *analyzer.Pass) error {
 	skew := pass.RunSettings.Skew()
 	// An attempt can only outlive a budget it had: its operation's deadline, or the remaining
 	// budget recorded on its span. Without the attribute anywhere in the trace (stock
 	// instrumentation) only operations with a deadline need their attempts' spans looked up.
-	remaining := audit.Carries(pass.Trace, spans.AttrDeadlineRemaining)
+	remaining := audit.Carries(pass.Trace, carried...)
 	for _, op := range pass.Operations {
 		if (remaining || op.DeadlineUnixNano > 0) && reportAttempt(pass, op, skew) {
 			continue

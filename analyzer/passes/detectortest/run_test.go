@@ -18,7 +18,7 @@ var retried = &analyzer.Detector{
 	Doc: "reports every operation tried more than once (a stand-in for the harness's tests)",
 	Run: func(pass *analyzer.Pass) error {
 		classes := 0
-		if p, ok := pass.RunSettings.Extra[policy.ExtraKey].(*policy.Policy); ok {
+		if p, ok := policy.RunPolicy.Get(pass.RunSettings); ok {
 			classes = len(p.Classes)
 		}
 		for _, op := range pass.Operations {

@@ -17,7 +17,13 @@ var Detector = &analyzer.Detector{
 	Doc:      "attempts of one logical operation carry different idempotency keys (or some none); evidence: keys (hashed), distinct_keys, attempts",
 	Severity: analyzer.SeverityCritical,
 	Run:      run,
+	// Whether a trace carries one at all is asked of every trace: the engine indexes them.
+	CarriedAttrs: carried,
 }
+
+// carried are the attributes whose presence in a trace decides whether its attempts' spans are
+// looked up at all.
+var carried = []string{spans.AttrIdempotencyKey, spans.AttrReqHeaderIdempotencyKey}
 
 // differ is the cheap first look: do two calls of op carry different keys (one may have none)?
 // Most operations have no key at all and cost one attribute scan per call.
@@ -49,7 +55,7 @@ func run(pass *analyzer.Pass) error {
 	// No operation with two attempts, or no key anywhere in the trace: no attempts can differ,
 	// and no span needs looking up. The attempts are the cheaper look, the attributes the surer.
 	if t == nil || !slices.ContainsFunc(pass.Operations, func(op *analyzer.Operation) bool { return len(op.Attempts) > 1 }) ||
-		!audit.Carries(t, spans.AttrIdempotencyKey, spans.AttrReqHeaderIdempotencyKey) {
+		!audit.Carries(t, carried...) {
 		return nil
 	}
 	for _, op := range pass.Operations {

@@ -15,7 +15,13 @@ var Detector = &analyzer.Detector{
 	Doc:      "the next attempt started before the Retry-After the server gave (resilience.retry_after_ms or a captured Retry-After header); evidence: retry_after_ms, waited_ms, status",
 	Severity: analyzer.SeverityWarning,
 	Run:      run,
+	// Whether a trace carries one at all is asked of every trace: the engine indexes them.
+	CarriedAttrs: carried,
 }
+
+// carried are the attributes whose presence in a trace decides whether its attempts' spans are
+// looked up at all.
+var carried = []string{spans.AttrRetryAfter, spans.AttrResHeaderRetryAfter}
 
 func run(pass *analyzer.Pass) error {
 	t := pass.Trace
@@ -24,7 +30,7 @@ func run(pass *analyzer.Pass) error {
 	}
 	// No retry, or no Retry-After anywhere in the trace: no hint to ignore, and no span to look
 	// up. The retries are the cheaper look (most traces have none), the attributes the surer.
-	if !retried(pass.Operations) || !audit.Carries(t, spans.AttrRetryAfter, spans.AttrResHeaderRetryAfter) {
+	if !retried(pass.Operations) || !audit.Carries(t, carried...) {
 		return nil
 	}
 	skew := pass.RunSettings.Skew()

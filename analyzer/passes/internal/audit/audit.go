@@ -17,10 +17,10 @@ import (
 // only look rules up, so sharing it costs nothing and saves building one per trace.
 var builtin = policy.Default()
 
-// Policy is the policy the run was configured with (policy.Configure puts it in RunSettings.Extra),
-// or the built-in defaults.
+// Policy is the policy the run was configured with (policy.Configure sets it as the run's
+// policy.RunPolicy), or the built-in defaults.
 func Policy(s analyzer.RunSettings) *policy.Policy {
-	if p, ok := s.Extra[policy.ExtraKey].(*policy.Policy); ok && p != nil {
+	if p, ok := policy.RunPolicy.Get(s); ok && p != nil {
 		return p
 	}
 	return builtin
