@@ -31,7 +31,8 @@ import (
 // than skew, was still working when the caller left, however far apart their clocks are.
 //
 // A call that got an answer (a status code) was given up on only by a deadline that passed before
-// it ended, or by its own timeout or cancellation status. A call with no answer at all (no status
+// it ended, or by its own timeout or cancellation status - or, when the callee's own sidecar timed
+// its app out and answered for it (envoy.go), at that answer. A call with no answer at all (no status
 // code, nothing marking it failed) that lasted no longer
 // than skew is one its caller never waited for - fire-and-forget: the span's whole life was
 // sending the request.
@@ -67,6 +68,14 @@ func (t *trace) giveUpAt(i, srv int32, k *known, srvStart, srvEnd int64, outcome
 	}
 	if srv < 0 {
 		return 0
+	}
+	if kn[srv].proxyOutcome("") == analyzer.OutcomeTimeout && t.ingressApp(srv, kn) >= 0 {
+		// The callee's own sidecar timed its app out and answered for it (a 504, UT): what the
+		// app does after that answer is for nobody, whatever the caller did with it.
+		point = min(point, start+t.End(int(srv))-srvStart)
+		if t.calleeWorkEnd(i, kn)+off > point+skew {
+			return point
+		}
 	}
 	if status != "" && point == t.End(int(i)) {
 		// An answer came back (a status code; Envoy's "0" is none): the caller had it when its

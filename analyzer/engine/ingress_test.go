@@ -185,3 +185,39 @@ func TestIngressSidecarKeepsTheAppsWorkAfterGiveUp(t *testing.T) {
 		}
 	}
 }
+
+// The callee's own sidecar times the app out (its route's timeout: 504, response_flags UT) and
+// answers the caller, while the app works on and calls its database: that work is for nobody,
+// whether or not the sidecar traced its hop to the app.
+func TestIngressSidecarTimeoutLeavesTheAppsWorkForNobody(t *testing.T) {
+	for _, spawn := range []bool{false, true} {
+		ut := []spans.Attr{
+			spans.StringAttr(spans.AttrEnvoyUpstreamCluster, "local_app"),
+			spans.StringAttr(spans.AttrEnvoyUpstreamAddress, "127.0.0.1:9080"),
+			spans.StringAttr(spans.AttrLegacyHTTPStatusCode, "504"),
+			spans.StringAttr(spans.AttrEnvoyResponseFlags, "UT"),
+		}
+		ss := []spans.Span{
+			sp(1, 1, 0, spans.KindServer, "api", 0, 100),
+			sp(1, 2, 1, spans.KindClient, "api", 1, 32, get("http://ratings:9080/x", 504)...),
+			sp(1, 3, 2, spans.KindServer, "sidecar", 2, 31, ut...),
+		}
+		app := 3
+		if spawn {
+			ss = append(ss, sp(1, 4, 3, spans.KindClient, "sidecar", 2, 31, ut...))
+			app = 4
+		}
+		ss = append(ss,
+			sp(1, 5, app, spans.KindServer, "ratings", 3, 90, server(200)...),
+			sp(1, 6, 5, spans.KindClient, "ratings", 60, 70, get("http://db:5432/q", 200)...),
+		)
+		_, r := run(t, engine.Config{}, ss...)
+		late := findingsOf(r, "post-deadline-work")
+		if len(late) != 1 || late[0].Service != "ratings" || late[0].Dependency != "db" {
+			t.Errorf("spawn %v: post-deadline-work = %+v, want one naming ratings and its call to db", spawn, late)
+		}
+		if d := depStats(t, r, "ratings"); d.PhysicalCalls != 1 {
+			t.Errorf("spawn %v: ratings = %+v, want 1 call", spawn, d)
+		}
+	}
+}
