@@ -165,6 +165,15 @@ func (t *trace) ingressApp(srv int32, kn []known) int32 {
 	return app
 }
 
+// serverService is the service SERVER span srv answers for: the app's behind it when srv is the
+// callee's own sidecar's span with its app traced (ingressApp), else srv's own service.name.
+func (t *trace) serverService(srv int32, kn []known) string {
+	if app := t.ingressApp(srv, kn); app >= 0 {
+		return t.Spans[app].Service()
+	}
+	return t.Spans[srv].Service()
+}
+
 // sidecarHop reports whether CLIENT span ch, a child of the proxy's SERVER span srv, is the
 // proxy's own span for forwarding that request (spawn_upstream_span): the same service, and
 // Envoy's upstream_cluster on it.

@@ -199,11 +199,7 @@ func (t *trace) readCall(i int, attemptOf int32, skew int64, in *interner, sc *s
 		if c.service == "" {
 			// Named after the app behind the callee's own sidecar, when it is traced
 			// (envoy.go): the sidecar's name may be every sidecar's.
-			if app := t.ingressApp(ch, kn); app >= 0 {
-				c.service = t.Spans[app].Service()
-			} else {
-				c.service = cs.Service()
-			}
+			c.service = t.serverService(ch, kn)
 		}
 		if c.servers == 0 || cs.StartUnixNano < srvStart {
 			srvStart, srvFirst = cs.StartUnixNano, ch

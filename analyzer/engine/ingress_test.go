@@ -221,3 +221,27 @@ func TestIngressSidecarTimeoutLeavesTheAppsWorkForNobody(t *testing.T) {
 		}
 	}
 }
+
+// A request resent below the instrumentation (one CLIENT span, three SERVER spans of the callee's
+// sidecar under it, each with the app's under it) is an untraced layer whose calls reached the
+// app: named ratings, not after the sidecar.
+func TestIngressSidecarBelowAnUntracedHopNamesTheApp(t *testing.T) {
+	ss := []spans.Span{
+		sp(1, 1, 0, spans.KindServer, "api", 0, 100),
+		sp(1, 2, 1, spans.KindClient, "api", 1, 80, get("http://ratings:9080/x", 503)...),
+	}
+	for n := range 3 {
+		at := int64(2 + n*25)
+		ss = append(ss,
+			sp(1, 10+n, 2, spans.KindServer, "sidecar", at, at+20, envoyServer("local_app", "127.0.0.1:9080", "503")...),
+			sp(1, 20+n, 10+n, spans.KindServer, "ratings", at+1, at+19, server(503)...))
+	}
+	_, r := run(t, engine.Config{}, ss...)
+	d := depStats(t, r, "ratings")
+	if d.PhysicalCalls != 3 || d.LogicalOperations != 1 {
+		t.Errorf("ratings = %+v, want 3 calls for 1 intent", d)
+	}
+	if len(r.Dependencies) != 1 {
+		t.Errorf("dependencies = %+v, want ratings only", r.Dependencies)
+	}
+}
