@@ -144,19 +144,16 @@ func (t *trace) ingressApp(srv int32, kn []known) int32 {
 		}
 	}
 	for _, ch := range t.Children(int(srv)) {
-		switch t.Spans[ch].Kind {
-		case spans.KindServer:
-			take(ch)
-		case spans.KindClient:
-			if !t.sidecarHop(srv, ch, kn) {
-				continue
-			}
+		switch {
+		case t.sidecarHop(srv, ch, kn):
 			inbound = inbound || loopbackAddress(t.Spans[ch].Str(spans.AttrEnvoyUpstreamAddress))
 			for _, g := range t.Children(int(ch)) {
 				if t.Spans[g].Kind == spans.KindServer {
 					take(g)
 				}
 			}
+		case t.Spans[ch].Kind == spans.KindServer:
+			take(ch)
 		}
 	}
 	if !inbound {
@@ -174,11 +171,14 @@ func (t *trace) serverService(srv int32, kn []known) string {
 	return t.Spans[srv].Service()
 }
 
-// sidecarHop reports whether CLIENT span ch, a child of the proxy's SERVER span srv, is the
-// proxy's own span for forwarding that request (spawn_upstream_span): the same service, and
-// Envoy's upstream_cluster on it.
+// sidecarHop reports whether span ch, a child of the proxy's SERVER span srv, is the proxy's own
+// span for forwarding that request: the same service, and Envoy's upstream_cluster on it. With
+// spawn_upstream_span it is a CLIENT span; the router's older start_child_span gave it the kind of
+// the connection manager's spans, SERVER on an inbound listener.
 func (t *trace) sidecarHop(srv, ch int32, kn []known) bool {
-	return t.Spans[ch].Service() == t.Spans[srv].Service() && kn[ch].has(wkUpstreamCluster)
+	k := t.Spans[ch].Kind
+	return (k == spans.KindClient || k == spans.KindServer) && kn[ch].has(wkUpstreamCluster) &&
+		t.Spans[ch].Service() == t.Spans[srv].Service()
 }
 
 // ingressHop reports whether CLIENT span i is an inbound sidecar's span for handing the request to

@@ -245,3 +245,23 @@ func TestIngressSidecarBelowAnUntracedHopNamesTheApp(t *testing.T) {
 		t.Errorf("dependencies = %+v, want ratings only", r.Dependencies)
 	}
 }
+
+// Envoy's router before spawn_upstream_span (start_child_span) gave its hop span the kind of the
+// connection manager's spans: SERVER on an inbound listener. The app under it is still the callee.
+func TestIngressSidecarOldStyleHopSpan(t *testing.T) {
+	ss := meshTrace(1, 1, true)
+	for i := range ss {
+		if ss[i].Name == "router local_app egress" {
+			ss[i].Kind = spans.KindServer
+		}
+	}
+	_, r := run(t, engine.Config{}, ss...)
+	for _, dep := range []string{"ratings", "details"} {
+		if d := depStats(t, r, dep); d.PhysicalCalls != 1 || len(d.Callers) != 1 || d.Callers[0] != "api" {
+			t.Errorf("%s = %+v, want 1 call from api", dep, d)
+		}
+	}
+	if len(r.Dependencies) != 2 {
+		t.Errorf("dependencies = %+v, want ratings and details only", r.Dependencies)
+	}
+}
