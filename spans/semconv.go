@@ -52,6 +52,9 @@ const (
 	AttrReqHeaderEnvoyAttempt = "http.request.header.x-envoy-attempt-count"
 	// AttrEnvoyUpstreamCluster names the cluster (the callee) on the spans Envoy itself emits.
 	AttrEnvoyUpstreamCluster = "upstream_cluster"
+	// AttrEnvoyUpstreamAddress is the address (host:port) of the upstream host Envoy forwarded
+	// to, on its spans: loopback when a sidecar hands an inbound request to its own app.
+	AttrEnvoyUpstreamAddress = "upstream_address"
 	// AttrGRPCAttemptPrevious is the per-attempt span attribute of gRPC's own OpenTelemetry
 	// tracing: how many attempts of the call came before this one.
 	AttrGRPCAttemptPrevious = "previous-rpc-attempts"
@@ -133,6 +136,7 @@ var WellKnown = []string{
 	AttrFanoutWidth, AttrIdempotencyKey, AttrTerminal,
 	"exception.type", "exception.message",
 	AttrTraceState, AttrJaegerSamplerType, AttrJaegerSamplerParam,
+	AttrEnvoyUpstreamAddress,
 }
 
 // internSlots is an open-addressing table of the well-known keys. Decoders look a key up for every

@@ -113,3 +113,84 @@ func (t *trace) inheritProxyTries(kn []known) {
 		c.target, c.origin = pc.target, pc.origin
 	}
 }
+
+// A callee's own sidecar traces the request too. In a mesh (Istio, Consul, or plain Envoy beside
+// each app) the callee's inbound sidecar makes a SERVER span for the request it receives (Envoy's
+// "ingress" operation; Istio's decorator names it after the host) with upstream_cluster naming
+// where it forwards - Istio's inbound cluster "inbound|PORT||", or whatever the configuration calls
+// the local app ("local_app") - and upstream_address the app's address. The app's SERVER span is
+// that span's child, or, with spawn_upstream_span, the child of the sidecar's own CLIENT span for
+// the hop ("router CLUSTER egress"). The sidecar's service.name is its own: one name for every
+// sidecar of a hand-written configuration ("envoy", "sidecar"), so naming the dependency after it
+// would merge different callees. A gateway (a front proxy, Istio's ingress gateway) also makes a
+// SERVER span with upstream_cluster, but it routes to other hosts: its upstream cluster is an
+// outbound one and its upstream address is not its own host's, and it stays a hop of its own.
+
+// ingressApp is the app's SERVER span behind srv when srv is a callee's inbound sidecar span, -1
+// otherwise: srv is a SERVER span with Envoy's upstream_cluster and response_flags, its upstream is
+// the app beside it (an Istio inbound cluster, or a loopback upstream_address on srv or on its own
+// upstream span), and the app's SERVER span is under it (the earliest, when the sidecar tried the
+// app more than once). A sidecar whose app exports nothing keeps its own name: -1.
+func (t *trace) ingressApp(srv int32, kn []known) int32 {
+	if !t.isKind(srv, spans.KindServer) || !kn[srv].has(wkUpstreamCluster) || !kn[srv].has(wkResponseFlags) {
+		return -1
+	}
+	inbound := strings.HasPrefix(kn[srv].str(wkUpstreamCluster), "inbound|") ||
+		loopbackAddress(t.Spans[srv].Str(spans.AttrEnvoyUpstreamAddress))
+	app := int32(-1)
+	take := func(s int32) {
+		if app < 0 || t.Spans[s].StartUnixNano < t.Spans[app].StartUnixNano {
+			app = s
+		}
+	}
+	for _, ch := range t.Children(int(srv)) {
+		switch {
+		case t.sidecarHop(srv, ch, kn):
+			inbound = inbound || loopbackAddress(t.Spans[ch].Str(spans.AttrEnvoyUpstreamAddress))
+			for _, g := range t.Children(int(ch)) {
+				if t.Spans[g].Kind == spans.KindServer {
+					take(g)
+				}
+			}
+		case t.Spans[ch].Kind == spans.KindServer:
+			take(ch)
+		}
+	}
+	if !inbound {
+		return -1
+	}
+	return app
+}
+
+// serverService is the service SERVER span srv answers for: the app's behind it when srv is the
+// callee's own sidecar's span with its app traced (ingressApp), else srv's own service.name.
+func (t *trace) serverService(srv int32, kn []known) string {
+	if app := t.ingressApp(srv, kn); app >= 0 {
+		return t.Spans[app].Service()
+	}
+	return t.Spans[srv].Service()
+}
+
+// sidecarHop reports whether span ch, a child of the proxy's SERVER span srv, is the proxy's own
+// span for forwarding that request: the same service, and Envoy's upstream_cluster on it. With
+// spawn_upstream_span it is a CLIENT span; the router's older start_child_span gave it the kind of
+// the connection manager's spans, SERVER on an inbound listener.
+func (t *trace) sidecarHop(srv, ch int32, kn []known) bool {
+	k := t.Spans[ch].Kind
+	return (k == spans.KindClient || k == spans.KindServer) && kn[ch].has(wkUpstreamCluster) &&
+		t.Spans[ch].Service() == t.Spans[srv].Service()
+}
+
+// ingressHop reports whether CLIENT span i is an inbound sidecar's span for handing the request to
+// its own app: no call of its own (the request is the caller's call, already counted), no layer.
+func (t *trace) ingressHop(i int32, kn []known) bool {
+	p := t.Index().Parent[i]
+	return p >= 0 && kn[i].has(wkUpstreamCluster) && t.sidecarHop(p, i, kn) && t.ingressApp(p, kn) >= 0
+}
+
+// loopbackAddress reports whether addr (host:port, as Envoy writes upstream_address) is on this
+// host: 127.0.0.0/8, [::1] or localhost - a sidecar handing a request to the app in its own network
+// namespace.
+func loopbackAddress(addr string) bool {
+	return strings.HasPrefix(addr, "127.") || strings.HasPrefix(addr, "[::1]") || strings.HasPrefix(addr, "localhost:")
+}

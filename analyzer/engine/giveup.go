@@ -31,7 +31,8 @@ import (
 // than skew, was still working when the caller left, however far apart their clocks are.
 //
 // A call that got an answer (a status code) was given up on only by a deadline that passed before
-// it ended, or by its own timeout or cancellation status. A call with no answer at all (no status
+// it ended, or by its own timeout or cancellation status - or, when the callee's own sidecar timed
+// its app out and answered for it (envoy.go), at that answer. A call with no answer at all (no status
 // code, nothing marking it failed) that lasted no longer
 // than skew is one its caller never waited for - fire-and-forget: the span's whole life was
 // sending the request.
@@ -49,7 +50,7 @@ func (t *trace) giveUpAt(i, srv int32, k *known, srvStart, srvEnd int64, outcome
 		point = min(point, max(start, dl))
 	}
 	if srv < 0 {
-		srv, srvStart, srvEnd = t.attemptServers(i)
+		srv, srvStart, srvEnd = t.attemptServers(i, kn)
 	}
 	off := int64(0)
 	if srv >= 0 {
@@ -68,6 +69,14 @@ func (t *trace) giveUpAt(i, srv int32, k *known, srvStart, srvEnd int64, outcome
 	if srv < 0 {
 		return 0
 	}
+	if kn[srv].proxyOutcome("") == analyzer.OutcomeTimeout && t.ingressApp(srv, kn) >= 0 {
+		// The callee's own sidecar timed its app out and answered for it (a 504, UT): what the
+		// app does after that answer is for nobody, whatever the caller did with it.
+		point = min(point, start+t.End(int(srv))-srvStart)
+		if t.calleeWorkEnd(i, kn)+off > point+skew {
+			return point
+		}
+	}
 	if status != "" && point == t.End(int(i)) {
 		// An answer came back (a status code; Envoy's "0" is none): the caller had it when its
 		// span ended, and what the callee does afterwards - an audit write, a framework's
@@ -75,7 +84,7 @@ func (t *trace) giveUpAt(i, srv int32, k *known, srvStart, srvEnd int64, outcome
 		// deadline that passed before the span's end makes such a call a give-up.
 		return 0
 	}
-	if srvEnd+off > point+skew || t.calleeWorkEnd(i)+off > point+skew {
+	if srvEnd+off > point+skew || t.calleeWorkEnd(i, kn)+off > point+skew {
 		return point
 	}
 	return 0
@@ -85,9 +94,9 @@ func (t *trace) giveUpAt(i, srv int32, k *known, srvStart, srvEnd int64, outcome
 // between it and the callee (gRPC's call span over its per-attempt spans, gRFC A72): the SERVER
 // children of its non-call children. It returns the earliest of them (-1 for none), its start and
 // the latest end.
-func (t *trace) attemptServers(i int32) (first int32, start, end int64) {
+func (t *trace) attemptServers(i int32, kn []known) (first int32, start, end int64) {
 	first = -1
-	t.calleeServers(i, func(s int32) {
+	t.calleeServers(i, kn, func(s int32) {
 		if st := t.Spans[s].StartUnixNano; first < 0 || st < start {
 			first, start = s, st
 		}
@@ -96,15 +105,19 @@ func (t *trace) attemptServers(i int32) (first int32, start, end int64) {
 	return first, start, end
 }
 
-// calleeServers calls fn with each SERVER span that answers call i: its SERVER children and, with
-// attempts, the SERVER children of its children that are neither calls nor servers (per-attempt
-// spans); only the latter when attemptsOnly.
-func (t *trace) calleeServers(i int32, fn func(int32), attemptsOnly bool) {
+// calleeServers calls fn with each SERVER span that answers call i: its SERVER children (and the
+// app's SERVER span behind one that is the callee's own sidecar, see ingressApp: the app's work is
+// the callee's) and, with attempts, the SERVER children of its children that are neither calls nor
+// servers (per-attempt spans); only the latter when attemptsOnly.
+func (t *trace) calleeServers(i int32, kn []known, fn func(int32), attemptsOnly bool) {
 	for _, ch := range t.Children(int(i)) {
 		switch t.Spans[ch].Kind {
 		case spans.KindServer:
 			if !attemptsOnly {
 				fn(ch)
+				if app := t.ingressApp(ch, kn); app >= 0 {
+					fn(app)
+				}
 			}
 		case spans.KindInternal:
 			for _, g := range t.Children(int(ch)) {
@@ -120,9 +133,9 @@ func (t *trace) calleeServers(i int32, fn func(int32), attemptsOnly bool) {
 // latest end of its SERVER spans under i (see calleeServers) and of the calls those made (CLIENT
 // and PRODUCER spans of the callee's own, below its SERVER span and above any further callee's)
 // that started while the SERVER span was open.
-func (t *trace) calleeWorkEnd(i int32) int64 {
+func (t *trace) calleeWorkEnd(i int32, kn []known) int64 {
 	var last int64
-	t.calleeServers(i, func(ch int32) {
+	t.calleeServers(i, kn, func(ch int32) {
 		srvEnd := t.End(int(ch))
 		last = max(last, srvEnd)
 		if len(t.Children(int(ch))) == 0 {

@@ -111,8 +111,8 @@ func (t *trace) virtualCalls(i int32, group []int32, in *interner, sc *scratch) 
 // and the origin is one a traced caller in the trace used for the same service, when there is one.
 func (t *trace) calleeCall(srv int32, origin, target string, in *interner, sc *scratch) int32 {
 	k := &sc.known[srv]
-	s := &t.Spans[srv]
-	c := callInfo{idx: srv, op: -1, origin: origin, target: target, service: s.Service(),
+	// Named after the app behind a callee's own sidecar (envoy.go), as a call's callee is.
+	c := callInfo{idx: srv, op: -1, origin: origin, target: target, service: t.serverService(srv, sc.known),
 		attempt: -1, resend: -1, backoff: -1, deadline: -1, answer: t.End(int(srv))}
 	c.outcome, c.status = classify(k)
 	if c.target == "" {
@@ -162,7 +162,7 @@ func (t *trace) untracedHops(i int32, srvs []int32, direct bool, seed maphash.Se
 	var keys []hopKey
 	groups := map[hopKey][]int32{}
 	for _, s := range srvs {
-		k := hopKey{service: t.Spans[s].Service()}
+		k := hopKey{service: t.serverService(s, sc.known)}
 		if !direct {
 			k.target = in.target(&sc.known[s], &sc.derived)
 		}

@@ -135,6 +135,10 @@ func (t *trace) readCalls(nClient int, skew int64, in *interner, sc *scratch) {
 				continue
 			}
 			attemptOf = t.Index().Parent[i]
+		} else if t.ingressHop(int32(i), kn) {
+			// The callee's sidecar handing the request to its app: the caller's call reached
+			// the callee already (envoy.go).
+			continue
 		}
 		c := t.readCall(i, attemptOf, skew, in, sc)
 		if c.service != "" {
@@ -193,7 +197,9 @@ func (t *trace) readCall(i int, attemptOf int32, skew int64, in *interner, sc *s
 			continue
 		}
 		if c.service == "" {
-			c.service = cs.Service()
+			// Named after the app behind the callee's own sidecar, when it is traced
+			// (envoy.go): the sidecar's name may be every sidecar's.
+			c.service = t.serverService(ch, kn)
 		}
 		if c.servers == 0 || cs.StartUnixNano < srvStart {
 			srvStart, srvFirst = cs.StartUnixNano, ch
