@@ -93,19 +93,20 @@ func (w *wireJSON) object(b []byte, d *pbMessageDesc) {
 	o := jsonObj{dst: append(w.dst, '{')}
 	oneofs := 0
 	for _, f := range d.order {
-		if f.oneof && m.count[f.num] > 0 {
+		if m.count[f.num] == 0 && !f.always {
+			continue // absent: most fields of most messages (an AnyValue has one of eight)
+		}
+		if f.oneof {
 			if oneofs++; oneofs > 1 {
 				w.fail(errSlowPath) // two members of a oneof: the generated code keeps the last
 				return
 			}
 		}
 		if f.repeated {
-			if m.count[f.num] > 0 {
-				o.key(f.name)
-				o.dst = append(o.dst, '[')
-				w.elements(&m, &o, f)
-				o.dst = append(o.dst, ']')
-			}
+			o.key(f.name)
+			o.dst = append(o.dst, '[')
+			w.elements(&m, &o, f)
+			o.dst = append(o.dst, ']')
 		} else {
 			w.member(&m, &o, f)
 		}
