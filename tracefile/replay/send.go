@@ -283,9 +283,16 @@ func (req *Request) forPass(rel Shift) (*Request, error) {
 	if pb == nil {
 		pb = req.Body
 	}
-	raw, err := rel.Request(pb)
-	if err != nil {
-		return nil, err
+	var raw []byte
+	ok := false
+	if req.pbPlan != nil {
+		raw, ok = req.pbPlan.apply(pb, rel)
+	}
+	if !ok {
+		var err error
+		if raw, err = rel.Request(pb); err != nil {
+			return nil, err
+		}
 	}
 	if req.pb == nil {
 		return &Request{Body: raw, Spans: req.Spans}, nil

@@ -219,10 +219,12 @@ func (s *Sender) Close() error {
 type Request struct {
 	Body  []byte // protobuf for grpc and http/protobuf, OTLP/JSON for http/json
 	Spans int
-	// pb is the protobuf form when Body is OTLP/JSON, and plan where a shift changes Body: Blast
-	// makes later passes from them.
-	pb   []byte
-	plan plan
+	// pb is the protobuf form when Body is OTLP/JSON, plan where a shift changes Body, and pbPlan
+	// where it changes pb (for a Body the JSON plan cannot patch): Blast makes later passes from
+	// them, planned once rather than on every pass.
+	pb     []byte
+	plan   plan
+	pbPlan plan
 }
 
 // Encode prepares a protobuf request for protocol p.
@@ -232,7 +234,11 @@ func Encode(p Protocol, pb []byte, spans int) (*Request, error) {
 		if err != nil {
 			return nil, err
 		}
-		return &Request{Body: js, Spans: spans, pb: pb, plan: planJSON(js)}, nil
+		r := &Request{Body: js, Spans: spans, pb: pb, plan: planJSON(js)}
+		if r.plan == nil {
+			r.pbPlan = planProto(pb)
+		}
+		return r, nil
 	}
 	return &Request{Body: pb, Spans: spans, plan: planProto(pb)}, nil
 }
