@@ -130,8 +130,22 @@ func (t *trace) inheritProxyTries(kn []known) {
 // otherwise: srv is a SERVER span with Envoy's upstream_cluster and response_flags, its upstream is
 // the app beside it (an Istio inbound cluster, or a loopback upstream_address on srv or on its own
 // upstream span), and the app's SERVER span is under it (the earliest, when the sidecar tried the
-// app more than once). A sidecar whose app exports nothing keeps its own name: -1.
+// app more than once). A sidecar whose app exports nothing keeps its own name: -1. The answer is
+// kept in kn: the tree does not change once built, and a wide sidecar span would otherwise be
+// walked once per call under it.
 func (t *trace) ingressApp(srv int32, kn []known) int32 {
+	if m := kn[srv].ingress; m != 0 {
+		return m - 2
+	}
+	app := t.findIngressApp(srv, kn)
+	kn[srv].ingress = app + 2
+	return app
+}
+
+// findIngressApp is ingressApp, worked out. A SERVER span under the sidecar's that is a proxy's
+// too (Envoy's tags on it) is another sidecar - the next service's, reached by an app that passed
+// the trace context on without a span of its own - not the app.
+func (t *trace) findIngressApp(srv int32, kn []known) int32 {
 	if !t.isKind(srv, spans.KindServer) || !kn[srv].has(wkUpstreamCluster) || !kn[srv].has(wkResponseFlags) {
 		return -1
 	}
@@ -148,11 +162,11 @@ func (t *trace) ingressApp(srv int32, kn []known) int32 {
 		case t.sidecarHop(srv, ch, kn):
 			inbound = inbound || loopbackAddress(t.Spans[ch].Str(spans.AttrEnvoyUpstreamAddress))
 			for _, g := range t.Children(int(ch)) {
-				if t.Spans[g].Kind == spans.KindServer {
+				if t.Spans[g].Kind == spans.KindServer && !kn[g].has(wkUpstreamCluster) {
 					take(g)
 				}
 			}
-		case t.Spans[ch].Kind == spans.KindServer:
+		case t.Spans[ch].Kind == spans.KindServer && !kn[ch].has(wkUpstreamCluster):
 			take(ch)
 		}
 	}
@@ -172,12 +186,17 @@ func (t *trace) serverService(srv int32, kn []known) string {
 }
 
 // sidecarHop reports whether span ch, a child of the proxy's SERVER span srv, is the proxy's own
-// span for forwarding that request: the same service, and Envoy's upstream_cluster on it. With
+// span for forwarding that request: the same service, and the same upstream_cluster on it - Envoy
+// tags the request's span and its upstream span with the route's cluster. An Istio sidecar's
+// outbound spans share its inbound ones' service.name but name an outbound cluster: a span of the
+// app's own call that landed under the inbound span (the app passed the context on without a span
+// of its own) is a call, not the hop. With
 // spawn_upstream_span it is a CLIENT span; the router's older start_child_span gave it the kind of
 // the connection manager's spans, SERVER on an inbound listener.
 func (t *trace) sidecarHop(srv, ch int32, kn []known) bool {
 	k := t.Spans[ch].Kind
 	return (k == spans.KindClient || k == spans.KindServer) && kn[ch].has(wkUpstreamCluster) &&
+		kn[ch].str(wkUpstreamCluster) == kn[srv].str(wkUpstreamCluster) &&
 		t.Spans[ch].Service() == t.Spans[srv].Service()
 }
 

@@ -265,3 +265,38 @@ func TestIngressSidecarOldStyleHopSpan(t *testing.T) {
 		t.Errorf("dependencies = %+v, want ratings and details only", r.Dependencies)
 	}
 }
+
+// An Istio sidecar's outbound spans share its inbound ones' service.name. When the app passes the
+// trace context on without a span of its own (Istio's sample apps copy the headers), its call's
+// outbound sidecar span lands under the inbound sidecar span: a call of its own, toward another
+// cluster - not the sidecar's hop to its app. Whether the app is traced or not, both calls stay.
+func TestIngressSidecarOutboundSpanIsACallNotTheHop(t *testing.T) {
+	for _, traced := range []bool{false, true} {
+		ss := []spans.Span{
+			sp(1, 1, 0, spans.KindServer, "api", 0, 100),
+			sp(1, 2, 1, spans.KindClient, "api", 1, 90, get("http://details:9080/x", 200)...),
+			sp(1, 3, 2, spans.KindServer, "details.default", 2, 89, envoyServer("inbound|9080||", "10.0.0.5:9080", "200")...),
+			sp(1, 4, 3, spans.KindClient, "details.default", 10, 60,
+				envoyServer("outbound|9080||reviews.default.svc.cluster.local", "10.0.0.9:9080", "200")...),
+			sp(1, 5, 4, spans.KindServer, "reviews.default", 11, 59, envoyServer("inbound|9080||", "10.0.0.9:9080", "200")...),
+			sp(1, 6, 5, spans.KindServer, "reviews", 12, 58, server(200)...),
+		}
+		first := "details.default" // an untraced app: its sidecar's name is all there is
+		if traced {
+			ss = append(ss, sp(1, 7, 3, spans.KindServer, "details", 3, 88, server(200)...))
+			first = "details"
+		}
+		_, r := run(t, engine.Config{}, ss...)
+		d := depStats(t, r, first)
+		if d.PhysicalCalls != 1 || len(d.Callers) != 1 || d.Callers[0] != "api" {
+			t.Errorf("traced %v: %s = %+v, want one call from api", traced, first, d)
+		}
+		d = depStats(t, r, "reviews")
+		if d.PhysicalCalls != 1 || len(d.Callers) != 1 || d.Callers[0] != "details.default" {
+			t.Errorf("traced %v: reviews = %+v, want one call from details' sidecar (the app's call)", traced, d)
+		}
+		if len(r.Dependencies) != 2 {
+			t.Errorf("traced %v: dependencies = %+v, want %s and reviews", traced, r.Dependencies, first)
+		}
+	}
+}

@@ -276,6 +276,9 @@ type known struct {
 	// carriedBits is the set of c's keys that the span has, one bit each (see carriedIndex.bit), for
 	// the c read was given.
 	carriedBits uint64
+	// ingress is ingressApp's answer for the span plus 2, 0 until it is asked: the sidecar rule
+	// is asked of one SERVER span once per call under it, and must not walk its children each time.
+	ingress int32
 }
 
 // read indexes s's attributes, and which of c's keys it has (c may be nil: none).
@@ -283,6 +286,7 @@ func (k *known) read(s *spans.Span, c *carriedIndex) {
 	k.s = s
 	k.at = [nWK]uint8{}
 	k.carriedBits = 0
+	k.ingress = 0
 	k.scan = len(s.Attrs) >= 255
 	if k.scan {
 		for i := range s.Attrs {

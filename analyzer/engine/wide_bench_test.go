@@ -38,6 +38,20 @@ var wideShapes = []struct {
 	// as wide as it gets; and of n names (no loop at all).
 	{"internal-siblings", func(n int) []spans.Span { return internalSiblings(n, false) }},
 	{"internal-siblings-names", func(n int) []spans.Span { return internalSiblings(n, true) }},
+	// A callee's inbound sidecar span with n hop spans to its app under it (a sidecar that
+	// resends, or a hostile batch): the sidecar rule is asked about the sidecar once per hop.
+	{"sidecar-hops", func(n int) []spans.Span {
+		ss := []spans.Span{
+			sp(1, 1, 0, spans.KindServer, "api", 0, 2*int64(n)+10),
+			sp(1, 2, 1, spans.KindClient, "api", 1, 2*int64(n)+5, get("http://details:9080/x", 503)...),
+			sp(1, 3, 2, spans.KindServer, "sidecar", 2, 2*int64(n)+4, envoyServer("inbound|9080||", "127.0.0.1:9080", "503")...),
+		}
+		for i := range n {
+			ss = append(ss, sp(1, 4+i, 3, spans.KindClient, "sidecar", 3+2*int64(i), 4+2*int64(i),
+				envoyServer("inbound|9080||", "127.0.0.1:9080", "503")...))
+		}
+		return append(ss, sp(1, 4+n, 4, spans.KindServer, "details", 3, 4, server(503)...))
+	}},
 	// n SERVER spans whose parents never arrived, beside one traced request.
 	{"orphans", func(n int) []spans.Span {
 		ss := []spans.Span{
