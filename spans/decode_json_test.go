@@ -216,6 +216,7 @@ func TestDecodeJSONBadInput(t *testing.T) {
 		{"unterminated string", `{"a":"abc`, "unterminated string", ``},
 		{"control character", "{\"a\":\"a\x01\"}", "control character", ``},
 		{"bad escape", `{"a":"\q"}`, `bad escape \q`, ``},
+		{"bad escape of a control byte", "{\"a\":\"\\\x1b[31m\"}", `bad escape \ and byte 0x1b`, ``},
 		{"short unicode escape", `{"a":"\u12"}`, "bad \\u escape", ``},
 		{"resourceSpans not an array", `{"resourceSpans":{}}`, "resourceSpans: at offset 17: expected '['", ``},
 		{"id not a string", jsonSpan(`"traceId":5`), "spans[0]: traceId: at offset", ``},

@@ -169,7 +169,12 @@ func (s *Scanner) escape() error {
 	case s.Pos+1 >= len(s.Buf):
 		return s.Errorf("unterminated escape")
 	case s.Buf[s.Pos+1] != 'u':
-		return s.Errorf("bad escape \\%c", s.Buf[s.Pos+1])
+		if c := s.Buf[s.Pos+1]; c >= 0x20 && c < 0x7f {
+			return s.Errorf("bad escape \\%c", c)
+		}
+		// A control byte (ESC) or a byte past ASCII, named rather than written: the message may
+		// reach a terminal.
+		return s.Errorf("bad escape \\ and byte 0x%02x", s.Buf[s.Pos+1])
 	case s.Pos+6 > len(s.Buf):
 		return s.Errorf("short \\u escape")
 	}
