@@ -149,7 +149,7 @@ func (t *trace) findIngressApp(srv int32, kn []known) int32 {
 	if !t.isKind(srv, spans.KindServer) || !kn[srv].has(wkUpstreamCluster) || !kn[srv].has(wkResponseFlags) {
 		return -1
 	}
-	inbound := strings.HasPrefix(kn[srv].str(wkUpstreamCluster), "inbound|") ||
+	inbound := istioInbound(kn[srv].str(wkUpstreamCluster)) ||
 		loopbackAddress(t.Spans[srv].Str(spans.AttrEnvoyUpstreamAddress))
 	app := int32(-1)
 	take := func(s int32) {
@@ -205,6 +205,14 @@ func (t *trace) sidecarHop(srv, ch int32, kn []known) bool {
 func (t *trace) ingressHop(i int32, kn []known) bool {
 	p := t.Index().Parent[i]
 	return p >= 0 && kn[i].has(wkUpstreamCluster) && t.sidecarHop(p, i, kn) && t.ingressApp(p, kn) >= 0
+}
+
+// istioInbound reports whether an Envoy cluster is one of Istio's inbound clusters, which forward
+// to the app in the sidecar's own pod: "inbound|PORT||" for a port the Service declares, the
+// inbound passthrough cluster for any other ("InboundPassthroughClusterIpv4" and "...Ipv6" until
+// Istio made them one, "InboundPassthroughCluster"). Its outbound "PassthroughCluster" is not.
+func istioInbound(cluster string) bool {
+	return strings.HasPrefix(cluster, "inbound|") || strings.HasPrefix(cluster, "InboundPassthroughCluster")
 }
 
 // loopbackAddress reports whether addr (host:port, as Envoy writes upstream_address) is on this

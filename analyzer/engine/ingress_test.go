@@ -134,6 +134,11 @@ func TestProxyServerSpanKeepsItsNameWhenNotTheCalleesSidecar(t *testing.T) {
 		{"istio gateway", "outbound|8080||frontend.default.svc.cluster.local", "10.0.0.7:8080", true, "front-proxy"},
 		{"sidecar of an untraced app", "local_app", "127.0.0.1:8080", false, "front-proxy"},
 		{"istio inbound", "inbound|8080||", "10.0.0.7:8080", true, "frontend"},
+		// A port the Service does not declare goes through Istio's inbound passthrough cluster
+		// (one per IP family before Istio 1.23, one since), to the app on the pod's address.
+		{"istio inbound passthrough", "InboundPassthroughClusterIpv4", "10.0.0.7:8080", true, "frontend"},
+		{"istio inbound passthrough, one cluster", "InboundPassthroughCluster", "10.0.0.7:8080", true, "frontend"},
+		{"istio outbound passthrough", "PassthroughCluster", "10.0.0.7:8080", true, "front-proxy"},
 	}
 	for _, tc := range cases {
 		ss := []spans.Span{
