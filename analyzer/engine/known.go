@@ -138,10 +138,8 @@ var wkByIndex = func() (t [256]uint8) {
 	return t
 }()
 
-// wkOfKey is wkOf, by address for the well-known keys' own strings (see wkByIndex).
-func wkOfKey(key string) (wk, bool) { return wkAt(spans.KeyIndex(key), key) }
-
-// wkAt is wkOfKey for a key whose spans.KeyIndex is i.
+// wkAt is wkOf for a key whose spans.KeyIndex is i: by address for the well-known keys' own
+// strings (see wkByIndex), by text for any other.
 func wkAt(i int, key string) (wk, bool) {
 	if i >= 0 && i < len(wkByIndex) {
 		switch c := wkByIndex[i]; c {

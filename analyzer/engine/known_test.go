@@ -35,8 +35,8 @@ func TestKnownNumbersByAddressAsByText(t *testing.T) {
 	for _, key := range append(keys, "not.read") {
 		want, wantOK := wkOf(key)
 		for _, k := range []string{key, strings.Clone(key)} {
-			if got, ok := wkOfKey(k); got != want || ok != wantOK {
-				t.Errorf("wkOfKey(%q) = %d, %v; wkOf says %d, %v", k, got, ok, want, wantOK)
+			if got, ok := wkAt(spans.KeyIndex(k), k); got != want || ok != wantOK {
+				t.Errorf("wkAt(KeyIndex(%q)) = %d, %v; wkOf says %d, %v", k, got, ok, want, wantOK)
 			}
 		}
 	}
