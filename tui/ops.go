@@ -1,6 +1,7 @@
 package tui
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strconv"
@@ -293,14 +294,14 @@ func sortOps(rows []*analyzer.Operation, keys []opKey, by opSort, reverse bool) 
 	}
 	slices.SortFunc(keys, func(a, b opKey) int {
 		if a.num != b.num {
-			return rev * cmpInt64(a.num, b.num)
+			return rev * cmp.Compare(a.num, b.num)
 		}
 		if c := strings.Compare(a.str, b.str); c != 0 {
 			return rev * c
 		}
 		// Ties: newest first, then by id, so equal rows never swap places between frames.
 		if a.start != b.start {
-			return cmpInt64(b.start, a.start)
+			return cmp.Compare(b.start, a.start)
 		}
 		return strings.Compare(a.op.ID, b.op.ID)
 	})
@@ -309,16 +310,6 @@ func sortOps(rows []*analyzer.Operation, keys []opKey, by opSort, reverse bool) 
 	}
 	clear(keys) // drop the pointers into the old snapshot
 	return keys
-}
-
-func cmpInt64(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 func (m opsModel) selected() *analyzer.Operation {

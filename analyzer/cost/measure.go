@@ -3,6 +3,7 @@ package cost
 import (
 	"cmp"
 	"slices"
+	"strings"
 
 	"github.com/stormwatch/stormwatch/analyzer"
 	"github.com/stormwatch/stormwatch/spans"
@@ -207,7 +208,7 @@ func (sc *Scratch) measure(t *analyzer.Trace, ops []*analyzer.Operation, skew in
 		if c := cmp.Compare(a.req, b.req); c != 0 {
 			return c
 		}
-		return compareStrings(a.Dependency, b.Dependency)
+		return strings.Compare(a.Dependency, b.Dependency)
 	})
 	all := make([]Dep, len(sc.deps))
 	for i := range sc.deps {
@@ -225,14 +226,4 @@ func (sc *Scratch) measure(t *analyzer.Trace, ops []*analyzer.Operation, skew in
 	sc.deps = sc.deps[:0]
 	clear(sc.many)
 	return reqs
-}
-
-func compareStrings(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"hash/maphash"
 	"slices"
 
@@ -204,17 +205,10 @@ func (t *trace) untracedHop(i int32, srvs []int32, direct bool, seed maphash.See
 	slices.SortStableFunc(ordered, func(a, b int32) int {
 		if numbered {
 			if x, y := sc.known[a].headerInt(wkEnvoyAttempt), sc.known[b].headerInt(wkEnvoyAttempt); x != y {
-				return int(x - y)
+				return cmp.Compare(x, y)
 			}
 		}
-		sa, sb := t.Spans[a].StartUnixNano, t.Spans[b].StartUnixNano
-		switch {
-		case sa < sb:
-			return -1
-		case sa > sb:
-			return 1
-		}
-		return 0
+		return cmp.Compare(t.Spans[a].StartUnixNano, t.Spans[b].StartUnixNano)
 	})
 	callees := make([]int32, len(ordered))
 	for n, srv := range ordered {

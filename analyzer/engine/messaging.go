@@ -166,14 +166,7 @@ func (t *trace) deliveries(p int32, msg spans.SpanID, cons []int32, seed maphash
 // span p (-1: not in the trace), to one consuming service as the CONSUMER spans dels.
 func (t *trace) brokerLayer(p int32, msg spans.SpanID, dels []int32, seed maphash.Seed, in *interner, sc *scratch) {
 	slices.SortStableFunc(dels, func(a, b int32) int {
-		sa, sb := t.Spans[a].StartUnixNano, t.Spans[b].StartUnixNano
-		switch {
-		case sa < sb:
-			return -1
-		case sa > sb:
-			return 1
-		}
-		return 0
+		return cmp.Compare(t.Spans[a].StartUnixNano, t.Spans[b].StartUnixNano)
 	})
 	system, dest := messagingName(&t.Spans[dels[0]])
 	if dest == "" && p >= 0 {
