@@ -122,6 +122,23 @@ type analysis struct {
 	traces []string
 }
 
+// arrivalOrder is the k-th of three ways ss may arrive, in turn: as built, reversed, or shuffled
+// by rng and cut into n batches of random sizes (at most len(ss)/div spans each, the rest in one
+// last batch). A copy: ss is not changed.
+func arrivalOrder(rng *rand.Rand, ss []spans.Span, k, n, div int) (in []spans.Span, batches []int) {
+	in = slices.Clone(ss)
+	switch k % 3 {
+	case 1:
+		slices.Reverse(in)
+	case 2:
+		rng.Shuffle(len(in), func(i, j int) { in[i], in[j] = in[j], in[i] })
+		for range n {
+			batches = append(batches, 1+rng.IntN(len(in)/div))
+		}
+	}
+	return in, batches
+}
+
 // analyze runs a fresh analyzer (its own seed) over ss fed in batches of the given sizes (the
 // last batch takes the rest), offline, and describes the result.
 func analyze(t *testing.T, cfg engine.Config, ss []spans.Span, batches []int, ids []spans.TraceID) analysis {
@@ -272,17 +289,7 @@ func TestReportIsTheSameForAnySeedAndArrivalOrder(t *testing.T) {
 		for _, cfg := range []engine.Config{{}, {ReleaseSpans: true}} {
 			want := analyze(t, cfg, ss, nil, ids)
 			for k := range 6 {
-				in := slices.Clone(ss)
-				var batches []int
-				switch k % 3 {
-				case 1:
-					slices.Reverse(in)
-				case 2:
-					rng.Shuffle(len(in), func(i, j int) { in[i], in[j] = in[j], in[i] })
-					for range 5 {
-						batches = append(batches, 1+rng.IntN(len(in)/3))
-					}
-				}
+				in, batches := arrivalOrder(rng, ss, k, 5, 3)
 				requireSame(t, fmt.Sprintf("round %d, release %v, order %d", round, cfg.ReleaseSpans, k), want, analyze(t, cfg, in, batches, ids))
 			}
 		}

@@ -188,17 +188,7 @@ func TestLinkedDeliveriesAnyArrivalOrder(t *testing.T) {
 	for _, cfg := range []engine.Config{{}, {ReleaseSpans: true}} {
 		want := analyze(t, cfg, ss, nil, ids)
 		for k := range 9 {
-			in := slices.Clone(ss)
-			var batches []int
-			switch k % 3 {
-			case 1:
-				slices.Reverse(in)
-			case 2:
-				rng.Shuffle(len(in), func(i, j int) { in[i], in[j] = in[j], in[i] })
-				for range 6 {
-					batches = append(batches, 1+rng.IntN(len(in)/4))
-				}
-			}
+			in, batches := arrivalOrder(rng, ss, k, 6, 4)
 			requireSame(t, fmt.Sprintf("release %v, order %d", cfg.ReleaseSpans, k), want, analyze(t, cfg, in, batches, ids))
 		}
 	}
