@@ -254,7 +254,3 @@ func grpcTimeout(v string) int64 {
 	}
 	return n * int64(unit)
 }
-
-// isKind reports whether span i has kind k (a small helper for the rules of this file and
-// envoy.go).
-func (t *trace) isKind(i int32, k spans.Kind) bool { return i >= 0 && t.Spans[i].Kind == k }

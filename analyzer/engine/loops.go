@@ -30,13 +30,7 @@ func (sc *scratch) loopOf(i int32) int32 {
 // operations of the calls under the tries run inside it, so both loops count as layers.
 func (t *trace) appLoops(i int32, seed maphash.Seed, sc *scratch) {
 	ch := t.Children(int(i))
-	n := 0
-	for _, c := range ch {
-		if t.Spans[c].Kind == spans.KindInternal {
-			n++
-		}
-	}
-	if n < 2 {
+	if t.countKind(ch, spans.KindInternal) < 2 {
 		return
 	}
 	next := sc.wide.nextSameName(t, ch)

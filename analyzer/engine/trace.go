@@ -386,3 +386,17 @@ func sortByID(ss []spans.Span, scratchKeys *[]idKey) {
 		}
 	}
 }
+
+// isKind reports whether span i (-1: none) has kind k.
+func (t *trace) isKind(i int32, k spans.Kind) bool { return i >= 0 && t.Spans[i].Kind == k }
+
+// countKind is how many of the spans ss are of kind k.
+func (t *trace) countKind(ss []int32, k spans.Kind) int {
+	n := 0
+	for _, s := range ss {
+		if t.Spans[s].Kind == k {
+			n++
+		}
+	}
+	return n
+}

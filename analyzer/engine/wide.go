@@ -93,12 +93,7 @@ func (t *trace) indexWide(sc *scratch) {
 // latest end per process, not a scan of the earlier siblings for each.
 func (t *trace) markNested(i int32, w *wideIndex) {
 	ch := t.Children(int(i))
-	servers := 0
-	for _, c := range ch {
-		if t.Spans[c].Kind == spans.KindServer {
-			servers++
-		}
-	}
+	servers := t.countKind(ch, spans.KindServer)
 	if servers < 2 {
 		return
 	}
