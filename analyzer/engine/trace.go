@@ -305,6 +305,12 @@ func (t *trace) makeNotes() {
 	add(is.truncated, "%d spans dropped: the trace is over the per-trace span cap (truncated)")
 	add(is.clientRoots, "%d operations start at a CLIENT span with no parent: retries of a client without a parent span land in separate traces, and nothing links these, so attempts across traces cannot be counted")
 	add(is.splitLinked, "%d operations continue an operation of another trace (joined by a link or resilience.operation.id)")
+	is.inferredNotes(add)
+}
+
+// inferredNotes calls add with the count of each kind of figure inferred below the
+// instrumentation and its note, in the order both a trace's notes and the report's give them.
+func (is *traceIssues) inferredNotes(add func(n int, note string)) {
 	add(is.untraced, untracedNote)
 	add(is.bridged, bridgedNote)
 	add(is.unbridged, unbridgedNote)
