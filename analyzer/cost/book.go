@@ -153,19 +153,12 @@ func (b *Book) Entries() []analyzer.CostEntry {
 		out = append(out, e)
 	}
 	slices.SortFunc(out, func(x, y analyzer.CostEntry) int {
-		if c := boolOrder(x.Kind != analyzer.CostEntryPoint, y.Kind != analyzer.CostEntryPoint); c != 0 {
-			return c
-		}
-		if c := cmp.Compare(y.AddedLatencyMs.Total, x.AddedLatencyMs.Total); c != 0 {
-			return c
-		}
-		if c := cmp.Compare(x.Service, y.Service); c != 0 {
-			return c
-		}
-		if c := cmp.Compare(x.Name, y.Name); c != 0 {
-			return c
-		}
-		return cmp.Compare(x.Dependency, y.Dependency)
+		return cmp.Or(
+			boolOrder(x.Kind != analyzer.CostEntryPoint, y.Kind != analyzer.CostEntryPoint), // entry points first
+			cmp.Compare(y.AddedLatencyMs.Total, x.AddedLatencyMs.Total),
+			cmp.Compare(x.Service, y.Service),
+			cmp.Compare(x.Name, y.Name),
+			cmp.Compare(x.Dependency, y.Dependency))
 	})
 	return out
 }
