@@ -62,6 +62,9 @@ func decodeJSON(b *Batch, buf []byte, opt DecodeOptions, reuse bool) error {
 	if err != nil {
 		return malformed("decode OTLP/JSON request", err)
 	}
+	if opt.PackByTrace {
+		b.Pack()
+	}
 	return nil
 }
 

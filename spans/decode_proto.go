@@ -156,6 +156,9 @@ func decodeProto(b *Batch, buf []byte, opt DecodeOptions, reuse bool) error {
 	if err != nil {
 		return malformed("decode OTLP protobuf request", err)
 	}
+	if opt.PackByTrace {
+		b.Pack()
+	}
 	return nil
 }
 

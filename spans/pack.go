@@ -129,7 +129,7 @@ var ErrPackCorrupt = errors.New("corrupt packed spans")
 // every span is kept; spans that share a resource (by pointer or by value) share it packed too.
 func AppendPacked(dst []byte, ss []Span) []byte {
 	p := packer{buf: dst}
-	p.pack(ss)
+	p.pack(ss, nil)
 	return p.buf
 }
 
@@ -384,10 +384,25 @@ type strSlot struct {
 	off, n, idx uint32
 }
 
-func (p *packer) pack(ss []Span) {
+// spanAt is the k-th span to pack: ss[k], or ss[idx[k]] when the packer is given an order.
+func spanAt(ss []Span, idx []int32, k int) *Span {
+	if idx == nil {
+		return &ss[k]
+	}
+	return &ss[idx[k]]
+}
+
+// pack writes one block of ss's spans, or of the spans idx names, in idx's order (nil: all of
+// them, in order). It returns what the analyzer checks of each span as it files it (see
+// PackedTrace), gathered in the one loop that reads every span anyway.
+func (p *packer) pack(ss []Span, idx []int32) spanFacts {
+	n := len(ss)
+	if idx != nil {
+		n = len(idx)
+	}
 	var nAttrs, nLinks, nEvents int
-	for i := range ss {
-		s := &ss[i]
+	for i := range n {
+		s := spanAt(ss, idx, i)
 		nAttrs += len(s.Attrs)
 		nLinks += len(s.Links)
 		nEvents += len(s.Events)
@@ -411,8 +426,8 @@ func (p *packer) pack(ss []Span) {
 	b = append(b, packVersion)
 	b = append(b, make([]byte, 6*4)...) // counts, filled in at the end
 	var tid TraceID
-	if len(ss) > 0 {
-		tid = ss[0].TraceID
+	if n > 0 {
+		tid = spanAt(ss, idx, 0).TraceID
 	}
 	b = append(b, tid[:]...)
 	for k := range p.nRes {
@@ -422,8 +437,10 @@ func (p *packer) pack(ss []Span) {
 		b = p.attrs(b, r.Attrs)
 	}
 	var prevStart int64
-	for i := range ss {
-		s := &ss[i]
+	var facts spanFacts
+	for i := range n {
+		s := spanAt(ss, idx, i)
+		facts.add(s)
 		var flags byte
 		if s.TraceID != tid {
 			flags |= packTraceID
@@ -471,9 +488,10 @@ func (p *packer) pack(ss []Span) {
 	}
 	p.buf = b
 	h := b[at+1:]
-	for i, v := range [6]int{len(ss), p.nRes, nAttrs, nLinks, nEvents, int(p.nStrs)} {
+	for i, v := range [6]int{n, p.nRes, nAttrs, nLinks, nEvents, int(p.nStrs)} {
 		binary.LittleEndian.PutUint32(h[4*i:], uint32(v))
 	}
+	return facts
 }
 
 // resource returns r's index among the trace's distinct resources, adding it when new. Spans of

@@ -234,6 +234,9 @@ func (s *Span) Int(key string) (int64, bool) {
 // Batch is what one OTLP export request (or one line of a trace file) decodes to.
 type Batch struct {
 	Spans []Span
+	// Packed is Spans packed by trace, when the producer packed them (see Pack): a consumer that
+	// holds spans packed takes these blocks instead of packing Spans itself.
+	Packed []PackedTrace
 	// Rejected counts spans dropped for cause while decoding (invalid ids); RejectReason says why,
 	// for OTLP partial success.
 	Rejected     int
@@ -245,6 +248,7 @@ type Batch struct {
 	// filled it, whatever the owner did with Spans since.
 	attrBuf []Attr
 	decoded []Span
+	pk      *batchPacker
 }
 
 // recycle empties b for another request, keeping its arrays. The spans are cleared as far as the
@@ -256,6 +260,7 @@ func (b *Batch) recycle() {
 	}
 	clear(b.Spans)
 	b.Spans = b.Spans[:0]
+	b.resetPacked()
 	b.Rejected, b.RejectReason, b.release = 0, "", nil
 }
 
@@ -289,6 +294,9 @@ type DecodeOptions struct {
 	// AllAttributes keeps attributes outside [WellKnown] too (the TUI's span detail shows them), at a
 	// memory cost on every held span.
 	AllAttributes bool
+	// PackByTrace packs the batch's spans by trace as well (Batch.Pack), on the decoding
+	// goroutine, for a consumer that holds them packed.
+	PackByTrace bool
 }
 
 // ByTrace groups spans into one batch per trace, in the order each trace first appears: the shape
