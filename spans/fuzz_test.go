@@ -112,6 +112,7 @@ func FuzzDecodeProto(f *testing.F) {
 			} else if d := spanstest.Diff(got, again); d != "" {
 				t.Fatalf("%s: DecodeProtoInto a recycled batch differs:\n%s", o.name, d)
 			}
+			packedByTrace(t, false, dirty, body, o.opt)
 			back, err := spans.DecodeJSON(spans.EncodeJSON(got), o.opt)
 			if err != nil {
 				t.Fatalf("%s: DecodeJSON(EncodeJSON(batch)): %v", o.name, err)
@@ -161,6 +162,7 @@ func FuzzDecodeJSON(f *testing.F) {
 			if d := spanstest.Diff(got, again); d != "" {
 				t.Fatalf("%s: DecodeJSONInto a recycled batch differs:\n%s", o.name, d)
 			}
+			packedByTrace(t, true, dirty, body, o.opt)
 			// One nesting limit for both decoders: the request as protobuf (what a .pb recording
 			// holds) is within it too.
 			var req coltracepb.ExportTraceServiceRequest
@@ -251,4 +253,16 @@ func TestDecodeIntoARecycledBatchMatchesFresh(t *testing.T) {
 			})
 		}
 	}
+}
+
+// packedByTrace decodes body (which decodes) with PackByTrace into a recycled batch, and checks
+// the packed traces against the batch's spans (checkPacked).
+func packedByTrace(t *testing.T, isJSON bool, dirty, body []byte, opt spans.DecodeOptions) {
+	t.Helper()
+	opt.PackByTrace = true
+	b, err := decodeInto(t, isJSON, dirty, body, opt)
+	if err != nil {
+		t.Fatalf("with PackByTrace: %v", err)
+	}
+	checkPacked(t, b)
 }

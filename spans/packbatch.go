@@ -36,9 +36,6 @@ func (f *spanFacts) add(s *Span) {
 	}
 }
 
-// Len is the number of spans in b.
-func (b *Batch) Len() int { return len(b.Spans) }
-
 // batchPacker is a batch's memory for packing its spans by trace, kept from request to request
 // with the batch (see recycle).
 type batchPacker struct {

@@ -1,0 +1,129 @@
+package spans_test
+
+import (
+	"bytes"
+	"fmt"
+	"slices"
+	"testing"
+
+	"github.com/stormwatch/stormwatch/spans"
+	"github.com/stormwatch/stormwatch/spans/spanstest"
+)
+
+// checkPacked fails t unless b.Packed is b.Spans packed by trace: the traces in the order each
+// first appears, each block the bytes AppendPacked writes for that trace's spans in the order
+// they came (so it unpacks to them), and each trace's facts those of its spans.
+func checkPacked(t *testing.T, b *spans.Batch) {
+	t.Helper()
+	var ids []spans.TraceID
+	byTrace := map[spans.TraceID][]spans.Span{}
+	for _, s := range b.Spans {
+		if _, ok := byTrace[s.TraceID]; !ok {
+			ids = append(ids, s.TraceID)
+		}
+		byTrace[s.TraceID] = append(byTrace[s.TraceID], s)
+	}
+	if len(b.Packed) != len(ids) {
+		t.Fatalf("%d traces packed, the spans have %d", len(b.Packed), len(ids))
+	}
+	for k, pt := range b.Packed {
+		want := byTrace[ids[k]]
+		if pt.ID != ids[k] || pt.Spans != len(want) {
+			t.Fatalf("packed trace %d: %s with %d spans, want %s with %d", k, pt.ID, pt.Spans, ids[k], len(want))
+		}
+		if w := spans.AppendPacked(nil, want); !bytes.Equal(pt.Block, w) {
+			t.Fatalf("trace %s: the block differs from AppendPacked of its spans", pt.ID)
+		}
+		got, err := spans.UnpackSpans(pt.Block)
+		if err != nil {
+			t.Fatalf("trace %s: %v", pt.ID, err)
+		}
+		if d := spanstest.Diff(&spans.Batch{Spans: want}, &spans.Batch{Spans: got}); d != "" {
+			t.Fatalf("trace %s unpacks to other spans:\n%s", pt.ID, d)
+		}
+		var unset, roots int
+		var latest int64
+		for _, s := range want {
+			if s.StartUnixNano <= 0 || s.EndUnixNano <= 0 {
+				unset++
+			} else {
+				latest = max(latest, s.StartUnixNano, s.EndUnixNano)
+			}
+			if s.Kind == spans.KindConsumer && s.ParentID.IsZero() && len(s.Links) == 1 {
+				roots++
+			}
+		}
+		if pt.UnsetTimes != unset || pt.Latest != latest || pt.RootLinks != roots {
+			t.Fatalf("trace %s: facts %d unset, latest %d, %d root links; want %d, %d, %d",
+				pt.ID, pt.UnsetTimes, pt.Latest, pt.RootLinks, unset, latest, roots)
+		}
+	}
+}
+
+// TestPackByTrace: every fixture's spans packed by trace, as recorded (each trace's spans mostly
+// one run) and dealt out one span of each trace in turn (every batch interleaved), in batches of
+// several sizes, one batch packed after another in the same memory: each trace's block is what
+// AppendPacked makes of its spans, and its facts are theirs.
+func TestPackByTrace(t *testing.T) {
+	for _, f := range spanstest.FixtureTraces(t, spans.DecodeOptions{AllAttributes: true}) {
+		var grouped, dealt []spans.Span
+		for _, tr := range f.Traces {
+			grouped = append(grouped, tr...)
+		}
+		for i := 0; len(dealt) < len(grouped); i++ {
+			for _, tr := range f.Traces {
+				if i < len(tr) {
+					dealt = append(dealt, tr[i])
+				}
+			}
+		}
+		for _, order := range []struct {
+			name string
+			ss   []spans.Span
+		}{{"grouped", grouped}, {"dealt", dealt}} {
+			for _, n := range []int{1, 7, 100, len(grouped)} {
+				t.Run(fmt.Sprintf("%s/%s/%d", f.Name, order.name, n), func(t *testing.T) {
+					b := &spans.Batch{}
+					for ss := order.ss; len(ss) > 0; ss = ss[min(n, len(ss)):] {
+						b.Spans = slices.Clone(ss[:min(n, len(ss))])
+						b.Pack()
+						checkPacked(t, b)
+					}
+				})
+			}
+		}
+	}
+}
+
+// TestDecodePackByTrace: both decoders pack the batch when asked, into a batch decoded into
+// before (the collector's recycled batches) as into a new one, and leave Packed nil when not.
+func TestDecodePackByTrace(t *testing.T) {
+	opt := spans.DecodeOptions{PackByTrace: true}
+	for _, c := range []struct {
+		name string
+		body []byte
+		into func(*spans.Batch, []byte, spans.DecodeOptions) error
+	}{
+		{"protobuf", protoSeeds(t)[0], spans.DecodeProtoInto},
+		{"json", jsonSeeds(t)[0], spans.DecodeJSONInto},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			b := &spans.Batch{}
+			for range 3 {
+				if err := c.into(b, slices.Clone(c.body), opt); err != nil {
+					t.Fatal(err)
+				}
+				if len(b.Spans) == 0 || b.Packed == nil {
+					t.Fatalf("%d spans, packed %v", len(b.Spans), b.Packed != nil)
+				}
+				checkPacked(t, b)
+			}
+			if err := c.into(b, slices.Clone(c.body), spans.DecodeOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			if b.Packed != nil {
+				t.Fatal("packed without PackByTrace")
+			}
+		})
+	}
+}
