@@ -117,16 +117,15 @@ func (b *Batch) Pack() {
 	for k := range traces {
 		t := &traces[k]
 		at := len(buf)
-		bp.p = packer{buf: buf}
 		var f spanFacts
 		if grouped {
 			n := int(count[k])
-			f = bp.p.pack(ss[from:from+n], nil)
+			f = bp.p.pack(buf, ss[from:from+n], nil)
 			t.Spans = n
 			from += n
 		} else {
 			end := int(count[k]) // the counting sort left each trace's end here
-			f = bp.p.pack(ss, idx[from:end])
+			f = bp.p.pack(buf, ss, idx[from:end])
 			t.Spans = end - from
 			from = end
 		}
@@ -134,7 +133,7 @@ func (b *Batch) Pack() {
 		t.Block = buf[at:len(buf):len(buf)]
 		t.UnsetTimes, t.Latest, t.RootLinks = f.unset, f.latest, f.rootLinks
 	}
-	bp.p = packer{} // no string of this request's kept
+	bp.p.forget()
 	bp.buf, bp.count, bp.traces = buf, count, traces
 	b.Packed = traces
 }

@@ -127,3 +127,40 @@ func TestDecodePackByTrace(t *testing.T) {
 		})
 	}
 }
+
+// TestTracePackerOneSpanAtATime: spans given to a TracePacker one at a time, each made in the
+// memory of the one before (as the connector converts pdata), pack to the bytes AppendPacked
+// makes of them all at once, and the PackedTrace tells the trace, the count and the facts.
+func TestTracePackerOneSpanAtATime(t *testing.T) {
+	for _, f := range spanstest.FixtureTraces(t, spans.DecodeOptions{AllAttributes: true}) {
+		for _, tr := range f.Traces {
+			var w spans.TracePacker
+			prefix := []byte("kept")
+			w.Begin(prefix)
+			var scratch spans.Span
+			var attrs []spans.Attr
+			for i := range tr {
+				scratch = tr[i]
+				if tr[i].Attrs != nil { // nil and empty pack apart
+					attrs = append(attrs[:0], tr[i].Attrs...)
+					scratch.Attrs = attrs
+				}
+				w.Add(&scratch)
+				// The memory the span came in is reused at once.
+				clear(attrs)
+				scratch = spans.Span{Name: "reused"}
+			}
+			buf, pt := w.End()
+			if string(buf[:4]) != "kept" {
+				t.Fatal("End lost what dst held")
+			}
+			if want := spans.AppendPacked(nil, tr); !bytes.Equal(pt.Block, want) {
+				t.Fatalf("%s: trace %s packed span by span differs from AppendPacked", f.Name, tr[0].TraceID)
+			}
+			if pt.ID != tr[0].TraceID || pt.Spans != len(tr) {
+				t.Fatalf("%s: %s with %d spans, want %s with %d", f.Name, pt.ID, pt.Spans, tr[0].TraceID, len(tr))
+			}
+			checkPacked(t, &spans.Batch{Spans: tr, Packed: []spans.PackedTrace{pt}})
+		}
+	}
+}
