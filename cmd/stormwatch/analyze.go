@@ -17,7 +17,6 @@ import (
 	"github.com/stormwatch/stormwatch/analyzer/render"
 	"github.com/stormwatch/stormwatch/analyzer/suite"
 	"github.com/stormwatch/stormwatch/internal/termsafe"
-	"github.com/stormwatch/stormwatch/spans"
 	"github.com/stormwatch/stormwatch/tracefile"
 )
 
@@ -183,7 +182,6 @@ func runAnalyze(ctx context.Context, io streams, o analyzeOptions, files []strin
 func readInto(ctx context.Context, a *engine.Engine, file string, io streams, o analyzeOptions, prog *progress) (notes []string, err error) {
 	strict, settle := o.strict, o.settle > 0
 	r, err := tracefile.Open(file, tracefile.ReadOptions{
-		Decode:         spans.DecodeOptions{PackByTrace: true}, // for the analyzer (see collectorFlags.config)
 		MaxRecordBytes: o.maxRecord,
 		Strict:         strict,
 		Stdin:          io.in,

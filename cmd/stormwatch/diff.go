@@ -488,7 +488,6 @@ func orOpen(t time.Time) string {
 // the first pass only, so a window does not say everything twice.
 func eachRecord(file string, io streams, o analyzeOptions, f func(*tracefile.Record) error, warn bool) error {
 	r, err := tracefile.Open(file, tracefile.ReadOptions{
-		Decode:         spans.DecodeOptions{PackByTrace: true}, // for the analyzer (see collectorFlags.config)
 		MaxRecordBytes: o.maxRecord,
 		Strict:         o.strict,
 		Stdin:          io.in,
