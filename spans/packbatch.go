@@ -36,113 +36,132 @@ func (f *spanFacts) add(s *Span) {
 	}
 }
 
+// Len is the number of spans in b: in Packed when the producer packed them, else in Spans.
+func (b *Batch) Len() int {
+	if b.Packed == nil {
+		return len(b.Spans)
+	}
+	n := 0
+	for i := range b.Packed {
+		n += b.Packed[i].Spans
+	}
+	return n
+}
+
 // batchPacker is a batch's memory for packing its spans by trace, kept from request to request
 // with the batch (see recycle).
 type batchPacker struct {
 	p      packer
 	buf    []byte
 	traces []PackedTrace
-	// slot is each trace's index in traces; idx the spans' indexes grouped by trace.
+	// slot is each trace's index in traces; idx the spans' indexes grouped by trace, ends where
+	// each trace's end in idx (see group).
 	slot  map[TraceID]int32
 	idx   []int32
-	count []int32
+	ends  []int32
+	slots []int32
+	proto protoPacked
 }
 
 // maxPackerKeep bounds what a batch keeps of its packing memory for the next request: one huge
 // request does not leave its buffers behind.
 const maxPackerKeep = 4 << 20
 
+// packer is b's packing memory, made on first use.
+func (b *Batch) packer() *batchPacker {
+	if b.pk == nil {
+		b.pk = &batchPacker{slot: make(map[TraceID]int32)}
+	}
+	return b.pk
+}
+
 // Pack packs b's spans by trace into b.Packed: one block a trace, the traces in the order each
-// first appears in b.Spans, each trace's spans in the order they came. b.Spans stays as it is.
-// Producers call it (the decoders with DecodeOptions.PackByTrace) so that a consumer that holds
-// spans packed (the analyzer) takes each trace's block as it is, on the producer's goroutine's
-// time, instead of regrouping and packing the batch itself.
+// first appears in b.Spans, each trace's spans in the order they came. b.Spans stays as it is; a
+// producer that changes it afterwards packs again. Producers call it (the JSON decoder with
+// DecodeOptions.PackByTrace) so that a consumer that holds spans packed (the analyzer) takes
+// each trace's block as it is, on the producer's goroutine's time, instead of regrouping and
+// packing the batch itself.
 func (b *Batch) Pack() {
-	bp := b.pk
-	if bp == nil {
-		bp = &batchPacker{slot: make(map[TraceID]int32)}
-		b.pk = bp
-	}
+	bp := b.packer()
 	ss := b.Spans
-	b.Packed = bp.traces[:0]
-	if len(ss) == 0 {
-		return
-	}
-	// The traces in order of first appearance, with their counts; grouped stays true while each
-	// trace's spans are one run, the usual case outside the collector, packed without an index.
-	clear(bp.slot)
-	count := bp.count[:0]
-	traces := b.Packed
-	grouped := true
-	last := int32(-1)
-	var lastID TraceID
-	for i := range ss {
-		id := ss[i].TraceID
-		if last < 0 || id != lastID {
-			k, seen := bp.slot[id]
-			if !seen {
-				k = int32(len(traces))
-				bp.slot[id] = k
-				traces = append(traces, PackedTrace{ID: id})
-				count = append(count, 0)
-			} else {
-				grouped = false
-			}
-			last, lastID = k, id
-		}
-		count[last]++
-	}
-	var idx []int32
-	if !grouped {
-		// A counting sort of the spans' indexes by trace, stable.
-		at := int32(0)
-		for k, c := range count {
-			count[k] = at
-			at += c
-		}
-		idx = slices.Grow(bp.idx[:0], len(ss))[:len(ss)]
-		last = -1
-		for i := range ss {
-			id := ss[i].TraceID
-			if last < 0 || id != lastID {
-				last, lastID = bp.slot[id], id
-			}
-			idx[count[last]] = int32(i)
-			count[last]++
-		}
-		bp.idx = idx
-	}
+	traces, idx, ends := bp.group(len(ss), func(i int) (TraceID, bool) { return ss[i].TraceID, true })
 	buf := bp.buf[:0]
-	from := 0
+	from := int32(0)
 	for k := range traces {
-		t := &traces[k]
 		at := len(buf)
-		var f spanFacts
-		if grouped {
-			n := int(count[k])
-			f = bp.p.pack(buf, ss[from:from+n], nil)
-			t.Spans = n
-			from += n
-		} else {
-			end := int(count[k]) // the counting sort left each trace's end here
-			f = bp.p.pack(buf, ss, idx[from:end])
-			t.Spans = end - from
-			from = end
+		bp.p.begin(buf)
+		for _, i := range idx[from:ends[k]] {
+			bp.p.span(&ss[i])
 		}
-		buf = bp.p.buf
-		t.Block = buf[at:len(buf):len(buf)]
-		t.UnsetTimes, t.Latest, t.RootLinks = f.unset, f.latest, f.rootLinks
+		from = ends[k]
+		buf = bp.endTrace(&traces[k], at)
 	}
 	bp.p.forget()
-	bp.buf, bp.count, bp.traces = buf, count, traces
+	bp.buf, bp.traces = buf, traces
 	b.Packed = traces
+}
+
+// group orders n spans by trace, as id tells each one's (and whether to keep it at all): the
+// traces in the order each first appears, their ids set; idx the kept spans' indexes grouped by
+// trace, in the order they came, trace k's idx[ends[k-1]:ends[k]]. A counting sort, stable: two
+// passes over the ids and a lookup a run of one trace's spans.
+func (bp *batchPacker) group(n int, id func(int) (TraceID, bool)) (traces []PackedTrace, idx, ends []int32) {
+	clear(bp.slot)
+	traces, ends = bp.traces[:0], bp.ends[:0]
+	slots := slices.Grow(bp.slots[:0], n)[:n] // each span's trace, -1 for one not kept
+	last := int32(-1)
+	var lastID TraceID
+	for i := range n {
+		tid, keep := id(i)
+		if !keep {
+			slots[i] = -1
+			continue
+		}
+		if last < 0 || tid != lastID {
+			k, seen := bp.slot[tid]
+			if !seen {
+				k = int32(len(traces))
+				bp.slot[tid] = k
+				traces = append(traces, PackedTrace{ID: tid})
+				ends = append(ends, 0)
+			}
+			last, lastID = k, tid
+		}
+		slots[i] = last
+		ends[last]++
+	}
+	kept := int32(0)
+	for k, c := range ends {
+		ends[k] = kept // the trace's start, until the spans are placed
+		kept += c
+	}
+	idx = slices.Grow(bp.idx[:0], int(kept))[:kept]
+	for i, k := range slots {
+		if k >= 0 {
+			idx[ends[k]] = int32(i)
+			ends[k]++
+		}
+	}
+	bp.slots, bp.idx, bp.ends = slots, idx, ends
+	return traces, idx, ends
+}
+
+// endTrace finishes the trace the packer is writing into the block that begins at at, and fills
+// in pt; it returns the buffer.
+func (bp *batchPacker) endTrace(pt *PackedTrace, at int) []byte {
+	bp.p.end()
+	b := bp.p.buf
+	pt.Block = b[at:len(b):len(b)]
+	pt.Spans = bp.p.n
+	pt.UnsetTimes, pt.Latest, pt.RootLinks = bp.p.facts.unset, bp.p.facts.latest, bp.p.facts.rootLinks
+	return b
 }
 
 // resetPacked lets go of b's packed traces for the next request, keeping the memory unless it
 // grew past maxPackerKeep.
 func (b *Batch) resetPacked() {
 	b.Packed = nil
-	if bp := b.pk; bp != nil && (cap(bp.buf) > maxPackerKeep || cap(bp.idx) > maxPackerKeep/4) {
+	if bp := b.pk; bp != nil && (cap(bp.buf) > maxPackerKeep || cap(bp.idx)+cap(bp.slots) > maxPackerKeep/4 || cap(bp.proto.refs) > maxPackerKeep/64) {
 		b.pk = nil
 	}
 }

@@ -8,25 +8,27 @@ import (
 
 	"github.com/stormwatch/stormwatch/spans"
 	"github.com/stormwatch/stormwatch/spans/spanstest"
+	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
+	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 )
 
-// checkPacked fails t unless b.Packed is b.Spans packed by trace: the traces in the order each
-// first appears, each block the bytes AppendPacked writes for that trace's spans in the order
-// they came (so it unpacks to them), and each trace's facts those of its spans.
-func checkPacked(t *testing.T, b *spans.Batch) {
+// checkPacked fails t unless packed is ss packed by trace: the traces in the order each first
+// appears, each block the bytes AppendPacked writes for that trace's spans in the order they
+// came (so it unpacks to them), and each trace's facts those of its spans.
+func checkPacked(t *testing.T, ss []spans.Span, packed []spans.PackedTrace) {
 	t.Helper()
 	var ids []spans.TraceID
 	byTrace := map[spans.TraceID][]spans.Span{}
-	for _, s := range b.Spans {
+	for _, s := range ss {
 		if _, ok := byTrace[s.TraceID]; !ok {
 			ids = append(ids, s.TraceID)
 		}
 		byTrace[s.TraceID] = append(byTrace[s.TraceID], s)
 	}
-	if len(b.Packed) != len(ids) {
-		t.Fatalf("%d traces packed, the spans have %d", len(b.Packed), len(ids))
+	if len(packed) != len(ids) {
+		t.Fatalf("%d traces packed, the spans have %d", len(packed), len(ids))
 	}
-	for k, pt := range b.Packed {
+	for k, pt := range packed {
 		want := byTrace[ids[k]]
 		if pt.ID != ids[k] || pt.Spans != len(want) {
 			t.Fatalf("packed trace %d: %s with %d spans, want %s with %d", k, pt.ID, pt.Spans, ids[k], len(want))
@@ -87,7 +89,7 @@ func TestPackByTrace(t *testing.T) {
 					for ss := order.ss; len(ss) > 0; ss = ss[min(n, len(ss)):] {
 						b.Spans = slices.Clone(ss[:min(n, len(ss))])
 						b.Pack()
-						checkPacked(t, b)
+						checkPacked(t, b.Spans, b.Packed)
 					}
 				})
 			}
@@ -95,33 +97,45 @@ func TestPackByTrace(t *testing.T) {
 	}
 }
 
-// TestDecodePackByTrace: both decoders pack the batch when asked, into a batch decoded into
-// before (the collector's recycled batches) as into a new one, and leave Packed nil when not.
+// TestDecodePackByTrace: both decoders hand the spans over packed by trace when asked - the
+// protobuf one straight from the wire - into a batch decoded into before (the collector's
+// recycled batches) as into a new one: the spans they decode without it, packed, with Spans left
+// empty and Len counting them; without it, span values and Packed nil.
 func TestDecodePackByTrace(t *testing.T) {
 	opt := spans.DecodeOptions{PackByTrace: true}
 	for _, c := range []struct {
-		name string
-		body []byte
-		into func(*spans.Batch, []byte, spans.DecodeOptions) error
+		name   string
+		body   []byte
+		decode func([]byte, spans.DecodeOptions) (*spans.Batch, error)
+		into   func(*spans.Batch, []byte, spans.DecodeOptions) error
 	}{
-		{"protobuf", protoSeeds(t)[0], spans.DecodeProtoInto},
-		{"json", jsonSeeds(t)[0], spans.DecodeJSONInto},
+		{"protobuf", protoSeeds(t)[0], spans.DecodeProto, spans.DecodeProtoInto},
+		{"json", jsonSeeds(t)[0], spans.DecodeJSON, spans.DecodeJSONInto},
 	} {
 		t.Run(c.name, func(t *testing.T) {
+			want, err := c.decode(slices.Clone(c.body), spans.DecodeOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			fresh, err := c.decode(slices.Clone(c.body), opt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkPacked(t, want.Spans, fresh.Packed)
 			b := &spans.Batch{}
 			for range 3 {
 				if err := c.into(b, slices.Clone(c.body), opt); err != nil {
 					t.Fatal(err)
 				}
-				if len(b.Spans) == 0 || b.Packed == nil {
-					t.Fatalf("%d spans, packed %v", len(b.Spans), b.Packed != nil)
+				if len(b.Spans) != 0 || b.Packed == nil || b.Len() != len(want.Spans) {
+					t.Fatalf("%d spans, packed %v, Len %d; want 0, true, %d", len(b.Spans), b.Packed != nil, b.Len(), len(want.Spans))
 				}
-				checkPacked(t, b)
+				checkPacked(t, want.Spans, b.Packed)
 			}
 			if err := c.into(b, slices.Clone(c.body), spans.DecodeOptions{}); err != nil {
 				t.Fatal(err)
 			}
-			if b.Packed != nil {
+			if b.Packed != nil || len(b.Spans) != len(want.Spans) {
 				t.Fatal("packed without PackByTrace")
 			}
 		})
@@ -160,7 +174,34 @@ func TestTracePackerOneSpanAtATime(t *testing.T) {
 			if pt.ID != tr[0].TraceID || pt.Spans != len(tr) {
 				t.Fatalf("%s: %s with %d spans, want %s with %d", f.Name, pt.ID, pt.Spans, tr[0].TraceID, len(tr))
 			}
-			checkPacked(t, &spans.Batch{Spans: tr, Packed: []spans.PackedTrace{pt}})
+			checkPacked(t, tr, []spans.PackedTrace{pt})
 		}
 	}
+}
+
+// TestDecodePackByTraceRenderedValues: values the decoder renders into text (arrays, maps) of
+// one length, on spans of one trace, each packed as its own. The packer knows a string it wrote
+// by its address: had the decoder rendered each span's values into the same bytes, every span
+// after the first would have been packed with the first one's value.
+func TestDecodePackByTraceRenderedValues(t *testing.T) {
+	// One rendered value a span: two would share a slot of the packer's address cache and hide
+	// the fault.
+	var ss []*tracepb.Span
+	for i, v := range []*commonpb.AnyValue{arr(str("a")), arr(str("b")), kvlist(kv("k", str("c"))), kvlist(kv("k", str("d")))} {
+		sp := okSpan(byte(i + 1))
+		sp.Attributes = []*commonpb.KeyValue{kv("x", v)}
+		ss = append(ss, sp)
+	}
+	body := marshal(t, request(&tracepb.ResourceSpans{ScopeSpans: []*tracepb.ScopeSpans{{Spans: ss}}}))
+	opt := spans.DecodeOptions{AllAttributes: true}
+	want, err := spans.DecodeProto(body, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opt.PackByTrace = true
+	got, err := spans.DecodeProto(body, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkPacked(t, want.Spans, got.Packed)
 }

@@ -234,8 +234,9 @@ func (s *Span) Int(key string) (int64, bool) {
 // Batch is what one OTLP export request (or one line of a trace file) decodes to.
 type Batch struct {
 	Spans []Span
-	// Packed is Spans packed by trace, when the producer packed them (see Pack): a consumer that
-	// holds spans packed takes these blocks instead of packing Spans itself.
+	// Packed is the spans packed by trace, when the producer packed them (see Pack): a consumer
+	// that holds spans packed takes these blocks instead of packing Spans itself. The decoders
+	// with DecodeOptions.PackByTrace leave Spans empty then: Len counts the spans either way.
 	Packed []PackedTrace
 	// Rejected counts spans dropped for cause while decoding (invalid ids); RejectReason says why,
 	// for OTLP partial success.
@@ -294,8 +295,10 @@ type DecodeOptions struct {
 	// AllAttributes keeps attributes outside [WellKnown] too (the TUI's span detail shows them), at a
 	// memory cost on every held span.
 	AllAttributes bool
-	// PackByTrace packs the batch's spans by trace as well (Batch.Pack), on the decoding
-	// goroutine, for a consumer that holds them packed.
+	// PackByTrace hands the batch's spans over packed by trace (Batch.Packed) instead of as span
+	// values, for a consumer that holds them packed (the analyzer): the protobuf decoder packs
+	// them straight from the wire, the JSON decoder packs what it decoded (Batch.Pack). Spans
+	// is left empty.
 	PackByTrace bool
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/stormwatch/stormwatch/analyzer/suite"
 	"github.com/stormwatch/stormwatch/fixtures"
 	"github.com/stormwatch/stormwatch/spans"
+	"github.com/stormwatch/stormwatch/tracefile"
 )
 
 // TestPackedBatchesAnswerAsSpans: a batch its producer packed by trace (the collector's and the
@@ -43,6 +44,7 @@ func TestPackedBatchesAnswerAsSpans(t *testing.T) {
 			clock    bool
 		}{
 			{name: "as recorded", batches: func(pack bool) []*spans.Batch { return decodeLines(t, lines, pack) }},
+			{name: "protobuf", batches: func(pack bool) []*spans.Batch { return decodeProtoLines(t, lines, pack) }},
 			{name: "interleaved", batches: func(pack bool) []*spans.Batch { return dealt(decodeLines(t, lines, false), 7, pack) }},
 			{name: "capped", capTrace: 3, batches: func(pack bool) []*spans.Batch { return dealt(decodeLines(t, lines, false), 5, pack) }},
 			{name: "clock behind", clock: true, batches: func(pack bool) []*spans.Batch { return decodeLines(t, lines, pack) }},
@@ -57,11 +59,14 @@ func TestPackedBatchesAnswerAsSpans(t *testing.T) {
 					a := engine.New(cfg)
 					var ids []spans.TraceID
 					for _, b := range c.batches(pack) {
-						if pack && len(b.Spans) > 0 && b.Packed == nil {
+						if pack && b.Packed == nil {
 							t.Fatal("the batch was not packed")
 						}
 						for _, s := range b.Spans {
 							ids = append(ids, s.TraceID)
+						}
+						for _, pt := range b.Packed {
+							ids = append(ids, pt.ID)
 						}
 						if err := a.ConsumeBatch(context.Background(), b); err != nil {
 							t.Fatal(err)
@@ -97,6 +102,28 @@ func decodeLines(t *testing.T, lines [][]byte, pack bool) []*spans.Batch {
 	var out []*spans.Batch
 	for _, l := range lines {
 		b, err := spans.DecodeJSON(slices.Clone(l), spans.DecodeOptions{PackByTrace: pack})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, b)
+	}
+	return out
+}
+
+// decodeProtoLines decodes each OTLP/JSON line as the protobuf request it stands for (packed
+// straight from the wire when pack is set), or as itself into span values when not.
+func decodeProtoLines(t *testing.T, lines [][]byte, pack bool) []*spans.Batch {
+	t.Helper()
+	if !pack {
+		return decodeLines(t, lines, false)
+	}
+	var out []*spans.Batch
+	for _, l := range lines {
+		body, err := tracefile.JSONToProto(l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := spans.DecodeProto(body, spans.DecodeOptions{PackByTrace: true})
 		if err != nil {
 			t.Fatal(err)
 		}
