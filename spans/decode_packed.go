@@ -1,6 +1,7 @@
 package spans
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/VictoriaMetrics/easyproto"
@@ -51,6 +52,16 @@ func decodeProtoPacked(b *Batch, buf []byte, opt DecodeOptions, reuse bool) erro
 	if err == nil {
 		err = d.packTraces(bp, pp)
 	}
+	if errors.Is(err, errRegroup) {
+		// Decoded as DecodeProto does, then packed from the span values.
+		b.Packed, b.Rejected, b.RejectReason = nil, 0, ""
+		err = decodeProto(b, buf, DecodeOptions{AllAttributes: opt.AllAttributes}, reuse)
+		if err == nil {
+			b.Pack()
+			b.Spans = nil
+		}
+		return err
+	}
 	if reuse {
 		b.attrBuf = d.attrs.buf[:0]
 	}
@@ -87,7 +98,7 @@ func (d *protoDecoder) structure(pp *protoPacked, buf []byte) error {
 			}
 			return eachMessage(ss, fSSSpans, "spans", func(sp []byte) error {
 				at[2]++
-				trace, keep, err := spanIDs(sp)
+				trace, keep, err := firstTraceID(sp)
 				if err != nil {
 					return err
 				}
@@ -97,6 +108,24 @@ func (d *protoDecoder) structure(pp *protoPacked, buf []byte) error {
 		})
 	})
 }
+
+// firstTraceID is spanIDs for a span whose first field is its 16-byte trace id, as every SDK
+// writes it, read from those bytes alone: the second pass checks what the whole span says (a
+// later occurrence wins, and the span id counts too) and falls back to decoding the request
+// into span values when it says otherwise (see errRegroup).
+func firstTraceID(src []byte) (TraceID, bool, error) {
+	var id TraceID
+	if len(src) >= 2+len(id) && src[0] == fSpanTraceID<<3|2 && src[1] == byte(len(id)) {
+		copy(id[:], src[2:])
+		return id, !id.IsZero(), nil
+	}
+	return spanIDs(src)
+}
+
+// errRegroup is the second pass finding a span whose trace or validity the first pass read
+// wrong from its first field alone (only a span that repeats its ids, or one whose span id is
+// invalid, can make it): the request is decoded into span values and packed from them.
+var errRegroup = errors.New("a span's ids are not what its first field said")
 
 // spanIDs reads the trace id of Span message src from its top-level fields, and whether its ids
 // make it a span to keep, by spanFields' rules (the last occurrence of a field wins).
@@ -151,14 +180,17 @@ func (d *protoDecoder) packTraces(bp *batchPacker, pp *protoPacked) error {
 	// by its address, so a string's bytes must stay as they are until the block is done.
 	attrMark, xMark := d.attrs.mark(), d.xattrs.mark()
 	sp := &pp.sp
-	decode := func(r *spanRef) (bool, error) {
+	decode := func(r *spanRef) error {
 		*sp = Span{}
 		ok, err := d.spanFields(sp, r.data)
 		if err != nil {
-			return false, fmt.Errorf("resource_spans[%d]: scope_spans[%d]: spans[%d]: %w", r.at[0], r.at[1], r.at[2], err)
+			return fmt.Errorf("resource_spans[%d]: scope_spans[%d]: spans[%d]: %w", r.at[0], r.at[1], r.at[2], err)
+		}
+		if ok != r.keep || ok && sp.TraceID != r.trace {
+			return errRegroup
 		}
 		sp.Scope, sp.Resource = r.scope, &pp.res[r.res]
-		return ok, nil
+		return nil
 	}
 	release := func() {
 		d.attrs.rollback(attrMark)
@@ -173,7 +205,7 @@ func (d *protoDecoder) packTraces(bp *batchPacker, pp *protoPacked) error {
 		at := len(buf)
 		bp.p.begin(buf)
 		for _, i := range idx[from:ends[k]] {
-			if _, err := decode(&refs[i]); err != nil {
+			if err := decode(&refs[i]); err != nil {
 				return err
 			}
 			bp.p.span(sp)
@@ -186,7 +218,7 @@ func (d *protoDecoder) packTraces(bp *batchPacker, pp *protoPacked) error {
 		if refs[i].keep {
 			continue
 		}
-		if _, err := decode(&refs[i]); err != nil {
+		if err := decode(&refs[i]); err != nil {
 			return err
 		}
 		release()

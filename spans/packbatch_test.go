@@ -10,6 +10,7 @@ import (
 	"github.com/stormwatch/stormwatch/spans/spanstest"
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
+	"google.golang.org/protobuf/encoding/protowire"
 )
 
 // checkPacked fails t unless packed is ss packed by trace: the traces in the order each first
@@ -204,4 +205,61 @@ func TestDecodePackByTraceRenderedValues(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkPacked(t, want.Spans, got.Packed)
+}
+
+// TestDecodePackByTraceIDsNotFirst: the protobuf decoder groups spans by the trace id in their
+// first field, as every SDK writes it, and must still answer as DecodeProto where the rest of a
+// span says otherwise: a second trace id (the last wins), an invalid span id after a valid trace
+// id, a zero trace id first and a valid one after it, the ids last.
+func TestDecodePackByTraceIDsNotFirst(t *testing.T) {
+	field := func(b []byte, num protowire.Number, v []byte) []byte {
+		return protowire.AppendBytes(protowire.AppendTag(b, num, protowire.BytesType), v)
+	}
+	span := func(fields ...[]byte) []byte {
+		var b []byte
+		for i := 0; i < len(fields); i += 2 {
+			b = field(b, protowire.Number(fields[i][0]), fields[i+1])
+		}
+		return field(b, 5, []byte("name"))
+	}
+	one := []byte{1}
+	two := []byte{2}
+	cases := map[string][][]byte{
+		"second trace id":      {span(one, id16(1), two, id8(1), one, id16(2)), span(one, id16(1), two, id8(2))},
+		"invalid span id":      {span(one, id16(1), two, id8(0)), span(one, id16(1), two, id8(2))},
+		"zero trace id first":  {span(one, id16(0), two, id8(1), one, id16(3)), span(one, id16(3), two, id8(2))},
+		"ids last":             {span(two, id8(1), one, id16(4)), span(one, id16(4), two, id8(2))},
+		"short span id, valid": {span(one, id16(5), two, []byte{1}), span(one, id16(5), two, id8(3))},
+	}
+	for name, ss := range cases {
+		t.Run(name, func(t *testing.T) {
+			var scope []byte
+			for _, s := range ss {
+				scope = field(scope, 2, s) // ScopeSpans.spans
+			}
+			body := field(nil, 1, field(nil, 2, scope)) // request.resource_spans.scope_spans
+			want, err := spans.DecodeProto(body, spans.DecodeOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, reuse := range []bool{false, true} {
+				got := &spans.Batch{}
+				if reuse {
+					if err := spans.DecodeProtoInto(got, protoSeeds(t)[0], spans.DecodeOptions{PackByTrace: true}); err != nil {
+						t.Fatal(err)
+					}
+					err = spans.DecodeProtoInto(got, body, spans.DecodeOptions{PackByTrace: true})
+				} else {
+					got, err = spans.DecodeProto(body, spans.DecodeOptions{PackByTrace: true})
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				checkPacked(t, want.Spans, got.Packed)
+				if got.Rejected != want.Rejected || len(got.Spans) != 0 {
+					t.Fatalf("%d rejected, %d span values; want %d, 0", got.Rejected, len(got.Spans), want.Rejected)
+				}
+			}
+		})
+	}
 }
