@@ -95,7 +95,7 @@ func (c *Collector) export(body []byte, buf *[]byte, enc encoding) (exportResult
 		return exportResult{}, fmt.Errorf("%w: decode OTLP/%s request: %v", ErrMalformed, enc, err)
 	}
 	res := exportResult{rejected: b.Rejected, invalid: b.Rejected, reason: b.RejectReason}
-	n := len(b.Spans) // the batch is the consumer's once admitted
+	n := b.Len() // the batch is the consumer's once admitted
 	if n == 0 {
 		c.recycle(buf, b)
 		return res, nil

@@ -133,7 +133,7 @@ func (c *Collector) startWorkers() {
 func (c *Collector) consumeLoop() {
 	ctx := context.Background()
 	for it := range c.queue.consume {
-		n := len(it.batch.Spans)
+		n := it.batch.Len()
 		// The consumer owns the batch from here on (spans.Consumer's contract).
 		if err := c.next.ConsumeBatch(ctx, it.batch); err != nil {
 			failed := c.metrics.consumerFailed(n)

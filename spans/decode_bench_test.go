@@ -148,6 +148,22 @@ func BenchmarkDecode(b *testing.B) {
 			return spans.DecodeProtoInto(batch, body, spans.DecodeOptions{})
 		})
 	})
+	b.Run("proto/stormwatch-into-pack", func(b *testing.B) {
+		// What the analyzer holds made from what was decoded: span values, then packed by trace.
+		batch := &spans.Batch{}
+		runPerSpan(b, pb, func(body []byte) error {
+			err := spans.DecodeProtoInto(batch, body, spans.DecodeOptions{})
+			batch.Pack()
+			return err
+		})
+	})
+	b.Run("proto/stormwatch-packed", func(b *testing.B) {
+		// The same straight from the wire, as the collector decodes for the analyzer.
+		batch := &spans.Batch{}
+		runPerSpan(b, pb, func(body []byte) error {
+			return spans.DecodeProtoInto(batch, body, spans.DecodeOptions{PackByTrace: true})
+		})
+	})
 	b.Run("proto/stormwatch-all-attrs", func(b *testing.B) {
 		runPerSpan(b, pb, func(body []byte) error {
 			_, err := spans.DecodeProto(body, spans.DecodeOptions{AllAttributes: true})

@@ -62,6 +62,12 @@ func decodeJSON(b *Batch, buf []byte, opt DecodeOptions, reuse bool) error {
 	if err != nil {
 		return malformed("decode OTLP/JSON request", err)
 	}
+	if opt.PackByTrace {
+		// The spans go with the packed traces only, as from the protobuf decoder (which packs
+		// straight from the wire); a batch decoded into again clears them from b.decoded.
+		b.Pack()
+		b.Spans = nil
+	}
 	return nil
 }
 

@@ -132,6 +132,9 @@ func DecodeProtoInto(b *Batch, buf []byte, opt DecodeOptions) error {
 }
 
 func decodeProto(b *Batch, buf []byte, opt DecodeOptions, reuse bool) error {
+	if opt.PackByTrace {
+		return decodeProtoPacked(b, buf, opt, reuse)
+	}
 	var c protoCounts
 	if err := c.request(buf); err != nil {
 		return malformed("decode OTLP protobuf request", err)
@@ -261,9 +264,19 @@ func (d *protoDecoder) request(src []byte) error {
 }
 
 func (d *protoDecoder) resourceSpans(src []byte) error {
-	// The resource may follow the scope spans on the wire and may occur more than once (protobuf
-	// merges the occurrences), so it is read in a pass of its own before the spans that share it.
 	var res resHolder
+	if err := d.resourceOf(&res.val, src); err != nil {
+		return err
+	}
+	return eachMessage(src, fRSScopeSpans, "scope_spans", func(data []byte) error {
+		return d.scopeSpans(&res, data)
+	})
+}
+
+// resourceOf reads the resource of ResourceSpans src into res. The resource may follow the scope
+// spans on the wire and may occur more than once (protobuf merges the occurrences), so it is read
+// in a pass of its own before the spans that share it.
+func (d *protoDecoder) resourceOf(res *Resource, src []byte) error {
 	d.attrs.begin()
 	var fc easyproto.FieldContext
 	var err error
@@ -281,14 +294,12 @@ func (d *protoDecoder) resourceSpans(src []byte) error {
 		if !ok {
 			continue
 		}
-		if err := d.resource(&res.val, data); err != nil {
+		if err := d.resource(res, data); err != nil {
 			return fmt.Errorf("resource: %w", err)
 		}
 	}
-	res.val.Attrs = d.attrs.end()
-	return eachMessage(src, fRSScopeSpans, "scope_spans", func(data []byte) error {
-		return d.scopeSpans(&res, data)
-	})
+	res.Attrs = d.attrs.end()
+	return nil
 }
 
 // resHolder is a ResourceSpans' resource while its spans are decoded. It goes to the heap only
@@ -381,6 +392,17 @@ func appendScalar(dst []byte, a Attr) []byte {
 }
 
 func (d *protoDecoder) scopeSpans(res *resHolder, src []byte) error {
+	scope, err := scopeOf(src)
+	if err != nil {
+		return err
+	}
+	return eachMessage(src, fSSSpans, "spans", func(data []byte) error {
+		return d.span(res, scope, data)
+	})
+}
+
+// scopeOf is the scope name of ScopeSpans src.
+func scopeOf(src []byte) (string, error) {
 	var fc easyproto.FieldContext
 	var err error
 	scope := ""
@@ -389,7 +411,7 @@ func (d *protoDecoder) scopeSpans(res *resHolder, src []byte) error {
 		if next, ferr := fc.NextField(rest); ferr == nil {
 			rest = next
 		} else if rest, err = skipGroup(&fc, rest, ferr); err != nil {
-			return err
+			return "", err
 		}
 		if fc.FieldNum != fSSScope {
 			continue
@@ -399,17 +421,15 @@ func (d *protoDecoder) scopeSpans(res *resHolder, src []byte) error {
 			continue
 		}
 		if name, ok, err := lastString(data, fScopeName); err != nil {
-			return fmt.Errorf("scope: %w", err)
+			return "", fmt.Errorf("scope: %w", err)
 		} else if ok {
 			scope = name
 		}
 		if err := scopeAttrsDepth(data); err != nil {
-			return fmt.Errorf("scope: %w", err)
+			return "", fmt.Errorf("scope: %w", err)
 		}
 	}
-	return eachMessage(src, fSSSpans, "spans", func(data []byte) error {
-		return d.span(res, scope, data)
-	})
+	return scope, nil
 }
 
 // lastString returns the last occurrence of string field num in src.
@@ -443,10 +463,31 @@ func (d *protoDecoder) span(res *resHolder, scope string, src []byte) error {
 		d.b.Spans = append(d.b.Spans, Span{})
 	}
 	sp := &d.b.Spans[len(d.b.Spans)-1]
+	attrMark, xMark := d.attrs.mark(), d.xattrs.mark()
+	linkStart, eventStart := len(d.links), len(d.events)
+	ok, err := d.spanFields(sp, src)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		d.reject(attrMark, xMark, linkStart, eventStart)
+		// Pop the span being filled; zero it so the spare capacity holds no stale pointers.
+		last := len(d.b.Spans) - 1
+		d.b.Spans[last] = Span{}
+		d.b.Spans = d.b.Spans[:last]
+		return nil
+	}
 	sp.Scope = scope
+	sp.Resource = res.get()
+	return nil
+}
+
+// spanFields decodes Span message src into sp, which is zero, its attributes, links and events
+// into the decoder's slabs, and says whether its ids make it a span to keep (see DecodeProto).
+// It sets neither the scope nor the resource.
+func (d *protoDecoder) spanFields(sp *Span, src []byte) (bool, error) {
 	var traceID, spanID, traceState []byte
 	d.attrs.begin()
-	attrMark, xMark := d.attrs.mark(), d.xattrs.mark()
 	linkStart, eventStart := len(d.links), len(d.events)
 	var fc easyproto.FieldContext
 	var err error
@@ -471,7 +512,7 @@ func (d *protoDecoder) span(res *resHolder, scope string, src []byte) error {
 			if next, ferr := fc.NextField(src); ferr == nil {
 				src = next
 			} else if src, err = skipGroup(&fc, src, ferr); err != nil {
-				return err
+				return false, err
 			}
 			num = fc.FieldNum
 			if b, ok := fc.MessageData(); ok {
@@ -528,10 +569,10 @@ func (d *protoDecoder) span(res *resHolder, scope string, src []byte) error {
 			// Inline, not d.attribute: the hottest loop of the decoder, one call fewer per attribute.
 			key, val, err := keyValue(data)
 			if err != nil {
-				return fmt.Errorf("attributes[%d]: %w", nAttr, err)
+				return false, fmt.Errorf("attributes[%d]: %w", nAttr, err)
 			}
 			if err = d.keep(&d.attrs, key, val); err != nil {
-				return fmt.Errorf("attributes[%d] %q: %w", nAttr, key, err)
+				return false, fmt.Errorf("attributes[%d] %q: %w", nAttr, key, err)
 			}
 			nAttr++
 		case fSpanEvents:
@@ -539,7 +580,7 @@ func (d *protoDecoder) span(res *resHolder, scope string, src []byte) error {
 				continue
 			}
 			if err := d.event(data); err != nil {
-				return fmt.Errorf("events[%d]: %w", nEvent, err)
+				return false, fmt.Errorf("events[%d]: %w", nEvent, err)
 			}
 			nEvent++
 		case fSpanLinks:
@@ -547,7 +588,7 @@ func (d *protoDecoder) span(res *resHolder, scope string, src []byte) error {
 				continue
 			}
 			if err := d.link(data); err != nil {
-				return fmt.Errorf("links[%d]: %w", nLink, err)
+				return false, fmt.Errorf("links[%d]: %w", nLink, err)
 			}
 			nLink++
 		case fSpanStatus:
@@ -555,21 +596,18 @@ func (d *protoDecoder) span(res *resHolder, scope string, src []byte) error {
 				continue
 			}
 			if err := status(sp, data); err != nil {
-				return fmt.Errorf("status: %w", err)
+				return false, fmt.Errorf("status: %w", err)
 			}
 		}
 	}
 	if len(traceID) != len(sp.TraceID) || len(spanID) != len(sp.SpanID) {
-		d.reject(attrMark, xMark, linkStart, eventStart)
-		return nil
+		return false, nil
 	}
 	copy(sp.TraceID[:], traceID)
 	copy(sp.SpanID[:], spanID)
 	if sp.TraceID.IsZero() || sp.SpanID.IsZero() {
-		d.reject(attrMark, xMark, linkStart, eventStart)
-		return nil
+		return false, nil
 	}
-	sp.Resource = res.get()
 	if traceState != nil {
 		// After the attributes, as the JSON decoder adds it.
 		d.attrs.add(Attr{Key: AttrTraceState, Str: bstr(traceState), Type: ValueString})
@@ -581,19 +619,16 @@ func (d *protoDecoder) span(res *resHolder, scope string, src []byte) error {
 	if len(d.events) > eventStart {
 		sp.Events = d.events[eventStart:len(d.events):len(d.events)]
 	}
-	return nil
+	return true, nil
 }
 
-// reject drops a span that failed the id checks and gives back the slab space it used.
+// reject drops a span that failed the id checks: it gives back the slab space it used, and
+// counts it.
 func (d *protoDecoder) reject(attrMark, xMark slabMark, linkStart, eventStart int) {
 	d.attrs.rollback(attrMark)
 	d.xattrs.rollback(xMark)
 	d.links = d.links[:linkStart]
 	d.events = d.events[:eventStart]
-	// Pop the span being filled; zero it so the spare capacity holds no stale pointers.
-	last := len(d.b.Spans) - 1
-	d.b.Spans[last] = Span{}
-	d.b.Spans = d.b.Spans[:last]
 	d.b.Rejected++
 	d.b.RejectReason = RejectInvalidID
 }

@@ -14,6 +14,11 @@
 // included. An [Unpacker] reads packed spans back without allocating, for a reader that keeps none
 // of them (an analysis): their strings alias the packed bytes.
 //
+// Producers pack for the analyzer where they decode, so that it files each trace's block as it is:
+// [Batch.Pack] (the decoders with DecodeOptions.PackByTrace) packs a batch's spans by trace into
+// [Batch.Packed], and a [TracePacker] packs one trace's spans given one at a time, for a producer
+// that makes each span in the memory of the one before (the Collector connector).
+//
 // The decoders allocate per request, not per span or attribute, and agree with the slow reference
 // conversion in spanstest (spanstest.FromProto over the generated protobuf types), which the tests
 // and fuzz targets check them against. docs/performance.md has the figures.

@@ -94,6 +94,12 @@ func FuzzDecodeProto(f *testing.F) {
 		refErr := proto.Unmarshal(body, &req)
 		for _, o := range bothOptions {
 			got, err := spans.DecodeProto(body, o.opt)
+			// Straight into the packed form: the same input accepted, whatever it is.
+			packedOpt := o.opt
+			packedOpt.PackByTrace = true
+			if _, perr := spans.DecodeProto(body, packedOpt); (perr == nil) != (err == nil) {
+				t.Fatalf("%s: DecodeProto says %v, with PackByTrace %v", o.name, err, perr)
+			}
 			if refErr != nil {
 				continue // only "no panic" is asked of input the generated code rejects
 			}
@@ -112,6 +118,7 @@ func FuzzDecodeProto(f *testing.F) {
 			} else if d := spanstest.Diff(got, again); d != "" {
 				t.Fatalf("%s: DecodeProtoInto a recycled batch differs:\n%s", o.name, d)
 			}
+			packedByTrace(t, false, dirty, body, o.opt, got)
 			back, err := spans.DecodeJSON(spans.EncodeJSON(got), o.opt)
 			if err != nil {
 				t.Fatalf("%s: DecodeJSON(EncodeJSON(batch)): %v", o.name, err)
@@ -161,6 +168,7 @@ func FuzzDecodeJSON(f *testing.F) {
 			if d := spanstest.Diff(got, again); d != "" {
 				t.Fatalf("%s: DecodeJSONInto a recycled batch differs:\n%s", o.name, d)
 			}
+			packedByTrace(t, true, dirty, body, o.opt, got)
 			// One nesting limit for both decoders: the request as protobuf (what a .pb recording
 			// holds) is within it too.
 			var req coltracepb.ExportTraceServiceRequest
@@ -250,5 +258,21 @@ func TestDecodeIntoARecycledBatchMatchesFresh(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// packedByTrace decodes body with PackByTrace into a recycled batch, and checks the packed
+// traces against want, the batch decoded without it (checkPacked), rejects included.
+func packedByTrace(t *testing.T, isJSON bool, dirty, body []byte, opt spans.DecodeOptions, want *spans.Batch) {
+	t.Helper()
+	opt.PackByTrace = true
+	b, err := decodeInto(t, isJSON, dirty, body, opt)
+	if err != nil {
+		t.Fatalf("with PackByTrace: %v", err)
+	}
+	checkPacked(t, want.Spans, b.Packed)
+	if b.Rejected != want.Rejected || b.RejectReason != want.RejectReason || len(b.Spans) != 0 {
+		t.Fatalf("with PackByTrace: %d rejected (%q), %d spans left; want %d (%q), 0",
+			b.Rejected, b.RejectReason, len(b.Spans), want.Rejected, want.RejectReason)
 	}
 }

@@ -21,6 +21,8 @@ import (
 //
 // Layout (all integers little endian; "uv" is an unsigned varint, "zz" a zigzag varint):
 //
+//	block:    header, the spans, then the resources they name: a packer that is given spans
+//	          one at a time (TracePacker) learns the resources as it goes
 //	header:   version byte, then six uint32: spans, resources, attributes (all of them: span,
 //	          resource, link and event attributes), links, events, strings (inline strings);
 //	          then the trace id of the first span (16 bytes, zero when there are no spans)
@@ -42,8 +44,9 @@ import (
 // writes each once and refers back to it after. It finds repeats through a small direct-mapped
 // cache keyed by a few words of the text (see strHash); a string it misses is only written again.
 
-// packVersion is the first byte of every packed trace.
-const packVersion = 2
+// packVersion is the first byte of every packed trace. The form lives in memory only, so a
+// version is never read back by another build.
+const packVersion = 3
 
 // packKeys are the keys an attribute's key byte names (a copy of WellKnown as the process
 // started: the form must not change under a caller that edits the exported list). Decoders
@@ -128,9 +131,38 @@ var ErrPackCorrupt = errors.New("corrupt packed spans")
 // AppendPacked appends ss in packed form to dst and returns the extended buffer. Every field of
 // every span is kept; spans that share a resource (by pointer or by value) share it packed too.
 func AppendPacked(dst []byte, ss []Span) []byte {
-	p := packer{buf: dst}
-	p.pack(ss)
+	var p packer
+	p.pack(dst, ss, nil)
 	return p.buf
+}
+
+// TracePacker packs one trace's spans as one block in the form of [AppendPacked], given one at a
+// time: for a producer that makes each span, packs it and makes the next in the same memory (the
+// OpenTelemetry Collector connector converting pdata), so that no batch of span values is made.
+// Begin starts a block, Add packs a span, End finishes the block. Add copies everything: the
+// span value and its attribute, link and event slices are free for reuse once it returns. But not
+// the bytes of its strings: the packer knows a string it wrote before by the address of its bytes
+// (strings repeat within a trace), so a string's bytes must not change until End - a string
+// rendered into a buffer reused span after span would be packed as the one rendered there
+// before. The zero value is ready to use; it is not safe for concurrent use.
+type TracePacker struct{ p packer }
+
+// Begin starts a block at the end of dst.
+func (w *TracePacker) Begin(dst []byte) { w.p.begin(dst) }
+
+// Add packs s into the block.
+func (w *TracePacker) Add(s *Span) { w.p.span(s) }
+
+// End finishes the block and returns dst extended by it and the block as a PackedTrace (its
+// Block aliases the returned buffer). It keeps no string of the spans packed.
+func (w *TracePacker) End() ([]byte, PackedTrace) {
+	at := w.p.at
+	w.p.end()
+	b := w.p.buf
+	pt := PackedTrace{ID: w.p.tid, Block: b[at:len(b):len(b)], Spans: w.p.n,
+		UnsetTimes: w.p.facts.unset, Latest: w.p.facts.latest, RootLinks: w.p.facts.rootLinks}
+	w.p.forget()
+	return b, pt
 }
 
 // PackedLen is the number of spans in a packed trace, read from its header.
@@ -255,12 +287,6 @@ func unpackInto(dst []Span, b []byte, s string, bufs *Unpacker) ([]Span, error) 
 	}
 	var tid TraceID
 	copy(tid[:], u.S[1+6*4:packHeaderLen])
-	for i := range res {
-		res[i] = Resource{ServiceName: u.Str(), ServiceInstance: u.Str(), Attrs: u.attrList()}
-		if u.Err != nil {
-			return dst, fmt.Errorf("unpacking resource %d: %w", i, u.Err)
-		}
-	}
 	out := slices.Grow(dst, nSpans)
 	var prevStart int64
 	for i := range nSpans {
@@ -330,6 +356,13 @@ func unpackInto(dst []Span, b []byte, s string, bufs *Unpacker) ([]Span, error) 
 		}
 		out = append(out, s)
 	}
+	// The resources come after the spans that point to them (see the layout).
+	for i := range res {
+		res[i] = Resource{ServiceName: u.Str(), ServiceInstance: u.Str(), Attrs: u.attrList()}
+		if u.Err != nil {
+			return dst, fmt.Errorf("unpacking resource %d: %w", i, u.Err)
+		}
+	}
 	switch {
 	case u.Off != len(u.S):
 		u.Fail("%d bytes after the last span", len(u.S)-u.Off)
@@ -342,9 +375,17 @@ func unpackInto(dst []Span, b []byte, s string, bufs *Unpacker) ([]Span, error) 
 	return out, nil
 }
 
-// packer writes one packed trace.
+// packer writes one packed trace, span by span (begin, span, end).
 type packer struct {
 	buf []byte
+	// at is where the block begins in buf; tid the trace id in its header (the first span's);
+	// n the spans packed, prevStart the last one's start; the other counts the header's.
+	at                      int
+	tid                     TraceID
+	n                       int
+	prevStart               int64
+	nAttrs, nLinks, nEvents int
+	facts                   spanFacts
 	// cache maps a string to its index in the table, for back references: two-way sets; a
 	// string pushed out is only written inline again.
 	cache [128][2]strSlot
@@ -384,94 +425,117 @@ type strSlot struct {
 	off, n, idx uint32
 }
 
-func (p *packer) pack(ss []Span) {
-	var nAttrs, nLinks, nEvents int
-	for i := range ss {
-		s := &ss[i]
-		nAttrs += len(s.Attrs)
-		nLinks += len(s.Links)
-		nEvents += len(s.Events)
-		for k := range s.Links {
-			nAttrs += len(s.Links[k].Attrs)
-		}
-		for k := range s.Events {
-			nAttrs += len(s.Events[k].Attrs)
-		}
-		if s.Resource != nil {
-			if _, fresh := p.resource(s.Resource); fresh {
-				nAttrs += len(s.Resource.Attrs)
-			}
-		}
+// spanAt is the k-th span to pack: ss[k], or ss[idx[k]] when the packer is given an order.
+func spanAt(ss []Span, idx []int32, k int) *Span {
+	if idx == nil {
+		return &ss[k]
 	}
+	return &ss[idx[k]]
+}
+
+// pack writes one block at the end of dst of ss's spans, or of the spans idx names, in idx's
+// order (nil: all of them, in order). It returns what the analyzer checks of each span as it
+// files it (see PackedTrace), gathered as the spans are packed.
+func (p *packer) pack(dst []byte, ss []Span, idx []int32) spanFacts {
+	n := len(ss)
+	if idx != nil {
+		n = len(idx)
+	}
+	p.begin(dst)
+	for i := range n {
+		p.span(spanAt(ss, idx, i))
+	}
+	p.end()
+	return p.facts
+}
+
+// begin starts a block at the end of dst, forgetting everything of the block before.
+func (p *packer) begin(dst []byte) {
+	*p = packer{at: len(dst)}
+	dst = append(dst, packVersion)
+	p.buf = append(dst, make([]byte, 6*4+16)...) // the counts and the trace id, filled in later
+}
+
+// span packs s.
+func (p *packer) span(s *Span) {
 	// The buffer is a local while it grows: stored back through p on every append it would cost
 	// a write barrier each time while the garbage collector marks, which it often does in a
 	// collector under load.
 	b := p.buf
-	at := len(b)
-	b = append(b, packVersion)
-	b = append(b, make([]byte, 6*4)...) // counts, filled in at the end
-	var tid TraceID
-	if len(ss) > 0 {
-		tid = ss[0].TraceID
+	if p.n == 0 {
+		p.tid = s.TraceID
+		copy(b[p.at+1+6*4:], s.TraceID[:])
 	}
-	b = append(b, tid[:]...)
+	p.n++
+	p.facts.add(s)
+	var flags byte
+	if s.TraceID != p.tid {
+		flags |= packTraceID
+	}
+	if !s.ParentID.IsZero() {
+		flags |= packHasParent
+	}
+	b = append(b, flags)
+	b = append(b, s.SpanID[:]...)
+	if flags&packTraceID != 0 {
+		b = append(b, s.TraceID[:]...)
+	}
+	if flags&packHasParent != 0 {
+		b = append(b, s.ParentID[:]...)
+	}
+	// Differences wrap around like the sums that undo them, so any pair of times survives.
+	b = packio.AppendZZ(b, s.StartUnixNano-p.prevStart)
+	p.prevStart = s.StartUnixNano
+	b = packio.AppendZZ(b, s.EndUnixNano-s.StartUnixNano)
+	b = append(b, byte(s.Kind), byte(s.Status))
+	b = p.str(b, s.Name)
+	b = p.str(b, s.StatusMessage)
+	b = p.str(b, s.Scope)
+	k := 0
+	if s.Resource != nil {
+		k, _ = p.resource(s.Resource)
+		k++
+	}
+	b = binary.AppendUvarint(b, uint64(k))
+	b = p.attrs(b, s.Attrs)
+	b = packio.AppendCount(b, len(s.Links), s.Links == nil)
+	p.nLinks += len(s.Links)
+	for k := range s.Links {
+		l := &s.Links[k]
+		b = append(b, l.TraceID[:]...)
+		b = append(b, l.SpanID[:]...)
+		b = p.attrs(b, l.Attrs)
+	}
+	b = packio.AppendCount(b, len(s.Events), s.Events == nil)
+	p.nEvents += len(s.Events)
+	for k := range s.Events {
+		e := &s.Events[k]
+		b = packio.AppendZZ(b, e.TimeUnixNano-s.StartUnixNano)
+		b = p.str(b, e.Name)
+		b = p.attrs(b, e.Attrs)
+	}
+	p.buf = b
+}
+
+// forget lets go of what the packer points to - the buffer and the resources packed - so that a
+// packer kept for the next block keeps no request's memory alive. (The caches hold addresses as
+// numbers, not pointers; begin clears them.)
+func (p *packer) forget() {
+	p.buf, p.res0, p.more, p.resAt, p.byContent, p.last = nil, [8]*Resource{}, nil, nil, nil, nil
+}
+
+// end writes the resources the spans named and fills in the header.
+func (p *packer) end() {
+	b := p.buf
 	for k := range p.nRes {
 		r := p.resourceAt(k)
 		b = p.str(b, r.ServiceName)
 		b = p.str(b, r.ServiceInstance)
 		b = p.attrs(b, r.Attrs)
 	}
-	var prevStart int64
-	for i := range ss {
-		s := &ss[i]
-		var flags byte
-		if s.TraceID != tid {
-			flags |= packTraceID
-		}
-		if !s.ParentID.IsZero() {
-			flags |= packHasParent
-		}
-		b = append(b, flags)
-		b = append(b, s.SpanID[:]...)
-		if flags&packTraceID != 0 {
-			b = append(b, s.TraceID[:]...)
-		}
-		if flags&packHasParent != 0 {
-			b = append(b, s.ParentID[:]...)
-		}
-		// Differences wrap around like the sums that undo them, so any pair of times survives.
-		b = packio.AppendZZ(b, s.StartUnixNano-prevStart)
-		prevStart = s.StartUnixNano
-		b = packio.AppendZZ(b, s.EndUnixNano-s.StartUnixNano)
-		b = append(b, byte(s.Kind), byte(s.Status))
-		b = p.str(b, s.Name)
-		b = p.str(b, s.StatusMessage)
-		b = p.str(b, s.Scope)
-		k := 0
-		if s.Resource != nil {
-			k, _ = p.resource(s.Resource)
-			k++
-		}
-		b = binary.AppendUvarint(b, uint64(k))
-		b = p.attrs(b, s.Attrs)
-		b = packio.AppendCount(b, len(s.Links), s.Links == nil)
-		for k := range s.Links {
-			l := &s.Links[k]
-			b = append(b, l.TraceID[:]...)
-			b = append(b, l.SpanID[:]...)
-			b = p.attrs(b, l.Attrs)
-		}
-		b = packio.AppendCount(b, len(s.Events), s.Events == nil)
-		for k := range s.Events {
-			e := &s.Events[k]
-			b = packio.AppendZZ(b, e.TimeUnixNano-s.StartUnixNano)
-			b = p.str(b, e.Name)
-			b = p.attrs(b, e.Attrs)
-		}
-	}
 	p.buf = b
-	h := b[at+1:]
-	for i, v := range [6]int{len(ss), p.nRes, nAttrs, nLinks, nEvents, int(p.nStrs)} {
+	h := b[p.at+1:]
+	for i, v := range [6]int{p.n, p.nRes, p.nAttrs, p.nLinks, p.nEvents, int(p.nStrs)} {
 		binary.LittleEndian.PutUint32(h[4*i:], uint32(v))
 	}
 }
@@ -631,6 +695,7 @@ func word(s string) uint64 {
 
 func (p *packer) attrs(b []byte, as []Attr) []byte {
 	b = packio.AppendCount(b, len(as), as == nil)
+	p.nAttrs += len(as)
 	for i := range as {
 		a := &as[i]
 		if k := keyCodeOf(a.Key); k != 0 {

@@ -234,6 +234,10 @@ func (s *Span) Int(key string) (int64, bool) {
 // Batch is what one OTLP export request (or one line of a trace file) decodes to.
 type Batch struct {
 	Spans []Span
+	// Packed is the spans packed by trace, when the producer packed them (see Pack): a consumer
+	// that holds spans packed takes these blocks instead of packing Spans itself. The decoders
+	// with DecodeOptions.PackByTrace leave Spans empty then: Len counts the spans either way.
+	Packed []PackedTrace
 	// Rejected counts spans dropped for cause while decoding (invalid ids); RejectReason says why,
 	// for OTLP partial success.
 	Rejected     int
@@ -245,6 +249,7 @@ type Batch struct {
 	// filled it, whatever the owner did with Spans since.
 	attrBuf []Attr
 	decoded []Span
+	pk      *batchPacker
 }
 
 // recycle empties b for another request, keeping its arrays. The spans are cleared as far as the
@@ -256,6 +261,7 @@ func (b *Batch) recycle() {
 	}
 	clear(b.Spans)
 	b.Spans = b.Spans[:0]
+	b.resetPacked()
 	b.Rejected, b.RejectReason, b.release = 0, "", nil
 }
 
@@ -289,6 +295,11 @@ type DecodeOptions struct {
 	// AllAttributes keeps attributes outside [WellKnown] too (the TUI's span detail shows them), at a
 	// memory cost on every held span.
 	AllAttributes bool
+	// PackByTrace hands the batch's spans over packed by trace (Batch.Packed) instead of as span
+	// values, for a consumer that holds them packed (the analyzer): the protobuf decoder packs
+	// them straight from the wire, the JSON decoder packs what it decoded (Batch.Pack). Spans
+	// is left empty.
+	PackByTrace bool
 }
 
 // ByTrace groups spans into one batch per trace, in the order each trace first appears: the shape

@@ -60,6 +60,10 @@ type Engine struct {
 	ingest  []byte
 	// joins are the batch's deliveries that start a trace of their own (see joinDeliveries).
 	joins []traceJoin
+	// unpacker and unpacked read a packed batch's blocks back where filing it needs the spans
+	// (see filePacked).
+	unpacker spans.Unpacker
+	unpacked []spans.Span
 	// evictAttempts is the eviction's buffer for the last attempts of the traces it analyzes
 	// (see run).
 	evictAttempts []depLastAttempt

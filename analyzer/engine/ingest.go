@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math"
@@ -33,13 +34,20 @@ func (a *Engine) ConsumeBatch(ctx context.Context, b *spans.Batch) error {
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	a.batches++
+	a.rejected += b.Rejected
+	capT := a.maxTraceSpans()
+	if b.Packed != nil {
+		a.filePacked(b.Packed, futureLimit(now), capT, cmp.Or(now, a.now))
+		a.version++
+		a.evict()
+		b.Release()
+		return nil
+	}
 	a.countBadTimes(b.Spans, now)
 	if now == 0 {
 		now = a.now
 	}
-	a.batches++
-	a.rejected += b.Rejected
-	capT := a.maxTraceSpans()
 	ts, order, joins, grouped := a.fileSpans(b.Spans)
 	// Each trace's spans of the batch packed as one block of its pending spans (see store.go):
 	// where traces arrive interleaved, the batch is regrouped by trace first, in arrival order.
@@ -82,25 +90,13 @@ func (a *Engine) fileSpans(ss []spans.Span) (ts, order []*traceState, joins []tr
 		id := s.TraceID
 		t := last
 		if t == nil || lastID != id {
-			// A trace filed with another (joinDeliveries) maps to that trace's state.
-			t = a.traces[id]
-			if t == nil {
-				t = &traceState{id: id}
-				a.traces[id] = t
-				a.held.pushBack(t)
-			}
+			t = a.traceOf(id)
 			if t.incoming > 0 {
 				grouped = false // seen before in this batch, with another trace in between
 			} else {
 				order = append(order, t)
 			}
 			last, lastID = t, id
-			if t.bare && t.id == id {
-				t.bare = false
-				if t.res != nil {
-					t.uncounted++ // analyzed before with its deliveries alone
-				}
-			}
 		}
 		t.incoming++
 		ts = append(ts, t)
@@ -113,6 +109,84 @@ func (a *Engine) fileSpans(ss []spans.Span) (ts, order []*traceState, joins []tr
 	return ts, order, joins, grouped
 }
 
+// traceOf is the state spans of trace id are filed under, made when new: a trace filed with
+// another (joinDeliveries) maps to that trace's state.
+func (a *Engine) traceOf(id spans.TraceID) *traceState {
+	t := a.traces[id]
+	if t == nil {
+		t = &traceState{id: id}
+		a.traces[id] = t
+		a.held.pushBack(t)
+	}
+	if t.bare && t.id == id {
+		t.bare = false
+		if t.res != nil {
+			t.uncounted++ // analyzed before with its deliveries alone
+		}
+	}
+	return t
+}
+
+// filePacked files a batch its producer packed by trace (spans.Batch.Pack): each trace's block
+// is added to its pending spans as it is, and what fileSpans, countBadTimes and packRuns read of
+// every span comes with the block (spans.PackedTrace). The rare cases that need the spans
+// themselves - a trace over its cap, a delivery that may start its trace elsewhere, a time past
+// limit - read the block back.
+//
+// Where two traces of the batch are filed under one state (a delivery's trace joined to its
+// publisher's before), their spans are held as two blocks, one trace's after the other's, not in
+// the order they came: analysis sorts a trace's spans by id, so only which of two spans with one
+// id is kept could differ.
+func (a *Engine) filePacked(pts []spans.PackedTrace, limit int64, capT int, now int64) {
+	joins := a.joins[:0]
+	for i := range pts {
+		pt := &pts[i]
+		a.zeroTimes += pt.UnsetTimes
+		if pt.Latest > limit {
+			a.futureTimes += countPast(a.unpackScratch(pt.Block), limit)
+		}
+		t := a.traceOf(pt.ID)
+		if pt.RootLinks > 0 {
+			for _, s := range a.unpackScratch(pt.Block) {
+				if l, ok := deliveryLink(&s); ok {
+					joins = append(joins, traceJoin{from: s.TraceID, to: l.TraceID})
+				}
+			}
+		}
+		room := a.room(t, pt.Spans, capT)
+		if room == 0 {
+			continue
+		}
+		before := len(t.pending)
+		if room == pt.Spans {
+			t.pending = a.appendFramed(t.pending, pt.Block)
+		} else {
+			t.pending = a.appendPending(t.pending, a.unpackScratch(pt.Block)[:room])
+		}
+		a.filed(t, len(t.pending)-before, room, now)
+	}
+	for _, j := range joins {
+		a.joinDeliveries(j, capT, now)
+	}
+	a.joins = joins[:0]
+	a.unpacker.Reset()
+	clear(a.unpacked)
+	a.unpacked = a.unpacked[:0]
+}
+
+// unpackScratch reads a packed block of a batch into the ingest path's scratch spans, valid
+// until the batch is filed. A block that does not read gives no spans: the producer's packer
+// wrote it, so that is a bug, and what the spans would have told (a join, a time past the clock)
+// is lost with it, not the spans, which are held as they came.
+func (a *Engine) unpackScratch(block []byte) []spans.Span {
+	ss, err := a.unpacker.Append(a.unpacked[:0], block)
+	if err != nil {
+		return nil
+	}
+	a.unpacked = ss
+	return ss
+}
+
 // packRuns packs each trace's run of ss (the batch, grouped by trace in the order of order) as one
 // block of its pending spans, within the per-trace cap capT, and marks the traces touched at now.
 func (a *Engine) packRuns(ss []spans.Span, order []*traceState, capT int, now int64) {
@@ -122,27 +196,39 @@ func (a *Engine) packRuns(ss []spans.Span, order []*traceState, capT int, now in
 		t.incoming = 0
 		run := ss[at : at+n]
 		at += n
-		room := n
-		if capT > 0 {
-			room = max(0, min(n, capT-t.npending-t.held-t.out))
-		}
-		if room < n {
-			if t.dropped == 0 {
-				a.truncatedT++
-			}
-			t.dropped += n - room
-			a.truncatedS += n - room
-		}
+		room := a.room(t, n, capT)
 		if room == 0 {
 			continue
 		}
 		before := len(t.pending)
 		t.pending = a.appendPending(t.pending, run[:room])
-		a.packedBytes += len(t.pending) - before
-		t.npending += room
-		a.spansHeld += room
-		a.touch(t, now)
+		a.filed(t, len(t.pending)-before, room, now)
 	}
+}
+
+// room is how many of n spans arriving for t its cap capT (0: none) takes; the rest are counted
+// as truncated.
+func (a *Engine) room(t *traceState, n, capT int) int {
+	room := n
+	if capT > 0 {
+		room = max(0, min(n, capT-t.npending-t.held-t.out))
+	}
+	if room < n {
+		if t.dropped == 0 {
+			a.truncatedT++
+		}
+		t.dropped += n - room
+		a.truncatedS += n - room
+	}
+	return room
+}
+
+// filed counts k spans (bytes of them packed) just added to t's pending spans at now.
+func (a *Engine) filed(t *traceState, bytes, k int, now int64) {
+	a.packedBytes += bytes
+	t.npending += k
+	a.spansHeld += k
+	a.touch(t, now)
 }
 
 // futureSkew is how far past the analyzer's clock a span time may be before it is noted as wrong:
@@ -155,19 +241,34 @@ const futureSkew = int64(24 * time.Hour)
 // its result must not depend on when it runs). Their timing - order, overlap, deadlines - means
 // nothing, so the report says how many there were.
 func (a *Engine) countBadTimes(ss []spans.Span, now int64) {
-	limit := int64(math.MaxInt64)
-	if now > 0 && now < math.MaxInt64-futureSkew {
-		limit = now + futureSkew
-	}
+	limit := futureLimit(now)
 	for i := range ss {
 		s := &ss[i]
-		switch {
-		case s.StartUnixNano <= 0 || s.EndUnixNano <= 0:
+		if s.StartUnixNano <= 0 || s.EndUnixNano <= 0 {
 			a.zeroTimes++
-		case s.StartUnixNano > limit || s.EndUnixNano > limit:
-			a.futureTimes++
 		}
 	}
+	a.futureTimes += countPast(ss, limit)
+}
+
+// futureLimit is the latest a span time may be when the clock says now (0: no clock).
+func futureLimit(now int64) int64 {
+	if now > 0 && now < math.MaxInt64-futureSkew {
+		return now + futureSkew
+	}
+	return math.MaxInt64
+}
+
+// countPast counts the spans with both times set and one of them past limit.
+func countPast(ss []spans.Span, limit int64) int {
+	n := 0
+	for i := range ss {
+		s := &ss[i]
+		if s.StartUnixNano > 0 && s.EndUnixNano > 0 && (s.StartUnixNano > limit || s.EndUnixNano > limit) {
+			n++
+		}
+	}
+	return n
 }
 
 func (a *Engine) touch(t *traceState, now int64) {

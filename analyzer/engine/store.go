@@ -45,6 +45,21 @@ func appendBlock(buf []byte, ss []spans.Span, scratch *[]byte) []byte {
 	return append(buf, *scratch...)
 }
 
+// appendFramed appends a block packed already (by the batch's producer: spans.Batch.Pack) to a
+// trace's pending bytes, framed.
+func (a *Engine) appendFramed(pending, block []byte) []byte {
+	if pending == nil {
+		// Most traces arrive in one batch: their bytes are exactly sized.
+		pending = make([]byte, 0, blockHeader+len(block))
+	}
+	pending = binary.LittleEndian.AppendUint32(pending, uint32(len(block)))
+	pending = append(pending, block...)
+	if a.packed != nil {
+		a.packed(pending)
+	}
+	return pending
+}
+
 // appendPending packs a trace's spans of one batch onto its pending bytes.
 func (a *Engine) appendPending(pending []byte, ss []spans.Span) []byte {
 	pending = appendBlock(pending, ss, &a.ingest)

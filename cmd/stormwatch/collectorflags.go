@@ -87,6 +87,9 @@ func (f *collectorFlags) config() (collector.Config, error) {
 		MaxConnections:  f.maxConns,
 		Decode:          f.decode,
 	}
+	// The collector's consumer is the analyzer, which holds spans packed by trace: packed on the
+	// receivers' goroutines, a batch is filed without being regrouped under the analyzer's lock.
+	cfg.Decode.PackByTrace = true
 	var errs []error
 	if f.recordSync && f.record == "" {
 		errs = append(errs, errors.New("--record-sync needs --record FILE"))

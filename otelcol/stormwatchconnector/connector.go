@@ -108,7 +108,7 @@ func (e *edge) Capabilities() consumer.Capabilities { return consumer.Capabiliti
 
 func (e *edge) feeds() bool { return e.metrics || e.s.metrics == nil }
 
-// ConsumeTraces converts the traces to the compact span form and files them with the analyzer.
+// ConsumeTraces packs the traces' spans by trace and files them with the analyzer.
 // Nothing is analyzed here: a trace is analyzed on the tick after its settle period.
 func (e *edge) ConsumeTraces(ctx context.Context, td ptrace.Traces) error {
 	if !e.feeds() {
@@ -122,13 +122,14 @@ func (e *edge) Start(_ context.Context, _ component.Host) error { return e.s.sta
 func (e *edge) Shutdown(ctx context.Context) error { return e.s.shutdown(ctx) }
 
 func (s *shared) consume(ctx context.Context, td ptrace.Traces) error {
-	// The analyzer packs what it keeps, so the batch's buffers are reused for the next request.
+	// The spans come packed by trace; the analyzer copies the blocks it keeps, so the batch's
+	// buffers are reused for the next request.
 	return s.conv.withBatch(td, func(b *spans.Batch) error {
-		if len(b.Spans) == 0 && b.Rejected == 0 {
+		if len(b.Packed) == 0 && b.Rejected == 0 {
 			return nil
 		}
 		if err := s.an.ConsumeBatch(ctx, b); err != nil {
-			return fmt.Errorf("stormwatch connector: file %d spans: %w", len(b.Spans), err)
+			return fmt.Errorf("stormwatch connector: file %d spans: %w", td.SpanCount()-b.Rejected, err)
 		}
 		return nil
 	})

@@ -17,13 +17,17 @@ import (
 // wire decoders' reason, so the figures a user sees do not depend on which path decoded the span.
 const rejectInvalidID = spans.RejectInvalidID
 
-// converter turns pdata traces into the compact span form. The collector has already decoded the
-// protobuf into pdata, so the wire decoders of package spans cannot be reused; this follows the
-// same rules (spanstest.FromProto is the reference): spans with a zero trace or span id are
-// rejected and counted, links with a zero id are dropped, only well-known attributes are kept
-// unless all is set, and arrays, maps and bytes keep their display string. Well-known keys are the
-// canonical strings of spans.WellKnown, as the wire decoders give, so the analyzer's key
-// comparisons and the packer's string cache hit the same strings.
+// converter turns pdata traces into spans packed by trace (spans.Batch.Packed), the form the
+// analyzer holds them in, so that filing them under the analyzer's lock copies each trace's block
+// as it is. The collector has already decoded the protobuf into pdata, so the wire decoders of
+// package spans cannot be reused; this follows the same rules (spanstest.FromProto is the
+// reference): spans with a zero trace or span id are rejected and counted, links with a zero id
+// are dropped, only well-known attributes are kept unless all is set, and arrays, maps and bytes
+// keep their display string. Well-known keys are the canonical strings of spans.WellKnown, as the
+// wire decoders give, so the packer writes each as one byte.
+//
+// No span values are made for a request: each span is converted into one scratch span (and
+// scratch attributes, links and events), packed, and the next one converted into the same memory.
 //
 // A converter holds no state between calls but a pool of buffers: the receiver calls
 // ConsumeTraces from several goroutines at once.
@@ -36,22 +40,40 @@ func newConverter(allAttributes bool) *converter {
 	return &converter{all: allAttributes}
 }
 
-// convBuf is the memory of one conversion. The analyzer copies (packs) what it keeps of a batch,
-// so the connector converts every request into buffers used over and over (see withBatch) rather
-// than into new ones: the spans and their attributes were about two thirds of what the connector
-// allocated per request, all of it full of pointers for the garbage collector.
+// convBuf is the memory of one conversion, used request after request (see withBatch): the
+// analyzer copies the packed blocks it keeps, so nothing of a batch outlives ConsumeBatch.
 type convBuf struct {
 	batch  spans.Batch
-	spans  []spans.Span
+	packed []spans.PackedTrace
+	// buf holds every trace's block, one after another.
+	buf    []byte
+	packer spans.TracePacker
+	groups traceGroups
+	// refs are the request's valid spans in request order, byTrace the same grouped by trace.
+	refs, byTrace []spanRef
+	// res is each ResourceSpans' resource, converted once: the packer keeps pointers to the
+	// resources of a trace until its block ends, and a trace's spans come from several of them.
+	res      []spans.Resource
+	resAttrs []spans.Attr
+	// The scratch of one span: its attributes, then its links' and events' (in one array).
 	attrs  []spans.Attr
 	links  []spans.Link
 	events []spans.Event
-	res    []spans.Resource
+	// shown keeps the display strings made for arrays, maps and bytes alive until the request is
+	// packed: the packer recognizes a string it has written by the address of its bytes, which
+	// must not hold another string before the block ends.
+	shown []string
 }
 
-// maxPooledSpans bounds the buffers kept for reuse: one huge request does not leave its
-// buffers behind.
-const maxPooledSpans = 1 << 14
+// spanRef is where a span is in the request: its ResourceSpans, ScopeSpans and index there, and
+// its trace's index in traceGroups. No pointers, so the garbage collector never scans the refs.
+type spanRef struct{ rs, ss, span, trace int32 }
+
+// Bounds on the buffers kept for reuse: one huge request does not leave its buffers behind.
+const (
+	maxPooledSpans = 1 << 14
+	maxPooledBytes = 4 << 20
+)
 
 // withBatch converts td into pooled buffers and calls f with the batch, which f must not keep.
 func (c *converter) withBatch(td ptrace.Traces, f func(*spans.Batch) error) error {
@@ -61,33 +83,28 @@ func (c *converter) withBatch(td ptrace.Traces, f func(*spans.Batch) error) erro
 	}
 	err := f(c.convertInto(td, cb))
 	cb.reset()
-	if cap(cb.spans) <= maxPooledSpans && cap(cb.attrs) <= 16*maxPooledSpans &&
-		cap(cb.links)+cap(cb.events)+cap(cb.res) <= maxPooledSpans {
+	if cap(cb.buf) <= maxPooledBytes && cap(cb.refs)+cap(cb.byTrace) <= 2*maxPooledSpans &&
+		cap(cb.groups.ids)+cap(cb.packed)+cap(cb.res)+cap(cb.links)+cap(cb.events) <= maxPooledSpans &&
+		cap(cb.resAttrs)+cap(cb.attrs) <= 16*maxPooledSpans {
 		c.bufs.Put(cb)
 	}
 	return err
 }
 
-// reset lets go of what the last batch pointed at (td's strings) before the buffers wait in the
-// pool, and makes them zero again for the next conversion (see reuse).
+// reset lets go of what the last request pointed at (td's strings) before the buffers wait in the
+// pool: every array as far as its capacity, since the scratches are reused span after span and the
+// last span need not have used as much of them as the ones before.
 func (cb *convBuf) reset() {
-	clear(cb.spans)
-	clear(cb.attrs)
-	clear(cb.links)
-	clear(cb.events)
-	clear(cb.res)
+	clear(cb.packed[:cap(cb.packed)])
+	cb.packed = cb.packed[:0]
+	clear(cb.res[:cap(cb.res)])
+	clear(cb.resAttrs[:cap(cb.resAttrs)])
+	clear(cb.attrs[:cap(cb.attrs)])
+	clear(cb.links[:cap(cb.links)])
+	clear(cb.events[:cap(cb.events)])
+	clear(cb.shown[:cap(cb.shown)])
+	cb.shown = cb.shown[:0]
 	cb.batch = spans.Batch{}
-}
-
-// reuse is buf with n zero elements, in buf's array when it has room: the whole array is zero
-// between uses (new, or cleared by withBatch after its last use), so it is not cleared again.
-func reuse[T any](buf *[]T, n int) []T {
-	if cap(*buf) < n {
-		*buf = make([]T, n)
-		return *buf
-	}
-	*buf = (*buf)[:n]
-	return *buf
 }
 
 // wellKnown is the canonical string of a well-known key, through the wire decoders' own intern
@@ -97,262 +114,259 @@ func wellKnown(key string) (string, bool) {
 	return spans.Intern(unsafe.Slice(unsafe.StringData(key), len(key)))
 }
 
-// convert copies td into a new batch (see convertInto).
+// convert packs td into a new batch (see convertInto).
 func (c *converter) convert(td ptrace.Traces) *spans.Batch {
 	return c.convertInto(td, &convBuf{})
 }
 
-// convertInto copies td into a batch in cb's buffers, which must be zero (new, or cleared by
-// withBatch). Memory is sized per call, not per span: spans,
-// attributes, links, events and resources each live in one slice sized by a counting pass, as in
-// the wire decoders. Strings are shared with td, which is safe because pdata strings are
-// immutable Go strings that do not alias a reused buffer (pdata copies each one out of the
-// request when it decodes it).
-//
-// Fields are written in place in the slabs rather than built in a local and copied: with the
-// garbage collector marking (most of the time, at the collector's allocation rate), copying a
-// struct that holds pointers goes through the runtime's bulk write barrier (a seventh of the
-// conversion's CPU in BenchmarkConvert's profile).
+// convertInto packs td by trace into a batch in cb's buffers, which must be reset (new, or reset
+// by withBatch): one block a trace, the traces in the order each first appears, each trace's
+// spans in request order - what spans.DecodeProto gives with PackByTrace. Strings are read from
+// td without copying until the packer copies them: pdata strings are immutable Go strings.
 func (c *converter) convertInto(td ptrace.Traces, cb *convBuf) *spans.Batch {
-	cb.batch = spans.Batch{}
 	b := &cb.batch
 	rss := td.ResourceSpans()
-	nSpans, nAttrs, nLinks, nEvents := 0, 0, 0, 0
-	// The spans are written grouped by trace (in order of first appearance, request order within
-	// a trace): pdata orders them by resource, so one trace's spans are spread over the request,
-	// and the analyzer packs each trace's spans of a batch as one block without regrouping them.
-	var groups traceGroups
+	// First the resources and where each valid span is, by trace: pdata orders spans by
+	// resource, so one trace's spans are spread over the request.
+	cb.res = reuse(cb.res, rss.Len())
+	cb.resAttrs = cb.resAttrs[:0]
+	refs := cb.refs[:0]
+	g := &cb.groups
+	g.reset()
 	for i := 0; i < rss.Len(); i++ {
 		rs := rss.At(i)
-		nAttrs += rs.Resource().Attributes().Len()
+		c.resource(cb, &cb.res[i], rs.Resource())
 		sss := rs.ScopeSpans()
 		for j := 0; j < sss.Len(); j++ {
 			ss := sss.At(j).Spans()
-			nSpans += ss.Len()
 			for k := 0; k < ss.Len(); k++ {
 				s := ss.At(k)
-				if tid := s.TraceID(); !tid.IsEmpty() && !s.SpanID().IsEmpty() {
-					groups.count(tid)
-				}
-				nAttrs += s.Attributes().Len()
-				pl, pe := s.Links(), s.Events()
-				nLinks += pl.Len()
-				nEvents += pe.Len()
-				for l := 0; l < pl.Len(); l++ {
-					nAttrs += pl.At(l).Attributes().Len()
-				}
-				for e := 0; e < pe.Len(); e++ {
-					nAttrs += pe.At(e).Attributes().Len()
-				}
-			}
-		}
-	}
-	if nSpans == 0 {
-		return b
-	}
-	b.Spans = reuse(&cb.spans, groups.offsets())
-	kept := 0
-	// The slab is sized for every attribute: with only well-known keys kept this over-allocates,
-	// which is cheaper than looking every key up twice (measured: the second lookup cost more
-	// than the memory it saved on the fixtures, where nearly every attribute is kept).
-	attrs := slab[spans.Attr]{s: reuse(&cb.attrs, nAttrs)[:0]}
-	links := reuse(&cb.links, nLinks)[:0]
-	events := reuse(&cb.events, nEvents)[:0]
-	resources := reuse(&cb.res, rss.Len())
-
-	for i := 0; i < rss.Len(); i++ {
-		rs := rss.At(i)
-		res := &resources[i]
-		start := len(attrs.s)
-		for k, v := range rs.Resource().Attributes().All() {
-			switch k {
-			case spans.AttrServiceName:
-				res.ServiceName = displayString(v)
-			case spans.AttrServiceInstance:
-				res.ServiceInstance = displayString(v)
-			default:
-				c.appendAttr(&attrs, k, v)
-			}
-		}
-		res.Attrs = attrs.since(start)
-		sss := rs.ScopeSpans()
-		for j := 0; j < sss.Len(); j++ {
-			scope := sss.At(j).Scope().Name()
-			ss := sss.At(j).Spans()
-			for k := 0; k < ss.Len(); k++ {
-				ps := ss.At(k)
-				tid, sid := ps.TraceID(), ps.SpanID()
-				if tid.IsEmpty() || sid.IsEmpty() {
+				tid := s.TraceID()
+				if tid.IsEmpty() || s.SpanID().IsEmpty() {
 					b.Rejected++
 					b.RejectReason = rejectInvalidID
 					continue
 				}
-				sp := &b.Spans[groups.slot(tid)]
-				sp.TraceID = spans.TraceID(tid)
-				sp.SpanID = spans.SpanID(sid)
-				sp.ParentID = spans.SpanID(ps.ParentSpanID())
-				sp.StartUnixNano = int64(ps.StartTimestamp())
-				sp.EndUnixNano = int64(ps.EndTimestamp())
-				sp.Kind = spans.Kind(ps.Kind())
-				st := ps.Status()
-				sp.Status = spans.StatusCode(st.Code())
-				if m := st.Message(); m != "" {
-					sp.StatusMessage = m
-				}
-				sp.Name = ps.Name()
-				sp.Resource = res
-				if scope != "" {
-					sp.Scope = scope
-				}
-				start := len(attrs.s)
-				for k, v := range ps.Attributes().All() {
-					c.appendAttr(&attrs, k, v)
-				}
-				sp.Attrs = attrs.since(start)
-
-				lstart := len(links)
-				pl := ps.Links()
-				for l := 0; l < pl.Len(); l++ {
-					link := pl.At(l)
-					if link.TraceID().IsEmpty() || link.SpanID().IsEmpty() {
-						// An all-zero id is what pdata holds for an absent one, which the wire
-						// decoders drop as the wrong length.
-						continue
-					}
-					astart := len(attrs.s)
-					for k, v := range link.Attributes().All() {
-						c.appendAttr(&attrs, k, v)
-					}
-					links = links[:len(links)+1]
-					ln := &links[len(links)-1]
-					ln.TraceID = spans.TraceID(link.TraceID())
-					ln.SpanID = spans.SpanID(link.SpanID())
-					ln.Attrs = attrs.since(astart)
-				}
-				if len(links) > lstart {
-					sp.Links = links[lstart:len(links):len(links)]
-				}
-
-				estart := len(events)
-				pe := ps.Events()
-				for e := 0; e < pe.Len(); e++ {
-					ev := pe.At(e)
-					astart := len(attrs.s)
-					for k, v := range ev.Attributes().All() {
-						c.appendAttr(&attrs, k, v)
-					}
-					events = events[:len(events)+1]
-					out := &events[len(events)-1]
-					out.TimeUnixNano = int64(ev.Timestamp())
-					out.Name = ev.Name()
-					out.Attrs = attrs.since(astart)
-				}
-				if len(events) > estart {
-					sp.Events = events[estart:len(events):len(events)]
-				}
-				kept++
+				refs = append(refs, spanRef{rs: int32(i), ss: int32(j), span: int32(k), trace: g.add(tid)})
 			}
 		}
 	}
-	if kept == 0 {
-		b.Spans = nil
+	cb.refs = refs
+	if len(refs) == 0 {
+		return b
 	}
+	byTrace := refs
+	if !g.grouped {
+		byTrace = g.sort(refs, &cb.byTrace)
+	}
+
+	buf := cb.buf[:0]
+	packed := cb.packed[:0]
+	for from := 0; from < len(byTrace); {
+		n := int(g.counts[byTrace[from].trace])
+		cb.packer.Begin(buf)
+		for _, r := range byTrace[from : from+n] {
+			c.pack(cb, rss.At(int(r.rs)), r)
+		}
+		var pt spans.PackedTrace
+		buf, pt = cb.packer.End()
+		packed = append(packed, pt)
+		from += n
+	}
+	cb.buf, cb.packed = buf, packed
+	b.Packed = packed
 	return b
 }
 
-// traceGroups counts a request's spans per trace, then hands out each span's slot so that the
-// spans of one trace are contiguous. Requests carry few traces: a slice, indexed by a map past 8.
-type traceGroups struct {
-	ids  []pcommon.TraceID
-	next []int // count, then (after offsets) the next free slot of each trace
-	idx  map[pcommon.TraceID]int
-	last int
+// resource converts a ResourceSpans' resource into res, its other attributes into cb.resAttrs.
+func (c *converter) resource(cb *convBuf, res *spans.Resource, pr pcommon.Resource) {
+	start := len(cb.resAttrs)
+	for k, v := range pr.Attributes().All() {
+		switch k {
+		case spans.AttrServiceName:
+			res.ServiceName = c.display(cb, v)
+		case spans.AttrServiceInstance:
+			res.ServiceInstance = c.display(cb, v)
+		default:
+			cb.resAttrs = c.appendAttr(cb, cb.resAttrs, k, v)
+		}
+	}
+	// A later resource's attributes may move the array; these keep pointing at the old one.
+	res.Attrs = since(cb.resAttrs, start)
 }
 
-func (g *traceGroups) find(id pcommon.TraceID) int {
-	if g.last < len(g.ids) && g.ids[g.last] == id {
+// pack converts the span r names into one scratch span and packs it.
+func (c *converter) pack(cb *convBuf, rs ptrace.ResourceSpans, r spanRef) {
+	pss := rs.ScopeSpans().At(int(r.ss))
+	ps := pss.Spans().At(int(r.span))
+	st := ps.Status()
+	sp := spans.Span{
+		TraceID:       spans.TraceID(ps.TraceID()),
+		SpanID:        spans.SpanID(ps.SpanID()),
+		ParentID:      spans.SpanID(ps.ParentSpanID()),
+		StartUnixNano: int64(ps.StartTimestamp()),
+		EndUnixNano:   int64(ps.EndTimestamp()),
+		Kind:          spans.Kind(ps.Kind()),
+		Status:        spans.StatusCode(st.Code()),
+		Name:          ps.Name(),
+		StatusMessage: st.Message(),
+		Resource:      &cb.res[r.rs],
+		Scope:         pss.Scope().Name(),
+	}
+	// Every list is taken as a slice of attrs after it is complete: a later append may move the
+	// array, and what was taken before keeps pointing at the old one, unchanged.
+	attrs := cb.attrs[:0]
+	for k, v := range ps.Attributes().All() {
+		attrs = c.appendAttr(cb, attrs, k, v)
+	}
+	sp.Attrs = since(attrs, 0)
+
+	links := cb.links[:0]
+	pl := ps.Links()
+	for l := 0; l < pl.Len(); l++ {
+		link := pl.At(l)
+		if link.TraceID().IsEmpty() || link.SpanID().IsEmpty() {
+			// An all-zero id is what pdata holds for an absent one, which the wire decoders
+			// drop as the wrong length.
+			continue
+		}
+		start := len(attrs)
+		for k, v := range link.Attributes().All() {
+			attrs = c.appendAttr(cb, attrs, k, v)
+		}
+		links = append(links, spans.Link{TraceID: spans.TraceID(link.TraceID()),
+			SpanID: spans.SpanID(link.SpanID()), Attrs: since(attrs, start)})
+	}
+	sp.Links = since(links, 0)
+
+	events := cb.events[:0]
+	pe := ps.Events()
+	for e := 0; e < pe.Len(); e++ {
+		ev := pe.At(e)
+		start := len(attrs)
+		for k, v := range ev.Attributes().All() {
+			attrs = c.appendAttr(cb, attrs, k, v)
+		}
+		events = append(events, spans.Event{TimeUnixNano: int64(ev.Timestamp()), Name: ev.Name(),
+			Attrs: since(attrs, start)})
+	}
+	sp.Events = since(events, 0)
+
+	cb.packer.Add(&sp)
+	cb.attrs, cb.links, cb.events = attrs, links, events
+}
+
+// reuse is buf with n elements, in buf's array when it has room (zero there: reset cleared it).
+func reuse[T any](buf []T, n int) []T {
+	if cap(buf) < n {
+		return make([]T, n)
+	}
+	return buf[:n]
+}
+
+// since is s's elements from start on, capped so that a later append can never write into them;
+// nil when there are none, as the wire decoders give (the packed form keeps nil and empty apart).
+func since[T any](s []T, start int) []T {
+	if len(s) == start {
+		return nil
+	}
+	return s[start:len(s):len(s)]
+}
+
+// traceGroups numbers a request's traces in order of first appearance and counts their spans.
+// Requests carry few traces: a slice, indexed by a map past 8.
+type traceGroups struct {
+	ids    []pcommon.TraceID
+	counts []int32
+	next   []int32                   // sort's scratch
+	idx    map[pcommon.TraceID]int32 // kept from request to request, in use while mapped
+	mapped bool
+	last   int32
+	// grouped stays true while each trace's spans are one run of the request.
+	grouped bool
+}
+
+func (g *traceGroups) reset() {
+	g.ids, g.counts = g.ids[:0], g.counts[:0]
+	clear(g.idx)
+	g.mapped, g.last, g.grouped = false, 0, true
+}
+
+// add counts a span of trace id and returns the trace's index.
+func (g *traceGroups) add(id pcommon.TraceID) int32 {
+	k := g.find(id)
+	switch {
+	case k < 0:
+		k = int32(len(g.ids))
+		g.ids = append(g.ids, id)
+		g.counts = append(g.counts, 0)
+		if g.mapped {
+			g.idx[id] = k
+		} else if len(g.ids) > 8 {
+			if g.idx == nil {
+				g.idx = make(map[pcommon.TraceID]int32, 32)
+			}
+			g.mapped = true
+			for j, x := range g.ids {
+				g.idx[x] = int32(j)
+			}
+		}
+	case k != g.last:
+		g.grouped = false // seen before, with another trace in between
+	}
+	g.last = k
+	g.counts[k]++
+	return k
+}
+
+func (g *traceGroups) find(id pcommon.TraceID) int32 {
+	if int(g.last) < len(g.ids) && g.ids[g.last] == id {
 		return g.last
 	}
-	if g.idx != nil {
+	if g.mapped {
 		if k, ok := g.idx[id]; ok {
-			g.last = k
 			return k
 		}
 		return -1
 	}
 	for k := range g.ids {
 		if g.ids[k] == id {
-			g.last = k
-			return k
+			return int32(k)
 		}
 	}
 	return -1
 }
 
-func (g *traceGroups) count(id pcommon.TraceID) {
-	k := g.find(id)
-	if k < 0 {
-		k = len(g.ids)
-		g.ids = append(g.ids, id)
-		g.next = append(g.next, 0)
-		if g.idx != nil {
-			g.idx[id] = k
-		} else if len(g.ids) > 8 {
-			g.idx = make(map[pcommon.TraceID]int, 32)
-			for j, x := range g.ids {
-				g.idx[x] = j
-			}
-		}
-		g.last = k
+// sort is refs grouped by trace, stable (a counting sort), in *dst's array when it has room.
+func (g *traceGroups) sort(refs []spanRef, dst *[]spanRef) []spanRef {
+	out := reuse(*dst, len(refs))
+	*dst = out
+	next := append(g.next[:0], g.counts...)
+	g.next = next
+	at := int32(0)
+	for k, n := range next {
+		next[k] = at
+		at += n
 	}
-	g.next[k]++
-}
-
-// offsets turns the counts into each trace's first slot and returns the total.
-func (g *traceGroups) offsets() int {
-	total := 0
-	for k, n := range g.next {
-		g.next[k] = total
-		total += n
+	for _, r := range refs {
+		out[next[r.trace]] = r
+		next[r.trace]++
 	}
-	return total
+	return out
 }
 
-// slot is the next slot of a trace counted before.
-func (g *traceGroups) slot(id pcommon.TraceID) int {
-	k := g.find(id)
-	s := g.next[k]
-	g.next[k]++
-	return s
-}
-
-// slab is a slice filled in place up to the capacity the counting pass gave it.
-type slab[T any] struct{ s []T }
-
-// next extends the slab by one zero element and returns it.
-func (sl *slab[T]) next() *T {
-	sl.s = sl.s[:len(sl.s)+1]
-	return &sl.s[len(sl.s)-1]
-}
-
-// since is the elements added since start, capped so that a later element can never be written
-// into them; nil when there are none, as the wire decoders give.
-func (sl *slab[T]) since(start int) []T {
-	if len(sl.s) == start {
-		return nil
-	}
-	return sl.s[start:len(sl.s):len(sl.s)]
-}
-
-// appendAttr adds one attribute to the slab when it is kept: a well-known key (as its canonical
+// appendAttr appends one attribute to dst when it is kept: a well-known key (as its canonical
 // string), or any key with all set.
-func (c *converter) appendAttr(dst *slab[spans.Attr], key string, v pcommon.Value) {
+func (c *converter) appendAttr(cb *convBuf, dst []spans.Attr, key string, v pcommon.Value) []spans.Attr {
 	if canon, ok := wellKnown(key); ok {
 		key = canon
 	} else if !c.all {
-		return
+		return dst
 	}
-	a := dst.next()
+	// Filled in place: with the garbage collector marking (most of the time, at a collector's
+	// allocation rate), copying a struct that holds pointers goes through the bulk write barrier.
+	dst = append(dst, spans.Attr{})
+	a := &dst[len(dst)-1]
 	a.Key = key
 	switch v.Type() {
 	case pcommon.ValueTypeStr:
@@ -369,17 +383,25 @@ func (c *converter) appendAttr(dst *slab[spans.Attr], key string, v pcommon.Valu
 	case pcommon.ValueTypeEmpty:
 		a.Type = spans.ValueEmpty
 	default:
-		a.Type, a.Str = spans.ValueOther, otherString(v)
+		a.Type, a.Str = spans.ValueOther, cb.show(v)
 	}
+	return dst
 }
 
-// displayString is how a resource's service name or instance is kept: strings as they are, any
-// other value in the display form of spans.ValueOther ("null" when empty).
-func displayString(v pcommon.Value) string {
+// display is how a resource's service name or instance is kept: strings as they are, any other
+// value in the display form of spans.ValueOther ("null" when empty).
+func (c *converter) display(cb *convBuf, v pcommon.Value) string {
 	if v.Type() == pcommon.ValueTypeStr {
 		return v.Str()
 	}
-	return otherString(v)
+	return cb.show(v)
+}
+
+// show is v's display string, kept alive until the request is packed (see convBuf.shown).
+func (cb *convBuf) show(v pcommon.Value) string {
+	s := otherString(v)
+	cb.shown = append(cb.shown, s)
+	return s
 }
 
 // otherString renders arrays, maps and bytes the way spanstest.OtherString does for the wire

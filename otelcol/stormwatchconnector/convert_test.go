@@ -1,6 +1,9 @@
 package stormwatchconnector
 
 import (
+	"bytes"
+	"fmt"
+	"reflect"
 	"testing"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
@@ -11,52 +14,73 @@ import (
 	"github.com/stormwatch/stormwatch/spans/spanstest"
 )
 
-// checkAgainstWire converts td directly and compares with the wire decoder's reading of the same
-// traces marshalled to OTLP protobuf: the connector must see exactly what the single binary sees.
-func checkAgainstWire(t *testing.T, td ptrace.Traces, all bool) *spans.Batch {
+// checkAgainstWire converts td and compares it with the wire decoder's reading of the same traces
+// marshalled to OTLP protobuf, packed by trace: the connector must hand the analyzer exactly what
+// the single binary does - the same traces in the same order, each with the same facts and
+// unpacking to the same spans (nil and empty lists apart, as the packed form keeps them). It
+// returns the batch and each trace's spans unpacked.
+func checkAgainstWire(t *testing.T, td ptrace.Traces, all bool) (*spans.Batch, [][]spans.Span) {
 	t.Helper()
 	body, err := (&ptrace.ProtoMarshaler{}).MarshalTraces(td)
 	if err != nil {
 		t.Fatalf("marshal: %v", err)
 	}
-	want, err := spans.DecodeProto(body, spans.DecodeOptions{AllAttributes: all})
+	want, err := spans.DecodeProto(body, spans.DecodeOptions{AllAttributes: all, PackByTrace: true})
 	if err != nil {
 		t.Fatalf("DecodeProto: %v", err)
 	}
 	got := newConverter(all).convert(td)
-	// The converter groups spans by trace (first appearance first, request order within a
-	// trace); the wire decoder keeps request order. Same spans, same order within each trace.
-	want.Spans = groupedByTrace(want.Spans)
-	if d := spanstest.Diff(want, got); d != "" {
-		t.Fatalf("pdata conversion differs from DecodeProto:\n%s", d)
+	if got.Spans != nil {
+		t.Fatalf("the batch carries %d span values besides the packed traces", len(got.Spans))
 	}
-	return got
+	return got, samePacked(t, want, got)
 }
 
-func groupedByTrace(ss []spans.Span) []spans.Span {
-	if ss == nil {
-		return nil
+// samePacked fails t unless got's packed traces are want's (see checkAgainstWire) and returns
+// got's unpacked.
+func samePacked(t *testing.T, want, got *spans.Batch) [][]spans.Span {
+	t.Helper()
+	if got.Rejected != want.Rejected || got.RejectReason != want.RejectReason {
+		t.Fatalf("rejected %d (%q), want %d (%q)", got.Rejected, got.RejectReason, want.Rejected, want.RejectReason)
 	}
-	var order []spans.TraceID
-	by := map[spans.TraceID][]spans.Span{}
-	for _, s := range ss {
-		if _, ok := by[s.TraceID]; !ok {
-			order = append(order, s.TraceID)
+	if len(got.Packed) != len(want.Packed) {
+		t.Fatalf("%d traces packed, want %d", len(got.Packed), len(want.Packed))
+	}
+	var out [][]spans.Span
+	for k := range want.Packed {
+		w, g := &want.Packed[k], &got.Packed[k]
+		if g.ID != w.ID || g.Spans != w.Spans || g.UnsetTimes != w.UnsetTimes || g.Latest != w.Latest || g.RootLinks != w.RootLinks {
+			t.Fatalf("trace %d: %s with %d spans, facts %d unset, latest %d, %d root links; want %s with %d, %d, %d, %d",
+				k, g.ID, g.Spans, g.UnsetTimes, g.Latest, g.RootLinks, w.ID, w.Spans, w.UnsetTimes, w.Latest, w.RootLinks)
 		}
-		by[s.TraceID] = append(by[s.TraceID], s)
-	}
-	out := make([]spans.Span, 0, len(ss))
-	for _, id := range order {
-		out = append(out, by[id]...)
+		ws, err := spans.UnpackSpans(w.Block)
+		if err != nil {
+			t.Fatalf("trace %s from DecodeProto: %v", w.ID, err)
+		}
+		gs, err := spans.UnpackSpans(g.Block)
+		if err != nil {
+			t.Fatalf("trace %s from pdata does not unpack: %v", g.ID, err)
+		}
+		if d := spanstest.Diff(&spans.Batch{Spans: ws}, &spans.Batch{Spans: gs}); d != "" {
+			t.Fatalf("trace %s from pdata differs from DecodeProto's:\n%s", g.ID, d)
+		}
+		if !reflect.DeepEqual(ws, gs) {
+			t.Fatalf("trace %s from pdata differs from DecodeProto's in a nil or empty list", g.ID)
+		}
+		out = append(out, gs)
 	}
 	return out
 }
 
-// A request with many traces interleaved (past the slice-to-map switch) comes out grouped.
+// A request with many traces interleaved (past the slice-to-map switch), spread over several
+// resources, comes out as one block a trace, in order of first appearance, each trace's spans in
+// request order; the span without ids is rejected.
 func TestConvertGroupsSpansByTrace(t *testing.T) {
 	td := ptrace.NewTraces()
 	for r := range 3 {
-		ss := td.ResourceSpans().AppendEmpty().ScopeSpans().AppendEmpty().Spans()
+		rs := td.ResourceSpans().AppendEmpty()
+		rs.Resource().Attributes().PutStr(spans.AttrServiceName, fmt.Sprintf("svc-%d", r))
+		ss := rs.ScopeSpans().AppendEmpty().Spans()
 		for tr := range 12 {
 			s := ss.AppendEmpty()
 			s.SetTraceID(pcommon.TraceID{byte(tr + 1)})
@@ -65,13 +89,21 @@ func TestConvertGroupsSpansByTrace(t *testing.T) {
 	}
 	bad := td.ResourceSpans().At(0).ScopeSpans().At(0).Spans().AppendEmpty() // no ids: rejected
 	bad.SetName("bad")
-	b := checkAgainstWire(t, td, false)
-	if len(b.Spans) != 36 || b.Rejected != 1 {
-		t.Fatalf("%d spans, %d rejected; want 36 and 1", len(b.Spans), b.Rejected)
-	}
-	for i, s := range b.Spans {
-		if s.TraceID[0] != byte(i/3+1) || s.SpanID[0] != byte(i%3+1) {
-			t.Fatalf("span %d is trace %d span %d: not grouped by trace in request order", i, s.TraceID[0], s.SpanID[0])
+	for _, all := range []bool{false, true} {
+		b, traces := checkAgainstWire(t, td, all)
+		if len(b.Packed) != 12 || b.Rejected != 1 {
+			t.Fatalf("%d traces, %d rejected; want 12 and 1", len(b.Packed), b.Rejected)
+		}
+		for k, tr := range traces {
+			if len(tr) != 3 {
+				t.Fatalf("trace %d has %d spans, want 3", k, len(tr))
+			}
+			for i, s := range tr {
+				if s.TraceID[0] != byte(k+1) || s.SpanID[0] != byte(i+1) || s.Service() != fmt.Sprintf("svc-%d", i) {
+					t.Fatalf("trace %d span %d is trace %d span %d of %s: not grouped by trace in request order",
+						k, i, s.TraceID[0], s.SpanID[0], s.Service())
+				}
+			}
 		}
 	}
 }
@@ -163,21 +195,21 @@ func edgeCaseTraces() ptrace.Traces {
 
 func TestConvertMatchesDecodeProtoOnEdgeCases(t *testing.T) {
 	td := edgeCaseTraces()
-	b := checkAgainstWire(t, td, false)
-	all := checkAgainstWire(t, td, true)
+	b, traces := checkAgainstWire(t, td, false)
+	_, all := checkAgainstWire(t, td, true)
 
 	// Beyond agreeing with the wire decoder, pin the rules themselves.
-	if len(b.Spans) != 4 || b.Rejected != 1 || b.RejectReason != spans.RejectInvalidID {
-		t.Fatalf("got %d spans, %d rejected (%q); want 4 spans and 1 rejected", len(b.Spans), b.Rejected, b.RejectReason)
+	if len(b.Packed) != 4 || b.Rejected != 1 || b.RejectReason != spans.RejectInvalidID {
+		t.Fatalf("got %d traces, %d rejected (%q); want 4 traces (of a span each) and 1 rejected", len(b.Packed), b.Rejected, b.RejectReason)
 	}
-	s := &b.Spans[0]
+	s := &traces[0][0]
 	if s.Service() != "42" || s.Instance() != "i-1" {
 		t.Errorf("service %q instance %q, want \"42\" and \"i-1\"", s.Service(), s.Instance())
 	}
 	if _, ok := s.Attr("custom.attr"); ok {
 		t.Error("an attribute outside the well-known set was kept without all_attributes")
 	}
-	if _, ok := all.Spans[0].Attr("custom.attr"); !ok {
+	if _, ok := all[0][0].Attr("custom.attr"); !ok {
 		t.Error("all_attributes dropped an attribute")
 	}
 	if got := s.Str(spans.AttrURLFull); got != `["a\"b",7,null]` {
@@ -192,15 +224,23 @@ func TestConvertMatchesDecodeProtoOnEdgeCases(t *testing.T) {
 	if len(s.Links) != 1 || len(s.Events) != 1 || len(s.Events[0].Attrs) != 1 {
 		t.Errorf("links %d events %d event attrs %v, want 1, 1 and only exception.type", len(s.Links), len(s.Events), s.Events)
 	}
-	if b.Spans[2].Service() != "" || b.Spans[3].Service() != "null" {
-		t.Errorf("missing and empty service.name read as %q and %q, want \"\" and \"null\"", b.Spans[2].Service(), b.Spans[3].Service())
+	if after := traces[1][0]; after.Links != nil || after.Str(spans.AttrServerAddress) != "dep" || len(after.Attrs) != 1 {
+		t.Errorf("the span after the rejected one: links %v, attributes %v; want none and its own", after.Links, after.Attrs)
+	}
+	if traces[2][0].Service() != "" || traces[3][0].Service() != "null" {
+		t.Errorf("missing and empty service.name read as %q and %q, want \"\" and \"null\"", traces[2][0].Service(), traces[3][0].Service())
 	}
 }
 
+// The well-known keys reach the packer as the canonical strings, which it writes as one byte each
+// and which unpack as the canonical strings again.
 func TestConvertInternsWellKnownKeys(t *testing.T) {
-	td := edgeCaseTraces()
-	b := newConverter(false).convert(td)
-	for _, a := range b.Spans[0].Attrs {
+	b := newConverter(false).convert(edgeCaseTraces())
+	ss, err := spans.UnpackSpans(b.Packed[0].Block)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range ss[0].Attrs {
 		if unsafeStringData(a.Key) != unsafeStringData(canonical(a.Key)) {
 			t.Errorf("key %q is not the canonical string", a.Key)
 		}
@@ -209,13 +249,13 @@ func TestConvertInternsWellKnownKeys(t *testing.T) {
 
 func TestConvertEmpty(t *testing.T) {
 	b := newConverter(false).convert(ptrace.NewTraces())
-	if b.Spans != nil || b.Rejected != 0 {
+	if b.Spans != nil || b.Packed != nil || b.Rejected != 0 {
 		t.Fatalf("empty traces gave %+v", b)
 	}
 }
 
 // TestConvertReusedBuffersMatchFresh: a conversion into buffers that an earlier, different
-// request filled (and reset cleared, as withBatch does) gives exactly the batch a fresh conversion
+// request filled (and reset cleared, as withBatch does) gives the traces a fresh conversion
 // gives - the connector converts every request into pooled buffers - and reset leaves nothing of
 // the request in them.
 func TestConvertReusedBuffersMatchFresh(t *testing.T) {
@@ -224,28 +264,71 @@ func TestConvertReusedBuffersMatchFresh(t *testing.T) {
 	for _, fc := range fixtures.Cases {
 		reqs = append(reqs, merged(t, fc.Name))
 	}
-	reqs = append(reqs, ptrace.NewTraces())
+	reqs = append(reqs, edgeCaseTraces(), ptrace.NewTraces())
+	fresh := make([]*spans.Batch, len(reqs))
+	for i, td := range reqs {
+		fresh[i] = c.convert(td)
+	}
 	cb := &convBuf{}
 	// Every request after every other, big ones before small ones and after them, in one buffer.
 	for _, prev := range reqs {
-		for _, td := range reqs {
+		for i, td := range reqs {
 			c.convertInto(prev, cb)
 			cb.reset()
-			got := c.convertInto(td, cb)
-			if d := spanstest.Diff(c.convert(td), got); d != "" {
-				t.Fatalf("conversion into used buffers differs:\n%s", d)
+			if got := c.convertInto(td, cb); !sameBlocks(got, fresh[i]) && !reflect.DeepEqual(unpackAll(t, got), unpackAll(t, fresh[i])) {
+				samePacked(t, c.convert(td), got) // says where
+				t.Fatal("conversion into used buffers differs in a nil or empty list")
 			}
 			cb.reset()
-			for i := range cb.spans[:cap(cb.spans)] {
-				if s := cb.spans[:cap(cb.spans)][i]; s.Name != "" || s.Attrs != nil || s.Resource != nil {
-					t.Fatalf("span %d still holds %q after reset", i, s.Name)
-				}
-			}
-			for i, a := range cb.attrs[:cap(cb.attrs)] {
-				if a != (spans.Attr{}) {
-					t.Fatalf("attribute %d still holds %+v after reset", i, a)
+			for name, n := range map[string]int{
+				"packed traces": nonZero(cb.packed), "resources": nonZero(cb.res),
+				"resource attributes": nonZero(cb.resAttrs), "attributes": nonZero(cb.attrs),
+				"links": nonZero(cb.links), "events": nonZero(cb.events), "display strings": nonZero(cb.shown),
+			} {
+				if n >= 0 {
+					t.Fatalf("%s: element %d still holds the request's after reset", name, n)
 				}
 			}
 		}
 	}
+}
+
+// sameBlocks tells whether a and b hold the same packed bytes, trace by trace, and rejections.
+// (Blocks may differ and still unpack alike: the packer finds strings written before by the
+// address of their bytes too, and display strings are made anew on every conversion.)
+func sameBlocks(a, b *spans.Batch) bool {
+	if a.Rejected != b.Rejected || len(a.Packed) != len(b.Packed) {
+		return false
+	}
+	for k := range a.Packed {
+		if !bytes.Equal(a.Packed[k].Block, b.Packed[k].Block) {
+			return false
+		}
+	}
+	return true
+}
+
+// unpackAll is b's packed traces unpacked, with the rejected count as a last, empty trace's length.
+func unpackAll(t *testing.T, b *spans.Batch) [][]spans.Span {
+	t.Helper()
+	var out [][]spans.Span
+	for _, pt := range b.Packed {
+		ss, err := spans.UnpackSpans(pt.Block)
+		if err != nil {
+			t.Fatalf("trace %s does not unpack: %v", pt.ID, err)
+		}
+		out = append(out, ss)
+	}
+	return append(out, make([]spans.Span, b.Rejected))
+}
+
+// nonZero is the index of the first element of s's array (as far as its capacity) that is not
+// zero, or -1.
+func nonZero[T any](s []T) int {
+	for i := range s[:cap(s)] {
+		if !reflect.ValueOf(&s[:cap(s)][i]).Elem().IsZero() {
+			return i
+		}
+	}
+	return -1
 }

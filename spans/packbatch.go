@@ -1,0 +1,167 @@
+package spans
+
+import "slices"
+
+// PackedTrace is one trace's spans of a batch packed as one block (the form [AppendPacked]
+// writes), with what the analyzer checks of every span as it files them, gathered while packing so
+// that it need not read the block back for it.
+type PackedTrace struct {
+	ID TraceID
+	// Block is the packed spans, in the batch's memory: valid until the batch is released.
+	Block []byte
+	Spans int
+	// UnsetTimes counts the spans whose start or end is unset (0 or less).
+	UnsetTimes int
+	// Latest is the latest start or end of the other spans (0 when there are none).
+	Latest int64
+	// RootLinks counts the CONSUMER spans without a parent and with one link: deliveries that may
+	// belong with the trace of the message they consumed.
+	RootLinks int
+}
+
+// spanFacts is a PackedTrace's checks, added up span by span.
+type spanFacts struct {
+	unset, rootLinks int
+	latest           int64
+}
+
+func (f *spanFacts) add(s *Span) {
+	if s.StartUnixNano <= 0 || s.EndUnixNano <= 0 {
+		f.unset++
+	} else {
+		f.latest = max(f.latest, s.StartUnixNano, s.EndUnixNano)
+	}
+	if s.Kind == KindConsumer && len(s.Links) == 1 && s.ParentID.IsZero() {
+		f.rootLinks++
+	}
+}
+
+// Len is the number of spans in b: in Packed when the producer packed them, else in Spans.
+func (b *Batch) Len() int {
+	if b.Packed == nil {
+		return len(b.Spans)
+	}
+	n := 0
+	for i := range b.Packed {
+		n += b.Packed[i].Spans
+	}
+	return n
+}
+
+// batchPacker is a batch's memory for packing its spans by trace, kept from request to request
+// with the batch (see recycle).
+type batchPacker struct {
+	p      packer
+	buf    []byte
+	traces []PackedTrace
+	// slot is each trace's index in traces; idx the spans' indexes grouped by trace, ends where
+	// each trace's end in idx (see group).
+	slot  map[TraceID]int32
+	idx   []int32
+	ends  []int32
+	slots []int32
+	proto protoPacked
+}
+
+// maxPackerKeep bounds what a batch keeps of its packing memory for the next request: one huge
+// request does not leave its buffers behind.
+const maxPackerKeep = 4 << 20
+
+// packer is b's packing memory, made on first use.
+func (b *Batch) packer() *batchPacker {
+	if b.pk == nil {
+		b.pk = &batchPacker{slot: make(map[TraceID]int32)}
+	}
+	return b.pk
+}
+
+// Pack packs b's spans by trace into b.Packed: one block a trace, the traces in the order each
+// first appears in b.Spans, each trace's spans in the order they came. b.Spans stays as it is; a
+// producer that changes it afterwards packs again. Producers call it (the JSON decoder with
+// DecodeOptions.PackByTrace) so that a consumer that holds spans packed (the analyzer) takes
+// each trace's block as it is, on the producer's goroutine's time, instead of regrouping and
+// packing the batch itself.
+func (b *Batch) Pack() {
+	bp := b.packer()
+	ss := b.Spans
+	traces, idx, ends := bp.group(len(ss), func(i int) (TraceID, bool) { return ss[i].TraceID, true })
+	buf := bp.buf[:0]
+	from := int32(0)
+	for k := range traces {
+		at := len(buf)
+		bp.p.begin(buf)
+		for _, i := range idx[from:ends[k]] {
+			bp.p.span(&ss[i])
+		}
+		from = ends[k]
+		buf = bp.endTrace(&traces[k], at)
+	}
+	bp.p.forget()
+	bp.buf, bp.traces = buf, traces
+	b.Packed = traces
+}
+
+// group orders n spans by trace, as id tells each one's (and whether to keep it at all): the
+// traces in the order each first appears, their ids set; idx the kept spans' indexes grouped by
+// trace, in the order they came, trace k's idx[ends[k-1]:ends[k]]. A counting sort, stable: two
+// passes over the ids and a lookup a run of one trace's spans.
+func (bp *batchPacker) group(n int, id func(int) (TraceID, bool)) (traces []PackedTrace, idx, ends []int32) {
+	clear(bp.slot)
+	traces, ends = bp.traces[:0], bp.ends[:0]
+	slots := slices.Grow(bp.slots[:0], n)[:n] // each span's trace, -1 for one not kept
+	last := int32(-1)
+	var lastID TraceID
+	for i := range n {
+		tid, keep := id(i)
+		if !keep {
+			slots[i] = -1
+			continue
+		}
+		if last < 0 || tid != lastID {
+			k, seen := bp.slot[tid]
+			if !seen {
+				k = int32(len(traces))
+				bp.slot[tid] = k
+				traces = append(traces, PackedTrace{ID: tid})
+				ends = append(ends, 0)
+			}
+			last, lastID = k, tid
+		}
+		slots[i] = last
+		ends[last]++
+	}
+	kept := int32(0)
+	for k, c := range ends {
+		ends[k] = kept // the trace's start, until the spans are placed
+		kept += c
+	}
+	idx = slices.Grow(bp.idx[:0], int(kept))[:kept]
+	for i, k := range slots {
+		if k >= 0 {
+			idx[ends[k]] = int32(i)
+			ends[k]++
+		}
+	}
+	bp.slots, bp.idx, bp.ends = slots, idx, ends
+	return traces, idx, ends
+}
+
+// endTrace finishes the trace the packer is writing into the block that begins at at, and fills
+// in pt; it returns the buffer.
+func (bp *batchPacker) endTrace(pt *PackedTrace, at int) []byte {
+	bp.p.end()
+	b := bp.p.buf
+	pt.Block = b[at:len(b):len(b)]
+	pt.Spans = bp.p.n
+	pt.UnsetTimes, pt.Latest, pt.RootLinks = bp.p.facts.unset, bp.p.facts.latest, bp.p.facts.rootLinks
+	return b
+}
+
+// resetPacked lets go of b's packed traces for the next request, keeping the memory unless it
+// grew past maxPackerKeep.
+func (b *Batch) resetPacked() {
+	b.Packed = nil
+	if bp := b.pk; bp != nil && (cap(bp.buf) > maxPackerKeep || cap(bp.idx)+cap(bp.slots) > maxPackerKeep/4 || cap(bp.proto.refs) > maxPackerKeep/64) {
+		b.pk = nil
+	}
+}
