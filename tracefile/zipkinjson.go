@@ -83,29 +83,17 @@ func decodeZipkinJSON(body []byte, opt spans.DecodeOptions) ([]*spans.Batch, err
 func zipkinSpanOf(z *zipkinSpan, opt spans.DecodeOptions) (spans.Span, error) {
 	var s spans.Span
 	var err error
-	if s.TraceID, err = parseTraceID(z.TraceID); err != nil {
+	if err = setIDs(&s, z.TraceID, z.ID); err != nil {
 		return s, err
-	}
-	if s.SpanID, err = parseSpanID(z.ID, "span id"); err != nil {
-		return s, err
-	}
-	if s.SpanID.IsZero() {
-		return s, fmt.Errorf("span id %q: all zeroes", z.ID)
 	}
 	if z.ParentID != "" {
 		if s.ParentID, err = parseSpanID(z.ParentID, "parentId"); err != nil {
 			return s, err
 		}
 	}
-	start, err := microsToNanos(z.Timestamp, "timestamp")
-	if err != nil {
+	if err := setTimes(&s, z.Timestamp, z.Duration, "timestamp"); err != nil {
 		return s, err
 	}
-	dur, err := microsToNanos(z.Duration, "duration")
-	if err != nil {
-		return s, err
-	}
-	s.StartUnixNano, s.EndUnixNano = start, start+dur
 	s.Name = z.Name
 	switch z.Kind {
 	case "":
