@@ -114,19 +114,8 @@ func recoverTail(path string, format Format, gz bool) (Recovery, error) {
 
 // lastLineEnd is the offset just after the file's last newline (0 when it has none).
 func lastLineEnd(f io.ReaderAt, size int64) (int64, error) {
-	buf := make([]byte, 64<<10)
-	for end := size; end > 0; {
-		start := max(0, end-int64(len(buf)))
-		chunk := buf[:end-start]
-		if _, err := f.ReadAt(chunk, start); err != nil && err != io.EOF {
-			return 0, err
-		}
-		if i := bytes.LastIndexByte(chunk, '\n'); i >= 0 {
-			return start + int64(i) + 1, nil
-		}
-		end = start
-	}
-	return 0, nil
+	i, err := lastIndex(f, size, []byte{'\n'}, nil)
+	return i + 1, err
 }
 
 // wholeFrames reads length-prefixed protobuf records from r, copying each whole one to w (when
