@@ -60,9 +60,9 @@ func newGzipMembers(ra io.ReaderAt, size int64) *gzipMembers {
 	return &gzipMembers{ra: ra, size: size}
 }
 
-// countingReader counts the bytes the gzip reader takes: it is a flate.Reader (a ByteReader),
-// so the gzip reader reads through it without a buffer of its own and the count ends exactly
-// where the member does.
+// countingReader counts the bytes read through it. It is a flate.Reader (a ByteReader), so a gzip
+// reader reads through it without a buffer of its own and the count ends exactly where the member
+// does.
 type countingReader struct {
 	r *bufio.Reader
 	n int64

@@ -191,18 +191,6 @@ func readEnd(err error) error {
 	return err
 }
 
-// countReader counts the bytes read through it.
-type countReader struct {
-	r io.Reader
-	n int64
-}
-
-func (c *countReader) Read(p []byte) (int, error) {
-	n, err := c.r.Read(p)
-	c.n += int64(n)
-	return n, err
-}
-
 // recoverGzip checks the last gzip member of a .gz recording. When it is torn, the file is
 // rewritten beside itself - its whole members as they are, then the torn member's whole records
 // as a member of their own - and renamed over the original.
@@ -235,7 +223,7 @@ func recoverGzip(f *os.File, path string, size int64, format Format) (Recovery, 
 	rec := Recovery{Torn: true, Size: size}
 	if zr, err := gzip.NewReader(bufio.NewReader(io.NewSectionReader(f, last, size-last))); err == nil {
 		zr.Multistream(false)
-		all := &countReader{r: zr}
+		all := &countingReader{r: bufio.NewReader(zr)}
 		src := bufio.NewReaderSize(all, 256<<10)
 		bw := bufio.NewWriterSize(tmp, 256<<10)
 		zw, _ := gzip.NewWriterLevel(bw, gzip.BestSpeed)
