@@ -297,11 +297,9 @@ func (p plan) apply(body []byte, s Shift) ([]byte, bool) {
 			if int64(n) <= 0 {
 				continue
 			}
-			w := protowire.AppendVarint(num[:0], uint64(int64(n)+s.Delta))
-			if len(w) != len(b) {
+			if !replace(b, protowire.AppendVarint(num[:0], uint64(int64(n)+s.Delta))) {
 				return nil, false
 			}
-			copy(b, w)
 		case siteDouble:
 			b := out[at : at+8]
 			if f := math.Float64frombits(binary.LittleEndian.Uint64(b)); f > 0 {
@@ -309,14 +307,9 @@ func (p plan) apply(body []byte, s Shift) ([]byte, bool) {
 			}
 		case siteText:
 			b := out[at : at+int(st.n)]
-			w, ok := shiftText(st.time, string(b), s.Delta)
-			if !ok {
-				continue
-			}
-			if len(w) != len(b) {
+			if w, ok := shiftText(st.time, string(b), s.Delta); ok && !replace(b, []byte(w)) {
 				return nil, false
 			}
-			copy(b, w)
 		case siteHexTraceID:
 			v := out[at : at+32]
 			if _, err := hex.Decode(id[:], v); err != nil {
@@ -333,12 +326,19 @@ func (p plan) apply(body []byte, s Shift) ([]byte, bool) {
 			if t <= 0 {
 				continue
 			}
-			w := strconv.AppendInt(num[:0], t+s.Delta, 10)
-			if len(w) != len(v) {
+			if !replace(v, strconv.AppendInt(num[:0], t+s.Delta, 10)) {
 				return nil, false
 			}
-			copy(v, w)
 		}
 	}
 	return out, true
+}
+
+// replace overwrites b with w when w is as long; false when it is not, and b is left as it was.
+func replace(b, w []byte) bool {
+	if len(w) != len(b) {
+		return false
+	}
+	copy(b, w)
+	return true
 }
