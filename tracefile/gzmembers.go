@@ -55,11 +55,6 @@ func (g *gzipMembers) next() bool {
 	return true
 }
 
-// newGzipMembers reads the members of the size bytes of ra.
-func newGzipMembers(ra io.ReaderAt, size int64) *gzipMembers {
-	return &gzipMembers{ra: ra, size: size}
-}
-
 // countingReader counts the bytes read through it. It is a flate.Reader (a ByteReader), so a gzip
 // reader reads through it without a buffer of its own and the count ends exactly where the member
 // does.

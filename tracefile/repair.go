@@ -195,7 +195,7 @@ func readEnd(err error) error {
 // rewritten beside itself - its whole members as they are, then the torn member's whole records
 // as a member of their own - and renamed over the original.
 func recoverGzip(f *os.File, path string, size int64, format Format) (Recovery, error) {
-	g := newGzipMembers(f, size)
+	g := &gzipMembers{ra: f, size: size}
 	last := g.lastMember()
 	if last < 0 {
 		return Recovery{}, fmt.Errorf("trace file %s does not hold a gzip recording (no gzip member found): move it away or record to another name", path)
