@@ -77,7 +77,8 @@ func recoverTail(path string, format Format, gz bool) (Recovery, error) {
 	var whole int64
 	switch format {
 	case FormatJSONLines:
-		whole, err = lastLineEnd(f, size)
+		whole, err = lastIndex(f, size, []byte{'\n'}, nil)
+		whole++ // just after the last newline; 0 when there is none
 	case FormatProto:
 		whole, _, err = wholeFrames(bufio.NewReaderSize(io.NewSectionReader(f, 0, size), 256<<10), nil)
 	default:
@@ -110,12 +111,6 @@ func recoverTail(path string, format Format, gz bool) (Recovery, error) {
 		return Recovery{}, fmt.Errorf("sync trace file %s: %w", path, err)
 	}
 	return Recovery{Torn: true, CutBytes: size - whole, Size: size, NewSize: whole}, nil
-}
-
-// lastLineEnd is the offset just after the file's last newline (0 when it has none).
-func lastLineEnd(f io.ReaderAt, size int64) (int64, error) {
-	i, err := lastIndex(f, size, []byte{'\n'}, nil)
-	return i + 1, err
 }
 
 // wholeFrames reads length-prefixed protobuf records from r, copying each whole one to w (when
