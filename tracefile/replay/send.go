@@ -288,16 +288,9 @@ func (req *Request) forPass(rel Shift) (*Request, error) {
 	if pb == nil {
 		pb = req.Body
 	}
-	var raw []byte
-	ok := false
-	if req.pbPlan != nil {
-		raw, ok = req.pbPlan.apply(pb, rel)
-	}
-	if !ok {
-		var err error
-		if raw, err = rel.Request(pb); err != nil {
-			return nil, err
-		}
+	raw, err := rel.request(pb, req.pbPlan)
+	if err != nil {
+		return nil, err
 	}
 	if req.pb == nil {
 		return &Request{Body: raw, Spans: req.Spans}, nil

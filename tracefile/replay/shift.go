@@ -224,11 +224,17 @@ func rfc3339Like(v string) string {
 // whose new value is as long as the old (a Unix-nanosecond varint is 9 bytes from 1972 to 2262).
 // The generated types are the fallback for anything else: input the wire walk cannot read, a value
 // that changes length.
-func (s Shift) Request(raw []byte) ([]byte, error) {
+func (s Shift) Request(raw []byte) ([]byte, error) { return s.request(raw, nil) }
+
+// request is Request with raw's plan when it was made already (Blast's later passes).
+func (s Shift) request(raw []byte, p plan) ([]byte, error) {
 	if s.IsZero() {
 		return append([]byte(nil), raw...), nil
 	}
-	if p := planProto(raw); p != nil {
+	if p == nil {
+		p = planProto(raw)
+	}
+	if p != nil {
 		if out, ok := p.apply(raw, s); ok {
 			return out, nil
 		}
