@@ -9,7 +9,6 @@ import (
 	"hash/fnv"
 	"io"
 	"reflect"
-	"sort"
 	"strconv"
 	"strings"
 
@@ -295,15 +294,4 @@ func numberAttr(key string, n json.Number) (spans.Attr, error) {
 		return spans.Attr{}, fmt.Errorf("tag %q: %q is not a number", key, n)
 	}
 	return spans.DoubleAttr(key, f), nil
-}
-
-// sortedKeys gives a map's keys in order, so a decoded span's attributes do not depend on map
-// iteration.
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

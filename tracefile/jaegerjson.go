@@ -4,6 +4,8 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/stormwatch/stormwatch/spans"
@@ -141,7 +143,7 @@ func jaegerTraceBatch(t *jaegerTrace, opt spans.DecodeOptions) (*spans.Batch, er
 		}
 		return resourceFrom(p.ServiceName, attrs, opt), nil
 	}
-	for _, id := range sortedKeys(t.Processes) {
+	for _, id := range slices.Sorted(maps.Keys(t.Processes)) { // in order: the same ids on every read
 		p := t.Processes[id]
 		r, err := resource(&p)
 		if err != nil {

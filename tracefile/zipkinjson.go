@@ -3,6 +3,8 @@ package tracefile
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 
 	"github.com/stormwatch/stormwatch/spans"
@@ -117,7 +119,7 @@ func zipkinSpanOf(z *zipkinSpan, opt spans.DecodeOptions) (spans.Span, error) {
 	if s.Scope == "" {
 		s.Scope = z.Tags[tagOtelLibraryName]
 	}
-	for _, k := range sortedKeys(z.Tags) {
+	for _, k := range slices.Sorted(maps.Keys(z.Tags)) { // in order: attributes that do not depend on map iteration
 		if isFieldTag(k) || k == spans.AttrServiceInstance || !keepAttr(k, opt) {
 			continue
 		}
