@@ -55,20 +55,11 @@ func recordTime(b *spans.Batch) int64 {
 
 // traceID applies the salt to a 16-byte trace id in place.
 func (s Shift) traceID(id []byte) {
-	if s.Salt == 0 || len(id) != 16 || isZero(id) {
+	if s.Salt == 0 || len(id) != 16 || [16]byte(id) == [16]byte{} {
 		return
 	}
 	v := binary.BigEndian.Uint64(id[8:]) ^ s.Salt
 	binary.BigEndian.PutUint64(id[8:], v)
-}
-
-func isZero(b []byte) bool {
-	for _, c := range b {
-		if c != 0 {
-			return false
-		}
-	}
-	return true
 }
 
 // instant moves a time of the OTLP wire; 0 means "not set" and stays 0.
