@@ -9,7 +9,6 @@ import (
 	"hash/fnv"
 	"io"
 	"reflect"
-	"sort"
 	"strconv"
 	"strings"
 
@@ -107,40 +106,67 @@ func jsonKind(t reflect.Type) string {
 	return t.String()
 }
 
-// parseID reads a hex id of at most size bytes. Jaeger and Zipkin drop leading zeroes and write
-// 64-bit trace ids as 16 digits; both are padded on the left, as those systems do when they
+// parseID reads a hex id into dst, which it fills. Jaeger and Zipkin drop leading zeroes and
+// write 64-bit trace ids as 16 digits; both are padded on the left, as those systems do when they
 // convert to OTLP.
-func parseID(s string, size int, what string) ([]byte, error) {
-	if len(s) == 0 || len(s) > 2*size {
-		return nil, fmt.Errorf("%s %q: want 1 to %d hex digits", what, s, 2*size)
+func parseID(dst []byte, s, what string) error {
+	if len(s) == 0 || len(s) > 2*len(dst) {
+		return fmt.Errorf("%s %q: want 1 to %d hex digits", what, s, 2*len(dst))
 	}
-	padded := strings.Repeat("0", 2*size-len(s)) + s
-	b, err := hex.DecodeString(padded)
-	if err != nil {
-		return nil, fmt.Errorf("%s %q: not hex", what, s)
+	if _, err := hex.Decode(dst, []byte(strings.Repeat("0", 2*len(dst)-len(s))+s)); err != nil {
+		return fmt.Errorf("%s %q: not hex", what, s)
 	}
-	return b, nil
+	return nil
 }
 
-func parseTraceID(s string) (spans.TraceID, error) {
-	var t spans.TraceID
-	b, err := parseID(s, 16, "trace id")
-	if err == nil {
-		copy(t[:], b)
-		if t.IsZero() {
-			err = fmt.Errorf("trace id %q: all zeroes", s)
-		}
+func parseTraceID(s string) (t spans.TraceID, err error) {
+	if err = parseID(t[:], s, "trace id"); err == nil && t.IsZero() {
+		err = fmt.Errorf("trace id %q: all zeroes", s)
 	}
 	return t, err
 }
 
-func parseSpanID(s, what string) (spans.SpanID, error) {
-	var id spans.SpanID
-	b, err := parseID(s, 8, what)
-	if err == nil {
-		copy(id[:], b)
+func parseSpanID(s, what string) (id spans.SpanID, err error) {
+	return id, parseID(id[:], s, what)
+}
+
+// setIDs sets a Jaeger or Zipkin span's trace id and its own id, which must not be zero.
+func setIDs(s *spans.Span, traceID, spanID string) (err error) {
+	if s.TraceID, err = parseTraceID(traceID); err != nil {
+		return err
 	}
-	return id, err
+	if s.SpanID, err = parseSpanID(spanID, "span id"); err == nil && s.SpanID.IsZero() {
+		err = fmt.Errorf("span id %q: all zeroes", spanID)
+	}
+	return err
+}
+
+// setTimes sets a span's start and end from Jaeger's or Zipkin's start and duration in
+// microseconds; startWhat names the start's field.
+func setTimes(s *spans.Span, start, duration json.Number, startWhat string) error {
+	at, err := microsToNanos(start, startWhat)
+	if err != nil {
+		return err
+	}
+	d, err := microsToNanos(duration, "duration")
+	s.StartUnixNano, s.EndUnixNano = at, at+d
+	return err
+}
+
+// microsToNanos reads Jaeger's and Zipkin's microsecond times.
+func microsToNanos(n json.Number, what string) (int64, error) {
+	if n == "" {
+		return 0, nil
+	}
+	v, err := n.Int64()
+	if err != nil {
+		return 0, fmt.Errorf("%s %q: want whole microseconds", what, n)
+	}
+	const limit = (1<<63 - 1) / 1000
+	if v > limit || v < -limit {
+		return 0, fmt.Errorf("%s %d: out of range", what, v)
+	}
+	return v * 1000, nil
 }
 
 // kindFromName reads a span kind as Jaeger's span.kind tag and Zipkin's kind field spell it.
@@ -268,15 +294,4 @@ func numberAttr(key string, n json.Number) (spans.Attr, error) {
 		return spans.Attr{}, fmt.Errorf("tag %q: %q is not a number", key, n)
 	}
 	return spans.DoubleAttr(key, f), nil
-}
-
-// sortedKeys gives a map's keys in order, so a decoded span's attributes do not depend on map
-// iteration.
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

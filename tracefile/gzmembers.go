@@ -21,6 +21,9 @@ import (
 // member (see Reader.resume).
 var errMemberTorn = errors.New("gzip member torn")
 
+// gzipMagic starts every gzip member: the two magic bytes and deflate, the one method.
+var gzipMagic = []byte{0x1f, 0x8b, 0x08}
+
 // tornMember is a gzip member that ends before its trailer: where it starts, why it could not be
 // read to its end, and where the next member starts (-1: none, it is the file's last).
 type tornMember struct {
@@ -52,14 +55,9 @@ func (g *gzipMembers) next() bool {
 	return true
 }
 
-// newGzipMembers reads the members of the size bytes of ra.
-func newGzipMembers(ra io.ReaderAt, size int64) *gzipMembers {
-	return &gzipMembers{ra: ra, size: size}
-}
-
-// countingReader counts the bytes the gzip reader takes: it is a flate.Reader (a ByteReader),
-// so the gzip reader reads through it without a buffer of its own and the count ends exactly
-// where the member does.
+// countingReader counts the bytes read through it. It is a flate.Reader (a ByteReader), so a gzip
+// reader reads through it without a buffer of its own and the count ends exactly where the member
+// does.
 type countingReader struct {
 	r *bufio.Reader
 	n int64
@@ -157,16 +155,15 @@ func (g *gzipMembers) tear(err error) error {
 // the magic bytes start a header that parses and a deflate stream that decodes for a while (the
 // magic bytes alone can occur inside compressed data).
 func (g *gzipMembers) nextMember(from int64) int64 {
-	magic := []byte{0x1f, 0x8b, 0x08}
 	buf := make([]byte, 64<<10)
 	for from < g.size {
 		n, err := g.ra.ReadAt(buf, from)
-		if n < len(magic) {
+		if n < len(gzipMagic) {
 			return -1
 		}
 		chunk := buf[:n]
 		for k := 0; ; {
-			i := bytes.Index(chunk[k:], magic)
+			i := bytes.Index(chunk[k:], gzipMagic)
 			if i < 0 {
 				break
 			}
@@ -179,7 +176,7 @@ func (g *gzipMembers) nextMember(from int64) int64 {
 		if err != nil {
 			return -1
 		}
-		from += int64(n - len(magic) + 1)
+		from += int64(n - len(gzipMagic) + 1)
 	}
 	return -1
 }
@@ -187,30 +184,37 @@ func (g *gzipMembers) nextMember(from int64) int64 {
 // lastMember is the offset of the file's last gzip member, -1 when none is found: the last place
 // where a member's header is plausible, looked for from the end.
 func (g *gzipMembers) lastMember() int64 {
-	magic := []byte{0x1f, 0x8b, 0x08}
+	off, _ := lastIndex(g.ra, g.size, gzipMagic, g.plausible)
+	return off
+}
+
+// lastIndex is the offset of the last place in the size bytes of ra where pat starts and ok (nil:
+// any) accepts, -1 when there is none. It reads backwards a chunk at a time, so finding the end of
+// a large file costs only its end.
+func lastIndex(ra io.ReaderAt, size int64, pat []byte, ok func(off int64) bool) (int64, error) {
 	buf := make([]byte, 64<<10)
-	for end := g.size; end > 0; {
+	for end := size; end > 0; {
 		start := max(0, end-int64(len(buf)))
 		chunk := buf[:end-start]
-		if _, err := g.ra.ReadAt(chunk, start); err != nil && err != io.EOF {
-			return -1
+		if _, err := ra.ReadAt(chunk, start); err != nil && err != io.EOF {
+			return -1, err
 		}
 		for k := len(chunk); k > 0; {
-			i := bytes.LastIndex(chunk[:k], magic)
+			i := bytes.LastIndex(chunk[:k], pat)
 			if i < 0 {
 				break
 			}
-			if g.plausible(start + int64(i)) {
-				return start + int64(i)
+			if ok == nil || ok(start+int64(i)) {
+				return start + int64(i), nil
 			}
-			k = i + len(magic) - 1
+			k = i + len(pat) - 1
 		}
 		if start == 0 {
-			return -1
+			return -1, nil
 		}
-		end = start + int64(len(magic)) - 1 // a header across the chunks' edge
+		end = start + int64(len(pat)) - 1 // a match across the chunks' edge
 	}
-	return -1
+	return -1, nil
 }
 
 // plausible reports whether a gzip member starts at off: besides the magic bytes, the header's

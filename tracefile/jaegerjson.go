@@ -4,6 +4,8 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/stormwatch/stormwatch/spans"
@@ -141,7 +143,7 @@ func jaegerTraceBatch(t *jaegerTrace, opt spans.DecodeOptions) (*spans.Batch, er
 		}
 		return resourceFrom(p.ServiceName, attrs, opt), nil
 	}
-	for _, id := range sortedKeys(t.Processes) {
+	for _, id := range slices.Sorted(maps.Keys(t.Processes)) { // in order: the same ids on every read
 		p := t.Processes[id]
 		r, err := resource(&p)
 		if err != nil {
@@ -192,24 +194,12 @@ func jaegerSpanOf(js *jaegerSpan, traceID string, opt spans.DecodeOptions) (span
 	if js.TraceID != "" {
 		traceID = js.TraceID
 	}
-	if s.TraceID, err = parseTraceID(traceID); err != nil {
+	if err := setIDs(&s, traceID, js.SpanID); err != nil {
 		return s, err
 	}
-	if s.SpanID, err = parseSpanID(js.SpanID, "span id"); err != nil {
+	if err := setTimes(&s, js.StartTime, js.Duration, "startTime"); err != nil {
 		return s, err
 	}
-	if s.SpanID.IsZero() {
-		return s, fmt.Errorf("span id %q: all zeroes", js.SpanID)
-	}
-	start, err := microsToNanos(js.StartTime, "startTime")
-	if err != nil {
-		return s, err
-	}
-	dur, err := microsToNanos(js.Duration, "duration")
-	if err != nil {
-		return s, err
-	}
-	s.StartUnixNano, s.EndUnixNano = start, start+dur
 	s.Name = js.OperationName
 	if js.ParentSpanID != "" {
 		if s.ParentID, err = parseSpanID(js.ParentSpanID, "parentSpanID"); err != nil {
@@ -242,20 +232,17 @@ func jaegerSpanOf(js *jaegerSpan, traceID string, opt spans.DecodeOptions) (span
 	var otelCode string
 	errTag := false
 	for _, t := range js.Tags {
-		if !isFieldTag(t.Key) {
-			if !keepAttr(t.Key, opt) {
-				continue
-			}
-			a, err := t.attr()
-			if err != nil {
-				return s, err
-			}
-			s.Attrs = append(s.Attrs, a)
+		field := isFieldTag(t.Key)
+		if !field && !keepAttr(t.Key, opt) {
 			continue
 		}
 		a, err := t.attr()
 		if err != nil {
 			return s, err
+		}
+		if !field {
+			s.Attrs = append(s.Attrs, a)
+			continue
 		}
 		switch t.Key {
 		case tagSpanKind:
@@ -278,40 +265,20 @@ func jaegerSpanOf(js *jaegerSpan, traceID string, opt spans.DecodeOptions) (span
 		}
 		ev := spans.Event{TimeUnixNano: at}
 		for _, f := range l.Fields {
-			if f.Key == "event" {
-				a, err := f.attr()
-				if err != nil {
-					return s, err
-				}
-				ev.Name = a.AsString()
-				continue
-			}
-			if !keepAttr(f.Key, opt) {
+			if f.Key != "event" && !keepAttr(f.Key, opt) {
 				continue
 			}
 			a, err := f.attr()
 			if err != nil {
 				return s, err
 			}
-			ev.Attrs = append(ev.Attrs, a)
+			if f.Key == "event" {
+				ev.Name = a.AsString()
+			} else {
+				ev.Attrs = append(ev.Attrs, a)
+			}
 		}
 		s.Events = append(s.Events, ev)
 	}
 	return s, nil
-}
-
-// microsToNanos reads Jaeger's and Zipkin's microsecond times.
-func microsToNanos(n json.Number, what string) (int64, error) {
-	if n == "" {
-		return 0, nil
-	}
-	v, err := n.Int64()
-	if err != nil {
-		return 0, fmt.Errorf("%s %q: want whole microseconds", what, n)
-	}
-	const limit = (1<<63 - 1) / 1000
-	if v > limit || v < -limit {
-		return 0, fmt.Errorf("%s %d: out of range", what, v)
-	}
-	return v * 1000, nil
 }

@@ -93,15 +93,12 @@ func (t *jsonToPB) repeated(dst []byte, f *pbField) ([]byte, error) {
 			return dst, err
 		}
 		var err error
-		if dst, err = t.element(dst, f); err != nil {
+		// An element, unlike a singular field, is written even when empty or zero.
+		if dst, err = t.field(dst, f, true); err != nil {
 			return nil, err
 		}
 	}
 }
-
-// element writes one element of a repeated field: unlike a singular field it is written even when
-// empty or zero.
-func (t *jsonToPB) element(dst []byte, f *pbField) ([]byte, error) { return t.field(dst, f, true) }
 
 // field writes one value of f; force writes it even when it is the zero value (a oneof member or a
 // repeated element), which proto3 otherwise leaves out.
@@ -118,9 +115,7 @@ func (t *jsonToPB) field(dst []byte, f *pbField, force bool) ([]byte, error) {
 			return nil, err
 		}
 		t.bufs[lvl] = child
-		dst = appendTag(dst, f.num, 2)
-		dst = binary.AppendUvarint(dst, uint64(len(child)))
-		return append(dst, child...), nil
+		return appendLenField(dst, f.num, child), nil
 	case pbString:
 		s, err := t.stringValue()
 		if err != nil || !utf8.Valid(s) {
@@ -129,9 +124,7 @@ func (t *jsonToPB) field(dst []byte, f *pbField, force bool) ([]byte, error) {
 		if len(s) == 0 && !force {
 			return dst, nil
 		}
-		dst = appendTag(dst, f.num, 2)
-		dst = binary.AppendUvarint(dst, uint64(len(s)))
-		return append(dst, s...), nil
+		return appendLenField(dst, f.num, s), nil
 	case pbHexID, pbBase64:
 		s, err := t.stringValue()
 		if err != nil {
@@ -150,9 +143,7 @@ func (t *jsonToPB) field(dst []byte, f *pbField, force bool) ([]byte, error) {
 		if len(b) == 0 && !force {
 			return dst, nil
 		}
-		dst = appendTag(dst, f.num, 2)
-		dst = binary.AppendUvarint(dst, uint64(len(b)))
-		return append(dst, b...), nil
+		return appendLenField(dst, f.num, b), nil
 	case pbBool:
 		v, err := t.s.Bool()
 		if err != nil {
@@ -232,6 +223,12 @@ func (t *jsonToPB) field(dst []byte, f *pbField, force bool) ([]byte, error) {
 
 func appendTag(dst []byte, num uint32, wire uint8) []byte {
 	return binary.AppendUvarint(dst, uint64(num)<<3|uint64(wire))
+}
+
+// appendLenField appends field num holding b: a message, a string or bytes.
+func appendLenField(dst []byte, num uint32, b []byte) []byte {
+	dst = binary.AppendUvarint(appendTag(dst, num, 2), uint64(len(b)))
+	return append(dst, b...)
 }
 
 // integer reads an integer in [lo, hi], as a JSON number or (for 64-bit fields, and as protojson

@@ -8,6 +8,8 @@ import (
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/stormwatch/stormwatch/spans/jsonlex"
 )
 
 // OTLP/JSON is protobuf's JSON mapping with three differences: trace and span ids are hex (not
@@ -125,14 +127,14 @@ func hexIDsToBase64(body []byte) []byte {
 			continue
 		}
 		// A key is followed by a colon; a string value that happens to read "spanId" is not.
-		j := skipSpace(body, end+1)
-		if j >= len(body) || body[j] != ':' {
+		sc := jsonlex.Scanner{Buf: body, Pos: end + 1}
+		if sc.Peek() != ':' {
 			continue
 		}
-		j = skipSpace(body, j+1)
-		if j >= len(body) || body[j] != '"' {
+		if sc.Pos++; sc.Peek() != '"' {
 			continue
 		}
+		j := sc.Pos
 		vend := stringEnd(body, j)
 		if vend < 0 {
 			break
@@ -171,11 +173,4 @@ func stringEnd(body []byte, start int) int {
 		}
 	}
 	return -1
-}
-
-func skipSpace(body []byte, i int) int {
-	for i < len(body) && (body[i] == ' ' || body[i] == '\t' || body[i] == '\n' || body[i] == '\r') {
-		i++
-	}
-	return i
 }

@@ -205,7 +205,7 @@ func NewReader(in io.Reader, name string, opt ReadOptions) (*Reader, error) {
 			// A file: read member by member, so that a member torn by a crash costs only
 			// its own last record (see gzipMembers).
 			st, _ := f.Stat()
-			r.members = newGzipMembers(f, st.Size())
+			r.members = &gzipMembers{ra: f, size: st.Size()}
 			r.src = bufio.NewReaderSize(r.members, 64<<10)
 		} else {
 			zr, err := gzip.NewReader(r.src)
@@ -488,10 +488,7 @@ func (r *Reader) nextJSON() (*Record, error) {
 		}
 		if tooLong {
 			r.n++
-			if r.mode != jsonLines {
-				// The value's structure is lost with the discarded bytes: resynchronise on lines.
-				r.mode = jsonLines
-			}
+			r.mode = jsonLines // a value's structure is lost with the discarded bytes: resynchronise on lines
 			return nil, &RecordError{Pos: pos, Err: fmt.Errorf("%w: over the limit of %d bytes (raise it with --max-record-bytes if the file is sound)", ErrTooLarge, r.opt.MaxRecordBytes)}
 		}
 		if !discarding && len(body) == 0 && isBlank(line) {

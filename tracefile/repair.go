@@ -77,7 +77,8 @@ func recoverTail(path string, format Format, gz bool) (Recovery, error) {
 	var whole int64
 	switch format {
 	case FormatJSONLines:
-		whole, err = lastLineEnd(f, size)
+		whole, err = lastIndex(f, size, []byte{'\n'}, nil)
+		whole++ // just after the last newline; 0 when there is none
 	case FormatProto:
 		whole, _, err = wholeFrames(bufio.NewReaderSize(io.NewSectionReader(f, 0, size), 256<<10), nil)
 	default:
@@ -110,23 +111,6 @@ func recoverTail(path string, format Format, gz bool) (Recovery, error) {
 		return Recovery{}, fmt.Errorf("sync trace file %s: %w", path, err)
 	}
 	return Recovery{Torn: true, CutBytes: size - whole, Size: size, NewSize: whole}, nil
-}
-
-// lastLineEnd is the offset just after the file's last newline (0 when it has none).
-func lastLineEnd(f io.ReaderAt, size int64) (int64, error) {
-	buf := make([]byte, 64<<10)
-	for end := size; end > 0; {
-		start := max(0, end-int64(len(buf)))
-		chunk := buf[:end-start]
-		if _, err := f.ReadAt(chunk, start); err != nil && err != io.EOF {
-			return 0, err
-		}
-		if i := bytes.LastIndexByte(chunk, '\n'); i >= 0 {
-			return start + int64(i) + 1, nil
-		}
-		end = start
-	}
-	return 0, nil
 }
 
 // wholeFrames reads length-prefixed protobuf records from r, copying each whole one to w (when
@@ -202,23 +186,11 @@ func readEnd(err error) error {
 	return err
 }
 
-// countReader counts the bytes read through it.
-type countReader struct {
-	r io.Reader
-	n int64
-}
-
-func (c *countReader) Read(p []byte) (int, error) {
-	n, err := c.r.Read(p)
-	c.n += int64(n)
-	return n, err
-}
-
 // recoverGzip checks the last gzip member of a .gz recording. When it is torn, the file is
 // rewritten beside itself - its whole members as they are, then the torn member's whole records
 // as a member of their own - and renamed over the original.
 func recoverGzip(f *os.File, path string, size int64, format Format) (Recovery, error) {
-	g := newGzipMembers(f, size)
+	g := &gzipMembers{ra: f, size: size}
 	last := g.lastMember()
 	if last < 0 {
 		return Recovery{}, fmt.Errorf("trace file %s does not hold a gzip recording (no gzip member found): move it away or record to another name", path)
@@ -246,7 +218,7 @@ func recoverGzip(f *os.File, path string, size int64, format Format) (Recovery, 
 	rec := Recovery{Torn: true, Size: size}
 	if zr, err := gzip.NewReader(bufio.NewReader(io.NewSectionReader(f, last, size-last))); err == nil {
 		zr.Multistream(false)
-		all := &countReader{r: zr}
+		all := &countingReader{r: bufio.NewReader(zr)}
 		src := bufio.NewReaderSize(all, 256<<10)
 		bw := bufio.NewWriterSize(tmp, 256<<10)
 		zw, _ := gzip.NewWriterLevel(bw, gzip.BestSpeed)

@@ -170,21 +170,11 @@ func (w *Writer) WriteRequest(body []byte, isJSON bool) error {
 
 // WriteProto appends a request held as the generated type (the SDK exporter and tests use it).
 func (w *Writer) WriteProto(req *coltracepb.ExportTraceServiceRequest) error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if err := w.usable(); err != nil {
-		return err
-	}
 	body, err := marshalRequest(req)
 	if err != nil {
 		return fmt.Errorf("record request: %w", err)
 	}
-	rec, err := w.encode(w.rec[:0], body, false)
-	if err != nil {
-		return fmt.Errorf("record request: %w", err)
-	}
-	w.rec = rec
-	return w.writeRecord(rec)
+	return w.WriteRequest(body, false)
 }
 
 func (w *Writer) usable() error {

@@ -3,6 +3,8 @@ package tracefile
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 
 	"github.com/stormwatch/stormwatch/spans"
@@ -83,29 +85,17 @@ func decodeZipkinJSON(body []byte, opt spans.DecodeOptions) ([]*spans.Batch, err
 func zipkinSpanOf(z *zipkinSpan, opt spans.DecodeOptions) (spans.Span, error) {
 	var s spans.Span
 	var err error
-	if s.TraceID, err = parseTraceID(z.TraceID); err != nil {
+	if err = setIDs(&s, z.TraceID, z.ID); err != nil {
 		return s, err
-	}
-	if s.SpanID, err = parseSpanID(z.ID, "span id"); err != nil {
-		return s, err
-	}
-	if s.SpanID.IsZero() {
-		return s, fmt.Errorf("span id %q: all zeroes", z.ID)
 	}
 	if z.ParentID != "" {
 		if s.ParentID, err = parseSpanID(z.ParentID, "parentId"); err != nil {
 			return s, err
 		}
 	}
-	start, err := microsToNanos(z.Timestamp, "timestamp")
-	if err != nil {
+	if err := setTimes(&s, z.Timestamp, z.Duration, "timestamp"); err != nil {
 		return s, err
 	}
-	dur, err := microsToNanos(z.Duration, "duration")
-	if err != nil {
-		return s, err
-	}
-	s.StartUnixNano, s.EndUnixNano = start, start+dur
 	s.Name = z.Name
 	switch z.Kind {
 	case "":
@@ -129,7 +119,7 @@ func zipkinSpanOf(z *zipkinSpan, opt spans.DecodeOptions) (spans.Span, error) {
 	if s.Scope == "" {
 		s.Scope = z.Tags[tagOtelLibraryName]
 	}
-	for _, k := range sortedKeys(z.Tags) {
+	for _, k := range slices.Sorted(maps.Keys(z.Tags)) { // in order: attributes that do not depend on map iteration
 		if isFieldTag(k) || k == spans.AttrServiceInstance || !keepAttr(k, opt) {
 			continue
 		}

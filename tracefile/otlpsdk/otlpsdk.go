@@ -181,23 +181,15 @@ func valueToProto(v attribute.Value) *commonpb.AnyValue {
 	case attribute.BYTESLICE:
 		return &commonpb.AnyValue{Value: &commonpb.AnyValue_BytesValue{BytesValue: v.AsByteSlice()}}
 	case attribute.BOOLSLICE:
-		return arrayOf(v.AsBoolSlice(), func(b bool) *commonpb.AnyValue {
-			return &commonpb.AnyValue{Value: &commonpb.AnyValue_BoolValue{BoolValue: b}}
-		})
+		return arrayOf(v.AsBoolSlice(), attribute.BoolValue)
 	case attribute.INT64SLICE:
-		return arrayOf(v.AsInt64Slice(), func(n int64) *commonpb.AnyValue {
-			return &commonpb.AnyValue{Value: &commonpb.AnyValue_IntValue{IntValue: n}}
-		})
+		return arrayOf(v.AsInt64Slice(), attribute.Int64Value)
 	case attribute.FLOAT64SLICE:
-		return arrayOf(v.AsFloat64Slice(), func(f float64) *commonpb.AnyValue {
-			return &commonpb.AnyValue{Value: &commonpb.AnyValue_DoubleValue{DoubleValue: f}}
-		})
+		return arrayOf(v.AsFloat64Slice(), attribute.Float64Value)
 	case attribute.STRINGSLICE:
-		return arrayOf(v.AsStringSlice(), func(s string) *commonpb.AnyValue {
-			return &commonpb.AnyValue{Value: &commonpb.AnyValue_StringValue{StringValue: s}}
-		})
+		return arrayOf(v.AsStringSlice(), attribute.StringValue)
 	case attribute.SLICE:
-		return arrayOf(v.AsSlice(), valueToProto)
+		return arrayOf(v.AsSlice(), func(v attribute.Value) attribute.Value { return v })
 	case attribute.MAP:
 		return &commonpb.AnyValue{Value: &commonpb.AnyValue_KvlistValue{
 			KvlistValue: &commonpb.KeyValueList{Values: attrsToProto(v.AsMap())},
@@ -207,10 +199,11 @@ func valueToProto(v attribute.Value) *commonpb.AnyValue {
 	return &commonpb.AnyValue{}
 }
 
-func arrayOf[T any](xs []T, conv func(T) *commonpb.AnyValue) *commonpb.AnyValue {
+// arrayOf is an array value of xs, each made a value by conv and then an AnyValue as any value is.
+func arrayOf[T any](xs []T, conv func(T) attribute.Value) *commonpb.AnyValue {
 	vals := make([]*commonpb.AnyValue, len(xs))
 	for i, x := range xs {
-		vals[i] = conv(x)
+		vals[i] = valueToProto(conv(x))
 	}
 	return &commonpb.AnyValue{Value: &commonpb.AnyValue_ArrayValue{ArrayValue: &commonpb.ArrayValue{Values: vals}}}
 }

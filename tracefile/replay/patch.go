@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/VictoriaMetrics/easyproto"
 )
 
 // A shift changes a few places of an encoded request: trace ids, span and event times, and the
@@ -51,41 +53,164 @@ type plan []site
 // errNoPlan is a protobuf request holding a value too long for a site.
 var errNoPlan = errors.New("a value too long to plan")
 
-// planProto finds the places in a protobuf request.
+// planProto finds the places in a protobuf request, walking it once: the fields a shift changes
+// and the messages that lead to them, everything else passed over. Nil when it cannot be walked
+// (malformed input, for the generated types to refuse) or holds a value too long for a site.
 func planProto(pb []byte) plan {
 	p := plan{}
-	err := walkInstants(pb, func(v wireValue, kind timeKind, b []byte) error {
-		at := int32(cap(pb) - cap(b)) // b aliases pb up to its end
-		switch v {
-		case wireTraceID:
-			p = append(p, site{at: at, kind: siteRawTraceID})
-		case wireTime:
-			p = append(p, site{at: at, kind: siteFixed64})
-		case wireInt:
-			if kind == unixNanos {
-				p = append(p, site{at: at, kind: siteVarint, n: uint16(len(b))})
-			}
-		case wireDouble:
-			if kind == unixNanos {
-				p = append(p, site{at: at, kind: siteDouble})
-			}
-		case wireString:
-			// Text that is no instant (a Retry-After in seconds) stays as it is.
-			if _, ok := shiftText(kind, string(b), int64(time.Second)); !ok {
-				break
-			}
-			if len(b) > math.MaxUint16 {
-				return errNoPlan
-			}
-			p = append(p, site{at: at, kind: siteText, n: uint16(len(b)), time: kind})
+	add := func(kind siteKind, b []byte, n int, t timeKind) {
+		p = append(p, site{at: int32(cap(pb) - cap(b)), kind: kind, n: uint16(n), time: t}) // b aliases pb up to its end
+	}
+	traceID := func(fc *easyproto.FieldContext, _ []byte) error {
+		if id, ok := fc.Bytes(); ok && len(id) == 16 {
+			add(siteRawTraceID, id, 0, 0)
 		}
 		return nil
-	})
-	if err != nil {
+	}
+	instant := func(fc *easyproto.FieldContext, field []byte) error {
+		if _, ok := fc.Fixed64(); ok {
+			add(siteFixed64, field[len(field)-8:], 0, 0)
+		}
+		return nil
+	}
+	// anyValue finds the instant in an AnyValue of a time-valued attribute of kind t.
+	var anyValue func(t timeKind, b []byte) error
+	anyValue = func(t timeKind, b []byte) error {
+		return walkFields(b, func(fc *easyproto.FieldContext, field []byte) error {
+			switch fc.FieldNum {
+			case fAnyInt:
+				if _, ok := fc.Int64(); ok && t == unixNanos {
+					add(siteVarint, field[1:], len(field)-1, 0) // the varint is the field's tail: its tag is one byte
+				}
+			case fAnyDouble:
+				if _, ok := fc.Double(); ok && t == unixNanos {
+					add(siteDouble, field[len(field)-8:], 0, 0)
+				}
+			case fAnyString:
+				// Text that is no instant (a Retry-After in seconds) stays as it is.
+				if v, ok := fc.String(); ok {
+					if _, isInstant := shiftText(t, v, int64(time.Second)); !isInstant {
+						return nil
+					}
+					if len(v) > math.MaxUint16 {
+						return errNoPlan
+					}
+					add(siteText, field[len(field)-len(v):], len(v), t)
+				}
+			case fAnyArray:
+				return nested(only(fArrayValues, nested(func(v []byte) error { return anyValue(t, v) })))(fc, field)
+			}
+			return nil
+		})
+	}
+	keyValue := func(b []byte) error {
+		var t timeKind
+		var value []byte
+		err := walkFields(b, func(fc *easyproto.FieldContext, _ []byte) error {
+			switch fc.FieldNum {
+			case fKeyValueKey:
+				if k, ok := fc.String(); ok {
+					t = timeAttrs[k]
+				}
+			case fKeyValueValue:
+				value, _ = fc.MessageData()
+			}
+			return nil
+		})
+		if err != nil || t == 0 || value == nil {
+			return err
+		}
+		return anyValue(t, value)
+	}
+	span := func(b []byte) error {
+		return walkFields(b, func(fc *easyproto.FieldContext, field []byte) error {
+			switch fc.FieldNum {
+			case fSpanTraceID:
+				return traceID(fc, field)
+			case fSpanStart, fSpanEnd:
+				return instant(fc, field)
+			case fSpanAttributes:
+				return nested(keyValue)(fc, field)
+			case fSpanEvents:
+				return nested(only(fEventTime, instant))(fc, field)
+			case fSpanLinks:
+				return nested(only(fLinkTraceID, traceID))(fc, field)
+			}
+			return nil
+		})
+	}
+	scopeSpans := only(fScopeSpansSpans, nested(span))
+	resourceSpans := only(fResourceSpansScope, nested(scopeSpans))
+	if only(fRequestResourceSpans, nested(resourceSpans))(pb) != nil {
 		return nil
 	}
 	return p
 }
+
+// fieldFunc is called with a field of a message and its bytes (tag included), which alias the
+// message.
+type fieldFunc = func(fc *easyproto.FieldContext, field []byte) error
+
+// walkFields calls f for each field of msg.
+func walkFields(msg []byte, f fieldFunc) error {
+	var fc easyproto.FieldContext
+	for src := msg; len(src) > 0; {
+		rest, err := fc.NextField(src)
+		if err != nil {
+			return err
+		}
+		if err := f(&fc, src[:len(src)-len(rest)]); err != nil {
+			return err
+		}
+		src = rest
+	}
+	return nil
+}
+
+// only walks a message calling f for its fields numbered num.
+func only(num uint32, f fieldFunc) func(msg []byte) error {
+	return func(msg []byte) error {
+		return walkFields(msg, func(fc *easyproto.FieldContext, field []byte) error {
+			if fc.FieldNum == num {
+				return f(fc, field)
+			}
+			return nil
+		})
+	}
+}
+
+// nested walks the message a field holds when it holds one (a wrong wire type is an unknown field
+// to protobuf: left alone).
+func nested(walk func(msg []byte) error) fieldFunc {
+	return func(fc *easyproto.FieldContext, _ []byte) error {
+		if b, ok := fc.MessageData(); ok {
+			return walk(b)
+		}
+		return nil
+	}
+}
+
+// OTLP field numbers the wire walk reads.
+const (
+	fRequestResourceSpans = 1
+	fResourceSpansScope   = 2
+	fScopeSpansSpans      = 2
+	fSpanTraceID          = 1
+	fSpanStart            = 7
+	fSpanEnd              = 8
+	fSpanAttributes       = 9
+	fSpanEvents           = 11
+	fSpanLinks            = 13
+	fEventTime            = 1
+	fLinkTraceID          = 1
+	fKeyValueKey          = 1
+	fKeyValueValue        = 2
+	fAnyString            = 1
+	fAnyInt               = 3
+	fAnyDouble            = 4
+	fAnyArray             = 5
+	fArrayValues          = 1
+)
 
 // jsonPatterns lead to the values a shift changes, in the layout tracefile.ProtoToJSON writes:
 // compact, ids in lowercase hex, 64-bit integers as decimal strings.
@@ -172,11 +297,9 @@ func (p plan) apply(body []byte, s Shift) ([]byte, bool) {
 			if int64(n) <= 0 {
 				continue
 			}
-			w := protowire.AppendVarint(num[:0], uint64(int64(n)+s.Delta))
-			if len(w) != len(b) {
+			if !replace(b, protowire.AppendVarint(num[:0], uint64(int64(n)+s.Delta))) {
 				return nil, false
 			}
-			copy(b, w)
 		case siteDouble:
 			b := out[at : at+8]
 			if f := math.Float64frombits(binary.LittleEndian.Uint64(b)); f > 0 {
@@ -184,14 +307,9 @@ func (p plan) apply(body []byte, s Shift) ([]byte, bool) {
 			}
 		case siteText:
 			b := out[at : at+int(st.n)]
-			w, ok := shiftText(st.time, string(b), s.Delta)
-			if !ok {
-				continue
-			}
-			if len(w) != len(b) {
+			if w, ok := shiftText(st.time, string(b), s.Delta); ok && !replace(b, []byte(w)) {
 				return nil, false
 			}
-			copy(b, w)
 		case siteHexTraceID:
 			v := out[at : at+32]
 			if _, err := hex.Decode(id[:], v); err != nil {
@@ -208,12 +326,19 @@ func (p plan) apply(body []byte, s Shift) ([]byte, bool) {
 			if t <= 0 {
 				continue
 			}
-			w := strconv.AppendInt(num[:0], t+s.Delta, 10)
-			if len(w) != len(v) {
+			if !replace(v, strconv.AppendInt(num[:0], t+s.Delta, 10)) {
 				return nil, false
 			}
-			copy(v, w)
 		}
 	}
 	return out, true
+}
+
+// replace overwrites b with w when w is as long; false when it is not, and b is left as it was.
+func replace(b, w []byte) bool {
+	if len(w) != len(b) {
+		return false
+	}
+	copy(b, w)
+	return true
 }

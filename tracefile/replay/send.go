@@ -82,8 +82,7 @@ func (c *counters) accepted(req *Request, res Result) {
 }
 
 // progress prints the counters every so often until stop is closed.
-func progress(w io.Writer, every time.Duration, c *counters, stop <-chan struct{}, done *sync.WaitGroup) {
-	defer done.Done()
+func progress(w io.Writer, every time.Duration, c *counters, stop <-chan struct{}) {
 	if w == nil {
 		return
 	}
@@ -102,63 +101,71 @@ func progress(w io.Writer, every time.Duration, c *counters, stop <-chan struct{
 	}
 }
 
-// openSenders opens one Sender per connection opt asks for; on an error it closes those already open.
-func openSenders(opt SendOptions) ([]*Sender, error) {
+// startWorkers opens one Sender per connection opt asks for (on an error, closing those already
+// open) and runs work with each in a goroutine of its own, beside the progress line, counting from
+// then in c. wait waits for the workers, stops the progress line and closes the senders.
+func startWorkers(opt SendOptions, c *counters, work func(*Sender)) (p Protocol, wait func(), err error) {
 	senders := make([]*Sender, 0, opt.connections())
+	closeAll := func() {
+		for _, s := range senders {
+			s.Close()
+		}
+	}
 	for range cap(senders) {
 		s, err := NewSender(opt.Target)
 		if err != nil {
-			closeSenders(senders)
-			return nil, err
+			closeAll()
+			return "", nil, err
 		}
 		senders = append(senders, s)
 	}
-	return senders, nil
-}
-
-func closeSenders(senders []*Sender) {
+	c.start = time.Now()
+	var wg sync.WaitGroup
+	stop, stopped := make(chan struct{}), make(chan struct{})
+	go func() {
+		progress(opt.Progress, opt.ProgressEvery, c, stop)
+		close(stopped)
+	}()
 	for _, s := range senders {
-		s.Close()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			work(s)
+		}()
 	}
+	return senders[0].Protocol(), func() {
+		wg.Wait()
+		close(stop)
+		<-stopped
+		closeAll()
+	}, nil
 }
 
 // Send plays p into the target: each record, when the player says it is due, is shifted, encoded for
 // the protocol and handed to one of opt.Connections workers. A request the collector refuses for
 // cause, or an unreachable collector, stops the replay with an error saying which.
 func Send(ctx context.Context, p *Player, opt SendOptions) (Stats, error) {
-	senders, err := openSenders(opt)
-	if err != nil {
-		return Stats{}, err
-	}
-	defer closeSenders(senders)
-	n := len(senders)
 	retries := opt.Retries
 	if retries <= 0 {
 		retries = 5
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	c := &counters{start: time.Now()}
-	work := make(chan *Request, n)
-	var wg, pw sync.WaitGroup
-	stop := make(chan struct{})
-	pw.Add(1)
-	go progress(opt.Progress, opt.ProgressEvery, c, stop, &pw)
-	for _, s := range senders {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for req := range work {
-				res, err := sendWithRetry(ctx, s, req, retries)
-				if err != nil {
-					cancel(err)
-					continue // drain
-				}
-				c.accepted(req, res)
+	c := &counters{}
+	work := make(chan *Request, opt.connections())
+	proto, wait, err := startWorkers(opt, c, func(s *Sender) {
+		for req := range work {
+			res, err := sendWithRetry(ctx, s, req, retries)
+			if err != nil {
+				cancel(err)
+				continue // drain
 			}
-		}()
+			c.accepted(req, res)
+		}
+	})
+	if err != nil {
+		return Stats{}, err
 	}
-	proto := senders[0].Protocol()
 	p.opt.Read.Raw = true
 	runErr := p.Run(ctx, func(ctx context.Context, it *Item) error {
 		raw, err := it.ShiftedRaw()
@@ -177,9 +184,7 @@ func Send(ctx context.Context, p *Player, opt SendOptions) (Stats, error) {
 		}
 	})
 	close(work)
-	wg.Wait()
-	close(stop)
-	pw.Wait()
+	wait()
 	st := c.snapshot()
 	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
 		return st, cause
@@ -283,16 +288,9 @@ func (req *Request) forPass(rel Shift) (*Request, error) {
 	if pb == nil {
 		pb = req.Body
 	}
-	var raw []byte
-	ok := false
-	if req.pbPlan != nil {
-		raw, ok = req.pbPlan.apply(pb, rel)
-	}
-	if !ok {
-		var err error
-		if raw, err = rel.Request(pb); err != nil {
-			return nil, err
-		}
+	raw, err := rel.request(pb, req.pbPlan)
+	if err != nil {
+		return nil, err
 	}
 	if req.pb == nil {
 		return &Request{Body: raw, Spans: req.Spans}, nil
@@ -314,11 +312,6 @@ func Blast(ctx context.Context, reqs []*Request, opt SendOptions) (Stats, error)
 	if len(reqs) == 0 {
 		return Stats{}, ErrNoRecords
 	}
-	senders, err := openSenders(opt)
-	if err != nil {
-		return Stats{}, err
-	}
-	defer closeSenders(senders)
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	if opt.Duration > 0 {
@@ -326,7 +319,7 @@ func Blast(ctx context.Context, reqs []*Request, opt SendOptions) (Stats, error)
 		ctx, stopTimer = context.WithTimeout(ctx, opt.Duration)
 		defer stopTimer()
 	}
-	c := &counters{start: time.Now()}
+	c := &counters{}
 	n := int64(len(reqs))
 	limit := n
 	switch {
@@ -353,53 +346,46 @@ func Blast(ctx context.Context, reqs []*Request, opt SendOptions) (Stats, error)
 		}
 		return i, cur, true
 	}
-	var wg, pw sync.WaitGroup
-	stop := make(chan struct{})
-	pw.Add(1)
-	go progress(opt.Progress, opt.ProgressEvery, c, stop, &pw)
-	for _, s := range senders {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for ctx.Err() == nil {
-				i, rel, ok := take()
-				if !ok {
-					return
-				}
-				req := reqs[i%n]
-				if !rel.IsZero() {
-					var err error
-					if req, err = req.forPass(rel); err != nil {
-						cancel(err)
-						return
-					}
-				}
-				res, err := s.Send(ctx, req)
-				if err == nil {
-					c.accepted(req, res)
-					continue
-				}
-				if ctx.Err() != nil {
-					return // the duration ended mid-request
-				}
-				var ee *ExportError
-				if errors.As(err, &ee) && ee.Retryable && !ee.Unreachable {
-					c.refused.Add(1)
-					// Give an overloaded collector a moment rather than spinning on refusals.
-					select {
-					case <-ctx.Done():
-					case <-time.After(min(max(ee.RetryAfter, 10*time.Millisecond), 100*time.Millisecond)):
-					}
-					continue
-				}
-				cancel(err)
+	_, wait, err := startWorkers(opt, c, func(s *Sender) {
+		for ctx.Err() == nil {
+			i, rel, ok := take()
+			if !ok {
 				return
 			}
-		}()
+			req := reqs[i%n]
+			if !rel.IsZero() {
+				var err error
+				if req, err = req.forPass(rel); err != nil {
+					cancel(err)
+					return
+				}
+			}
+			res, err := s.Send(ctx, req)
+			if err == nil {
+				c.accepted(req, res)
+				continue
+			}
+			if ctx.Err() != nil {
+				return // the duration ended mid-request
+			}
+			var ee *ExportError
+			if errors.As(err, &ee) && ee.Retryable && !ee.Unreachable {
+				c.refused.Add(1)
+				// Give an overloaded collector a moment rather than spinning on refusals.
+				select {
+				case <-ctx.Done():
+				case <-time.After(min(max(ee.RetryAfter, 10*time.Millisecond), 100*time.Millisecond)):
+				}
+				continue
+			}
+			cancel(err)
+			return
+		}
+	})
+	if err != nil {
+		return Stats{}, err
 	}
-	wg.Wait()
-	close(stop)
-	pw.Wait()
+	wait()
 	st := c.snapshot()
 	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) && !errors.Is(cause, context.DeadlineExceeded) {
 		return st, cause

@@ -345,12 +345,17 @@ func (s *Sender) sendGRPC(ctx context.Context, req *Request) (Result, error) {
 		}
 		return Result{}, e
 	}
-	return parseResponse(out)
+	return parseResponse(out, false)
 }
 
-func parseResponse(body []byte) (Result, error) {
+// parseResponse reads an export response, protobuf or (asJSON) OTLP/JSON.
+func parseResponse(body []byte, asJSON bool) (Result, error) {
 	resp := &coltracepb.ExportTraceServiceResponse{}
-	if err := proto.Unmarshal(body, resp); err != nil {
+	unmarshal := proto.Unmarshal
+	if asJSON {
+		unmarshal = protojson.Unmarshal
+	}
+	if err := unmarshal(body, resp); err != nil {
 		return Result{}, fmt.Errorf("decode export response: %w", err)
 	}
 	ps := resp.GetPartialSuccess()
@@ -396,20 +401,9 @@ func (s *Sender) sendHTTP(ctx context.Context, req *Request) (Result, error) {
 		}
 		return Result{}, e
 	}
-	if len(body) == 0 {
-		return Result{}, nil
-	}
-	// An answer we cannot read is still a 200: the spans were taken.
-	resp200 := &coltracepb.ExportTraceServiceResponse{}
-	if strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
-		if protojson.Unmarshal(body, resp200) != nil {
-			return Result{}, nil
-		}
-	} else if proto.Unmarshal(body, resp200) != nil {
-		return Result{}, nil
-	}
-	ps := resp200.GetPartialSuccess()
-	return Result{Rejected: ps.GetRejectedSpans(), Message: ps.GetErrorMessage()}, nil
+	// An answer we cannot read (or none) is still a 200: the spans were taken.
+	res, _ := parseResponse(body, strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json"))
+	return res, nil
 }
 
 // httpMessage extracts the explanation from an OTLP error body (a google.rpc.Status, in the

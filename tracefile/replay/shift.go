@@ -12,7 +12,6 @@ import (
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/VictoriaMetrics/easyproto"
 	"github.com/stormwatch/stormwatch/spans"
 )
 
@@ -56,20 +55,11 @@ func recordTime(b *spans.Batch) int64 {
 
 // traceID applies the salt to a 16-byte trace id in place.
 func (s Shift) traceID(id []byte) {
-	if s.Salt == 0 || len(id) != 16 || isZero(id) {
+	if s.Salt == 0 || len(id) != 16 || [16]byte(id) == [16]byte{} {
 		return
 	}
 	v := binary.BigEndian.Uint64(id[8:]) ^ s.Salt
 	binary.BigEndian.PutUint64(id[8:], v)
-}
-
-func isZero(b []byte) bool {
-	for _, c := range b {
-		if c != 0 {
-			return false
-		}
-	}
-	return true
 }
 
 // instant moves a time of the OTLP wire; 0 means "not set" and stays 0.
@@ -225,194 +215,22 @@ func rfc3339Like(v string) string {
 // whose new value is as long as the old (a Unix-nanosecond varint is 9 bytes from 1972 to 2262).
 // The generated types are the fallback for anything else: input the wire walk cannot read, a value
 // that changes length.
-func (s Shift) Request(raw []byte) ([]byte, error) {
+func (s Shift) Request(raw []byte) ([]byte, error) { return s.request(raw, nil) }
+
+// request is Request with raw's plan when it was made already (Blast's later passes).
+func (s Shift) request(raw []byte, p plan) ([]byte, error) {
 	if s.IsZero() {
 		return append([]byte(nil), raw...), nil
 	}
-	if p := planProto(raw); p != nil {
+	if p == nil {
+		p = planProto(raw)
+	}
+	if p != nil {
 		if out, ok := p.apply(raw, s); ok {
 			return out, nil
 		}
 	}
 	return s.generated(raw)
-}
-
-// walkFields calls f for each field of msg with the field's bytes (tag included), which alias msg.
-func walkFields(msg []byte, f func(fc *easyproto.FieldContext, field []byte) error) error {
-	var fc easyproto.FieldContext
-	for src := msg; len(src) > 0; {
-		rest, err := fc.NextField(src)
-		if err != nil {
-			return err
-		}
-		if err := f(&fc, src[:len(src)-len(rest)]); err != nil {
-			return err
-		}
-		src = rest
-	}
-	return nil
-}
-
-// nested calls walk on the message in field fc when it is one (a wrong wire type is an unknown
-// field to protobuf: left alone).
-func nested(fc *easyproto.FieldContext, walk func([]byte) error) error {
-	if b, ok := fc.MessageData(); ok {
-		return walk(b)
-	}
-	return nil
-}
-
-// OTLP field numbers the wire walk reads.
-const (
-	fRequestResourceSpans = 1
-	fResourceSpansScope   = 2
-	fScopeSpansSpans      = 2
-	fSpanTraceID          = 1
-	fSpanStart            = 7
-	fSpanEnd              = 8
-	fSpanAttributes       = 9
-	fSpanEvents           = 11
-	fSpanLinks            = 13
-	fEventTime            = 1
-	fLinkTraceID          = 1
-	fKeyValueKey          = 1
-	fKeyValueValue        = 2
-	fAnyString            = 1
-	fAnyInt               = 3
-	fAnyDouble            = 4
-	fAnyArray             = 5
-	fArrayValues          = 1
-)
-
-// wireValue is what walkInstants found: a trace id, a span or event time, or the value of a
-// time-valued attribute in one of the AnyValue's forms.
-type wireValue uint8
-
-const (
-	wireTraceID wireValue = iota + 1 // the id's 16 bytes
-	wireTime                         // a fixed64's 8 bytes, little-endian
-	wireInt                          // a varint's bytes
-	wireDouble                       // a double's 8 bytes
-	wireString                       // a string's bytes
-)
-
-// walkInstants calls visit with every place of an export request a Shift changes: b aliases req. kind is the attribute's, for the attribute values.
-func walkInstants(req []byte, visit func(v wireValue, kind timeKind, b []byte) error) error {
-	// anyValue visits the instant in an AnyValue of the given kind.
-	var anyValue func(kind timeKind, b []byte) error
-	anyValue = func(kind timeKind, b []byte) error {
-		return walkFields(b, func(fc *easyproto.FieldContext, field []byte) error {
-			switch fc.FieldNum {
-			case fAnyInt:
-				if _, ok := fc.Int64(); ok {
-					// The varint is the field's tail: its tag is one byte.
-					return visit(wireInt, kind, field[1:])
-				}
-			case fAnyDouble:
-				if _, ok := fc.Double(); ok {
-					return visit(wireDouble, kind, field[len(field)-8:])
-				}
-			case fAnyString:
-				if v, ok := fc.String(); ok {
-					return visit(wireString, kind, field[len(field)-len(v):])
-				}
-			case fAnyArray:
-				return nested(fc, func(arr []byte) error {
-					return walkFields(arr, func(fc *easyproto.FieldContext, _ []byte) error {
-						if fc.FieldNum == fArrayValues {
-							return nested(fc, func(v []byte) error { return anyValue(kind, v) })
-						}
-						return nil
-					})
-				})
-			}
-			return nil
-		})
-	}
-	keyValue := func(b []byte) error {
-		var kind timeKind
-		var value []byte
-		err := walkFields(b, func(fc *easyproto.FieldContext, _ []byte) error {
-			switch fc.FieldNum {
-			case fKeyValueKey:
-				if k, ok := fc.String(); ok {
-					kind = timeAttrs[k]
-				}
-			case fKeyValueValue:
-				value, _ = fc.MessageData()
-			}
-			return nil
-		})
-		if err != nil || kind == 0 || value == nil {
-			return err
-		}
-		return anyValue(kind, value)
-	}
-	traceID := func(fc *easyproto.FieldContext) error {
-		if id, ok := fc.Bytes(); ok && len(id) == 16 {
-			return visit(wireTraceID, 0, id)
-		}
-		return nil
-	}
-	instant := func(fc *easyproto.FieldContext, field []byte) error {
-		if _, ok := fc.Fixed64(); ok {
-			return visit(wireTime, 0, field[len(field)-8:])
-		}
-		return nil
-	}
-	span := func(b []byte) error {
-		return walkFields(b, func(fc *easyproto.FieldContext, field []byte) error {
-			switch fc.FieldNum {
-			case fSpanTraceID:
-				return traceID(fc)
-			case fSpanStart, fSpanEnd:
-				return instant(fc, field)
-			case fSpanAttributes:
-				return nested(fc, keyValue)
-			case fSpanEvents:
-				return nested(fc, func(e []byte) error {
-					return walkFields(e, func(fc *easyproto.FieldContext, field []byte) error {
-						if fc.FieldNum == fEventTime {
-							return instant(fc, field)
-						}
-						return nil
-					})
-				})
-			case fSpanLinks:
-				return nested(fc, func(l []byte) error {
-					return walkFields(l, func(fc *easyproto.FieldContext, _ []byte) error {
-						if fc.FieldNum == fLinkTraceID {
-							return traceID(fc)
-						}
-						return nil
-					})
-				})
-			}
-			return nil
-		})
-	}
-	scopeSpans := func(b []byte) error {
-		return walkFields(b, func(fc *easyproto.FieldContext, _ []byte) error {
-			if fc.FieldNum == fScopeSpansSpans {
-				return nested(fc, span)
-			}
-			return nil
-		})
-	}
-	resourceSpans := func(b []byte) error {
-		return walkFields(b, func(fc *easyproto.FieldContext, _ []byte) error {
-			if fc.FieldNum == fResourceSpansScope {
-				return nested(fc, scopeSpans)
-			}
-			return nil
-		})
-	}
-	return walkFields(req, func(fc *easyproto.FieldContext, _ []byte) error {
-		if fc.FieldNum == fRequestResourceSpans {
-			return nested(fc, resourceSpans)
-		}
-		return nil
-	})
 }
 
 // generated is Request through the generated types.
