@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/stormwatch/stormwatch/analyzer"
 	"github.com/stormwatch/stormwatch/analyzer/engine"
@@ -29,7 +30,10 @@ type analyzeOptions struct {
 	whatIf   string
 	progress bool
 	maxSpans int
-	settle   time.Duration
+	// maxWindowOps is --max-window-ops: the operations the cross-trace detectors judge at once
+	// (engine.Config.MaxWindowOps; 0 a quarter of --max-spans, negative none).
+	maxWindowOps int
+	settle       time.Duration
 	// maxRecord bounds one record read from a file, as in replay.
 	maxRecord int
 	// allowEmpty accepts a file without a span: by default it is an error, since a CI gate must
@@ -84,6 +88,7 @@ trace file, or that holds no span (unless --allow-empty).`,
 	o.jaeger.register(f, 100)
 	f.DurationVar(&o.since, "since", 15*time.Minute, "with --jaeger: read the traces of the last `DURATION`")
 	f.IntVar(&o.maxSpans, "max-spans", engine.DefaultMaxSpans, "spans held at once; beyond it the least recently updated traces are analyzed early and released (negative: no bound)")
+	registerWindowOps(f, &o.maxWindowOps)
 	// cobra reports flag errors as plain errors; they are usage errors: exit 2.
 	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return withExitCode(2, err) })
 	return cmd
@@ -121,7 +126,6 @@ func runAnalyze(ctx context.Context, io streams, o analyzeOptions, files []strin
 		ctx = context.Background()
 	}
 	cfg := o.engineConfig()
-	limitMemory()
 	var pol *policy.Policy
 	if o.policy != "" {
 		p, err := policy.Load(o.policy, cfg.Detectors)
@@ -138,6 +142,7 @@ func runAnalyze(ctx context.Context, io streams, o analyzeOptions, files []strin
 	if len(changes) > 0 {
 		cfg.ForgetAfter = 0 // the prediction replays every operation at the end
 	}
+	limitMemory(cfg)
 	a := engine.New(cfg)
 	prog := newProgress(io.err, o.progress)
 	var inputNotes []string
@@ -247,14 +252,52 @@ func readInto(ctx context.Context, a *engine.Engine, file string, io streams, o 
 
 var errEOF = io.EOF
 
-// limitMemory gives the garbage collector a soft limit below 1 GiB unless the user set GOGC or
-// GOMEMLIMIT: held spans are most of the heap, and the default (collect at twice the live heap)
-// would double the peak for nothing.
-func limitMemory() {
+// defaultWindowOps is --max-window-ops' default: the cross-trace detectors judge a recording of
+// up to this many operations at once, a larger one in chunks of this many. A chunk is held as
+// operation values, about 470 bytes each, and is what analyze's peak memory follows: with this
+// bound a recording of any length peaks at about 250 MiB (docs/performance.md, "analyze against
+// pdata"), where a quarter of --max-spans (500,000) peaked at 550-800 MiB.
+const defaultWindowOps = 100_000
+
+// registerWindowOps adds --max-window-ops, which analyze and diff share.
+func registerWindowOps(f *pflag.FlagSet, ops *int) {
+	f.IntVar(ops, "max-window-ops", defaultWindowOps, "operations the cross-trace detectors judge at once; a recording with more is judged in chunks of this many, one after another (the report notes it); memory follows it, about 1 KiB an operation; 0: a quarter of --max-spans; negative: the whole recording at once")
+}
+
+// The soft memory limit of analyze and diff (see limitMemory): what a bounded analysis holds
+// besides its window - the spans of the last --settle (about 75 MiB for a recording of 10,000
+// spans a second), the analyzed traces remembered for another --settle, the window's entries,
+// the interned names - and, per operation of the window's bound, its value (about 470 bytes) and
+// as much again of room for the garbage collector. memoryCeiling caps it, and is the limit of an
+// analysis that holds what grows with the input (--settle 0, a --what-if prediction, no bound on
+// the window).
+const (
+	heldBesidesWindow = 140 << 20
+	memoryPerWindowOp = 1 << 10
+	memoryCeiling     = 900 << 20
+)
+
+// limitMemory gives the garbage collector a soft limit sized from what the analysis cfg holds at
+// its peak, unless the user set GOGC or GOMEMLIMIT. Held memory is most of the heap, and the
+// default (collect once the heap has doubled) would double the peak for nothing: at a million
+// realistic spans the heap peaked at 280 MB live and the process at 540 MiB. Sized from the
+// window's bound, the limit is reached only where the live heap nears it: a recording at a
+// higher rate than the constants assume (more spans settling at once) makes the collector run
+// more often, never fail.
+func limitMemory(cfg engine.Config) {
 	if os.Getenv("GOMEMLIMIT") != "" || os.Getenv("GOGC") != "" {
 		return
 	}
-	debug.SetMemoryLimit(900 << 20)
+	debug.SetMemoryLimit(softMemoryLimit(cfg))
+}
+
+// softMemoryLimit is limitMemory's limit for cfg.
+func softMemoryLimit(cfg engine.Config) int64 {
+	ops := cfg.WindowOps()
+	if !cfg.ReleaseSpans || cfg.ForgetAfter <= 0 || ops < 0 {
+		return memoryCeiling // what is held grows with the input
+	}
+	return min(memoryCeiling, heldBesidesWindow+int64(ops)*memoryPerWindowOp)
 }
 
 // progress reports spans read on stderr, at most once a second, when asked or when stderr is a
@@ -304,8 +347,8 @@ func (o analyzeOptions) engineConfig() engine.Config {
 	return engine.Config{MaxSpans: o.maxSpans, Detectors: suite.Default(), Settle: o.settle,
 		ReleaseSpans: o.settle > 0, ForgetAfter: o.settle,
 		// The windowed detectors judge every operation once: in Flush, or in chunks as the
-		// window reaches its bound (a quarter of --max-spans).
-		WindowInterval: -1,
+		// window reaches its bound (--max-window-ops).
+		WindowInterval: -1, MaxWindowOps: o.maxWindowOps,
 		// An audit lists every finding.
 		MaxFindings: -1}
 }
