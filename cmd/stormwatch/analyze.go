@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"runtime/debug"
+	"runtime/metrics"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -42,6 +43,8 @@ type analyzeOptions struct {
 	// jaeger and since select traces from a Jaeger instead of files.
 	jaeger jaegerFlags
 	since  time.Duration
+	// mem raises the soft memory limit as the input asks (limitMemory); nil does nothing.
+	mem *memoryGuard
 }
 
 func newAnalyzeCmd(io streams) *cobra.Command {
@@ -142,7 +145,7 @@ func runAnalyze(ctx context.Context, io streams, o analyzeOptions, files []strin
 	if len(changes) > 0 {
 		cfg.ForgetAfter = 0 // the prediction replays every operation at the end
 	}
-	limitMemory(cfg)
+	o.mem = limitMemory(cfg)
 	a := engine.New(cfg)
 	prog := newProgress(io.err, o.progress)
 	var inputNotes []string
@@ -209,6 +212,7 @@ func readInto(ctx context.Context, a *engine.Engine, file string, io streams, o 
 			return nil, err
 		}
 		records++
+		o.mem.check()
 		nspans += len(rec.Batch.Spans)
 		prog.add(file, len(rec.Batch.Spans))
 		end := int64(0)
@@ -278,17 +282,59 @@ const (
 )
 
 // limitMemory gives the garbage collector a soft limit sized from what the analysis cfg holds at
-// its peak, unless the user set GOGC or GOMEMLIMIT. Held memory is most of the heap, and the
-// default (collect once the heap has doubled) would double the peak for nothing: at a million
-// realistic spans the heap peaked at 280 MB live and the process at 540 MiB. Sized from the
-// window's bound, the limit is reached only where the live heap nears it: a recording at a
-// higher rate than the constants assume (more spans settling at once) makes the collector run
-// more often, never fail.
-func limitMemory(cfg engine.Config) {
+// its peak, unless the user set GOGC or GOMEMLIMIT (then it returns nil: a nil guard does
+// nothing). Held memory is most of the heap, and the default (collect once the heap has doubled)
+// would double the peak for nothing: at a million realistic spans the heap peaked at 280 MB live
+// and the process at 527 MiB. The guard it returns raises the limit when a recording holds more
+// than the sizing assumes (see memoryGuard); the readers call its check once per record.
+func limitMemory(cfg engine.Config) *memoryGuard {
 	if os.Getenv("GOMEMLIMIT") != "" || os.Getenv("GOGC") != "" {
+		return nil
+	}
+	g := &memoryGuard{limit: softMemoryLimit(cfg)}
+	g.sample[0].Name = liveHeapMetric
+	debug.SetMemoryLimit(g.limit)
+	return g
+}
+
+// liveHeapMetric is the heap the last garbage collection found live (runtime/metrics).
+const liveHeapMetric = "/gc/heap/live:bytes"
+
+// guardEvery is how many records a memoryGuard lets pass between two readings of the live heap:
+// 16 lines of a Collector recording are about 8,000 spans, a reading a few microseconds.
+const guardEvery = 16
+
+// memoryGuard keeps the soft memory limit half as much again above the live heap, up to
+// memoryCeiling. The limit is sized for traffic of about 10,000 spans a recorded second; a
+// recording at several times that rate holds several times the spans settling at once, and
+// under a limit at or below its live heap the garbage collector would run back to back (the
+// runtime lets it take up to half the CPU): raised, it runs as it would with GOGC=50. The limit
+// is only ever raised; on realistic traffic it stays where it was sized (the live heap peaks
+// at about 160 MB under a 238 MiB limit).
+type memoryGuard struct {
+	limit  int64
+	reads  int
+	sample [1]metrics.Sample
+}
+
+// check reads the live heap every guardEvery calls and raises the limit when it is less than half
+// as much again above it.
+func (g *memoryGuard) check() {
+	if g == nil {
 		return
 	}
-	debug.SetMemoryLimit(softMemoryLimit(cfg))
+	if g.reads++; g.reads%guardEvery != 0 {
+		return
+	}
+	metrics.Read(g.sample[:])
+	if g.sample[0].Value.Kind() != metrics.KindUint64 {
+		return
+	}
+	live := int64(g.sample[0].Value.Uint64())
+	if want := min(memoryCeiling, live+live/2); want > g.limit {
+		g.limit = want
+		debug.SetMemoryLimit(want)
+	}
 }
 
 // softMemoryLimit is limitMemory's limit for cfg.

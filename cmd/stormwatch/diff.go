@@ -143,7 +143,7 @@ func runDiff(ctx context.Context, io streams, o diffOptions, args []string) erro
 	if len(changes) > 0 {
 		limits.ForgetAfter = 0
 	}
-	limitMemory(limits)
+	o.mem = limitMemory(limits)
 	in := diff.Input{}
 	var pred *whatif.Prediction
 	if in.Before, in.BeforeLabel, pred, err = diffSide(ctx, io, o, pol, before, beforeWin, changes); err != nil {
@@ -457,6 +457,7 @@ func readWindow(ctx context.Context, a *engine.Engine, file string, io streams, 
 			return nil
 		}
 		kept += len(ss)
+		o.mem.check()
 		end := int64(0)
 		for i := range ss {
 			// As in readInto: a span stamped in the future must not move the recording's clock.
