@@ -259,8 +259,8 @@ var errEOF = io.EOF
 // defaultWindowOps is --max-window-ops' default: the cross-trace detectors judge a recording of
 // up to this many operations at once, a larger one in chunks of this many. A chunk is held as
 // operation values, about 470 bytes each, and is what analyze's peak memory follows: with this
-// bound a recording of any length peaks at about 250 MiB (docs/performance.md, "analyze against
-// pdata"), where a quarter of --max-spans (500,000) peaked at 550-800 MiB.
+// bound a recording of any length peaks at about 250 MiB (docs/performance.md, "Peak memory"),
+// where a quarter of --max-spans (500,000) peaked at 530-780 MiB.
 const defaultWindowOps = 100_000
 
 // registerWindowOps adds --max-window-ops, which analyze and diff share.
@@ -340,10 +340,10 @@ func (g *memoryGuard) check() {
 // softMemoryLimit is limitMemory's limit for cfg.
 func softMemoryLimit(cfg engine.Config) int64 {
 	ops := cfg.WindowOps()
-	if !cfg.ReleaseSpans || cfg.ForgetAfter <= 0 || ops < 0 {
-		return memoryCeiling // what is held grows with the input
+	if !cfg.ReleaseSpans || cfg.ForgetAfter <= 0 || ops < 0 || ops >= (memoryCeiling-heldBesidesWindow)/memoryPerWindowOp {
+		return memoryCeiling // what is held grows with the input, or the bound is as large
 	}
-	return min(memoryCeiling, heldBesidesWindow+int64(ops)*memoryPerWindowOp)
+	return heldBesidesWindow + int64(ops)*memoryPerWindowOp
 }
 
 // progress reports spans read on stderr, at most once a second, when asked or when stderr is a

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"math"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -299,7 +300,10 @@ func TestAnalyzeMemoryLimitFollowsWindow(t *testing.T) {
 	holdAll.settle = 0
 	unbounded := o
 	unbounded.maxWindowOps = -1
-	for name, cfg := range map[string]engine.Config{"what-if": whatIf, "--settle 0": holdAll.engineConfig(), "--max-window-ops -1": unbounded.engineConfig()} {
+	huge := o
+	huge.maxWindowOps = math.MaxInt // no overflow into a negative limit
+	for name, cfg := range map[string]engine.Config{"what-if": whatIf, "--settle 0": holdAll.engineConfig(),
+		"--max-window-ops -1": unbounded.engineConfig(), "--max-window-ops MaxInt": huge.engineConfig()} {
 		if got := softMemoryLimit(cfg); got != memoryCeiling {
 			t.Errorf("%s: limit %d MiB, want the ceiling %d MiB", name, got>>20, memoryCeiling>>20)
 		}
