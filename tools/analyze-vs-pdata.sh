@@ -5,8 +5,8 @@
 # pdata, analyze). Builds the cmd/stormwatch test binary once, runs 100k and 1M spans COUNT times
 # (and 10M spans once when TEN_M=1), and prints per size the medians over iterations - analyze's
 # CPU over pdata's (the goal: 1.0 or less), CPU-ns per span of each arm, how per-span cost grows
-# from 100k spans (the goal: within 1.2x) - and the highest peak RSS of each arm (the goal: under
-# 1 GiB at 10M spans).
+# from 100k spans (the goal: within 1.2x) - and the highest peak RSS of each arm (the goal: at
+# most 256 MiB whatever the size).
 #
 # Environment (defaults in brackets):
 #   COUNT    iterations of 100k and 1M; each gives one ratio [3]

@@ -58,8 +58,11 @@ type Config struct {
 	// 0 means DefaultMaxFindings; negative means no bound.
 	MaxFindings int
 	// MaxWindowOps bounds the operations the windowed detectors' window holds (see window):
-	// over it the earliest analyzed traces' operations leave it, counted in the report's notes.
-	// 0 means a quarter of MaxSpans (with its default), about the operations a full store holds,
+	// over it, live, the earliest analyzed traces' operations leave it; offline (WindowInterval
+	// negative) the window is judged in chunks of at most this many; either is noted in the
+	// report. Offline, a chunk is held as Operation values (about 470 bytes each with their
+	// attempts) when it is judged: the bound is what an offline analyzer's peak memory follows
+	// (`stormwatch analyze` sets it: --max-window-ops). 0 means a quarter of MaxSpans (with its default), about the operations a full store holds,
 	// and no bound when MaxSpans is negative; negative means no bound.
 	MaxWindowOps int
 	// Detectors run on every analyzed trace (ScopeTrace) or over the window of operations
@@ -75,7 +78,9 @@ type Config struct {
 	// Settle + ForgetAfter past its last span: it is no longer held, not even its operations
 	// (its counts and findings stay in the report, and the windowed detectors judge its
 	// operations as if it were held), and spans arriving for it later are analyzed as a trace of
-	// their own. The report notes how many were forgotten. Without it, released traces are held
+	// their own. The report notes how many were forgotten. A released trace that will be
+	// forgotten keeps no operations, only their count and its findings: the window holds them
+	// until it has judged them, and Snapshot.Operations lists none of them. Without it, released traces are held
 	// to the end, which grows with the input. 0 means never: for a caller that reads every
 	// operation at the end (Snapshot.Operations, as `stormwatch analyze --what-if` does).
 	ForgetAfter time.Duration
@@ -141,6 +146,11 @@ func (c *Config) windowGap(d time.Duration) time.Duration {
 // its heap does not only grow; packed, it was neither cheaper nor dearer on 1M and 3M realistic
 // spans, within the machine's noise, and held more at its peak, where a chunk is read back.)
 func (c *Config) holdsOperationsPacked() bool { return c.WindowInterval >= 0 }
+
+// WindowOps is the bound on the windowed detectors' window that the engine applies: MaxWindowOps
+// with its default (a quarter of MaxSpans); negative for none. An offline caller sizes its memory
+// from it: judged in chunks, the window is most of what an offline analyzer holds at its peak.
+func (c *Config) WindowOps() int { return c.maxWindowOps() }
 
 // maxWindowOps is MaxWindowOps with its default (see there); negative for none.
 func (c *Config) maxWindowOps() int {

@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -102,4 +103,58 @@ func findingLines(t *testing.T, fs []analyzer.Finding) []string {
 		ds = append(ds, &analyzer.Detector{Name: f.Detector, Scope: analyzer.ScopeWindow})
 	}
 	return windowFindings(t, ds, fs)
+}
+
+// A released trace that is to be forgotten keeps no operations: the window holds them until it
+// has judged them, and nothing of the report reads them after. Remembered to the end
+// (ForgetAfter 0, which keeps them) or for longer than the recording lasts (an hour, which does
+// not), the reports are the same, with late fragments of released traces and a window judged in
+// chunks among them.
+func TestForgettingKeepsNoOperationsAndChangesNoAnswer(t *testing.T) {
+	clone := workloadBatches(60_000) // about 5.5 s of recorded traffic
+	run := func(forget time.Duration) analyzer.Report {
+		a := engine.New(engine.Config{Detectors: suite.Default(), Settle: time.Second, ReleaseSpans: true,
+			ForgetAfter: forget, WindowInterval: -1, MaxWindowOps: 2_000, MaxFindings: -1})
+		feed := func(ss []spans.Span, now int64) {
+			a.Settle(time.Unix(0, now))
+			if err := a.ConsumeBatch(context.Background(), &spans.Batch{Spans: ss}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var now int64
+		var held []spans.Span // the last span of every eighth batch, sent 3 s of recording later
+		for i, b := range clone() {
+			for k := range b.Spans {
+				now = max(now, b.Spans[k].EndUnixNano)
+			}
+			if i%8 == 0 {
+				held = append(held, b.Spans[len(b.Spans)-1])
+				b.Spans = b.Spans[:len(b.Spans)-1]
+			}
+			var due []spans.Span
+			held = slices.DeleteFunc(held, func(s spans.Span) bool {
+				if s.EndUnixNano+int64(3*time.Second) <= now {
+					due = append(due, s)
+					return true
+				}
+				return false
+			})
+			if len(due) > 0 {
+				feed(due, now)
+			}
+			feed(b.Spans, now)
+		}
+		feed(held, now)
+		a.Flush()
+		return a.Report()
+	}
+	kept, dropped := run(0), run(time.Hour)
+	if !slices.ContainsFunc(dropped.Notes, func(n string) bool { return strings.Contains(n, "after they had been analyzed and released") }) ||
+		!slices.ContainsFunc(dropped.Notes, func(n string) bool { return strings.Contains(n, "chunks of at most 2000 operations") }) {
+		t.Fatalf("no late fragments or no chunks to exercise: %q", dropped.Notes)
+	}
+	if !reflect.DeepEqual(kept, dropped) {
+		t.Errorf("the report changed when released traces keep no operations:\n%+v\n%q\n---\n%+v\n%q",
+			kept.Input, kept.Notes, dropped.Input, dropped.Notes)
+	}
 }

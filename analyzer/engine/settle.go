@@ -55,7 +55,7 @@ func (a *Engine) Settle(now time.Time) {
 // Config.ForgetAfter). The held list is in the order of last arrival, so the walk stops at the
 // first trace that arrived after it; the traces it passes over are being analyzed again.
 func (a *Engine) forget(horizon int64) {
-	if !a.cfg.ReleaseSpans || a.cfg.ForgetAfter <= 0 {
+	if !a.forgets() {
 		return
 	}
 	for t := a.held.front(); t != nil && t.lastSeen <= horizon; {
@@ -282,16 +282,31 @@ func (a *Engine) publish(j *job) {
 	a.version++
 }
 
-// release drops an analyzed trace's spans and index; its operations and findings stay (for the
-// windowed detectors and the report). Spans not analyzed yet stay, for the next analysis.
+// release drops an analyzed trace's spans and index; its findings and operation count stay (for
+// the report), and its operations too unless the trace is to be forgotten (Config.ForgetAfter).
+// Spans not analyzed yet stay, for the next analysis.
+//
+// A trace to be forgotten keeps no operations: the windowed detectors' window holds its own
+// reference to them until it judges them, and nothing else reads them (a late fragment is
+// analyzed on its own, and Snapshot.Operations is for a caller that forgets nothing). Kept, they
+// were the largest part of `stormwatch analyze`'s heap: every operation of the last --settle of
+// the recording as values, about 470 bytes each, long after the window had judged them.
 func (a *Engine) release(t *traceState) {
 	n := t.held
 	a.spansHeld -= n
 	a.releasedSpans += n
 	a.packedBytes -= len(t.packed)
 	t.packed, t.held, t.resSpans, t.meta = nil, 0, 0, nil
-	t.res = &traceResult{ops: t.res.ops, packedOps: t.res.packedOps, nOps: t.res.nOps, findings: t.res.findings, released: true}
+	r := &traceResult{nOps: t.res.nOps, findings: t.res.findings, released: true}
+	if !a.forgets() {
+		r.ops, r.packedOps = t.res.ops, t.res.packedOps
+	}
+	t.res = r
 }
+
+// forgets says whether released traces are forgotten (Config.ForgetAfter), and so keep no
+// operations (see release).
+func (a *Engine) forgets() bool { return a.cfg.ReleaseSpans && a.cfg.ForgetAfter > 0 }
 
 // publishLate accounts spans that arrived after their trace was analyzed and released: analyzed
 // on their own, as a fragment, since the rest of the trace is gone. Counted and noted in the report.
@@ -304,6 +319,8 @@ func (a *Engine) publishLate(t *traceState, res *traceResult, meta *heldTrace, n
 	switch {
 	case evicted:
 		// Dropped right after (see evict): its operations are not joined, read back or kept.
+	case a.forgets():
+		// Released traces keep no operations (see release): the fragment's are the window's.
 	case t.res.ops == nil && res.ops == nil:
 		// Both packed: the fragment's operations follow as a frame of their own.
 		late.packedOps = append(slices.Clip(t.res.packedOps), res.packedOps...)

@@ -231,9 +231,9 @@ func median(v []float64) float64 {
 // arm (gen-CPU-ns/span says what it was). analyze runs with the defaults a user gets: --settle
 // 30s analyzes a trace once the recording has moved 30 s past it and releases its spans (at a
 // request a millisecond, about 270k spans held) and forgets it once the recording has moved as
-// far again, --max-spans 2,000,000 caps the spans held should traces never settle and bounds the
-// cross-trace detectors' window to 500,000 operations (judged in chunks past that: 3 at 3M
-// spans), and a soft memory limit of 900 MiB.
+// far again, --max-spans 2,000,000 caps the spans held should traces never settle,
+// --max-window-ops 100,000 bounds the cross-trace detectors' window (judged in chunks past that:
+// 5 at 1M spans), and the soft memory limit is sized from it (238 MiB).
 //
 // Each iteration runs analyze, pdata, pdata, analyze, so a load that rises or falls during it
 // weighs on both alike; x-pdata-cpu is analyze's CPU over pdata's within an iteration (the goal is

@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"math"
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -14,6 +17,7 @@ import (
 	"time"
 
 	"github.com/stormwatch/stormwatch/analyzer"
+	"github.com/stormwatch/stormwatch/analyzer/engine"
 	"github.com/stormwatch/stormwatch/fixtures"
 )
 
@@ -128,6 +132,7 @@ func TestAnalyzeBadInput(t *testing.T) {
 		{"no file", []string{"analyze"}, 2, "give trace files to analyze"},
 		{"unknown flag", []string{"analyze", "--nope", bad}, 2, "nope"},
 		{"negative settle", []string{"analyze", "--settle", "-1s", bad}, 2, "--settle"},
+		{"window bound not a number", []string{"analyze", "--max-window-ops", "lots", bad}, 2, "--max-window-ops"},
 		{"bad policy", []string{"analyze", "--policy", policyFile, bad}, 2, "policy.yaml"},
 	}
 	for _, c := range cases {
@@ -226,5 +231,111 @@ func TestAnalyzeMaxRecordBytes(t *testing.T) {
 	}
 	if !strings.Contains(stderr, "big.jsonl:2:") || !strings.Contains(stderr, "--max-record-bytes") {
 		t.Errorf("warning should name big.jsonl:2 and the flag, got:\n%s", stderr)
+	}
+}
+
+// A recording with more operations than --max-window-ops is judged by the cross-trace detectors in
+// chunks of that many, and the report says so; 0 is a quarter of --max-spans, negative the whole
+// recording at once, as is the default for a recording within it.
+func TestAnalyzeWindowOpsChunks(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "synthetic.jsonl")
+	writeWorkload(t, path, 30_000)
+	notes := func(args ...string) []string {
+		t.Helper()
+		code, out, stderr := runCLI(t, "", append([]string{"analyze", "--format", "json", "--fail-on", "never"}, append(args, path)...)...)
+		var rep struct{ Notes []string }
+		if err := json.Unmarshal([]byte(out), &rep); code != 0 || err != nil {
+			t.Fatalf("exit %d, %v, stderr %s", code, err, stderr)
+		}
+		return rep.Notes
+	}
+	chunked := func(ns []string) string {
+		i := slices.IndexFunc(ns, func(n string) bool { return strings.Contains(n, "the windowed detectors judged the input in") })
+		if i < 0 {
+			return ""
+		}
+		return ns[i]
+	}
+	if n := chunked(notes("--max-window-ops", "1000")); !strings.Contains(n, "chunks of at most 1000 operations,") {
+		t.Errorf("--max-window-ops 1000: note %q, want chunks of at most 1000 operations", n)
+	}
+	if n := chunked(notes("--max-window-ops", "0", "--max-spans", "8000")); !strings.Contains(n, "chunks of at most 2000 operations (a quarter of --max-spans)") {
+		t.Errorf("--max-window-ops 0 --max-spans 8000: note %q, want chunks of a quarter of --max-spans", n)
+	}
+	whole, def := notes("--max-window-ops", "-1"), notes()
+	if chunked(whole) != "" || !slices.Equal(whole, def) {
+		t.Errorf("the whole recording at once: notes %q; by default (within the bound): %q", whole, def)
+	}
+}
+
+// The soft memory limit follows what the analysis holds: the default run's window bound keeps it
+// under 256 MiB; an analysis that holds what grows with the input gets the ceiling.
+func TestAnalyzeMemoryLimitFollowsWindow(t *testing.T) {
+	var o analyzeOptions
+	cmd := newAnalyzeCmd(streams{})
+	if err := cmd.ParseFlags(nil); err != nil {
+		t.Fatal(err)
+	}
+	// The flags' defaults, read back from the command.
+	get := func(name string) int {
+		v, err := cmd.Flags().GetInt(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	o.maxSpans, o.maxWindowOps, o.settle = get("max-spans"), get("max-window-ops"), 30*time.Second
+	def := softMemoryLimit(o.engineConfig())
+	if def > 240<<20 || def < 200<<20 {
+		t.Errorf("default limit %d MiB, want 200-240 MiB", def>>20)
+	}
+	quarter := o
+	quarter.maxWindowOps = 0 // a quarter of --max-spans: 500,000 operations
+	if got := softMemoryLimit(quarter.engineConfig()); got <= def || got >= memoryCeiling {
+		t.Errorf("limit with a window of 500,000 operations %d MiB, want between %d MiB and the ceiling", got>>20, def>>20)
+	}
+	whatIf := o.engineConfig()
+	whatIf.ForgetAfter = 0
+	holdAll := o
+	holdAll.settle = 0
+	unbounded := o
+	unbounded.maxWindowOps = -1
+	huge := o
+	huge.maxWindowOps = math.MaxInt // no overflow into a negative limit
+	for name, cfg := range map[string]engine.Config{"what-if": whatIf, "--settle 0": holdAll.engineConfig(),
+		"--max-window-ops -1": unbounded.engineConfig(), "--max-window-ops MaxInt": huge.engineConfig()} {
+		if got := softMemoryLimit(cfg); got != memoryCeiling {
+			t.Errorf("%s: limit %d MiB, want the ceiling %d MiB", name, got>>20, memoryCeiling>>20)
+		}
+	}
+}
+
+// The guard raises the soft limit to half as much again above the live heap when the heap has
+// outgrown the size it was given, never lowers it, and a nil guard (GOGC or GOMEMLIMIT set by the
+// user) does nothing.
+func TestMemoryGuardRaisesTheLimit(t *testing.T) {
+	prev := debug.SetMemoryLimit(-1)
+	defer debug.SetMemoryLimit(prev)
+	var nilGuard *memoryGuard
+	nilGuard.check()
+	held := make([]byte, 32<<20) // live across the collection below
+	runtime.GC()
+	g := &memoryGuard{limit: 1 << 20}
+	g.sample[0].Name = liveHeapMetric
+	debug.SetMemoryLimit(g.limit)
+	for range guardEvery {
+		g.check()
+	}
+	if g.limit < 48<<20 || g.limit > memoryCeiling || debug.SetMemoryLimit(-1) != g.limit {
+		t.Errorf("with %d MiB live, limit %d MiB (in force: %d MiB), want at least 48 MiB", len(held)>>20, g.limit>>20, debug.SetMemoryLimit(-1)>>20)
+	}
+	runtime.KeepAlive(held) // live until here
+	raised := g.limit
+	runtime.GC()
+	for range guardEvery {
+		g.check()
+	}
+	if g.limit != raised {
+		t.Errorf("limit lowered from %d to %d MiB when the heap shrank", raised>>20, g.limit>>20)
 	}
 }

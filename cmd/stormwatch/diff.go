@@ -93,6 +93,7 @@ an unreadable input (the file, line or address named).`,
 	f.DurationVar(&o.settle, "settle", 30*time.Second, "`DURATION`: as analyze's --settle")
 	f.IntVar(&o.maxRecord, "max-record-bytes", tracefile.DefaultMaxRecordBytes, "the largest record (line, request) read from a file")
 	f.IntVar(&o.maxSpans, "max-spans", engine.DefaultMaxSpans, "spans held at once per side (negative: no bound)")
+	registerWindowOps(f, &o.maxWindowOps)
 	f.BoolVar(&o.allowEmpty, "allow-empty", false, "accept a recording that holds no span (a side with no traffic) instead of failing with exit 2")
 	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return withExitCode(2, err) })
 	return cmd
@@ -137,7 +138,12 @@ func runDiff(ctx context.Context, io streams, o diffOptions, args []string) erro
 	if err != nil {
 		return withExitCode(2, err)
 	}
-	limitMemory()
+	// Sized for the side that holds more: the one a prediction replays holds every operation.
+	limits := o.engineConfig()
+	if len(changes) > 0 {
+		limits.ForgetAfter = 0
+	}
+	o.mem = limitMemory(limits)
 	in := diff.Input{}
 	var pred *whatif.Prediction
 	if in.Before, in.BeforeLabel, pred, err = diffSide(ctx, io, o, pol, before, beforeWin, changes); err != nil {
@@ -451,6 +457,7 @@ func readWindow(ctx context.Context, a *engine.Engine, file string, io streams, 
 			return nil
 		}
 		kept += len(ss)
+		o.mem.check()
 		end := int64(0)
 		for i := range ss {
 			// As in readInto: a span stamped in the future must not move the recording's clock.
