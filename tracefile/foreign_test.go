@@ -171,6 +171,33 @@ func TestJaegerSingleTrace(t *testing.T) {
 	}
 }
 
+// TestJaegerSpanOfAnotherTrace: a span listed under one Jaeger trace may carry a traceID of its
+// own; the reader hands on one batch a trace (the analyzer files a batch's spans by their own ids,
+// but a record of the file stands for one trace), its spans kept.
+func TestJaegerSpanOfAnotherTrace(t *testing.T) {
+	batches, err := decodeJaegerJSON([]byte(`{"data":[{"traceID":"1","spans":[{"spanID":"1"},{"traceID":"2","spanID":"2"},{"spanID":"3"}]}]}`), spans.DecodeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(batches) != 2 {
+		t.Fatalf("%d batches, want 2 (one a trace)", len(batches))
+	}
+	for i, want := range []struct {
+		trace byte
+		spans int
+	}{{1, 2}, {2, 1}} {
+		b := batches[i]
+		if len(b.Spans) != want.spans || b.Spans[0].TraceID[15] != want.trace {
+			t.Fatalf("batch %d: %d spans of trace %s, want %d of ...%02x", i, len(b.Spans), b.Spans[0].TraceID, want.spans, want.trace)
+		}
+		for _, s := range b.Spans {
+			if s.TraceID != b.Spans[0].TraceID {
+				t.Fatalf("batch %d holds traces %s and %s", i, b.Spans[0].TraceID, s.TraceID)
+			}
+		}
+	}
+}
+
 // TestZipkinJSONMapping: kinds, status from the error tag and the HTTP status, microseconds, and
 // a shared span split into a CLIENT and a SERVER span, the server half under the client half and
 // the server's own children moved under it.

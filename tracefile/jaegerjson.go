@@ -128,7 +128,13 @@ func decodeJaegerJSON(body []byte, opt spans.DecodeOptions) ([]*spans.Batch, err
 		if err != nil {
 			return nil, fmt.Errorf("decode %s: trace %d (%s): %w", FormatJaegerJSON, i+1, doc.Data[i].TraceID, err)
 		}
-		out = append(out, b)
+		if len(b.Spans) == 0 {
+			out = append(out, b)
+			continue
+		}
+		// A span may name a trace of its own, other than the one it is listed under: one batch
+		// a trace, as every reader hands them on.
+		out = append(out, spans.ByTrace(b.Spans)...)
 	}
 	return out, nil
 }
