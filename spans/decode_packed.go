@@ -175,12 +175,17 @@ func spanIDs(src []byte) (TraceID, bool, error) {
 func (d *protoDecoder) packTraces(bp *batchPacker, pp *protoPacked) error {
 	refs := pp.refs
 	traces, idx, ends := bp.group(len(refs), func(i int) (TraceID, bool) { return refs[i].trace, refs[i].keep })
-	// What the spans decode into is given back after each one: the slabs from the marks taken
-	// after the resources. Not the arena of rendered values: the packer knows a string it wrote
-	// by its address, so a string's bytes must stay as they are until the block is done.
+	// What the spans decode into is given back before the next one: the slabs from the marks
+	// taken after the resources. Not the arena of rendered values: the packer knows a string it
+	// wrote by its address, so a string's bytes must stay as they are until the block is done.
 	attrMark, xMark := d.attrs.mark(), d.xattrs.mark()
 	sp := &pp.sp
 	decode := func(r *spanRef) error {
+		d.attrs.rollback(attrMark)
+		attrMark = d.attrs.mark() // a slab that moved is given back from where it is now
+		d.xattrs.rollback(xMark)
+		xMark = d.xattrs.mark()
+		d.links, d.events = d.links[:0], d.events[:0]
 		*sp = Span{}
 		ok, err := d.spanFields(sp, r.data)
 		if err != nil {
@@ -192,27 +197,9 @@ func (d *protoDecoder) packTraces(bp *batchPacker, pp *protoPacked) error {
 		sp.Scope, sp.Resource = r.scope, &pp.res[r.res]
 		return nil
 	}
-	release := func() {
-		d.attrs.rollback(attrMark)
-		attrMark = d.attrs.mark() // a slab that moved is given back from where it is now
-		d.xattrs.rollback(xMark)
-		xMark = d.xattrs.mark()
-		d.links, d.events = d.links[:0], d.events[:0]
-	}
-	buf := bp.buf[:0]
-	from := int32(0)
-	for k := range traces {
-		at := len(buf)
-		bp.p.begin(buf)
-		for _, i := range idx[from:ends[k]] {
-			if err := decode(&refs[i]); err != nil {
-				return err
-			}
-			bp.p.span(sp)
-			release()
-		}
-		from = ends[k]
-		buf = bp.endTrace(&traces[k], at)
+	err := bp.packGroups(traces, idx, ends, func(i int32) (*Span, error) { return sp, decode(&refs[i]) })
+	if err != nil {
+		return err
 	}
 	for i := range refs {
 		if refs[i].keep {
@@ -221,12 +208,9 @@ func (d *protoDecoder) packTraces(bp *batchPacker, pp *protoPacked) error {
 		if err := decode(&refs[i]); err != nil {
 			return err
 		}
-		release()
 		d.b.Rejected++
 		d.b.RejectReason = RejectInvalidID
 	}
-	bp.p.forget()
-	bp.buf, bp.traces = buf, traces
 	d.b.Packed = traces
 	return nil
 }

@@ -85,20 +85,32 @@ func (b *Batch) Pack() {
 	bp := b.packer()
 	ss := b.Spans
 	traces, idx, ends := bp.group(len(ss), func(i int) (TraceID, bool) { return ss[i].TraceID, true })
+	_ = bp.packGroups(traces, idx, ends, func(i int32) (*Span, error) { return &ss[i], nil })
+	b.Packed = traces
+}
+
+// packGroups packs each trace of traces (see group) as one block, its spans as spanOf gives them
+// by index, and stops at spanOf's first error. The blocks go in bp's buffer, the packer keeps
+// nothing of the spans after.
+func (bp *batchPacker) packGroups(traces []PackedTrace, idx, ends []int32, spanOf func(i int32) (*Span, error)) error {
+	defer bp.p.forget()
 	buf := bp.buf[:0]
 	from := int32(0)
 	for k := range traces {
 		at := len(buf)
 		bp.p.begin(buf)
 		for _, i := range idx[from:ends[k]] {
-			bp.p.span(&ss[i])
+			s, err := spanOf(i)
+			if err != nil {
+				return err
+			}
+			bp.p.span(s)
 		}
 		from = ends[k]
 		buf = bp.endTrace(&traces[k], at)
 	}
-	bp.p.forget()
 	bp.buf, bp.traces = buf, traces
-	b.Packed = traces
+	return nil
 }
 
 // group orders n spans by trace, as id tells each one's (and whether to keep it at all): the
