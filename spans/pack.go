@@ -7,6 +7,7 @@ import (
 	"hash/maphash"
 	"math"
 	"slices"
+	"sync"
 	"unsafe"
 
 	"github.com/stormwatch/stormwatch/internal/packio"
@@ -131,10 +132,17 @@ var ErrPackCorrupt = errors.New("corrupt packed spans")
 // AppendPacked appends ss in packed form to dst and returns the extended buffer. Every field of
 // every span is kept; spans that share a resource (by pointer or by value) share it packed too.
 func AppendPacked(dst []byte, ss []Span) []byte {
-	var p packer
+	p := packers.Get().(*packer)
 	p.pack(dst, ss, nil)
-	return p.buf
+	b := p.buf
+	p.forget()
+	packers.Put(p)
+	return b
 }
+
+// packers keeps packers for AppendPacked: a packer used again starts a block by counting one up
+// (see packer.gen), a new one is 7 KiB to clear.
+var packers = sync.Pool{New: func() any { return new(packer) }}
 
 // TracePacker packs one trace's spans as one block in the form of [AppendPacked], given one at a
 // time: for a producer that makes each span, packs it and makes the next in the same memory (the
@@ -394,6 +402,10 @@ type packer struct {
 	// span, and are half the strings packed. Direct-mapped; a miss goes on to cache.
 	byAddr [64]addrSlot
 	nStrs  uint32
+	// gen is the block being written: a slot of either cache written for another block (its gen
+	// differs) is empty. Starting a block so costs a counter, not clearing the caches' 7 KiB -
+	// which, for the few spans a trace has in one batch, cost more than packing them.
+	gen uint32
 	// The distinct resources in packed order: the first few in an array of the packer's own (one
 	// allocation per trace fewer), the rest in more, indexed by resAt past the first few.
 	res0  [8]*Resource
@@ -412,8 +424,8 @@ type packer struct {
 // addrSlot is a string of the table by the address of its bytes (a number, compared only while
 // the strings packed are alive): its length and table index + 1 (0 is an empty slot).
 type addrSlot struct {
-	addr   uintptr
-	n, idx uint32
+	addr        uintptr
+	n, idx, gen uint32
 }
 
 // strSlot is a string written inline: where in buf, how long, its table index + 1 (0 is an empty
@@ -421,8 +433,8 @@ type addrSlot struct {
 // compared only while the strings packed are alive), so filling the cache costs no write barrier
 // while the garbage collector runs.
 type strSlot struct {
-	addr        uintptr
-	off, n, idx uint32
+	addr             uintptr
+	off, n, idx, gen uint32
 }
 
 // spanAt is the k-th span to pack: ss[k], or ss[idx[k]] when the packer is given an order.
@@ -451,7 +463,16 @@ func (p *packer) pack(dst []byte, ss []Span, idx []int32) spanFacts {
 
 // begin starts a block at the end of dst, forgetting everything of the block before.
 func (p *packer) begin(dst []byte) {
-	*p = packer{at: len(dst)}
+	gen := p.gen + 1
+	if gen == 0 {
+		// The counter went round: slots of a block four billion blocks ago would look current.
+		p.cache, p.byAddr = [128][2]strSlot{}, [64]addrSlot{}
+		gen = 1
+	}
+	p.gen = gen
+	p.at, p.tid, p.n, p.prevStart = len(dst), TraceID{}, 0, 0
+	p.nAttrs, p.nLinks, p.nEvents, p.facts, p.nStrs = 0, 0, 0, spanFacts{}, 0
+	p.res0, p.more, p.nRes, p.resAt, p.byContent, p.last, p.lastK = [8]*Resource{}, p.more[:0], 0, nil, nil, nil, 0
 	dst = append(dst, packVersion)
 	p.buf = append(dst, make([]byte, 6*4+16)...) // the counts and the trace id, filled in later
 }
@@ -642,27 +663,28 @@ func (p *packer) str(b []byte, s string) []byte {
 	// The same bytes again (an interned string) is found without comparing them; equal bytes
 	// elsewhere (a copy) by comparing.
 	addr := uintptr(unsafe.Pointer(unsafe.StringData(s)))
+	gen := p.gen
 	a := &p.byAddr[(addr>>3^addr>>11)%uintptr(len(p.byAddr))]
-	if a.idx != 0 && a.addr == addr && a.n == uint32(len(s)) {
+	if a.gen == gen && a.addr == addr && a.n == uint32(len(s)) {
 		return binary.AppendUvarint(b, uint64(a.idx-1)<<1|1)
 	}
 	set := &p.cache[strHash(s)>>1]
 	for k := range set {
 		w := &set[k]
-		if w.idx != 0 && int(w.n) == len(s) && (w.addr == addr || string(b[w.off:w.off+w.n]) == s) {
-			*a = addrSlot{addr: addr, n: w.n, idx: w.idx}
+		if w.gen == gen && int(w.n) == len(s) && (w.addr == addr || string(b[w.off:w.off+w.n]) == s) {
+			*a = addrSlot{addr: addr, n: w.n, idx: w.idx, gen: gen}
 			return binary.AppendUvarint(b, uint64(w.idx-1)<<1|1)
 		}
 	}
-	// The older way goes, an empty one first. (Strings alike in length and words, such as one
-	// host's URLs, meet in one set and push out only each other.)
+	// The older way goes, an empty one (or one of another block) first. (Strings alike in length
+	// and words, such as one host's URLs, meet in one set and push out only each other.)
 	slot := &set[0]
-	if set[1].idx < set[0].idx {
+	if set[0].gen == gen && (set[1].gen != gen || set[1].idx < set[0].idx) {
 		slot = &set[1]
 	}
 	b = binary.AppendUvarint(b, uint64(len(s))<<1)
-	*slot = strSlot{addr: addr, off: uint32(len(b)), n: uint32(len(s)), idx: p.nStrs + 1}
-	*a = addrSlot{addr: addr, n: uint32(len(s)), idx: p.nStrs + 1}
+	*slot = strSlot{addr: addr, off: uint32(len(b)), n: uint32(len(s)), idx: p.nStrs + 1, gen: gen}
+	*a = addrSlot{addr: addr, n: uint32(len(s)), idx: p.nStrs + 1, gen: gen}
 	p.nStrs++
 	return append(b, s...)
 }
