@@ -3,6 +3,7 @@ package spans
 import (
 	"errors"
 	"fmt"
+	"unsafe"
 
 	"github.com/VictoriaMetrics/easyproto"
 )
@@ -18,26 +19,39 @@ import (
 //     the order they came, as Batch.Pack groups them): each decoded into one span value, used
 //     again for the next, and packed at once.
 //
-// The rules are DecodeProto's (one span decoder, spanFields, serves both); the spans whose ids
-// make them rejects are decoded too, last, so that a request is refused for what it holds
-// whichever of its spans holds it, as DecodeProto refuses it.
+// The rules are DecodeProto's (one span decoder, spanFields, serves both). A span whose ids make
+// it a reject is decoded where the first pass finds it, and counted, so that a request is refused
+// for what it holds whichever of its spans holds it, as DecodeProto refuses it; only the spans to
+// keep are remembered for the second pass, in 44 bytes without a pointer each (a span to keep
+// takes at least 20 bytes of the request: a hostile body of tiny spans cannot make the decoder
+// hold more than a few times its own size).
 
-// spanRef is a span's place in the request, found by the first pass.
+// spanRef is a span to keep's place in the request, found by the first pass.
 type spanRef struct {
-	data  []byte
-	scope string
-	res   int32    // the ResourceSpans' index, into protoPacked.res
-	at    [3]int32 // resource_spans, scope_spans and spans index, to name the span in errors
-	trace TraceID
-	keep  bool // the ids are valid (see spanIDs)
+	off, n uint32   // the Span message's bytes in the request
+	scope  int32    // its ScopeSpans' scope name, in protoPacked.scopes
+	res    int32    // its ResourceSpans' resource, in protoPacked.res
+	at     [3]int32 // resource_spans, scope_spans and spans index, to name the span in errors
+	trace  TraceID
 }
 
 // protoPacked is a batch's memory for decoding straight into the packed form, kept from request
-// to request with the batch.
+// to request with the batch, and emptied after each (reset): nothing of a request outlives it.
 type protoPacked struct {
-	refs []spanRef
-	res  []Resource
-	sp   Span
+	refs   []spanRef
+	scopes []string
+	res    []Resource
+	sp     Span
+}
+
+// reset empties pp, letting go of every string of the request it held.
+func (pp *protoPacked) reset() {
+	pp.refs = pp.refs[:0]
+	clear(pp.scopes)
+	pp.scopes = pp.scopes[:0]
+	clear(pp.res)
+	pp.res = pp.res[:0]
+	pp.sp = Span{}
 }
 
 func decodeProtoPacked(b *Batch, buf []byte, opt DecodeOptions, reuse bool) error {
@@ -46,11 +60,13 @@ func decodeProtoPacked(b *Batch, buf []byte, opt DecodeOptions, reuse bool) erro
 	}
 	bp := b.packer()
 	pp := &bp.proto
+	pp.reset()
+	defer pp.reset()
 	d := protoDecoder{opt: opt, b: b}
 	d.attrs.initIn(b.attrBuf, 256)
 	err := d.structure(pp, buf)
 	if err == nil {
-		err = d.packTraces(bp, pp)
+		err = d.packTraces(bp, pp, buf)
 	}
 	if errors.Is(err, errRegroup) {
 		// Decoded as DecodeProto does, then packed from the span values.
@@ -65,11 +81,6 @@ func decodeProtoPacked(b *Batch, buf []byte, opt DecodeOptions, reuse bool) erro
 	if reuse {
 		b.attrBuf = d.attrs.buf[:0]
 	}
-	clear(pp.refs) // no string of the request kept
-	pp.refs = pp.refs[:0]
-	clear(pp.res)
-	pp.res = pp.res[:0]
-	pp.sp = Span{}
 	if err != nil {
 		b.Packed = nil
 		return malformed("decode OTLP protobuf request", err)
@@ -96,17 +107,72 @@ func (d *protoDecoder) structure(pp *protoPacked, buf []byte) error {
 			if err != nil {
 				return err
 			}
+			sc := int32(len(pp.scopes))
+			pp.scopes = append(pp.scopes, scope)
 			return eachMessage(ss, fSSSpans, "spans", func(sp []byte) error {
 				at[2]++
 				trace, keep, err := firstTraceID(sp)
 				if err != nil {
 					return err
 				}
-				pp.refs = append(pp.refs, spanRef{data: sp, scope: scope, res: k, at: at, trace: trace, keep: keep})
+				r := spanRef{off: offsetIn(buf, sp), n: uint32(len(sp)), scope: sc, res: k, at: at, trace: trace}
+				if !keep {
+					return d.rejectRef(pp, buf, &r)
+				}
+				pp.refs = append(pp.refs, r)
 				return nil
 			})
 		})
 	})
+}
+
+// spanOf decodes the span r names into pp.sp, giving back what the span before it used of the
+// decoder's slabs (from the marks; a slab that moved is given back from where it is now), and
+// says whether its ids make it a span to keep. Not the arena of rendered values: the packer knows
+// a string it wrote by its address, so a string's bytes must stay as they are until the request
+// is packed.
+func (d *protoDecoder) spanOf(pp *protoPacked, buf []byte, r *spanRef, attrMark, xMark *slabMark) (bool, error) {
+	d.attrs.rollback(*attrMark)
+	*attrMark = d.attrs.mark()
+	d.xattrs.rollback(*xMark)
+	*xMark = d.xattrs.mark()
+	d.links, d.events = d.links[:0], d.events[:0]
+	sp := &pp.sp
+	*sp = Span{}
+	ok, err := d.spanFields(sp, buf[r.off:r.off+r.n])
+	if err != nil {
+		return false, fmt.Errorf("resource_spans[%d]: scope_spans[%d]: spans[%d]: %w", r.at[0], r.at[1], r.at[2], err)
+	}
+	sp.Scope, sp.Resource = pp.scopes[r.scope], &pp.res[r.res]
+	return ok, nil
+}
+
+// offsetIn is where sub, a part of buf (the walk slices the request, it copies nothing), begins
+// in it.
+func offsetIn(buf, sub []byte) uint32 {
+	if len(sub) == 0 {
+		return 0 // an empty message: no bytes to find, none to read
+	}
+	return uint32(uintptr(unsafe.Pointer(unsafe.SliceData(sub))) - uintptr(unsafe.Pointer(unsafe.SliceData(buf))))
+}
+
+// rejectRef decodes a span the first pass found a reject and counts it; one that turns out a span
+// to keep (a valid trace id after a zero one) is errRegroup.
+func (d *protoDecoder) rejectRef(pp *protoPacked, buf []byte, r *spanRef) error {
+	attrMark, xMark := d.attrs.mark(), d.xattrs.mark()
+	ok, err := d.spanOf(pp, buf, r, &attrMark, &xMark)
+	d.attrs.rollback(attrMark)
+	d.xattrs.rollback(xMark)
+	d.links, d.events = d.links[:0], d.events[:0]
+	switch {
+	case err != nil:
+		return err
+	case ok:
+		return errRegroup
+	}
+	d.b.Rejected++
+	d.b.RejectReason = RejectInvalidID
+	return nil
 }
 
 // firstTraceID is spanIDs for a span whose first field is its 16-byte trace id, as every SDK
@@ -170,46 +236,20 @@ func spanIDs(src []byte) (TraceID, bool, error) {
 	return id, !id.IsZero() && !sid.IsZero(), nil
 }
 
-// packTraces is the second pass: the kept spans packed trace by trace into b.Packed, then the
-// rejects decoded and counted.
-func (d *protoDecoder) packTraces(bp *batchPacker, pp *protoPacked) error {
+// packTraces is the second pass: the spans to keep packed trace by trace into b.Packed.
+func (d *protoDecoder) packTraces(bp *batchPacker, pp *protoPacked, buf []byte) error {
 	refs := pp.refs
-	traces, idx, ends := bp.group(len(refs), func(i int) (TraceID, bool) { return refs[i].trace, refs[i].keep })
-	// What the spans decode into is given back before the next one: the slabs from the marks
-	// taken after the resources. Not the arena of rendered values: the packer knows a string it
-	// wrote by its address, so a string's bytes must stay as they are until the block is done.
+	traces, idx, ends := bp.group(len(refs), func(i int) (TraceID, bool) { return refs[i].trace, true })
 	attrMark, xMark := d.attrs.mark(), d.xattrs.mark()
-	sp := &pp.sp
-	decode := func(r *spanRef) error {
-		d.attrs.rollback(attrMark)
-		attrMark = d.attrs.mark() // a slab that moved is given back from where it is now
-		d.xattrs.rollback(xMark)
-		xMark = d.xattrs.mark()
-		d.links, d.events = d.links[:0], d.events[:0]
-		*sp = Span{}
-		ok, err := d.spanFields(sp, r.data)
-		if err != nil {
-			return fmt.Errorf("resource_spans[%d]: scope_spans[%d]: spans[%d]: %w", r.at[0], r.at[1], r.at[2], err)
+	err := bp.packGroups(traces, idx, ends, func(i int32) (*Span, error) {
+		ok, err := d.spanOf(pp, buf, &refs[i], &attrMark, &xMark)
+		if err == nil && (!ok || pp.sp.TraceID != refs[i].trace) {
+			err = errRegroup
 		}
-		if ok != r.keep || ok && sp.TraceID != r.trace {
-			return errRegroup
-		}
-		sp.Scope, sp.Resource = r.scope, &pp.res[r.res]
-		return nil
-	}
-	err := bp.packGroups(traces, idx, ends, func(i int32) (*Span, error) { return sp, decode(&refs[i]) })
+		return &pp.sp, err
+	})
 	if err != nil {
 		return err
-	}
-	for i := range refs {
-		if refs[i].keep {
-			continue
-		}
-		if err := decode(&refs[i]); err != nil {
-			return err
-		}
-		d.b.Rejected++
-		d.b.RejectReason = RejectInvalidID
 	}
 	d.b.Packed = traces
 	return nil

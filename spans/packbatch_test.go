@@ -3,6 +3,7 @@ package spans_test
 import (
 	"bytes"
 	"fmt"
+	"runtime"
 	"slices"
 	"testing"
 
@@ -259,6 +260,78 @@ func TestDecodePackByTraceIDsNotFirst(t *testing.T) {
 				if got.Rejected != want.Rejected || len(got.Spans) != 0 {
 					t.Fatalf("%d rejected, %d span values; want %d, 0", got.Rejected, len(got.Spans), want.Rejected)
 				}
+			}
+		})
+	}
+}
+
+// TestDecodePackByTraceAfterFallback: a request the protobuf decoder packs from span values (a
+// span's ids not what its first field said) leaves nothing behind for the next request decoded
+// into the same batch, whose body may be the same buffer holding other bytes, as the
+// collector's pooled bodies do.
+func TestDecodePackByTraceAfterFallback(t *testing.T) {
+	field := func(b []byte, num protowire.Number, v []byte) []byte {
+		return protowire.AppendBytes(protowire.AppendTag(b, num, protowire.BytesType), v)
+	}
+	// A zero span id after a valid trace id: the fallback.
+	odd := field(nil, 1, field(nil, 2, field(nil, 2, field(field(nil, 1, id16(7)), 2, id8(0)))))
+	good := protoSeeds(t)[0]
+	want, err := spans.DecodeProto(slices.Clone(good), spans.DecodeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	opt := spans.DecodeOptions{PackByTrace: true}
+	b := &spans.Batch{}
+	body := make([]byte, 0, max(len(odd), len(good)))
+	for range 3 {
+		body = append(body[:0], odd...)
+		if err := spans.DecodeProtoInto(b, body, opt); err != nil || b.Rejected != 1 || b.Len() != 0 {
+			t.Fatalf("the odd request: err %v, %d rejected, %d spans", err, b.Rejected, b.Len())
+		}
+		body = append(body[:0], good...) // the same memory, other bytes
+		if err := spans.DecodeProtoInto(b, body, opt); err != nil {
+			t.Fatalf("the next request: %v", err)
+		}
+		checkPacked(t, want.Spans, b.Packed)
+		if b.Rejected != want.Rejected {
+			t.Fatalf("%d rejected, want %d", b.Rejected, want.Rejected)
+		}
+	}
+}
+
+// TestDecodePackByTraceBoundedMemory: a body of tiny spans - rejects all, or kept spans as small
+// as they come - costs the protobuf decoder packing straight from the wire no more memory than
+// decoding it into span values (25 times the body, for the smallest spans), and
+// at most twice the body's size where that holds less: a reject is not remembered.
+func TestDecodePackByTraceBoundedMemory(t *testing.T) {
+	field := func(b []byte, num protowire.Number, v []byte) []byte {
+		return protowire.AppendBytes(protowire.AppendTag(b, num, protowire.BytesType), v)
+	}
+	for name, sp := range map[string][]byte{
+		"empty spans": {},
+		"kept spans":  field(field(nil, 1, id16(9)), 2, id8(1)),
+	} {
+		t.Run(name, func(t *testing.T) {
+			var scope []byte
+			for len(scope) < 1<<20 {
+				scope = field(scope, 2, sp)
+			}
+			body := field(nil, 1, field(nil, 2, scope))
+			allocated := func(opt spans.DecodeOptions) (uint64, *spans.Batch) {
+				var before, after runtime.MemStats
+				runtime.ReadMemStats(&before)
+				b, err := spans.DecodeProto(body, opt)
+				runtime.ReadMemStats(&after)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return after.TotalAlloc - before.TotalAlloc, b
+			}
+			values, _ := allocated(spans.DecodeOptions{})
+			packed, b := allocated(spans.DecodeOptions{PackByTrace: true})
+			t.Logf("%d spans, %d rejected: %d bytes allocated for a body of %d, %d as span values", b.Len(), b.Rejected, packed, len(body), values)
+			if packed > max(values, 2*uint64(len(body))) {
+				t.Errorf("%d bytes allocated for a body of %d, more than the span values' %d", packed, len(body), values)
 			}
 		})
 	}
