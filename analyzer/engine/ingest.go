@@ -161,7 +161,18 @@ func (a *Engine) filePacked(pts []spans.PackedTrace, limit int64, capT int, now 
 		if room == pt.Spans {
 			t.pending = a.appendFramed(t.pending, pt.Block)
 		} else {
-			t.pending = a.appendPending(t.pending, a.unpackScratch(pt.Block)[:room])
+			// Over the cap: the first spans packed again. (A block that does not read, a bug,
+			// gives none: counted as truncated rather than taking the ingest path down.)
+			ss := a.unpackScratch(pt.Block)
+			if len(ss) < room {
+				a.truncatedS += room - len(ss)
+				t.dropped += room - len(ss)
+				room = len(ss)
+			}
+			if room == 0 {
+				continue
+			}
+			t.pending = a.appendPending(t.pending, ss[:room])
 		}
 		a.filed(t, len(t.pending)-before, room, now)
 	}
