@@ -12,6 +12,11 @@ import (
 // ConsumeBatch must not keep b past its return unless it owns the batch from then on: producers hand
 // over ownership and do not reuse a batch they have passed on - until its owner calls
 // [Batch.Release], which says it keeps nothing of it.
+//
+// A batch may carry its spans packed by trace only ([Batch.Packed], Spans empty: the decoders with
+// DecodeOptions.PackByTrace, the Collector connector): a consumer that reads span values counts
+// them with [Batch.Len] and reads each block back with [UnpackSpans], or is given a producer that
+// does not pack.
 type Consumer interface {
 	ConsumeBatch(ctx context.Context, b *Batch) error
 }

@@ -147,12 +147,13 @@ var packers = sync.Pool{New: func() any { return new(packer) }}
 // TracePacker packs one trace's spans as one block in the form of [AppendPacked], given one at a
 // time: for a producer that makes each span, packs it and makes the next in the same memory (the
 // OpenTelemetry Collector connector converting pdata), so that no batch of span values is made.
-// Begin starts a block, Add packs a span, End finishes the block. Add copies everything: the
-// span value and its attribute, link and event slices are free for reuse once it returns. But not
-// the bytes of its strings: the packer knows a string it wrote before by the address of its bytes
-// (strings repeat within a trace), so a string's bytes must not change until End - a string
-// rendered into a buffer reused span after span would be packed as the one rendered there
-// before. The zero value is ready to use; it is not safe for concurrent use.
+// Begin starts a block, Add packs a span, End finishes the block. Add copies the span's fields:
+// the span value and its attribute, link and event slices are free for reuse once it returns.
+// Not so the bytes of its strings nor its Resource: the packer knows a string it wrote before by
+// the address of its bytes (strings repeat within a trace), and a resource by its pointer until
+// it writes the resources at End - so neither may change until End. A string rendered into a
+// buffer reused span after span would be packed as the one rendered there before; one Resource
+// value reused for another resource would be packed as the last one. The zero value is ready to use; it is not safe for concurrent use.
 type TracePacker struct{ p packer }
 
 // Begin starts a block at the end of dst.

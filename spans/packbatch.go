@@ -173,7 +173,16 @@ func (bp *batchPacker) endTrace(pt *PackedTrace, at int) []byte {
 // grew past maxPackerKeep.
 func (b *Batch) resetPacked() {
 	b.Packed = nil
-	if bp := b.pk; bp != nil && (cap(bp.buf) > maxPackerKeep || cap(bp.idx)+cap(bp.slots) > maxPackerKeep/4 || cap(bp.proto.refs) > maxPackerKeep/64) {
-		b.pk = nil
+	bp := b.pk
+	if bp == nil {
+		return
 	}
+	if cap(bp.buf) > maxPackerKeep || cap(bp.idx)+cap(bp.slots) > maxPackerKeep/4 ||
+		cap(bp.proto.refs) > maxPackerKeep/64 || cap(bp.traces) > maxPackerKeep/64 || len(bp.slot) > maxPackerKeep/64 {
+		// One request of many spans or traces leaves none of its memory behind, nor a map that
+		// every later request would clear whole.
+		b.pk = nil
+		return
+	}
+	clear(bp.traces[:cap(bp.traces)]) // the blocks point into buf, kept; nothing else is held
 }
