@@ -239,7 +239,7 @@ func spanIDs(src []byte) (TraceID, bool, error) {
 // packTraces is the second pass: the spans to keep packed trace by trace into b.Packed.
 func (d *protoDecoder) packTraces(bp *batchPacker, pp *protoPacked, buf []byte) error {
 	refs := pp.refs
-	traces, idx, ends := bp.group(len(refs), func(i int) (TraceID, bool) { return refs[i].trace, true })
+	traces, idx, ends := bp.group(len(refs), func(i int) TraceID { return refs[i].trace })
 	attrMark, xMark := d.attrs.mark(), d.xattrs.mark()
 	err := bp.packGroups(traces, idx, ends, func(i int32) (*Span, error) {
 		ok, err := d.spanOf(pp, buf, &refs[i], &attrMark, &xMark)

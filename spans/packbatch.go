@@ -70,23 +70,39 @@ const maxPackerKeep = 4 << 20
 // packer is b's packing memory, made on first use.
 func (b *Batch) packer() *batchPacker {
 	if b.pk == nil {
-		b.pk = &batchPacker{slot: make(map[TraceID]int32)}
+		b.pk = &batchPacker{}
 	}
 	return b.pk
+}
+
+// Packing is memory for packing span values by trace, for a consumer that packs batch after
+// batch itself (the analyzer, given a batch its producer did not pack): what Batch.Pack does, in
+// memory kept from one call to the next. The zero value is ready to use; it is not safe for
+// concurrent use.
+type Packing struct{ bp batchPacker }
+
+// Pack packs ss by trace as Batch.Pack does. The traces and their blocks live in p until its
+// next Pack; p keeps nothing of ss.
+func (p *Packing) Pack(ss []Span) []PackedTrace {
+	if p.bp.oversized() {
+		p.bp = batchPacker{} // one huge batch does not leave its memory behind
+	}
+	return p.bp.packSpans(ss)
 }
 
 // Pack packs b's spans by trace into b.Packed: one block a trace, the traces in the order each
 // first appears in b.Spans, each trace's spans in the order they came. b.Spans stays as it is; a
 // producer that changes it afterwards packs again. Producers call it (the JSON decoder with
 // DecodeOptions.PackByTrace) so that a consumer that holds spans packed (the analyzer) takes
-// each trace's block as it is, on the producer's goroutine's time, instead of regrouping and
-// packing the batch itself.
-func (b *Batch) Pack() {
-	bp := b.packer()
-	ss := b.Spans
-	traces, idx, ends := bp.group(len(ss), func(i int) (TraceID, bool) { return ss[i].TraceID, true })
+// each trace's block as it is, on the producer's goroutine's time, instead of packing the batch
+// itself.
+func (b *Batch) Pack() { b.Packed = b.packer().packSpans(b.Spans) }
+
+// packSpans packs ss by trace into bp's memory.
+func (bp *batchPacker) packSpans(ss []Span) []PackedTrace {
+	traces, idx, ends := bp.group(len(ss), func(i int) TraceID { return ss[i].TraceID })
 	_ = bp.packGroups(traces, idx, ends, func(i int32) (*Span, error) { return &ss[i], nil })
-	b.Packed = traces
+	return traces
 }
 
 // packGroups packs each trace of traces (see group) as one block, its spans as spanOf gives them
@@ -113,23 +129,21 @@ func (bp *batchPacker) packGroups(traces []PackedTrace, idx, ends []int32, spanO
 	return nil
 }
 
-// group orders n spans by trace, as id tells each one's (and whether to keep it at all): the
-// traces in the order each first appears, their ids set; idx the kept spans' indexes grouped by
-// trace, in the order they came, trace k's idx[ends[k-1]:ends[k]]. A counting sort, stable: two
-// passes over the ids and a lookup a run of one trace's spans.
-func (bp *batchPacker) group(n int, id func(int) (TraceID, bool)) (traces []PackedTrace, idx, ends []int32) {
+// group orders n spans by trace, as id tells each one's: the traces in the order each first
+// appears, their ids set; idx the spans' indexes grouped by trace, in the order they came, trace
+// k's idx[ends[k-1]:ends[k]]. A counting sort, stable: two passes over the ids and a map lookup a
+// run of one trace's spans.
+func (bp *batchPacker) group(n int, id func(int) TraceID) (traces []PackedTrace, idx, ends []int32) {
+	if bp.slot == nil {
+		bp.slot = make(map[TraceID]int32)
+	}
 	clear(bp.slot)
 	traces, ends = bp.traces[:0], bp.ends[:0]
-	slots := slices.Grow(bp.slots[:0], n)[:n] // each span's trace, -1 for one not kept
+	slots := slices.Grow(bp.slots[:0], n)[:n] // each span's trace
 	last := int32(-1)
 	var lastID TraceID
 	for i := range n {
-		tid, keep := id(i)
-		if !keep {
-			slots[i] = -1
-			continue
-		}
-		if last < 0 || tid != lastID {
+		if tid := id(i); last < 0 || tid != lastID {
 			k, seen := bp.slot[tid]
 			if !seen {
 				k = int32(len(traces))
@@ -142,17 +156,15 @@ func (bp *batchPacker) group(n int, id func(int) (TraceID, bool)) (traces []Pack
 		slots[i] = last
 		ends[last]++
 	}
-	kept := int32(0)
+	at := int32(0)
 	for k, c := range ends {
-		ends[k] = kept // the trace's start, until the spans are placed
-		kept += c
+		ends[k] = at // the trace's start, until the spans are placed
+		at += c
 	}
-	idx = slices.Grow(bp.idx[:0], int(kept))[:kept]
+	idx = slices.Grow(bp.idx[:0], n)[:n]
 	for i, k := range slots {
-		if k >= 0 {
-			idx[ends[k]] = int32(i)
-			ends[k]++
-		}
+		idx[ends[k]] = int32(i)
+		ends[k]++
 	}
 	bp.slots, bp.idx, bp.ends = slots, idx, ends
 	return traces, idx, ends
@@ -173,16 +185,14 @@ func (bp *batchPacker) endTrace(pt *PackedTrace, at int) []byte {
 // grew past maxPackerKeep.
 func (b *Batch) resetPacked() {
 	b.Packed = nil
-	bp := b.pk
-	if bp == nil {
-		return
-	}
-	if cap(bp.buf) > maxPackerKeep || cap(bp.idx)+cap(bp.slots) > maxPackerKeep/4 ||
-		cap(bp.proto.refs) > maxPackerKeep/64 || cap(bp.traces) > maxPackerKeep/64 || len(bp.slot) > maxPackerKeep/64 {
-		// One request of many spans or traces leaves none of its memory behind, nor a map that
-		// every later request would clear whole.
+	if b.pk != nil && b.pk.oversized() {
 		b.pk = nil
-		return
 	}
-	clear(bp.traces[:cap(bp.traces)]) // the blocks point into buf, kept; nothing else is held
+}
+
+// oversized says bp grew past what is kept for the next request: one request of very many spans
+// or traces leaves none of its memory behind, nor a map every later request would clear whole.
+func (bp *batchPacker) oversized() bool {
+	return cap(bp.buf) > maxPackerKeep || cap(bp.idx)+cap(bp.slots) > maxPackerKeep/4 ||
+		cap(bp.proto.refs) > maxPackerKeep/64 || cap(bp.traces) > maxPackerKeep/64 || len(bp.slot) > maxPackerKeep/64
 }

@@ -52,11 +52,9 @@ type Engine struct {
 	// spans not analyzed yet, least recently updated first (settle order).
 	held, pending list
 	now           int64 // the latest time the caller gave us
-	// ConsumeBatch's scratches, reused between batches: each span's trace, the traces in the
-	// order they came, the batch regrouped by trace (see regroup) and the packing buffer.
-	scratch []*traceState
-	order   []*traceState
-	gather  []spans.Span
+	// ConsumeBatch's scratches, reused between batches: a batch of span values packed by trace,
+	// and the buffer a trace over its cap is packed again in.
+	packing spans.Packing
 	ingest  []byte
 	// joins are the batch's deliveries that start a trace of their own (see joinDeliveries).
 	joins []traceJoin
@@ -163,13 +161,9 @@ type traceState struct {
 	uncounted int
 	// bare: made by a join for the trace a delivery links to, none of whose own spans has
 	// arrived (not received, or evicted before): not an input trace until one does.
-	bare     bool
-	out      int
-	outBytes int // the packed size of the pending spans out, counted in packedBytes until publish
-	// Used by ConsumeBatch within one batch: the spans coming for the trace, and where regroup
-	// writes the next of them.
-	incoming  int32
-	cursor    int32
+	bare      bool
+	out       int
+	outBytes  int // the packed size of the pending spans out, counted in packedBytes until publish
 	res       *traceResult
 	lastSeen  int64
 	dropped   int // over the per-trace cap

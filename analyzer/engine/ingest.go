@@ -36,77 +36,18 @@ func (a *Engine) ConsumeBatch(ctx context.Context, b *spans.Batch) error {
 	defer a.mu.Unlock()
 	a.batches++
 	a.rejected += b.Rejected
-	capT := a.maxTraceSpans()
-	if b.Packed != nil {
-		a.filePacked(b.Packed, futureLimit(now), capT, cmp.Or(now, a.now))
-		a.version++
-		a.evict()
-		b.Release()
-		return nil
+	// Every batch is filed packed by trace: as its producer packed it (the collector, the
+	// connector), or packed here.
+	pts := b.Packed
+	if pts == nil {
+		pts = a.packing.Pack(b.Spans)
 	}
-	a.countBadTimes(b.Spans, now)
-	if now == 0 {
-		now = a.now
-	}
-	ts, order, joins, grouped := a.fileSpans(b.Spans)
-	// Each trace's spans of the batch packed as one block of its pending spans (see store.go):
-	// where traces arrive interleaved, the batch is regrouped by trace first, in arrival order.
-	ss := b.Spans
-	if !grouped {
-		ss = a.regroup(b.Spans, ts, order)
-	}
-	a.packRuns(ss, order, capT, now)
-	if !grouped {
-		a.endRegroup()
-	}
-	for _, j := range joins {
-		a.joinDeliveries(j, capT, now)
-	}
-	a.joins = joins[:0]
-	clear(ts) // the scratches must not keep dropped traces alive
-	a.scratch = ts[:0]
-	clear(order)
-	a.order = order[:0]
+	a.filePacked(pts, futureLimit(now), a.maxTraceSpans(), cmp.Or(now, a.now))
 	a.version++
 	a.evict()
 	// Everything kept is a copy (the packed bytes): the producer may reuse the request's memory.
 	b.Release()
 	return nil
-}
-
-// fileSpans finds each span's trace (made when new), counts how many spans each trace gets from
-// the batch (traceState.incoming) and notes the deliveries that start a trace of their own (see
-// joinDeliveries). It returns each span's trace, the traces in the order they first appear (in
-// the Engine's scratches) and whether every trace's spans are one run of the batch.
-func (a *Engine) fileSpans(ss []spans.Span) (ts, order []*traceState, joins []traceJoin, grouped bool) {
-	ts = a.scratch[:0]
-	order = a.order[:0]
-	var last *traceState
-	var lastID spans.TraceID
-	grouped = true
-	joins = a.joins[:0]
-	for i := range ss {
-		s := &ss[i]
-		id := s.TraceID
-		t := last
-		if t == nil || lastID != id {
-			t = a.traceOf(id)
-			if t.incoming > 0 {
-				grouped = false // seen before in this batch, with another trace in between
-			} else {
-				order = append(order, t)
-			}
-			last, lastID = t, id
-		}
-		t.incoming++
-		ts = append(ts, t)
-		if s.Kind == spans.KindConsumer && s.ParentID.IsZero() {
-			if l, ok := deliveryLink(s); ok {
-				joins = append(joins, traceJoin{from: id, to: l.TraceID})
-			}
-		}
-	}
-	return ts, order, joins, grouped
 }
 
 // traceOf is the state spans of trace id are filed under, made when new: a trace filed with
@@ -127,11 +68,11 @@ func (a *Engine) traceOf(id spans.TraceID) *traceState {
 	return t
 }
 
-// filePacked files a batch its producer packed by trace (spans.Batch.Pack): each trace's block
-// is added to its pending spans as it is, and what fileSpans, countBadTimes and packRuns read of
-// every span comes with the block (spans.PackedTrace). The rare cases that need the spans
-// themselves - a trace over its cap, a delivery that may start its trace elsewhere, a time past
-// limit - read the block back.
+// filePacked files a batch packed by trace (spans.PackedTrace): each trace's block is added to
+// its pending spans as it is, and what filing checks of every span - unset times, a time past
+// limit, deliveries that may start their trace elsewhere - comes with the block. The rare cases
+// that need the spans themselves - a trace over its cap, a delivery, a time past limit - read the
+// block back, once.
 //
 // Where two traces of the batch are filed under one state (a delivery's trace joined to its
 // publisher's before), their spans are held as two blocks, one trace's after the other's, not in
@@ -141,15 +82,22 @@ func (a *Engine) filePacked(pts []spans.PackedTrace, limit int64, capT int, now 
 	joins := a.joins[:0]
 	for i := range pts {
 		pt := &pts[i]
+		var ss []spans.Span // the block read back, when something needs its spans
+		read := func() []spans.Span {
+			if ss == nil {
+				ss = a.unpackScratch(pt.Block)
+			}
+			return ss
+		}
 		a.zeroTimes += pt.UnsetTimes
 		if pt.Latest > limit {
-			a.futureTimes += countPast(a.unpackScratch(pt.Block), limit)
+			a.futureTimes += countPast(read(), limit)
 		}
 		t := a.traceOf(pt.ID)
 		if pt.RootLinks > 0 {
-			for _, s := range a.unpackScratch(pt.Block) {
-				if l, ok := deliveryLink(&s); ok {
-					joins = append(joins, traceJoin{from: s.TraceID, to: l.TraceID})
+			for k := range read() {
+				if l, ok := deliveryLink(&ss[k]); ok {
+					joins = append(joins, traceJoin{from: ss[k].TraceID, to: l.TraceID})
 				}
 			}
 		}
@@ -163,11 +111,10 @@ func (a *Engine) filePacked(pts []spans.PackedTrace, limit int64, capT int, now 
 		} else {
 			// Over the cap: the first spans packed again. (A block that does not read, a bug,
 			// gives none: counted as truncated rather than taking the ingest path down.)
-			ss := a.unpackScratch(pt.Block)
-			if len(ss) < room {
-				a.truncatedS += room - len(ss)
-				t.dropped += room - len(ss)
-				room = len(ss)
+			if n := len(read()); n < room {
+				a.truncatedS += room - n
+				t.dropped += room - n
+				room = n
 			}
 			if room == 0 {
 				continue
@@ -198,25 +145,6 @@ func (a *Engine) unpackScratch(block []byte) []spans.Span {
 	return ss
 }
 
-// packRuns packs each trace's run of ss (the batch, grouped by trace in the order of order) as one
-// block of its pending spans, within the per-trace cap capT, and marks the traces touched at now.
-func (a *Engine) packRuns(ss []spans.Span, order []*traceState, capT int, now int64) {
-	at := 0
-	for _, t := range order {
-		n := int(t.incoming)
-		t.incoming = 0
-		run := ss[at : at+n]
-		at += n
-		room := a.room(t, n, capT)
-		if room == 0 {
-			continue
-		}
-		before := len(t.pending)
-		t.pending = a.appendPending(t.pending, run[:room])
-		a.filed(t, len(t.pending)-before, room, now)
-	}
-}
-
 // room is how many of n spans arriving for t its cap capT (0: none) takes; the rest are counted
 // as truncated.
 func (a *Engine) room(t *traceState, n, capT int) int {
@@ -245,22 +173,6 @@ func (a *Engine) filed(t *traceState, bytes, k int, now int64) {
 // futureSkew is how far past the analyzer's clock a span time may be before it is noted as wrong:
 // hosts' clocks disagree by seconds, not by a day.
 const futureSkew = int64(24 * time.Hour)
-
-// countBadTimes counts spans whose times cannot be right: unset (0), which an exporter sends for a
-// span it never started or ended, or more than futureSkew after now, the time Config.Now gave
-// (0 without it: an analyzer of recorded traffic has no clock the spans should agree with, and
-// its result must not depend on when it runs). Their timing - order, overlap, deadlines - means
-// nothing, so the report says how many there were.
-func (a *Engine) countBadTimes(ss []spans.Span, now int64) {
-	limit := futureLimit(now)
-	for i := range ss {
-		s := &ss[i]
-		if s.StartUnixNano <= 0 || s.EndUnixNano <= 0 {
-			a.zeroTimes++
-		}
-	}
-	a.futureTimes += countPast(ss, limit)
-}
 
 // futureLimit is the latest a span time may be when the clock says now (0: no clock).
 func futureLimit(now int64) int64 {

@@ -16,11 +16,12 @@ import (
 // settles, then for re-analysis when late spans arrive and for the TUI's trace view. Held as
 // []spans.Span, a span was about 730 bytes with its strings, and the garbage collector marked
 // every string pointer of every attribute on every cycle (close to a fifth of the collector's
-// CPU). So spans are packed the moment they arrive (spans.AppendPacked: pointer-free bytes the
-// collector never looks into), and stay packed until the trace is dropped:
+// CPU). So spans are packed the moment they arrive (pointer-free bytes the collector never looks
+// into), and stay packed until the trace is dropped:
 //
-//   - ConsumeBatch packs each trace's spans of a batch as one block, appended to the trace's
-//     pending bytes (a trace's blocks are framed: a 4-byte length, then the block).
+//   - Each trace's spans of a batch are one block - packed by the batch's producer where it
+//     decoded them, or by ConsumeBatch (spans.Packing) - appended to the trace's pending bytes
+//     (a trace's blocks are framed: a 4-byte length, then the block).
 //   - An analysis reads the blocks back into its scratch (spans.Unpacker: no allocation, strings
 //     aliasing the packed bytes), and detaches what it keeps - operations, findings, notes - from
 //     those bytes (see detachOps and detachRest), so that nothing held points into them but the trace itself.
@@ -70,38 +71,6 @@ func (a *Engine) appendPending(pending []byte, ss []spans.Span) []byte {
 		a.ingest = nil // one huge batch does not leave its buffer behind
 	}
 	return pending
-}
-
-// regroup copies a batch's spans into the analyzer's gather buffer, each trace's spans together
-// (in the order they came), the traces in order (each span's trace is in ts, order lists each
-// trace once with its count in incoming).
-func (a *Engine) regroup(ss []spans.Span, ts []*traceState, order []*traceState) []spans.Span {
-	at := int32(0)
-	for _, t := range order {
-		t.cursor = at
-		at += t.incoming
-	}
-	g := slices.Grow(a.gather[:0], len(ss))[:len(ss)]
-	for i, t := range ts {
-		g[t.cursor] = ss[i]
-		t.cursor++
-	}
-	a.gather = g
-	return g
-}
-
-// maxGather is the largest regroup buffer (in spans, 184 bytes each) kept from batch to batch:
-// requests of a few thousand spans keep theirs, one huge batch does not leave its copy behind.
-const maxGather = 1 << 14
-
-// endRegroup lets go of the batch regroup copied (its strings alias the request).
-func (a *Engine) endRegroup() {
-	clear(a.gather)
-	if cap(a.gather) > maxGather {
-		a.gather = nil
-	} else {
-		a.gather = a.gather[:0]
-	}
 }
 
 // eachBlock calls f with every framed block of b, and returns the first error: b is the

@@ -88,7 +88,7 @@ func (f *collectorFlags) config() (collector.Config, error) {
 		Decode:          f.decode,
 	}
 	// The collector's consumer is the analyzer, which holds spans packed by trace: packed on the
-	// receivers' goroutines, a batch is filed without being regrouped under the analyzer's lock.
+	// receivers' goroutines, the analyzer files a batch without packing it under its lock.
 	cfg.Decode.PackByTrace = true
 	var errs []error
 	if f.recordSync && f.record == "" {
