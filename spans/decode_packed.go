@@ -58,7 +58,10 @@ func decodeProtoPacked(b *Batch, buf []byte, opt DecodeOptions, reuse bool) erro
 	if reuse {
 		b.recycle()
 	}
-	bp := b.packer()
+	if b.pk == nil {
+		b.pk = &Packing{}
+	}
+	bp := &b.pk.bp
 	pp := &bp.proto
 	pp.reset()
 	defer pp.reset()

@@ -16,8 +16,9 @@
 //
 // Producers pack for the analyzer where they decode, so that it files each trace's block as it is:
 // [Batch.Pack] (the decoders with DecodeOptions.PackByTrace) packs a batch's spans by trace into
-// [Batch.Packed], and a [TracePacker] packs one trace's spans given one at a time, for a producer
-// that makes each span in the memory of the one before (the Collector connector).
+// [Batch.Packed], and a [Packing] does the same batch after batch in memory of its own - for the
+// analyzer given span values, and for a producer that makes each span in the memory of the one
+// before (the Collector connector, [Packing.PackFrom]).
 //
 // The decoders allocate per request, not per span or attribute, and agree with the slow reference
 // conversion in spanstest (spanstest.FromProto over the generated protobuf types), which the tests

@@ -23,7 +23,7 @@ import (
 // Layout (all integers little endian; "uv" is an unsigned varint, "zz" a zigzag varint):
 //
 //	block:    header, the spans, then the resources they name: a packer that is given spans
-//	          one at a time (TracePacker) learns the resources as it goes
+//	          one at a time (Packing.PackFrom) learns the resources as it goes
 //	header:   version byte, then six uint32: spans, resources, attributes (all of them: span,
 //	          resource, link and event attributes), links, events, strings (inline strings);
 //	          then the trace id of the first span (16 bytes, zero when there are no spans)
@@ -143,36 +143,6 @@ func AppendPacked(dst []byte, ss []Span) []byte {
 // packers keeps packers for AppendPacked: a packer used again starts a block by counting one up
 // (see packer.gen), a new one is 7 KiB to clear.
 var packers = sync.Pool{New: func() any { return new(packer) }}
-
-// TracePacker packs one trace's spans as one block in the form of [AppendPacked], given one at a
-// time: for a producer that makes each span, packs it and makes the next in the same memory (the
-// OpenTelemetry Collector connector converting pdata), so that no batch of span values is made.
-// Begin starts a block, Add packs a span, End finishes the block. Add copies the span's fields:
-// the span value and its attribute, link and event slices are free for reuse once it returns.
-// Not so the bytes of its strings nor its Resource: the packer knows a string it wrote before by
-// the address of its bytes (strings repeat within a trace), and a resource by its pointer until
-// it writes the resources at End - so neither may change until End. A string rendered into a
-// buffer reused span after span would be packed as the one rendered there before; one Resource
-// value reused for another resource would be packed as the last one. The zero value is ready to use; it is not safe for concurrent use.
-type TracePacker struct{ p packer }
-
-// Begin starts a block at the end of dst.
-func (w *TracePacker) Begin(dst []byte) { w.p.begin(dst) }
-
-// Add packs s into the block.
-func (w *TracePacker) Add(s *Span) { w.p.span(s) }
-
-// End finishes the block and returns dst extended by it and the block as a PackedTrace (its
-// Block aliases the returned buffer). It keeps no string of the spans packed.
-func (w *TracePacker) End() ([]byte, PackedTrace) {
-	at := w.p.at
-	w.p.end()
-	b := w.p.buf
-	pt := PackedTrace{ID: w.p.tid, Block: b[at:len(b):len(b)], Spans: w.p.n,
-		UnsetTimes: w.p.facts.unset, Latest: w.p.facts.latest, RootLinks: w.p.facts.rootLinks}
-	w.p.forget()
-	return b, pt
-}
 
 // PackedLen is the number of spans in a packed trace, read from its header.
 func PackedLen(b []byte) (int, error) {

@@ -67,27 +67,33 @@ type batchPacker struct {
 // request does not leave its buffers behind.
 const maxPackerKeep = 4 << 20
 
-// packer is b's packing memory, made on first use.
-func (b *Batch) packer() *batchPacker {
-	if b.pk == nil {
-		b.pk = &batchPacker{}
-	}
-	return b.pk
-}
-
-// Packing is memory for packing span values by trace, for a consumer that packs batch after
-// batch itself (the analyzer, given a batch its producer did not pack): what Batch.Pack does, in
-// memory kept from one call to the next. The zero value is ready to use; it is not safe for
+// Packing is memory for packing spans by trace, kept from one batch to the next: what Batch.Pack
+// does, for a consumer that packs batch after batch itself (the analyzer, given a batch its
+// producer did not pack), or a producer that makes each span only when its turn to be packed
+// comes (the Collector connector, from pdata). The zero value is ready to use; it is not safe for
 // concurrent use.
 type Packing struct{ bp batchPacker }
 
 // Pack packs ss by trace as Batch.Pack does. The traces and their blocks live in p until its
 // next Pack; p keeps nothing of ss.
 func (p *Packing) Pack(ss []Span) []PackedTrace {
+	return p.PackFrom(len(ss), func(i int) TraceID { return ss[i].TraceID }, func(i int) *Span { return &ss[i] })
+}
+
+// PackFrom packs n spans by trace as Pack does: id(i) is the i-th span's trace id, and span(i)
+// makes the span, when its turn comes - trace by trace, each trace's spans in order - so that a
+// producer can make each span in the memory of the one before, and no batch of span values is
+// made. The packer copies the span's fields at once, but knows a string it wrote by the address
+// of its bytes and a resource by its pointer: the bytes of a span's strings and its Resource
+// must stay as they are until PackFrom returns (a string rendered into a buffer reused span
+// after span would be packed as the one rendered there before).
+func (p *Packing) PackFrom(n int, id func(int) TraceID, span func(int) *Span) []PackedTrace {
 	if p.bp.oversized() {
 		p.bp = batchPacker{} // one huge batch does not leave its memory behind
 	}
-	return p.bp.packSpans(ss)
+	traces, idx, ends := p.bp.group(n, id)
+	_ = p.bp.packGroups(traces, idx, ends, func(i int32) (*Span, error) { return span(int(i)), nil })
+	return traces
 }
 
 // Pack packs b's spans by trace into b.Packed: one block a trace, the traces in the order each
@@ -96,13 +102,11 @@ func (p *Packing) Pack(ss []Span) []PackedTrace {
 // DecodeOptions.PackByTrace) so that a consumer that holds spans packed (the analyzer) takes
 // each trace's block as it is, on the producer's goroutine's time, instead of packing the batch
 // itself.
-func (b *Batch) Pack() { b.Packed = b.packer().packSpans(b.Spans) }
-
-// packSpans packs ss by trace into bp's memory.
-func (bp *batchPacker) packSpans(ss []Span) []PackedTrace {
-	traces, idx, ends := bp.group(len(ss), func(i int) TraceID { return ss[i].TraceID })
-	_ = bp.packGroups(traces, idx, ends, func(i int32) (*Span, error) { return &ss[i], nil })
-	return traces
+func (b *Batch) Pack() {
+	if b.pk == nil {
+		b.pk = &Packing{}
+	}
+	b.Packed = b.pk.Pack(b.Spans)
 }
 
 // packGroups packs each trace of traces (see group) as one block, its spans as spanOf gives them
@@ -185,7 +189,7 @@ func (bp *batchPacker) endTrace(pt *PackedTrace, at int) []byte {
 // grew past maxPackerKeep.
 func (b *Batch) resetPacked() {
 	b.Packed = nil
-	if b.pk != nil && b.pk.oversized() {
+	if b.pk != nil && b.pk.bp.oversized() {
 		b.pk = nil
 	}
 }

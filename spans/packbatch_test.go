@@ -144,40 +144,43 @@ func TestDecodePackByTrace(t *testing.T) {
 	}
 }
 
-// TestTracePackerOneSpanAtATime: spans given to a TracePacker one at a time, each made in the
-// memory of the one before (as the connector converts pdata), pack to the bytes AppendPacked
-// makes of them all at once, and the PackedTrace tells the trace, the count and the facts.
-func TestTracePackerOneSpanAtATime(t *testing.T) {
+// TestPackFromOneSpanAtATime: spans made one at a time when their turn comes, each in the memory
+// of the one before (as the connector converts pdata), from every fixture dealt out one span of
+// each trace in turn, pack as Pack packs the same spans as values, with one Packing used batch
+// after batch.
+func TestPackFromOneSpanAtATime(t *testing.T) {
+	var p spans.Packing
 	for _, f := range spanstest.FixtureTraces(t, spans.DecodeOptions{AllAttributes: true}) {
-		for _, tr := range f.Traces {
-			var w spans.TracePacker
-			prefix := []byte("kept")
-			w.Begin(prefix)
-			var scratch spans.Span
-			var attrs []spans.Attr
-			for i := range tr {
-				scratch = tr[i]
-				if tr[i].Attrs != nil { // nil and empty pack apart
-					attrs = append(attrs[:0], tr[i].Attrs...)
-					scratch.Attrs = attrs
+		var dealt []spans.Span
+		for i := 0; ; i++ {
+			n := len(dealt)
+			for _, tr := range f.Traces {
+				if i < len(tr) {
+					dealt = append(dealt, tr[i])
 				}
-				w.Add(&scratch)
-				// The memory the span came in is reused at once.
-				clear(attrs)
-				scratch = spans.Span{Name: "reused"}
 			}
-			buf, pt := w.End()
-			if string(buf[:4]) != "kept" {
-				t.Fatal("End lost what dst held")
+			if len(dealt) == n {
+				break
 			}
-			if want := spans.AppendPacked(nil, tr); !bytes.Equal(pt.Block, want) {
-				t.Fatalf("%s: trace %s packed span by span differs from AppendPacked", f.Name, tr[0].TraceID)
-			}
-			if pt.ID != tr[0].TraceID || pt.Spans != len(tr) {
-				t.Fatalf("%s: %s with %d spans, want %s with %d", f.Name, pt.ID, pt.Spans, tr[0].TraceID, len(tr))
-			}
-			checkPacked(t, tr, []spans.PackedTrace{pt})
 		}
+		var scratch spans.Span
+		var attrs []spans.Attr
+		made := 0
+		got := p.PackFrom(len(dealt), func(i int) spans.TraceID { return dealt[i].TraceID }, func(i int) *spans.Span {
+			// The memory the last span was made in, cleared and used again.
+			clear(attrs)
+			scratch = dealt[i]
+			if dealt[i].Attrs != nil { // nil and empty pack apart
+				attrs = append(attrs[:0], dealt[i].Attrs...)
+				scratch.Attrs = attrs
+			}
+			made++
+			return &scratch
+		})
+		if made != len(dealt) {
+			t.Fatalf("%s: %d spans made for %d", f.Name, made, len(dealt))
+		}
+		checkPacked(t, dealt, got)
 	}
 }
 

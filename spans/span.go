@@ -249,7 +249,7 @@ type Batch struct {
 	// filled it, whatever the owner did with Spans since.
 	attrBuf []Attr
 	decoded []Span
-	pk      *batchPacker
+	pk      *Packing
 }
 
 // recycle empties b for another request, keeping its arrays. The spans are cleared as far as the

@@ -43,14 +43,13 @@ func newConverter(allAttributes bool) *converter {
 // convBuf is the memory of one conversion, used request after request (see withBatch): the
 // analyzer copies the packed blocks it keeps, so nothing of a batch outlives ConsumeBatch.
 type convBuf struct {
-	batch  spans.Batch
-	packed []spans.PackedTrace
-	// buf holds every trace's block, one after another.
-	buf    []byte
-	packer spans.TracePacker
-	groups traceGroups
-	// refs are the request's valid spans in request order, byTrace the same grouped by trace.
-	refs, byTrace []spanRef
+	batch spans.Batch
+	// packing holds every trace's block, one after another, and groups the spans by trace.
+	packing spans.Packing
+	// refs are the request's valid spans in request order.
+	refs []spanRef
+	// sp is the one span each of them is converted into in turn.
+	sp spans.Span
 	// res is each ResourceSpans' resource, converted once: the packer keeps pointers to the
 	// resources of a trace until its block ends, and a trace's spans come from several of them.
 	res      []spans.Resource
@@ -66,14 +65,15 @@ type convBuf struct {
 }
 
 // spanRef is where a span is in the request: its ResourceSpans, ScopeSpans and index there, and
-// its trace's index in traceGroups. No pointers, so the garbage collector never scans the refs.
-type spanRef struct{ rs, ss, span, trace int32 }
+// its trace id. No pointers, so the garbage collector never scans the refs.
+type spanRef struct {
+	rs, ss, span int32
+	trace        spans.TraceID
+}
 
-// Bounds on the buffers kept for reuse: one huge request does not leave its buffers behind.
-const (
-	maxPooledSpans = 1 << 14
-	maxPooledBytes = 4 << 20
-)
+// maxPooledSpans bounds the buffers kept for reuse: one huge request does not leave its buffers
+// behind.
+const maxPooledSpans = 1 << 14
 
 // withBatch converts td into pooled buffers and calls f with the batch, which f must not keep.
 func (c *converter) withBatch(td ptrace.Traces, f func(*spans.Batch) error) error {
@@ -83,8 +83,8 @@ func (c *converter) withBatch(td ptrace.Traces, f func(*spans.Batch) error) erro
 	}
 	err := f(c.convertInto(td, cb))
 	cb.reset()
-	if cap(cb.buf) <= maxPooledBytes && cap(cb.refs)+cap(cb.byTrace) <= 2*maxPooledSpans &&
-		cap(cb.groups.ids)+cap(cb.packed)+cap(cb.res)+cap(cb.links)+cap(cb.events) <= maxPooledSpans &&
+	// The packing bounds its own memory (spans.Packing).
+	if cap(cb.refs) <= maxPooledSpans && cap(cb.res)+cap(cb.links)+cap(cb.events) <= maxPooledSpans &&
 		cap(cb.resAttrs)+cap(cb.attrs) <= 16*maxPooledSpans {
 		c.bufs.Put(cb)
 	}
@@ -95,8 +95,7 @@ func (c *converter) withBatch(td ptrace.Traces, f func(*spans.Batch) error) erro
 // pool: every array as far as its capacity, since the scratches are reused span after span and the
 // last span need not have used as much of them as the ones before.
 func (cb *convBuf) reset() {
-	clear(cb.packed[:cap(cb.packed)])
-	cb.packed = cb.packed[:0]
+	cb.sp = spans.Span{}
 	clear(cb.res[:cap(cb.res)])
 	clear(cb.resAttrs[:cap(cb.resAttrs)])
 	clear(cb.attrs[:cap(cb.attrs)])
@@ -131,8 +130,6 @@ func (c *converter) convertInto(td ptrace.Traces, cb *convBuf) *spans.Batch {
 	cb.res = reuse(cb.res, rss.Len())
 	cb.resAttrs = cb.resAttrs[:0]
 	refs := cb.refs[:0]
-	g := &cb.groups
-	g.reset()
 	for i := 0; i < rss.Len(); i++ {
 		rs := rss.At(i)
 		c.resource(cb, &cb.res[i], rs.Resource())
@@ -147,7 +144,7 @@ func (c *converter) convertInto(td ptrace.Traces, cb *convBuf) *spans.Batch {
 					b.RejectReason = rejectInvalidID
 					continue
 				}
-				refs = append(refs, spanRef{rs: int32(i), ss: int32(j), span: int32(k), trace: g.add(tid)})
+				refs = append(refs, spanRef{rs: int32(i), ss: int32(j), span: int32(k), trace: spans.TraceID(tid)})
 			}
 		}
 	}
@@ -155,26 +152,11 @@ func (c *converter) convertInto(td ptrace.Traces, cb *convBuf) *spans.Batch {
 	if len(refs) == 0 {
 		return b
 	}
-	byTrace := refs
-	if !g.grouped {
-		byTrace = g.sort(refs, &cb.byTrace)
-	}
-
-	buf := cb.buf[:0]
-	packed := cb.packed[:0]
-	for from := 0; from < len(byTrace); {
-		n := int(g.counts[byTrace[from].trace])
-		cb.packer.Begin(buf)
-		for _, r := range byTrace[from : from+n] {
-			c.pack(cb, rss.At(int(r.rs)), r)
-		}
-		var pt spans.PackedTrace
-		buf, pt = cb.packer.End()
-		packed = append(packed, pt)
-		from += n
-	}
-	cb.buf, cb.packed = buf, packed
-	b.Packed = packed
+	b.Packed = cb.packing.PackFrom(len(refs), func(i int) spans.TraceID { return refs[i].trace }, func(i int) *spans.Span {
+		r := refs[i]
+		c.span(cb, rss.At(int(r.rs)), r)
+		return &cb.sp
+	})
 	return b
 }
 
@@ -195,12 +177,13 @@ func (c *converter) resource(cb *convBuf, res *spans.Resource, pr pcommon.Resour
 	res.Attrs = since(cb.resAttrs, start)
 }
 
-// pack converts the span r names into one scratch span and packs it.
-func (c *converter) pack(cb *convBuf, rs ptrace.ResourceSpans, r spanRef) {
+// span converts the span r names into cb.sp, its lists into the scratches, all used again for
+// the next span once this one is packed.
+func (c *converter) span(cb *convBuf, rs ptrace.ResourceSpans, r spanRef) {
 	pss := rs.ScopeSpans().At(int(r.ss))
 	ps := pss.Spans().At(int(r.span))
 	st := ps.Status()
-	sp := spans.Span{
+	cb.sp = spans.Span{
 		TraceID:       spans.TraceID(ps.TraceID()),
 		SpanID:        spans.SpanID(ps.SpanID()),
 		ParentID:      spans.SpanID(ps.ParentSpanID()),
@@ -219,7 +202,7 @@ func (c *converter) pack(cb *convBuf, rs ptrace.ResourceSpans, r spanRef) {
 	for k, v := range ps.Attributes().All() {
 		attrs = c.appendAttr(cb, attrs, k, v)
 	}
-	sp.Attrs = since(attrs, 0)
+	cb.sp.Attrs = since(attrs, 0)
 
 	links := cb.links[:0]
 	pl := ps.Links()
@@ -237,7 +220,7 @@ func (c *converter) pack(cb *convBuf, rs ptrace.ResourceSpans, r spanRef) {
 		links = append(links, spans.Link{TraceID: spans.TraceID(link.TraceID()),
 			SpanID: spans.SpanID(link.SpanID()), Attrs: since(attrs, start)})
 	}
-	sp.Links = since(links, 0)
+	cb.sp.Links = since(links, 0)
 
 	events := cb.events[:0]
 	pe := ps.Events()
@@ -250,9 +233,8 @@ func (c *converter) pack(cb *convBuf, rs ptrace.ResourceSpans, r spanRef) {
 		events = append(events, spans.Event{TimeUnixNano: int64(ev.Timestamp()), Name: ev.Name(),
 			Attrs: since(attrs, start)})
 	}
-	sp.Events = since(events, 0)
+	cb.sp.Events = since(events, 0)
 
-	cb.packer.Add(&sp)
 	cb.attrs, cb.links, cb.events = attrs, links, events
 }
 
@@ -271,88 +253,6 @@ func since[T any](s []T, start int) []T {
 		return nil
 	}
 	return s[start:len(s):len(s)]
-}
-
-// traceGroups numbers a request's traces in order of first appearance and counts their spans.
-// Requests carry few traces: a slice, indexed by a map past 8.
-type traceGroups struct {
-	ids    []pcommon.TraceID
-	counts []int32
-	next   []int32                   // sort's scratch
-	idx    map[pcommon.TraceID]int32 // kept from request to request, in use while mapped
-	mapped bool
-	last   int32
-	// grouped stays true while each trace's spans are one run of the request.
-	grouped bool
-}
-
-func (g *traceGroups) reset() {
-	g.ids, g.counts = g.ids[:0], g.counts[:0]
-	clear(g.idx)
-	g.mapped, g.last, g.grouped = false, 0, true
-}
-
-// add counts a span of trace id and returns the trace's index.
-func (g *traceGroups) add(id pcommon.TraceID) int32 {
-	k := g.find(id)
-	switch {
-	case k < 0:
-		k = int32(len(g.ids))
-		g.ids = append(g.ids, id)
-		g.counts = append(g.counts, 0)
-		if g.mapped {
-			g.idx[id] = k
-		} else if len(g.ids) > 8 {
-			if g.idx == nil {
-				g.idx = make(map[pcommon.TraceID]int32, 32)
-			}
-			g.mapped = true
-			for j, x := range g.ids {
-				g.idx[x] = int32(j)
-			}
-		}
-	case k != g.last:
-		g.grouped = false // seen before, with another trace in between
-	}
-	g.last = k
-	g.counts[k]++
-	return k
-}
-
-func (g *traceGroups) find(id pcommon.TraceID) int32 {
-	if int(g.last) < len(g.ids) && g.ids[g.last] == id {
-		return g.last
-	}
-	if g.mapped {
-		if k, ok := g.idx[id]; ok {
-			return k
-		}
-		return -1
-	}
-	for k := range g.ids {
-		if g.ids[k] == id {
-			return int32(k)
-		}
-	}
-	return -1
-}
-
-// sort is refs grouped by trace, stable (a counting sort), in *dst's array when it has room.
-func (g *traceGroups) sort(refs []spanRef, dst *[]spanRef) []spanRef {
-	out := reuse(*dst, len(refs))
-	*dst = out
-	next := append(g.next[:0], g.counts...)
-	g.next = next
-	at := int32(0)
-	for k, n := range next {
-		next[k] = at
-		at += n
-	}
-	for _, r := range refs {
-		out[next[r.trace]] = r
-		next[r.trace]++
-	}
-	return out
 }
 
 // appendAttr appends one attribute to dst when it is kept: a well-known key (as its canonical

@@ -281,7 +281,7 @@ func TestConvertReusedBuffersMatchFresh(t *testing.T) {
 			}
 			cb.reset()
 			for name, n := range map[string]int{
-				"packed traces": nonZero(cb.packed), "resources": nonZero(cb.res),
+				"span": nonZero([]spans.Span{cb.sp}), "resources": nonZero(cb.res),
 				"resource attributes": nonZero(cb.resAttrs), "attributes": nonZero(cb.attrs),
 				"links": nonZero(cb.links), "events": nonZero(cb.events), "display strings": nonZero(cb.shown),
 			} {
