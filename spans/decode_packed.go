@@ -63,8 +63,7 @@ func decodeProtoPacked(b *Batch, buf []byte, opt DecodeOptions, reuse bool) erro
 	}
 	bp := &b.pk.bp
 	pp := &bp.proto
-	pp.reset()
-	defer pp.reset()
+	defer pp.reset() // on every way out: the next request must find nothing of this one
 	d := protoDecoder{opt: opt, b: b}
 	d.attrs.initIn(b.attrBuf, 256)
 	err := d.structure(pp, buf)
