@@ -27,9 +27,7 @@ func run(pass *analyzer.Pass) error {
 		if !mayRace(op) {
 			continue
 		}
-		for _, race := range races(t, op) {
-			judge(pass, t, op, race, tol)
-		}
+		eachRace(op, func(race []spans.SpanID) { judge(pass, t, op, race, tol) })
 	}
 	return nil
 }
@@ -46,41 +44,45 @@ func mayRace(op *analyzer.Operation) bool {
 	return false
 }
 
-// races are the sets of calls of op that ran as copies of one another.
-func races(t *analyzer.Trace, op *analyzer.Operation) [][]spans.SpanID {
-	var out [][]spans.SpanID
+// eachRace calls judge with each set of calls of op that ran as copies of one another. A set is
+// lent for the call: most operations that may race have one attempt of several calls to one
+// origin, and that attempt's own calls are the set, with nothing copied (this runs for every such
+// operation of every trace).
+func eachRace(op *analyzer.Operation, judge func(race []spans.SpanID)) {
 	var cur []spans.SpanID
 	var curEnd int64
 	explicit := false
 	flush := func() {
 		if len(cur) > 1 && explicit {
-			out = append(out, cur)
+			judge(cur)
 		}
-		cur, explicit = nil, false
+		cur, explicit = cur[:0], false
 	}
+	started := false
 	for i := range op.Attempts {
 		a := &op.Attempts[i]
-		if a.Kind == analyzer.KindHedge && cur != nil && a.StartUnixNano < curEnd {
+		if a.Kind == analyzer.KindHedge && started && a.StartUnixNano < curEnd {
 			cur = append(cur, a.Calls...)
 			curEnd = max(curEnd, a.EndUnixNano)
 			explicit = true
 			continue
 		}
 		flush()
+		started = false
 		// Stock shape: overlapping calls of one attempt to a single origin are copies.
 		if len(a.Calls) > 1 && len(a.Origins) == 1 {
-			out = append(out, a.Calls)
+			judge(a.Calls)
 			continue
 		}
-		cur, curEnd = append([]spans.SpanID(nil), a.Calls...), a.EndUnixNano
+		cur, curEnd, started = append(cur[:0], a.Calls...), a.EndUnixNano, len(a.Calls) > 0
 	}
 	flush()
-	return out
 }
 
 func judge(pass *analyzer.Pass, t *analyzer.Trace, op *analyzer.Operation, race []spans.SpanID, tol int64) {
 	winner, winEnd := -1, int64(0)
-	idx := make([]int, 0, len(race))
+	var idxBuf [8]int // races are a few copies: no allocation for them
+	idx := idxBuf[:0]
 	for _, id := range race {
 		i, ok := t.Lookup(id)
 		if !ok {
