@@ -14,10 +14,12 @@ func quietHistory(n int) map[string][]float64 {
 	return map[string][]float64{"http://dep:8080": append([]float64{27}, make([]float64, n)...)}
 }
 
-// later is s taken again d later with hist: what an idle analyzer hands out.
+// later is s taken again d later with hist: what an idle analyzer hands out, settled and judged
+// through the time it was taken.
 func later(s *engine.Snapshot, d time.Duration, hist map[string][]float64) *engine.Snapshot {
 	c := *s
 	c.AtUnixNano += int64(d)
+	c.Stats.SettledThroughUnixNano, c.Stats.WindowThroughUnixNano = c.AtUnixNano, c.AtUnixNano
 	c.History = hist
 	return &c
 }

@@ -267,8 +267,17 @@ func (m Model) unchangedBy(snap *engine.Snapshot) bool {
 	old := m.snap
 	return sameData(old, snap) && sameSlice(old.Report.Notes, snap.Report.Notes) &&
 		sameSlice(old.Report.Groups, snap.Report.Groups) && old.Report.Input == snap.Report.Input &&
-		old.Stats == snap.Stats && old.HeldOperations == snap.HeldOperations &&
+		sameStats(old.Stats, snap.Stats) && old.HeldOperations == snap.HeldOperations &&
 		int(m.rate+0.5) == 0 && (!m.showsTrend() || m.deps.sameTrend(snap)) && m.outside() == m.seen
+}
+
+// sameStats compares the store figures the screens show. The two times that follow the clock
+// (settled and judged through) move with every snapshot of an idle analyzer, and no screen shows
+// them.
+func sameStats(a, b engine.StoreStats) bool {
+	a.SettledThroughUnixNano, a.WindowThroughUnixNano = 0, 0
+	b.SettledThroughUnixNano, b.WindowThroughUnixNano = 0, 0
+	return a == b
 }
 
 // showsTrend reports whether the frame shows the sparklines: only the Dependencies screen does.

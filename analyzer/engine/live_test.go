@@ -388,3 +388,28 @@ func TestStatsSayWhatIsSettledAndJudged(t *testing.T) {
 		t.Errorf("after the next windowed run: judged through %d, want %d", st.WindowThroughUnixNano, third.UnixNano())
 	}
 }
+
+// An idle collector's report is read through a snapshot that nothing has changed since it was
+// made: its clock-derived stats must still say what is settled at the time it is taken. Held from
+// when it was made, they said an older time for as long as no span arrived, and `stormwatch diff`
+// against a collector that had already settled everything waited for a verdict that never came.
+func TestIdleSnapshotsSaySettledThroughTheirOwnTime(t *testing.T) {
+	c := &clock{t: time.Unix(0, t0)}
+	a := engine.New(engine.Config{Detectors: suite.Default(), Settle: time.Second, WindowInterval: 10 * time.Second, Now: c.Now})
+	feedFailedCall(t, a, 1, 0)
+	done := c.Add(15 * time.Second)
+	a.Settle(done) // analyzed and judged: nothing pending
+	for _, take := range []struct {
+		name string
+		at   func(time.Time) *engine.Snapshot
+	}{{"Snapshot", a.Snapshot}, {"Summary", a.Summary}} {
+		first := take.at(c.Add(time.Second))
+		later := take.at(c.Add(time.Minute)) // nothing arrived or settled in between
+		for _, s := range []*engine.Snapshot{first, later} {
+			if s.Stats.PendingTraces != 0 || s.Stats.SettledThroughUnixNano != s.AtUnixNano || s.Stats.WindowThroughUnixNano != s.AtUnixNano {
+				t.Errorf("%s taken at %d with nothing pending: settled through %d, judged through %d; want both at the time it was taken",
+					take.name, s.AtUnixNano, s.Stats.SettledThroughUnixNano, s.Stats.WindowThroughUnixNano)
+			}
+		}
+	}
+}

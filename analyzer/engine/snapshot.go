@@ -276,7 +276,16 @@ func (a *Engine) Snapshot(now time.Time) *Snapshot {
 	}
 	out := *a.snapCache
 	out.AtUnixNano = n
+	a.clockStats(&out.Stats)
 	return &out
+}
+
+// clockStats brings the stats that follow the clock up to now in a snapshot that shares a cached
+// one's figures. The cache is kept for as long as nothing changes, but an idle analyzer is settled
+// and judged through every moment it is asked at: a reader waiting for those to pass the time it
+// asked (stormwatch diff) would otherwise wait for the next span. Under a.mu.
+func (a *Engine) clockStats(st *StoreStats) {
+	st.SettledThroughUnixNano, st.WindowThroughUnixNano = a.settledThrough(), a.windowThrough()
 }
 
 // badOps notes held operations that did not read back for a snapshot (only a bug in the packed
@@ -324,6 +333,7 @@ func (a *Engine) Summary(now time.Time) *Snapshot {
 		out = s
 	}
 	out.AtUnixNano = n
+	a.clockStats(&out.Stats)
 	return &out
 }
 
