@@ -187,8 +187,12 @@ func runLab(ctx context.Context, io streams, o labOptions, args []string) error 
 
 	if tracing != nil {
 		// Flush what was recorded even when interrupted, but do not keep an interrupted process
-		// waiting long on a collector that does not answer.
+		// waiting long on a collector that does not answer. A file has no peer to wait for: its
+		// bound only has to outlast a slow disk on a loaded machine.
 		flush := 10 * time.Second
+		if o.record != "" {
+			flush = time.Minute
+		}
 		if ctx.Err() != nil {
 			flush = 2 * time.Second
 		}
