@@ -98,6 +98,21 @@ func BenchmarkProtoToJSON(b *testing.B) {
 	})
 }
 
+// BenchmarkJSONToProto is the other direction on the same request: what replay pays per request
+// of a .jsonl recording, and the recorder per OTLP/JSON request it writes to .pb.
+func BenchmarkJSONToProto(b *testing.B) {
+	body := requestJSON(realisticRequest(0, 100))
+	b.ReportAllocs()
+	defer reportCPU(b)()
+	var dst []byte
+	for b.Loop() {
+		var err error
+		if dst, err = appendJSONToProto(dst[:0], body); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 // reportCPU reports the process's CPU time per operation (GC included): on a shared machine wall
 // time per operation mostly measures the neighbours.
 func reportCPU(b *testing.B) func() {

@@ -30,9 +30,8 @@ const maxJSONNesting = 64
 type jsonToPB struct {
 	s     jsonlex.Scanner
 	depth int
-	bufs  [][]byte // scratch per nesting level for nested messages, reused
-	str   []byte   // scratch for unescaped strings
-	bin   []byte   // scratch for decoded ids and bytes
+	str   []byte // scratch for unescaped strings
+	bin   []byte // scratch for decoded ids and bytes
 }
 
 // appendJSONAsProto transcodes one OTLP/JSON request, appending to dst.
@@ -106,16 +105,27 @@ func (t *jsonToPB) field(dst []byte, f *pbField, force bool) ([]byte, error) {
 	force = force || f.oneof
 	switch f.kind {
 	case pbMessage:
-		lvl := t.depth
-		for len(t.bufs) <= lvl {
-			t.bufs = append(t.bufs, nil)
-		}
-		child, err := t.message(t.bufs[lvl][:0], f.msg)
+		// The message is written in place after a one-byte length, which most messages (an
+		// attribute, a status) fit; a longer one is moved up once to make room for its length.
+		// Each byte is thus written once or twice, not copied again into every enclosing message
+		// (an attribute's value is five messages deep).
+		dst = appendTag(dst, f.num, 2)
+		at := len(dst)
+		out, err := t.message(append(dst, 0), f.msg)
 		if err != nil {
 			return nil, err
 		}
-		t.bufs[lvl] = child
-		return appendLenField(dst, f.num, child), nil
+		n := len(out) - at - 1
+		if n < 0x80 {
+			out[at] = byte(n)
+			return out, nil
+		}
+		var size [binary.MaxVarintLen64]byte
+		l := binary.PutUvarint(size[:], uint64(n))
+		out = append(out, size[:l-1]...)
+		copy(out[at+l:], out[at+1:at+1+n])
+		copy(out[at:], size[:l])
+		return out, nil
 	case pbString:
 		s, err := t.stringValue()
 		if err != nil || !utf8.Valid(s) {

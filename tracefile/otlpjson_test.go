@@ -151,6 +151,8 @@ func TestJSONTranscoderMatchesProtojson(t *testing.T) {
 	for i, body := range [][]byte{
 		requestJSON(fullRequest(1)),
 		requestJSON(realisticRequest(2, 20)),
+		// Over 16 KiB: the resource's and the scope's messages take a three-byte length.
+		requestJSON(realisticRequest(3, 100)),
 		pretty,
 		[]byte(`{}`),
 		[]byte(`{"resourceSpans":[]}`),
