@@ -107,8 +107,9 @@ func (t *jsonToPB) field(dst []byte, f *pbField, force bool) ([]byte, error) {
 	case pbMessage:
 		// The message is written in place after a one-byte length, which most messages (an
 		// attribute, a status) fit; a longer one is moved up once to make room for its length.
-		// Each byte is thus written once or twice, not copied again into every enclosing message
-		// (an attribute's value is five messages deep).
+		// A byte is moved once per enclosing message of 128 bytes or more (a span's: its span,
+		// scope and resource), in one buffer, where each nesting level used to build its message
+		// in a buffer of its own and copy it into its parent's.
 		dst = appendTag(dst, f.num, 2)
 		at := len(dst)
 		out, err := t.message(append(dst, 0), f.msg)
