@@ -158,3 +158,43 @@ func TestForgettingKeepsNoOperationsAndChangesNoAnswer(t *testing.T) {
 			kept.Input, kept.Notes, dropped.Input, dropped.Notes)
 	}
 }
+
+// A snapshot counts the operations it lists: a released trace that is to be forgotten keeps
+// none (the TUI shows "operations N" and pages the list by that count), while the report still
+// counts them as analyzed.
+func TestSnapshotCountsOperationsHeld(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		forget time.Duration
+		held   bool
+	}{{"remembered", 0, true}, {"to be forgotten", time.Hour, false}} {
+		t.Run(c.name, func(t *testing.T) {
+			a := engine.New(engine.Config{Detectors: suite.Default(), Settle: time.Second, ReleaseSpans: true,
+				ForgetAfter: c.forget, WindowInterval: -1})
+			w := workload.NewWorkload(t0)
+			b := &spans.Batch{}
+			w.Fill(b, 3)
+			var end int64
+			for i := range b.Spans {
+				end = max(end, b.Spans[i].EndUnixNano)
+			}
+			a.Settle(time.Unix(0, end))
+			if err := a.ConsumeBatch(context.Background(), b); err != nil {
+				t.Fatal(err)
+			}
+			// Analyzed and released, not yet forgotten.
+			a.Settle(time.Unix(0, end).Add(10 * time.Second))
+			s := a.Snapshot(time.Unix(0, end).Add(10 * time.Second))
+			ops := s.Operations()
+			if s.Report.Input.Operations == 0 || s.Stats.TracesHeld == 0 {
+				t.Fatalf("nothing analyzed and held: %+v, %d traces held", s.Report.Input, s.Stats.TracesHeld)
+			}
+			if s.HeldOperations != len(ops) || (len(ops) > 0) != c.held {
+				t.Errorf("the snapshot says %d operations and lists %d (the report counts %d)", s.HeldOperations, len(ops), s.Report.Input.Operations)
+			}
+			if ids := s.HeldTraceIDs(); (len(ids) > 0) != c.held {
+				t.Errorf("the snapshot lists %d traces with operations, and %d operations", len(ids), len(ops))
+			}
+		})
+	}
+}
