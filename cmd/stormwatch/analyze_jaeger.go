@@ -22,7 +22,7 @@ func readJaeger(ctx context.Context, a *engine.Engine, o analyzeOptions) (notes 
 		return nil, "", err
 	}
 	end := time.Now()
-	traces, err := c.FindTraces(ctx, jaegerQuery(o.jaeger, end.Add(-o.since), end))
+	traces, found, err := c.FindTraces(ctx, jaegerQuery(o.jaeger, end.Add(-o.since), end))
 	if err != nil {
 		return nil, "", fmt.Errorf("read traces from Jaeger at %s: %w", c.URL(), err)
 	}
@@ -48,7 +48,9 @@ func readJaeger(ctx context.Context, a *engine.Engine, o analyzeOptions) (notes 
 	}
 	notes = append(notes, fmt.Sprintf("read %d traces (%d spans) of service %q over the last %s from Jaeger at %s (%s)",
 		len(traces), nspans, o.jaeger.service, o.since, c.URL(), c.API()))
-	if len(traces) >= o.jaeger.limit {
+	// What the search returned, which --limit bounds: a trace whose spans name other trace ids
+	// is analyzed as several.
+	if found >= o.jaeger.limit {
 		notes = append(notes, fmt.Sprintf("the search returned --limit %d traces: Jaeger may have more; raise --limit or shorten --since", o.jaeger.limit))
 	}
 	return notes, c.URL() + "/trace/{trace_id}", nil
