@@ -34,6 +34,7 @@ func readJaeger(ctx context.Context, a *engine.Engine, o analyzeOptions) (notes 
 	sort.SliceStable(traces, func(i, j int) bool { return traceStart(traces[i]) < traceStart(traces[j]) })
 	nspans := 0
 	for _, b := range traces {
+		o.mem.check()
 		nspans += len(b.Spans)
 		if o.settle > 0 {
 			end := int64(0)

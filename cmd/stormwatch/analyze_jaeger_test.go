@@ -1,8 +1,10 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"io"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -15,6 +17,7 @@ import (
 	"time"
 
 	"github.com/stormwatch/stormwatch/analyzer"
+	"github.com/stormwatch/stormwatch/analyzer/engine"
 	"github.com/stormwatch/stormwatch/fixtures"
 	"github.com/stormwatch/stormwatch/sources/jaeger/jaegertest"
 )
@@ -170,5 +173,22 @@ func TestAnalyzeJaegerLimitNote(t *testing.T) {
 		if noted := strings.Contains(notes, "Jaeger may have more"); noted != c.noted {
 			t.Errorf("--limit %s, one trace returned: noted that Jaeger may have more: %v, want %v (%q)", c.limit, noted, c.noted, rep.Notes)
 		}
+	}
+}
+
+// TestAnalyzeJaegerGuardsMemory: the traces read from a Jaeger go through the memory guard as a
+// file's records do, so a search that holds more than the soft limit was sized for raises it.
+func TestAnalyzeJaegerGuardsMemory(t *testing.T) {
+	o := analyzeOptions{since: time.Hour, settle: 30 * time.Second,
+		jaeger: jaegerFlags{url: fakeJaegerV1(t, jaegerSplitResult), service: "edge", limit: 10, timeout: time.Second}}
+	// A limit the guard never raises: the test counts its checks and leaves the process's alone.
+	o.mem = &memoryGuard{limit: math.MaxInt64}
+	o.mem.sample[0].Name = liveHeapMetric
+	a := engine.New(o.engineConfig())
+	if _, _, err := readJaeger(context.Background(), a, o); err != nil {
+		t.Fatal(err)
+	}
+	if o.mem.reads != 2 {
+		t.Errorf("the guard checked %d times for the 2 traces read from Jaeger", o.mem.reads)
 	}
 }
