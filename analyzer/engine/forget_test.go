@@ -67,11 +67,7 @@ func TestSpanOfForgottenTrace(t *testing.T) {
 		late   bool
 	}{{"remembered", 0, 0, true}, {"forgotten", time.Second, 1, false}} {
 		t.Run(c.name, func(t *testing.T) {
-			a := engine.New(engine.Config{Detectors: suite.Default(), Settle: time.Second, ReleaseSpans: true,
-				ForgetAfter: c.forget, WindowInterval: -1})
-			w := workload.NewWorkload(t0)
-			b := &spans.Batch{}
-			w.Fill(b, 1)
+			a, b := releasing(c.forget, 1)
 			late := b.Spans[len(b.Spans)-1]
 			first := &spans.Batch{Spans: slices.Clone(b.Spans[:len(b.Spans)-1])}
 			if err := a.ConsumeBatch(context.Background(), first); err != nil {
@@ -93,6 +89,16 @@ func TestSpanOfForgottenTrace(t *testing.T) {
 			}
 		})
 	}
+}
+
+// releasing is an analyzer that settles traces after a second and releases them, forgetting them
+// forget after that (never when 0), and a batch of n workload traces for it.
+func releasing(forget time.Duration, n int) (*engine.Engine, *spans.Batch) {
+	a := engine.New(engine.Config{Detectors: suite.Default(), Settle: time.Second, ReleaseSpans: true,
+		ForgetAfter: forget, WindowInterval: -1})
+	b := &spans.Batch{}
+	workload.NewWorkload(t0).Fill(b, n)
+	return a, b
 }
 
 // findingLines renders findings for comparing two reports.
@@ -169,11 +175,7 @@ func TestSnapshotCountsOperationsHeld(t *testing.T) {
 		held   bool
 	}{{"remembered", 0, true}, {"to be forgotten", time.Hour, false}} {
 		t.Run(c.name, func(t *testing.T) {
-			a := engine.New(engine.Config{Detectors: suite.Default(), Settle: time.Second, ReleaseSpans: true,
-				ForgetAfter: c.forget, WindowInterval: -1})
-			w := workload.NewWorkload(t0)
-			b := &spans.Batch{}
-			w.Fill(b, 3)
+			a, b := releasing(c.forget, 3)
 			var end int64
 			for i := range b.Spans {
 				end = max(end, b.Spans[i].EndUnixNano)
