@@ -3,6 +3,8 @@ package analyzer
 import (
 	"strconv"
 	"strings"
+
+	"github.com/stormwatch/stormwatch/internal/loopback"
 )
 
 // EphemeralPortMin is the lowest port read as ephemeral: Linux hands out 32768-60999 to
@@ -32,7 +34,7 @@ func HostDependency(origin string) string {
 	if host == "" {
 		return hp
 	}
-	if port == "" || port == defaultPort(scheme) || !loopback(host) {
+	if port == "" || port == defaultPort(scheme) || !loopback.Is(host) {
 		return host
 	}
 	if n, err := strconv.Atoi(port); err != nil || n <= 0 || n >= EphemeralPortMin {
@@ -48,10 +50,4 @@ func defaultPort(scheme string) string {
 		return "443"
 	}
 	return "80"
-}
-
-// loopback reports whether host names this machine: "localhost", an IPv4 address in 127.0.0.0/8,
-// or "[::1]".
-func loopback(host string) bool {
-	return host == "localhost" || strings.HasPrefix(host, "127.") || host == "[::1]"
 }

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/mem"
 
+	"github.com/stormwatch/stormwatch/internal/loopback"
 	"github.com/stormwatch/stormwatch/spans"
 )
 
@@ -315,7 +316,7 @@ func (c *Collector) Start(ctx context.Context) error {
 }
 
 func (c *Collector) warnIfExposed(what, addr string) {
-	if isLoopback(addr) {
+	if loopback.Is(addr) { // an empty host binds every interface: not loopback
 		return
 	}
 	msg := "listening beyond loopback: anyone who can reach this address can send spans"
@@ -326,20 +327,6 @@ func (c *Collector) warnIfExposed(what, addr string) {
 		msg += " (no TLS)"
 	}
 	c.log.Warn(msg, "transport", what, "addr", addr)
-}
-
-// isLoopback reports whether addr binds only the loopback interface. An empty host binds every
-// interface.
-func isLoopback(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false
-	}
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
 
 // GRPCAddr is the bound OTLP/gRPC address (useful with port 0), or "" when gRPC is off.

@@ -3,6 +3,7 @@ package spans_test
 import (
 	"testing"
 
+	"github.com/stormwatch/stormwatch/analyzer/workload"
 	"github.com/stormwatch/stormwatch/spans"
 )
 
@@ -31,4 +32,33 @@ func TestByTrace(t *testing.T) {
 	if len(out) != 2 || len(out[0].Spans) != 2 || out[0].Spans[1].Name != "b2" || out[1].Spans[0].Name != "a1" {
 		t.Fatalf("ByTrace = %+v", out)
 	}
+}
+
+// BenchmarkByTrace is a whole-document reader's grouping (Jaeger, Zipkin): the spans of 100
+// traces of the analyzer benchmarks' workload, dealt out interleaved as a Zipkin array may hold
+// them.
+func BenchmarkByTrace(b *testing.B) {
+	w := workload.NewWorkload(1_700_000_000_000_000_000)
+	var traces [][]spans.Span
+	for range 100 {
+		batch := &spans.Batch{}
+		n := w.Fill(batch, 1)
+		traces = append(traces, batch.Spans[:n])
+	}
+	var all []spans.Span
+	for i, added := 0, true; added; i++ {
+		added = false
+		for _, t := range traces {
+			if i < len(t) {
+				all, added = append(all, t[i]), true
+			}
+		}
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if out := spans.ByTrace(all); len(out) != len(traces) {
+			b.Fatalf("%d traces, want %d", len(out), len(traces))
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(all)), "ns/span")
 }

@@ -302,19 +302,26 @@ type DecodeOptions struct {
 	PackByTrace bool
 }
 
-// ByTrace groups spans into one batch per trace, in the order each trace first appears: the shape
-// a reader of whole-document formats (Jaeger, Zipkin) hands on, one trace at a time.
+// ByTrace groups spans into one batch per trace, in the order each trace first appears, each
+// trace's spans in the order they came: the shape a reader of whole-document formats (Jaeger,
+// Zipkin) hands on, one trace at a time. The grouping is the packer's (batchPacker.group); the
+// batches' spans are copies, in one array.
 func ByTrace(all []Span) []*Batch {
-	index := map[TraceID]int{}
-	var out []*Batch
-	for _, s := range all {
-		i, ok := index[s.TraceID]
-		if !ok {
-			i = len(out)
-			index[s.TraceID] = i
-			out = append(out, &Batch{})
-		}
-		out[i].Spans = append(out[i].Spans, s)
+	if len(all) == 0 {
+		return nil
+	}
+	var bp batchPacker
+	traces, idx, ends := bp.group(len(all), func(i int) TraceID { return all[i].TraceID })
+	grouped := make([]Span, len(all))
+	for k, i := range idx {
+		grouped[k] = all[i]
+	}
+	out := make([]*Batch, len(traces))
+	batches := make([]Batch, len(traces))
+	from := int32(0)
+	for k, end := range ends {
+		batches[k].Spans = grouped[from:end:end]
+		out[k], from = &batches[k], end
 	}
 	return out
 }

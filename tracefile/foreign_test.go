@@ -175,12 +175,12 @@ func TestJaegerSingleTrace(t *testing.T) {
 // own; the reader hands on one batch a trace (the analyzer files a batch's spans by their own ids,
 // but a record of the file stands for one trace), its spans kept.
 func TestJaegerSpanOfAnotherTrace(t *testing.T) {
-	batches, err := decodeJaegerJSON([]byte(`{"data":[{"traceID":"1","spans":[{"spanID":"1"},{"traceID":"2","spanID":"2"},{"spanID":"3"}]}]}`), spans.DecodeOptions{})
+	batches, listed, err := decodeJaegerJSON([]byte(`{"data":[{"traceID":"1","spans":[{"spanID":"1"},{"traceID":"2","spanID":"2"},{"spanID":"3"}]}]}`), spans.DecodeOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(batches) != 2 {
-		t.Fatalf("%d batches, want 2 (one a trace)", len(batches))
+	if len(batches) != 2 || listed != 1 {
+		t.Fatalf("%d batches of %d traces listed, want 2 (one a trace) of 1", len(batches), listed)
 	}
 	for i, want := range []struct {
 		trace byte

@@ -61,7 +61,7 @@ func FuzzJaegerJSON(f *testing.F) {
 	f.Add([]byte(`{"data":[]}`))
 	f.Add([]byte(`{"data":[{"traceID":"1","spans":[{"spanID":"2","references":[{"refType":"CHILD_OF","traceID":"1","spanID":"0"}]}]}]}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		batches, err := decodeJaegerJSON(data, spans.DecodeOptions{AllAttributes: len(data)%2 == 0})
+		batches, _, err := decodeJaegerJSON(data, spans.DecodeOptions{AllAttributes: len(data)%2 == 0})
 		checkFuzzBatches(t, batches, err)
 	})
 }

@@ -102,31 +102,34 @@ func (t jaegerTag) attr() (spans.Attr, error) {
 // DecodeJaegerJSON decodes a Jaeger query service JSON document ({"data":[...]}, as GET
 // /api/traces answers) into one batch per trace, mapped as the reader maps a file (see
 // docs/sources.md). Its nesting is bounded as a file's is; bounding its size is the caller's.
-func DecodeJaegerJSON(body []byte, opt spans.DecodeOptions) ([]*spans.Batch, error) {
+// listed is how many traces the document lists, what a search's limit bounds: there are more
+// batches when a listed trace's spans name other trace ids.
+func DecodeJaegerJSON(body []byte, opt spans.DecodeOptions) (batches []*spans.Batch, listed int, err error) {
 	if err := checkDepth(body, spans.MaxValueDepth); err != nil {
-		return nil, fmt.Errorf("decode %s: %w", FormatJaegerJSON, err)
+		return nil, 0, fmt.Errorf("decode %s: %w", FormatJaegerJSON, err)
 	}
 	return decodeJaegerJSON(body, opt)
 }
 
-// decodeJaegerJSON reads a Jaeger query JSON document into one batch per trace.
-func decodeJaegerJSON(body []byte, opt spans.DecodeOptions) ([]*spans.Batch, error) {
+// decodeJaegerJSON reads a Jaeger query JSON document into one batch per trace, and says how many
+// traces it lists (see DecodeJaegerJSON).
+func decodeJaegerJSON(body []byte, opt spans.DecodeOptions) ([]*spans.Batch, int, error) {
 	var doc jaegerDoc
 	if err := decodeDocument(body, &doc, FormatJaegerJSON); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	if doc.Data == nil && (doc.TraceID != "" || doc.Spans != nil) {
 		doc.Data = []jaegerTrace{doc.jaegerTrace}
 	}
 	if len(doc.Data) == 0 && len(doc.Errors) > 0 {
 		e := doc.Errors[0]
-		return nil, fmt.Errorf("the Jaeger document holds no trace, only errors; the first: %d %s", e.Code, e.Msg)
+		return nil, 0, fmt.Errorf("the Jaeger document holds no trace, only errors; the first: %d %s", e.Code, e.Msg)
 	}
 	out := make([]*spans.Batch, 0, len(doc.Data))
 	for i := range doc.Data {
 		b, err := jaegerTraceBatch(&doc.Data[i], opt)
 		if err != nil {
-			return nil, fmt.Errorf("decode %s: trace %d (%s): %w", FormatJaegerJSON, i+1, doc.Data[i].TraceID, err)
+			return nil, 0, fmt.Errorf("decode %s: trace %d (%s): %w", FormatJaegerJSON, i+1, doc.Data[i].TraceID, err)
 		}
 		if len(b.Spans) == 0 {
 			out = append(out, b)
@@ -136,7 +139,7 @@ func decodeJaegerJSON(body []byte, opt spans.DecodeOptions) ([]*spans.Batch, err
 		// a trace, as every reader hands them on.
 		out = append(out, spans.ByTrace(b.Spans)...)
 	}
-	return out, nil
+	return out, len(doc.Data), nil
 }
 
 // jaegerTraceBatch maps one Jaeger trace onto the compact span form.

@@ -359,7 +359,7 @@ func TestJaegerSamplerTagsSurviveTheReader(t *testing.T) {
 	b := stockLoop(11, true)
 	b.spans[0].Attrs = append(b.spans[0].Attrs, spans.StringAttr(spans.AttrJaegerSamplerType, "probabilistic"),
 		spans.DoubleAttr(spans.AttrJaegerSamplerParam, 0.1))
-	batches, err := tracefile.DecodeJaegerJSON(foreigntest.Jaeger(b.spans), spans.DecodeOptions{})
+	batches, _, err := tracefile.DecodeJaegerJSON(foreigntest.Jaeger(b.spans), spans.DecodeOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -40,6 +40,16 @@ type traceResult struct {
 	released bool
 }
 
+// keptOps is how many of the result's operations can be read back: nOps, or none when it keeps
+// none (a released trace that is to be forgotten, see release), which still counts them in nOps
+// for the report.
+func (r *traceResult) keptOps() int {
+	if r.ops == nil && r.packedOps == nil {
+		return 0
+	}
+	return r.nOps
+}
+
 // analyzeTrace is the whole per-trace pipeline: index, operations, accounting, detectors. The
 // trace it returns with the result uses sc's buffers. When src is not nil, ss's strings alias src
 // and the result is detached from it (see detachOps and detachRest); its operations too when opsKept says they will

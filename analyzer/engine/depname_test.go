@@ -18,6 +18,8 @@ func TestDependencyName(t *testing.T) {
 		{"", "", "https://127.0.0.1:443", "127.0.0.1"},
 		{"", "", "http://[::1]:8080", "[::1]:8080"},
 		{"", "", "http://[::1]:45000", "[::1]"},
+		{"", "", "http://[0:0:0:0:0:0:0:1]:8080", "[0:0:0:0:0:0:0:1]:8080"}, // loopback as the collector reads it
+		{"", "", "http://127.0.0.1.nip.io:8080", "127.0.0.1.nip.io"},        // a name, not an address
 		{"", "", "http://[fd00::7]:8080", "[fd00::7]"},
 		{"", "", "grpc://inv.v1.Inventory", "inv.v1.Inventory"}, // an origin made of the RPC service
 		{"", "", "unknown:GET", "unknown:GET"},

@@ -4,6 +4,7 @@ import (
 	"strings"
 
 	"github.com/stormwatch/stormwatch/analyzer"
+	"github.com/stormwatch/stormwatch/internal/loopback"
 	"github.com/stormwatch/stormwatch/spans"
 )
 
@@ -150,7 +151,7 @@ func (t *trace) findIngressApp(srv int32, kn []known) int32 {
 		return -1
 	}
 	inbound := istioInbound(kn[srv].str(wkUpstreamCluster)) ||
-		loopbackAddress(t.Spans[srv].Str(spans.AttrEnvoyUpstreamAddress))
+		loopback.Is(t.Spans[srv].Str(spans.AttrEnvoyUpstreamAddress))
 	app := int32(-1)
 	take := func(s int32) {
 		if app < 0 || t.Spans[s].StartUnixNano < t.Spans[app].StartUnixNano {
@@ -160,7 +161,7 @@ func (t *trace) findIngressApp(srv int32, kn []known) int32 {
 	for _, ch := range t.Children(int(srv)) {
 		switch {
 		case t.sidecarHop(srv, ch, kn):
-			inbound = inbound || loopbackAddress(t.Spans[ch].Str(spans.AttrEnvoyUpstreamAddress))
+			inbound = inbound || loopback.Is(t.Spans[ch].Str(spans.AttrEnvoyUpstreamAddress))
 			for _, g := range t.Children(int(ch)) {
 				if t.Spans[g].Kind == spans.KindServer && !kn[g].has(wkUpstreamCluster) {
 					take(g)
@@ -213,11 +214,4 @@ func (t *trace) ingressHop(i int32, kn []known) bool {
 // Istio made them one, "InboundPassthroughCluster"). Its outbound "PassthroughCluster" is not.
 func istioInbound(cluster string) bool {
 	return strings.HasPrefix(cluster, "inbound|") || strings.HasPrefix(cluster, "InboundPassthroughCluster")
-}
-
-// loopbackAddress reports whether addr (host:port, as Envoy writes upstream_address) is on this
-// host: 127.0.0.0/8, [::1] or localhost - a sidecar handing a request to the app in its own network
-// namespace.
-func loopbackAddress(addr string) bool {
-	return strings.HasPrefix(addr, "127.") || strings.HasPrefix(addr, "[::1]") || strings.HasPrefix(addr, "localhost:")
 }

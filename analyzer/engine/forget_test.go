@@ -67,11 +67,7 @@ func TestSpanOfForgottenTrace(t *testing.T) {
 		late   bool
 	}{{"remembered", 0, 0, true}, {"forgotten", time.Second, 1, false}} {
 		t.Run(c.name, func(t *testing.T) {
-			a := engine.New(engine.Config{Detectors: suite.Default(), Settle: time.Second, ReleaseSpans: true,
-				ForgetAfter: c.forget, WindowInterval: -1})
-			w := workload.NewWorkload(t0)
-			b := &spans.Batch{}
-			w.Fill(b, 1)
+			a, b := releasing(c.forget, 1)
 			late := b.Spans[len(b.Spans)-1]
 			first := &spans.Batch{Spans: slices.Clone(b.Spans[:len(b.Spans)-1])}
 			if err := a.ConsumeBatch(context.Background(), first); err != nil {
@@ -93,6 +89,16 @@ func TestSpanOfForgottenTrace(t *testing.T) {
 			}
 		})
 	}
+}
+
+// releasing is an analyzer that settles traces after a second and releases them, forgetting them
+// forget after that (never when 0), and a batch of n workload traces for it.
+func releasing(forget time.Duration, n int) (*engine.Engine, *spans.Batch) {
+	a := engine.New(engine.Config{Detectors: suite.Default(), Settle: time.Second, ReleaseSpans: true,
+		ForgetAfter: forget, WindowInterval: -1})
+	b := &spans.Batch{}
+	workload.NewWorkload(t0).Fill(b, n)
+	return a, b
 }
 
 // findingLines renders findings for comparing two reports.
@@ -156,5 +162,41 @@ func TestForgettingKeepsNoOperationsAndChangesNoAnswer(t *testing.T) {
 	if !reflect.DeepEqual(kept, dropped) {
 		t.Errorf("the report changed when released traces keep no operations:\n%+v\n%q\n---\n%+v\n%q",
 			kept.Input, kept.Notes, dropped.Input, dropped.Notes)
+	}
+}
+
+// A snapshot counts the operations it lists: a released trace that is to be forgotten keeps
+// none (the TUI shows "operations N" and pages the list by that count), while the report still
+// counts them as analyzed.
+func TestSnapshotCountsOperationsHeld(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		forget time.Duration
+		held   bool
+	}{{"remembered", 0, true}, {"to be forgotten", time.Hour, false}} {
+		t.Run(c.name, func(t *testing.T) {
+			a, b := releasing(c.forget, 3)
+			var end int64
+			for i := range b.Spans {
+				end = max(end, b.Spans[i].EndUnixNano)
+			}
+			a.Settle(time.Unix(0, end))
+			if err := a.ConsumeBatch(context.Background(), b); err != nil {
+				t.Fatal(err)
+			}
+			// Analyzed and released, not yet forgotten.
+			a.Settle(time.Unix(0, end).Add(10 * time.Second))
+			s := a.Snapshot(time.Unix(0, end).Add(10 * time.Second))
+			ops := s.Operations()
+			if s.Report.Input.Operations == 0 || s.Stats.TracesHeld == 0 {
+				t.Fatalf("nothing analyzed and held: %+v, %d traces held", s.Report.Input, s.Stats.TracesHeld)
+			}
+			if s.HeldOperations != len(ops) || (len(ops) > 0) != c.held {
+				t.Errorf("the snapshot says %d operations and lists %d (the report counts %d)", s.HeldOperations, len(ops), s.Report.Input.Operations)
+			}
+			if ids := s.HeldTraceIDs(); (len(ids) > 0) != c.held {
+				t.Errorf("the snapshot lists %d traces with operations, and %d operations", len(ids), len(ops))
+			}
+		})
 	}
 }

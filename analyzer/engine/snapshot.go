@@ -21,8 +21,9 @@ type Snapshot struct {
 	AtUnixNano int64
 	// Report holds dependencies (worst amplification first), findings and notes.
 	Report analyzer.Report
-	// HeldOperations is how many logical operations the traces held have: what Operations would
-	// list, without reading them.
+	// HeldOperations is how many logical operations the traces held keep: what Operations would
+	// list, without reading them. Released traces that are to be forgotten keep none
+	// (Config.ForgetAfter); the report's Input.Operations counts every operation analyzed.
 	HeldOperations int
 	// History is each dependency's amplification per interval, oldest first, for sparklines.
 	History map[string][]float64
@@ -265,9 +266,12 @@ func (a *Engine) Snapshot(now time.Time) *Snapshot {
 		}
 		s.held = make([]heldRef, 0, len(a.traces))
 		for t := a.held.front(); t != nil; t = a.held.next(t) {
-			if t.res != nil && t.res.nOps > 0 {
+			if t.res == nil {
+				continue
+			}
+			if n := t.res.keptOps(); n > 0 {
 				s.held = append(s.held, heldRef{id: t.id, r: t.res})
-				s.HeldOperations += t.res.nOps
+				s.HeldOperations += n
 			}
 		}
 		s.held = slices.Clip(s.held)

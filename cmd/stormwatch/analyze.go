@@ -286,7 +286,8 @@ const (
 // nothing). Held memory is most of the heap, and the default (collect once the heap has doubled)
 // would double the peak for nothing: at a million realistic spans the heap peaked at 280 MB live
 // and the process at 527 MiB. The guard it returns raises the limit when a recording holds more
-// than the sizing assumes (see memoryGuard); the readers call its check once per record.
+// than the sizing assumes (see memoryGuard); the readers call its check once per record of a
+// file and once per trace from a Jaeger.
 func limitMemory(cfg engine.Config) *memoryGuard {
 	if os.Getenv("GOMEMLIMIT") != "" || os.Getenv("GOGC") != "" {
 		return nil

@@ -22,7 +22,7 @@ func readJaeger(ctx context.Context, a *engine.Engine, o analyzeOptions) (notes 
 		return nil, "", err
 	}
 	end := time.Now()
-	traces, err := c.FindTraces(ctx, jaegerQuery(o.jaeger, end.Add(-o.since), end))
+	traces, found, err := c.FindTraces(ctx, jaegerQuery(o.jaeger, end.Add(-o.since), end))
 	if err != nil {
 		return nil, "", fmt.Errorf("read traces from Jaeger at %s: %w", c.URL(), err)
 	}
@@ -34,6 +34,7 @@ func readJaeger(ctx context.Context, a *engine.Engine, o analyzeOptions) (notes 
 	sort.SliceStable(traces, func(i, j int) bool { return traceStart(traces[i]) < traceStart(traces[j]) })
 	nspans := 0
 	for _, b := range traces {
+		o.mem.check()
 		nspans += len(b.Spans)
 		if o.settle > 0 {
 			end := int64(0)
@@ -48,7 +49,9 @@ func readJaeger(ctx context.Context, a *engine.Engine, o analyzeOptions) (notes 
 	}
 	notes = append(notes, fmt.Sprintf("read %d traces (%d spans) of service %q over the last %s from Jaeger at %s (%s)",
 		len(traces), nspans, o.jaeger.service, o.since, c.URL(), c.API()))
-	if len(traces) >= o.jaeger.limit {
+	// What the search returned, which --limit bounds: a trace whose spans name other trace ids
+	// is analyzed as several.
+	if found >= o.jaeger.limit {
 		notes = append(notes, fmt.Sprintf("the search returned --limit %d traces: Jaeger may have more; raise --limit or shorten --since", o.jaeger.limit))
 	}
 	return notes, c.URL() + "/trace/{trace_id}", nil

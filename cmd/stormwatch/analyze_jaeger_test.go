@@ -1,9 +1,12 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"io"
+	"math"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -14,6 +17,7 @@ import (
 	"time"
 
 	"github.com/stormwatch/stormwatch/analyzer"
+	"github.com/stormwatch/stormwatch/analyzer/engine"
 	"github.com/stormwatch/stormwatch/fixtures"
 	"github.com/stormwatch/stormwatch/sources/jaeger/jaegertest"
 )
@@ -123,5 +127,68 @@ func TestLiveJaegerUsage(t *testing.T) {
 		if code != 2 || !strings.Contains(stderr, c.want) {
 			t.Errorf("%v: exit %d, stderr %q; want exit 2 saying %q", c.args, code, stderr, c.want)
 		}
+	}
+}
+
+// jaegerSplitResult is an answer of Jaeger's UI API (/api/traces) that lists one trace whose
+// second span names a trace id of its own: one search result, two traces to analyze.
+const jaegerSplitResult = `{"data":[{"traceID":"00000000000000000000000000000001","spans":[` +
+	`{"traceID":"00000000000000000000000000000001","spanID":"0000000000000001","operationName":"GET /","startTime":1000000000000000,"duration":1000,"processID":"p1"},` +
+	`{"traceID":"00000000000000000000000000000002","spanID":"0000000000000002","operationName":"GET /","startTime":1000000000000000,"duration":1000,"processID":"p1"}],` +
+	`"processes":{"p1":{"serviceName":"edge"}}}]}`
+
+// fakeJaegerV1 is a Jaeger without the OTLP query API that answers every search with body.
+func fakeJaegerV1(t *testing.T, body string) string {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/api/traces" {
+			http.NotFound(w, r)
+			return
+		}
+		io.WriteString(w, body)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// TestAnalyzeJaegerLimitNote: the note that Jaeger may have more traces is about what the search
+// returned, which --limit bounds: a result whose spans name two trace ids counts once.
+func TestAnalyzeJaegerLimitNote(t *testing.T) {
+	url := fakeJaegerV1(t, jaegerSplitResult)
+	for _, c := range []struct {
+		limit string
+		noted bool
+	}{{"1", true}, {"2", false}} {
+		code, out, stderr := runCLI(t, "", "analyze", "--jaeger", url, "--service", "edge", "--since", "1h", "--limit", c.limit, "--format", "json")
+		if code != 0 {
+			t.Fatalf("--limit %s: exit %d: %s", c.limit, code, stderr)
+		}
+		var rep analyzer.Report
+		if err := json.Unmarshal([]byte(out), &rep); err != nil {
+			t.Fatal(err)
+		}
+		notes := strings.Join(rep.Notes, "\n")
+		if rep.Input.Traces != 2 || !strings.Contains(notes, "read 2 traces") {
+			t.Fatalf("--limit %s: input %+v, notes %q; want the result's two traces read", c.limit, rep.Input, rep.Notes)
+		}
+		if noted := strings.Contains(notes, "Jaeger may have more"); noted != c.noted {
+			t.Errorf("--limit %s, one trace returned: noted that Jaeger may have more: %v, want %v (%q)", c.limit, noted, c.noted, rep.Notes)
+		}
+	}
+}
+
+// TestAnalyzeJaegerGuardsMemory: the traces read from a Jaeger go through the memory guard as a
+// file's records do, so a search that holds more than the soft limit was sized for raises it.
+func TestAnalyzeJaegerGuardsMemory(t *testing.T) {
+	o := analyzeOptions{since: time.Hour, settle: 30 * time.Second,
+		jaeger: jaegerFlags{url: fakeJaegerV1(t, jaegerSplitResult), service: "edge", limit: 10, timeout: time.Second}}
+	// A limit the guard never raises: the test counts its checks and leaves the process's alone.
+	o.mem = &memoryGuard{limit: math.MaxInt64}
+	o.mem.sample[0].Name = liveHeapMetric
+	a := engine.New(o.engineConfig())
+	if _, _, err := readJaeger(context.Background(), a, o); err != nil {
+		t.Fatal(err)
+	}
+	if o.mem.reads != 2 {
+		t.Errorf("the guard checked %d times for the 2 traces read from Jaeger", o.mem.reads)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/stormwatch/stormwatch/internal/loopback"
 	"github.com/stormwatch/stormwatch/reference/lab"
 	"github.com/stormwatch/stormwatch/tracefile"
 )
@@ -246,7 +247,7 @@ func otlpExporter(ctx context.Context, endpoint string) (sdktrace.SpanExporter, 
 		return nil, fmt.Errorf("lab: --otlp %q: want host:port: %w", endpoint, err)
 	}
 	opts := []otlptracegrpc.Option{otlptracegrpc.WithEndpoint(endpoint)}
-	if isLoopback(host) {
+	if loopback.Is(host) {
 		opts = append(opts, otlptracegrpc.WithInsecure())
 	}
 	exp, err := otlptracegrpc.New(ctx, opts...)
@@ -254,12 +255,4 @@ func otlpExporter(ctx context.Context, endpoint string) (sdktrace.SpanExporter, 
 		return nil, fmt.Errorf("lab: --otlp %s: %w", endpoint, err)
 	}
 	return exp, nil
-}
-
-func isLoopback(host string) bool {
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }

@@ -196,11 +196,13 @@ func (c *Client) API() API {
 }
 
 // FindTraces returns the traces q selects, one batch per trace, whole: every span Jaeger has of
-// each, from every service. The OTLP query API is tried first; a Jaeger without it (404 or 405
-// with no Jaeger error in the body) is asked through /api/traces from then on.
-func (c *Client) FindTraces(ctx context.Context, q Query) ([]*spans.Batch, error) {
+// each, from every service. found is how many traces the search returned, what q.Limit bounds:
+// a trace of the UI's API whose spans name other trace ids is handed on as one batch per id, so
+// there may be more batches than that. The OTLP query API is tried first; a Jaeger without it
+// (404 or 405 with no Jaeger error in the body) is asked through /api/traces from then on.
+func (c *Client) FindTraces(ctx context.Context, q Query) (traces []*spans.Batch, found int, err error) {
 	if q.Service == "" {
-		return nil, errors.New("jaeger: a search needs a service name")
+		return nil, 0, errors.New("jaeger: a search needs a service name")
 	}
 	if q.Limit <= 0 {
 		q.Limit = DefaultLimit
@@ -209,19 +211,20 @@ func (c *Client) FindTraces(ctx context.Context, q Query) ([]*spans.Batch, error
 		q.End = time.Now()
 	}
 	if q.Start.IsZero() || !q.Start.Before(q.End) {
-		return nil, fmt.Errorf("jaeger: search window %s..%s is empty", q.Start.Format(time.RFC3339), q.End.Format(time.RFC3339))
+		return nil, 0, fmt.Errorf("jaeger: search window %s..%s is empty", q.Start.Format(time.RFC3339), q.End.Format(time.RFC3339))
 	}
 	api := c.API()
 	if api == "" || api == APIv3 {
 		traces, err := c.findV3(ctx, q)
 		if errors.Is(err, errNoAPI) && c.cfg.API == APIv3 {
-			return nil, fmt.Errorf("jaeger at %s does not serve %s", c.URL(), APIv3)
+			return nil, 0, fmt.Errorf("jaeger at %s does not serve %s", c.URL(), APIv3)
 		}
 		if !errors.Is(err, errNoAPI) {
 			if err == nil {
 				c.setAPI(APIv3)
 			}
-			return traces, err
+			// The OTLP result is spans, not traces: each trace id is one the search returned.
+			return traces, len(traces), err
 		}
 		c.setAPI(APIv1)
 	}
@@ -283,7 +286,7 @@ func (c *Client) findV3(ctx context.Context, q Query) ([]*spans.Batch, error) {
 	return nil, fmt.Errorf("jaeger %s: unexpected answer %d (%s): %s", APIv3, status, why, snippet(body))
 }
 
-func (c *Client) findV1(ctx context.Context, q Query) ([]*spans.Batch, error) {
+func (c *Client) findV1(ctx context.Context, q Query) ([]*spans.Batch, int, error) {
 	v := url.Values{}
 	v.Set("service", q.Service)
 	if q.Operation != "" {
@@ -294,16 +297,16 @@ func (c *Client) findV1(ctx context.Context, q Query) ([]*spans.Batch, error) {
 	v.Set("limit", strconv.Itoa(q.Limit))
 	status, body, err := c.get(ctx, string(APIv1), v)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	if status != http.StatusOK {
-		return nil, fmt.Errorf("jaeger %s: %d: %s", APIv1, status, snippet(body))
+		return nil, 0, fmt.Errorf("jaeger %s: %d: %s", APIv1, status, snippet(body))
 	}
-	traces, err := tracefile.DecodeJaegerJSON(body, c.cfg.Decode)
+	traces, found, err := tracefile.DecodeJaegerJSON(body, c.cfg.Decode)
 	if err != nil {
-		return nil, fmt.Errorf("jaeger %s: %w", APIv1, err)
+		return nil, 0, fmt.Errorf("jaeger %s: %w", APIv1, err)
 	}
-	return traces, nil
+	return traces, found, nil
 }
 
 // StatusError is an HTTP answer that is neither a result nor worth another try.

@@ -63,7 +63,7 @@ func TestFallsBackToV1(t *testing.T) {
 		t.Fatal(err)
 	}
 	for range 2 {
-		traces, err := c.FindTraces(context.Background(), window)
+		traces, _, err := c.FindTraces(context.Background(), window)
 		if err != nil || len(traces) != 1 || len(traces[0].Spans) != 2 {
 			t.Fatalf("traces %v err %v", traces, err)
 		}
@@ -91,7 +91,7 @@ func TestV3NothingFound(t *testing.T) {
 	}))
 	defer srv.Close()
 	c, _ := New(Config{URL: srv.URL})
-	traces, err := c.FindTraces(context.Background(), window)
+	traces, _, err := c.FindTraces(context.Background(), window)
 	if err != nil || len(traces) != 0 || c.API() != APIv3 {
 		t.Errorf("traces %d err %v api %q", len(traces), err, c.API())
 	}
@@ -120,7 +120,7 @@ func TestRetriesWithBackoff(t *testing.T) {
 	var pauses []time.Duration
 	c, _ := New(Config{URL: srv.URL, API: APIv1, Attempts: 3, Backoff: time.Second, MaxBackoff: 10 * time.Second,
 		Rand: func() float64 { return 0.5 }, Sleep: recordSleeps(&pauses)})
-	traces, err := c.FindTraces(context.Background(), window)
+	traces, _, err := c.FindTraces(context.Background(), window)
 	if err != nil || len(traces) != 1 {
 		t.Fatalf("traces %d err %v", len(traces), err)
 	}
@@ -130,7 +130,7 @@ func TestRetriesWithBackoff(t *testing.T) {
 
 	down.Store(true) // every answer a 503 from now on
 	pauses = nil
-	_, err = c.FindTraces(context.Background(), window)
+	_, _, err = c.FindTraces(context.Background(), window)
 	if err == nil || !strings.Contains(err.Error(), "3 attempts failed") || !strings.Contains(err.Error(), "503") {
 		t.Errorf("err = %v", err)
 	}
@@ -156,13 +156,13 @@ func TestAuth(t *testing.T) {
 	for _, cfg := range []Config{{Token: "s3cret"}, {Username: "oncall", Password: "pw"}} {
 		cfg.URL, cfg.API = srv.URL, APIv1
 		c, _ := New(cfg)
-		if _, err := c.FindTraces(context.Background(), window); err != nil {
+		if _, _, err := c.FindTraces(context.Background(), window); err != nil {
 			t.Errorf("%+v: %v", cfg, err)
 		}
 	}
 	calls.Store(0)
 	c, _ := New(Config{URL: srv.URL, API: APIv1, Token: "wrong-token"})
-	_, err := c.FindTraces(context.Background(), window)
+	_, _, err := c.FindTraces(context.Background(), window)
 	var se *StatusError
 	if !errors.As(err, &se) || se.Status != 401 || !strings.Contains(err.Error(), "check the token") || strings.Contains(err.Error(), "wrong-token") {
 		t.Errorf("err = %v", err)
@@ -182,11 +182,11 @@ func TestTLS(t *testing.T) {
 	pool := x509.NewCertPool()
 	pool.AddCert(srv.Certificate())
 	c, _ := New(Config{URL: srv.URL, API: APIv1, TLS: &tls.Config{RootCAs: pool}})
-	if _, err := c.FindTraces(context.Background(), window); err != nil {
+	if _, _, err := c.FindTraces(context.Background(), window); err != nil {
 		t.Errorf("with the CA: %v", err)
 	}
 	c, _ = New(Config{URL: srv.URL, API: APIv1, Attempts: 1})
-	if _, err := c.FindTraces(context.Background(), window); err == nil || !strings.Contains(err.Error(), "certificate") {
+	if _, _, err := c.FindTraces(context.Background(), window); err == nil || !strings.Contains(err.Error(), "certificate") {
 		t.Errorf("without the CA: %v", err)
 	}
 }
@@ -211,7 +211,7 @@ func TestBadAnswers(t *testing.T) {
 			}))
 			defer srv.Close()
 			cl, _ := New(Config{URL: srv.URL, API: APIv1, MaxResponseBytes: c.max})
-			_, err := cl.FindTraces(context.Background(), window)
+			_, _, err := cl.FindTraces(context.Background(), window)
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Errorf("err = %v, want %q", err, c.want)
 			}
@@ -233,7 +233,7 @@ func TestUnreachableSaysWhereNotTheQuery(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = c.FindTraces(context.Background(), window)
+	_, _, err = c.FindTraces(context.Background(), window)
 	if err == nil {
 		t.Fatal("a closed port answered")
 	}

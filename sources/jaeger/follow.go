@@ -137,7 +137,7 @@ func (f *Follower) PollOnce(ctx context.Context, start, end time.Time) (time.Tim
 	}
 	q := f.Query
 	q.Start, q.End = start, end
-	traces, err := f.Client.FindTraces(ctx, q)
+	traces, found, err := f.Client.FindTraces(ctx, q)
 	f.mu.Lock()
 	if err != nil {
 		f.status.Err = err
@@ -166,7 +166,7 @@ func (f *Follower) PollOnce(ctx context.Context, start, end time.Time) (time.Tim
 			delete(f.seen, id)
 		}
 	}
-	f.status.Err, f.status.LastOK, f.status.Full = nil, f.now(), len(traces) >= q.Limit && q.Limit > 0
+	f.status.Err, f.status.LastOK, f.status.Full = nil, f.now(), found >= q.Limit && q.Limit > 0
 	f.status.Traces += len(fresh)
 	f.mu.Unlock()
 	for _, b := range fresh {

@@ -142,3 +142,34 @@ func TestFollowerCatchUpIsBounded(t *testing.T) {
 		t.Errorf("asked %v, want a window of %s", j.asked, maxCatchUp)
 	}
 }
+
+// splitResult is an /api/traces answer that lists one trace whose second span names a trace id
+// of its own: one search result, handed on as two traces.
+const splitResult = `{"data":[{"traceID":"00000000000000000000000000000001","spans":[` +
+	`{"traceID":"00000000000000000000000000000001","spanID":"0000000000000001","operationName":"GET /","startTime":100000000,"duration":1000,"processID":"p1"},` +
+	`{"traceID":"00000000000000000000000000000002","spanID":"0000000000000002","operationName":"GET /","startTime":100000000,"duration":1000,"processID":"p1"}],` +
+	`"processes":{"p1":{"serviceName":"edge"}}}]}`
+
+// TestFollowerFullCountsWhatTheSearchReturned: the status says a search hit --limit when Jaeger
+// returned that many traces, not when their spans named more trace ids than that.
+func TestFollowerFullCountsWhatTheSearchReturned(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Write([]byte(splitResult))
+	}))
+	defer srv.Close()
+	c, _ := New(Config{URL: srv.URL, API: APIv1, Attempts: 1})
+	traces, found, err := c.FindTraces(context.Background(), window)
+	if err != nil || len(traces) != 2 || found != 1 {
+		t.Fatalf("%d traces, %d found, err %v; want 2 traces of 1 result", len(traces), found, err)
+	}
+	for _, limit := range []int{1, 2} {
+		var got sink
+		f := &Follower{Client: c, Query: Query{Service: "edge", Limit: limit}, Sink: &got}
+		if _, err := f.PollOnce(context.Background(), time.Unix(99, 0), time.Unix(105, 0)); err != nil {
+			t.Fatal(err)
+		}
+		if s := f.Status(); len(got.traces) != 2 || s.Full != (limit == 1) {
+			t.Errorf("--limit %d, one trace returned: %d handed on, status %q", limit, len(got.traces), s)
+		}
+	}
+}

@@ -92,7 +92,7 @@ func TestRealJaegerRoundTrip(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			batches, err := c.FindTraces(context.Background(), q)
+			batches, _, err := c.FindTraces(context.Background(), q)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -114,7 +114,7 @@ func TestRealJaegerRoundTrip(t *testing.T) {
 				// derives one from the HTTP or gRPC status. Expect what the reader makes of the
 				// fixture written as Jaeger JSON.
 				expect = nil
-				batches, err := tracefile.DecodeJaegerJSON(foreigntest.Jaeger(want), spans.DecodeOptions{})
+				batches, _, err := tracefile.DecodeJaegerJSON(foreigntest.Jaeger(want), spans.DecodeOptions{})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -141,7 +141,7 @@ func TestRealJaegerRoundTrip(t *testing.T) {
 		c, _ := jaeger.New(jaeger.Config{URL: srv.QueryURL})
 		empty := q
 		empty.Service = "no-such-service"
-		if b, err := c.FindTraces(context.Background(), empty); err != nil || len(b) != 0 {
+		if b, _, err := c.FindTraces(context.Background(), empty); err != nil || len(b) != 0 {
 			t.Errorf("unknown service: %d traces, err %v", len(b), err)
 		}
 	})

@@ -64,7 +64,7 @@ func TestCredentialsNeverFollowARedirectElsewhere(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			_, err = c.FindTraces(context.Background(), window)
+			_, _, err = c.FindTraces(context.Background(), window)
 			if !errors.Is(err, ErrCrossOriginRedirect) {
 				t.Errorf("%s: err = %v, want the redirect refused", origin.name, err)
 			}
@@ -81,7 +81,7 @@ func TestCredentialsNeverFollowARedirectElsewhere(t *testing.T) {
 	}
 	// Without credentials a redirect is followed; within the origin it is followed with them.
 	c, _ := New(Config{URL: plain.URL, API: APIv1})
-	if _, err := c.FindTraces(context.Background(), window); err != nil {
+	if _, _, err := c.FindTraces(context.Background(), window); err != nil {
 		t.Errorf("no credentials, a redirect: %v", err)
 	}
 	var sawAuth atomic.Int32
@@ -96,7 +96,7 @@ func TestCredentialsNeverFollowARedirectElsewhere(t *testing.T) {
 	same := httptest.NewServer(mux)
 	defer same.Close()
 	c, _ = New(Config{URL: same.URL + "/old", API: APIv1, Token: "s3cret"})
-	if _, err := c.FindTraces(context.Background(), window); err != nil || sawAuth.Load() != 1 {
+	if _, _, err := c.FindTraces(context.Background(), window); err != nil || sawAuth.Load() != 1 {
 		t.Errorf("a redirect within the origin: err %v, authorized requests %d", err, sawAuth.Load())
 	}
 }
@@ -123,7 +123,7 @@ func TestURLUserInfoIsBasicAuthAndNeverShown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.FindTraces(context.Background(), window); err != nil {
+	if _, _, err := c.FindTraces(context.Background(), window); err != nil {
 		t.Fatalf("basic auth from the URL: %v", err)
 	}
 	for _, shown := range []string{c.URL(), c.TraceURL("abc")} {
@@ -132,7 +132,7 @@ func TestURLUserInfoIsBasicAuthAndNeverShown(t *testing.T) {
 		}
 	}
 	fail.Store(true)
-	_, err = c.FindTraces(context.Background(), window)
+	_, _, err = c.FindTraces(context.Background(), window)
 	if err == nil || strings.Contains(err.Error(), "hunter2") {
 		t.Errorf("error: %v", err)
 	}
@@ -154,7 +154,7 @@ func TestUnexpectedAnswerSaysWhy(t *testing.T) {
 	} {
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte(c.body)) }))
 		cl, _ := New(Config{URL: srv.URL, API: APIv3})
-		_, err := cl.FindTraces(context.Background(), window)
+		_, _, err := cl.FindTraces(context.Background(), window)
 		srv.Close()
 		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "unexpected answer 200") {
 			t.Errorf("%s: err = %v, want %q", c.body, err, c.want)

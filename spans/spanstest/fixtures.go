@@ -31,7 +31,7 @@ func FixtureTraces(t testing.TB, opts spans.DecodeOptions) []Fixture {
 			t.Fatal(err)
 		}
 		f := Fixture{Name: name}
-		at := map[spans.TraceID]int{}
+		var all []spans.Span
 		sc := bufio.NewScanner(bytes.NewReader(body))
 		sc.Buffer(nil, 64<<20)
 		for sc.Scan() {
@@ -39,18 +39,13 @@ func FixtureTraces(t testing.TB, opts spans.DecodeOptions) []Fixture {
 			if err != nil {
 				t.Fatalf("%s: %v", name, err)
 			}
-			for _, s := range b.Spans {
-				k, ok := at[s.TraceID]
-				if !ok {
-					k = len(f.Traces)
-					at[s.TraceID] = k
-					f.Traces = append(f.Traces, nil)
-				}
-				f.Traces[k] = append(f.Traces[k], s)
-			}
+			all = append(all, b.Spans...)
 		}
 		if err := sc.Err(); err != nil {
 			t.Fatalf("%s: %v", name, err)
+		}
+		for _, b := range spans.ByTrace(all) {
+			f.Traces = append(f.Traces, b.Spans)
 		}
 		out = append(out, f)
 	}

@@ -28,6 +28,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/stormwatch/stormwatch/internal/loopback"
 	"github.com/stormwatch/stormwatch/tracefile"
 )
 
@@ -134,7 +135,7 @@ func (t Target) resolve() (resolved, error) {
 		}
 		r.proto = GRPC
 		r.addr = ep
-		r.tls = !t.Insecure && !isLoopback(h)
+		r.tls = !t.Insecure && !loopback.Is(h)
 		scheme := "http"
 		if r.tls {
 			scheme = "https"
@@ -145,14 +146,6 @@ func (t Target) resolve() (resolved, error) {
 		r.proto = t.Protocol
 	}
 	return r, nil
-}
-
-func isLoopback(host string) bool {
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
 
 // Sender exports requests to one endpoint over one connection. It is safe for concurrent use, but

@@ -1,0 +1,40 @@
+package loopback
+
+import (
+	"net/netip"
+	"strings"
+)
+
+// Is reports whether s names this machine: "localhost" (in any case), an IPv4 address in
+// 127.0.0.0/8, or the IPv6 loopback address (any spelling of ::1, or 127.0.0.0/8 mapped into IPv6),
+// bracketed or not, with or without a port. A 127.0.0.0/8 pattern with '*' for digits
+// ("127.0.0.*", as a policy matches origins) is loopback too; an empty host ("" or ":4317", every
+// interface) is not.
+func Is(s string) bool {
+	host := hostOf(s)
+	switch {
+	case strings.EqualFold(host, "localhost"):
+		return true
+	case strings.HasPrefix(host, "127."):
+		return strings.Trim(host, "0123456789.*") == ""
+	case strings.IndexByte(host, ':') >= 0:
+		ip, err := netip.ParseAddr(host)
+		return err == nil && ip.Unmap().IsLoopback()
+	}
+	return false
+}
+
+// hostOf is s without its port and brackets: "[::1]:4317" and "[::1]" are "::1", "localhost:80"
+// is "localhost". An unbracketed IPv6 address (more than one colon) is a host without a port.
+func hostOf(s string) string {
+	if strings.HasPrefix(s, "[") {
+		if i := strings.IndexByte(s, ']'); i >= 0 {
+			return s[1:i]
+		}
+		return s
+	}
+	if i := strings.IndexByte(s, ':'); i >= 0 && strings.LastIndexByte(s, ':') == i {
+		return s[:i]
+	}
+	return s
+}
