@@ -114,3 +114,15 @@ func TestClockShiftsTakeTheShortestChainOfCalls(t *testing.T) {
 		}
 	}
 }
+
+// The estimate reuses the scratch's buffers and clock index: a trace after the first of its size
+// allocates nothing for it.
+func TestClockShiftsAllocateNothingOnAReusedScratch(t *testing.T) {
+	var tr trace
+	sc := &scratch{}
+	buildTrace(&tr, spans.TraceID{1}, clockChainTrace(50, func(i int) int64 { return int64(i) * 1e6 }, 0), 0, sc)
+	tr.clockShifts(sc)
+	if n := testing.AllocsPerRun(20, func() { tr.clockShifts(sc) }); n != 0 {
+		t.Errorf("%v allocations a trace", n)
+	}
+}
