@@ -14,11 +14,17 @@ import (
 // layer.
 
 // clockRef is one service instance's clock, and its offset from the trace root's when known.
+// via is, while the walk in clockShifts is at the level before this clock's, the first call that
+// reaches it from there (-1: none yet).
 type clockRef struct {
 	service, instance string
 	off               int64
 	known             bool
+	via               int32
 }
+
+// clockKey names a clock: the service instance whose spans it timed.
+type clockKey struct{ service, instance string }
 
 // clockEdge says that clock b read d later than clock a when a call left a for b: a CLIENT span on
 // a and the callee's SERVER span under it on b start at about the same moment.
@@ -34,22 +40,16 @@ type clockEdge struct {
 // clock no traced call reaches (a service only seen in orphans) is read as the root's. The result
 // is by span; it is made only for traces with orphans to attach (bridgeOrphans), where attaching by
 // time across clocks that disagree by more than the skew tolerance put calls under the wrong layer.
+//
+// Where calls disagree about a clock (flights of different lengths, a clock that stepped), the
+// offset is read along the fewest calls from the root's clock: each call adds its flight to the
+// estimate, so the shortest chain carries the least error. Among calls at that distance, the first
+// in the trace's span order wins: the spans give no reason to prefer another. The walk goes out
+// from the root's clock one level of calls at a time (walkClocks), so each clock is set once and
+// the work is linear in spans and calls, whatever order the spans came in.
 func (t *trace) clockShifts(sc *scratch) []int64 {
-	clocks, edges := sc.clocks[:0], sc.clockEdges[:0]
-	clk := sc.clockOf[:0]
-	find := func(s *spans.Span) int32 {
-		svc, inst := s.Service(), s.Instance()
-		for k := range clocks {
-			if clocks[k].service == svc && clocks[k].instance == inst {
-				return int32(k)
-			}
-		}
-		clocks = append(clocks, clockRef{service: svc, instance: inst})
-		return int32(len(clocks) - 1)
-	}
-	for j := range t.Spans {
-		clk = append(clk, find(&t.Spans[j]))
-	}
+	clocks, clk := t.numberClocks(sc)
+	edges := sc.clockEdges[:0]
 	for j := range t.Spans {
 		p := t.Index().Parent[j]
 		if p < 0 || t.Spans[j].Kind != spans.KindServer || clk[p] == clk[j] {
@@ -58,6 +58,7 @@ func (t *trace) clockShifts(sc *scratch) []int64 {
 		edges = append(edges, clockEdge{a: clk[p], b: clk[j], d: t.Spans[j].StartUnixNano - t.Spans[p].StartUnixNano})
 	}
 	// The root's clock: the trace's own root (no parent named), else the earliest root.
+	root := int32(-1)
 	if roots := t.Index().Roots; len(roots) > 0 {
 		r := roots[0]
 		for _, x := range roots {
@@ -66,21 +67,9 @@ func (t *trace) clockShifts(sc *scratch) []int64 {
 				break
 			}
 		}
-		clocks[clk[r]].known = true
+		root = clk[r]
 	}
-	// Relaxed until nothing changes: at most one pass per clock.
-	for changed := true; changed; {
-		changed = false
-		for _, e := range edges {
-			a, b := &clocks[e.a], &clocks[e.b]
-			switch {
-			case a.known && !b.known:
-				b.off, b.known, changed = a.off+e.d, true, true
-			case b.known && !a.known:
-				a.off, a.known, changed = b.off-e.d, true, true
-			}
-		}
-	}
+	walkClocks(clocks, edges, root, sc)
 	shift := sc.shift[:0]
 	for j := range t.Spans {
 		shift = append(shift, clocks[clk[j]].off)
@@ -93,6 +82,98 @@ func (t *trace) clockShifts(sc *scratch) []int64 {
 	// clockOf and clockKnown are read by fitUnknownClocks, until the next trace.
 	sc.clocks, sc.clockEdges, sc.clockOf, sc.shift, sc.clockKnown = clocks[:0], edges[:0], clk, shift[:0], known
 	return shift
+}
+
+// numberClocks numbers the trace's clocks, in the order of their first spans, and says each
+// span's: a map from the clock's key, the scratch's, so the work is linear in spans.
+func (t *trace) numberClocks(sc *scratch) (clocks []clockRef, clk []int32) {
+	clocks, clk = sc.clocks[:0], sc.clockOf[:0]
+	if sc.clockIndex == nil {
+		sc.clockIndex = make(map[clockKey]int32)
+	}
+	index := sc.clockIndex
+	var last *spans.Resource // spans of one resource are of one clock: runs of them skip the map
+	lastClock := int32(-1)
+	for j := range t.Spans {
+		s := &t.Spans[j]
+		if s.Resource == nil || s.Resource != last {
+			key := clockKey{s.Service(), s.Instance()}
+			c, ok := index[key]
+			if !ok {
+				c = int32(len(clocks))
+				clocks = append(clocks, clockRef{service: key.service, instance: key.instance, via: -1})
+				index[key] = c
+			}
+			last, lastClock = s.Resource, c
+		}
+		clk = append(clk, lastClock)
+	}
+	if len(index) > maxScratch {
+		sc.clockIndex = nil // a cleared map keeps its buckets, and the next clear walks them all
+	} else {
+		clear(index) // it holds the trace's strings
+	}
+	return clocks, clk
+}
+
+// walkClocks sets the offset of every clock the calls (edges) join to the root's clock (root; -1:
+// none), going out from it one level of calls at a time: each clock of the next level takes its
+// offset from the first call, in the calls' order, that joins it to this level, forward (it
+// answered the call) or back (it made it).
+func walkClocks(clocks []clockRef, edges []clockEdge, root int32, sc *scratch) {
+	if root < 0 {
+		return
+	}
+	// The calls by clock, both ends, in the calls' order: adj[first[k]:first[k+1]] are the calls
+	// clock k made or answered.
+	first := slices.Grow(sc.clockFirst[:0], len(clocks)+1)[:len(clocks)+1]
+	clear(first)
+	for _, e := range edges {
+		first[e.a+1]++
+		first[e.b+1]++
+	}
+	for k := 1; k < len(first); k++ {
+		first[k] += first[k-1]
+	}
+	adj := slices.Grow(sc.clockAdj[:0], 2*len(edges))[:2*len(edges)]
+	fill := append(sc.clockFill[:0], first[:len(clocks)]...)
+	for n, e := range edges {
+		adj[fill[e.a]], adj[fill[e.b]] = int32(n), int32(n)
+		fill[e.a]++
+		fill[e.b]++
+	}
+	clocks[root].known = true
+	level := append(sc.clockLevel[:0], root) // the clocks in the order they were reached
+	for from := 0; from < len(level); {
+		to := len(level)
+		for _, x := range level[from:to] {
+			for _, n := range adj[first[x]:first[x+1]] {
+				y := edges[n].b
+				if y == x {
+					y = edges[n].a
+				}
+				switch c := &clocks[y]; {
+				case c.known:
+				case c.via < 0:
+					c.via = n
+					level = append(level, y)
+				case n < c.via:
+					c.via = n
+				}
+			}
+		}
+		for _, y := range level[to:] {
+			c := &clocks[y]
+			if e := edges[c.via]; e.b == y {
+				c.off = clocks[e.a].off + e.d
+			} else {
+				c.off = clocks[e.b].off - e.d
+			}
+			c.known = true
+		}
+		from = to
+	}
+	sc.clockFirst, sc.clockAdj, sc.clockFill, sc.clockLevel = first[:0], adj[:0], fill[:0], level[:0]
 }
 
 // maxClockFit is how far fitUnknownClocks looks for a clock's offset: the clock skew the analyzer

@@ -56,6 +56,11 @@ type scratch struct {
 	clockOf    []int32
 	shift      []int64
 	clockKnown []bool
+	clockIndex map[clockKey]int32 // each clock's number, empty between traces
+	clockFirst []int32            // the walk's adjacency: where each clock's calls start in clockAdj
+	clockAdj   []int32
+	clockFill  []int32
+	clockLevel []int32 // the clocks in the order the walk reached them
 	clockTries []int64
 	visited    []bool
 	loops      []int32
@@ -128,6 +133,10 @@ func (sc *scratch) reset() {
 	sc.wide.release()
 	if cap(sc.keys) > maxScratch {
 		sc.keys = nil
+	}
+	if cap(sc.clockOf) > maxScratch || cap(sc.clockAdj) > 2*maxScratch {
+		sc.clocks, sc.clockEdges, sc.clockOf, sc.shift, sc.clockKnown = nil, nil, nil, nil, nil
+		sc.clockFirst, sc.clockAdj, sc.clockFill, sc.clockLevel = nil, nil, nil, nil
 	}
 	if cap(sc.state) > maxScratch {
 		sc.state = nil

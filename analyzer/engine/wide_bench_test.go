@@ -63,6 +63,30 @@ var wideShapes = []struct {
 		}
 		return ss
 	}},
+	// n service instances whose clocks are related by a chain of calls, listed leaf first (span
+	// ids fall along the chain), beside an orphan: the clock estimate must reach the chain's end
+	// in one walk, not one pass per instance. Each instance's CLIENT span hangs under the root, so
+	// the trace stays shallow and the chain is only in the clocks.
+	{"clock-chain", clockChain},
+}
+
+// clockChain is a root SERVER span of api and, for each instance i < n of dep, a CLIENT span under
+// the root calling instance i+1, whose SERVER span answers it (api's CLIENT span stands for
+// instance 0's); the SERVER spans' ids run down the chain, so the calls are read leaf first.
+// Instance i's clock runs i%7 ms ahead of the root's. An orphan on the last instance is attached
+// to the root by its start on the root's clock.
+func clockChain(n int) []spans.Span {
+	skew := func(i int) int64 { return int64(i % 7) }
+	ss := []spans.Span{sp(1, 1, 0, spans.KindServer, "api", 0, 4*int64(n)+10)}
+	for i := range n {
+		at := 1 + 2*int64(i)
+		c := onInstance(sp(1, 2+i, 1, spans.KindClient, "dep", at+skew(i), at+skew(i)+2, get("http://dep:80/x", 200)...), "dep-"+strconv.Itoa(i))
+		if i == 0 {
+			c = sp(1, 2, 1, spans.KindClient, "api", at, at+2, get("http://dep:80/x", 200)...)
+		}
+		ss = append(ss, c, onInstance(sp(1, 1<<22-i, 2+i, spans.KindServer, "dep", at+skew(i+1), at+skew(i+1)+1, server(200)...), "dep-"+strconv.Itoa(i+1)))
+	}
+	return append(ss, onInstance(sp(1, 1<<22+1, 1<<23, spans.KindServer, "dep", 2, 3, server(200)...), "dep-"+strconv.Itoa(n)))
 }
 
 // clientServers is a CLIENT span with n SERVER children from instances instances, one after the other.
