@@ -62,6 +62,9 @@ type scratch struct {
 	clockFill  []int32
 	clockLevel []int32 // the clocks in the order the walk reached them
 	clockTries []int64
+	clockFit   []int64     // fitUnknownClocks: the offset fitted, by clock
+	fitOrphans []int32     // fitUnknownClocks: the orphans by clock (at most maxBridged)
+	callers    []callerRef // fitUnknownClocks: the spans that may have called an orphan, by start
 	visited    []bool
 	loops      []int32
 	wide       wideIndex
@@ -137,6 +140,9 @@ func (sc *scratch) reset() {
 	if cap(sc.clockOf) > maxScratch || cap(sc.clockAdj) > 2*maxScratch {
 		sc.clocks, sc.clockEdges, sc.clockOf, sc.shift, sc.clockKnown = nil, nil, nil, nil, nil
 		sc.clockFirst, sc.clockAdj, sc.clockFill, sc.clockLevel = nil, nil, nil, nil
+	}
+	if cap(sc.callers) > maxScratch || cap(sc.clockFit) > maxScratch {
+		sc.callers, sc.clockFit = nil, nil
 	}
 	if cap(sc.state) > maxScratch {
 		sc.state = nil
