@@ -107,6 +107,9 @@ func (t *trace) bridgeOrphans(skew int64, sc *scratch) bool {
 			}
 		}
 	}
+	attached := append(sc.attached[:0], sc.bridge...)
+	slices.SortStableFunc(attached, func(a, b bridge) int { return cmp.Compare(a.attach, b.attach) })
+	sc.attached = attached
 	return len(sc.bridge) > 0
 }
 

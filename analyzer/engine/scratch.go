@@ -46,10 +46,11 @@ type scratch struct {
 	// What inference reads below the instrumentation (see hidden.go): orphans attached to the
 	// spans that made their calls, SERVER spans being read as calls, the walk's marks, and the
 	// application loops found with their tries.
-	bridge  []bridge
-	srvs    []int32
-	lift    []int32 // bridgeOrphans: depth added to an attached orphan's subtree
-	orphans []int32 // bridgeOrphans: the orphan SERVER spans, by start on the root's clock
+	bridge   []bridge
+	attached []bridge // the attachments by span attached to, then in their order
+	srvs     []int32
+	lift     []int32 // bridgeOrphans: depth added to an attached orphan's subtree
+	orphans  []int32 // bridgeOrphans: the orphan SERVER spans, by start on the root's clock
 	// clockShifts' clocks, the calls that relate them, each span's clock and its shift.
 	clocks     []clockRef
 	clockEdges []clockEdge
@@ -65,9 +66,13 @@ type scratch struct {
 	clockFit   []int64     // fitUnknownClocks: the offset fitted, by clock
 	fitOrphans []int32     // fitUnknownClocks: the orphans by clock (at most maxBridged)
 	callers    []callerRef // fitUnknownClocks: the spans that may have called an orphan, by start
-	visited    []bool
-	loops      []int32
-	wide       wideIndex
+	// inferBridged: which spans are attached orphans, and the order they are walked in.
+	bridged   []bool
+	walkSeq   []int32
+	walkOwner []int32
+	walkPass  []int32
+	loops     []int32
+	wide      wideIndex
 	// derived caches origins and targets in front of the interner's shared cache. Kept from
 	// trace to trace (reset leaves it): what it holds is true for any trace, and is the shared
 	// cache's own copies.
@@ -140,6 +145,9 @@ func (sc *scratch) reset() {
 	if cap(sc.clockOf) > maxScratch || cap(sc.clockAdj) > 2*maxScratch {
 		sc.clocks, sc.clockEdges, sc.clockOf, sc.shift, sc.clockKnown = nil, nil, nil, nil, nil
 		sc.clockFirst, sc.clockAdj, sc.clockFill, sc.clockLevel = nil, nil, nil, nil
+	}
+	if cap(sc.bridged) > maxScratch {
+		sc.bridged = nil
 	}
 	if cap(sc.callers) > maxScratch || cap(sc.clockFit) > maxScratch {
 		sc.callers, sc.clockFit = nil, nil

@@ -1,0 +1,115 @@
+package engine
+
+import (
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/stormwatch/stormwatch/spans"
+)
+
+// walkByPasses is the order the attached orphans were walked in when inferBridged ran its passes:
+// over the attachments again and again, walking each orphan whose span had been walked, until a
+// pass walked none; then those left, as roots of their own.
+func walkByPasses(t *trace, bridges []bridge) []int32 {
+	visited := make([]bool, len(t.Spans))
+	isBridged := func(i int32) bool { return slices.ContainsFunc(bridges, func(b bridge) bool { return b.orphan == i }) }
+	walk := func(root int32) {
+		for k := t.Index().Pos[root]; k < t.Index().Pos[root]+t.Index().Size[root]; k++ {
+			visited[t.Index().Order[k]] = true
+		}
+	}
+	for _, r := range t.Index().Roots {
+		if !isBridged(r) {
+			walk(r)
+		}
+	}
+	var order []int32
+	for {
+		progress, left := false, false
+		for _, b := range bridges {
+			if visited[b.orphan] {
+				continue
+			}
+			if !visited[b.attach] {
+				left = true
+				continue
+			}
+			walk(b.orphan)
+			order = append(order, b.orphan)
+			progress = true
+		}
+		if !left {
+			return order
+		}
+		if !progress {
+			for _, b := range bridges {
+				if !visited[b.orphan] {
+					walk(b.orphan)
+					order = append(order, b.orphan)
+				}
+			}
+			return order
+		}
+	}
+}
+
+// Attached orphans are walked in the order the passes walked them, wherever their spans hang: in
+// the trace's tree, under an orphan attached before or after them, in a loop of attachments or
+// under one.
+func TestBridgedOrphansWalkedAsThePassesDid(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	loops, later := 0, 0
+	for trial := range 500 {
+		n := 5 + rng.IntN(60)
+		id := func(k int) spans.SpanID { return spans.SpanID{1, byte(k)} }
+		ss := []spans.Span{{SpanID: id(0), Kind: spans.KindServer}}
+		for k := 1; k < n; k++ {
+			s := spans.Span{SpanID: id(k), Kind: spans.KindServer, StartUnixNano: int64(k)}
+			if rng.IntN(3) == 0 {
+				s.ParentID = spans.SpanID{2, byte(k)} // an orphan: a root
+			} else {
+				s.ParentID = id(rng.IntN(k))
+			}
+			ss = append(ss, s)
+		}
+		var tr trace
+		sc := &scratch{}
+		buildTrace(&tr, spans.TraceID{1}, ss, 0, sc)
+		ix := tr.Index()
+		var bridges []bridge
+		for _, r := range ix.Roots[1:] {
+			if rng.IntN(4) == 0 {
+				continue // left as a root
+			}
+			for {
+				a := int32(rng.IntN(len(tr.Spans)))
+				if p := ix.Pos[a]; p < ix.Pos[r] || p >= ix.Pos[r]+ix.Size[r] {
+					bridges = append(bridges, bridge{orphan: r, attach: a})
+					break
+				}
+			}
+		}
+		rng.Shuffle(len(bridges), func(a, b int) { bridges[a], bridges[b] = bridges[b], bridges[a] })
+		sc.bridge = bridges
+		var got []int32
+		for _, q := range tr.walkOrder(sc) {
+			got = append(got, bridges[q].orphan)
+		}
+		want := walkByPasses(&tr, bridges)
+		if !slices.Equal(got, want) {
+			t.Fatalf("trial %d: orphans walked in order %v, want %v (attachments %v)", trial, got, want, bridges)
+		}
+		for q := range sc.walkPass[:len(bridges)] {
+			switch p := sc.walkPass[:len(bridges)][q]; {
+			case p > 1 && p < 1<<30:
+				later++
+			case p >= 1<<30:
+				loops++
+			}
+		}
+	}
+	if loops < 50 || later < 50 {
+		t.Errorf("%d orphans walked in a later pass, %d in none: the traces do not test the order", later, loops)
+	}
+}
