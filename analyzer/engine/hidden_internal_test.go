@@ -2,6 +2,7 @@ package engine
 
 import (
 	"math/rand/v2"
+	"reflect"
 	"slices"
 	"testing"
 
@@ -111,5 +112,37 @@ func TestBridgedOrphansWalkedAsThePassesDid(t *testing.T) {
 	}
 	if loops < 50 || later < 50 {
 		t.Errorf("%d orphans walked in a later pass, %d in none: the traces do not test the order", later, loops)
+	}
+}
+
+// A scratch goes back to the pool after each trace: whatever one huge trace grew in it (by span,
+// by root, by orphan) is dropped, as the arrays that hold more than maxScratch elements are, so
+// that it does not stay pinned for the life of the pool.
+func TestScratchDropsWhatAHugeTraceGrew(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	a := New(Config{})
+	sc := &scratch{}
+	ss := randomOrphanTrace(rng, 20_000)
+	analyzeTrace(spans.TraceID{1}, ss, 0, &a.cfg, a.seed, a.intern, sc, nil, false)
+	if len(sc.bridge) == 0 && len(sc.attached) == 0 {
+		t.Fatal("no orphan was attached: the trace does not test the buffers that attaching grows")
+	}
+	sc.reset()
+	v := reflect.ValueOf(sc).Elem()
+	for k := range v.NumField() {
+		f := v.Field(k)
+		if f.Kind() != reflect.Slice {
+			continue
+		}
+		limit := maxScratch
+		switch v.Type().Field(k).Name {
+		case "arena":
+			limit = 12 * maxScratch
+		case "clockAdj":
+			limit = 2 * maxScratch
+		}
+		if f.Cap() > limit {
+			t.Errorf("scratch.%s keeps %d elements after reset", v.Type().Field(k).Name, f.Cap())
+		}
 	}
 }

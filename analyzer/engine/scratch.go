@@ -146,8 +146,16 @@ func (sc *scratch) reset() {
 		sc.clocks, sc.clockEdges, sc.clockOf, sc.shift, sc.clockKnown = nil, nil, nil, nil, nil
 		sc.clockFirst, sc.clockAdj, sc.clockFill, sc.clockLevel = nil, nil, nil, nil
 	}
-	if cap(sc.bridged) > maxScratch {
-		sc.bridged = nil
+	// By span, root or child: one huge trace grows them. (The orphans, the attachments and the
+	// clock fit's tries are at most maxBridged and maxClockTries.)
+	if cap(sc.lift) > maxScratch || cap(sc.bridged) > maxScratch {
+		sc.lift, sc.bridged = nil, nil
+	}
+	if cap(sc.added) > maxScratch {
+		sc.added = nil
+	}
+	if cap(sc.srvs) > maxScratch || cap(sc.loops) > maxScratch {
+		sc.srvs, sc.loops = nil, nil
 	}
 	if cap(sc.callers) > maxScratch || cap(sc.clockFit) > maxScratch {
 		sc.callers, sc.clockFit = nil, nil
