@@ -85,10 +85,11 @@ func (t *trace) bridgeOrphans(skew int64, sc *scratch) bool {
 		depth := func(j int32) int32 { return t.depth[j] + lift[j] }
 		for j := range t.Spans {
 			c := &t.Spans[j]
-			if !t.mayHaveCalled(int32(j), r) {
+			// The times first: most spans of a wide trace were not open when the orphan started.
+			if cStart := c.StartUnixNano - shift[j]; start < cStart-skew || start > t.End(j)-shift[j]+skew {
 				continue
 			}
-			if cStart := c.StartUnixNano - shift[j]; start < cStart-skew || start > t.End(j)-shift[j]+skew {
+			if !t.mayHaveCalled(int32(j), r) {
 				continue
 			}
 			if best < 0 || depth(int32(j)) > depth(best) || depth(int32(j)) == depth(best) && c.StartUnixNano-shift[j] > t.Spans[best].StartUnixNano-shift[best] {
