@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"math/rand/v2"
 	"reflect"
 	"slices"
@@ -144,5 +145,89 @@ func TestScratchDropsWhatAHugeTraceGrew(t *testing.T) {
 		if f.Cap() > limit {
 			t.Errorf("scratch.%s keeps %d elements after reset", v.Type().Field(k).Name, f.Cap())
 		}
+	}
+}
+
+// bridgeByScan is how bridgeOrphans chooses each orphan's span, as plainly as it can be put: a scan
+// of the whole trace per orphan, for the deepest span that may have called it open at its start
+// (an attached orphan's subtree counting as deep as where it hangs), then the latest to start,
+// then the first in the trace's order.
+func bridgeByScan(t *trace, skew int64, sc *scratch) []bridge {
+	var orphans []int32
+	for _, r := range t.Index().Roots {
+		s := &t.Spans[r]
+		if s.Kind != spans.KindServer || s.ParentID.IsZero() || s.ParentID == s.SpanID {
+			continue
+		}
+		if _, found := t.Lookup(s.ParentID); found || len(orphans) == maxBridged {
+			continue
+		}
+		orphans = append(orphans, r)
+	}
+	shift := t.clockShifts(sc)
+	t.fitUnknownClocks(orphans, shift, skew, sc)
+	slices.SortStableFunc(orphans, func(a, b int32) int {
+		return cmp.Compare(t.Spans[a].StartUnixNano-shift[a], t.Spans[b].StartUnixNano-shift[b])
+	})
+	lift := make([]int32, len(t.Spans))
+	var out []bridge
+	for _, r := range orphans {
+		start := t.Spans[r].StartUnixNano - shift[r]
+		best := int32(-1)
+		depth := func(j int32) int32 { return t.depth[j] + lift[j] }
+		for j := range t.Spans {
+			c := &t.Spans[j]
+			if !t.mayHaveCalled(int32(j), r) {
+				continue
+			}
+			if cStart := c.StartUnixNano - shift[j]; start < cStart-skew || start > t.End(j)-shift[j]+skew {
+				continue
+			}
+			if best < 0 || depth(int32(j)) > depth(best) || depth(int32(j)) == depth(best) && c.StartUnixNano-shift[j] > t.Spans[best].StartUnixNano-shift[best] {
+				best = int32(j)
+			}
+		}
+		if best >= 0 {
+			out = append(out, bridge{orphan: r, attach: best})
+			for k := t.Index().Pos[r]; k < t.Index().Pos[r]+t.Index().Size[r]; k++ {
+				lift[t.Index().Order[k]] = depth(best) + 1
+			}
+		}
+	}
+	return out
+}
+
+// On random traces, each orphan is attached to the span the rule chooses: orphans under orphans
+// (lifted), spans that started at one moment, clocks fitted or not.
+func TestOrphansAttachedAsTheScanDid(t *testing.T) {
+	const skew = int64(5e6)
+	rng := rand.New(rand.NewPCG(7, 8))
+	attached, lifted := 0, 0
+	for trial := range 400 {
+		var tr trace
+		sc := &scratch{}
+		buildTrace(&tr, spans.TraceID{1}, randomOrphanTrace(rng, 20+rng.IntN(200)), 0, sc)
+		ix := tr.Index()
+		for j := range tr.Spans {
+			ix.Call[j] = -1
+			if tr.Spans[j].Kind == spans.KindClient {
+				ix.Call[j] = int32(len(tr.calls))
+				tr.calls = append(tr.calls, callInfo{servers: rng.Int32N(2), target: []string{"", "x"}[rng.IntN(2)]})
+			}
+		}
+		want := bridgeByScan(&tr, skew, sc)
+		tr.bridgeOrphans(skew, sc)
+		if !slices.Equal(sc.bridge, want) {
+			t.Fatalf("trial %d: attached %v, want %v", trial, sc.bridge, want)
+		}
+		attached += len(want)
+		for _, b := range want {
+			if p := ix.Pos[b.attach]; slices.ContainsFunc(want, func(o bridge) bool { return p >= ix.Pos[o.orphan] && p < ix.Pos[o.orphan]+ix.Size[o.orphan] }) {
+				lifted++
+			}
+		}
+	}
+	if attached < 1000 || lifted < 100 {
+		t.Errorf("%d orphans attached, %d under other orphans: the traces do not test the choice", attached, lifted)
 	}
 }
