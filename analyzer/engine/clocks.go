@@ -2,6 +2,7 @@ package engine
 
 import (
 	"cmp"
+	"math"
 	"slices"
 	"time"
 
@@ -181,82 +182,290 @@ func walkClocks(clocks []clockRef, edges []clockEdge, root int32, sc *scratch) {
 const maxClockFit = int64(100 * time.Millisecond)
 
 // maxClockTries bounds the offsets fitUnknownClocks tries for one clock, and maxClockSample the
-// orphans each is judged on: each judgement scans the trace once per orphan.
+// orphans each is judged on.
 const (
 	maxClockTries  = 32
 	maxClockSample = 16
 )
 
+// fitWorkPerSpan bounds the steps fitUnknownClocks spends beyond its binary searches, per span of
+// the trace: the spans of its index it passes over because they cannot have made the call of the
+// orphan at hand (of the orphan's own service, or in its own subtree). Only a hostile trace spends
+// them; past the bound the clocks left keep the root's offset, and a note counts them.
+const fitWorkPerSpan = 8
+
 // fitUnknownClocks gives a clock no traced call reaches - a service seen only in orphans, behind a
 // service that exports nothing - an offset when its orphans do not all fall inside a span that
 // could have made their calls: the one that puts the most of them inside one, the smallest on a
-// tie, tried from the spans of known clocks that started within maxClockFit of its earliest
-// orphan. Without it, a dark middle service's callee whose clock runs 20 ms off had its calls
-// land outside the calls that led to them, and counted nowhere. shift is updated in place.
+// tie (and of two as small, the one read from the earlier span), tried from the spans of known
+// clocks that started within maxClockFit of its earliest orphan. Without it, a dark middle
+// service's callee whose clock runs 20 ms off had its calls land outside the calls that led to
+// them, and counted nowhere. shift is updated in place.
+//
+// Only spans of known clocks are tried and judged against, and their offsets are settled, so the
+// clocks are fitted one by one, each from an index of those spans by start (clockFitter): a
+// judgement is a binary search, not a scan of the trace. The work is the index's sort, one look
+// at each orphan's subtree, and at most 1+32 judgements of 16 orphans per clock; the steps of a
+// hostile trace beyond that (spans of the index passed over) are bounded by fitWorkPerSpan.
 func (t *trace) fitUnknownClocks(orphans []int32, shift []int64, skew int64, sc *scratch) {
 	clk, known := sc.clockOf, sc.clockKnown
 	if len(clk) != len(t.Spans) {
 		return
 	}
-	for n, o := range orphans {
-		c := clk[o]
-		if known[c] || slices.ContainsFunc(orphans[:n], func(p int32) bool { return clk[p] == c }) {
-			continue // a known clock, or one already fitted from an earlier orphan
+	// The orphans by clock, in their order within each.
+	byClock := append(sc.fitOrphans[:0], orphans...)
+	slices.SortStableFunc(byClock, func(a, b int32) int { return cmp.Compare(clk[a], clk[b]) })
+	sc.fitOrphans = byClock[:0]
+	f := clockFitter{t: t, shift: shift, skew: skew, known: known, clk: clk, sc: sc, work: fitWorkPerSpan * len(t.Spans)}
+	var fit []int64 // by clock: the offsets fitted
+	for len(byClock) > 0 {
+		c, n := clk[byClock[0]], 1
+		for n < len(byClock) && clk[byClock[n]] == c {
+			n++
 		}
-		fits := func(delta int64) int {
-			in, seen := 0, 0
-			for _, x := range orphans {
-				if clk[x] != c {
-					continue
-				}
-				if seen++; seen > maxClockSample {
-					break // enough to tell offsets apart; the work stays bounded
-				}
-				start := t.Spans[x].StartUnixNano - delta
-				for j := range t.Spans {
-					if known[clk[j]] && t.mayHaveCalled(int32(j), x) &&
-						start >= t.Spans[j].StartUnixNano-shift[j]-skew && start <= t.End(j)-shift[j]+skew {
-						in++
-						break
-					}
-				}
-			}
-			return in
-		}
-		all := 0
-		for _, x := range orphans {
-			if clk[x] == c {
-				all++
-			}
-		}
-		all = min(all, maxClockSample)
-		best, bestFit := shift[o], fits(shift[o])
-		if bestFit == all {
+		group := byClock[:n]
+		byClock = byClock[n:]
+		if known[c] {
 			continue
 		}
-		tries := sc.clockTries[:0]
-		o0 := t.Spans[o].StartUnixNano
-		for j := range t.Spans {
-			if !known[clk[j]] || !t.mayHaveCalled(int32(j), o) {
-				continue
-			}
-			if d := o0 - (t.Spans[j].StartUnixNano - shift[j]); d >= -maxClockFit && d <= maxClockFit {
-				tries = append(tries, d)
-			}
+		off, ok := int64(0), false
+		if f.work >= 0 {
+			off, ok = f.fit(group)
 		}
-		slices.SortFunc(tries, func(a, b int64) int { return cmp.Compare(abs64(a), abs64(b)) })
-		for _, d := range tries[:min(len(tries), maxClockTries)] {
-			if f := fits(d); f > bestFit {
-				best, bestFit = d, f
-			}
+		if !ok {
+			t.issues.unfitted++ // read as the root's clock: the bound keeps the work linear
+			continue
 		}
-		sc.clockTries = tries[:0]
+		if off != shift[group[0]] {
+			if fit == nil {
+				fit = slices.Grow(sc.clockFit[:0], len(known))[:len(known)]
+				clear(fit)
+				sc.clockFit = fit[:0]
+			}
+			fit[c] = off
+		}
+	}
+	if fit != nil {
 		for j := range t.Spans {
-			if clk[j] == c {
-				shift[j] = best
+			if !known[clk[j]] {
+				shift[j] = fit[clk[j]]
 			}
 		}
 	}
+}
+
+// clockFitter fits clocks no traced call reaches (fitUnknownClocks) against an index of the spans
+// that can have made an orphan's call on known clocks, made at the first clock that needs it.
+// work is what is left of the steps the trace may spend past its binary searches.
+type clockFitter struct {
+	t     *trace
+	shift []int64
+	skew  int64
+	known []bool
+	clk   []int32
+	sc    *scratch
+	index []callerRef
+	built bool
+	work  int
+}
+
+// callerRef is a span of a known clock that can have made an orphan's call (canCall), with its
+// start and end on the root's clock widened by the skew tolerance (lo, hi). In the index (by lo,
+// then span) top is the latest hi at or before it, of span topSpan's service, and top2 the latest
+// hi there of any other service: an orphan starting at p is inside a span of another service that
+// may have called it when the last lo <= p has top (or top2, its service being the orphan's) >= p.
+type callerRef struct {
+	lo, hi, top, top2 int64
+	span, topSpan     int32
+}
+
+// callerAt is the first position of the index whose lo is at least v.
+func callerAt(index []callerRef, v int64) int {
+	lo, hi := 0, len(index)
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if index[m].lo < v {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	return lo
+}
+
+// build makes the index.
+func (f *clockFitter) build() {
+	t := f.t
+	index := f.sc.callers[:0]
+	for j := range t.Spans {
+		if !f.known[f.clk[j]] || !t.canCall(int32(j)) {
+			continue
+		}
+		index = append(index, callerRef{lo: t.Spans[j].StartUnixNano - f.shift[j] - f.skew, hi: t.End(j) - f.shift[j] + f.skew, span: int32(j)})
+	}
+	slices.SortFunc(index, func(a, b callerRef) int {
+		if c := cmp.Compare(a.lo, b.lo); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.span, b.span)
+	})
+	top, top2, topSpan := int64(math.MinInt64), int64(math.MinInt64), int32(-1)
+	for k := range index {
+		e := &index[k]
+		switch {
+		case topSpan >= 0 && t.Spans[e.span].Service() == t.Spans[topSpan].Service():
+			top = max(top, e.hi)
+		case e.hi > top:
+			top, top2, topSpan = e.hi, top, e.span
+		default:
+			top2 = max(top2, e.hi)
+		}
+		e.top, e.top2, e.topSpan = top, top2, topSpan
+	}
+	f.index, f.built = index, true
+	f.sc.callers = index[:0]
+}
+
+// fit finds the offset of the clock of orphans group (in the trace's order), false when the work
+// bound ran out first.
+func (f *clockFitter) fit(group []int32) (int64, bool) {
+	t := f.t
+	if !f.built {
+		f.build()
+	}
+	samples := group[:min(len(group), maxClockSample)]
+	// An orphan whose own subtree holds a span of a known clock and another service that can
+	// call (a hostile shape) is judged by a scan of the index: the index's latest end may be
+	// that span's, which cannot have called it.
+	var tangled [maxClockSample]bool
+	for n, x := range samples {
+		tangled[n] = f.tangled(x)
+	}
+	fits := func(delta int64) (int, bool) {
+		in := 0
+		for n, x := range samples {
+			inside, ok := f.inside(x, t.Spans[x].StartUnixNano-delta, tangled[n])
+			if !ok {
+				return 0, false
+			}
+			if inside {
+				in++
+			}
+		}
+		return in, true
+	}
+	o := group[0]
+	best := f.shift[o]
+	bestFit, ok := fits(best)
+	if !ok || bestFit == len(samples) {
+		return best, ok
+	}
+	tries, ok := f.tries(o)
+	if !ok {
+		return 0, false
+	}
+	for _, d := range tries {
+		n, ok := fits(d)
+		if !ok {
+			return 0, false
+		}
+		if n > bestFit {
+			best, bestFit = d, n
+			if bestFit == len(samples) {
+				break // no later offset fits more
+			}
+		}
+	}
+	return best, true
+}
+
+// tangled reports whether orphan x's subtree holds a span of the index of another service.
+func (f *clockFitter) tangled(x int32) bool {
+	ix := f.t.Index()
+	for k := ix.Pos[x]; k < ix.Pos[x]+ix.Size[x]; k++ {
+		if j := ix.Order[k]; f.known[f.clk[j]] && f.t.Spans[j].Service() != f.t.Spans[x].Service() && f.t.canCall(j) {
+			return true
+		}
+	}
+	return false
+}
+
+// inside reports whether orphan x, starting at p on the root's clock, is inside a span of the index
+// that may have made its call (mayHaveCalled); false as its second result when the work bound ran
+// out.
+func (f *clockFitter) inside(x int32, p int64, tangled bool) (bool, bool) {
+	m := callerAt(f.index, p+1) // the spans that started by p (within the skew)
+	if m == 0 {
+		return false, true
+	}
+	if !tangled {
+		e := &f.index[m-1]
+		if f.t.Spans[e.topSpan].Service() != f.t.Spans[x].Service() {
+			return e.top >= p, true
+		}
+		return e.top2 >= p, true
+	}
+	for _, e := range f.index[:m] {
+		if f.work--; f.work < 0 {
+			return false, false
+		}
+		if e.hi >= p && f.t.mayHaveCalled(e.span, x) {
+			return true, true
+		}
+	}
+	return false, true
+}
+
+// tries lists the offsets to try for the clock of orphan o: o's start less the start of each span
+// of the index that may have made its call and started within maxClockFit of it, by distance (of
+// two as far, the earlier span's first), at most maxClockTries; false when the work bound ran out.
+// It goes out from o's start both ways, a run of spans that started at one moment at a time.
+func (f *clockFitter) tries(o int32) ([]int64, bool) {
+	index, skew := f.index, f.skew
+	o0 := f.t.Spans[o].StartUnixNano
+	tries := f.sc.clockTries[:0]
+	r := callerAt(index, o0-skew) // the first that started at or after o
+	l := r - 1
+	for len(tries) < maxClockTries {
+		dl, dr := int64(math.MaxInt64), int64(math.MaxInt64)
+		if l >= 0 {
+			dl = o0 - (index[l].lo + skew)
+		}
+		if r < len(index) {
+			dr = index[r].lo + skew - o0
+		}
+		dist := min(dl, dr)
+		if dist > maxClockFit {
+			break
+		}
+		la, rb := l+1, r
+		if dl == dist {
+			la = callerAt(index, index[l].lo)
+		}
+		if dr == dist {
+			rb = callerAt(index, index[r].lo+1)
+		}
+		left, right := index[la:l+1], index[r:rb]
+		for (len(left) > 0 || len(right) > 0) && len(tries) < maxClockTries {
+			var e *callerRef
+			if len(right) == 0 || len(left) > 0 && left[0].span < right[0].span {
+				e, left = &left[0], left[1:]
+			} else {
+				e, right = &right[0], right[1:]
+			}
+			if !f.t.mayHaveCalled(e.span, o) {
+				if f.work--; f.work < 0 {
+					f.sc.clockTries = tries[:0]
+					return nil, false
+				}
+				continue
+			}
+			tries = append(tries, o0-(e.lo+skew))
+		}
+		l, r = la-1, rb
+	}
+	f.sc.clockTries = tries[:0]
+	return tries, true
 }
 
 func abs64(x int64) int64 {

@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"cmp"
+	"math/rand/v2"
 	"slices"
 	"strconv"
 	"testing"
@@ -124,5 +126,167 @@ func TestClockShiftsAllocateNothingOnAReusedScratch(t *testing.T) {
 	tr.clockShifts(sc)
 	if n := testing.AllocsPerRun(20, func() { tr.clockShifts(sc) }); n != 0 {
 		t.Errorf("%v allocations a trace", n)
+	}
+}
+
+// fitByScan is how fitUnknownClocks answered before its index: each offset judged by a scan of the
+// whole trace per orphan, the offsets tried sorted by distance, the earlier span's first on a tie.
+// The index must answer as it does.
+func fitByScan(t *trace, orphans []int32, shift []int64, skew int64, clk []int32, known []bool) {
+	for n, o := range orphans {
+		c := clk[o]
+		if known[c] || slices.ContainsFunc(orphans[:n], func(p int32) bool { return clk[p] == c }) {
+			continue
+		}
+		fits := func(delta int64) int {
+			in, seen := 0, 0
+			for _, x := range orphans {
+				if clk[x] != c {
+					continue
+				}
+				if seen++; seen > maxClockSample {
+					break
+				}
+				start := t.Spans[x].StartUnixNano - delta
+				for j := range t.Spans {
+					if known[clk[j]] && t.mayHaveCalled(int32(j), x) &&
+						start >= t.Spans[j].StartUnixNano-shift[j]-skew && start <= t.End(j)-shift[j]+skew {
+						in++
+						break
+					}
+				}
+			}
+			return in
+		}
+		all := 0
+		for _, x := range orphans {
+			if clk[x] == c {
+				all++
+			}
+		}
+		all = min(all, maxClockSample)
+		best, bestFit := shift[o], fits(shift[o])
+		if bestFit == all {
+			continue
+		}
+		var tries []int64
+		o0 := t.Spans[o].StartUnixNano
+		for j := range t.Spans {
+			if !known[clk[j]] || !t.mayHaveCalled(int32(j), o) {
+				continue
+			}
+			if d := o0 - (t.Spans[j].StartUnixNano - shift[j]); d >= -maxClockFit && d <= maxClockFit {
+				tries = append(tries, d)
+			}
+		}
+		slices.SortStableFunc(tries, func(a, b int64) int { return cmp.Compare(abs64(a), abs64(b)) })
+		for _, d := range tries[:min(len(tries), maxClockTries)] {
+			if f := fits(d); f > bestFit {
+				best, bestFit = d, f
+			}
+		}
+		for j := range t.Spans {
+			if clk[j] == c {
+				shift[j] = best
+			}
+		}
+	}
+}
+
+// randomOrphanTrace is a trace of a root and n spans of a few services and instances, on whole
+// milliseconds within 150 ms of each other (so starts tie, forward and back), some of them SERVER
+// spans whose parent never arrived, some of those with spans of the root's service under them.
+func randomOrphanTrace(rng *rand.Rand, n int) []spans.Span {
+	const ms = int64(1e6)
+	var res []*spans.Resource
+	for s := range 5 {
+		for i := range 3 {
+			res = append(res, &spans.Resource{ServiceName: "svc-" + strconv.Itoa(s), ServiceInstance: "i-" + strconv.Itoa(i)})
+		}
+	}
+	id := func(k int) spans.SpanID { return spans.SpanID{1, byte(k >> 8), byte(k)} }
+	ss := []spans.Span{{SpanID: id(0), Kind: spans.KindServer, Resource: res[0], StartUnixNano: 0, EndUnixNano: 200 * ms}}
+	kinds := []spans.Kind{spans.KindServer, spans.KindClient, spans.KindInternal, spans.KindProducer}
+	for k := 1; k <= n; k++ {
+		start := (rng.Int64N(300) - 100) * ms
+		s := spans.Span{SpanID: id(k), Kind: kinds[rng.IntN(len(kinds))], Resource: res[rng.IntN(len(res))],
+			StartUnixNano: start, EndUnixNano: start + rng.Int64N(60)*ms}
+		switch p := rng.IntN(k); {
+		case rng.IntN(4) == 0: // an orphan
+			s.Kind, s.ParentID = spans.KindServer, spans.SpanID{2, byte(k >> 8), byte(k)}
+		case rng.IntN(3) == 0 && ss[p].ParentID[0] == 2: // under an orphan, on the root's clock
+			s.ParentID, s.Resource = ss[p].SpanID, res[0]
+		default:
+			s.ParentID = ss[p].SpanID
+		}
+		ss = append(ss, s)
+	}
+	return ss
+}
+
+// On random traces, the index fits every clock no traced call reaches as the scan of the trace did,
+// orphans with spans of known clocks under them included; were the work bound to run out, the
+// clocks not fitted would keep the root's offset and be counted.
+func TestFitUnknownClocksAnswersAsTheScanDid(t *testing.T) {
+	const skew = int64(5e6)
+	rng := rand.New(rand.NewPCG(1, 2))
+	fitted, tangled := 0, 0
+	for trial := range 400 {
+		var tr trace
+		sc := &scratch{}
+		buildTrace(&tr, spans.TraceID{1}, randomOrphanTrace(rng, 20+rng.IntN(200)), 0, sc)
+		ix := tr.Index()
+		for j := range tr.Spans {
+			ix.Call[j] = -1
+			if tr.Spans[j].Kind == spans.KindClient { // callee untraced or not, carrying the trace on or not
+				ix.Call[j] = int32(len(tr.calls))
+				tr.calls = append(tr.calls, callInfo{servers: rng.Int32N(2), target: []string{"", "x"}[rng.IntN(2)]})
+			}
+		}
+		var orphans []int32
+		for _, r := range ix.Roots {
+			if s := &tr.Spans[r]; s.Kind == spans.KindServer && !s.ParentID.IsZero() {
+				orphans = append(orphans, r)
+			}
+		}
+		shift := tr.clockShifts(sc)
+		clk, known := slices.Clone(sc.clockOf), slices.Clone(sc.clockKnown)
+		want := slices.Clone(shift)
+		fitByScan(&tr, orphans, want, skew, clk, known)
+		tr.fitUnknownClocks(orphans, shift, skew, sc)
+		// The clocks the bound left are the last the index came to, in clock order.
+		var unknown []int32
+		for _, o := range orphans {
+			if c := clk[o]; !known[c] && !slices.Contains(unknown, c) {
+				unknown = append(unknown, c)
+			}
+		}
+		slices.Sort(unknown)
+		left := unknown[len(unknown)-tr.issues.unfitted:]
+		for j := range tr.Spans {
+			w := want[j]
+			if slices.Contains(left, clk[j]) {
+				w = 0
+			}
+			if shift[j] != w {
+				t.Fatalf("trial %d: span %d (%s/%s) shifted by %d, want %d", trial, j, tr.Spans[j].Service(), tr.Spans[j].Instance(), shift[j], w)
+			}
+		}
+		for _, c := range unknown[:len(unknown)-len(left)] {
+			if want[slices.Index(clk, c)] != 0 {
+				fitted++
+			}
+		}
+		for _, o := range orphans {
+			for _, j := range ix.Order[ix.Pos[o]+1 : ix.Pos[o]+ix.Size[o]] {
+				if !known[clk[o]] && known[clk[j]] && tr.Spans[j].Service() != tr.Spans[o].Service() {
+					tangled++
+					break
+				}
+			}
+		}
+	}
+	if fitted < 100 || tangled < 20 {
+		t.Errorf("%d clocks fitted off the root's, %d orphans with spans of known clocks under them: the traces do not test the index", fitted, tangled)
 	}
 }

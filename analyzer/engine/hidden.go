@@ -85,10 +85,11 @@ func (t *trace) bridgeOrphans(skew int64, sc *scratch) bool {
 		depth := func(j int32) int32 { return t.depth[j] + lift[j] }
 		for j := range t.Spans {
 			c := &t.Spans[j]
-			if !t.mayHaveCalled(int32(j), r) {
+			// The times first: most spans of a wide trace were not open when the orphan started.
+			if cStart := c.StartUnixNano - shift[j]; start < cStart-skew || start > t.End(j)-shift[j]+skew {
 				continue
 			}
-			if cStart := c.StartUnixNano - shift[j]; start < cStart-skew || start > t.End(j)-shift[j]+skew {
+			if !t.mayHaveCalled(int32(j), r) {
 				continue
 			}
 			if best < 0 || depth(int32(j)) > depth(best) || depth(int32(j)) == depth(best) && c.StartUnixNano-shift[j] > t.Spans[best].StartUnixNano-shift[best] {
@@ -107,19 +108,28 @@ func (t *trace) bridgeOrphans(skew int64, sc *scratch) bool {
 			}
 		}
 	}
+	attached := append(sc.attached[:0], sc.bridge...)
+	slices.SortStableFunc(attached, func(a, b bridge) int { return cmp.Compare(a.attach, b.attach) })
+	sc.attached = attached
 	return len(sc.bridge) > 0
 }
 
 // mayHaveCalled reports whether span j can have made the call orphan o answered: a span of another
-// service, outside o's own subtree, not a PRODUCER; and if a CLIENT span, one whose callee is
-// untraced, made over a protocol that carries the trace on (HTTP, RPC: it has a method) - not one
-// whose callee answered with a span of its own, nor a database or cache call.
+// service, outside o's own subtree, that can make such a call at all (canCall).
 func (t *trace) mayHaveCalled(j, o int32) bool {
 	if p, lo := t.Index().Pos[j], t.Index().Pos[o]; p >= lo && p < lo+t.Index().Size[o] {
 		return false // its own subtree
 	}
+	return t.Spans[j].Service() != t.Spans[o].Service() && t.canCall(j)
+}
+
+// canCall reports whether span j can have made the call an orphan answered, whatever the orphan:
+// not a PRODUCER; and if a CLIENT span, one whose callee is untraced, made over a protocol that
+// carries the trace on (HTTP, RPC: it has a method) - not one whose callee answered with a span of
+// its own, nor a database or cache call.
+func (t *trace) canCall(j int32) bool {
 	c := &t.Spans[j]
-	if c.Service() == t.Spans[o].Service() || c.Kind == spans.KindProducer {
+	if c.Kind == spans.KindProducer {
 		return false
 	}
 	if c.Kind == spans.KindClient {

@@ -3,6 +3,7 @@ package engine
 import (
 	"cmp"
 	"hash/maphash"
+	"math"
 	"slices"
 
 	"github.com/stormwatch/stormwatch/analyzer"
@@ -16,69 +17,129 @@ import (
 // inferBridged is inference's pre-order walk when orphans were attached: the trace's own tree
 // first, each attached orphan's subtree after the span it is attached to, so that the operation
 // the orphan stands for exists before the work under it is inferred.
+//
+// The orphans are walked in passes over the attachments, in their order: in each, those whose
+// span has been walked (in the trace's tree, or under an orphan walked before them) are; orphans
+// attached to one another in a loop, out of reach of the trace's tree, are walked last as roots
+// of their own. Which pass takes an orphan follows from where its span hangs (walkOrder), so the
+// passes are not run: the work is linear in spans, and in attachments times their log.
 func (t *trace) inferBridged(seed maphash.Seed, skew int64, in *interner, sc *scratch) {
-	visited := slices.Grow(sc.visited[:0], len(t.Spans))[:len(t.Spans)]
-	clear(visited)
-	sc.visited = visited
-	isBridged := func(i int32) bool {
-		return slices.ContainsFunc(sc.bridge, func(b bridge) bool { return b.orphan == i })
+	bridged := slices.Grow(sc.bridged[:0], len(t.Spans))[:len(t.Spans)]
+	clear(bridged)
+	sc.bridged = bridged
+	for _, b := range sc.bridge {
+		bridged[b.orphan] = true
 	}
 	walk := func(root int32) {
 		for k, hi := t.Index().Pos[root], t.Index().Pos[root]+t.Index().Size[root]; k < hi; {
 			i := t.Index().Order[k]
-			if i != root && isBridged(i) {
+			if i != root && bridged[i] {
 				k += t.Index().Size[i]
 				continue
 			}
-			visited[i] = true
 			t.inferAt(i, seed, skew, in, sc)
 			k++
 		}
 	}
 	for _, r := range t.Index().Roots {
-		if !isBridged(r) {
+		if !bridged[r] {
 			walk(r)
 		}
 	}
-	for {
-		progress, left := false, false
-		for _, b := range sc.bridge {
-			if visited[b.orphan] {
-				continue
-			}
-			if !visited[b.attach] {
-				left = true
-				continue
-			}
-			walk(b.orphan)
-			progress = true
-		}
-		if !left {
-			return
-		}
-		if !progress {
-			// Attached to one another in a loop, out of reach of the trace's tree: walked as
-			// roots of their own.
-			for _, b := range sc.bridge {
-				if !visited[b.orphan] {
-					walk(b.orphan)
-				}
-			}
-			return
-		}
+	for _, q := range t.walkOrder(sc) {
+		walk(sc.bridge[q].orphan)
 	}
 }
 
-// bridgedTo lists the orphans attached to span i.
+// walkOrder is the order inferBridged walks the attached orphans in (indexes into sc.bridge): by
+// pass, then in the attachments' order, those in no pass (in a loop of attachments, or attached
+// under one) last, in their order. An orphan attached under the trace's tree, or under a root left
+// unattached, is walked in the first pass; one attached under the subtree of the orphan of an
+// earlier attachment in the same pass as that one, under a later one's in the pass after.
+func (t *trace) walkOrder(sc *scratch) []int32 {
+	m := len(sc.bridge)
+	// owner[q]: the attachment whose orphan's subtree holds attachment q's span, -1 for none. The
+	// orphans are roots, so their subtrees are disjoint runs of the pre-order: searched by start.
+	byPos := sc.walkSeq[:0]
+	for q := range m {
+		byPos = append(byPos, int32(q))
+	}
+	pos, size := t.Index().Pos, t.Index().Size
+	slices.SortFunc(byPos, func(a, b int32) int { return cmp.Compare(pos[sc.bridge[a].orphan], pos[sc.bridge[b].orphan]) })
+	owner := slices.Grow(sc.walkOwner[:0], m)[:m]
+	for q, b := range sc.bridge {
+		p := pos[b.attach]
+		k, _ := slices.BinarySearchFunc(byPos, p, func(x int32, p int32) int {
+			return cmp.Compare(pos[sc.bridge[x].orphan], p)
+		})
+		// k is the first orphan starting at or after p: the one before it may hold p.
+		if k < len(byPos) && pos[sc.bridge[byPos[k]].orphan] == p {
+			owner[q] = byPos[k]
+		} else if o := k - 1; o >= 0 && p < pos[sc.bridge[byPos[o]].orphan]+size[sc.bridge[byPos[o]].orphan] {
+			owner[q] = byPos[o]
+		} else {
+			owner[q] = -1
+		}
+	}
+	// pass[q]: the pass attachment q's orphan is walked in, from its owner's; 0 not yet known,
+	// -1 being followed, noPass in none.
+	const noPass = math.MaxInt32
+	pass := slices.Grow(sc.walkPass[:0], m)[:m]
+	clear(pass)
+	chain := byPos[:0] // byPos is done with: the attachments being followed to a known pass
+	for q := range m {
+		x := int32(q)
+		for pass[x] == 0 {
+			chain = append(chain, x)
+			pass[x] = -1
+			if owner[x] < 0 {
+				break
+			}
+			x = owner[x]
+		}
+		// x's pass is known (or x is on the chain: a loop, or the chain's end, with no owner).
+		for k := len(chain) - 1; k >= 0; k-- {
+			y := chain[k]
+			switch o := owner[y]; {
+			case o < 0:
+				pass[y] = 1
+			case pass[o] == -1 || pass[o] == noPass:
+				pass[y] = noPass // in a loop, or under one
+			case o < y:
+				pass[y] = pass[o]
+			default:
+				pass[y] = pass[o] + 1
+			}
+		}
+		chain = chain[:0]
+	}
+	order := chain[:0]
+	for q := range m {
+		order = append(order, int32(q))
+	}
+	slices.SortStableFunc(order, func(a, b int32) int { return cmp.Compare(pass[a], pass[b]) })
+	sc.walkSeq, sc.walkOwner, sc.walkPass = order[:0], owner[:0], pass[:0]
+	return order
+}
+
+// bridgedTo lists the orphans attached to span i, in the attachments' order.
 func (t *trace) bridgedTo(i int32, sc *scratch) []int32 {
 	out := sc.srvs[:0]
-	for _, b := range sc.bridge {
-		if b.attach == i {
-			out = append(out, b.orphan)
-		}
+	for _, b := range attachedTo(sc.attached, i) {
+		out = append(out, b.orphan)
 	}
 	sc.srvs = out
 	return out
+}
+
+// attachedTo is the run of attached (the attachments by span, then in their order) at span i.
+func attachedTo(attached []bridge, i int32) []bridge {
+	lo, _ := slices.BinarySearchFunc(attached, i, func(b bridge, i int32) int { return cmp.Compare(b.attach, i) })
+	hi := lo
+	for hi < len(attached) && attached[hi].attach == i {
+		hi++
+	}
+	return attached[lo:hi]
 }
 
 // serverChildren lists the SERVER spans right under CLIENT span i, by start, but for those nested
@@ -97,11 +158,9 @@ func (t *trace) serverChildren(i int32, sc *scratch) []int32 {
 // virtualCalls adds to the calls span i makes (group) the orphans attached to it: each stands for
 // a CLIENT span of i's that was lost, and is registered as a call seen from the callee's side.
 func (t *trace) virtualCalls(i int32, group []int32, in *interner, sc *scratch) []int32 {
-	for _, b := range sc.bridge {
-		if b.attach == i {
-			t.calleeCall(b.orphan, "", "", in, sc)
-			group = append(group, b.orphan)
-		}
+	for _, b := range attachedTo(sc.attached, i) {
+		t.calleeCall(b.orphan, "", "", in, sc)
+		group = append(group, b.orphan)
 	}
 	return group
 }

@@ -46,10 +46,11 @@ type scratch struct {
 	// What inference reads below the instrumentation (see hidden.go): orphans attached to the
 	// spans that made their calls, SERVER spans being read as calls, the walk's marks, and the
 	// application loops found with their tries.
-	bridge  []bridge
-	srvs    []int32
-	lift    []int32 // bridgeOrphans: depth added to an attached orphan's subtree
-	orphans []int32 // bridgeOrphans: the orphan SERVER spans, by start on the root's clock
+	bridge   []bridge
+	attached []bridge // the attachments by span attached to, then in their order
+	srvs     []int32
+	lift     []int32 // bridgeOrphans: depth added to an attached orphan's subtree
+	orphans  []int32 // bridgeOrphans: the orphan SERVER spans, by start on the root's clock
 	// clockShifts' clocks, the calls that relate them, each span's clock and its shift.
 	clocks     []clockRef
 	clockEdges []clockEdge
@@ -62,9 +63,16 @@ type scratch struct {
 	clockFill  []int32
 	clockLevel []int32 // the clocks in the order the walk reached them
 	clockTries []int64
-	visited    []bool
-	loops      []int32
-	wide       wideIndex
+	clockFit   []int64     // fitUnknownClocks: the offset fitted, by clock
+	fitOrphans []int32     // fitUnknownClocks: the orphans by clock (at most maxBridged)
+	callers    []callerRef // fitUnknownClocks: the spans that may have called an orphan, by start
+	// inferBridged: which spans are attached orphans, and the order they are walked in.
+	bridged   []bool
+	walkSeq   []int32
+	walkOwner []int32
+	walkPass  []int32
+	loops     []int32
+	wide      wideIndex
 	// derived caches origins and targets in front of the interner's shared cache. Kept from
 	// trace to trace (reset leaves it): what it holds is true for any trace, and is the shared
 	// cache's own copies.
@@ -137,6 +145,20 @@ func (sc *scratch) reset() {
 	if cap(sc.clockOf) > maxScratch || cap(sc.clockAdj) > 2*maxScratch {
 		sc.clocks, sc.clockEdges, sc.clockOf, sc.shift, sc.clockKnown = nil, nil, nil, nil, nil
 		sc.clockFirst, sc.clockAdj, sc.clockFill, sc.clockLevel = nil, nil, nil, nil
+	}
+	// By span, root or child: one huge trace grows them. (The orphans, the attachments and the
+	// clock fit's tries are at most maxBridged and maxClockTries.)
+	if cap(sc.lift) > maxScratch || cap(sc.bridged) > maxScratch {
+		sc.lift, sc.bridged = nil, nil
+	}
+	if cap(sc.added) > maxScratch {
+		sc.added = nil
+	}
+	if cap(sc.srvs) > maxScratch || cap(sc.loops) > maxScratch {
+		sc.srvs, sc.loops = nil, nil
+	}
+	if cap(sc.callers) > maxScratch || cap(sc.clockFit) > maxScratch {
+		sc.callers, sc.clockFit = nil, nil
 	}
 	if cap(sc.state) > maxScratch {
 		sc.state = nil

@@ -50,6 +50,7 @@ type traceIssues struct {
 	untraced    int // physical calls counted from the callee's SERVER spans (an untraced hop)
 	bridged     int // orphan SERVER spans attached by time to the span that made their call
 	unbridged   int // orphan SERVER spans past maxBridged, left unattached
+	unfitted    int // clocks no traced call reaches, read as the root's past fitWorkPerSpan
 	appLoops    int // application retry loops read from sibling INTERNAL spans
 	redelivered int // messages delivered more than once to one consumer (a broker layer)
 	// failed deliveries whose CONSUMER span starts a trace of its own, linked to the publish span
@@ -72,6 +73,7 @@ func (a *traceIssues) add(b traceIssues, sign int) {
 	a.untraced += sign * b.untraced
 	a.bridged += sign * b.bridged
 	a.unbridged += sign * b.unbridged
+	a.unfitted += sign * b.unfitted
 	a.appLoops += sign * b.appLoops
 	a.redelivered += sign * b.redelivered
 	a.linkedDeliveries += sign * b.linkedDeliveries
@@ -314,6 +316,7 @@ func (is *traceIssues) inferredNotes(add func(n int, note string)) {
 	add(is.untraced, untracedNote)
 	add(is.bridged, bridgedNote)
 	add(is.unbridged, unbridgedNote)
+	add(is.unfitted, unfittedNote)
 	add(is.appLoops, appLoopNote)
 	add(is.redelivered, redeliveredNote)
 	add(is.linkedDeliveries, linkedDeliveriesNote)
@@ -327,6 +330,7 @@ const (
 	untracedNote  = "%d physical calls were counted from the callee's SERVER spans, not from a CLIENT span: a hop that exports no spans (a proxy, a sidecar, or a library retrying inside one client span) sent them; it is shown as an \"(untraced, between CALLER and CALLEE)\" layer"
 	bridgedNote   = "%d SERVER spans whose parent span never arrived were attached by time to the span that most likely made their call (the innermost span of another service open when they started); the calls they stand for are inferred from the callee's side, and the layer that made them may be an untraced service"
 	unbridgedNote = "%d SERVER spans whose parent span never arrived were left as roots of their own, not attached to the span that made their call: a trace attaches at most 256 (each costs a scan of the trace)"
+	unfittedNote  = "%d clocks that no traced call reaches (services seen only in SERVER spans whose parent span never arrived) were read as the root's, not fitted to where their orphans fall: fitting them would have cost more than a trace may (8 steps a span)"
 	appLoopNote   = "%d application retry loops were read from sibling INTERNAL spans of one name, each failed try followed by the next; each is a layer named SERVICE/SPAN-NAME"
 )
 

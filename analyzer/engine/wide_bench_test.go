@@ -68,6 +68,36 @@ var wideShapes = []struct {
 	// in one walk, not one pass per instance. Each instance's CLIENT span hangs under the root, so
 	// the trace stays shallow and the chain is only in the clocks.
 	{"clock-chain", clockChain},
+	// n dark middle services called at once (a scatter-gather), each retrying its own callee after
+	// the caller gave up, whose clock no traced call reaches and runs 15-40 ms behind the root's:
+	// every such clock is fitted from where its orphans fall (fitUnknownClocks), and no offset puts
+	// more than one of them inside a span, up to the orphans a trace attaches.
+	{"dark-clocks", darkClocks},
+}
+
+// darkClocks is a root SERVER span of api with n CLIENT children called at once (starts spread
+// over 8 ms), each to a middle service mid-i that exports nothing and calls leaf-i three times,
+// 500 ms apart (failing twice), long after api's call to it ended. leaf-i's clock runs 15-40 ms
+// behind the root's, so its first orphan seems to start before the root: no traced call reaches
+// leaf-i, and its offset is fitted. The orphans' span ids come first, the root's last: a scan of
+// the trace for a span that could have called an orphan comes to the orphans first.
+func darkClocks(n int) []spans.Span {
+	ss := []spans.Span{sp(1, 1<<22, 0, spans.KindServer, "api", 0, 40)}
+	for i := range n {
+		at := 1 + int64(i%8)
+		ss = append(ss, sp(1, 1<<21+i, 1<<22, spans.KindClient, "api", at, at+19, get("http://mid-"+strconv.Itoa(i)+":80/x", 504)...))
+		behind := 15 + int64(i*7%26)
+		leaf := "leaf-" + strconv.Itoa(i)
+		for k := range 3 {
+			status := 503
+			if k == 2 {
+				status = 200
+			}
+			start := at + 1 + 500*int64(k) - behind
+			ss = append(ss, sp(1, 2+3*i+k, 1<<23+3*i+k, spans.KindServer, leaf, start, start+3, server(status)...))
+		}
+	}
+	return ss
 }
 
 // clockChain is a root SERVER span of api and, for each instance i < n of dep, a CLIENT span under

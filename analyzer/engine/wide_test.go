@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -101,4 +102,44 @@ func TestOrphansPastTheBoundAreCountedAndNoted(t *testing.T) {
 			t.Errorf("no note counts the 256 orphans attached: %q", r.Notes)
 		}
 	}
+}
+
+// A clock no traced call reaches is fitted from where its orphans fall, each judgement a binary
+// search; an orphan whose own subtree holds spans of a known clock is judged by a scan, and the
+// trace pays at most a few steps a span for those. Past that, the clocks left keep the root's
+// offset and the report says how many (and says nothing when the bound is not reached).
+func TestUnfittedClocksPastTheBoundAreNoted(t *testing.T) {
+	const note = "clocks that no traced call reaches (services seen only in SERVER spans whose parent span never arrived) were read as the root's"
+	_, r := run(t, engine.Config{}, tangledClocks(500, 4, false)...)
+	if hasNote(r, note) {
+		t.Errorf("a note says clocks were not fitted, though none was past the bound: %q", r.Notes)
+	}
+	_, r = run(t, engine.Config{}, tangledClocks(500, 4, true)...)
+	if !hasNote(r, "4 "+note) {
+		t.Errorf("no note counts the 4 clocks not fitted: %q", r.Notes)
+	}
+}
+
+// tangledClocks is a root SERVER span of api with n INTERNAL spans of api under it, beside k
+// services seen only in 16 orphans each, 300 ms apart on their own clocks, which run 20 ms behind
+// the root's: no offset puts more than one of them inside a span, so each offset tried is judged
+// on all 16. With tangled, an INTERNAL span of api hangs under each orphan.
+func tangledClocks(n, k int, tangled bool) []spans.Span {
+	ss := []spans.Span{sp(1, 1, 0, spans.KindServer, "api", 0, 100)}
+	for i := range n {
+		ss = append(ss, sp(1, 2+i, 1, spans.KindInternal, "api", 1, 99))
+	}
+	id := 1 << 20
+	for c := range k {
+		for i := range 16 {
+			start := -20 + 300*int64(i) + int64(c)
+			ss = append(ss, sp(1, id, 1<<23+id, spans.KindServer, "dark-"+strconv.Itoa(c), start, start+2, server(200)...))
+			id++
+			if tangled {
+				ss = append(ss, sp(1, id, id-1, spans.KindInternal, "api", start+1, start+2))
+				id++
+			}
+		}
+	}
+	return ss
 }
