@@ -166,11 +166,7 @@ func urlAuthorityPrefixAt(u string, i int) (string, bool) {
 	if j := indexEndOfAuthority(u[i+3:]); j >= 0 {
 		end = i + 3 + j
 	}
-	auth := u[i+3 : end]
-	if j := strings.LastIndexByte(auth, '@'); j >= 0 {
-		auth = auth[j+1:]
-	}
-	if auth == "" {
+	if hostOfAuthority(u[i+3:end]) == "" {
 		return "", false
 	}
 	return u[:end], true
