@@ -61,6 +61,8 @@ func analyzeTrace(id spans.TraceID, ss []spans.Span, truncated int, cfg *Config,
 	*r, *t = traceResult{}, trace{}
 	r.trace = t
 	sc.carry = cfg.carried
+	// Operations held as values keep their names: made one by one, not in chunks they would keep.
+	sc.derived.made.held = opsKept
 	buildTrace(t, id, ss, truncated, sc)
 	r.ops = t.inferOperations(seed, cfg.Settings.Skew(), in, sc)
 	var keepOps []*analyzer.Operation // what is held as values, detached from the spans below

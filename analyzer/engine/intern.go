@@ -4,6 +4,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/stormwatch/stormwatch/spans"
 )
@@ -192,35 +193,38 @@ func (in *interner) target(s *known, l1 *derivedL1) string {
 	return in.cached(k, s, targetFor, l1)
 }
 
-// The derivations cached: from the span's attributes, or from the key that was made of them.
-func originFor(s *known, _ derivedKey) string { return s.origin() }
-func targetFor(s *known, _ derivedKey) string { return s.target() }
-func httpTargetOfKey(_ *known, k derivedKey) string {
-	return strings.TrimSpace(k.b + " " + k.a)
+// The derivations cached: from the span's attributes, or from the key that was made of them
+// (into m, when the derivation makes a string of its own: see madeStrings).
+func originFor(s *known, _ derivedKey, _ *madeStrings) string { return s.origin() }
+func targetFor(s *known, _ derivedKey, _ *madeStrings) string { return s.target() }
+func httpTargetOfKey(_ *known, k derivedKey, m *madeStrings) string {
+	return strings.TrimSpace(m.join(k.b, " ", k.a))
 }
 
 // cached looks k up in l1 (when not nil), then in the shared cache, and computes f(s, &k) when
 // neither has it.
-func (in *interner) cached(k derivedKey, s *known, f func(*known, derivedKey) string, l1 *derivedL1) string {
+func (in *interner) cached(k derivedKey, s *known, f deriveFunc, l1 *derivedL1) string {
 	var e *derivedEntry
+	var m *madeStrings
 	if l1 != nil {
-		e = &l1[k.slot()]
+		e = &l1.entries[k.slot()]
 		if e.ok && e.k == k {
 			return e.v
 		}
+		m = &l1.made
 	}
 	kind := derivedKind(k.what)
 	if in.bypass[kind].Load() > 0 {
 		// This kind's keys have not been coming back: made again, not looked up.
 		in.bypass[kind].Add(-1)
-		return f(s, k)
+		return f(s, k, m)
 	}
 	in.derivedMu.Lock()
 	own, ok := in.derived[k]
 	in.countDerived(kind, ok)
 	in.derivedMu.Unlock()
 	if !ok {
-		own = in.derive(k, s, f)
+		own = in.derive(k, s, f, m)
 	}
 	// l1 outlives the trace: it takes only the cache's own entry, whose key and value are copies.
 	// The caller's key and a value made from it are parts of the span's strings (a URL's
@@ -275,10 +279,14 @@ func (in *interner) countDerived(kind int, hit bool) {
 	}
 }
 
+// deriveFunc makes the value of key k for span s, writing a string it makes into m (see
+// madeStrings; nil: allocated).
+type deriveFunc func(s *known, k derivedKey, m *madeStrings) string
+
 // derive makes k's value and caches it, emptying a full cache first; the entry returned is the
 // cache's own (key and value copies).
-func (in *interner) derive(k derivedKey, s *known, f func(*known, derivedKey) string) derivedEntry {
-	v := f(s, k)
+func (in *interner) derive(k derivedKey, s *known, f deriveFunc, m *madeStrings) derivedEntry {
+	v := f(s, k, m) // copied below: made in m, it costs no allocation of its own
 	in.derivedMu.Lock()
 	defer in.derivedMu.Unlock()
 	if len(in.derived) >= maxDerived {
@@ -296,8 +304,44 @@ func (in *interner) derive(k derivedKey, s *known, f func(*known, derivedKey) st
 // one analysis at a time (it lives in a scratch, and stays there from trace to trace): a hit
 // costs a few compares where the shared cache costs a lock and a map lookup that hashes every
 // string of the key. Direct-mapped: a key that collides with another replaces it. It holds only
-// the shared cache's own entries (copies), so keeping it pins no trace's packed spans.
-type derivedL1 [64]derivedEntry
+// the shared cache's own entries (copies), so keeping it pins no trace's packed spans. made is
+// where the analysis writes the values no cache keeps.
+type derivedL1 struct {
+	entries [64]derivedEntry
+	made    madeStrings
+}
+
+// madeStrings is where one analysis at a time writes the derived values that no cache keeps: the
+// targets of URLs with an id in the path, made on every call (see countDerived). Allocated one by
+// one they were an allocation per call, half of a collector's per span; written one after the
+// other into a chunk of madeChunk bytes they are one per chunk. A chunk is never written again
+// where a string was made of it (a full one is left to the strings made of it and a new one
+// taken), so a string made in one stays valid however long it is kept; it keeps its whole chunk
+// alive with it. A live analyzer keeps none of them - the operations they name are held packed,
+// and the findings are copies - and an analysis whose operations are held as values (offline)
+// sets held, so that their names keep no chunk alive: they are allocated one by one there.
+type madeStrings struct {
+	buf  []byte
+	held bool
+}
+
+// madeChunk is the size of a chunk of madeStrings: about fifty targets.
+const madeChunk = 2048
+
+// join is a+sep+b, written into m's chunk (allocated on its own when m is nil or held, or it is
+// over a quarter of a chunk).
+func (m *madeStrings) join(a, sep, b string) string {
+	n := len(a) + len(sep) + len(b)
+	if m == nil || m.held || n == 0 || n > madeChunk/4 {
+		return a + sep + b
+	}
+	if cap(m.buf)-len(m.buf) < n {
+		m.buf = make([]byte, 0, madeChunk)
+	}
+	at := len(m.buf)
+	m.buf = append(append(append(m.buf, a...), sep...), b...)
+	return unsafe.String(&m.buf[at], n)
+}
 
 type derivedEntry struct {
 	k  derivedKey
