@@ -148,12 +148,13 @@ func (t *trace) readCalls(nClient int, skew int64, in *interner, sc *scratch) {
 		t.calls = append(t.calls, c)
 	}
 	t.inheritProxyTries(kn)
+	var hosts hostNames
 	for k := range t.calls {
 		c := &t.calls[k]
 		if c.service == "" {
 			c.service = originService.get(c.origin)
 		}
-		c.dep = dependencyName(c.service, c.dep, c.origin)
+		c.dep = hosts.dependencyName(c.service, c.dep, c.origin)
 	}
 	originService.reset()
 }
