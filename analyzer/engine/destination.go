@@ -111,7 +111,12 @@ func hostOfAuthority(auth string) string {
 
 // pathOfURL is the path of an absolute URL without query or fragment.
 func pathOfURL(u string) string {
-	if i := strings.Index(u, "://"); i >= 0 {
+	return pathOfURLAt(u, strings.Index(u, "://"))
+}
+
+// pathOfURLAt is pathOfURL, given the index of u's first "://" (-1: none).
+func pathOfURLAt(u string, i int) string {
+	if i >= 0 {
 		u = u[i+3:]
 		j := strings.IndexByte(u, '/')
 		if j < 0 {

@@ -170,8 +170,7 @@ func (t *trace) readCall(c *callInfo, i int, attemptOf int32, skew int64, in *in
 	s := &t.Spans[i]
 	k := &kn[i]
 	c.idx, c.op = int32(i), -1
-	c.origin = in.origin(k, &sc.derived)
-	c.target = in.target(k, &sc.derived)
+	c.origin, c.target = in.originAndTarget(k, &sc.derived)
 	c.attempt = k.intOr(wkAttempt)
 	c.resend = k.intOr(wkHTTPResendCount)
 	c.backoff = k.intOr(wkBackoff)

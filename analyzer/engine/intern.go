@@ -127,13 +127,26 @@ type derivedKey struct {
 	rpc     bool
 }
 
+// originAndTarget is origin and target of one call, its url.full read and its "://" found once
+// for both.
+func (in *interner) originAndTarget(s *known, l1 *derivedL1) (origin, target string) {
+	u := s.str(wkURLFull)
+	i := strings.Index(u, "://")
+	return in.originAt(s, u, i, l1), in.targetAt(s, u, i, l1)
+}
+
 // origin is originOf, cached for the common shapes: a URL, keyed by its scheme://authority prefix
 // alone (originOfURL reads nothing else, and the rest of a real URL - path ids, query strings -
 // is different on every call); or host, port and scheme.
 func (in *interner) origin(s *known, l1 *derivedL1) string {
-	var k derivedKey
 	u := s.str(wkURLFull)
-	if i := strings.Index(u, "://"); i >= 0 {
+	return in.originAt(s, u, strings.Index(u, "://"), l1)
+}
+
+// originAt is origin, given s's url.full u and the index of its first "://" (-1: none).
+func (in *interner) originAt(s *known, u string, i int, l1 *derivedL1) string {
+	var k derivedKey
+	if i >= 0 {
 		p, ok := urlAuthorityPrefixAt(u, i)
 		if !ok {
 			// originOfURL finds no origin there and originOf falls back to other attributes.
@@ -176,11 +189,17 @@ func urlAuthorityPrefixAt(u string, i int) (string, bool) {
 // target is targetOf, cached by method and path (HTTP: targetOf drops the query and fragment, which
 // differ on every call) or service and method (RPC).
 func (in *interner) target(s *known, l1 *derivedL1) string {
+	u := s.str(wkURLFull)
+	return in.targetAt(s, u, strings.Index(u, "://"), l1)
+}
+
+// targetAt is target, given s's url.full u and the index of its first "://" (-1: none).
+func (in *interner) targetAt(s *known, u string, i int, l1 *derivedL1) string {
 	var k derivedKey
 	if m := s.str(wkRPCMethod); m != "" {
 		k = derivedKey{what: 'r', a: s.str(wkRPCService), b: m}
-	} else if u := s.str(wkURLFull); u != "" {
-		k = derivedKey{what: 't', a: pathOfURL(u), b: s.str(wkHTTPMethod)}
+	} else if u != "" {
+		k = derivedKey{what: 't', a: pathOfURLAt(u, i), b: s.str(wkHTTPMethod)}
 		if k.b == "" {
 			return s.target()
 		}

@@ -8,10 +8,11 @@ import (
 	"github.com/stormwatch/stormwatch/spans"
 )
 
-// TestInternerDerivedMatchesInference checks the cached origin and target against originOf and
-// targetOf, uncached, for URLs that share a cache key with an earlier one but differ in what the
-// key leaves out (path, query, fragment, case, userinfo) and for shapes that are not cached. A
-// cache keyed too coarsely would hand a later span an earlier span's answer.
+// TestInternerDerivedMatchesInference checks the cached origin and target (alone, and read
+// together by originAndTarget) against originOf and targetOf, uncached, for URLs that share a
+// cache key with an earlier one but differ in what the key leaves out (path, query, fragment,
+// case, userinfo) and for shapes that are not cached. A cache keyed too coarsely would hand a
+// later span an earlier span's answer.
 func TestInternerDerivedMatchesInference(t *testing.T) {
 	urls := []string{
 		"http://api:8080/items/1?request_id=1",
@@ -61,6 +62,9 @@ func TestInternerDerivedMatchesInference(t *testing.T) {
 					}
 					if got, want := in.target(&k, l), targetOf(s); got != want {
 						t.Errorf("%s: target %q, want %q", name, got, want)
+					}
+					if o, tg := in.originAndTarget(&k, l); o != originOf(s) || tg != targetOf(s) {
+						t.Errorf("%s: originAndTarget %q, %q, want %q, %q", name, o, tg, originOf(s), targetOf(s))
 					}
 				}
 			}
