@@ -61,6 +61,8 @@ func analyzeTrace(id spans.TraceID, ss []spans.Span, truncated int, cfg *Config,
 	*r, *t = traceResult{}, trace{}
 	r.trace = t
 	sc.carry = cfg.carried
+	// Operations held as values keep their names: made one by one, not in chunks they would keep.
+	sc.derived.made.held = opsKept
 	buildTrace(t, id, ss, truncated, sc)
 	r.ops = t.inferOperations(seed, cfg.Settings.Skew(), in, sc)
 	var keepOps []*analyzer.Operation // what is held as values, detached from the spans below
@@ -104,8 +106,7 @@ func analyzeTrace(id spans.TraceID, ss []spans.Span, truncated int, cfg *Config,
 	detachCosts(r.costs, src, in)
 	sortFindings(r.findings)
 	for i := range r.findings {
-		t.countFinding(&r.findings[i])
-		t.stampFinding(&r.findings[i])
+		t.creditFinding(&r.findings[i])
 	}
 	t.makeNotes()
 	detachRest(r, src)
@@ -166,9 +167,14 @@ func runDetector(d *analyzer.Detector, pass *analyzer.Pass) (err error) {
 	return nil
 }
 
-// countFinding credits a finding to the operations whose spans it names.
-func (t *trace) countFinding(f *analyzer.Finding) {
-	var seen []*analyzer.Operation
+// creditFinding credits a finding to the operations whose spans it names (each once: a span's own
+// operation, else the one it works for) and, unless it has a time already, sets when it happened:
+// the earliest start of the spans it names, or of the trace when it names none the trace holds.
+// Each span id is decoded and looked up once for both.
+func (t *trace) creditFinding(f *analyzer.Finding) {
+	var seenOps [8]*analyzer.Operation // most findings name a few operations: no allocation
+	seen := seenOps[:0]
+	var at int64
 	for _, hexID := range f.SpanIDs {
 		var id spans.SpanID
 		if len(hexID) != 16 || decodeHex(id[:], hexID) != nil {
@@ -177,6 +183,9 @@ func (t *trace) countFinding(f *analyzer.Finding) {
 		i, ok := t.Lookup(id)
 		if !ok {
 			continue
+		}
+		if s := t.Spans[i].StartUnixNano; at == 0 || s < at {
+			at = s
 		}
 		op := t.Operation(i)
 		if op == nil {
@@ -187,25 +196,8 @@ func (t *trace) countFinding(f *analyzer.Finding) {
 			op.Findings++
 		}
 	}
-}
-
-// stampFinding sets when f happened: the earliest start of the spans it names, or of the trace
-// when it names none the trace holds.
-func (t *trace) stampFinding(f *analyzer.Finding) {
 	if f.TimeUnixNano != 0 || len(t.Spans) == 0 {
 		return
-	}
-	var at int64
-	for _, hexID := range f.SpanIDs {
-		var id spans.SpanID
-		if len(hexID) != 16 || decodeHex(id[:], hexID) != nil {
-			continue
-		}
-		if i, ok := t.Lookup(id); ok {
-			if s := t.Spans[i].StartUnixNano; at == 0 || s < at {
-				at = s
-			}
-		}
 	}
 	if at == 0 {
 		for i := range t.Spans {

@@ -25,3 +25,18 @@ func dependencyName(service, rpcService, origin string) string {
 	}
 	return analyzer.HostDependency(origin)
 }
+
+// hostNames is dependencyName for the calls of one trace, one after the other: it keeps the
+// name of the last origin it named by its host, since a trace's calls go to few origins, mostly
+// in runs, and naming one by its host parses it and asks whether the host is a loopback address.
+type hostNames struct{ origin, name string }
+
+func (h *hostNames) dependencyName(service, rpcService, origin string) string {
+	if service != "" || rpcService != "" {
+		return dependencyName(service, rpcService, origin)
+	}
+	if origin != h.origin {
+		h.origin, h.name = origin, analyzer.HostDependency(origin)
+	}
+	return h.name
+}

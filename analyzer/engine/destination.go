@@ -84,9 +84,7 @@ func originOfURL(u string) string {
 	if j := indexEndOfAuthority(rest); j >= 0 {
 		rest = rest[:j]
 	}
-	if j := strings.LastIndexByte(rest, '@'); j >= 0 {
-		rest = rest[j+1:]
-	}
+	rest = hostOfAuthority(rest)
 	if rest == "" {
 		return ""
 	}
@@ -102,9 +100,23 @@ func originOfURL(u string) string {
 	return scheme + "://" + strings.ToLower(rest)
 }
 
+// hostOfAuthority is an authority without its userinfo ("user:pw@host:port" -> "host:port"). Most
+// have none: one strings.IndexByte says so, where strings.LastIndexByte reads a byte at a time.
+func hostOfAuthority(auth string) string {
+	if strings.IndexByte(auth, '@') < 0 {
+		return auth
+	}
+	return auth[strings.LastIndexByte(auth, '@')+1:]
+}
+
 // pathOfURL is the path of an absolute URL without query or fragment.
 func pathOfURL(u string) string {
-	if i := strings.Index(u, "://"); i >= 0 {
+	return pathOfURLAt(u, strings.Index(u, "://"))
+}
+
+// pathOfURLAt is pathOfURL, given the index of u's first "://" (-1: none).
+func pathOfURLAt(u string, i int) string {
+	if i >= 0 {
 		u = u[i+3:]
 		j := strings.IndexByte(u, '/')
 		if j < 0 {
@@ -156,21 +168,28 @@ func (k *known) target() string {
 }
 
 // indexEndOfAuthority is strings.IndexAny(s, "/?#"), and indexEndOfPath strings.IndexAny(s, "?#"),
-// without building a character set on every call (they run for every URL of every call).
+// without building a character set on every call (they run for every URL of every call). Each
+// cut is a strings.IndexByte per character, which reads many bytes at a time, in the part of s
+// left by the cut before it: about half the time of a loop reading a byte at a time, on URLs
+// of a hundred bytes.
 func indexEndOfAuthority(s string) int {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c == '/' || c == '?' || c == '#' {
-			return i
-		}
+	j := strings.IndexByte(s, '/')
+	if j >= 0 {
+		s = s[:j]
 	}
-	return -1
+	if q := indexEndOfPath(s); q >= 0 {
+		return q
+	}
+	return j
 }
 
 func indexEndOfPath(s string) int {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c == '?' || c == '#' {
-			return i
-		}
+	q := strings.IndexByte(s, '?')
+	if q >= 0 {
+		s = s[:q]
 	}
-	return -1
+	if h := strings.IndexByte(s, '#'); h >= 0 {
+		return h
+	}
+	return q
 }

@@ -49,8 +49,12 @@ func (t *trace) groupCalls(caller int, calls []int32, parent *analyzer.Operation
 			if newOp {
 				g.closeOp()
 				op := t.newOperation(callerKnown, c, parent, sc)
-				occurrence := sc.nextOccurrence(scope, kc.intent)
-				setIntentKey(op, intentKey(seed, parent, kc.intent, occurrence))
+				intent := kc.intent
+				if kc.byOpID {
+					intent = callIntent(seed, c)
+				}
+				occurrence := sc.nextOccurrence(scope, intent)
+				setIntentKey(op, intentKey(seed, parent, intent, occurrence))
 				g.op, g.opIdx = op, int32(len(t.Index().Ops))
 				t.Index().Ops = append(t.Index().Ops, op)
 				sc.opStart = append(sc.opStart, int32(len(sc.opCalls)))
@@ -85,18 +89,14 @@ func (t *trace) keyCalls(calls []int32, parent *analyzer.Operation, seed maphash
 			// above, not this layer's own, so it does not group these calls.
 			c.opID = ""
 		}
-		// Hashes, not concatenated strings: no allocation per call.
-		var intent uint64
-		if c.service != "" {
-			intent = hashStrings(seed, "svc", c.service, c.target)
-		} else {
-			intent = hashStrings(seed, "origin", c.origin, c.target)
-		}
-		key := intent
 		if c.opID != "" {
-			key = hashStrings(seed, "op", c.opID, "")
+			// The intent is hashed for the first call of each operation alone (groupCalls):
+			// the others are retries of it.
+			ks[k] = keyed{key: hashStrings(seed, "op", c.opID, ""), idx: i, byOpID: true}
+		} else {
+			intent := callIntent(seed, c)
+			ks[k] = keyed{key: intent, intent: intent, idx: i}
 		}
-		ks[k] = keyed{key, intent, i}
 	}
 	if len(ks) > 1 {
 		slices.SortStableFunc(ks, func(a, b keyed) int {
@@ -337,11 +337,22 @@ func (t *trace) beganAfter(x, y int32) bool {
 // keyRun is one group of a caller's calls: ks[lo:hi] share a grouping key.
 type keyRun struct{ lo, hi int32 }
 
+// callIntent is what call c asked, for its operation's intent key (never the per-call operation
+// id): hashes, not concatenated strings, so no allocation per call.
+func callIntent(seed maphash.Seed, c *callInfo) uint64 {
+	if c.service != "" {
+		return hashStrings(seed, "svc", c.service, c.target)
+	}
+	return hashStrings(seed, "origin", c.origin, c.target)
+}
+
 // keyed is one call of a caller with its grouping keys.
 type keyed struct {
 	key    uint64 // grouping: the operation id when given, else the destination
-	intent uint64 // what was asked, for the intent key (never the per-call operation id)
+	intent uint64 // callIntent, unless byOpID
 	idx    int32
+	// byOpID: key is the call's operation id; intent is not set.
+	byOpID bool
 }
 
 // newOperation starts an operation with what the caller span and the first call say. The

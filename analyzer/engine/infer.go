@@ -140,44 +140,44 @@ func (t *trace) readCalls(nClient int, skew int64, in *interner, sc *scratch) {
 			// the callee already (envoy.go).
 			continue
 		}
-		c := t.readCall(i, attemptOf, skew, in, sc)
+		// Read in place: a callInfo is some two hundred bytes, copied twice when returned.
+		t.calls = append(t.calls, callInfo{})
+		c := &t.calls[len(t.calls)-1]
+		t.readCall(c, i, attemptOf, skew, in, sc)
 		if c.service != "" {
 			originService.add(c.origin, c.service)
 		}
-		t.Index().Call[i] = int32(len(t.calls))
-		t.calls = append(t.calls, c)
+		t.Index().Call[i] = int32(len(t.calls) - 1)
 	}
 	t.inheritProxyTries(kn)
+	var hosts hostNames
 	for k := range t.calls {
 		c := &t.calls[k]
 		if c.service == "" {
 			c.service = originService.get(c.origin)
 		}
-		c.dep = dependencyName(c.service, c.dep, c.origin)
+		c.dep = hosts.dependencyName(c.service, c.dep, c.origin)
 	}
 	originService.reset()
 }
 
-// readCall is what inference needs of call i (a CLIENT span, or an attempt span of the CLIENT
-// span attemptOf): where it went and what it asked, the client's hints, its outcome, when the
-// caller had its answer (from the callee's SERVER spans under it, when traced) and when it gave up.
-func (t *trace) readCall(i int, attemptOf int32, skew int64, in *interner, sc *scratch) callInfo {
+// readCall reads into c (a zero callInfo) what inference needs of call i (a CLIENT span, or an
+// attempt span of the CLIENT span attemptOf): where it went and what it asked, the client's hints,
+// its outcome, when the caller had its answer (from the callee's SERVER spans under it, when
+// traced) and when it gave up.
+func (t *trace) readCall(c *callInfo, i int, attemptOf int32, skew int64, in *interner, sc *scratch) {
 	kn := sc.known
 	s := &t.Spans[i]
 	k := &kn[i]
-	c := callInfo{
-		idx:      int32(i),
-		op:       -1,
-		origin:   in.origin(k, &sc.derived),
-		target:   in.target(k, &sc.derived),
-		attempt:  k.intOr(wkAttempt),
-		resend:   k.intOr(wkHTTPResendCount),
-		backoff:  k.intOr(wkBackoff),
-		deadline: k.intOr(wkDeadline),
-		kind:     k.str(wkAttemptKind),
-		opID:     k.str(wkOpID),
-		dep:      k.str(wkRPCService),
-	}
+	c.idx, c.op = int32(i), -1
+	c.origin, c.target = in.originAndTarget(k, &sc.derived)
+	c.attempt = k.intOr(wkAttempt)
+	c.resend = k.intOr(wkHTTPResendCount)
+	c.backoff = k.intOr(wkBackoff)
+	c.deadline = k.intOr(wkDeadline)
+	c.kind = k.str(wkAttemptKind)
+	c.opID = k.str(wkOpID)
+	c.dep = k.str(wkRPCService)
 	if c.resend < 0 {
 		c.resend = k.intOr(wkGRPCPreviousAttempts)
 	}
@@ -216,7 +216,7 @@ func (t *trace) readCall(i int, attemptOf int32, skew int64, in *interner, sc *s
 	}
 	c.giveUp = t.giveUpAt(int32(i), srvFirst, k, srvStart, srvEnd, c.outcome, c.status, skew, kn)
 	if attemptOf >= 0 || c.origin == "" || c.target == "" {
-		t.fillCallNames(&c, attemptOf, in, sc)
+		t.fillCallNames(c, attemptOf, in, sc)
 	}
 	if c.origin == "" {
 		if c.service != "" {
@@ -225,7 +225,6 @@ func (t *trace) readCall(i int, attemptOf int32, skew int64, in *interner, sc *s
 			c.origin = "unknown:" + s.Name
 		}
 	}
-	return c
 }
 
 // inferAt is inference's step at span i, taken in pre-order (a span after every span above it):

@@ -30,15 +30,30 @@ func TestIntentKeyHashesItsThreeNumbers(t *testing.T) {
 	}
 }
 
-// TestURLCutsMatchIndexAny checks the URL cutters against strings.IndexAny.
+// TestURLCutsMatchIndexAny checks the URL cutters against strings.IndexAny (and hostOfAuthority
+// against cutting at the last '@'): on real URLs, and on every string of up to five of the
+// characters they cut at and one they do not, so that every order of the cuts is tried.
 func TestURLCutsMatchIndexAny(t *testing.T) {
-	for _, s := range []string{"", "/", "?", "#", "api:8080", "api:8080/x", "api:8080?q", "api:8080#f",
-		"a/b?c#d", "a?b/c", "a#b?c/d", "http://api:8080/items/1?request_id=1"} {
+	cases := []string{"http://api:8080/items/1?request_id=1", "https://user:pw@api/items/1#f"}
+	var all func(prefix string)
+	all = func(prefix string) {
+		cases = append(cases, prefix)
+		if len(prefix) < 5 {
+			for _, c := range "a/?#@" {
+				all(prefix + string(c))
+			}
+		}
+	}
+	all("")
+	for _, s := range cases {
 		if got, want := indexEndOfAuthority(s), strings.IndexAny(s, "/?#"); got != want {
 			t.Errorf("indexEndOfAuthority(%q) = %d, want %d", s, got, want)
 		}
 		if got, want := indexEndOfPath(s), strings.IndexAny(s, "?#"); got != want {
 			t.Errorf("indexEndOfPath(%q) = %d, want %d", s, got, want)
+		}
+		if got, want := hostOfAuthority(s), s[strings.LastIndexByte(s, '@')+1:]; got != want {
+			t.Errorf("hostOfAuthority(%q) = %q, want %q", s, got, want)
 		}
 	}
 }

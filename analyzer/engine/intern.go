@@ -4,6 +4,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/stormwatch/stormwatch/spans"
 )
@@ -126,13 +127,26 @@ type derivedKey struct {
 	rpc     bool
 }
 
+// originAndTarget is origin and target of one call, its url.full read and its "://" found once
+// for both.
+func (in *interner) originAndTarget(s *known, l1 *derivedL1) (origin, target string) {
+	u := s.str(wkURLFull)
+	i := strings.Index(u, "://")
+	return in.originAt(s, u, i, l1), in.targetAt(s, u, i, l1)
+}
+
 // origin is originOf, cached for the common shapes: a URL, keyed by its scheme://authority prefix
 // alone (originOfURL reads nothing else, and the rest of a real URL - path ids, query strings -
 // is different on every call); or host, port and scheme.
 func (in *interner) origin(s *known, l1 *derivedL1) string {
-	var k derivedKey
 	u := s.str(wkURLFull)
-	if i := strings.Index(u, "://"); i >= 0 {
+	return in.originAt(s, u, strings.Index(u, "://"), l1)
+}
+
+// originAt is origin, given s's url.full u and the index of its first "://" (-1: none).
+func (in *interner) originAt(s *known, u string, i int, l1 *derivedL1) string {
+	var k derivedKey
+	if i >= 0 {
 		p, ok := urlAuthorityPrefixAt(u, i)
 		if !ok {
 			// originOfURL finds no origin there and originOf falls back to other attributes.
@@ -166,11 +180,7 @@ func urlAuthorityPrefixAt(u string, i int) (string, bool) {
 	if j := indexEndOfAuthority(u[i+3:]); j >= 0 {
 		end = i + 3 + j
 	}
-	auth := u[i+3 : end]
-	if j := strings.LastIndexByte(auth, '@'); j >= 0 {
-		auth = auth[j+1:]
-	}
-	if auth == "" {
+	if hostOfAuthority(u[i+3:end]) == "" {
 		return "", false
 	}
 	return u[:end], true
@@ -179,11 +189,17 @@ func urlAuthorityPrefixAt(u string, i int) (string, bool) {
 // target is targetOf, cached by method and path (HTTP: targetOf drops the query and fragment, which
 // differ on every call) or service and method (RPC).
 func (in *interner) target(s *known, l1 *derivedL1) string {
+	u := s.str(wkURLFull)
+	return in.targetAt(s, u, strings.Index(u, "://"), l1)
+}
+
+// targetAt is target, given s's url.full u and the index of its first "://" (-1: none).
+func (in *interner) targetAt(s *known, u string, i int, l1 *derivedL1) string {
 	var k derivedKey
 	if m := s.str(wkRPCMethod); m != "" {
 		k = derivedKey{what: 'r', a: s.str(wkRPCService), b: m}
-	} else if u := s.str(wkURLFull); u != "" {
-		k = derivedKey{what: 't', a: pathOfURL(u), b: s.str(wkHTTPMethod)}
+	} else if u != "" {
+		k = derivedKey{what: 't', a: pathOfURLAt(u, i), b: s.str(wkHTTPMethod)}
 		if k.b == "" {
 			return s.target()
 		}
@@ -196,35 +212,38 @@ func (in *interner) target(s *known, l1 *derivedL1) string {
 	return in.cached(k, s, targetFor, l1)
 }
 
-// The derivations cached: from the span's attributes, or from the key that was made of them.
-func originFor(s *known, _ derivedKey) string { return s.origin() }
-func targetFor(s *known, _ derivedKey) string { return s.target() }
-func httpTargetOfKey(_ *known, k derivedKey) string {
-	return strings.TrimSpace(k.b + " " + k.a)
+// The derivations cached: from the span's attributes, or from the key that was made of them
+// (into m, when the derivation makes a string of its own: see madeStrings).
+func originFor(s *known, _ derivedKey, _ *madeStrings) string { return s.origin() }
+func targetFor(s *known, _ derivedKey, _ *madeStrings) string { return s.target() }
+func httpTargetOfKey(_ *known, k derivedKey, m *madeStrings) string {
+	return strings.TrimSpace(m.join(k.b, " ", k.a))
 }
 
 // cached looks k up in l1 (when not nil), then in the shared cache, and computes f(s, &k) when
 // neither has it.
-func (in *interner) cached(k derivedKey, s *known, f func(*known, derivedKey) string, l1 *derivedL1) string {
+func (in *interner) cached(k derivedKey, s *known, f deriveFunc, l1 *derivedL1) string {
 	var e *derivedEntry
+	var m *madeStrings
 	if l1 != nil {
-		e = &l1[k.slot()]
+		e = &l1.entries[k.slot()]
 		if e.ok && e.k == k {
 			return e.v
 		}
+		m = &l1.made
 	}
 	kind := derivedKind(k.what)
 	if in.bypass[kind].Load() > 0 {
 		// This kind's keys have not been coming back: made again, not looked up.
 		in.bypass[kind].Add(-1)
-		return f(s, k)
+		return f(s, k, m)
 	}
 	in.derivedMu.Lock()
 	own, ok := in.derived[k]
 	in.countDerived(kind, ok)
 	in.derivedMu.Unlock()
 	if !ok {
-		own = in.derive(k, s, f)
+		own = in.derive(k, s, f, m)
 	}
 	// l1 outlives the trace: it takes only the cache's own entry, whose key and value are copies.
 	// The caller's key and a value made from it are parts of the span's strings (a URL's
@@ -240,10 +259,14 @@ func (in *interner) cached(k derivedKey, s *known, f func(*known, derivedKey) st
 // hash of the key for nothing, and, until the cache is full, an insert with three copies. So the
 // cache counts its hits per kind of key over windows of derivedWindow lookups, and a kind that hit
 // less than one lookup in eight skips the shared cache for its next derivedBypass values (the
-// analysis's own small cache still answers first), then is measured again.
+// analysis's own small cache still answers first), then is measured again. A window that measures
+// costs a lookup and an insert per value, several times the value (made in a chunk, see
+// madeStrings): one window in 65 lookups, a kind that does not come back costs little more than
+// making its values; one that starts to come back is found within a few seconds of a collector's
+// calls.
 const (
 	derivedWindow = 4096
-	derivedBypass = 1 << 16
+	derivedBypass = 1 << 18
 )
 
 type derivedCount struct{ lookups, hits int }
@@ -279,10 +302,14 @@ func (in *interner) countDerived(kind int, hit bool) {
 	}
 }
 
+// deriveFunc makes the value of key k for span s, writing a string it makes into m (see
+// madeStrings; nil: allocated).
+type deriveFunc func(s *known, k derivedKey, m *madeStrings) string
+
 // derive makes k's value and caches it, emptying a full cache first; the entry returned is the
 // cache's own (key and value copies).
-func (in *interner) derive(k derivedKey, s *known, f func(*known, derivedKey) string) derivedEntry {
-	v := f(s, k)
+func (in *interner) derive(k derivedKey, s *known, f deriveFunc, m *madeStrings) derivedEntry {
+	v := f(s, k, m) // copied below: made in m, it costs no allocation of its own
 	in.derivedMu.Lock()
 	defer in.derivedMu.Unlock()
 	if len(in.derived) >= maxDerived {
@@ -300,8 +327,44 @@ func (in *interner) derive(k derivedKey, s *known, f func(*known, derivedKey) st
 // one analysis at a time (it lives in a scratch, and stays there from trace to trace): a hit
 // costs a few compares where the shared cache costs a lock and a map lookup that hashes every
 // string of the key. Direct-mapped: a key that collides with another replaces it. It holds only
-// the shared cache's own entries (copies), so keeping it pins no trace's packed spans.
-type derivedL1 [64]derivedEntry
+// the shared cache's own entries (copies), so keeping it pins no trace's packed spans. made is
+// where the analysis writes the values no cache keeps.
+type derivedL1 struct {
+	entries [64]derivedEntry
+	made    madeStrings
+}
+
+// madeStrings is where one analysis at a time writes the derived values that no cache keeps: the
+// targets of URLs with an id in the path, made on every call (see countDerived). Allocated one by
+// one they were an allocation per call, half of a collector's per span; written one after the
+// other into a chunk of madeChunk bytes they are one per chunk. A chunk is never written again
+// where a string was made of it (a full one is left to the strings made of it and a new one
+// taken), so a string made in one stays valid however long it is kept; it keeps its whole chunk
+// alive with it. A live analyzer keeps none of them - the operations they name are held packed,
+// and the findings are copies - and an analysis whose operations are held as values (offline)
+// sets held, so that their names keep no chunk alive: they are allocated one by one there.
+type madeStrings struct {
+	buf  []byte
+	held bool
+}
+
+// madeChunk is the size of a chunk of madeStrings: about fifty targets.
+const madeChunk = 2048
+
+// join is a+sep+b, written into m's chunk (allocated on its own when m is nil or held, or it is
+// over a quarter of a chunk).
+func (m *madeStrings) join(a, sep, b string) string {
+	n := len(a) + len(sep) + len(b)
+	if m == nil || m.held || n == 0 || n > madeChunk/4 {
+		return a + sep + b
+	}
+	if cap(m.buf)-len(m.buf) < n {
+		m.buf = make([]byte, 0, madeChunk)
+	}
+	at := len(m.buf)
+	m.buf = append(append(append(m.buf, a...), sep...), b...)
+	return unsafe.String(&m.buf[at], n)
+}
 
 type derivedEntry struct {
 	k  derivedKey

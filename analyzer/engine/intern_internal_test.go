@@ -3,14 +3,16 @@ package engine
 import (
 	"fmt"
 	"testing"
+	"unsafe"
 
 	"github.com/stormwatch/stormwatch/spans"
 )
 
-// TestInternerDerivedMatchesInference checks the cached origin and target against originOf and
-// targetOf, uncached, for URLs that share a cache key with an earlier one but differ in what the
-// key leaves out (path, query, fragment, case, userinfo) and for shapes that are not cached. A
-// cache keyed too coarsely would hand a later span an earlier span's answer.
+// TestInternerDerivedMatchesInference checks the cached origin and target (alone, and read
+// together by originAndTarget) against originOf and targetOf, uncached, for URLs that share a
+// cache key with an earlier one but differ in what the key leaves out (path, query, fragment,
+// case, userinfo) and for shapes that are not cached. A cache keyed too coarsely would hand a
+// later span an earlier span's answer.
 func TestInternerDerivedMatchesInference(t *testing.T) {
 	urls := []string{
 		"http://api:8080/items/1?request_id=1",
@@ -60,6 +62,9 @@ func TestInternerDerivedMatchesInference(t *testing.T) {
 					}
 					if got, want := in.target(&k, l), targetOf(s); got != want {
 						t.Errorf("%s: target %q, want %q", name, got, want)
+					}
+					if o, tg := in.originAndTarget(&k, l); o != originOf(s) || tg != targetOf(s) {
+						t.Errorf("%s: originAndTarget %q, %q, want %q, %q", name, o, tg, originOf(s), targetOf(s))
 					}
 				}
 			}
@@ -119,6 +124,54 @@ func TestInternerCachedAnswersAllocateNothing(t *testing.T) {
 			in.target(&k, l1)
 		}); n != 0 {
 			t.Errorf("cached origin and target (l1 %v): %v allocations, want 0", l1 != nil, n)
+		}
+	}
+}
+
+// TestMadeTargetsCostNoAllocationEach: targets that no cache keeps (an id in every URL, the shared
+// cache bypassed) are written into the scratch's chunks - far fewer allocations than one a call -
+// and each stays what it was made as while thousands more are made after it. An analysis whose
+// operations are held as values gets targets of their own instead, in no chunk, so that the
+// operations named after them keep no chunk alive.
+func TestMadeTargetsCostNoAllocationEach(t *testing.T) {
+	const n = 4 * derivedWindow
+	in := newInterner()
+	var l1 derivedL1
+	ks := make([]known, 2*n)
+	for i := range ks {
+		s := &spans.Span{Kind: spans.KindClient, Attrs: []spans.Attr{spans.StringAttr(spans.AttrHTTPMethod, "GET"),
+			spans.StringAttr(spans.AttrURLFull, fmt.Sprintf("http://api:8080/items/%d?q=1", i))}}
+		ks[i] = knownOf(s)
+	}
+	made := make([]string, n)
+	for i := range n {
+		made[i] = in.target(&ks[i], &l1)
+	}
+	if in.bypass[derivedKind('t')].Load() <= 0 {
+		t.Fatalf("no bypass after %d unrepeated keys", n)
+	}
+	i := n
+	if allocs := testing.AllocsPerRun(n/2-1, func() {
+		in.target(&ks[i], &l1)
+		i++
+	}); allocs > 0.1 {
+		t.Errorf("a target no cache keeps: %v allocations, want a chunk's for many", allocs)
+	}
+	for j, got := range made {
+		if want := fmt.Sprintf("GET /items/%d", j); got != want {
+			t.Fatalf("target %d made earlier reads %q now, want %q", j, got, want)
+		}
+	}
+
+	l1.made.held = true
+	chunk := uintptr(unsafe.Pointer(unsafe.SliceData(l1.made.buf)))
+	for j := n / 2; j < n; j++ {
+		got := in.target(&ks[j], &l1)
+		if p := uintptr(unsafe.Pointer(unsafe.StringData(got))); p >= chunk && p < chunk+uintptr(cap(l1.made.buf)) {
+			t.Fatalf("held: target %q was made in the scratch's chunk", got)
+		}
+		if want := fmt.Sprintf("GET /items/%d", j); got != want {
+			t.Fatalf("held: target %q, want %q", got, want)
 		}
 	}
 }

@@ -263,7 +263,7 @@ func TestDerivedCachesHoldNoSpanStrings(t *testing.T) {
 		}
 		analyzeTrace(ss[0].TraceID, read, 0, &a.cfg, a.seed, a.intern, sc, &src, false)
 		sc.reset()
-		for _, e := range sc.derived {
+		for _, e := range sc.derived.entries {
 			if e.ok {
 				entries++
 				for _, s := range []string{e.k.a, e.k.b, e.k.c, e.v} {
