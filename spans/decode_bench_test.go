@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"runtime"
+	"strings"
 	"testing"
 
 	"go.opentelemetry.io/collector/pdata/ptrace"
@@ -90,6 +91,28 @@ func benchRequest() *coltracepb.ExportTraceServiceRequest {
 	})
 }
 
+// richRequest is benchRequest with, on every span, an event carrying a double, a link, and a
+// string value and a key-value list of 128 bytes or more.
+func richRequest() *coltracepb.ExportTraceServiceRequest {
+	req := benchRequest()
+	long := strings.Repeat("retry budget exhausted; ", 6)
+	for _, s := range req.ResourceSpans[0].ScopeSpans[0].Spans {
+		s.Events = append(s.Events, &tracepb.Span_Event{
+			TimeUnixNano: s.StartTimeUnixNano + 1000, Name: "retry",
+			Attributes: []*commonpb.KeyValue{
+				kv(spans.AttrAttempt, &commonpb.AnyValue{Value: &commonpb.AnyValue_IntValue{IntValue: 2}}),
+				kv(spans.AttrErrorType, &commonpb.AnyValue{Value: &commonpb.AnyValue_DoubleValue{DoubleValue: 0.25}}),
+			},
+		})
+		s.Links = append(s.Links, &tracepb.Span_Link{TraceId: s.TraceId, SpanId: s.ParentSpanId,
+			Attributes: []*commonpb.KeyValue{kv(spans.AttrOpID, str("linked"))}})
+		s.Attributes = append(s.Attributes, kv(spans.AttrOutcome, str(long)),
+			kv(spans.AttrAttemptKind, &commonpb.AnyValue{Value: &commonpb.AnyValue_KvlistValue{KvlistValue: &commonpb.KeyValueList{
+				Values: []*commonpb.KeyValue{kv("reason", str(long)), kv("count", str("3"))}}}}))
+	}
+	return req
+}
+
 // benchBodies returns the payload as protobuf, as OTLP/JSON (hex ids) and as the plain protobuf
 // JSON mapping (base64 ids), which is what protojson can read.
 func benchBodies(b testing.TB) (pb, otlpJSON, pbJSON []byte) {
@@ -162,6 +185,14 @@ func BenchmarkDecode(b *testing.B) {
 		batch := &spans.Batch{}
 		runPerSpan(b, pb, func(body []byte) error {
 			return spans.DecodeProtoInto(batch, body, spans.DecodeOptions{PackByTrace: true})
+		})
+	})
+	b.Run("proto/stormwatch-rich", func(b *testing.B) {
+		// Events, links, a double and values of 128 bytes or more: the fields SDK spans rarely
+		// carry, which the decoder reads through its general field walk.
+		batch := &spans.Batch{}
+		runPerSpan(b, marshal(b, richRequest()), func(body []byte) error {
+			return spans.DecodeProtoInto(batch, body, spans.DecodeOptions{})
 		})
 	})
 	b.Run("proto/stormwatch-all-attrs", func(b *testing.B) {

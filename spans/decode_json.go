@@ -358,15 +358,18 @@ func (d *jsonDecoder) id() ([]byte, error) {
 	if d.s.Null() {
 		return nil, nil
 	}
+	return d.scratchStr()
+}
+
+// scratchStr reads a string value, unescaped into scratch when it has escapes: valid until scratch
+// is used again.
+func (d *jsonDecoder) scratchStr() ([]byte, error) {
 	raw, esc, err := d.s.RawString()
-	if err != nil {
-		return nil, err
-	}
-	if esc {
+	if err == nil && esc {
 		d.scratch, _ = jsonlex.AppendUnescaped(d.scratch[:0], raw)
 		raw = d.scratch
 	}
-	return raw, nil
+	return raw, err
 }
 
 func (d *jsonDecoder) span(res *Resource) error {
@@ -736,21 +739,15 @@ func (d *jsonDecoder) keyValue() (k string, a Attr, keep bool, err error) {
 	err = d.object(func(key []byte) error {
 		switch bstr(key) {
 		case "key":
-			raw, esc, err := d.s.RawString()
+			raw, err := d.str()
 			if err != nil {
 				return fmt.Errorf("key: %w", err)
-			}
-			if esc {
-				d.reserveArena()
-				start := len(d.other)
-				d.other, _ = jsonlex.AppendUnescaped(d.other, raw)
-				raw = d.other[start:]
 			}
 			haveKey = true
 			if k, keep = Intern(raw); keep {
 				a.Key = k
 			} else {
-				a.Key, keep = bstr(raw), d.opt.AllAttributes
+				a.Key, keep = raw, d.opt.AllAttributes
 			}
 			return nil
 		case "value":
@@ -911,12 +908,7 @@ func (d *jsonDecoder) renderAny(depth int) error {
 		case "stringValue", "string_value":
 			// Unescaped into scratch, not the arena: the arena holds the rendering being built.
 			var raw []byte
-			var esc bool
-			if raw, esc, err = d.s.RawString(); err == nil {
-				if esc {
-					d.scratch, _ = jsonlex.AppendUnescaped(d.scratch[:0], raw)
-					raw = d.scratch
-				}
+			if raw, err = d.scratchStr(); err == nil {
 				d.other = strconv.AppendQuote(d.other, bstr(raw))
 			}
 		case "intValue", "int_value":
@@ -951,13 +943,9 @@ func (d *jsonDecoder) renderAny(depth int) error {
 func (d *jsonDecoder) renderMember(k string, depth int) error {
 	switch k {
 	case "bytesValue", "bytes_value":
-		raw, esc, err := d.s.RawString()
+		raw, err := d.scratchStr()
 		if err != nil {
 			return err
-		}
-		if esc {
-			d.scratch, _ = jsonlex.AppendUnescaped(d.scratch[:0], raw)
-			raw = d.scratch
 		}
 		return d.appendBase64Hex(raw)
 	}

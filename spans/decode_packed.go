@@ -4,8 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"unsafe"
-
-	"github.com/VictoriaMetrics/easyproto"
 )
 
 // The protobuf decoder with PackByTrace packs straight from the wire: no batch of span values is
@@ -199,34 +197,17 @@ var errRegroup = errors.New("a span's ids are not what its first field said")
 // make it a span to keep, by spanFields' rules (the last occurrence of a field wins).
 func spanIDs(src []byte) (TraceID, bool, error) {
 	var trace, span []byte
-	var fc easyproto.FieldContext
-	var err error
-	for len(src) > 0 {
-		// One-byte tags with one-byte lengths, nearly every field, without a call (see spanFields).
-		if t := src[0]; t < 0x80 && len(src) >= 2 && t&7 == 2 && src[1] < 0x80 && 2+int(src[1]) <= len(src) {
-			n := 2 + int(src[1])
-			switch t >> 3 {
-			case fSpanTraceID:
-				trace = src[2:n]
-			case fSpanSpanID:
-				span = src[2:n]
-			}
-			src = src[n:]
-			continue
+	fc := protoFields{src: src}
+	for fc.next() {
+		switch {
+		case fc.num == fSpanTraceID && fc.typ == 2:
+			trace = fc.data
+		case fc.num == fSpanSpanID && fc.typ == 2:
+			span = fc.data
 		}
-		if next, ferr := fc.NextField(src); ferr == nil {
-			src = next
-		} else if src, err = skipGroup(&fc, src, ferr); err != nil {
-			return TraceID{}, false, err
-		}
-		if data, ok := fc.MessageData(); ok {
-			switch fc.FieldNum {
-			case fSpanTraceID:
-				trace = data
-			case fSpanSpanID:
-				span = data
-			}
-		}
+	}
+	if fc.err != nil {
+		return TraceID{}, false, fc.err
 	}
 	var id TraceID
 	var sid SpanID

@@ -166,10 +166,88 @@ func malformed(what string, err error) error {
 	return NewPermanent(fmt.Errorf("%s: %w: %w", what, ErrMalformed, err))
 }
 
+// protoFields walks the fields of a protobuf message:
+//
+//	fc := protoFields{src: msg}
+//	for fc.next() {
+//		switch fc.num { ... }
+//	}
+//	return fc.err
+//
+// next reads the fields that nearly every message is made of - a one-byte tag, then a varint of
+// one byte, a fixed64, or a length of one or two bytes (up to 16 KiB: a span, an attribute) - by
+// itself, and any other through easyproto, which also words the error for malformed input. A
+// deprecated group is skipped and read as field 0 (see skipGroup).
+type protoFields struct {
+	src  []byte // what follows the field read
+	num  uint32
+	typ  uint8  // wire type: 0 varint, 1 i64, 2 len, 5 i32 or a skipped group
+	data []byte // typ 2
+	v    uint64 // typ 0 and 1
+	err  error
+}
+
+func (f *protoFields) next() bool {
+	src := f.src
+	if len(src) == 0 {
+		return false
+	}
+	if t := src[0]; t < 0x80 && len(src) >= 2 {
+		switch t & 7 {
+		case 0:
+			if src[1] < 0x80 {
+				f.num, f.typ, f.v, f.src = uint32(t>>3), 0, uint64(src[1]), src[2:]
+				return true
+			}
+		case 1:
+			if len(src) >= 9 {
+				f.num, f.typ, f.v, f.src = uint32(t>>3), 1, load64(src[1:9]), src[9:]
+				return true
+			}
+		case 2:
+			n, at := int(src[1]), 2
+			if n >= 0x80 {
+				if len(src) < 3 || src[2] >= 0x80 {
+					break
+				}
+				n, at = n&0x7f|int(src[2])<<7, 3
+			}
+			if at+n <= len(src) {
+				f.num, f.typ, f.data, f.src = uint32(t>>3), 2, src[at:at+n], src[at+n:]
+				return true
+			}
+		}
+	}
+	var fc easyproto.FieldContext
+	next, err := fc.NextField(src)
+	if err != nil {
+		if next, err = skipGroup(&fc, src, err); err != nil {
+			f.err = err
+			return false
+		}
+	}
+	f.src, f.num = next, fc.FieldNum
+	if b, ok := fc.MessageData(); ok {
+		f.typ, f.data = 2, b
+	} else if x, ok := fc.Uint64(); ok {
+		f.typ, f.v = 0, x
+	} else if x, ok := fc.Fixed64(); ok {
+		f.typ, f.v = 1, x
+	} else {
+		f.typ = 5
+	}
+	return true
+}
+
+// message is the data of the field read when it is message (or string or bytes) field num.
+func (f *protoFields) message(num uint32) ([]byte, bool) {
+	return f.data, f.num == num && f.typ == 2
+}
+
 // skipGroup is the slow path of reading a field, taken when easyproto's NextField fails on src: it
 // skips a deprecated protobuf group, which the generated code accepts as an unknown field, and
 // reports field number 0 (no OTLP message uses it); any other failure is returned as it was.
-// Every loop calls NextField directly and this only on error, to keep a call off the hot path.
+// spanFields calls NextField directly and this only on error, to keep a call off its hot path.
 func skipGroup(fc *easyproto.FieldContext, src []byte, err error) ([]byte, error) {
 	num, typ, n := protowire.ConsumeTag(src)
 	if n < 0 || typ != protowire.StartGroupType {
@@ -187,18 +265,9 @@ func skipGroup(fc *easyproto.FieldContext, src []byte, err error) ([]byte, error
 // request down to its spans that both passes make, and names a failing one in the error as
 // name[i]. (Its indirect call is once per span at most; the loops inside a span keep theirs inline.)
 func eachMessage(src []byte, num uint32, name string, fn func(data []byte) error) error {
-	var fc easyproto.FieldContext
-	var err error
-	for i := 0; len(src) > 0; {
-		if next, ferr := fc.NextField(src); ferr == nil {
-			src = next
-		} else if src, err = skipGroup(&fc, src, ferr); err != nil {
-			return err
-		}
-		if fc.FieldNum != num {
-			continue
-		}
-		data, ok := fc.MessageData()
+	fc := protoFields{src: src}
+	for i := 0; fc.next(); {
+		data, ok := fc.message(num)
 		if !ok {
 			continue
 		}
@@ -207,7 +276,7 @@ func eachMessage(src []byte, num uint32, name string, fn func(data []byte) error
 		}
 		i++
 	}
-	return nil
+	return fc.err
 }
 
 // protoCounts is the first pass: it walks the request down to the spans (not into them), so that
@@ -225,21 +294,15 @@ func (c *protoCounts) resourceSpans(src []byte) error {
 }
 
 func (c *protoCounts) scopeSpans(src []byte) error {
-	var fc easyproto.FieldContext
-	var err error
-	for len(src) > 0 {
-		if next, ferr := fc.NextField(src); ferr == nil {
-			src = next
-		} else if src, err = skipGroup(&fc, src, ferr); err != nil {
-			return err
-		}
+	fc := protoFields{src: src}
+	for fc.next() {
 		// A span shorter than its two ids (28 bytes with their tags) cannot be kept: not counting
 		// it keeps a body of empty span messages from reserving memory for each.
-		if data, ok := fc.MessageData(); ok && fc.FieldNum == fSSSpans && len(data) >= 28 {
+		if data, ok := fc.message(fSSSpans); ok && len(data) >= 28 {
 			c.spans++
 		}
 	}
-	return nil
+	return fc.err
 }
 
 // protoDecoder is the second pass. attrs holds resource and span attributes, xattrs those of links
@@ -278,25 +341,17 @@ func (d *protoDecoder) resourceSpans(src []byte) error {
 // in a pass of its own before the spans that share it.
 func (d *protoDecoder) resourceOf(res *Resource, src []byte) error {
 	d.attrs.begin()
-	var fc easyproto.FieldContext
-	var err error
 	// Not eachMessage: the resource is a singular field (its occurrences merge), named without an index.
-	for rest := src; len(rest) > 0; {
-		if next, ferr := fc.NextField(rest); ferr == nil {
-			rest = next
-		} else if rest, err = skipGroup(&fc, rest, ferr); err != nil {
-			return err
+	fc := protoFields{src: src}
+	for fc.next() {
+		if data, ok := fc.message(fRSResource); ok {
+			if err := d.resource(res, data); err != nil {
+				return fmt.Errorf("resource: %w", err)
+			}
 		}
-		if fc.FieldNum != fRSResource {
-			continue
-		}
-		data, ok := fc.MessageData()
-		if !ok {
-			continue
-		}
-		if err := d.resource(res, data); err != nil {
-			return fmt.Errorf("resource: %w", err)
-		}
+	}
+	if fc.err != nil {
+		return fc.err
 	}
 	res.Attrs = d.attrs.end()
 	return nil
@@ -319,18 +374,9 @@ func (h *resHolder) get() *Resource {
 }
 
 func (d *protoDecoder) resource(res *Resource, src []byte) error {
-	var fc easyproto.FieldContext
-	var err error
-	for i := 0; len(src) > 0; {
-		if next, ferr := fc.NextField(src); ferr == nil {
-			src = next
-		} else if src, err = skipGroup(&fc, src, ferr); err != nil {
-			return err
-		}
-		if fc.FieldNum != fResAttributes {
-			continue
-		}
-		data, ok := fc.MessageData()
+	fc := protoFields{src: src}
+	for i := 0; fc.next(); {
+		data, ok := fc.message(fResAttributes)
 		if !ok {
 			continue
 		}
@@ -358,7 +404,7 @@ func (d *protoDecoder) resource(res *Resource, src []byte) error {
 		}
 		i++
 	}
-	return nil
+	return fc.err
 }
 
 func (d *protoDecoder) display(a Attr) string { return display(&d.other, a) }
@@ -403,20 +449,11 @@ func (d *protoDecoder) scopeSpans(res *resHolder, src []byte) error {
 
 // scopeOf is the scope name of ScopeSpans src.
 func scopeOf(src []byte) (string, error) {
-	var fc easyproto.FieldContext
-	var err error
 	scope := ""
 	// Not eachMessage: the scope is a singular field (the last name wins), named without an index.
-	for rest := src; len(rest) > 0; {
-		if next, ferr := fc.NextField(rest); ferr == nil {
-			rest = next
-		} else if rest, err = skipGroup(&fc, rest, ferr); err != nil {
-			return "", err
-		}
-		if fc.FieldNum != fSSScope {
-			continue
-		}
-		data, ok := fc.MessageData()
+	fc := protoFields{src: src}
+	for fc.next() {
+		data, ok := fc.message(fSSScope)
 		if !ok {
 			continue
 		}
@@ -429,25 +466,23 @@ func scopeOf(src []byte) (string, error) {
 			return "", fmt.Errorf("scope: %w", err)
 		}
 	}
+	if fc.err != nil {
+		return "", fc.err
+	}
 	return scope, nil
 }
 
 // lastString returns the last occurrence of string field num in src.
 func lastString(src []byte, num uint32) (string, bool, error) {
-	var fc easyproto.FieldContext
-	var err error
 	s, found := "", false
-	for len(src) > 0 {
-		if next, ferr := fc.NextField(src); ferr == nil {
-			src = next
-		} else if src, err = skipGroup(&fc, src, ferr); err != nil {
-			return "", false, err
+	fc := protoFields{src: src}
+	for fc.next() {
+		if v, ok := fc.message(num); ok {
+			s, found = bstr(v), true
 		}
-		if fc.FieldNum == num {
-			if v, ok := fc.String(); ok {
-				s, found = v, true
-			}
-		}
+	}
+	if fc.err != nil {
+		return "", false, fc.err
 	}
 	return s, found, nil
 }
@@ -634,58 +669,37 @@ func (d *protoDecoder) reject(attrMark, xMark slabMark, linkStart, eventStart in
 }
 
 func status(sp *Span, src []byte) error {
-	var fc easyproto.FieldContext
-	var err error
-	for len(src) > 0 {
-		if next, ferr := fc.NextField(src); ferr == nil {
-			src = next
-		} else if src, err = skipGroup(&fc, src, ferr); err != nil {
-			return err
-		}
-		switch fc.FieldNum {
-		case fStatusMessage:
-			if v, ok := fc.String(); ok {
-				sp.StatusMessage = v
-			}
-		case fStatusCode:
-			if v, ok := fc.Uint64(); ok {
-				sp.Status = StatusCode(v)
-			}
+	fc := protoFields{src: src}
+	for fc.next() {
+		switch {
+		case fc.num == fStatusMessage && fc.typ == 2:
+			sp.StatusMessage = bstr(fc.data)
+		case fc.num == fStatusCode && fc.typ == 0:
+			sp.Status = StatusCode(fc.v)
 		}
 	}
-	return nil
+	return fc.err
 }
 
 func (d *protoDecoder) event(src []byte) error {
 	var e Event
 	d.xattrs.begin()
-	var fc easyproto.FieldContext
-	var err error
-	for i := 0; len(src) > 0; {
-		if next, ferr := fc.NextField(src); ferr == nil {
-			src = next
-		} else if src, err = skipGroup(&fc, src, ferr); err != nil {
-			return err
-		}
-		switch fc.FieldNum {
-		case fEventTime:
-			if v, ok := fc.Fixed64(); ok {
-				e.TimeUnixNano = int64(v)
-			}
-		case fEventName:
-			if v, ok := fc.String(); ok {
-				e.Name = v
-			}
-		case fEventAttributes:
-			data, ok := fc.MessageData()
-			if !ok {
-				continue
-			}
-			if err := d.attribute(&d.xattrs, i, data); err != nil {
+	fc := protoFields{src: src}
+	for i := 0; fc.next(); {
+		switch {
+		case fc.num == fEventTime && fc.typ == 1:
+			e.TimeUnixNano = int64(fc.v)
+		case fc.num == fEventName && fc.typ == 2:
+			e.Name = bstr(fc.data)
+		case fc.num == fEventAttributes && fc.typ == 2:
+			if err := d.attribute(&d.xattrs, i, fc.data); err != nil {
 				return err
 			}
 			i++
 		}
+	}
+	if fc.err != nil {
+		return fc.err
 	}
 	e.Attrs = d.xattrs.end()
 	d.events = append(d.events, e)
@@ -697,33 +711,25 @@ func (d *protoDecoder) link(src []byte) error {
 	var traceID, spanID []byte
 	d.xattrs.begin()
 	mark := d.xattrs.mark()
-	var fc easyproto.FieldContext
-	var err error
-	for i := 0; len(src) > 0; {
-		if next, ferr := fc.NextField(src); ferr == nil {
-			src = next
-		} else if src, err = skipGroup(&fc, src, ferr); err != nil {
-			return err
+	fc := protoFields{src: src}
+	for i := 0; fc.next(); {
+		if fc.typ != 2 {
+			continue
 		}
-		switch fc.FieldNum {
+		switch fc.num {
 		case fLinkTraceID:
-			if v, ok := fc.Bytes(); ok {
-				traceID = v
-			}
+			traceID = fc.data
 		case fLinkSpanID:
-			if v, ok := fc.Bytes(); ok {
-				spanID = v
-			}
+			spanID = fc.data
 		case fLinkAttributes:
-			data, ok := fc.MessageData()
-			if !ok {
-				continue
-			}
-			if err := d.attribute(&d.xattrs, i, data); err != nil {
+			if err := d.attribute(&d.xattrs, i, fc.data); err != nil {
 				return err
 			}
 			i++
 		}
+	}
+	if fc.err != nil {
+		return fc.err
 	}
 	if len(traceID) != len(l.TraceID) || len(spanID) != len(l.SpanID) {
 		// The reference drops such a link; its attributes go with it.
@@ -749,25 +755,17 @@ func keyValue(src []byte) (key, val []byte, err error) {
 			return src[2:n], src[n+2:], nil
 		}
 	}
-	var fc easyproto.FieldContext
 	merged := false
-	for len(src) > 0 {
-		if next, ferr := fc.NextField(src); ferr == nil {
-			src = next
-		} else if src, err = skipGroup(&fc, src, ferr); err != nil {
-			return nil, nil, err
+	fc := protoFields{src: src}
+	for fc.next() {
+		if fc.typ != 2 {
+			continue
 		}
-		switch fc.FieldNum {
+		switch fc.num {
 		case fKVKey:
-			if v, ok := fc.Bytes(); ok {
-				key = v
-			}
+			key = fc.data
 		case fKVValue:
-			v, ok := fc.MessageData()
-			if !ok {
-				continue
-			}
-			switch {
+			switch v := fc.data; {
 			case val == nil:
 				val = v
 			case !merged:
@@ -777,6 +775,9 @@ func keyValue(src []byte) (key, val []byte, err error) {
 				val = append(val, v...)
 			}
 		}
+	}
+	if fc.err != nil {
+		return nil, nil, fc.err
 	}
 	return key, val, nil
 }
@@ -898,24 +899,13 @@ func anyValue(src []byte) (member uint32, data []byte, num uint64, nested bool, 
 			}
 		}
 	}
-	var fc easyproto.FieldContext
 	merged := false
-	for len(src) > 0 {
-		if next, ferr := fc.NextField(src); ferr == nil {
-			src = next
-		} else if src, err = skipGroup(&fc, src, ferr); err != nil {
-			return 0, nil, 0, false, err
-		}
-		switch f := fc.FieldNum; f {
-		case fAnyString, fAnyBytes:
-			if v, ok := fc.Bytes(); ok {
-				member, data, merged = f, v, false
-			}
-		case fAnyArray, fAnyKVList:
-			v, ok := fc.MessageData()
-			if !ok {
-				continue
-			}
+	fc := protoFields{src: src}
+	for fc.next() {
+		switch f, v := fc.num, fc.data; {
+		case (f == fAnyString || f == fAnyBytes) && fc.typ == 2:
+			member, data, merged = f, v, false
+		case (f == fAnyArray || f == fAnyKVList) && fc.typ == 2:
 			nested = true
 			switch {
 			case member != f:
@@ -926,15 +916,12 @@ func anyValue(src []byte) (member uint32, data []byte, num uint64, nested bool, 
 			default:
 				data = append(data, v...)
 			}
-		case fAnyBool, fAnyInt:
-			if v, ok := fc.Uint64(); ok {
-				member, num, data, merged = f, v, nil, false
-			}
-		case fAnyDouble:
-			if v, ok := fc.Fixed64(); ok {
-				member, num, data, merged = f, v, nil, false
-			}
+		case (f == fAnyBool || f == fAnyInt) && fc.typ == 0, f == fAnyDouble && fc.typ == 1:
+			member, num, data, merged = f, fc.v, nil, false
 		}
+	}
+	if fc.err != nil {
+		return 0, nil, 0, false, fc.err
 	}
 	return member, data, num, nested, nil
 }
@@ -970,36 +957,22 @@ func checkDepth(val []byte) error {
 
 // valueDepth walks the AnyValue src, inside depth arrays and maps, for checkDepth.
 func valueDepth(src []byte, depth int) error {
-	var fc easyproto.FieldContext
-	var err error
-	for len(src) > 0 {
-		if next, ferr := fc.NextField(src); ferr == nil {
-			src = next
-		} else if src, err = skipGroup(&fc, src, ferr); err != nil {
-			return err
-		}
-		if fc.FieldNum != fAnyArray && fc.FieldNum != fAnyKVList {
-			continue
-		}
-		list, ok := fc.MessageData()
-		if !ok {
+	fc := protoFields{src: src}
+	for fc.next() {
+		if (fc.num != fAnyArray && fc.num != fAnyKVList) || fc.typ != 2 {
 			continue
 		}
 		if depth+1 > MaxValueDepth {
 			return ErrTooDeep
 		}
-		kv := fc.FieldNum == fAnyKVList
-		var lc easyproto.FieldContext
-		for len(list) > 0 {
-			if next, ferr := lc.NextField(list); ferr == nil {
-				list = next
-			} else if list, err = skipGroup(&lc, list, ferr); err != nil {
-				return err
-			}
-			elem, ok := lc.MessageData()
-			if lc.FieldNum != fListValues || !ok {
+		kv := fc.num == fAnyKVList
+		lc := protoFields{src: fc.data}
+		for lc.next() {
+			elem, ok := lc.message(fListValues)
+			if !ok {
 				continue
 			}
+			var err error
 			if kv {
 				if _, elem, err = keyValue(elem); err != nil {
 					return err
@@ -1009,25 +982,19 @@ func valueDepth(src []byte, depth int) error {
 				return err
 			}
 		}
+		if lc.err != nil {
+			return lc.err
+		}
 	}
-	return nil
+	return fc.err
 }
 
 // scopeAttrsDepth applies checkDepth to the attributes of an InstrumentationScope message, which
 // the decoder does not otherwise read.
 func scopeAttrsDepth(src []byte) error {
-	var fc easyproto.FieldContext
-	var err error
-	for i := 0; len(src) > 0; {
-		if next, ferr := fc.NextField(src); ferr == nil {
-			src = next
-		} else if src, err = skipGroup(&fc, src, ferr); err != nil {
-			return err
-		}
-		if fc.FieldNum != fScopeAttributes {
-			continue
-		}
-		data, ok := fc.MessageData()
+	fc := protoFields{src: src}
+	for i := 0; fc.next(); {
+		data, ok := fc.message(fScopeAttributes)
 		if !ok {
 			continue
 		}
@@ -1040,7 +1007,7 @@ func scopeAttrsDepth(src []byte) error {
 		}
 		i++
 	}
-	return nil
+	return fc.err
 }
 
 // appendOther renders a value the way spanstest.OtherString does: strings quoted, bytes in hex,
@@ -1068,18 +1035,9 @@ func appendOther(dst []byte, member uint32, data []byte, num uint64, depth int) 
 		open, close = '{', '}'
 	}
 	dst = append(dst, open)
-	var fc easyproto.FieldContext
-	var err error
-	for i := 0; len(data) > 0; {
-		if next, ferr := fc.NextField(data); ferr == nil {
-			data = next
-		} else if data, err = skipGroup(&fc, data, ferr); err != nil {
-			return dst, err
-		}
-		if fc.FieldNum != fListValues {
-			continue
-		}
-		elem, ok := fc.MessageData()
+	fc := protoFields{src: data}
+	for i := 0; fc.next(); {
+		elem, ok := fc.message(fListValues)
 		if !ok {
 			continue
 		}
@@ -1107,6 +1065,9 @@ func appendOther(dst []byte, member uint32, data []byte, num uint64, depth int) 
 		if dst, err = appendOther(dst, m, d, n, depth+1); err != nil {
 			return dst, err
 		}
+	}
+	if fc.err != nil {
+		return dst, fc.err
 	}
 	return append(dst, close), nil
 }

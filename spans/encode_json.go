@@ -58,41 +58,24 @@ func AppendJSON(dst []byte, b *Batch) []byte {
 		g.scopes[si].spans = append(g.scopes[si].spans, i)
 	}
 	for gi, g := range groups {
-		if gi > 0 {
-			dst = append(dst, ',')
-		}
-		dst = append(dst, `{"resource":{"attributes":[`...)
+		dst = append(sep(dst, gi), `{"resource":{"attributes":[`...)
 		if r := g.res; r != nil {
-			n := 0
+			var svc []Attr
 			if r.ServiceName != "" {
-				dst = appendAttrJSON(dst, StringAttr(AttrServiceName, r.ServiceName))
-				n++
+				svc = append(svc, StringAttr(AttrServiceName, r.ServiceName))
 			}
 			if r.ServiceInstance != "" {
-				if n > 0 {
-					dst = append(dst, ',')
-				}
-				dst = appendAttrJSON(dst, StringAttr(AttrServiceInstance, r.ServiceInstance))
-				n++
+				svc = append(svc, StringAttr(AttrServiceInstance, r.ServiceInstance))
 			}
-			if n > 0 && len(r.Attrs) > 0 {
-				dst = append(dst, ',')
-			}
-			dst = appendAttrsJSON(dst, r.Attrs)
+			dst = appendAttrsJSON(dst, append(svc, r.Attrs...))
 		}
 		dst = append(dst, `]},"scopeSpans":[`...)
 		for si, sc := range g.scopes {
-			if si > 0 {
-				dst = append(dst, ',')
-			}
-			dst = append(dst, `{"scope":{"name":`...)
+			dst = append(sep(dst, si), `{"scope":{"name":`...)
 			dst = jsonlex.AppendString(dst, sc.name)
 			dst = append(dst, `},"spans":[`...)
 			for k, i := range sc.spans {
-				if k > 0 {
-					dst = append(dst, ',')
-				}
-				dst = appendSpanJSON(dst, &b.Spans[i])
+				dst = appendSpanJSON(sep(dst, k), &b.Spans[i])
 			}
 			dst = append(dst, "]}"...)
 		}
@@ -121,26 +104,15 @@ func appendSpanJSON(dst []byte, s *Span) []byte {
 	dst = append(dst, `","endTimeUnixNano":"`...)
 	dst = strconv.AppendUint(dst, uint64(s.EndUnixNano), 10)
 	dst = append(dst, '"')
-	if len(s.Attrs) > 0 {
-		dst = append(dst, `,"attributes":[`...)
-		dst = appendAttrsJSON(dst, s.Attrs)
-		dst = append(dst, ']')
-	}
+	dst = appendAttrsMember(dst, s.Attrs)
 	if len(s.Events) > 0 {
 		dst = append(dst, `,"events":[`...)
 		for i, e := range s.Events {
-			if i > 0 {
-				dst = append(dst, ',')
-			}
-			dst = append(dst, `{"timeUnixNano":"`...)
+			dst = append(sep(dst, i), `{"timeUnixNano":"`...)
 			dst = strconv.AppendUint(dst, uint64(e.TimeUnixNano), 10)
 			dst = append(dst, `","name":`...)
 			dst = jsonlex.AppendString(dst, e.Name)
-			if len(e.Attrs) > 0 {
-				dst = append(dst, `,"attributes":[`...)
-				dst = appendAttrsJSON(dst, e.Attrs)
-				dst = append(dst, ']')
-			}
+			dst = appendAttrsMember(dst, e.Attrs)
 			dst = append(dst, '}')
 		}
 		dst = append(dst, ']')
@@ -148,19 +120,12 @@ func appendSpanJSON(dst []byte, s *Span) []byte {
 	if len(s.Links) > 0 {
 		dst = append(dst, `,"links":[`...)
 		for i, l := range s.Links {
-			if i > 0 {
-				dst = append(dst, ',')
-			}
-			dst = append(dst, `{"traceId":"`...)
+			dst = append(sep(dst, i), `{"traceId":"`...)
 			dst = hex.AppendEncode(dst, l.TraceID[:])
 			dst = append(dst, `","spanId":"`...)
 			dst = hex.AppendEncode(dst, l.SpanID[:])
 			dst = append(dst, '"')
-			if len(l.Attrs) > 0 {
-				dst = append(dst, `,"attributes":[`...)
-				dst = appendAttrsJSON(dst, l.Attrs)
-				dst = append(dst, ']')
-			}
+			dst = appendAttrsMember(dst, l.Attrs)
 			dst = append(dst, '}')
 		}
 		dst = append(dst, ']')
@@ -177,12 +142,26 @@ func appendSpanJSON(dst []byte, s *Span) []byte {
 	return append(dst, '}')
 }
 
+// appendAttrsMember appends `,"attributes":[...]` when there are any.
+func appendAttrsMember(dst []byte, attrs []Attr) []byte {
+	if len(attrs) == 0 {
+		return dst
+	}
+	dst = append(dst, `,"attributes":[`...)
+	return append(appendAttrsJSON(dst, attrs), ']')
+}
+
+// sep appends the comma before element i of a JSON array.
+func sep(dst []byte, i int) []byte {
+	if i > 0 {
+		return append(dst, ',')
+	}
+	return dst
+}
+
 func appendAttrsJSON(dst []byte, attrs []Attr) []byte {
 	for i, a := range attrs {
-		if i > 0 {
-			dst = append(dst, ',')
-		}
-		dst = appendAttrJSON(dst, a)
+		dst = appendAttrJSON(sep(dst, i), a)
 	}
 	return dst
 }

@@ -182,7 +182,7 @@ func load64[T string | []byte](b T) uint64 {
 
 // Intern returns the canonical string for a well-known key and true, or "" and false. It does not
 // allocate.
-func Intern(key []byte) (string, bool) {
+func Intern[T string | []byte](key T) (string, bool) {
 	t := internSlots
 	for i := internHash(key); ; i = (i + 1) & (internTableSize - 1) {
 		s := t[i]
@@ -197,16 +197,8 @@ func Intern(key []byte) (string, bool) {
 
 // IsWellKnown reports whether key is in [WellKnown].
 func IsWellKnown(key string) bool {
-	t := internSlots
-	for i := internHash(key); ; i = (i + 1) & (internTableSize - 1) {
-		s := t[i]
-		if s == "" {
-			return false
-		}
-		if s == key {
-			return true
-		}
-	}
+	_, ok := Intern(key)
+	return ok
 }
 
 // Header attributes may carry secrets: the decoder keeps only the header keys above, and the

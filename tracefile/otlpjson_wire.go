@@ -195,23 +195,27 @@ func (w *wireJSON) member(m *wireMsg, o *jsonObj, f *pbField) {
 		} else {
 			ok = false
 		}
-	case pbHexID:
-		var b []byte
-		if b, ok = fc.Bytes(); ok {
-			o.id(f.name, b)
-		}
-	case pbBase64:
+	case pbHexID, pbBase64:
 		var b []byte
 		if b, ok = fc.Bytes(); ok && (len(b) != 0 || force) {
 			o.key(f.name)
 			o.dst = append(o.dst, '"')
-			o.dst = base64.StdEncoding.AppendEncode(o.dst, b)
+			if f.kind == pbHexID {
+				o.dst = hex.AppendEncode(o.dst, b)
+			} else {
+				o.dst = base64.StdEncoding.AppendEncode(o.dst, b)
+			}
 			o.dst = append(o.dst, '"')
 		}
 	case pbFixed64:
+		// A string, as protobuf's JSON mapping (and the file exporter) write 64-bit integers: JSON
+		// numbers lose precision beyond 2^53 in many readers.
 		var v uint64
-		if v, ok = fc.Fixed64(); ok {
-			o.u64(f.name, v)
+		if v, ok = fc.Fixed64(); ok && v != 0 {
+			o.key(f.name)
+			o.dst = append(o.dst, '"')
+			o.dst = strconv.AppendUint(o.dst, v, 10)
+			o.dst = append(o.dst, '"')
 		}
 	case pbFixed32:
 		var v uint32
@@ -276,25 +280,5 @@ func (o *jsonObj) u32(k string, v uint32) {
 	if v != 0 {
 		o.key(k)
 		o.dst = strconv.AppendUint(o.dst, uint64(v), 10)
-	}
-}
-
-// u64 writes a 64-bit integer as a string, as protobuf's JSON mapping (and the file exporter) do:
-// JSON numbers lose precision beyond 2^53 in many readers.
-func (o *jsonObj) u64(k string, v uint64) {
-	if v != 0 {
-		o.key(k)
-		o.dst = append(o.dst, '"')
-		o.dst = strconv.AppendUint(o.dst, v, 10)
-		o.dst = append(o.dst, '"')
-	}
-}
-
-func (o *jsonObj) id(k string, v []byte) {
-	if len(v) != 0 {
-		o.key(k)
-		o.dst = append(o.dst, '"')
-		o.dst = hex.AppendEncode(o.dst, v)
-		o.dst = append(o.dst, '"')
 	}
 }
