@@ -174,13 +174,16 @@ func edgeCases() []edgeCase {
 	}
 	// The W3C trace state is kept (as the attribute AttrTraceState) only when it says how the
 	// trace was sampled: OpenTelemetry's "ot" entry.
-	sampled := []*tracepb.Span{okSpan(1), okSpan(2), okSpan(3)}
+	sampled := []*tracepb.Span{okSpan(1), okSpan(2), okSpan(3), okSpan(4)}
 	sampled[0].TraceState = "ot=th:e668"
 	sampled[0].Attributes = allValues[:2]
 	sampled[1].TraceState = "congo=t61rcWkgMzE, ot=rv:0123456789abcd;th:8"
 	sampled[2].TraceState = "congo=t61rcWkgMzE,notot=th:8"
+	// A list member starts only after a comma (and optional blanks), so an "ot=" after a blank
+	// inside another member's value is not the entry.
+	sampled[3].TraceState = "congo=t61rcWkgMzE ot=th:8"
 	return []edgeCase{
-		{"trace state", request(&tracepb.ResourceSpans{ScopeSpans: []*tracepb.ScopeSpans{scope("s", sampled...)}}), 3, 0},
+		{"trace state", request(&tracepb.ResourceSpans{ScopeSpans: []*tracepb.ScopeSpans{scope("s", sampled...)}}), 4, 0},
 		{"mostly dropped attributes", request(&tracepb.ResourceSpans{ScopeSpans: []*tracepb.ScopeSpans{scope("s", dropped...)}}), 300, 0},
 		{"empty request", request(), 0, 0},
 		{"empty resource spans", request(&tracepb.ResourceSpans{}), 0, 0},
@@ -452,7 +455,7 @@ func TestDecodersKeepTheSamplingTraceState(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, b := range []*spans.Batch{fromProto, fromJSON} {
-				want := []string{"ot=th:e668", "congo=t61rcWkgMzE, ot=rv:0123456789abcd;th:8", ""}
+				want := []string{"ot=th:e668", "congo=t61rcWkgMzE, ot=rv:0123456789abcd;th:8", "", ""}
 				for i, s := range b.Spans {
 					if got := s.Str(spans.AttrTraceState); got != want[i] {
 						t.Errorf("span %d: trace state %q, want %q", i, got, want[i])

@@ -206,10 +206,19 @@ func IsWellKnown(key string) bool {
 
 // samplingState reports whether a W3C trace state carries OpenTelemetry's "ot" entry, the one
 // that says how the trace was sampled: only such a trace state is kept (see AttrTraceState).
+// A list member begins at the start or after a comma, past optional blanks; an "ot=" anywhere
+// else is part of another member's value.
 func samplingState[T string | []byte](ts T) bool {
-	for i := 0; i+3 <= len(ts); i++ {
-		if ts[i] == 'o' && ts[i+1] == 't' && ts[i+2] == '=' && (i == 0 || ts[i-1] == ',' || ts[i-1] == ' ' || ts[i-1] == '\t') {
+	atMember := true
+	for i := 0; i < len(ts); i++ {
+		switch c := ts[i]; {
+		case c == ',':
+			atMember = true
+		case c == ' ' || c == '\t':
+		case atMember && c == 'o' && i+3 <= len(ts) && ts[i+1] == 't' && ts[i+2] == '=':
 			return true
+		default:
+			atMember = false
 		}
 	}
 	return false
