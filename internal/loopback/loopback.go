@@ -7,21 +7,16 @@ import (
 
 // Is reports whether s names this machine: "localhost" (in any case), an IPv4 address in
 // 127.0.0.0/8, or the IPv6 loopback address (any spelling of ::1, or 127.0.0.0/8 mapped into IPv6),
-// bracketed or not, with or without a port. A 127.0.0.0/8 pattern with '*' for digits
-// ("127.0.0.*", as a policy matches origins) is loopback too; an empty host ("" or ":4317", every
-// interface) is not.
+// bracketed or not, with or without a port. Only an address written as an address counts: "127.1"
+// or "127.0.0.01" is a name to the resolver (which may find it anywhere), so it is not loopback,
+// and neither is an empty host ("" or ":4317", every interface).
 func Is(s string) bool {
 	host := hostOf(s)
-	switch {
-	case strings.EqualFold(host, "localhost"):
+	if strings.EqualFold(host, "localhost") {
 		return true
-	case strings.HasPrefix(host, "127."):
-		return strings.Trim(host, "0123456789.*") == ""
-	case strings.IndexByte(host, ':') >= 0:
-		ip, err := netip.ParseAddr(host)
-		return err == nil && ip.Unmap().IsLoopback()
 	}
-	return false
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.Unmap().IsLoopback()
 }
 
 // hostOf is s without its port and brackets: "[::1]:4317" and "[::1]" are "::1", "localhost:80"

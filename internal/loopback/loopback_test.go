@@ -16,13 +16,19 @@ func TestIs(t *testing.T) {
 		{"LocalHost:4317", true},
 		{"localhost.example.com", false},
 		{"mylocalhost:80", false},
-		// IPv4: all of 127.0.0.0/8, with or without a port; a pattern of it.
+		// IPv4: all of 127.0.0.0/8, with or without a port, written as an address. Shorthands and
+		// patterns are names to the resolver (it may look them up in DNS): not loopback.
 		{"127.0.0.1", true},
 		{"127.0.0.1:4317", true},
 		{"127.0.0.6:15006", true}, // Istio's inbound passthrough source
 		{"127.255.255.254:1", true},
-		{"127.0.0.*", true},
-		{"127.0.0.*:8080", true},
+		{"127.0.0.*", false},
+		{"127.0.0.*:8080", false},
+		{"127.1", false},
+		{"127.0.0.01", false},
+		{"127.0.0.1.5", false},
+		{"127.999.999.999:80", false},
+		{"127...:4317", false},
 		{"127.example.com:80", false},
 		{"127.0.0.1.nip.io", false},
 		{"128.0.0.1:80", false},
