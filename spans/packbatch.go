@@ -88,12 +88,19 @@ func (p *Packing) Pack(ss []Span) []PackedTrace {
 // must stay as they are until PackFrom returns (a string rendered into a buffer reused span
 // after span would be packed as the one rendered there before).
 func (p *Packing) PackFrom(n int, id func(int) TraceID, span func(int) *Span) []PackedTrace {
-	if p.bp.oversized() {
-		p.bp = batchPacker{} // one huge batch does not leave its memory behind
-	}
+	p.Trim()
 	traces, idx, ends := p.bp.group(n, id)
 	_ = p.bp.packGroups(traces, idx, ends, func(i int32) (*Span, error) { return span(int(i)), nil })
 	return traces
+}
+
+// Trim lets go of p's memory if the last batch grew it past what is kept for the next one. A
+// consumer calls it once it is done with the traces of a batch: the next Pack trims too, but a
+// huge batch followed by no other would otherwise keep its memory for as long as p lives.
+func (p *Packing) Trim() {
+	if p.bp.oversized() {
+		p.bp = batchPacker{}
+	}
 }
 
 // Pack packs b's spans by trace into b.Packed: one block a trace, the traces in the order each

@@ -43,6 +43,7 @@ func (a *Engine) ConsumeBatch(ctx context.Context, b *spans.Batch) error {
 		pts = a.packing.Pack(b.Spans)
 	}
 	a.filePacked(pts, futureLimit(now), a.maxTraceSpans(), cmp.Or(now, a.now))
+	a.packing.Trim() // filed as copies: a huge batch leaves no memory behind
 	a.version++
 	a.evict()
 	// Everything kept is a copy (the packed bytes): the producer may reuse the request's memory.

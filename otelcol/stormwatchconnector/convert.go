@@ -83,7 +83,7 @@ func (c *converter) withBatch(td ptrace.Traces, f func(*spans.Batch) error) erro
 	}
 	err := f(c.convertInto(td, cb))
 	cb.reset()
-	// The packing bounds its own memory (spans.Packing).
+	cb.packing.Trim()
 	if cap(cb.refs) <= maxPooledSpans && cap(cb.res)+cap(cb.links)+cap(cb.events) <= maxPooledSpans &&
 		cap(cb.resAttrs)+cap(cb.attrs) <= 16*maxPooledSpans {
 		c.bufs.Put(cb)
