@@ -51,7 +51,10 @@ type Engine struct {
 	// held: every trace, least recently updated first (eviction order). pending: traces with
 	// spans not analyzed yet, least recently updated first (settle order).
 	held, pending list
-	now           int64 // the latest time the caller gave us
+	// analyzing is the earliest last arrival of the chunk a pass has taken out of pending and
+	// is analyzing (0 when none): those traces are neither pending nor in the report yet.
+	analyzing int64
+	now       int64 // the latest time the caller gave us
 	// ConsumeBatch's scratches, reused between batches: a batch of span values packed by trace,
 	// and the buffer a trace over its cap is packed again in.
 	packing spans.Packing

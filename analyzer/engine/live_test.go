@@ -413,3 +413,32 @@ func TestIdleSnapshotsSaySettledThroughTheirOwnTime(t *testing.T) {
 		}
 	}
 }
+
+// A trace a pass has taken out of pending and is still analyzing is in no report yet: a snapshot
+// taken meanwhile must not say it is settled through now, or `stormwatch diff` takes a report
+// without the traces of the pass's last chunk.
+func TestSnapshotsDuringAPassAreNotSettledPastItsTraces(t *testing.T) {
+	entered, release := make(chan struct{}), make(chan struct{})
+	blocking := &analyzer.Detector{Name: "blocking", Title: "t", Doc: "waits to be released", Scope: analyzer.ScopeTrace,
+		Run: func(p *analyzer.Pass) error { entered <- struct{}{}; <-release; return nil }}
+	c := &clock{t: time.Unix(0, t0)}
+	a := engine.New(engine.Config{Detectors: []*analyzer.Detector{blocking}, Settle: time.Second, WindowInterval: -1, Now: c.Now})
+	arrived := c.Now().UnixNano()
+	feedFailedCall(t, a, 1, 0)
+	done := make(chan struct{})
+	go func() { defer close(done); a.Settle(c.Add(5 * time.Second)) }()
+	<-entered
+	for _, take := range []func(time.Time) *engine.Snapshot{a.Snapshot, a.Summary} {
+		s := take(c.Add(time.Second))
+		if s.Stats.SettledThroughUnixNano > arrived {
+			t.Errorf("taken at %d while the trace that arrived at %d is analyzed: settled through %d, holding %d traces",
+				s.AtUnixNano, arrived, s.Stats.SettledThroughUnixNano, s.Report.Input.Traces)
+		}
+	}
+	close(release)
+	<-done
+	if s := a.Snapshot(c.Add(time.Second)); s.Stats.SettledThroughUnixNano != s.AtUnixNano || s.Report.Input.Traces != 1 {
+		t.Errorf("after the pass: settled through %d at %d with %d traces; want through the time taken, 1 trace",
+			s.Stats.SettledThroughUnixNano, s.AtUnixNano, s.Report.Input.Traces)
+	}
+}

@@ -128,6 +128,12 @@ func (a *Engine) pass(due func(*traceState) bool) {
 			}
 			t = next
 		}
+		a.analyzing = 0
+		for i := range jobs {
+			if ls := jobs[i].t.lastSeen; a.analyzing == 0 || ls < a.analyzing {
+				a.analyzing = ls
+			}
+		}
 		a.mu.Unlock()
 		if len(jobs) == 0 {
 			return

@@ -230,13 +230,18 @@ func (a *Engine) stats() StoreStats {
 	}
 }
 
-// settledThrough is StoreStats.SettledThroughUnixNano. The pending list is in the order of last
-// arrival, so its front is the trace that has waited longest. Under a.mu.
+// settledThrough is StoreStats.SettledThroughUnixNano: the last arrival of the trace that has
+// waited longest, pending (the pending list is in the order of last arrival, so its front) or
+// being analyzed by a pass, else now. Under a.mu.
 func (a *Engine) settledThrough() int64 {
+	through := a.now
 	if t := a.pending.front(); t != nil {
-		return t.lastSeen
+		through = t.lastSeen
 	}
-	return a.now
+	if a.analyzing != 0 {
+		through = min(through, a.analyzing)
+	}
+	return through
 }
 
 // Snapshot is an immutable view for the TUI. When nothing changed since the last one, the same
