@@ -191,7 +191,8 @@ const (
 // fitWorkPerSpan bounds the steps fitUnknownClocks spends beyond its binary searches, per span of
 // the trace: the spans of its index it passes over because they cannot have made the call of the
 // orphan at hand (of the orphan's own service, or in its own subtree). Only a hostile trace spends
-// them; past the bound the clocks left keep the root's offset, and a note counts them.
+// them; past the bound a clock that needs such a step keeps the root's offset, and a note counts
+// them.
 const fitWorkPerSpan = 8
 
 // fitUnknownClocks gives a clock no traced call reaches - a service seen only in orphans, behind a
@@ -228,10 +229,9 @@ func (t *trace) fitUnknownClocks(orphans []int32, shift []int64, skew int64, sc 
 		if known[c] {
 			continue
 		}
-		off, ok := int64(0), false
-		if f.work >= 0 {
-			off, ok = f.fit(group)
-		}
+		// Fitted even past the bound: a clock whose orphans need no counted step (each judged by
+		// a binary search) still gets its answer, and only one that ran out is noted.
+		off, ok := f.fit(group)
 		if !ok {
 			t.issues.unfitted++ // read as the root's clock: the bound keeps the work linear
 			continue

@@ -118,6 +118,16 @@ func TestUnfittedClocksPastTheBoundAreNoted(t *testing.T) {
 	if !hasNote(r, "4 "+note) {
 		t.Errorf("no note counts the 4 clocks not fitted: %q", r.Notes)
 	}
+	// One more dark service, fitted after the bound ran out, whose orphans all fall inside the
+	// root's span at the root's offset: it needed no step past a binary search, so it is no
+	// clock left unfitted.
+	ss := tangledClocks(500, 4, true)
+	for i := range 16 {
+		ss = append(ss, sp(1, 1<<22+i, 1<<23+1<<22+i, spans.KindServer, "calm", 10+int64(i), 11+int64(i), server(200)...))
+	}
+	if _, r = run(t, engine.Config{}, ss...); !hasNote(r, "4 "+note) {
+		t.Errorf("no note counts the 4 clocks not fitted, beside one that fits as it is: %q", r.Notes)
+	}
 }
 
 // tangledClocks is a root SERVER span of api with n INTERNAL spans of api under it, beside k
