@@ -108,8 +108,7 @@ func (t *jsonToPB) field(dst []byte, f *pbField, force bool) ([]byte, error) {
 		// The message is written in place after a one-byte length, which most messages (an
 		// attribute, a status) fit; a longer one is moved up once to make room for its length.
 		// A byte is moved once per enclosing message of 128 bytes or more (a span's: its span,
-		// scope and resource), in one buffer, where each nesting level used to build its message
-		// in a buffer of its own and copy it into its parent's.
+		// scope and resource), all in one buffer: no nesting level builds its message apart.
 		dst = appendTag(dst, f.num, 2)
 		at := len(dst)
 		out, err := t.message(append(dst, 0), f.msg)
