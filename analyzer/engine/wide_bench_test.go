@@ -85,6 +85,23 @@ var wideShapes = []struct {
 	// A call that failed, then a fallback to another service that calls the failed dependency n
 	// times, each for its own path: one finding naming n calls, each of its own operation.
 	{"fallback-calls", fallbackCalls},
+	// n services, each called once by api, each calling dep: one dependency of n callers, which
+	// the cross-trace detectors group by caller.
+	{"dep-callers", depCallers},
+}
+
+// depCallers is a root SERVER span of api with n CLIENT children one after the other, each to its
+// own service svc-i, whose SERVER span calls dep once (503).
+func depCallers(n int) []spans.Span {
+	ss := []spans.Span{sp(1, 1, 0, spans.KindServer, "api", 0, 4*int64(n)+10)}
+	for i := range n {
+		at := 1 + 4*int64(i)
+		svc := "svc-" + strconv.Itoa(i)
+		ss = append(ss, sp(1, 2+3*i, 1, spans.KindClient, "api", at, at+3, get("http://"+svc+":80/x", 503)...),
+			sp(1, 3+3*i, 2+3*i, spans.KindServer, svc, at, at+3, server(503)...),
+			sp(1, 4+3*i, 3+3*i, spans.KindClient, svc, at+1, at+2, get("http://dep:80/x", 503)...))
+	}
+	return ss
 }
 
 // amplifiedDeps is a root SERVER span of api calling mid twice (503, then 200), and under each
