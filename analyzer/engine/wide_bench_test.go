@@ -88,6 +88,25 @@ var wideShapes = []struct {
 	// n services, each called once by api, each calling dep: one dependency of n callers, which
 	// the cross-trace detectors group by caller.
 	{"dep-callers", depCallers},
+	// n services, each with a breaker that opened on one dependency's failures and then refused a
+	// call to another: a wrongly keyed breaker per caller, judged against the caller's own origins.
+	{"breaker-callers", breakerCallers},
+}
+
+// breakerCallers is a root SERVER span of api with n CLIENT children one after the other, each to
+// its own service svc-i, whose SERVER span calls bad-i (503) and then good-i, which its breaker
+// refuses.
+func breakerCallers(n int) []spans.Span {
+	ss := []spans.Span{sp(1, 1, 0, spans.KindServer, "api", 0, 4*int64(n)+10)}
+	for i := range n {
+		at := 1 + 4*int64(i)
+		svc := "svc-" + strconv.Itoa(i)
+		ss = append(ss, sp(1, 2+4*i, 1, spans.KindClient, "api", at, at+4, get("http://"+svc+":80/x", 200)...),
+			sp(1, 3+4*i, 2+4*i, spans.KindServer, svc, at, at+4, server(200)...),
+			sp(1, 4+4*i, 3+4*i, spans.KindClient, svc, at, at+1, get("http://bad-"+strconv.Itoa(i)+":80/x", 503)...),
+			failed(sp(1, 5+4*i, 3+4*i, spans.KindClient, svc, at+2, at+3, get("http://good-"+strconv.Itoa(i)+":80/x", 0)...), "circuit breaker is open"))
+	}
+	return ss
 }
 
 // depCallers is a root SERVER span of api with n CLIENT children one after the other, each to its
