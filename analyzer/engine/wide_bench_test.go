@@ -93,32 +93,36 @@ var wideShapes = []struct {
 	{"breaker-callers", breakerCallers},
 }
 
-// breakerCallers is a root SERVER span of api with n CLIENT children one after the other, each to
-// its own service svc-i, whose SERVER span calls bad-i (503) and then good-i, which its breaker
-// refuses.
+// breakerCallers is viaServices with svc-i answering 200, having called bad-i (503) and then
+// good-i, which its breaker refused.
 func breakerCallers(n int) []spans.Span {
-	ss := []spans.Span{sp(1, 1, 0, spans.KindServer, "api", 0, 4*int64(n)+10)}
-	for i := range n {
-		at := 1 + 4*int64(i)
-		svc := "svc-" + strconv.Itoa(i)
-		ss = append(ss, sp(1, 2+4*i, 1, spans.KindClient, "api", at, at+4, get("http://"+svc+":80/x", 200)...),
-			sp(1, 3+4*i, 2+4*i, spans.KindServer, svc, at, at+4, server(200)...),
-			sp(1, 4+4*i, 3+4*i, spans.KindClient, svc, at, at+1, get("http://bad-"+strconv.Itoa(i)+":80/x", 503)...),
-			failed(sp(1, 5+4*i, 3+4*i, spans.KindClient, svc, at+2, at+3, get("http://good-"+strconv.Itoa(i)+":80/x", 0)...), "circuit breaker is open"))
-	}
-	return ss
+	return viaServices(n, 4, 200, func(i, srv int, svc string, at int64) []spans.Span {
+		return []spans.Span{
+			sp(1, srv+1, srv, spans.KindClient, svc, at, at+1, get("http://bad-"+strconv.Itoa(i)+":80/x", 503)...),
+			failed(sp(1, srv+2, srv, spans.KindClient, svc, at+2, at+3, get("http://good-"+strconv.Itoa(i)+":80/x", 0)...), "circuit breaker is open"),
+		}
+	})
 }
 
-// depCallers is a root SERVER span of api with n CLIENT children one after the other, each to its
-// own service svc-i, whose SERVER span calls dep once (503).
+// depCallers is viaServices with svc-i answering 503, having called dep once (503).
 func depCallers(n int) []spans.Span {
+	return viaServices(n, 3, 503, func(_, srv int, svc string, at int64) []spans.Span {
+		return []spans.Span{sp(1, srv+1, srv, spans.KindClient, svc, at+1, at+2, get("http://dep:80/x", 503)...)}
+	})
+}
+
+// viaServices is a root SERVER span of api with n CLIENT children 4 ms apart, each to its own
+// service svc-i, lasting stride ms and answered with status by svc-i's SERVER span (id srv), under
+// which under puts what svc-i did from at; each child and what is under it take stride span ids.
+func viaServices(n, stride, status int, under func(i, srv int, svc string, at int64) []spans.Span) []spans.Span {
 	ss := []spans.Span{sp(1, 1, 0, spans.KindServer, "api", 0, 4*int64(n)+10)}
 	for i := range n {
 		at := 1 + 4*int64(i)
 		svc := "svc-" + strconv.Itoa(i)
-		ss = append(ss, sp(1, 2+3*i, 1, spans.KindClient, "api", at, at+3, get("http://"+svc+":80/x", 503)...),
-			sp(1, 3+3*i, 2+3*i, spans.KindServer, svc, at, at+3, server(503)...),
-			sp(1, 4+3*i, 3+3*i, spans.KindClient, svc, at+1, at+2, get("http://dep:80/x", 503)...))
+		call, srv := 2+stride*i, 3+stride*i
+		ss = append(ss, sp(1, call, 1, spans.KindClient, "api", at, at+int64(stride), get("http://"+svc+":80/x", status)...),
+			sp(1, srv, call, spans.KindServer, svc, at, at+int64(stride), server(status)...))
+		ss = append(ss, under(i, srv, svc, at)...)
 	}
 	return ss
 }
