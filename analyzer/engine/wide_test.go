@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stormwatch/stormwatch/analyzer"
 	"github.com/stormwatch/stormwatch/analyzer/engine"
 	"github.com/stormwatch/stormwatch/analyzer/render"
 	"github.com/stormwatch/stormwatch/analyzer/suite"
@@ -185,5 +186,29 @@ func TestAFindingNamingOperationsTwiceCreditsThemOnce(t *testing.T) {
 	}
 	if leaves != 40 {
 		t.Errorf("%d leaf operations of two tries, want 40", leaves)
+	}
+}
+
+// Calls sent at once to one service are one attempt, which names each address it reached once:
+// forty calls to twenty replicas, each twice, reach twenty origins (past the few an attempt's
+// origins are compared with one by one), as unbounded-fanout counts them.
+func TestAnAttemptToManyReplicasNamesEachOriginOnce(t *testing.T) {
+	ss := []spans.Span{sp(1, 1, 0, spans.KindServer, "api", 0, 10)}
+	for i := range 40 {
+		url := "http://10.0.0." + strconv.Itoa(i%20) + ":8080/x"
+		ss = append(ss, sp(1, 2+2*i, 1, spans.KindClient, "api", 1, 5, get(url, 200)...),
+			sp(1, 3+2*i, 2+2*i, spans.KindServer, "dep", 2, 4, server(200)...))
+	}
+	a, r := run(t, engine.Config{}, ss...)
+	ops := a.Snapshot(testNow).Operations()
+	if len(ops) != 1 || len(ops[0].Attempts) != 1 {
+		t.Fatalf("want one operation of one attempt, got %d operations", len(ops))
+	}
+	at := ops[0].Attempts[0]
+	if len(at.Calls) != 40 || len(at.Origins) != 20 {
+		t.Errorf("the attempt made %d calls to %d origins, want 40 to 20: %v", len(at.Calls), len(at.Origins), at.Origins)
+	}
+	if len(r.Findings) != 1 || !r.Findings[0].Evidence["fanout"].Equal(analyzer.Int(20)) {
+		t.Errorf("want one unbounded-fanout finding of fanout 20, got %+v", r.Findings)
 	}
 }
