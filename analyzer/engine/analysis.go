@@ -172,8 +172,12 @@ func runDetector(d *analyzer.Detector, pass *analyzer.Pass) (err error) {
 // the earliest start of the spans it names, or of the trace when it names none the trace holds.
 // Each span id is decoded and looked up once for both.
 func (t *trace) creditFinding(f *analyzer.Finding) {
-	var seenOps [8]*analyzer.Operation // most findings name a few operations: no allocation
+	// Most findings name a few operations: a scan of those credited, no allocation. One that
+	// names the calls of as many operations as a wide trace has (a loop's retries, a fallback's
+	// calls) is credited through a map past 16, so that it costs its span ids, not their square.
+	var seenOps [16]*analyzer.Operation
 	seen := seenOps[:0]
+	var seenMap map[*analyzer.Operation]struct{}
 	var at int64
 	for _, hexID := range f.SpanIDs {
 		var id spans.SpanID
@@ -191,10 +195,26 @@ func (t *trace) creditFinding(f *analyzer.Finding) {
 		if op == nil {
 			op = t.Enclosing(i)
 		}
-		if op != nil && !slices.Contains(seen, op) {
-			seen = append(seen, op)
-			op.Findings++
+		if op == nil {
+			continue
 		}
+		if seenMap != nil {
+			if _, ok := seenMap[op]; ok {
+				continue
+			}
+			seenMap[op] = struct{}{}
+		} else if slices.Contains(seen, op) {
+			continue
+		} else if len(seen) < len(seenOps) {
+			seen = append(seen, op)
+		} else {
+			seenMap = make(map[*analyzer.Operation]struct{}, 2*len(seenOps))
+			for _, o := range seen {
+				seenMap[o] = struct{}{}
+			}
+			seenMap[op] = struct{}{}
+		}
+		op.Findings++
 	}
 	if f.TimeUnixNano != 0 || len(t.Spans) == 0 {
 		return

@@ -135,6 +135,34 @@ type grouping struct {
 	curEnd, curAnswer, curFirst      int64
 	curSpan                          *spans.Span
 	attStart, callStart, originStart int
+	// originSet holds the attempt in flight's origins once they are more than a few (a call
+	// sent at once to each of many replicas), so that each call's origin is found without a
+	// scan of them all; nil until then.
+	originSet map[string]struct{}
+}
+
+// hasOrigin reports whether the attempt in flight reached origin already.
+func (g *grouping) hasOrigin(origin string) bool {
+	if len(g.originSet) > 0 {
+		_, ok := g.originSet[origin]
+		return ok
+	}
+	return slices.Contains(g.b.origins[g.originStart:], origin)
+}
+
+// addOrigin adds an origin the attempt in flight had not reached.
+func (g *grouping) addOrigin(origin string) {
+	b := g.b
+	b.origins = append(b.origins, origin)
+	switch {
+	case len(g.originSet) > 0:
+		g.originSet[origin] = struct{}{}
+	case len(b.origins)-g.originStart > 16:
+		g.originSet = make(map[string]struct{}, 64)
+		for _, o := range b.origins[g.originStart:] {
+			g.originSet[o] = struct{}{}
+		}
+	}
 }
 
 // closeAttempt caps the attempt in flight's calls and origins, so that nothing appended later
@@ -145,6 +173,7 @@ func (g *grouping) closeAttempt() {
 		g.cur.Calls = b.calls[g.callStart:len(b.calls):len(b.calls)]
 		g.cur.Origins = b.origins[g.originStart:len(b.origins):len(b.origins)]
 		g.callStart, g.originStart = len(b.calls), len(b.origins)
+		g.originSet = nil // not cleared: a map as wide as one attempt was costs its width to clear
 	}
 }
 
@@ -182,7 +211,7 @@ func (g *grouping) next(c *callInfo, start int64) (newAttempt, newOp bool) {
 			// a millisecond of the attempt's first call is a copy sent together with it
 			// (fan-out to replicas too fast to overlap); anything later is the caller's next
 			// operation.
-			if start <= g.curFirst+overlapTolerance && !slices.Contains(g.b.origins[g.originStart:], c.origin) {
+			if start <= g.curFirst+overlapTolerance && !g.hasOrigin(c.origin) {
 				newAttempt = false
 			} else {
 				newOp = true
@@ -248,8 +277,8 @@ func (g *grouping) openAttempt(c *callInfo, s *spans.Span, start, end int64) {
 func (g *grouping) addCall(c *callInfo, s *spans.Span, start, end int64) {
 	b := g.b
 	b.calls = append(b.calls, s.SpanID)
-	if !slices.Contains(b.origins[g.originStart:], c.origin) {
-		b.origins = append(b.origins, c.origin)
+	if !g.hasOrigin(c.origin) {
+		g.addOrigin(c.origin)
 	}
 	g.cur.EndUnixNano = max(g.cur.EndUnixNano, end)
 	g.curEnd = max(g.curEnd, end)

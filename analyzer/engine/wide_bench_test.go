@@ -73,6 +73,122 @@ var wideShapes = []struct {
 	// every such clock is fitted from where its orphans fall (fitUnknownClocks), and no offset puts
 	// more than one of them inside a span, up to the orphans a trace attaches.
 	{"dark-clocks", darkClocks},
+	// A call retried once, under whose every try the callee calls n dependencies of their own,
+	// each retried once: n amplified chains, each reported once by the detector that multiplies
+	// layers.
+	{"amplified-deps", amplifiedDeps},
+	// An application loop of n tries, each retrying its one call once: one amplified chain of n
+	// leaves, whose layers are read once per leaf.
+	{"amplified-loop", amplifiedLoop},
+	// n calls to one service sent at once, each to its own replica: one attempt of n origins.
+	{"fanout-replicas", fanoutReplicas},
+	// A call that failed, then a fallback to another service that calls the failed dependency n
+	// times, each for its own path: one finding naming n calls, each of its own operation.
+	{"fallback-calls", fallbackCalls},
+	// n services, each called once by api, each calling dep: one dependency of n callers, which
+	// the cross-trace detectors group by caller.
+	{"dep-callers", depCallers},
+	// n services, each with a breaker that opened on one dependency's failures and then refused a
+	// call to another: a wrongly keyed breaker per caller, judged against the caller's own origins.
+	{"breaker-callers", breakerCallers},
+}
+
+// breakerCallers is viaServices with svc-i answering 200, having called bad-i (503) and then
+// good-i, which its breaker refused.
+func breakerCallers(n int) []spans.Span {
+	return viaServices(n, 4, 200, func(i, srv int, svc string, at int64) []spans.Span {
+		return []spans.Span{
+			sp(1, srv+1, srv, spans.KindClient, svc, at, at+1, get("http://bad-"+strconv.Itoa(i)+":80/x", 503)...),
+			failed(sp(1, srv+2, srv, spans.KindClient, svc, at+2, at+3, get("http://good-"+strconv.Itoa(i)+":80/x", 0)...), "circuit breaker is open"),
+		}
+	})
+}
+
+// depCallers is viaServices with svc-i answering 503, having called dep once (503).
+func depCallers(n int) []spans.Span {
+	return viaServices(n, 3, 503, func(_, srv int, svc string, at int64) []spans.Span {
+		return []spans.Span{sp(1, srv+1, srv, spans.KindClient, svc, at+1, at+2, get("http://dep:80/x", 503)...)}
+	})
+}
+
+// viaServices is a root SERVER span of api with n CLIENT children 4 ms apart, each to its own
+// service svc-i, lasting stride ms and answered with status by svc-i's SERVER span (id srv), under
+// which under puts what svc-i did from at; each child and what is under it take stride span ids.
+func viaServices(n, stride, status int, under func(i, srv int, svc string, at int64) []spans.Span) []spans.Span {
+	ss := []spans.Span{sp(1, 1, 0, spans.KindServer, "api", 0, 4*int64(n)+10)}
+	for i := range n {
+		at := 1 + 4*int64(i)
+		svc := "svc-" + strconv.Itoa(i)
+		call, srv := 2+stride*i, 3+stride*i
+		ss = append(ss, sp(1, call, 1, spans.KindClient, "api", at, at+int64(stride), get("http://"+svc+":80/x", status)...),
+			sp(1, srv, call, spans.KindServer, svc, at, at+int64(stride), server(status)...))
+		ss = append(ss, under(i, srv, svc, at)...)
+	}
+	return ss
+}
+
+// amplifiedDeps is a root SERVER span of api calling mid twice (503, then 200), and under each
+// of mid's SERVER spans n CLIENT calls at once, each to its own leaf-i and retried once (503,
+// then 200).
+func amplifiedDeps(n int) []spans.Span {
+	ss := []spans.Span{sp(1, 1, 0, spans.KindServer, "api", 0, 40)}
+	id := 2
+	for try := range 2 {
+		at := 1 + 15*int64(try)
+		status := 503 + int(try)*(200-503)
+		call, srv := id, id+1
+		ss = append(ss, sp(1, call, 1, spans.KindClient, "api", at, at+12, get("http://mid:80/x", status)...),
+			sp(1, srv, call, spans.KindServer, "mid", at+1, at+11, server(status)...))
+		id += 2
+		for i := range n {
+			url := "http://leaf-" + strconv.Itoa(i) + ":80/x"
+			ss = append(ss, sp(1, id, srv, spans.KindClient, "mid", at+2, at+4, get(url, 503)...),
+				sp(1, id+1, srv, spans.KindClient, "mid", at+5, at+7, get(url, 200)...))
+			id += 2
+		}
+	}
+	return ss
+}
+
+// amplifiedLoop is a root SERVER span of api with n INTERNAL children of one name one after the
+// other (an application loop), each failing after two failed calls to dep.
+func amplifiedLoop(n int) []spans.Span {
+	ss := []spans.Span{sp(1, 1, 0, spans.KindServer, "api", 0, 5*int64(n)+10)}
+	for i := range n {
+		at := 1 + 5*int64(i)
+		in := failed(named(sp(1, 2+3*i, 1, spans.KindInternal, "api", at, at+4), "fetch"), "")
+		ss = append(ss, in,
+			sp(1, 3+3*i, 2+3*i, spans.KindClient, "api", at, at+1, get("http://dep:80/x", 503)...),
+			sp(1, 4+3*i, 2+3*i, spans.KindClient, "api", at+2, at+3, get("http://dep:80/x", 503)...))
+	}
+	return ss
+}
+
+// fanoutReplicas is a root SERVER span of api with n CLIENT children started together, each to
+// its own address, each answered by a SERVER span of dep.
+func fanoutReplicas(n int) []spans.Span {
+	ss := []spans.Span{sp(1, 1, 0, spans.KindServer, "api", 0, 10)}
+	for i := range n {
+		url := fmt.Sprintf("http://10.%d.%d.%d:8080/x", i>>16&255, i>>8&255, i&255)
+		ss = append(ss, sp(1, 2+2*i, 1, spans.KindClient, "api", 1, 5, get(url, 200)...),
+			sp(1, 3+2*i, 2+2*i, spans.KindServer, "dep", 2, 4, server(200)...))
+	}
+	return ss
+}
+
+// fallbackCalls is a root SERVER span of api whose call to dep fails (503), then a call to
+// fallback, whose SERVER span calls dep n times at once, each for a path of its own.
+func fallbackCalls(n int) []spans.Span {
+	ss := []spans.Span{
+		sp(1, 1, 0, spans.KindServer, "api", 0, 20),
+		sp(1, 2, 1, spans.KindClient, "api", 1, 2, get("http://dep:80/x", 503)...),
+		sp(1, 3, 1, spans.KindClient, "api", 3, 15, get("http://fallback:80/x", 200)...),
+		sp(1, 4, 3, spans.KindServer, "fallback", 4, 14, server(200)...),
+	}
+	for i := range n {
+		ss = append(ss, sp(1, 5+i, 4, spans.KindClient, "fallback", 5, 7, get("http://dep:80/x/"+strconv.Itoa(i), 200)...))
+	}
+	return ss
 }
 
 // darkClocks is a root SERVER span of api with n CLIENT children called at once (starts spread

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stormwatch/stormwatch/analyzer"
 	"github.com/stormwatch/stormwatch/analyzer/engine"
 	"github.com/stormwatch/stormwatch/analyzer/render"
 	"github.com/stormwatch/stormwatch/analyzer/suite"
@@ -152,4 +153,72 @@ func tangledClocks(n, k int, tangled bool) []spans.Span {
 		}
 	}
 	return ss
+}
+
+// A finding that names the calls of many operations (a fallback that called the failed
+// dependency forty times, once per path) is credited to each of them once, and to no other: the
+// Operations screen counts an operation's findings from it. Forty is past the few operations a
+// finding's credit is checked against one by one.
+func TestAFindingNamingManyOperationsCreditsEachOnce(t *testing.T) {
+	a, r := run(t, engine.Config{}, fallbackCalls(40)...)
+	if len(r.Findings) != 1 || r.Findings[0].Detector != "hidden-fallback-retry" || len(r.Findings[0].SpanIDs) != 41 {
+		t.Fatalf("want one hidden-fallback-retry finding naming 41 spans, got %d findings", len(r.Findings))
+	}
+	credited := map[string]int{}
+	for _, op := range a.Snapshot(testNow).Operations() {
+		credited[op.Caller+" -> "+op.Dependency] += op.Findings
+		if op.Findings > 1 {
+			t.Errorf("operation %s (%s -> %s) credited %d times for one finding", op.ID, op.Caller, op.Dependency, op.Findings)
+		}
+	}
+	want := map[string]int{"fallback -> dep": 40, "api -> fallback": 1, "api -> dep": 0}
+	for k, n := range want {
+		if credited[k] != n {
+			t.Errorf("%s: %d operations credited, want %d", k, credited[k], n)
+		}
+	}
+}
+
+// A finding that names two calls of each of many operations credits each operation once: under
+// a loop of forty tries, each leaf's two calls are named by retry-amplification (80 spans, 40
+// operations) and its retry by no-backoff, so each leaf counts two findings, not three.
+func TestAFindingNamingOperationsTwiceCreditsThemOnce(t *testing.T) {
+	a, _ := run(t, engine.Config{}, amplifiedLoop(40)...)
+	leaves := 0
+	for _, op := range a.Snapshot(testNow).Operations() {
+		if op.Tries() != 2 {
+			continue
+		}
+		leaves++
+		if op.Findings != 2 {
+			t.Errorf("leaf operation %s credited with %d findings, want 2", op.ID, op.Findings)
+		}
+	}
+	if leaves != 40 {
+		t.Errorf("%d leaf operations of two tries, want 40", leaves)
+	}
+}
+
+// Calls sent at once to one service are one attempt, which names each address it reached once:
+// forty calls to twenty replicas, each twice, reach twenty origins (past the few an attempt's
+// origins are compared with one by one), as unbounded-fanout counts them.
+func TestAnAttemptToManyReplicasNamesEachOriginOnce(t *testing.T) {
+	ss := []spans.Span{sp(1, 1, 0, spans.KindServer, "api", 0, 10)}
+	for i := range 40 {
+		url := "http://10.0.0." + strconv.Itoa(i%20) + ":8080/x"
+		ss = append(ss, sp(1, 2+2*i, 1, spans.KindClient, "api", 1, 5, get(url, 200)...),
+			sp(1, 3+2*i, 2+2*i, spans.KindServer, "dep", 2, 4, server(200)...))
+	}
+	a, r := run(t, engine.Config{}, ss...)
+	ops := a.Snapshot(testNow).Operations()
+	if len(ops) != 1 || len(ops[0].Attempts) != 1 {
+		t.Fatalf("want one operation of one attempt, got %d operations", len(ops))
+	}
+	at := ops[0].Attempts[0]
+	if len(at.Calls) != 40 || len(at.Origins) != 20 {
+		t.Errorf("the attempt made %d calls to %d origins, want 40 to 20: %v", len(at.Calls), len(at.Origins), at.Origins)
+	}
+	if len(r.Findings) != 1 || !r.Findings[0].Evidence["fanout"].Equal(analyzer.Int(20)) {
+		t.Errorf("want one unbounded-fanout finding of fanout 20, got %+v", r.Findings)
+	}
 }

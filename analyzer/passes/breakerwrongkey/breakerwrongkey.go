@@ -109,41 +109,62 @@ func run(pass *analyzer.Pass) error {
 		return cmp.Or(cmp.Compare(a.caller, b.caller), cmp.Compare(a.origin, b.origin))
 	})
 	skew := pass.RunSettings.Skew()
-	for _, k := range keys {
-		s := byOrigin[k]
-		if s.refused == 0 || s.failures > 0 {
-			continue
+	// A refused origin is compared with the origins that failed behind its own caller (the keys
+	// are sorted by caller: one run each), earliest failure first and up to its refusal: it costs
+	// the failed origins its finding names, not every origin of every caller in the window.
+	type failedOrigin struct {
+		origin string
+		s      *originStats
+	}
+	var failing []failedOrigin
+	for lo, hi := 0, 0; lo < len(keys); lo = hi {
+		hi = lo + 1
+		for hi < len(keys) && keys[hi].caller == keys[lo].caller {
+			hi++
 		}
-		failed := map[string]int{}
-		for _, other := range keys {
-			o := byOrigin[other]
-			if other.caller != k.caller || other.origin == k.origin || o.failures == 0 || o.firstFailure > s.firstRefusal+skew {
+		failing = failing[:0]
+		for _, k := range keys[lo:hi] {
+			if o := byOrigin[k]; o.failures > 0 {
+				failing = append(failing, failedOrigin{k.origin, o})
+			}
+		}
+		slices.SortStableFunc(failing, func(a, b failedOrigin) int { return cmp.Compare(a.s.firstFailure, b.s.firstFailure) })
+		for _, k := range keys[lo:hi] {
+			s := byOrigin[k]
+			if s.refused == 0 || s.failures > 0 {
 				continue
 			}
-			failed[other.origin] = o.failures
+			// A failed origin is another origin than k: k has no failures.
+			failed := map[string]int{}
+			for _, f := range failing {
+				if f.s.firstFailure > s.firstRefusal+skew {
+					break
+				}
+				failed[f.origin] = f.s.failures
+			}
+			if len(failed) == 0 {
+				continue
+			}
+			names := slices.Sorted(maps.Keys(failed))
+			ev := analyzer.Evidence{
+				"origin":         analyzer.Text(k.origin),
+				"refused_calls":  analyzer.Int(s.refused),
+				"answers":        analyzer.Counts(s.answers),
+				"failed_origins": analyzer.Counts(failed),
+			}
+			w.Evidence(ev)
+			pass.Report(analyzer.Finding{
+				Severity:   pass.Detector.Severity,
+				TraceID:    s.example.TraceID.String(),
+				SpanIDs:    s.refusedIDs,
+				Service:    k.caller,
+				Dependency: s.dep,
+				Summary: fmt.Sprintf("%s's breaker refused %s to %s, which had not failed (%s), because %s failed: the breaker is keyed wider than the origin",
+					k.caller, words.Count(s.refused, "call"), k.origin, answersText(s.answers), strings.Join(names, ", ")),
+				Action:   "key the circuit breaker per origin (scheme://host:port), and keep its state for the life of the application, not the client object",
+				Evidence: ev,
+			})
 		}
-		if len(failed) == 0 {
-			continue
-		}
-		names := slices.Sorted(maps.Keys(failed))
-		ev := analyzer.Evidence{
-			"origin":         analyzer.Text(k.origin),
-			"refused_calls":  analyzer.Int(s.refused),
-			"answers":        analyzer.Counts(s.answers),
-			"failed_origins": analyzer.Counts(failed),
-		}
-		w.Evidence(ev)
-		pass.Report(analyzer.Finding{
-			Severity:   pass.Detector.Severity,
-			TraceID:    s.example.TraceID.String(),
-			SpanIDs:    s.refusedIDs,
-			Service:    k.caller,
-			Dependency: s.dep,
-			Summary: fmt.Sprintf("%s's breaker refused %s to %s, which had not failed (%s), because %s failed: the breaker is keyed wider than the origin",
-				k.caller, words.Count(s.refused, "call"), k.origin, answersText(s.answers), strings.Join(names, ", ")),
-			Action:   "key the circuit breaker per origin (scheme://host:port), and keep its state for the life of the application, not the client object",
-			Evidence: ev,
-		})
 	}
 	return nil
 }

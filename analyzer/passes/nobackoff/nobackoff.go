@@ -47,6 +47,10 @@ func run(pass *analyzer.Pass) error {
 	p := audit.Policy(pass.RunSettings)
 	var buf [4]layer
 	layers := buf[:0]
+	// A few layers a trace, found by a scan; past 16 (a trace retrying toward as many
+	// dependencies) by a map, so that finding an operation's layer costs no scan of them all.
+	type key struct{ owner, dependency string }
+	var byKey map[key]int
 	for _, op := range pass.Operations {
 		cls := audit.Class(p, pass.Trace, op)
 		if audit.NoRetries(cls) {
@@ -62,15 +66,29 @@ func run(pass *analyzer.Pass) error {
 			continue // no pause measured: no evidence either way
 		}
 		k := -1
-		for j := range layers {
-			if layers[j].owner == op.Owner && layers[j].dependency == op.Dependency {
+		if byKey != nil {
+			if j, ok := byKey[key{op.Owner, op.Dependency}]; ok {
 				k = j
-				break
+			}
+		} else {
+			for j := range layers {
+				if layers[j].owner == op.Owner && layers[j].dependency == op.Dependency {
+					k = j
+					break
+				}
 			}
 		}
 		if k < 0 {
 			layers = append(layers, layer{owner: op.Owner, dependency: op.Dependency})
 			k = len(layers) - 1
+			if byKey != nil {
+				byKey[key{op.Owner, op.Dependency}] = k
+			} else if len(layers) > 16 {
+				byKey = make(map[key]int, 64)
+				for j := range layers {
+					byKey[key{layers[j].owner, layers[j].dependency}] = j
+				}
+			}
 		}
 		layers[k].ops = append(layers[k].ops, op)
 	}

@@ -45,17 +45,18 @@ func run(pass *analyzer.Pass) error {
 	if !mayFire(pass.Operations, need) {
 		return nil
 	}
-	var buf [4]string
-	reported := buf[:0] // leaf dependencies already reported: a handful per trace
+	// The leaf dependencies already reported: a handful per trace, or one per chain in a trace
+	// as wide as its leaf dependencies are many.
+	var reported audit.Set[string]
 	for _, c := range analyzer.LeafChains(pass.Operations) {
-		if slices.Contains(reported, c.Dependency) {
+		if reported.Has(c.Dependency) {
 			continue
 		}
 		layers := c.RetryingLayers()
 		if len(layers) < need {
 			continue
 		}
-		reported = append(reported, c.Dependency)
+		reported.Add(c.Dependency)
 		sev := analyzer.SeverityWarning
 		if c.LeafCalls >= set.CriticalFactor {
 			sev = analyzer.SeverityCritical
@@ -183,16 +184,16 @@ type hole struct {
 // callee's SERVER spans because the caller's own spans are missing (a service that exports
 // nothing, attempt spans that never ended, a hop below the instrumentation): such a try's span is
 // the callee's SERVER span, not a CLIENT one. Only the layers with such tries are in the map. It
-// runs only for a chain being reported.
+// runs only for a chain being reported, and reads each operation on it once: a chain has as many
+// operations as leaves under a loop as wide.
 func inferredLayers(t *analyzer.Trace, c *analyzer.LeafChain) map[string]hole {
 	var out map[string]hole
-	var seen []*analyzer.Operation
+	var seen audit.Set[*analyzer.Operation]
 	for _, leaf := range c.Leaves {
 		for op := leaf; op != nil; op = op.Parent {
-			if slices.Contains(seen, op) {
+			if !seen.Add(op) {
 				break // its ancestors were counted with it
 			}
-			seen = append(seen, op)
 			h := hole{}
 			for i := range op.Attempts {
 				a := &op.Attempts[i]

@@ -60,23 +60,46 @@ func run(pass *analyzer.Pass) error {
 	// Groups are (caller, dependency, class). They are found through the dependency alone - one
 	// string hashed per operation, a few groups compared - and each operation's group is noted,
 	// so that the distinct traces of a group need counting only when it is over its budget (a
-	// set of every group's traces cost a map insert per operation).
+	// set of every group's traces cost a map insert per operation). A dependency of more than 16
+	// groups (as many callers as a wide trace has services) has its groups found by their whole
+	// key in byKey instead, so that it costs no scan of them all.
 	var groups []*group
 	byDep := map[string][]int32{}
+	type groupKey struct{ dep, caller, class string }
+	var byKey map[groupKey]int32
 	of := make([]int32, len(w.Ops))
 	for oi, op := range w.Ops {
 		cls := audit.Class(p, nil, op)
 		gi := int32(-1)
-		for _, i := range byDep[op.Dependency] {
-			if g := groups[i]; g.caller == op.Caller && g.class.Name == cls.Name {
+		inDep := byDep[op.Dependency]
+		if len(inDep) > 16 {
+			if i, ok := byKey[groupKey{op.Dependency, op.Caller, cls.Name}]; ok {
 				gi = i
-				break
+			}
+		} else {
+			for _, i := range inDep {
+				if g := groups[i]; g.caller == op.Caller && g.class.Name == cls.Name {
+					gi = i
+					break
+				}
 			}
 		}
 		if gi < 0 {
 			gi = int32(len(groups))
 			groups = append(groups, &group{caller: op.Caller, dep: op.Dependency, class: cls})
-			byDep[op.Dependency] = append(byDep[op.Dependency], gi)
+			inDep = append(inDep, gi)
+			byDep[op.Dependency] = inDep
+			switch {
+			case len(inDep) > 17:
+				byKey[groupKey{op.Dependency, op.Caller, cls.Name}] = gi
+			case len(inDep) == 17:
+				if byKey == nil {
+					byKey = map[groupKey]int32{}
+				}
+				for _, i := range inDep {
+					byKey[groupKey{op.Dependency, groups[i].caller, groups[i].class.Name}] = i
+				}
+			}
 		}
 		of[oi] = gi
 		g := groups[gi]

@@ -82,8 +82,9 @@ func TestHashKeyHidesTheKey(t *testing.T) {
 	}
 }
 
-// TraceSet counts distinct ids the same in its slice and after it moved them to a map, whatever
-// the order and the repeats.
+// A Set (TraceSet) counts distinct ids the same in its slice and after it moved them to a map,
+// whatever the order and the repeats, and says which adds were new and what it holds: the
+// detectors that report once per dependency or read an operation once rely on it.
 func TestTraceSetCountsDistinct(t *testing.T) {
 	id := func(n int) spans.TraceID { return spans.TraceID{byte(n), byte(n >> 8), 7} }
 	for _, n := range []int{0, 1, smallSet - 1, smallSet, smallSet + 1, 100} {
@@ -95,8 +96,18 @@ func TestTraceSetCountsDistinct(t *testing.T) {
 			if n == 0 {
 				break
 			}
-			s.Add(x)
-			s.Add(x)
+			if s.Has(x) != want[x] {
+				t.Fatalf("n=%d: Has(%v) = %v before adding it again, want %v", n, x, s.Has(x), want[x])
+			}
+			if added := s.Add(x); added == want[x] {
+				t.Fatalf("n=%d: Add(%v) = %v, though it was in the set: %v", n, x, added, want[x])
+			}
+			if s.Add(x) || !s.Has(x) {
+				t.Fatalf("n=%d: %v added again as new, or not held", n, x)
+			}
+			if s.Has(id(n + 1)) {
+				t.Fatalf("n=%d: holds an id never added", n)
+			}
 			want[x] = true
 			if s.Len() != len(want) {
 				t.Fatalf("n=%d after %d adds: Len = %d, want %d", n, i+1, s.Len(), len(want))
