@@ -171,7 +171,20 @@ type heldTrace struct {
 // own: the analysis makes the result and its trace in its scratch, which the next analysis reuses.
 func hold(r *traceResult, p *opsPacker, packOps bool) (*traceResult, *heldTrace) {
 	t := r.trace
-	held := new(traceResult)
+	var held *traceResult
+	var meta *heldTrace
+	if t.issues == (traceIssues{}) && !t.Truncated {
+		held = new(traceResult)
+	} else {
+		// One allocation for the two: a trace holds them together (Engine.publish sets both,
+		// release drops both), so neither keeps the other alive longer than it lives itself.
+		both := new(struct {
+			r    traceResult
+			meta heldTrace
+		})
+		held, meta = &both.r, &both.meta
+		*meta = heldTrace{issues: t.issues, truncated: t.Truncated}
+	}
 	*held = *r
 	held.trace = nil
 	held.nOps = len(r.ops)
@@ -184,10 +197,7 @@ func hold(r *traceResult, p *opsPacker, packOps bool) (*traceResult, *heldTrace)
 			held.packedOps = p.pack(r.ops)
 		}
 	}
-	if t.issues == (traceIssues{}) && !t.Truncated {
-		return held, nil
-	}
-	return held, &heldTrace{issues: t.issues, truncated: t.Truncated}
+	return held, meta
 }
 
 // dataIssues is the data issues a held analysis's trace had (none when m is nil: see hold).
