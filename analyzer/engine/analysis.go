@@ -108,7 +108,6 @@ func analyzeTrace(id spans.TraceID, ss []spans.Span, truncated int, cfg *Config,
 	for i := range r.findings {
 		t.creditFinding(&r.findings[i])
 	}
-	t.makeNotes()
 	detachRest(r, src)
 	// The scratch's: they go back to the pool with the scratch.
 	t.calls, t.Index().Calls = nil, nil
@@ -285,7 +284,7 @@ func (r *traceResult) view() *TraceView {
 		Operations: r.ops,
 		Findings:   r.findings,
 		Truncated:  t.Truncated,
-		Notes:      t.Notes(),
+		Notes:      t.issues.notes(),
 	}
 	for k, i := range t.Index().Order {
 		v.Spans[k] = t.Spans[i]

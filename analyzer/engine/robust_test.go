@@ -3,10 +3,13 @@ package engine_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/stormwatch/stormwatch/analyzer"
 	"github.com/stormwatch/stormwatch/analyzer/engine"
+	"github.com/stormwatch/stormwatch/analyzer/suite"
 	"github.com/stormwatch/stormwatch/spans"
 )
 
@@ -22,6 +25,34 @@ func TestOrphanSpansAreAnalyzedAndNoted(t *testing.T) {
 	}
 	if r.Input.Operations != 1 || len(r.Dependencies) != 1 || r.Dependencies[0].PhysicalCalls != 2 {
 		t.Errorf("input %+v deps %+v: want one operation of two calls", r.Input, r.Dependencies)
+	}
+}
+
+// A trace's view says what was wrong with its spans, as the report does for all of them: the
+// notes are the trace's own counts, whether its operations are held as values (offline) or packed
+// (live).
+func TestTraceViewNotesItsOrphans(t *testing.T) {
+	ss := []spans.Span{
+		sp(1, 1, 0, spans.KindServer, "edge", 0, 100),
+		sp(1, 4, 3, spans.KindClient, "api", 10, 20, get("http://dep:80/x", 503)...),
+		sp(1, 5, 3, spans.KindClient, "api", 30, 40, get("http://dep:80/x", 200)...),
+	}
+	for _, live := range []bool{false, true} {
+		var a *engine.Engine
+		if live {
+			a = engine.New(engine.Config{Settle: time.Second, Detectors: suite.Default()})
+			consume(t, a, ss...)
+			a.Settle(testNow.Add(time.Hour))
+		} else {
+			a, _ = run(t, engine.Config{}, ss...)
+		}
+		v, ok := a.Snapshot(testNow.Add(time.Hour)).Trace(tid(1))
+		if !ok {
+			t.Fatalf("live %v: no view of the trace", live)
+		}
+		if len(v.Notes) != 1 || !strings.HasPrefix(v.Notes[0], "2 orphan spans") {
+			t.Errorf("live %v: notes %q, want the 2 orphans noted", live, v.Notes)
+		}
 	}
 }
 

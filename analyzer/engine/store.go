@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
-	"slices"
 	"strings"
 	"unsafe"
 
@@ -159,11 +158,11 @@ func oneBlock(b []byte) bool {
 }
 
 // heldTrace is what a held analysis keeps of its trace besides the packed spans: the data issues
-// (the report's counts, taken back when late spans re-analyze the trace) and what the trace view
-// shows. Most traces have none of it, and hold none (nil).
+// (the report's counts, taken back when late spans re-analyze the trace, and the trace view's
+// notes, made from them when it is shown) and whether it was truncated. Most traces have none of
+// it, and hold none (nil).
 type heldTrace struct {
 	issues    traceIssues
-	notes     []string
 	truncated bool
 }
 
@@ -172,7 +171,20 @@ type heldTrace struct {
 // own: the analysis makes the result and its trace in its scratch, which the next analysis reuses.
 func hold(r *traceResult, p *opsPacker, packOps bool) (*traceResult, *heldTrace) {
 	t := r.trace
-	held := new(traceResult)
+	var held *traceResult
+	var meta *heldTrace
+	if t.issues == (traceIssues{}) && !t.Truncated {
+		held = new(traceResult)
+	} else {
+		// One allocation for the two: a trace holds them together (Engine.publish sets both,
+		// release drops both), so neither keeps the other alive longer than it lives itself.
+		both := new(struct {
+			r    traceResult
+			meta heldTrace
+		})
+		held, meta = &both.r, &both.meta
+		*meta = heldTrace{issues: t.issues, truncated: t.Truncated}
+	}
 	*held = *r
 	held.trace = nil
 	held.nOps = len(r.ops)
@@ -185,10 +197,7 @@ func hold(r *traceResult, p *opsPacker, packOps bool) (*traceResult, *heldTrace)
 			held.packedOps = p.pack(r.ops)
 		}
 	}
-	if t.issues == (traceIssues{}) && t.Notes() == nil && !t.Truncated {
-		return held, nil
-	}
-	return held, &heldTrace{issues: t.issues, notes: t.Notes(), truncated: t.Truncated}
+	return held, meta
 }
 
 // dataIssues is the data issues a held analysis's trace had (none when m is nil: see hold).
@@ -225,7 +234,7 @@ func (a *Engine) viewPacked(id spans.TraceID, r *traceResult, meta *heldTrace, p
 	if err != nil {
 		// Only a bug in the packed form gets here: show what is left, and say why.
 		return &TraceView{TraceID: id, Operations: r.ops, Findings: r.findings, Truncated: meta.truncated,
-			Notes: append(slices.Clip(meta.notes), fmt.Sprintf("spans lost: %v", err))}
+			Notes: append(meta.issues.notes(), fmt.Sprintf("spans lost: %v", err))}
 	}
 	// The view reads the trace's index (order, depths), not its inference: the held result's
 	// operations and findings are the analysis's own.
@@ -234,7 +243,7 @@ func (a *Engine) viewPacked(id spans.TraceID, r *traceResult, meta *heldTrace, p
 	defer a.intern.putScratch(sc) // after the view has copied what it shows out of the index
 	buildTrace(t, id, ss, 0, sc)
 	t.Truncated = meta.truncated
-	t.Index().Notes = meta.notes
+	t.issues = meta.issues // the view's notes are the analysis's, inference's counts included
 	full := *r
 	full.trace = t
 	return full.view()
@@ -243,7 +252,7 @@ func (a *Engine) viewPacked(id spans.TraceID, r *traceResult, meta *heldTrace, p
 // detachOps and detachRest give what an analysis keeps strings of their own where they alias the
 // packed bytes its spans were read from (src): operations held as values and the accounting rows
 // (interned: services, names, dependencies and statuses repeat; operation ids are copied), then
-// detector errors and the trace's notes; findings are copies already (see Pass.Report).
+// detector errors; findings are copies already (see Pass.Report).
 // Operations held packed (see hold) need none of it - the frame is a copy of everything in
 // them - and are passed as nil.
 // Without it one operation's service name would keep its whole trace's packed bytes alive after
@@ -299,11 +308,6 @@ func detachRest(r *traceResult, src *sources) {
 	}
 	for i := range r.errs {
 		r.errs[i] = detachString(src, r.errs[i])
-	}
-	if t := r.trace; t != nil {
-		for i := range t.Index().Notes {
-			t.Index().Notes[i] = detachString(src, t.Index().Notes[i])
-		}
 	}
 }
 

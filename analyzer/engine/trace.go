@@ -291,12 +291,13 @@ func (t *trace) breakCycles(sc *scratch) {
 	sc.state, sc.path = state, path
 }
 
-// makeNotes turns the counts into sentences for the trace view.
-func (t *trace) makeNotes() {
-	is := t.issues
+// notes are the counts as sentences, for the trace view. They are made when a view asks, not
+// with each analysis: a held trace keeps its counts (heldTrace), and most traces are never viewed.
+func (is *traceIssues) notes() []string {
+	var notes []string
 	add := func(n int, format string) {
 		if n > 0 {
-			t.Index().Notes = append(t.Index().Notes, fmt.Sprintf(format, n))
+			notes = append(notes, fmt.Sprintf(format, n))
 		}
 	}
 	add(is.duplicates, "%d duplicate spans dropped (same span id received again)")
@@ -308,6 +309,7 @@ func (t *trace) makeNotes() {
 	add(is.clientRoots, "%d operations start at a CLIENT span with no parent: retries of a client without a parent span land in separate traces, and nothing links these, so attempts across traces cannot be counted")
 	add(is.splitLinked, "%d operations continue an operation of another trace (joined by a link or resilience.operation.id)")
 	is.inferredNotes(add)
+	return notes
 }
 
 // inferredNotes calls add with the count of each kind of figure inferred below the
