@@ -185,6 +185,3 @@ func (t *Trace) Walk(i int, fn func(j int) bool) {
 		}
 	}
 }
-
-// Notes are what the analysis of this trace had to work around (lent to read, as Children).
-func (t *Trace) Notes() []string { return slices.Clip(t.ix.Notes) }

@@ -61,7 +61,6 @@ func cloneTrace(t *analyzer.Trace) *analyzer.Trace {
 	}
 	ix.Calls = slices.Clone(ix.Calls)
 	ix.Ops = slices.Clone(ix.Ops)
-	ix.Notes = slices.Clone(ix.Notes)
 	return &c
 }
 

@@ -47,8 +47,6 @@ type TraceIndex[Op any] struct {
 	// failed tries and pauses on its critical path), in ns; -1 for a root that is not a request.
 	// The engine sets it for the detectors' pass (Trace.AddedLatency) and clears it after.
 	RootAdded []int64
-	// Notes are what the analysis of the trace had to work around (Trace.Notes).
-	Notes []string
 	// CarriedKeys are the attribute keys whose presence the engine indexed in its pass over
 	// every attribute (the keys the run's detectors declared, Detector.CarriedAttrs), nil when
 	// it indexed none; bit k of Carried is set when some span has an attribute named
