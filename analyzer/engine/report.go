@@ -178,17 +178,12 @@ func (a *Engine) notes() []string {
 		}
 	}
 	is := a.issues
-	add(is.duplicates, "%d duplicate spans dropped (the same span id received more than once)")
-	add(is.orphans, "%d orphan spans: their parent never arrived; each was analyzed as the root of its own subtree")
-	add(is.selfParent, "%d spans named themselves as their parent; treated as roots")
-	add(is.cycles, "%d parent cycles broken; the span where each loop closed was treated as a root")
-	add(is.badTimes, "%d spans end before they start; taken as zero-length")
+	is.shapeNotes(func(n int, note string) { add(n, note) })
 	add(a.zeroTimes, "%d spans have a start or end time of 0 (not set by their exporter): their timing is meaningless")
 	add(a.futureTimes, "%d spans have times more than a day ahead of the clock (a host's clock or an exporter is wrong): their timing is meaningless")
 	add(a.truncatedT, "%d traces hit the per-trace cap of %d spans and were truncated (%d spans dropped)", a.maxTraceSpans(), a.truncatedS)
 	add(a.evictedT, "%d traces (%d spans) were evicted by the span bound (--max-spans %d) before their last spans could arrive; they were analyzed as they were", a.evictedS, a.maxSpans())
-	add(is.clientRoots, "%d failed operations start at a CLIENT span with no parent and nothing links them to another trace: if that client retried, its attempts are in separate traces and are not counted together (add a parent span, span links, or resilience.operation.id)")
-	add(is.splitLinked, "%d operations continue an operation of another trace (joined by a span link, or by resilience.operation.id with an attempt number above 1); counted as physical calls, not as new logical operations")
+	is.splitNotes(func(n int, note string) { add(n, note) })
 	is.inferredNotes(func(n int, note string) { add(n, note) })
 	add(a.lateFragments, "%d traces received spans after they had been analyzed and released (the settle period was too short for them); the late spans were analyzed on their own, so their chains may be cut")
 	add(a.droppedFind, "%d older findings dropped (more than %d held)", a.maxFindings())

@@ -3,6 +3,7 @@ package engine_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -53,6 +54,30 @@ func TestTraceViewNotesItsOrphans(t *testing.T) {
 		if len(v.Notes) != 1 || !strings.HasPrefix(v.Notes[0], "2 orphan spans") {
 			t.Errorf("live %v: notes %q, want the 2 orphans noted", live, v.Notes)
 		}
+	}
+}
+
+// A trace's view and the report say the same thing about the same issue in the same words: one
+// trace's notes, with its counts, are the report's notes of a report that holds that trace alone
+// (but for the per-trace span cap, whose report note counts traces).
+func TestTraceViewNotesAreTheReportsWords(t *testing.T) {
+	ss := []spans.Span{
+		sp(1, 1, 0, spans.KindServer, "edge", 0, 100),
+		sp(1, 1, 0, spans.KindServer, "edge", 0, 100),                                // a duplicate
+		sp(1, 4, 3, spans.KindClient, "api", 10, 20, get("http://dep:80/x", 503)...), // an orphan
+		sp(1, 6, 6, spans.KindInternal, "api", 50, 60),                               // its own parent
+		sp(1, 7, 0, spans.KindClient, "web", 70, 80, get("http://dep:80/y", 503)...), // a failed client root
+	}
+	a, r := run(t, engine.Config{}, ss...)
+	v, ok := a.Snapshot(testNow.Add(time.Hour)).Trace(tid(1))
+	if !ok {
+		t.Fatal("no view of the trace")
+	}
+	if len(v.Notes) < 4 {
+		t.Fatalf("the view notes %q: want the duplicate, the orphan, the self-parent and the client root", v.Notes)
+	}
+	if !slices.Equal(v.Notes, r.Notes) {
+		t.Errorf("the trace's view says\n%q\nthe report of that trace alone says\n%q", v.Notes, r.Notes)
 	}
 }
 

@@ -300,16 +300,27 @@ func (is *traceIssues) notes() []string {
 			notes = append(notes, fmt.Sprintf(format, n))
 		}
 	}
-	add(is.duplicates, "%d duplicate spans dropped (same span id received again)")
-	add(is.orphans, "%d orphan spans: their parent never arrived; analyzed as roots of their own subtrees")
-	add(is.selfParent, "%d spans named themselves as parent; treated as roots")
-	add(is.cycles, "%d parent cycles broken; the span where each loop closed is treated as a root")
-	add(is.badTimes, "%d spans end before they start; taken as zero-length")
+	is.shapeNotes(add)
 	add(is.truncated, "%d spans dropped: the trace is over the per-trace span cap (truncated)")
-	add(is.clientRoots, "%d operations start at a CLIENT span with no parent: retries of a client without a parent span land in separate traces, and nothing links these, so attempts across traces cannot be counted")
-	add(is.splitLinked, "%d operations continue an operation of another trace (joined by a link or resilience.operation.id)")
+	is.splitNotes(add)
 	is.inferredNotes(add)
 	return notes
+}
+
+// shapeNotes calls add with the count of each kind of broken trace shape and its note: the words
+// a trace's notes and the report's share, in the order both give them.
+func (is *traceIssues) shapeNotes(add func(n int, note string)) {
+	add(is.duplicates, "%d duplicate spans dropped (the same span id received more than once)")
+	add(is.orphans, "%d orphan spans: their parent never arrived; each was analyzed as the root of its own subtree")
+	add(is.selfParent, "%d spans named themselves as their parent; treated as roots")
+	add(is.cycles, "%d parent cycles broken; the span where each loop closed was treated as a root")
+	add(is.badTimes, "%d spans end before they start; taken as zero-length")
+}
+
+// splitNotes is shapeNotes for the operations that start or continue in another trace.
+func (is *traceIssues) splitNotes(add func(n int, note string)) {
+	add(is.clientRoots, "%d failed operations start at a CLIENT span with no parent and nothing links them to another trace: if that client retried, its attempts are in separate traces and are not counted together (add a parent span, span links, or resilience.operation.id)")
+	add(is.splitLinked, "%d operations continue an operation of another trace (joined by a span link, or by resilience.operation.id with an attempt number above 1); counted as physical calls, not as new logical operations")
 }
 
 // inferredNotes calls add with the count of each kind of figure inferred below the
