@@ -105,8 +105,9 @@ func analyzeTrace(id spans.TraceID, ss []spans.Span, truncated int, cfg *Config,
 	}
 	detachCosts(r.costs, src, in)
 	sortFindings(r.findings)
+	earliest := int64(-1) // the trace's earliest start, found at the first finding that needs it
 	for i := range r.findings {
-		t.creditFinding(&r.findings[i])
+		t.creditFinding(&r.findings[i], &earliest)
 	}
 	detachRest(r, src)
 	// The scratch's: they go back to the pool with the scratch.
@@ -169,8 +170,9 @@ func runDetector(d *analyzer.Detector, pass *analyzer.Pass) (err error) {
 // creditFinding credits a finding to the operations whose spans it names (each once: a span's own
 // operation, else the one it works for) and, unless it has a time already, sets when it happened:
 // the earliest start of the spans it names, or of the trace when it names none the trace holds.
-// Each span id is decoded and looked up once for both.
-func (t *trace) creditFinding(f *analyzer.Finding) {
+// Each span id is decoded and looked up once for both. earliest is the trace's earliest start,
+// -1 until the first finding that names none of its spans has it found: one scan a trace.
+func (t *trace) creditFinding(f *analyzer.Finding, earliest *int64) {
 	// Most findings name a few operations: a scan of those credited, no allocation. One that
 	// names the calls of as many operations as a wide trace has (a loop's retries, a fallback's
 	// calls) is credited through a map past 16, so that it costs its span ids, not their square.
@@ -219,11 +221,15 @@ func (t *trace) creditFinding(f *analyzer.Finding) {
 		return
 	}
 	if at == 0 {
-		for i := range t.Spans {
-			if s := t.Spans[i].StartUnixNano; s > 0 && (at == 0 || s < at) {
-				at = s
+		if *earliest < 0 { // once per trace, however many findings name none of its spans
+			*earliest = 0
+			for i := range t.Spans {
+				if s := t.Spans[i].StartUnixNano; s > 0 && (*earliest == 0 || s < *earliest) {
+					*earliest = s
+				}
 			}
 		}
+		at = *earliest
 	}
 	f.TimeUnixNano = at
 }

@@ -194,3 +194,35 @@ func TestDetectorPanicBecomesANote(t *testing.T) {
 		t.Errorf("notes = %q", r.Notes)
 	}
 }
+
+// A finding is stamped with when it happened: the earliest start of the spans it names, or of
+// its trace when it names none there (a span id of another trace, or none at all) - the trace's
+// earliest start found once, however many such findings a detector makes.
+func TestFindingsAreStampedWithTheirSpansOrTheirTrace(t *testing.T) {
+	reporter := &analyzer.Detector{Name: "stamps", Title: "t", Doc: "reports findings with and without spans", Scope: analyzer.ScopeTrace,
+		Run: func(p *analyzer.Pass) error {
+			p.Report(analyzer.Finding{Summary: "named", SpanIDs: []string{sid(3).String()}})
+			for range 3 {
+				p.Report(analyzer.Finding{Summary: "unnamed"})
+			}
+			p.Report(analyzer.Finding{Summary: "elsewhere", SpanIDs: []string{sid(99).String()}})
+			return nil
+		}}
+	_, r := run(t, engine.Config{Detectors: []*analyzer.Detector{reporter}},
+		sp(1, 2, 1, spans.KindInternal, "api", 5, 50), // an orphan, started before the root
+		sp(1, 1, 0, spans.KindServer, "api", 10, 100),
+		sp(1, 3, 1, spans.KindClient, "api", 20, 30, get("http://dep:80/x", 200)...),
+	)
+	if len(r.Findings) != 5 {
+		t.Fatalf("%d findings, want 5", len(r.Findings))
+	}
+	for _, f := range r.Findings {
+		want := t0 + 5*msec
+		if f.Summary == "named" {
+			want = t0 + 20*msec
+		}
+		if f.TimeUnixNano != want {
+			t.Errorf("%q stamped %d, want %d", f.Summary, f.TimeUnixNano-t0, want-t0)
+		}
+	}
+}
