@@ -103,6 +103,46 @@ var wideShapes = []struct {
 	// worked on and called itself again: a cascade of timeouts n deep, every give-up's late work
 	// holding all the give-ups below it.
 	{"comb-gave-up", combGaveUp},
+	// A recursive service whose every call carries a deadline 1 ms after it starts, each callee
+	// calling on 10 ms later: every operation's deadline passed before all the calls below it.
+	{"comb-deadlines", combDeadlines},
+	// A recursive service whose every level calls its own dep-i (503) and then falls back to
+	// calling itself once more: n fallbacks nested, none calling its failed dependency again.
+	{"comb-fallbacks", combFallbacks},
+}
+
+// combDeadlines is a root SERVER span of api and n levels of rec under it, each level's SERVER
+// span (api's for the first) calling rec with a deadline 1 ms after the call started; the call and
+// rec's SERVER span under it last to i ms before the root's end, and rec calls again 10 ms after.
+func combDeadlines(n int) []spans.Span {
+	end := 11*int64(n) + 10
+	ss := []spans.Span{sp(1, 1, 0, spans.KindServer, "api", 0, end)}
+	caller, svc := 1, "api"
+	for i := range n {
+		at, id := 10*int64(i)+1, 2+2*i
+		attrs := append(get("http://rec:80/x", 200), spans.IntAttr(spans.AttrDeadline, t0+(at+1)*msec))
+		ss = append(ss, sp(1, id, caller, spans.KindClient, svc, at, end-int64(i)-1, attrs...),
+			sp(1, id+1, id, spans.KindServer, "rec", at, end-int64(i)-1, server(200)...))
+		caller, svc = id+1, "rec"
+	}
+	return ss
+}
+
+// combFallbacks is a root SERVER span of api and n levels of rec under it, each level's SERVER
+// span (api's for the first) calling dep-i (503) and then rec, whose SERVER span is the next
+// level; each call to rec lasts to i ms before the root's end.
+func combFallbacks(n int) []spans.Span {
+	end := 4*int64(n) + 10
+	ss := []spans.Span{sp(1, 1, 0, spans.KindServer, "api", 0, end)}
+	caller, svc := 1, "api"
+	for i := range n {
+		at, id := 3*int64(i)+1, 2+3*i
+		ss = append(ss, sp(1, id, caller, spans.KindClient, svc, at, at+1, get("http://dep-"+strconv.Itoa(i)+":80/x", 503)...),
+			sp(1, id+1, caller, spans.KindClient, svc, at+2, end-int64(i)-1, get("http://rec:80/x", 200)...),
+			sp(1, id+2, id+1, spans.KindServer, "rec", at+2, end-int64(i)-1, server(200)...))
+		caller, svc = id+2, "rec"
+	}
+	return ss
 }
 
 // combServices is a root SERVER span of api and n levels of rec under it, each level's SERVER
