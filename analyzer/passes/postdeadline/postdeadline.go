@@ -46,38 +46,8 @@ func run(pass *analyzer.Pass) error {
 	end := func(j int) int64 { return t.End(j) + off[j] }
 
 	// Explicit deadlines first: they are the operation's own word.
-	for _, op := range pass.Operations {
-		if op.DeadlineUnixNano <= 0 {
-			continue
-		}
-		var late []int
-		for _, a := range op.Attempts {
-			for _, id := range a.Calls {
-				i, ok := t.Lookup(id)
-				if !ok {
-					continue
-				}
-				if !counted[i] && start(i) > op.DeadlineUnixNano+skew {
-					counted[i] = true
-					late = append(late, i)
-				}
-				t.Walk(i, func(j int) bool {
-					if isAsync(t, j) {
-						return false
-					}
-					if isCall(t, j) && !counted[j] && start(j) > op.DeadlineUnixNano+skew {
-						counted[j] = true
-						late = append(late, j)
-					}
-					return true
-				})
-			}
-		}
-		if len(late) > 0 {
-			worker := t.Spans[late[0]].Service()
-			report(pass, late, "explicit", worker, pastBy(late, end, op.DeadlineUnixNano),
-				fmt.Sprintf("%s's operation %s passed its deadline", op.Caller, opName(op)), -1)
-		}
+	if explicit {
+		deadlines(pass, counted, start, end, skew)
 	}
 
 	// Then callers that gave up: outer ones first, so work nested under several give-ups is
@@ -86,6 +56,142 @@ func run(pass *analyzer.Pass) error {
 		givenUp(pass, counted, start, end, off, skew)
 	}
 	return nil
+}
+
+// deadlines reports the calls started after their operation's deadline: each call of an operation
+// with a deadline, and each call under one short of CONSUMER spans, late and not yet counted,
+// against the first operation (in pass.Operations' order, then its calls') it was late for; each
+// operation's in one finding, in that order, the calls in the order of the operation's calls, each
+// one's subtree in pre-order.
+//
+// One walk of the trace, in pre-order, keeps the operations' calls above the current span (zones):
+// when they are met in the order of the operations, as the engine lists them (outer first), the
+// first one a call is late for is a binary search of their earliest deadlines; otherwise a scan of
+// them. Nested operations with deadlines, each walking everything under its calls, would otherwise
+// cost a deep trace the square.
+func deadlines(pass *analyzer.Pass, counted []bool, start, end func(int) int64, skew int64) {
+	t := pass.Trace
+	type zone struct {
+		seq   int32 // the operation's calls numbered in order
+		late  int64 // a call that starts after it is late: the deadline and the skew allowed
+		first int64 // the earliest late of this zone and those above it (since base)
+		inOrd bool  // the zones since base are in seq order
+	}
+	var (
+		ops    []*analyzer.Operation // of each seq
+		head   = make([]int32, t.Len())
+		next   []int32 // the next seq rooted at the same span, -1 for none
+		zones  []zone
+		claims []struct{ seq, call, pre int32 }
+		n      int32
+	)
+	for i := range head {
+		head[i] = -1
+	}
+	for _, op := range pass.Operations {
+		if op.DeadlineUnixNano <= 0 {
+			continue
+		}
+		for _, a := range op.Attempts {
+			for _, id := range a.Calls {
+				if i, ok := t.Lookup(id); ok {
+					// Rooted at i in seq order: prepended, then read in reverse below.
+					next = append(next, head[i])
+					head[i] = int32(len(ops))
+					ops = append(ops, op)
+				}
+			}
+		}
+	}
+	lateAt := func(seq int32) int64 { return ops[seq].DeadlineUnixNano + skew }
+	walkTree(t, func(j int, base int32) (int32, int32) {
+		pre := n
+		n++
+		if isAsync(t, j) {
+			base = int32(len(zones)) // a message outlives its publisher
+		}
+		best := int32(-1)
+		for seq := head[j]; seq >= 0; seq = next[seq] {
+			if start(j) > lateAt(seq) {
+				best = seq // the last read is the first in seq order
+			}
+		}
+		if active := zones[base:]; isCall(t, j) && len(active) > 0 {
+			k := -1
+			if active[len(active)-1].inOrd {
+				if k = sort.Search(len(active), func(k int) bool { return start(j) > active[k].first }); k == len(active) {
+					k = -1
+				}
+			} else {
+				for z := range active {
+					if start(j) > active[z].late && (k < 0 || active[z].seq < active[k].seq) {
+						k = z
+					}
+				}
+			}
+			if k >= 0 && (best < 0 || active[k].seq < best) {
+				best = active[k].seq
+			}
+		}
+		if best >= 0 && !counted[j] {
+			counted[j] = true
+			claims = append(claims, struct{ seq, call, pre int32 }{best, int32(j), pre})
+		}
+		opened := int32(0)
+		for seq := head[j]; seq >= 0; seq = next[seq] {
+			z := zone{seq: seq, late: lateAt(seq), first: lateAt(seq), inOrd: true}
+			if k := len(zones); k > int(base) {
+				prev := zones[k-1]
+				z.first = min(z.first, prev.first)
+				z.inOrd = prev.inOrd && prev.seq < seq
+			}
+			zones = append(zones, z)
+			opened++
+		}
+		return opened, base
+	}, func(opened int32) { zones = zones[:len(zones)-int(opened)] })
+	slices.SortFunc(claims, func(a, b struct{ seq, call, pre int32 }) int {
+		if c := cmp.Compare(a.seq, b.seq); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.pre, b.pre)
+	})
+	var late []int
+	for i := 0; i < len(claims); {
+		op := ops[claims[i].seq]
+		late = late[:0]
+		for ; i < len(claims) && ops[claims[i].seq] == op; i++ {
+			late = append(late, int(claims[i].call))
+		}
+		report(pass, late, "explicit", t.Spans[late[0]].Service(), pastBy(late, end, op.DeadlineUnixNano),
+			fmt.Sprintf("%s's operation %s passed its deadline", op.Caller, opName(op)), -1)
+	}
+}
+
+// walkTree visits the trace's spans in pre-order, root after root. enter is given the first zone
+// that span j's calls may be claimed by (zones the caller keeps on a stack; a CONSUMER span moves
+// it past those above it) and returns how many zones j opened and the first zone for its subtree;
+// leave closes j's zones once its subtree is visited.
+func walkTree(t *analyzer.Trace, enter func(j int, base int32) (opened, subBase int32), leave func(opened int32)) {
+	type frame struct{ span, child, opened, base int32 }
+	var frames []frame
+	push := func(j int, base int32) {
+		opened, sub := enter(j, base)
+		frames = append(frames, frame{span: int32(j), opened: opened, base: sub})
+	}
+	for _, r := range t.Roots() {
+		push(int(r), 0)
+		for len(frames) > 0 {
+			f := &frames[len(frames)-1]
+			if ch := t.Children(int(f.span)); int(f.child) < len(ch) {
+				f.child++
+				push(int(ch[f.child-1]), f.base)
+				continue
+			}
+			leave(f.opened)
+			frames = frames[:len(frames)-1]
+		}
+	}
 }
 
 // givenUp reports the calls started after a caller gave up: each late call (not yet counted)
@@ -106,19 +212,15 @@ func givenUp(pass *analyzer.Pass, counted []bool, start, end func(int) int64, of
 		first  int64 // the earliest give-up point of this zone's caller and those above it
 	}
 	type claim struct{ caller, call int32 }
-	// frame is a span being walked: its next child, the zones it opened, the first zone its
-	// calls may be claimed by.
-	type frame struct{ span, child, pushed, base int32 }
 	var (
 		zones  []zone
 		claims []claim
 		pre    = make([]int32, t.Len()) // each span's place in pre-order
 		depth  = make([]int32, t.Len()) // SERVER spans at or above each span
 		near   = make([]int32, t.Len()) // the nearest SERVER span at or above each span, -1 for none
-		frames []frame
 		n      int32
 	)
-	enter := func(j int, base int32) {
+	walkTree(t, func(j int, base int32) (int32, int32) {
 		pre[j] = n
 		n++
 		p := t.Parent(j)
@@ -167,23 +269,8 @@ func givenUp(pass *analyzer.Pass, counted []bool, start, end func(int) int64, of
 				claims = append(claims, claim{active[k].caller, int32(j)})
 			}
 		}
-		frames = append(frames, frame{span: int32(j), pushed: pushed, base: base})
-	}
-	for _, r := range t.Roots() {
-		enter(int(r), 0)
-		for len(frames) > 0 {
-			f := &frames[len(frames)-1]
-			ch := t.Children(int(f.span))
-			if int(f.child) < len(ch) {
-				next := ch[f.child]
-				f.child++
-				enter(int(next), f.base)
-				continue
-			}
-			zones = zones[:len(zones)-int(f.pushed)]
-			frames = frames[:len(frames)-1]
-		}
-	}
+		return pushed, base
+	}, func(opened int32) { zones = zones[:len(zones)-int(opened)] })
 	// Each caller's late calls in pre-order, the callers in pre-order.
 	slices.SortStableFunc(claims, func(a, b claim) int { return cmp.Compare(pre[a.caller], pre[b.caller]) })
 	var late []int
