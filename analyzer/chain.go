@@ -20,6 +20,8 @@ type LeafChain struct {
 	Layers []Layer
 	// Leaves are the leaf operations (all the copies).
 	Leaves []*Operation
+
+	depth int // of the deepest leaf: how many layers
 }
 
 // RetryingLayers are the layers that tried more than once.
@@ -45,23 +47,90 @@ func (c *LeafChain) RetryingLayers() []Layer {
 // LeafChains groups the leaf operations of one trace by intent and measures each chain. The
 // result is ordered by LeafCalls, most first, then by dependency.
 //
-// It runs in two passes so that the chains, their leaves and their layers are three allocations
-// whatever their number: the first finds each leaf's chain and each chain's size, the second
-// fills slices carved from one buffer each.
+// A chain's layers are as many as its deepest leaf's depth, so a deep trace's answer is as big as
+// its leaves times its depth: a comb (n nested calls, a leaf call at each level) has n chains of up
+// to n layers. RetryingChains measures only the chains a finding names.
 func LeafChains(ops []*Operation) []LeafChain {
-	// Pass 1. chainOf[j] is the chain of the j-th leaf. Few chains per trace: a linear scan
-	// over each chain's first leaf, with a map past 16 chains (many distinct siblings).
+	var x paths
+	out := leafChains(ops, &x)
+	nLayers := 0
+	for k := range out {
+		nLayers += out[k].depth
+	}
+	// Every chain's layers carved from one buffer.
+	layerBuf := make([]Layer, nLayers)
+	for k := range out {
+		c := &out[k]
+		c.Layers, layerBuf = layerBuf[:c.depth:c.depth], layerBuf[c.depth:]
+		c.measure(&x)
+	}
+	return out
+}
+
+// RetryingChains are the chains of LeafChains, in its order, that have at least need retrying
+// layers, only the first of each leaf dependency: the ones retry-amplification reports. Only those
+// have their layers measured. Whether a chain has need retrying layers is read from its leaves'
+// retrying ancestors, each operation's found from its parent's (paths), at most need of them per
+// leaf: a comb of n levels whose leaf calls retry costs its operations, not n chains of n layers.
+func RetryingChains(ops []*Operation, need int) []LeafChain {
+	var x paths
+	all := leafChains(ops, &x)
+	var depths []int32 // one chain's retrying depths, while fewer than need
+	var reported map[string]bool
+	kept := all[:0]
+	for k := range all {
+		c := all[k]
+		if reported[c.Dependency] {
+			continue
+		}
+		fires := false
+		depths = depths[:0]
+		for _, leaf := range c.Leaves {
+			n := x.node(leaf)
+			if int(n.retrying) >= need {
+				fires = true
+				break
+			}
+			for up := n.up; up >= 0; up = x.nodes[up].above {
+				if d := x.nodes[up].depth; !slices.Contains(depths, d) {
+					depths = append(depths, d)
+				}
+			}
+			if len(depths) >= need {
+				fires = true
+				break
+			}
+		}
+		if !fires {
+			continue
+		}
+		if reported == nil {
+			reported = map[string]bool{}
+		}
+		reported[c.Dependency] = true
+		c.Layers = make([]Layer, c.depth)
+		c.measure(&x)
+		kept = append(kept, c)
+	}
+	return kept
+}
+
+// leafChains groups the leaf operations by intent, in op order: each chain's leaves, its leaf
+// calls, and its Layers only as long as its deepest leaf is deep (to be filled by measure); the
+// chains ordered as LeafChains orders them. The leaves are carved from one buffer: few chains per
+// trace, found by a linear scan over each chain's first leaf, with a map past 16 chains (many
+// distinct siblings).
+func leafChains(ops []*Operation, x *paths) []LeafChain {
 	var chainOfArr [32]int32
 	chainOf := chainOfArr[:0]
 	type size struct {
 		first  *Operation // the first leaf: names the chain
 		leaves int
-		depth  int
+		depth  int32
 	}
 	var sizeArr [8]size
 	sizes := sizeArr[:0]
 	var byIntent map[uint64]int32
-	nLayers := 0
 	for _, op := range ops {
 		if !op.IsLeaf() || len(op.Attempts) == 0 {
 			continue
@@ -94,31 +163,20 @@ func LeafChains(ops []*Operation) []LeafChain {
 		chainOf = append(chainOf, k)
 		z := &sizes[k]
 		z.leaves++
-		depth := 0
-		for p := op; p != nil; p = p.Parent {
-			depth++
-		}
-		if depth > z.depth {
-			nLayers += depth - z.depth
-			z.depth = depth
-		}
+		z.depth = max(z.depth, x.node(op).depth)
 	}
 	if len(sizes) == 0 {
 		return nil
 	}
-	// Pass 2: every chain's slices carved to its size; leaves and layers filled in op order,
-	// each layer's service from the first leaf that reaches it, its attempts the most of any.
 	out := make([]LeafChain, len(sizes))
 	leafBuf := make([]*Operation, len(chainOf))
-	layerBuf := make([]Layer, nLayers)
 	for k := range sizes {
 		z := &sizes[k]
 		out[k] = LeafChain{Dependency: z.first.Dependency, Service: z.first.DependencyService,
-			Leaves: leafBuf[:0:z.leaves], Layers: layerBuf[:z.depth:z.depth]}
-		leafBuf, layerBuf = leafBuf[z.leaves:], layerBuf[z.depth:]
+			Leaves: leafBuf[:0:z.leaves], depth: int(z.depth)}
+		leafBuf = leafBuf[z.leaves:]
 	}
 	j := 0
-	var tries TryCounter
 	for _, op := range ops {
 		if !op.IsLeaf() || len(op.Attempts) == 0 {
 			continue
@@ -127,19 +185,6 @@ func LeafChains(ops []*Operation) []LeafChain {
 		j++
 		c.LeafCalls += op.PhysicalCalls()
 		c.Leaves = append(c.Leaves, op)
-		depth := 0
-		for p := op; p != nil; p = p.Parent {
-			depth++
-		}
-		d := depth - 1
-		for p := op; p != nil; p = p.Parent {
-			l := &c.Layers[d]
-			if l.Service == "" {
-				l.Service = p.Owner
-			}
-			l.Attempts = max(l.Attempts, tries.Tries(p))
-			d--
-		}
 	}
 	slices.SortStableFunc(out, func(a, b LeafChain) int {
 		if c := cmp.Compare(b.LeafCalls, a.LeafCalls); c != 0 {
@@ -148,6 +193,76 @@ func LeafChains(ops []*Operation) []LeafChain {
 		return cmp.Compare(a.Dependency, b.Dependency)
 	})
 	return out
+}
+
+// measure fills c's layers (as many as c.depth, zero) from its leaves in order: each layer's
+// service from the first leaf that reaches it, its attempts the most of any.
+func (c *LeafChain) measure(x *paths) {
+	for _, leaf := range c.Leaves {
+		d := x.node(leaf).depth - 1
+		for p := leaf; p != nil; p = p.Parent {
+			l := &c.Layers[d]
+			if l.Service == "" {
+				l.Service = p.Owner
+			}
+			l.Attempts = max(l.Attempts, x.tries.Tries(p))
+			d--
+		}
+	}
+}
+
+// paths answers, for the operations of one trace, each one's depth (1 at the top) and its retrying
+// ancestors (itself included: the operations of more than one try), each operation's answer made
+// once from its parent's. A comb (n nested calls, a leaf call at each level) asks about n leaves n
+// deep, which a walk up from each would pay the square for.
+type paths struct {
+	at    map[*Operation]int32 // the node of each operation asked about or above one
+	nodes []pathNode
+	tries TryCounter
+	walk  []*Operation
+}
+
+// pathNode is what paths knows of one operation. up and above make a list of its retrying
+// ancestors, nearest first, shared with them: up is the nearest (its own node when it retried),
+// above the next after up (up's parent's up); -1 ends it.
+type pathNode struct {
+	depth    int32
+	retrying int32 // the retrying operations at or above it
+	up       int32
+	above    int32
+}
+
+// node is what paths knows of op: the operations between it and the nearest one known are made
+// top down, each from its parent's.
+func (x *paths) node(op *Operation) pathNode {
+	if k, ok := x.at[op]; ok {
+		return x.nodes[k]
+	}
+	if x.at == nil {
+		x.at = make(map[*Operation]int32)
+	}
+	x.walk = x.walk[:0]
+	parent := pathNode{up: -1, above: -1}
+	for p := op; p != nil; p = p.Parent {
+		if k, ok := x.at[p]; ok {
+			parent = x.nodes[k]
+			break
+		}
+		x.walk = append(x.walk, p)
+	}
+	for i := len(x.walk) - 1; i >= 0; i-- {
+		p := x.walk[i]
+		k := int32(len(x.nodes))
+		n := pathNode{depth: parent.depth + 1, retrying: parent.retrying, up: parent.up, above: parent.above}
+		if x.tries.Tries(p) > 1 {
+			n.retrying++
+			n.up, n.above = k, parent.up
+		}
+		x.nodes = append(x.nodes, n)
+		x.at[p] = k
+		parent = n
+	}
+	return parent
 }
 
 // Layer is one service's retry loop on a root-to-leaf path.

@@ -91,6 +91,109 @@ var wideShapes = []struct {
 	// n services, each with a breaker that opened on one dependency's failures and then refused a
 	// call to another: a wrongly keyed breaker per caller, judged against the caller's own origins.
 	{"breaker-callers", breakerCallers},
+	// The combs: n calls nested one in another, each level with a leaf call of its own. Their
+	// depth is n, so a pass that walks up from every leaf, or down from every level, costs the
+	// square. A recursive service, each level calling leaf twice (503, then 200) before calling
+	// itself once more.
+	{"comb-services", combServices},
+	// One service's INTERNAL spans nested n deep, each calling dep twice (503, then 200) before
+	// the next: a deep application stack with a retried call at every level.
+	{"comb-internal", combInternal},
+	// A recursive service whose every caller gave up (its CLIENT span ended) while the callee
+	// worked on and called itself again: a cascade of timeouts n deep, every give-up's late work
+	// holding all the give-ups below it.
+	{"comb-gave-up", combGaveUp},
+	// A recursive service whose every call carries a deadline 1 ms after it starts, each callee
+	// calling on 10 ms later: every operation's deadline passed before all the calls below it.
+	{"comb-deadlines", combDeadlines},
+	// A recursive service whose every level calls its own dep-i (503) and then falls back to
+	// calling itself once more: n fallbacks nested, none calling its failed dependency again.
+	{"comb-fallbacks", combFallbacks},
+}
+
+// combDeadlines is a root SERVER span of api and n levels of rec under it, each level's SERVER
+// span (api's for the first) calling rec with a deadline 1 ms after the call started; the call and
+// rec's SERVER span under it last to i ms before the root's end, and rec calls again 10 ms after.
+func combDeadlines(n int) []spans.Span {
+	end := 11*int64(n) + 10
+	ss := []spans.Span{sp(1, 1, 0, spans.KindServer, "api", 0, end)}
+	caller, svc := 1, "api"
+	for i := range n {
+		at, id := 10*int64(i)+1, 2+2*i
+		attrs := append(get("http://rec:80/x", 200), spans.IntAttr(spans.AttrDeadline, t0+(at+1)*msec))
+		ss = append(ss, sp(1, id, caller, spans.KindClient, svc, at, end-int64(i)-1, attrs...),
+			sp(1, id+1, id, spans.KindServer, "rec", at, end-int64(i)-1, server(200)...))
+		caller, svc = id+1, "rec"
+	}
+	return ss
+}
+
+// combFallbacks is a root SERVER span of api and n levels of rec under it, each level's SERVER
+// span (api's for the first) calling dep-i (503) and then rec, whose SERVER span is the next
+// level; each call to rec lasts to i ms before the root's end.
+func combFallbacks(n int) []spans.Span {
+	end := 4*int64(n) + 10
+	ss := []spans.Span{sp(1, 1, 0, spans.KindServer, "api", 0, end)}
+	caller, svc := 1, "api"
+	for i := range n {
+		at, id := 3*int64(i)+1, 2+3*i
+		ss = append(ss, sp(1, id, caller, spans.KindClient, svc, at, at+1, get("http://dep-"+strconv.Itoa(i)+":80/x", 503)...),
+			sp(1, id+1, caller, spans.KindClient, svc, at+2, end-int64(i)-1, get("http://rec:80/x", 200)...),
+			sp(1, id+2, id+1, spans.KindServer, "rec", at+2, end-int64(i)-1, server(200)...))
+		caller, svc = id+2, "rec"
+	}
+	return ss
+}
+
+// combServices is a root SERVER span of api and n levels of rec under it, each level's SERVER
+// span (api's for the first) calling leaf twice (503, then 200) and then rec, whose SERVER span is
+// the next level. Level i starts at 3i ms and ends i ms before the root.
+func combServices(n int) []spans.Span {
+	end := 4*int64(n) + 10
+	ss := []spans.Span{sp(1, 1, 0, spans.KindServer, "api", 0, end)}
+	caller, svc := 1, "api"
+	for i := range n {
+		at, id := 3*int64(i), 2+4*i
+		ss = append(ss, sp(1, id, caller, spans.KindClient, svc, at, at+1, get("http://leaf:80/x", 503)...),
+			sp(1, id+1, caller, spans.KindClient, svc, at+1, at+2, get("http://leaf:80/x", 200)...),
+			sp(1, id+2, caller, spans.KindClient, svc, at+2, end-int64(i)-1, get("http://rec:80/x", 200)...),
+			sp(1, id+3, id+2, spans.KindServer, "rec", at+3, end-int64(i)-1, server(200)...))
+		caller, svc = id+3, "rec"
+	}
+	return ss
+}
+
+// combInternal is a root SERVER span of api with n INTERNAL spans named step nested under it, each
+// calling dep twice (503, then 200) before the next step starts.
+func combInternal(n int) []spans.Span {
+	end := 4*int64(n) + 10
+	ss := []spans.Span{sp(1, 1, 0, spans.KindServer, "api", 0, end)}
+	parent := 1
+	for i := range n {
+		at, id := 3*int64(i)+1, 2+3*i
+		ss = append(ss, named(sp(1, id, parent, spans.KindInternal, "api", at, end-int64(i)-1), "step"),
+			sp(1, id+1, id, spans.KindClient, "api", at, at+1, get("http://dep:80/x", 503)...),
+			sp(1, id+2, id, spans.KindClient, "api", at+1, at+2, get("http://dep:80/x", 200)...))
+		parent = id
+	}
+	return ss
+}
+
+// combGaveUp is a root SERVER span of api and n levels of rec under it, each level's SERVER span
+// (api's for the first) calling rec for 1 ms and giving up (its deadline exceeded), while rec's SERVER span works on
+// to i ms before the root's end and calls rec again 100 ms after it started (past the skew
+// tolerance): each call after its caller's caller gave up.
+func combGaveUp(n int) []spans.Span {
+	end := 101*int64(n) + 10
+	ss := []spans.Span{sp(1, 1, 0, spans.KindServer, "api", 0, end)}
+	caller, svc := 1, "api"
+	for i := range n {
+		at, id := 100*int64(i)+1, 2+2*i
+		ss = append(ss, failed(sp(1, id, caller, spans.KindClient, svc, at, at+1, get("http://rec:80/x", 0)...), "context deadline exceeded"),
+			sp(1, id+1, id, spans.KindServer, "rec", at, end-int64(i)-1, server(200)...))
+		caller, svc = id+1, "rec"
+	}
+	return ss
 }
 
 // breakerCallers is viaServices with svc-i answering 200, having called bad-i (503) and then

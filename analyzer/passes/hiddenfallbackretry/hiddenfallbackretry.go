@@ -28,13 +28,16 @@ func run(pass *analyzer.Pass) error {
 		return nil
 	}
 	skew := pass.RunSettings.Skew()
+	// The calls to a failed dependency under each fallback call, found without walking under
+	// each: nested fallbacks would walk the levels below each one.
+	var under audit.CallsUnder
 	// Fallback attempts inside one operation.
 	for _, op := range pass.Operations {
 		fi := fallbackAt(op)
 		if fi <= 0 {
 			continue
 		}
-		check(pass, t, op, op.Attempts[:fi], op.Attempts[fi:], op.Dependency, true)
+		check(pass, t, &under, op, op.Attempts[:fi], op.Attempts[fi:], op.Dependency, true)
 	}
 	// Nothing more to look for when no operation of the trace failed.
 	if !slices.ContainsFunc(pass.Operations, failed) {
@@ -93,7 +96,7 @@ func run(pass *analyzer.Pass) error {
 		if primary == nil || primary.Dependency == f.op.Dependency && !explicit {
 			continue
 		}
-		check(pass, t, f.op, primary.Attempts, f.op.Attempts, primary.Dependency, explicit || strings.HasPrefix(primary.Terminal, "fallback"))
+		check(pass, t, &under, f.op, primary.Attempts, f.op.Attempts, primary.Dependency, explicit || strings.HasPrefix(primary.Terminal, "fallback"))
 	}
 	return nil
 }
@@ -184,7 +187,7 @@ func anchor(t *analyzer.Trace, op *analyzer.Operation) int {
 
 // check reports the fallback attempts fb of op when they retried (only when known to be a
 // fallback) or reached the primary's dependency again.
-func check(pass *analyzer.Pass, t *analyzer.Trace, op *analyzer.Operation, primary, fb []analyzer.Attempt, failedDep string, known bool) {
+func check(pass *analyzer.Pass, t *analyzer.Trace, under *audit.CallsUnder, op *analyzer.Operation, primary, fb []analyzer.Attempt, failedDep string, known bool) {
 	if len(primary) == 0 || primary[len(primary)-1].Outcome == analyzer.OutcomeOK {
 		return
 	}
@@ -207,16 +210,13 @@ func check(pass *analyzer.Pass, t *analyzer.Trace, op *analyzer.Operation, prima
 				again++
 				continue
 			}
-			t.Walk(ci, func(j int) bool {
-				if t.Spans[j].Kind == spans.KindClient && t.Dependency(j) == failedDep {
-					again++
-					ids = append(ids, t.Spans[j].SpanID.String())
-					if via == "" {
-						via = t.Spans[j].Service()
-					}
+			for _, j := range under.Of(t, ci, failedDep) {
+				again++
+				ids = append(ids, t.Spans[j].SpanID.String())
+				if via == "" {
+					via = t.Spans[j].Service()
 				}
-				return true
-			})
+			}
 		}
 	}
 	retried := known && tries > 1

@@ -45,18 +45,8 @@ func run(pass *analyzer.Pass) error {
 	if !mayFire(pass.Operations, need) {
 		return nil
 	}
-	// The leaf dependencies already reported: a handful per trace, or one per chain in a trace
-	// as wide as its leaf dependencies are many.
-	var reported audit.Set[string]
-	for _, c := range analyzer.LeafChains(pass.Operations) {
-		if reported.Has(c.Dependency) {
-			continue
-		}
+	for _, c := range analyzer.RetryingChains(pass.Operations, need) {
 		layers := c.RetryingLayers()
-		if len(layers) < need {
-			continue
-		}
-		reported.Add(c.Dependency)
 		sev := analyzer.SeverityWarning
 		if c.LeafCalls >= set.CriticalFactor {
 			sev = analyzer.SeverityCritical

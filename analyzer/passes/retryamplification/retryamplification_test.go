@@ -1,6 +1,7 @@
 package retryamplification_test
 
 import (
+	"reflect"
 	"testing"
 
 	"github.com/stormwatch/stormwatch/analyzer"
@@ -34,16 +35,7 @@ func TestMayFireNeverSkipsAFinding(t *testing.T) {
 		looks = append(looks, l)
 		return nil
 	}}
-	cfg := engine.Config{Detectors: []*analyzer.Detector{keep}, MaxSpans: -1}
-	for _, n := range fixtures.Names() {
-		detectortest.Feed(t, engine.New(cfg), n)
-	}
-	a := engine.New(cfg)
-	w := workload.NewWorkload(1_767_225_600_000_000_000)
-	if err := w.Feed(a, 20_000, nil); err != nil {
-		t.Fatal(err)
-	}
-	a.Flush()
+	feedAll(t, keep)
 
 	skipped := 0
 	for _, l := range looks {
@@ -59,4 +51,52 @@ func TestMayFireNeverSkipsAFinding(t *testing.T) {
 	if skipped == 0 || skipped == len(looks) {
 		t.Errorf("the first look skipped %d of %d traces: it should skip the healthy ones and keep the storms", skipped, len(looks))
 	}
+}
+
+// RetryingChains are the chains the detector reports: over every fixture and the synthetic
+// workload, for each need, the first chain of each leaf dependency (in LeafChains' order) with at
+// least need retrying layers, measured the same - though it measures only those, and counts the
+// others' retrying layers from each operation's parent.
+func TestRetryingChainsAreTheReportedOnes(t *testing.T) {
+	fired := 0
+	keep := &analyzer.Detector{Name: "keep", Title: "t", Doc: "compares the chains of every trace", Run: func(p *analyzer.Pass) error {
+		all := analyzer.LeafChains(p.Operations)
+		for need := 1; need <= 4; need++ {
+			var want []analyzer.LeafChain
+			seen := map[string]bool{}
+			for _, c := range all {
+				if !seen[c.Dependency] && len(c.RetryingLayers()) >= need {
+					seen[c.Dependency] = true
+					want = append(want, c)
+				}
+			}
+			got := analyzer.RetryingChains(p.Operations, need)
+			if len(got) != len(want) || len(got) > 0 && !reflect.DeepEqual(got, want) {
+				t.Errorf("trace %s, need %d: RetryingChains %+v, want %+v", p.Trace.ID, need, got, want)
+			}
+			if need == 2 {
+				fired += len(got)
+			}
+		}
+		return nil
+	}}
+	feedAll(t, keep)
+	if fired == 0 {
+		t.Error("no trace had a chain of two retrying layers: the comparison proves nothing")
+	}
+}
+
+// feedAll runs keep over every fixture's traces and the synthetic workload's.
+func feedAll(t *testing.T, keep *analyzer.Detector) {
+	t.Helper()
+	cfg := engine.Config{Detectors: []*analyzer.Detector{keep}, MaxSpans: -1}
+	for _, n := range fixtures.Names() {
+		detectortest.Feed(t, engine.New(cfg), n)
+	}
+	a := engine.New(cfg)
+	w := workload.NewWorkload(1_767_225_600_000_000_000)
+	if err := w.Feed(a, 20_000, nil); err != nil {
+		t.Fatal(err)
+	}
+	a.Flush()
 }

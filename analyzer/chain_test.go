@@ -1,0 +1,48 @@
+package analyzer
+
+import (
+	"reflect"
+	"testing"
+
+	"github.com/stormwatch/stormwatch/spans"
+)
+
+// chainOp is an operation owned by owner under parent, of intent, with tries attempts of one call each;
+// parent's child count goes up by one.
+func chainOp(owner string, parent *Operation, intent uint64, tries int) *Operation {
+	o := &Operation{Owner: owner, Dependency: owner + "-dep", Parent: parent, Attempts: make([]Attempt, tries)}
+	for i := range o.Attempts {
+		o.Attempts[i].Calls = make([]spans.SpanID, 1)
+	}
+	o.built.Intent = intent
+	if parent != nil {
+		parent.built.Children++
+	}
+	return o
+}
+
+// Two copies of one leaf whose paths retried at different depths besides a common one: each copy
+// has two retrying layers above it, the chain three (its layers are its copies' merged, depth by
+// depth). RetryingChains counts them from the copies' retrying ancestors, not by measuring the
+// chain, and must count three, as LeafChains measures.
+func TestRetryingChainsMergeTheCopiesRetryingDepths(t *testing.T) {
+	r := chainOp("edge", nil, 1, 1)
+	x := chainOp("api", r, 2, 2)
+	y1 := chainOp("mid", x, 3, 2)
+	y2 := chainOp("mid", x, 3, 1)
+	w2 := chainOp("low", y2, 4, 2)
+	l1 := chainOp("leaf", y1, 5, 1)
+	l2 := chainOp("leaf", w2, 5, 1)
+	ops := []*Operation{r, x, y1, y2, w2, l1, l2}
+
+	all := LeafChains(ops)
+	if len(all) != 1 || len(all[0].RetryingLayers()) != 3 {
+		t.Fatalf("LeafChains: %+v, want one chain of three retrying layers", all)
+	}
+	if got := RetryingChains(ops, 3); !reflect.DeepEqual(got, all) {
+		t.Errorf("RetryingChains(need 3) = %+v, want %+v", got, all)
+	}
+	if got := RetryingChains(ops, 4); len(got) != 0 {
+		t.Errorf("RetryingChains(need 4) = %+v, want none", got)
+	}
+}
