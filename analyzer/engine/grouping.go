@@ -114,12 +114,41 @@ func (t *trace) keyCalls(calls []int32, parent *analyzer.Operation, seed maphash
 // client wraps each call in an operation span), the nearest SERVER (or other non-INTERNAL) span
 // above it. Four reads in a row under one request are four intents even when each has its own
 // operation span.
+//
+// Each span's answer is kept (sc.scopes), and a walk up stops at the first span answered before
+// and answers every span it passed: a chain of n INTERNAL spans with a call at each level costs n,
+// not n squared. Kept answers stay true because inference asks in pre-order: whether a span is an
+// application loop's try (which stops the walk) is settled when its parent is visited, before
+// any span under it asks.
 func (t *trace) occurrenceScope(caller int, sc *scratch) int32 {
+	if caller < 0 {
+		return -1
+	}
+	scopes := sc.scopes
+	path := sc.path[:0]
 	scope := int32(caller)
-	for scope >= 0 && t.Spans[scope].Kind == spans.KindInternal && t.Index().Parent[scope] >= 0 && sc.loopOf(scope) < 0 {
+	for scopes[scope] == -2 && t.Spans[scope].Kind == spans.KindInternal && t.Index().Parent[scope] >= 0 && sc.loopOf(scope) < 0 {
+		path = append(path, scope)
 		scope = t.Index().Parent[scope]
 	}
+	if scopes[scope] != -2 {
+		scope = scopes[scope]
+	} else {
+		scopes[scope] = scope
+	}
+	for _, i := range path {
+		scopes[i] = scope
+	}
+	sc.path = path[:0]
 	return scope
+}
+
+// resetScopes makes occurrenceScope's answers unknown for a trace of n spans.
+func (sc *scratch) resetScopes(n int) {
+	sc.scopes = slices.Grow(sc.scopes[:0], n)[:n]
+	for i := range sc.scopes {
+		sc.scopes[i] = -2
+	}
 }
 
 // grouping is groupCalls' state within one group of calls: the operation being made and its

@@ -56,6 +56,7 @@ type callInfo struct {
 func (t *trace) inferOperations(seed maphash.Seed, skew int64, in *interner, sc *scratch) []*analyzer.Operation {
 	nClient := t.readSpans(sc)
 	t.indexWide(sc)
+	sc.resetScopes(len(t.Spans))
 	t.readCalls(nClient, skew, in, sc)
 	if nClient > 0 {
 		t.Index().Ops = sc.bufs.make(nClient, &sc.spare)

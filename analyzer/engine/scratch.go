@@ -31,6 +31,7 @@ type scratch struct {
 	originService originServices
 	occList       []occCount
 	occurrences   map[scopeIntent]int
+	scopes        []int32   // occurrenceScope's answer by span, -2 until asked (see resetScopes)
 	bufs          opBufs    // the trace being inferred; its buffers go with the result
 	spare         opsSpare  // buffers of operations gone on packed or evicted, for the next trace
 	ops           opsPacker // packs the operations of a result to hold
@@ -151,8 +152,8 @@ func (sc *scratch) reset() {
 	if cap(sc.lift) > maxScratch || cap(sc.bridged) > maxScratch {
 		sc.lift, sc.bridged = nil, nil
 	}
-	if cap(sc.added) > maxScratch {
-		sc.added = nil
+	if cap(sc.added) > maxScratch || cap(sc.scopes) > maxScratch {
+		sc.added, sc.scopes = nil, nil
 	}
 	if cap(sc.srvs) > maxScratch || cap(sc.loops) > maxScratch {
 		sc.srvs, sc.loops = nil, nil

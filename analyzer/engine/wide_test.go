@@ -58,12 +58,6 @@ func TestWideShapesReportUnchanged(t *testing.T) {
 	}
 }
 
-// stillSquare are the shapes whose analysis still costs the square, and where: each is to leave
-// this list with the fix that makes it linear.
-var stillSquare = map[string]string{
-	"comb-internal": "the engine numbers each call's intent within the span above its INTERNAL callers (occurrenceScope), a walk up the whole INTERNAL chain per call",
-}
-
 // One trace of each wide shape costs about as much per span at 20,000 siblings as at 2,000: a
 // pass that compares each sibling with every earlier one costs ten times as much per span there.
 // A ratio of CPU times, the best of three runs each, with room for a shared machine's noise -
@@ -87,10 +81,6 @@ func TestWideShapesCostNoSquare(t *testing.T) {
 		return best
 	}
 	for _, shape := range wideShapes {
-		if why, ok := stillSquare[shape.name]; ok {
-			t.Logf("%s not judged: %s", shape.name, why)
-			continue
-		}
 		small, large := perSpan(shape.make(2_000)), perSpan(shape.make(20_000))
 		if large > 4*small+time.Microsecond {
 			t.Errorf("%s: %v a span at 20,000 siblings, %v at 2,000: the cost grows with the width", shape.name, large, small)
