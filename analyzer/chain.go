@@ -73,6 +73,20 @@ func LeafChains(ops []*Operation) []LeafChain {
 // retrying ancestors, each operation's found from its parent's (paths), at most need of them per
 // leaf: a comb of n levels whose leaf calls retry costs its operations, not n chains of n layers.
 func RetryingChains(ops []*Operation, need int) []LeafChain {
+	return retryingChains(ops, need, -1)
+}
+
+// FirstRetryingChain is the first of RetryingChains(ops, 1), alone measured: the chain a trace's
+// view shows. False when no chain has a retrying layer.
+func FirstRetryingChain(ops []*Operation) (LeafChain, bool) {
+	if cs := retryingChains(ops, 1, 1); len(cs) > 0 {
+		return cs[0], true
+	}
+	return LeafChain{}, false
+}
+
+// retryingChains is RetryingChains, stopping after limit chains (limit < 0: all).
+func retryingChains(ops []*Operation, need, limit int) []LeafChain {
 	var x paths
 	all := leafChains(ops, &x)
 	var depths []int32 // one chain's retrying depths, while fewer than need
@@ -111,6 +125,9 @@ func RetryingChains(ops []*Operation, need int) []LeafChain {
 		c.Layers = make([]Layer, c.depth)
 		c.measure(&x)
 		kept = append(kept, c)
+		if len(kept) == limit {
+			break
+		}
 	}
 	return kept
 }

@@ -296,12 +296,11 @@ func (r *traceResult) view() *TraceView {
 		v.Spans[k] = t.Spans[i]
 		v.Depth[k] = int(t.depth[i])
 	}
-	for _, c := range analyzer.LeafChains(r.ops) {
-		if l := c.RetryingLayers(); len(l) > 0 {
-			v.Layers = l
-			v.LeafDependency = c.Dependency
-			break
-		}
+	// The first chain with a retrying layer, alone measured: every chain's layers (LeafChains) is
+	// the square of a deep trace's depth.
+	if c, ok := analyzer.FirstRetryingChain(r.ops); ok {
+		v.Layers = c.RetryingLayers()
+		v.LeafDependency = c.Dependency
 	}
 	for _, root := range t.Roots() {
 		if t.Spans[root].ParentID != (spans.SpanID{}) {

@@ -77,6 +77,12 @@ func TestRetryingChainsAreTheReportedOnes(t *testing.T) {
 			if need == 2 {
 				fired += len(got)
 			}
+			if need == 1 { // the chain a trace's view shows
+				first, ok := analyzer.FirstRetryingChain(p.Operations)
+				if ok != (len(want) > 0) || ok && !reflect.DeepEqual(first, want[0]) {
+					t.Errorf("trace %s: FirstRetryingChain %+v (%v), want the first of %+v", p.Trace.ID, first, ok, want)
+				}
+			}
 		}
 		return nil
 	}}
