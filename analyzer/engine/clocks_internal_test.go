@@ -193,6 +193,22 @@ func fitByScan(t *trace, orphans []int32, shift []int64, skew int64, clk []int32
 	}
 }
 
+// randomOrphanAnalysis is a random orphan trace (randomOrphanTrace) built, with a scratch, its
+// CLIENT spans made calls: each one's callee traced or not, carrying the trace on or not.
+func randomOrphanAnalysis(rng *rand.Rand) (*trace, *scratch) {
+	tr, sc := &trace{}, &scratch{}
+	buildTrace(tr, spans.TraceID{1}, randomOrphanTrace(rng, 20+rng.IntN(200)), 0, sc)
+	ix := tr.Index()
+	for j := range tr.Spans {
+		ix.Call[j] = -1
+		if tr.Spans[j].Kind == spans.KindClient {
+			ix.Call[j] = int32(len(tr.calls))
+			tr.calls = append(tr.calls, callInfo{servers: rng.Int32N(2), target: []string{"", "x"}[rng.IntN(2)]})
+		}
+	}
+	return tr, sc
+}
+
 // randomOrphanTrace is a trace of a root and n spans of a few services and instances, on whole
 // milliseconds within 150 ms of each other (so starts tie, forward and back), some of them SERVER
 // spans whose parent never arrived, some of those with spans of the root's service under them.
@@ -232,17 +248,8 @@ func TestFitUnknownClocksAnswersAsTheScanDid(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	fitted, tangled := 0, 0
 	for trial := range 400 {
-		var tr trace
-		sc := &scratch{}
-		buildTrace(&tr, spans.TraceID{1}, randomOrphanTrace(rng, 20+rng.IntN(200)), 0, sc)
+		tr, sc := randomOrphanAnalysis(rng)
 		ix := tr.Index()
-		for j := range tr.Spans {
-			ix.Call[j] = -1
-			if tr.Spans[j].Kind == spans.KindClient { // callee untraced or not, carrying the trace on or not
-				ix.Call[j] = int32(len(tr.calls))
-				tr.calls = append(tr.calls, callInfo{servers: rng.Int32N(2), target: []string{"", "x"}[rng.IntN(2)]})
-			}
-		}
 		var orphans []int32
 		for _, r := range ix.Roots {
 			if s := &tr.Spans[r]; s.Kind == spans.KindServer && !s.ParentID.IsZero() {
@@ -252,7 +259,7 @@ func TestFitUnknownClocksAnswersAsTheScanDid(t *testing.T) {
 		shift := tr.clockShifts(sc)
 		clk, known := slices.Clone(sc.clockOf), slices.Clone(sc.clockKnown)
 		want := slices.Clone(shift)
-		fitByScan(&tr, orphans, want, skew, clk, known)
+		fitByScan(tr, orphans, want, skew, clk, known)
 		tr.fitUnknownClocks(orphans, shift, skew, sc)
 		// The clocks the bound left are the last the index came to, in clock order.
 		var unknown []int32

@@ -204,18 +204,9 @@ func TestOrphansAttachedAsTheScanDid(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 8))
 	attached, lifted := 0, 0
 	for trial := range 400 {
-		var tr trace
-		sc := &scratch{}
-		buildTrace(&tr, spans.TraceID{1}, randomOrphanTrace(rng, 20+rng.IntN(200)), 0, sc)
+		tr, sc := randomOrphanAnalysis(rng)
 		ix := tr.Index()
-		for j := range tr.Spans {
-			ix.Call[j] = -1
-			if tr.Spans[j].Kind == spans.KindClient {
-				ix.Call[j] = int32(len(tr.calls))
-				tr.calls = append(tr.calls, callInfo{servers: rng.Int32N(2), target: []string{"", "x"}[rng.IntN(2)]})
-			}
-		}
-		want := bridgeByScan(&tr, skew, sc)
+		want := bridgeByScan(tr, skew, sc)
 		tr.bridgeOrphans(skew, sc)
 		if !slices.Equal(sc.bridge, want) {
 			t.Fatalf("trial %d: attached %v, want %v", trial, sc.bridge, want)
