@@ -13,7 +13,6 @@ import (
 	"github.com/stormwatch/stormwatch/analyzer"
 	"github.com/stormwatch/stormwatch/analyzer/engine"
 	"github.com/stormwatch/stormwatch/analyzer/render"
-	"github.com/stormwatch/stormwatch/analyzer/suite"
 	"github.com/stormwatch/stormwatch/internal/cputime"
 	"github.com/stormwatch/stormwatch/spans"
 )
@@ -27,7 +26,7 @@ func TestWideShapesReportUnchanged(t *testing.T) {
 	for _, shape := range wideShapes {
 		for _, n := range []int{3, 12, 40} {
 			t.Run(fmt.Sprintf("%s/%d", shape.name, n), func(t *testing.T) {
-				a, r := run(t, engine.Config{}, shape.make(n)...)
+				a, r := run(t, wideConfig(t, engine.Config{}, shape.policy), shape.make(n)...)
 				var got bytes.Buffer
 				if err := render.JSON(&got, &r); err != nil {
 					t.Fatal(err)
@@ -66,11 +65,11 @@ func TestWideShapesCostNoSquare(t *testing.T) {
 	if testing.Short() {
 		t.Skip("analyzes traces of 20,000 siblings")
 	}
-	perSpan := func(ss []spans.Span) time.Duration {
+	perSpan := func(ss []spans.Span, policyYAML string) time.Duration {
 		best := time.Duration(1<<63 - 1)
 		for range 3 {
 			batch := append([]spans.Span(nil), ss...)
-			a := engine.New(engine.Config{Detectors: suite.Default(), MaxSpans: -1, MaxTraceSpans: -1, WindowInterval: -1})
+			a := engine.New(wideConfig(t, engine.Config{MaxSpans: -1, MaxTraceSpans: -1, WindowInterval: -1}, policyYAML))
 			cpu0 := cputime.Process()
 			if err := a.ConsumeBatch(t.Context(), &spans.Batch{Spans: batch}); err != nil {
 				t.Fatal(err)
@@ -81,7 +80,7 @@ func TestWideShapesCostNoSquare(t *testing.T) {
 		return best
 	}
 	for _, shape := range wideShapes {
-		small, large := perSpan(shape.make(2_000)), perSpan(shape.make(20_000))
+		small, large := perSpan(shape.make(2_000), shape.policy), perSpan(shape.make(20_000), shape.policy)
 		if large > 4*small+time.Microsecond {
 			t.Errorf("%s: %v a span at 20,000 siblings, %v at 2,000: the cost grows with the width", shape.name, large, small)
 		}
