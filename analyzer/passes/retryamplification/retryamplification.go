@@ -45,6 +45,7 @@ func run(pass *analyzer.Pass) error {
 	if !mayFire(pass.Operations, need) {
 		return nil
 	}
+	classes := audit.ClassesIn(audit.Policy(pass.RunSettings), pass.Trace)
 	for _, c := range analyzer.RetryingChains(pass.Operations, need) {
 		layers := c.RetryingLayers()
 		sev := analyzer.SeverityWarning
@@ -105,7 +106,7 @@ func run(pass *analyzer.Pass) error {
 			Dependency: c.Dependency,
 			Summary: fmt.Sprintf("%d layers retried (%s): %d calls to %s for 1 request%s",
 				len(layers), strings.Join(parts, ", "), c.LeafCalls, dep, hole),
-			Action:   ownerAdvice(pass, c, layers),
+			Action:   ownerAdvice(&classes, c, layers),
 			Evidence: evidence,
 		})
 	}
@@ -217,9 +218,9 @@ func inferredLayers(t *analyzer.Trace, c *analyzer.LeafChain) map[string]hole {
 
 // ownerAdvice names the layer that should own the retries: the policy's owner for the leaf
 // operations' class when the file names one, else the layer nearest the dependency.
-func ownerAdvice(pass *analyzer.Pass, c analyzer.LeafChain, layers []analyzer.Layer) string {
+func ownerAdvice(classes *audit.Classes, c analyzer.LeafChain, layers []analyzer.Layer) string {
 	if len(c.Leaves) > 0 {
-		cls := audit.Class(audit.Policy(pass.RunSettings), pass.Trace, c.Leaves[0])
+		cls := classes.Of(c.Leaves[0])
 		if audit.FromFile(cls.Owner) {
 			return fmt.Sprintf("let %s own the retries, as the policy says (owner at %s), and make the other layers fail fast",
 				cls.Owner.Value, cls.Owner.Pos.FileLine())
