@@ -116,6 +116,35 @@ var wideShapes = []struct {
 	// matched by that route: every operation's class is looked up by the route of the SERVER span
 	// its caller span works for, n levels up for the deepest.
 	{"comb-routes", combRoutes, routePolicy},
+	// The reference client's fallback branches nested n deep: every level's operation calls dep
+	// once (503) and falls back, in an INTERNAL span marked resilience.attempt.kind=fallback, to
+	// the next level's operation, which calls dep again: every branch calls the failed dependency
+	// once for each level below it.
+	{"comb-fallback-branches", combFallbackBranches, ""},
+}
+
+// combFallbackBranches is a root SERVER span of api and n levels under it, each an INTERNAL span
+// of the reference client's operation read-i, with its one call to dep (503) and its fallback
+// branch, under which the next level is; each level lasts to i ms before the root's end.
+func combFallbackBranches(n int) []spans.Span {
+	end := 3*int64(n) + 10
+	ss := []spans.Span{sp(1, 1, 0, spans.KindServer, "api", 0, end, server(200)...)}
+	parent := 1
+	for i := range n {
+		at, id, op := 3*int64(i)+1, 2+3*i, "op-"+strconv.Itoa(i)
+		ss = append(ss,
+			named(sp(1, id, parent, spans.KindInternal, "api", at, end-int64(i)-1,
+				spans.StringAttr(spans.AttrOpID, op), spans.StringAttr(spans.AttrOpName, "read-"+strconv.Itoa(i)),
+				spans.StringAttr(spans.AttrOwner, "api"), spans.StringAttr(spans.AttrTerminal, "fallback:next")), "read"),
+			sp(1, id+1, id, spans.KindClient, "api", at, at+1, append(get("http://dep:80/x", 503),
+				spans.StringAttr(spans.AttrOpID, op), spans.IntAttr(spans.AttrAttempt, 1),
+				spans.StringAttr(spans.AttrAttemptKind, "initial"), spans.StringAttr(spans.AttrOutcome, "retryable"))...),
+			named(sp(1, id+2, id, spans.KindInternal, "api", at+2, end-int64(i)-1,
+				spans.StringAttr(spans.AttrOpID, op), spans.StringAttr(spans.AttrAttemptKind, "fallback"),
+				spans.StringAttr(spans.AttrTerminal, "fallback:next")), "fallback next"))
+		parent = id + 2
+	}
+	return ss
 }
 
 // routePolicy is a policy with a class matched by the route of comb-routes' root span, whose
