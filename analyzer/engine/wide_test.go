@@ -221,3 +221,28 @@ func TestAnAttemptToManyReplicasNamesEachOriginOnce(t *testing.T) {
 		t.Errorf("want one unbounded-fanout finding of fanout 20, got %+v", r.Findings)
 	}
 }
+
+// A fallback branch lists at most 64 of the calls under it and counts the rest: under 100 nested
+// branches, the outermost called the failed dependency again 99 times, through the branches
+// below it, and its finding says so, naming the first 64 calls.
+func TestNestedFallbackBranchesListABoundedNumberOfCalls(t *testing.T) {
+	_, r := run(t, engine.Config{}, combFallbackBranches(100)...)
+	outer := 0
+	for _, f := range r.Findings {
+		if f.Detector != "hidden-fallback-retry" {
+			continue
+		}
+		if len(f.SpanIDs) > 64 {
+			t.Errorf("a finding lists %d calls, past 64: %s", len(f.SpanIDs), f.Summary)
+		}
+		if again, _ := f.Evidence["calls_to_failed"].Int(); again == 99 {
+			outer++
+			if left, _ := f.Evidence["calls_not_listed"].Int(); len(f.SpanIDs) != 64 || left != 35 {
+				t.Errorf("the outermost branch lists %d calls and leaves %d unlisted, want 64 and 35", len(f.SpanIDs), left)
+			}
+		}
+	}
+	if outer != 1 {
+		t.Errorf("%d findings of a branch that called the failed dependency 99 times, want 1", outer)
+	}
+}
