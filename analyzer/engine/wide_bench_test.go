@@ -121,6 +121,29 @@ var wideShapes = []struct {
 	// the next level's operation, which calls dep again: every branch calls the failed dependency
 	// once for each level below it.
 	{"comb-fallback-branches", combFallbackBranches, ""},
+	// A recursive service whose every level calls its own leaf-i twice (503, then 200) and rec
+	// twice (503 at once, then the next level): every level retries, so leaf-i's chain has a
+	// retrying layer for each level above it, and each of the n chains is reported.
+	{"comb-amplified", combAmplified, ""},
+}
+
+// combAmplified is a root SERVER span of api and n levels of rec under it, each level's SERVER
+// span (api's for the first) calling leaf-i twice (503, then 200), then rec twice: a 503 with no
+// SERVER span under it, then the call whose SERVER span is the next level.
+func combAmplified(n int) []spans.Span {
+	end := 6*int64(n) + 10
+	ss := []spans.Span{sp(1, 1, 0, spans.KindServer, "api", 0, end)}
+	caller, svc := 1, "api"
+	for i := range n {
+		at, id, leaf := 5*int64(i)+1, 2+5*i, "http://leaf-"+strconv.Itoa(i)+":80/x"
+		ss = append(ss, sp(1, id, caller, spans.KindClient, svc, at, at+1, get(leaf, 503)...),
+			sp(1, id+1, caller, spans.KindClient, svc, at+1, at+2, get(leaf, 200)...),
+			sp(1, id+2, caller, spans.KindClient, svc, at+2, at+3, get("http://rec:80/x", 503)...),
+			sp(1, id+3, caller, spans.KindClient, svc, at+3, end-int64(i)-1, get("http://rec:80/x", 200)...),
+			sp(1, id+4, id+3, spans.KindServer, "rec", at+4, end-int64(i)-1, server(200)...))
+		caller, svc = id+4, "rec"
+	}
+	return ss
 }
 
 // combFallbackBranches is a root SERVER span of api and n levels under it, each an INTERNAL span
