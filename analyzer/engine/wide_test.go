@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -244,5 +245,33 @@ func TestNestedFallbackBranchesListABoundedNumberOfCalls(t *testing.T) {
 	}
 	if outer != 1 {
 		t.Errorf("%d findings of a branch that called the failed dependency 99 times, want 1", outer)
+	}
+}
+
+// A chain lists at most 64 retrying layers, the 32 at the top and the 32 nearest the leaf, and
+// counts the rest: under a recursive service retrying at every level 100 deep, the deepest leaf's
+// finding says 100 layers retried and lists 64 of them.
+func TestDeepChainsListABoundedNumberOfLayers(t *testing.T) {
+	_, r := run(t, engine.Config{}, combAmplified(100)...)
+	deepest := 0
+	for _, f := range r.Findings {
+		if f.Detector != "retry-amplification" {
+			continue
+		}
+		layers, _ := f.Evidence["layers"].Records()
+		if len(layers) > 64 {
+			t.Errorf("a finding lists %d layers, past 64: %s", len(layers), f.Summary)
+		}
+		if f.Dependency != "leaf-99" {
+			continue
+		}
+		deepest++
+		left, _ := f.Evidence["layers_not_listed"].Int()
+		if len(layers) != 64 || left != 36 || !strings.HasPrefix(f.Summary, "100 layers retried (api x2, rec x2") || !strings.Contains(f.Summary, ", 36 more, rec x2") {
+			t.Errorf("the deepest chain lists %d layers and leaves %d unlisted, want 64 and 36: %s", len(layers), left, f.Summary)
+		}
+	}
+	if deepest != 1 {
+		t.Errorf("%d findings of the deepest leaf, want 1", deepest)
 	}
 }

@@ -19,7 +19,7 @@ import (
 var Detector = &analyzer.Detector{
 	Name:     "retry-amplification",
 	Title:    "Retries multiplied across layers",
-	Doc:      "two or more layers on one root-to-leaf path retried, multiplying the calls that reached the leaf dependency; evidence: factor, leaf_calls, layers, added_latency_ms",
+	Doc:      "two or more layers on one root-to-leaf path retried, multiplying the calls that reached the leaf dependency; evidence: factor, leaf_calls, layers, layers_not_listed, added_latency_ms",
 	Severity: analyzer.SeverityWarning,
 	Settings: &Settings{MinRetryingLayers: 2, CriticalFactor: 9},
 	Run:      run,
@@ -39,6 +39,12 @@ type Settings struct {
 // maxSpanIDs bounds the span ids named by one finding: the factor says how many there were.
 const maxSpanIDs = 100
 
+// maxLayers bounds the retrying layers one finding lists, in its summary and its evidence: the half
+// at the top and the half nearest the leaf, with the count of those between (layers_not_listed). A
+// recursive service retrying at every level n deep has n leaves whose chains are up to n layers
+// deep, and listing them all would make the report the square of the trace.
+const maxLayers = 64
+
 func run(pass *analyzer.Pass) error {
 	set := analyzer.SettingsOf[Settings](pass)
 	need := set.MinRetryingLayers
@@ -46,6 +52,7 @@ func run(pass *analyzer.Pass) error {
 		return nil
 	}
 	classes := audit.ClassesIn(audit.Policy(pass.RunSettings), pass.Trace)
+	holes := anyInferred(pass.Trace, pass.Operations)
 	for _, c := range analyzer.RetryingChains(pass.Operations, need) {
 		layers := c.RetryingLayers()
 		sev := analyzer.SeverityWarning
@@ -70,11 +77,19 @@ func run(pass *analyzer.Pass) error {
 		if len(calls) > 0 {
 			ids = audit.HexIDs(calls)
 		}
-		parts := make([]string, len(layers))
-		ev := make([]analyzer.Evidence, len(layers))
-		inferred := inferredLayers(pass.Trace, &c)
+		listed, unlisted := layers, 0
+		if len(layers) > maxLayers {
+			unlisted = len(layers) - maxLayers
+			listed = slices.Concat(layers[:maxLayers/2], layers[len(layers)-maxLayers/2:])
+		}
+		parts := make([]string, len(listed))
+		ev := make([]analyzer.Evidence, len(listed))
+		var inferred map[string]hole
+		if holes {
+			inferred = inferredLayers(pass.Trace, &c)
+		}
 		var said []string
-		for i, l := range layers {
+		for i, l := range listed {
 			parts[i] = l.Service + " x" + strconv.Itoa(l.Attempts)
 			ev[i] = analyzer.Evidence{"service": analyzer.Text(l.Service), "attempts": analyzer.Int(l.Attempts)}
 			if h, ok := inferred[l.Service]; ok {
@@ -82,6 +97,9 @@ func run(pass *analyzer.Pass) error {
 				ev[i]["inferred_tries"] = analyzer.Int(h.inferred)
 				said = append(said, fmt.Sprintf("%s %d of %d (%s's)", l.Service, h.inferred, h.tries, h.callee))
 			}
+		}
+		if unlisted > 0 {
+			parts = slices.Insert(parts, maxLayers/2, strconv.Itoa(unlisted)+" more")
 		}
 		hole := ""
 		if len(said) > 0 {
@@ -95,6 +113,9 @@ func run(pass *analyzer.Pass) error {
 			"factor":     analyzer.Int(c.LeafCalls),
 			"leaf_calls": analyzer.Int(c.LeafCalls),
 			"layers":     analyzer.Records(ev),
+		}
+		if unlisted > 0 {
+			evidence["layers_not_listed"] = analyzer.Int(unlisted)
 		}
 		if ms, ok := addedLatency(pass.Trace, c.Leaves[0]); ok {
 			evidence["added_latency_ms"] = analyzer.Float(ms)
@@ -169,6 +190,20 @@ func mayFire(ops []*analyzer.Operation, need int) bool {
 type hole struct {
 	callee          string
 	inferred, tries int
+}
+
+// anyInferred reports whether any try of ops was read from its callee's SERVER span: when none
+// was (most traces), no chain has a layer for inferredLayers to find, and its walk up each chain's
+// operations - as deep as the chain, for each chain reported - is not made.
+func anyInferred(t *analyzer.Trace, ops []*analyzer.Operation) bool {
+	for _, op := range ops {
+		for i := range op.Attempts {
+			if j, ok := t.Lookup(op.Attempts[i].SpanID); ok && t.Spans[j].Kind == spans.KindServer {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // inferredLayers says, by layer (owner), which tries of the chain's layers the engine read from the
