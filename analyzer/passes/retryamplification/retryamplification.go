@@ -54,7 +54,7 @@ func run(pass *analyzer.Pass) error {
 	classes := audit.ClassesIn(audit.Policy(pass.RunSettings), pass.Trace)
 	holes := anyInferred(pass.Trace, pass.Operations)
 	for _, c := range analyzer.RetryingChains(pass.Operations, need) {
-		layers := c.RetryingLayers()
+		layers, retrying := c.EndsOfRetryingLayers(maxLayers / 2)
 		sev := analyzer.SeverityWarning
 		if c.LeafCalls >= set.CriticalFactor {
 			sev = analyzer.SeverityCritical
@@ -77,19 +77,15 @@ func run(pass *analyzer.Pass) error {
 		if len(calls) > 0 {
 			ids = audit.HexIDs(calls)
 		}
-		listed, unlisted := layers, 0
-		if len(layers) > maxLayers {
-			unlisted = len(layers) - maxLayers
-			listed = slices.Concat(layers[:maxLayers/2], layers[len(layers)-maxLayers/2:])
-		}
-		parts := make([]string, len(listed))
-		ev := make([]analyzer.Evidence, len(listed))
+		unlisted := retrying - len(layers)
+		parts := make([]string, len(layers))
+		ev := make([]analyzer.Evidence, len(layers))
 		var inferred map[string]hole
 		if holes {
 			inferred = inferredLayers(pass.Trace, &c)
 		}
 		var said []string
-		for i, l := range listed {
+		for i, l := range layers {
 			parts[i] = l.Service + " x" + strconv.Itoa(l.Attempts)
 			ev[i] = analyzer.Evidence{"service": analyzer.Text(l.Service), "attempts": analyzer.Int(l.Attempts)}
 			if h, ok := inferred[l.Service]; ok {
@@ -126,7 +122,7 @@ func run(pass *analyzer.Pass) error {
 			Service:    layers[0].Service,
 			Dependency: c.Dependency,
 			Summary: fmt.Sprintf("%d layers retried (%s): %d calls to %s for 1 request%s",
-				len(layers), strings.Join(parts, ", "), c.LeafCalls, dep, hole),
+				retrying, strings.Join(parts, ", "), c.LeafCalls, dep, hole),
 			Action:   ownerAdvice(&classes, c, layers),
 			Evidence: evidence,
 		})
