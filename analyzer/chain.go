@@ -44,6 +44,32 @@ func (c *LeafChain) RetryingLayers() []Layer {
 	return out
 }
 
+// EndsOfRetryingLayers are the retrying layers when there are at most 2*half of them, else the
+// first half and the last half, top first; n counts them all. A chain as deep as a trace lists no
+// more of its layers than a shallow one, in one scan of them and no copy of the rest.
+func (c *LeafChain) EndsOfRetryingLayers(half int) (ends []Layer, n int) {
+	var last []Layer // the latest retrying layers past the first half, a ring of half
+	for _, l := range c.Layers {
+		if l.Attempts <= 1 {
+			continue
+		}
+		switch {
+		case n < half:
+			ends = append(ends, l)
+		case len(last) < half:
+			last = append(last, l)
+		default:
+			last[(n-half)%half] = l
+		}
+		n++
+	}
+	if n <= 2*half {
+		return append(ends, last...), n
+	}
+	k := (n - half) % half // the ring's oldest
+	return append(append(ends, last[k:]...), last[:k]...), n
+}
+
 // LeafChains groups the leaf operations of one trace by intent and measures each chain. The
 // result is ordered by LeafCalls, most first, then by dependency.
 //

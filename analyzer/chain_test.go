@@ -2,6 +2,8 @@ package analyzer
 
 import (
 	"reflect"
+	"slices"
+	"strconv"
 	"testing"
 
 	"github.com/stormwatch/stormwatch/spans"
@@ -44,5 +46,28 @@ func TestRetryingChainsMergeTheCopiesRetryingDepths(t *testing.T) {
 	}
 	if got := RetryingChains(ops, 4); len(got) != 0 {
 		t.Errorf("RetryingChains(need 4) = %+v, want none", got)
+	}
+}
+
+// EndsOfRetryingLayers are RetryingLayers when there are at most twice half, else their first
+// half and last half, in order; and it counts them all. Layers that did not retry are skipped
+// wherever they fall.
+func TestEndsOfRetryingLayersAreRetryingLayersEnds(t *testing.T) {
+	for n := range 30 {
+		var c LeafChain
+		for i := range n {
+			c.Layers = append(c.Layers, Layer{Service: "s" + strconv.Itoa(i), Attempts: 1 + i%3})
+		}
+		all := c.RetryingLayers()
+		for _, half := range []int{1, 2, 3, 5} {
+			want := all
+			if len(all) > 2*half {
+				want = slices.Concat(all[:half], all[len(all)-half:])
+			}
+			got, count := c.EndsOfRetryingLayers(half)
+			if count != len(all) || !slices.Equal(got, want) {
+				t.Errorf("%d layers, half %d: %v (%d), want %v (%d)", n, half, got, count, want, len(all))
+			}
+		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/stormwatch/stormwatch/analyzer/engine"
+	"github.com/stormwatch/stormwatch/analyzer/policy"
 	"github.com/stormwatch/stormwatch/analyzer/suite"
 	"github.com/stormwatch/stormwatch/spans"
 )
@@ -18,11 +19,13 @@ import (
 var wideShapes = []struct {
 	name string
 	make func(n int) []spans.Span
+	// policy is the policy file the shape is analyzed under, "" for the built-in one.
+	policy string
 }{
 	// A CLIENT span with n SERVER children: a Zipkin shared span, a proxy that resends, a hostile
 	// batch. Every child from one instance, one after the other (resends), then from n instances.
-	{"client-servers", func(n int) []spans.Span { return clientServers(n, 1) }},
-	{"client-servers-instances", func(n int) []spans.Span { return clientServers(n, n) }},
+	{"client-servers", func(n int) []spans.Span { return clientServers(n, 1) }, ""},
+	{"client-servers-instances", func(n int) []spans.Span { return clientServers(n, n) }, ""},
 	// n SERVER children under one CLIENT span, each from its own service: untraced hops per service.
 	{"client-servers-services", func(n int) []spans.Span {
 		ss := clientServers(n, 1)
@@ -30,14 +33,14 @@ var wideShapes = []struct {
 			ss[i].Resource = &spans.Resource{ServiceName: "dep-" + strconv.Itoa(i)}
 		}
 		return ss
-	}},
+	}, ""},
 	// n CLIENT siblings toward one destination, and toward n destinations.
-	{"client-siblings", func(n int) []spans.Span { return clientSiblings(n, false) }},
-	{"client-siblings-origins", func(n int) []spans.Span { return clientSiblings(n, true) }},
+	{"client-siblings", func(n int) []spans.Span { return clientSiblings(n, false) }, ""},
+	{"client-siblings-origins", func(n int) []spans.Span { return clientSiblings(n, true) }, ""},
 	// n INTERNAL siblings of one name with a failing call under each: an application's retry loop
 	// as wide as it gets; and of n names (no loop at all).
-	{"internal-siblings", func(n int) []spans.Span { return internalSiblings(n, false) }},
-	{"internal-siblings-names", func(n int) []spans.Span { return internalSiblings(n, true) }},
+	{"internal-siblings", func(n int) []spans.Span { return internalSiblings(n, false) }, ""},
+	{"internal-siblings-names", func(n int) []spans.Span { return internalSiblings(n, true) }, ""},
 	// A callee's inbound sidecar span with n hop spans to its app under it (a sidecar that
 	// resends, or a hostile batch): the sidecar rule is asked about the sidecar once per hop.
 	{"sidecar-hops", func(n int) []spans.Span {
@@ -51,7 +54,7 @@ var wideShapes = []struct {
 				envoyServer("inbound|9080||", "127.0.0.1:9080", "503")...))
 		}
 		return append(ss, sp(1, 4+n, 4, spans.KindServer, "details", 3, 4, server(503)...))
-	}},
+	}, ""},
 	// n SERVER spans whose parents never arrived, beside one traced request.
 	{"orphans", func(n int) []spans.Span {
 		ss := []spans.Span{
@@ -62,53 +65,141 @@ var wideShapes = []struct {
 			ss = append(ss, sp(1, 3+i, 1<<23+i, spans.KindServer, "dep", int64(i)+2, int64(i)+3, server(503)...))
 		}
 		return ss
-	}},
+	}, ""},
 	// n service instances whose clocks are related by a chain of calls, listed leaf first (span
 	// ids fall along the chain), beside an orphan: the clock estimate must reach the chain's end
 	// in one walk, not one pass per instance. Each instance's CLIENT span hangs under the root, so
 	// the trace stays shallow and the chain is only in the clocks.
-	{"clock-chain", clockChain},
+	{"clock-chain", clockChain, ""},
 	// n dark middle services called at once (a scatter-gather), each retrying its own callee after
 	// the caller gave up, whose clock no traced call reaches and runs 15-40 ms behind the root's:
 	// every such clock is fitted from where its orphans fall (fitUnknownClocks), and no offset puts
 	// more than one of them inside a span, up to the orphans a trace attaches.
-	{"dark-clocks", darkClocks},
+	{"dark-clocks", darkClocks, ""},
 	// A call retried once, under whose every try the callee calls n dependencies of their own,
 	// each retried once: n amplified chains, each reported once by the detector that multiplies
 	// layers.
-	{"amplified-deps", amplifiedDeps},
+	{"amplified-deps", amplifiedDeps, ""},
 	// An application loop of n tries, each retrying its one call once: one amplified chain of n
 	// leaves, whose layers are read once per leaf.
-	{"amplified-loop", amplifiedLoop},
+	{"amplified-loop", amplifiedLoop, ""},
 	// n calls to one service sent at once, each to its own replica: one attempt of n origins.
-	{"fanout-replicas", fanoutReplicas},
+	{"fanout-replicas", fanoutReplicas, ""},
 	// A call that failed, then a fallback to another service that calls the failed dependency n
 	// times, each for its own path: one finding naming n calls, each of its own operation.
-	{"fallback-calls", fallbackCalls},
+	{"fallback-calls", fallbackCalls, ""},
 	// n services, each called once by api, each calling dep: one dependency of n callers, which
 	// the cross-trace detectors group by caller.
-	{"dep-callers", depCallers},
+	{"dep-callers", depCallers, ""},
 	// n services, each with a breaker that opened on one dependency's failures and then refused a
 	// call to another: a wrongly keyed breaker per caller, judged against the caller's own origins.
-	{"breaker-callers", breakerCallers},
+	{"breaker-callers", breakerCallers, ""},
 	// The combs: n calls nested one in another, each level with a leaf call of its own. Their
 	// depth is n, so a pass that walks up from every leaf, or down from every level, costs the
 	// square. A recursive service, each level calling leaf twice (503, then 200) before calling
 	// itself once more.
-	{"comb-services", combServices},
+	{"comb-services", combServices, ""},
 	// One service's INTERNAL spans nested n deep, each calling dep twice (503, then 200) before
 	// the next: a deep application stack with a retried call at every level.
-	{"comb-internal", combInternal},
+	{"comb-internal", combInternal, ""},
 	// A recursive service whose every caller gave up (its CLIENT span ended) while the callee
 	// worked on and called itself again: a cascade of timeouts n deep, every give-up's late work
 	// holding all the give-ups below it.
-	{"comb-gave-up", combGaveUp},
+	{"comb-gave-up", combGaveUp, ""},
 	// A recursive service whose every call carries a deadline 1 ms after it starts, each callee
 	// calling on 10 ms later: every operation's deadline passed before all the calls below it.
-	{"comb-deadlines", combDeadlines},
+	{"comb-deadlines", combDeadlines, ""},
 	// A recursive service whose every level calls its own dep-i (503) and then falls back to
 	// calling itself once more: n fallbacks nested, none calling its failed dependency again.
-	{"comb-fallbacks", combFallbacks},
+	{"comb-fallbacks", combFallbacks, ""},
+	// comb-internal under a root SERVER span with a route, analyzed under a policy with a class
+	// matched by that route: every operation's class is looked up by the route of the SERVER span
+	// its caller span works for, n levels up for the deepest.
+	{"comb-routes", combRoutes, routePolicy},
+	// The reference client's fallback branches nested n deep: every level's operation calls dep
+	// once (503) and falls back, in an INTERNAL span marked resilience.attempt.kind=fallback, to
+	// the next level's operation, which calls dep again: every branch calls the failed dependency
+	// once for each level below it.
+	{"comb-fallback-branches", combFallbackBranches, ""},
+	// A recursive service whose every level calls its own leaf-i twice (503, then 200) and rec
+	// twice (503 at once, then the next level): every level retries, so leaf-i's chain has a
+	// retrying layer for each level above it, and each of the n chains is reported.
+	{"comb-amplified", combAmplified, ""},
+}
+
+// combAmplified is a root SERVER span of api and n levels of rec under it, each level's SERVER
+// span (api's for the first) calling leaf-i twice (503, then 200), then rec twice: a 503 with no
+// SERVER span under it, then the call whose SERVER span is the next level.
+func combAmplified(n int) []spans.Span {
+	end := 6*int64(n) + 10
+	ss := []spans.Span{sp(1, 1, 0, spans.KindServer, "api", 0, end)}
+	caller, svc := 1, "api"
+	for i := range n {
+		at, id, leaf := 5*int64(i)+1, 2+5*i, "http://leaf-"+strconv.Itoa(i)+":80/x"
+		ss = append(ss, sp(1, id, caller, spans.KindClient, svc, at, at+1, get(leaf, 503)...),
+			sp(1, id+1, caller, spans.KindClient, svc, at+1, at+2, get(leaf, 200)...),
+			sp(1, id+2, caller, spans.KindClient, svc, at+2, at+3, get("http://rec:80/x", 503)...),
+			sp(1, id+3, caller, spans.KindClient, svc, at+3, end-int64(i)-1, get("http://rec:80/x", 200)...),
+			sp(1, id+4, id+3, spans.KindServer, "rec", at+4, end-int64(i)-1, server(200)...))
+		caller, svc = id+4, "rec"
+	}
+	return ss
+}
+
+// combFallbackBranches is a root SERVER span of api and n levels under it, each an INTERNAL span
+// of the reference client's operation read-i, with its one call to dep (503) and its fallback
+// branch, under which the next level is; each level lasts to i ms before the root's end.
+func combFallbackBranches(n int) []spans.Span {
+	end := 3*int64(n) + 10
+	ss := []spans.Span{sp(1, 1, 0, spans.KindServer, "api", 0, end, server(200)...)}
+	parent := 1
+	for i := range n {
+		at, id, op := 3*int64(i)+1, 2+3*i, "op-"+strconv.Itoa(i)
+		ss = append(ss,
+			named(sp(1, id, parent, spans.KindInternal, "api", at, end-int64(i)-1,
+				spans.StringAttr(spans.AttrOpID, op), spans.StringAttr(spans.AttrOpName, "read-"+strconv.Itoa(i)),
+				spans.StringAttr(spans.AttrOwner, "api"), spans.StringAttr(spans.AttrTerminal, "fallback:next")), "read"),
+			sp(1, id+1, id, spans.KindClient, "api", at, at+1, append(get("http://dep:80/x", 503),
+				spans.StringAttr(spans.AttrOpID, op), spans.IntAttr(spans.AttrAttempt, 1),
+				spans.StringAttr(spans.AttrAttemptKind, "initial"), spans.StringAttr(spans.AttrOutcome, "retryable"))...),
+			named(sp(1, id+2, id, spans.KindInternal, "api", at+2, end-int64(i)-1,
+				spans.StringAttr(spans.AttrOpID, op), spans.StringAttr(spans.AttrAttemptKind, "fallback"),
+				spans.StringAttr(spans.AttrTerminal, "fallback:next")), "fallback next"))
+		parent = id + 2
+	}
+	return ss
+}
+
+// routePolicy is a policy with a class matched by the route of comb-routes' root span, whose
+// declared backoff the findings cite: they show every operation found its class by its route.
+const routePolicy = `classes:
+  - name: steps
+    match:
+      route: "/steps"
+    maxAttempts: 3
+    backoff: {base: 1ms, cap: 10ms, jitter: full}
+`
+
+// wideConfig is the analyzer's configuration for a shape: cfg under the shape's policy, if any.
+func wideConfig(tb testing.TB, cfg engine.Config, policyYAML string) engine.Config {
+	if cfg.Detectors == nil {
+		cfg.Detectors = suite.Default()
+	}
+	if policyYAML != "" {
+		p, err := policy.Parse("wide.yaml", []byte(policyYAML), cfg.Detectors)
+		if err != nil {
+			tb.Fatalf("policy: %v", err)
+		}
+		policy.Configure(&cfg.Detectors, &cfg.Settings, p, policy.Offline)
+	}
+	return cfg
+}
+
+// combRoutes is combInternal whose root SERVER span has the route /steps.
+func combRoutes(n int) []spans.Span {
+	ss := combInternal(n)
+	ss[0].Attrs = append(ss[0].Attrs, spans.StringAttr(spans.AttrHTTPRoute, "/steps"))
+	return ss
 }
 
 // combDeadlines is a root SERVER span of api and n levels of rec under it, each level's SERVER
@@ -389,10 +480,14 @@ func BenchmarkWideTrace(b *testing.B) {
 	for _, shape := range wideShapes {
 		for _, n := range []int{1_000, 10_000, 100_000} {
 			b.Run(fmt.Sprintf("shape=%s/siblings=%d", shape.name, n), func(b *testing.B) {
+				if why, ok := stillSquare[shape.name]; ok && n > 10_000 {
+					b.Skip("still square: ", why)
+				}
 				ss := shape.make(n)
+				cfg := wideConfig(b, engine.Config{MaxSpans: -1, MaxTraceSpans: -1, WindowInterval: -1}, shape.policy)
 				m := startSpanMeter(b)
 				for range b.N {
-					a := engine.New(engine.Config{Detectors: suite.Default(), MaxSpans: -1, MaxTraceSpans: -1, WindowInterval: -1})
+					a := engine.New(cfg)
 					batch := &spans.Batch{Spans: append([]spans.Span(nil), ss...)}
 					if err := a.ConsumeBatch(context.Background(), batch); err != nil {
 						b.Fatal(err)

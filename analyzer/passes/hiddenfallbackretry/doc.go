@@ -15,7 +15,8 @@
 //
 // Evidence: primary (the failed dependency), fallback (its dependency), fallback_attempts,
 // calls_to_failed (calls that reached the failed dependency again), via (the service they went
-// through, when indirect).
+// through, when indirect), calls_not_listed (the calls under a fallback branch past the 64 a
+// finding lists: under n nested branches, each would list the calls of all the levels below it).
 //
 // False positives (stock shape): a handler whose next, unrelated call happens to reach the failed
 // dependency through another service.

@@ -17,7 +17,7 @@ import (
 var Detector = &analyzer.Detector{
 	Name:     "hidden-fallback-retry",
 	Title:    "Fallback that retries or calls the failed dependency",
-	Doc:      "a fallback branch (resilience.attempt.kind=fallback, or a call to another dependency after the primary's attempts failed) that itself retries or calls the failed dependency again; evidence: primary, fallback, fallback_attempts, calls_to_failed, via",
+	Doc:      "a fallback branch (resilience.attempt.kind=fallback, or a call to another dependency after the primary's attempts failed) that itself retries or calls the failed dependency again; evidence: primary, fallback, fallback_attempts, calls_to_failed, via, calls_not_listed",
 	Severity: analyzer.SeverityWarning,
 	Run:      run,
 }
@@ -43,7 +43,7 @@ func run(pass *analyzer.Pass) error {
 	if !slices.ContainsFunc(pass.Operations, failed) {
 		return nil
 	}
-	branches(pass, t)
+	branches(pass, t, &under)
 	// Fallback operations: siblings under one caller, in start order.
 	type sib struct {
 		anchor int
@@ -101,11 +101,18 @@ func run(pass *analyzer.Pass) error {
 	return nil
 }
 
+// maxListed is how many calls a fallback branch's finding lists: a branch nested in another's is
+// under it, so n nested branches would list n calls each, the square of the trace in the report.
+// The evidence counts the calls past it (calls_not_listed).
+const maxListed = 64
+
 // branches handles the reference client's fallback branch: an INTERNAL span marked
 // resilience.attempt.kind=fallback under the primary operation's span, everything the fallback did
-// beneath it.
-func branches(pass *analyzer.Pass, t *analyzer.Trace) {
+// beneath it. What is under a branch is read from under's index of the trace, not walked: each
+// branch of n nested ones would walk all the levels below it.
+func branches(pass *analyzer.Pass, t *analyzer.Trace, under *audit.CallsUnder) {
 	var bySpan map[spans.SpanID]*analyzer.Operation
+	var most []int32 // the most tries of an operation with a call under each span, made once
 	for i := range t.Spans {
 		s := &t.Spans[i]
 		if s.Kind == spans.KindClient || s.Str(spans.AttrAttemptKind) != string(analyzer.KindFallback) {
@@ -125,31 +132,48 @@ func branches(pass *analyzer.Pass, t *analyzer.Trace) {
 		if primary == nil || !failed(primary) {
 			continue
 		}
-		var ids []string
-		var counter analyzer.TryCounter
-		again, tries := 0, 0
-		t.Walk(i, func(j int) bool {
-			if t.Spans[j].Kind != spans.KindClient {
-				return true
-			}
-			ids = append(ids, t.Spans[j].SpanID.String())
-			if t.Dependency(j) == primary.Dependency {
-				again++
-			}
-			if op := t.Operation(j); op != nil {
-				tries = max(tries, counter.Tries(op))
-			}
-			return true
-		})
+		if most == nil {
+			most = mostTries(t, under)
+		}
+		again, tries := len(under.Of(t, i, primary.Dependency)), int(most[i])
 		if again == 0 && tries < 2 {
 			continue
+		}
+		calls := under.All(t, i)
+		listed := calls[:min(len(calls), maxListed)]
+		ids := make([]spans.SpanID, len(listed))
+		for k, j := range listed {
+			ids[k] = t.Spans[j].SpanID
 		}
 		name, ok := strings.CutPrefix(s.Str(spans.AttrTerminal), "fallback:")
 		if !ok || name == "" {
 			name = s.Name
 		}
-		report(pass, primary, ids, primary.Dependency, name, tries, again, "", tries > 1)
+		report(pass, primary, audit.HexIDs(ids), len(calls)-len(listed), primary.Dependency, name, tries, again, "", tries > 1)
 	}
+}
+
+// mostTries is, for each span of t, the most tries of an operation with a call under it (the span
+// not included), 0 for none: each span's from its children's, in one pass from the leaves up.
+func mostTries(t *analyzer.Trace, under *audit.CallsUnder) []int32 {
+	most := make([]int32, t.Len())
+	var counter analyzer.TryCounter
+	order := under.Preorder(t)
+	for k := len(order) - 1; k >= 0; k-- {
+		j := int(order[k])
+		p := t.Parent(j)
+		if p < 0 {
+			continue
+		}
+		v := most[j]
+		if t.Spans[j].Kind == spans.KindClient {
+			if op := t.Operation(j); op != nil {
+				v = max(v, int32(counter.Tries(op)))
+			}
+		}
+		most[p] = max(most[p], v)
+	}
+	return most
 }
 
 // fallbackAt is the index of op's first fallback attempt, -1 when none.
@@ -223,11 +247,12 @@ func check(pass *analyzer.Pass, t *analyzer.Trace, under *audit.CallsUnder, op *
 	if !retried && again == 0 {
 		return
 	}
-	report(pass, op, ids, failedDep, op.Dependency, tries, again, via, retried)
+	report(pass, op, ids, 0, failedDep, op.Dependency, tries, again, via, retried)
 }
 
-// report makes the finding: op is the operation the fallback belongs to (or is).
-func report(pass *analyzer.Pass, op *analyzer.Operation, ids []string, failedDep, fallback string, tries, again int, via string, retried bool) {
+// report makes the finding: op is the operation the fallback belongs to (or is); ids are the
+// calls it lists, and unlisted how many more there were.
+func report(pass *analyzer.Pass, op *analyzer.Operation, ids []string, unlisted int, failedDep, fallback string, tries, again int, via string, retried bool) {
 	what := []string{}
 	if retried {
 		what = append(what, "retried "+words.Plural(tries, "time", "times"))
@@ -247,6 +272,9 @@ func report(pass *analyzer.Pass, op *analyzer.Operation, ids []string, failedDep
 	}
 	if via != "" {
 		ev["via"] = analyzer.Text(via)
+	}
+	if unlisted > 0 {
+		ev["calls_not_listed"] = analyzer.Int(unlisted)
 	}
 	pass.Report(analyzer.Finding{
 		Severity:   pass.Detector.Severity,

@@ -45,6 +45,7 @@ type layer struct {
 func run(pass *analyzer.Pass) error {
 	minPause := int64(analyzer.SettingsOf[Settings](pass).MinPause)
 	p := audit.Policy(pass.RunSettings)
+	classes := audit.ClassesIn(p, pass.Trace)
 	var buf [4]layer
 	layers := buf[:0]
 	// A few layers a trace, found by a scan; past 16 (a trace retrying toward as many
@@ -52,7 +53,7 @@ func run(pass *analyzer.Pass) error {
 	type key struct{ owner, dependency string }
 	var byKey map[key]int
 	for _, op := range pass.Operations {
-		cls := audit.Class(p, pass.Trace, op)
+		cls := classes.Of(op)
 		if audit.NoRetries(cls) {
 			continue // the policy allows no retry here: unbounded-retries says so, not how to pace one
 		}
@@ -126,7 +127,7 @@ func run(pass *analyzer.Pass) error {
 			Dependency: l.dependency,
 			Summary: fmt.Sprintf("%s retried %s %s with no pause (typical pause %.1f ms, none over %.1f ms: the client's own turnaround, not a wait)",
 				l.owner, op.Name, words.Plural(len(pauses), "time", "times"), typical, audit.Ms(longest)),
-			Action: "wait between attempts: " + audit.BackoffAdvice(audit.Class(p, pass.Trace, op)),
+			Action: "wait between attempts: " + audit.BackoffAdvice(classes.Of(op)),
 			Evidence: analyzer.Evidence{
 				"retries":           analyzer.Int(len(pauses)),
 				"immediate_retries": analyzer.Int(immediate),

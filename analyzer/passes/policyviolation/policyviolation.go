@@ -21,6 +21,7 @@ var Detector = &analyzer.Detector{
 
 func run(pass *analyzer.Pass) error {
 	p := audit.Policy(pass.RunSettings)
+	classes := audit.ClassesIn(p, pass.Trace)
 	if p.File == "" {
 		return nil
 	}
@@ -29,7 +30,7 @@ func run(pass *analyzer.Pass) error {
 		if len(op.Attempts) == 0 {
 			continue
 		}
-		cls := audit.Class(p, pass.Trace, op)
+		cls := classes.Of(op)
 		v := violations{pass: pass, op: op, cls: cls}
 		if audit.FromFile(cls.Owner) && op.Tries() > 1 && op.Owner != cls.Owner.Value {
 			action := "remove the retry loop from " + op.Owner + ", or make " + op.Owner + " the owner and remove the others"

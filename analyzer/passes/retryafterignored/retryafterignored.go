@@ -34,9 +34,9 @@ func run(pass *analyzer.Pass) error {
 		return nil
 	}
 	skew := pass.RunSettings.Skew()
-	p := audit.Policy(pass.RunSettings)
+	classes := audit.ClassesIn(audit.Policy(pass.RunSettings), pass.Trace)
 	for _, op := range pass.Operations {
-		if audit.NoRetries(audit.Class(p, t, op)) {
+		if audit.NoRetries(classes.Of(op)) {
 			continue // no retry is allowed here at all: when to make one is beside the point
 		}
 		for i := 0; i+1 < len(op.Attempts); i++ {

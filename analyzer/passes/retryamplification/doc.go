@@ -12,7 +12,9 @@
 // same count; kept separate so a policy can later weigh factor differently), layers (the retrying
 // layers, top first: service and the most attempts any of its copies made; inferred_from and
 // inferred_tries on a layer some of whose tries were counted from the callee's SERVER spans
-// because they have no span of their own, which the summary also says), added_latency_ms (the
+// because they have no span of their own, which the summary also says; past 64 layers, the 32 at
+// the top and the 32 nearest the leaf), layers_not_listed (the layers between those, when a chain
+// is deeper: the summary counts them too), added_latency_ms (the
 // latency the retries added to this request: the time its critical path spent in failed attempts
 // that were retried and in the pauses between attempts, docs/costs.md).
 //

@@ -19,7 +19,7 @@ import (
 var Detector = &analyzer.Detector{
 	Name:     "retry-amplification",
 	Title:    "Retries multiplied across layers",
-	Doc:      "two or more layers on one root-to-leaf path retried, multiplying the calls that reached the leaf dependency; evidence: factor, leaf_calls, layers, added_latency_ms",
+	Doc:      "two or more layers on one root-to-leaf path retried, multiplying the calls that reached the leaf dependency; evidence: factor, leaf_calls, layers, layers_not_listed, added_latency_ms",
 	Severity: analyzer.SeverityWarning,
 	Settings: &Settings{MinRetryingLayers: 2, CriticalFactor: 9},
 	Run:      run,
@@ -39,14 +39,22 @@ type Settings struct {
 // maxSpanIDs bounds the span ids named by one finding: the factor says how many there were.
 const maxSpanIDs = 100
 
+// maxLayers bounds the retrying layers one finding lists, in its summary and its evidence: the half
+// at the top and the half nearest the leaf, with the count of those between (layers_not_listed). A
+// recursive service retrying at every level n deep has n leaves whose chains are up to n layers
+// deep, and listing them all would make the report the square of the trace.
+const maxLayers = 64
+
 func run(pass *analyzer.Pass) error {
 	set := analyzer.SettingsOf[Settings](pass)
 	need := set.MinRetryingLayers
 	if !mayFire(pass.Operations, need) {
 		return nil
 	}
+	classes := audit.ClassesIn(audit.Policy(pass.RunSettings), pass.Trace)
+	holes := anyInferred(pass.Trace, pass.Operations)
 	for _, c := range analyzer.RetryingChains(pass.Operations, need) {
-		layers := c.RetryingLayers()
+		layers, retrying := c.EndsOfRetryingLayers(maxLayers / 2)
 		sev := analyzer.SeverityWarning
 		if c.LeafCalls >= set.CriticalFactor {
 			sev = analyzer.SeverityCritical
@@ -69,9 +77,13 @@ func run(pass *analyzer.Pass) error {
 		if len(calls) > 0 {
 			ids = audit.HexIDs(calls)
 		}
+		unlisted := retrying - len(layers)
 		parts := make([]string, len(layers))
 		ev := make([]analyzer.Evidence, len(layers))
-		inferred := inferredLayers(pass.Trace, &c)
+		var inferred map[string]hole
+		if holes {
+			inferred = inferredLayers(pass.Trace, &c)
+		}
 		var said []string
 		for i, l := range layers {
 			parts[i] = l.Service + " x" + strconv.Itoa(l.Attempts)
@@ -81,6 +93,9 @@ func run(pass *analyzer.Pass) error {
 				ev[i]["inferred_tries"] = analyzer.Int(h.inferred)
 				said = append(said, fmt.Sprintf("%s %d of %d (%s's)", l.Service, h.inferred, h.tries, h.callee))
 			}
+		}
+		if unlisted > 0 {
+			parts = slices.Insert(parts, maxLayers/2, strconv.Itoa(unlisted)+" more")
 		}
 		hole := ""
 		if len(said) > 0 {
@@ -95,6 +110,9 @@ func run(pass *analyzer.Pass) error {
 			"leaf_calls": analyzer.Int(c.LeafCalls),
 			"layers":     analyzer.Records(ev),
 		}
+		if unlisted > 0 {
+			evidence["layers_not_listed"] = analyzer.Int(unlisted)
+		}
 		if ms, ok := addedLatency(pass.Trace, c.Leaves[0]); ok {
 			evidence["added_latency_ms"] = analyzer.Float(ms)
 		}
@@ -104,8 +122,8 @@ func run(pass *analyzer.Pass) error {
 			Service:    layers[0].Service,
 			Dependency: c.Dependency,
 			Summary: fmt.Sprintf("%d layers retried (%s): %d calls to %s for 1 request%s",
-				len(layers), strings.Join(parts, ", "), c.LeafCalls, dep, hole),
-			Action:   ownerAdvice(pass, c, layers),
+				retrying, strings.Join(parts, ", "), c.LeafCalls, dep, hole),
+			Action:   ownerAdvice(&classes, c, layers),
 			Evidence: evidence,
 		})
 	}
@@ -170,6 +188,20 @@ type hole struct {
 	inferred, tries int
 }
 
+// anyInferred reports whether any try of ops was read from its callee's SERVER span: when none
+// was (most traces), no chain has a layer for inferredLayers to find, and its walk up each chain's
+// operations - as deep as the chain, for each chain reported - is not made.
+func anyInferred(t *analyzer.Trace, ops []*analyzer.Operation) bool {
+	for _, op := range ops {
+		for i := range op.Attempts {
+			if j, ok := t.Lookup(op.Attempts[i].SpanID); ok && t.Spans[j].Kind == spans.KindServer {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // inferredLayers says, by layer (owner), which tries of the chain's layers the engine read from the
 // callee's SERVER spans because the caller's own spans are missing (a service that exports
 // nothing, attempt spans that never ended, a hop below the instrumentation): such a try's span is
@@ -217,9 +249,9 @@ func inferredLayers(t *analyzer.Trace, c *analyzer.LeafChain) map[string]hole {
 
 // ownerAdvice names the layer that should own the retries: the policy's owner for the leaf
 // operations' class when the file names one, else the layer nearest the dependency.
-func ownerAdvice(pass *analyzer.Pass, c analyzer.LeafChain, layers []analyzer.Layer) string {
+func ownerAdvice(classes *audit.Classes, c analyzer.LeafChain, layers []analyzer.Layer) string {
 	if len(c.Leaves) > 0 {
-		cls := audit.Class(audit.Policy(pass.RunSettings), pass.Trace, c.Leaves[0])
+		cls := classes.Of(c.Leaves[0])
 		if audit.FromFile(cls.Owner) {
 			return fmt.Sprintf("let %s own the retries, as the policy says (owner at %s), and make the other layers fail fast",
 				cls.Owner.Value, cls.Owner.Pos.FileLine())

@@ -69,7 +69,7 @@ func run(pass *analyzer.Pass) error {
 	var byKey map[groupKey]int32
 	of := make([]int32, len(w.Ops))
 	for oi, op := range w.Ops {
-		cls := audit.Class(p, nil, op)
+		cls := audit.Class(p, op)
 		gi := int32(-1)
 		inDep := byDep[op.Dependency]
 		if len(inDep) > 16 {

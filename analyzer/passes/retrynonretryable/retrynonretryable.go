@@ -28,7 +28,7 @@ func permanent(status string) bool {
 }
 
 func run(pass *analyzer.Pass) error {
-	p := audit.Policy(pass.RunSettings)
+	classes := audit.ClassesIn(audit.Policy(pass.RunSettings), pass.Trace)
 	for _, op := range pass.Operations {
 		// The class is looked up at the first failed attempt that was followed by another: most
 		// operations have none.
@@ -40,7 +40,7 @@ func run(pass *analyzer.Pass) error {
 				continue
 			}
 			if cls == nil {
-				cls = audit.Class(p, pass.Trace, op)
+				cls = classes.Of(op)
 				byPolicy = audit.FromFile(cls.Retryable)
 			}
 			var bad bool

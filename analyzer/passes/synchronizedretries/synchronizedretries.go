@@ -94,7 +94,7 @@ func run(pass *analyzer.Pass) error {
 				continue // not measured: seen only on callees with clocks of their own
 			}
 			if dep == nil {
-				cls := audit.Class(p, nil, op)
+				cls := audit.Class(p, op)
 				if audit.NoRetries(cls) {
 					break // no retry is allowed here at all: how they are paced is beside the point
 				}

@@ -35,7 +35,7 @@ func run(pass *analyzer.Pass) error {
 			continue
 		}
 		// The class's maxFanout when the policy sets one, else the detector's own.
-		cls := audit.Class(audit.Policy(pass.RunSettings), nil, op)
+		cls := audit.Class(audit.Policy(pass.RunSettings), op)
 		limit := analyzer.SettingsOf[Settings](pass).MaxFanout
 		if cls.MaxFanout.Set {
 			limit = cls.MaxFanout.Value

@@ -21,7 +21,7 @@ var Detector = &analyzer.Detector{
 }
 
 func run(pass *analyzer.Pass) error {
-	p := audit.Policy(pass.RunSettings)
+	classes := audit.ClassesIn(audit.Policy(pass.RunSettings), pass.Trace)
 	for _, op := range pass.Operations {
 		tries := 0
 		for i := range op.Attempts {
@@ -32,7 +32,7 @@ func run(pass *analyzer.Pass) error {
 		if tries < 2 {
 			continue // one try is bounded by definition
 		}
-		cls := audit.Class(p, pass.Trace, op)
+		cls := classes.Of(op)
 		limit := cls.MaxAttempts.Value
 		if tries > limit {
 			ids := tryIDs(op)

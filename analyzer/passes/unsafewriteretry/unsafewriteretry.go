@@ -24,7 +24,7 @@ func run(pass *analyzer.Pass) error {
 	if t == nil {
 		return nil
 	}
-	p := audit.Policy(pass.RunSettings)
+	classes := audit.ClassesIn(audit.Policy(pass.RunSettings), pass.Trace)
 	for _, op := range pass.Operations {
 		sends := 0
 		for i := range op.Attempts {
@@ -40,7 +40,7 @@ func run(pass *analyzer.Pass) error {
 			continue
 		}
 		method := audit.Method(first)
-		cls := audit.Class(p, t, op)
+		cls := classes.Of(op)
 		declared := audit.FromFile(cls.Idempotent)
 		switch {
 		case cls.Idempotent.Set && cls.Idempotent.Value:

@@ -26,35 +26,52 @@ func Policy(s analyzer.RunSettings) *policy.Policy {
 	return builtin
 }
 
-// Key describes op for class lookup. t may be nil (windowed detectors): the route is then unknown.
-func Key(t *analyzer.Trace, op *analyzer.Operation) policy.Key {
-	k := policy.Key{Operation: op.Name, Service: op.Caller, Dependency: op.Dependency, DependencyService: op.DependencyService, Origin: firstOrigin(op)}
-	if t != nil {
-		k.Route = Route(t, op.SpanID)
-	}
-	return k
+// Classes looks the classes of one trace's operations up under one policy (or of a window's,
+// with no trace, where the route is unknown). A policy without classes (the built-in one, and any
+// file that declares none) answers its defaults whatever the key, so no key is made; and the route
+// is read only when a class matches on routes, since a class without a route pattern matches any
+// route.
+//
+// The route is the nearest SERVER span's at or above an operation's caller span, and each span's
+// nearest SERVER span is found once for the pass, from its parent's: a deep chain of INTERNAL
+// spans under one SERVER span would otherwise cost its depth for each operation under it.
+type Classes struct {
+	p      *policy.Policy
+	t      *analyzer.Trace
+	routes bool    // some class of p matches on routes (and t is not nil)
+	server []int32 // span i's nearest SERVER span at or above it, -1 for none; made on first use
 }
 
-// Class is op's class under p: p.Lookup(Key(t, op)), for less. A policy without classes (the
-// built-in one, and any file that declares none) answers its defaults whatever the key, so no key
-// is made; and the route - a walk up the trace to the server span - is read only when a class
-// matches on routes, since a class without a route pattern matches any route.
-func Class(p *policy.Policy, t *analyzer.Trace, op *analyzer.Operation) *policy.Class {
-	if p == nil {
-		return p.Lookup(Key(t, op))
-	}
-	if len(p.Classes) == 0 {
-		return &p.Defaults
+// ClassesIn looks classes up under p (nil: the built-in defaults) for the operations of t (nil
+// for a window's).
+func ClassesIn(p *policy.Policy, t *analyzer.Trace) Classes {
+	return Classes{p: p, t: t, routes: t != nil && matchesRoutes(p)}
+}
+
+// Of is op's class.
+func (c *Classes) Of(op *analyzer.Operation) *policy.Class {
+	if c.p != nil && len(c.p.Classes) == 0 {
+		return &c.p.Defaults
 	}
 	k := policy.Key{Operation: op.Name, Service: op.Caller, Dependency: op.Dependency, DependencyService: op.DependencyService, Origin: firstOrigin(op)}
-	if t != nil && matchesRoutes(p) {
-		k.Route = Route(t, op.SpanID)
+	if c.routes {
+		k.Route = c.route(op.SpanID)
 	}
-	return p.Lookup(k)
+	return c.p.Lookup(k)
+}
+
+// Class is op's class under p, for a detector without a trace (a window's operations, whose route
+// is unknown).
+func Class(p *policy.Policy, op *analyzer.Operation) *policy.Class {
+	c := ClassesIn(p, nil)
+	return c.Of(op)
 }
 
 // matchesRoutes reports whether any class of p matches on the route.
 func matchesRoutes(p *policy.Policy) bool {
+	if p == nil {
+		return false
+	}
 	for i := range p.Classes {
 		if p.Classes[i].Match.Route != "" {
 			return true
@@ -63,24 +80,56 @@ func matchesRoutes(p *policy.Policy) bool {
 	return false
 }
 
-// Route is the route of the server span that op's caller span works for: http.route, else the RPC
-// method of the nearest SERVER span at or above id.
-func Route(t *analyzer.Trace, id spans.SpanID) string {
-	i, ok := t.Lookup(id)
-	for ok && i >= 0 {
-		s := &t.Spans[i]
-		if s.Kind == spans.KindServer {
-			if r := s.Str(spans.AttrHTTPRoute); r != "" {
-				return r
-			}
-			if m := s.Str(spans.AttrRPCMethod); m != "" {
-				return m
-			}
-			return ""
-		}
-		i = t.Parent(i)
+// route is http.route, else the RPC method, of the nearest SERVER span at or above span id.
+func (c *Classes) route(id spans.SpanID) string {
+	i, ok := c.t.Lookup(id)
+	if !ok {
+		return ""
 	}
-	return ""
+	srv := c.nearestServer(i)
+	if srv < 0 {
+		return ""
+	}
+	s := &c.t.Spans[srv]
+	if r := s.Str(spans.AttrHTTPRoute); r != "" {
+		return r
+	}
+	return s.Str(spans.AttrRPCMethod)
+}
+
+// unknown marks a span whose nearest SERVER span is not found yet.
+const unknown = -2
+
+// nearestServer is the nearest SERVER span at or above span i, -1 for none. It walks up only to
+// the first span already answered, then answers every span it passed: each span is walked over
+// once in the pass, however many operations are asked about.
+func (c *Classes) nearestServer(i int) int {
+	if c.server == nil {
+		c.server = make([]int32, c.t.Len())
+		for j := range c.server {
+			c.server[j] = unknown
+		}
+	}
+	j, found := i, -1
+	for j >= 0 && c.server[j] == unknown {
+		if c.t.Spans[j].Kind == spans.KindServer {
+			found = j
+			break
+		}
+		j = c.t.Parent(j)
+	}
+	if j >= 0 && found < 0 {
+		found = int(c.server[j]) // answered before
+	}
+	// Every span from i up to (not including) j has found as its answer; j itself too when it is
+	// the SERVER span.
+	for k := i; k >= 0 && c.server[k] == unknown; k = c.t.Parent(k) {
+		c.server[k] = int32(found)
+		if k == found {
+			break
+		}
+	}
+	return found
 }
 
 // FromFile reports whether a setting was written in a policy file (not a built-in default).

@@ -14,7 +14,7 @@ import (
 
 // CallsUnder answers what a walk of the subtree finds: over every fixture's traces, for every span
 // and every dependency a CLIENT span of the trace calls, the CLIENT spans to it under the span, in
-// the walk's order.
+// the walk's order; and all the CLIENT spans under it, to any dependency.
 func TestCallsUnderIsTheWalk(t *testing.T) {
 	asked := 0
 	keep := &analyzer.Detector{Name: "keep", Title: "t", Doc: "compares CallsUnder with a walk", Run: func(p *analyzer.Pass) error {
@@ -27,6 +27,16 @@ func TestCallsUnderIsTheWalk(t *testing.T) {
 		}
 		var under audit.CallsUnder
 		for i := range tr.Len() {
+			var all []int32
+			tr.Walk(i, func(j int) bool {
+				if tr.Spans[j].Kind == spans.KindClient {
+					all = append(all, int32(j))
+				}
+				return true
+			})
+			if got := under.All(tr, i); !slices.Equal(got, all) {
+				t.Errorf("trace %s, span %d: CallsUnder.All %v, the walk %v", tr.ID, i, got, all)
+			}
 			for _, dep := range deps {
 				var want []int32
 				tr.Walk(i, func(j int) bool {
