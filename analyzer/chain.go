@@ -164,6 +164,7 @@ func retryingChains(ops []*Operation, need, limit int) []LeafChain {
 // trace, found by a linear scan over each chain's first leaf, with a map past 16 chains (many
 // distinct siblings).
 func leafChains(ops []*Operation, x *paths) []LeafChain {
+	x.reserve(len(ops))
 	var chainOfArr [32]int32
 	chainOf := chainOfArr[:0]
 	type size struct {
@@ -273,6 +274,13 @@ type pathNode struct {
 	retrying int32 // the retrying operations at or above it
 	up       int32
 	above    int32
+}
+
+// reserve sizes x for the n operations of a trace, each of which may be asked about: its map and
+// nodes made once, not grown step by step.
+func (x *paths) reserve(n int) {
+	x.at = make(map[*Operation]int32, n)
+	x.nodes = make([]pathNode, 0, n)
 }
 
 // node is what paths knows of op: the operations between it and the nearest one known are made
