@@ -86,16 +86,16 @@ func (p *Packing) Pack(ss []Span) []PackedTrace {
 // made. The packer copies the span's fields at once, but knows a string it wrote by the address
 // of its bytes and a resource by its pointer: the bytes of a span's strings and its Resource
 // must stay as they are until PackFrom returns (a string rendered into a buffer reused span
-// after span would be packed as the one rendered there before).
+// after span would be packed as the one rendered there before). The caller calls Trim once it is
+// done with the traces.
 func (p *Packing) PackFrom(n int, id func(int) TraceID, span func(int) *Span) []PackedTrace {
-	p.Trim()
 	traces, idx, ends := p.bp.group(n, id)
 	_ = p.bp.packGroups(traces, idx, ends, func(i int32) (*Span, error) { return span(int(i)), nil })
 	return traces
 }
 
-// Trim lets go of p's memory if the last batch grew it past what is kept for the next one. A
-// consumer calls it once it is done with the traces of a batch: the next Pack trims too, but a
+// Trim lets go of p's memory if the last batch grew it past what is kept for the next one. Every
+// user of a Packing calls it once done with a batch's traces (a Batch when it is recycled): a
 // huge batch followed by no other would otherwise keep its memory for as long as p lives.
 func (p *Packing) Trim() {
 	if p.bp.oversized() {
@@ -196,8 +196,8 @@ func (bp *batchPacker) endTrace(pt *PackedTrace, at int) []byte {
 // grew past maxPackerKeep.
 func (b *Batch) resetPacked() {
 	b.Packed = nil
-	if b.pk != nil && b.pk.bp.oversized() {
-		b.pk = nil
+	if b.pk != nil {
+		b.pk.Trim()
 	}
 }
 
