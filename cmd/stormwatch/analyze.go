@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"runtime/debug"
-	"runtime/metrics"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -266,85 +264,6 @@ const defaultWindowOps = 100_000
 // registerWindowOps adds --max-window-ops, which analyze and diff share.
 func registerWindowOps(f *pflag.FlagSet, ops *int) {
 	f.IntVar(ops, "max-window-ops", defaultWindowOps, "operations the cross-trace detectors judge at once; a recording with more is judged in chunks of this many, one after another (the report notes it); memory follows it, about 1 KiB an operation; 0: a quarter of --max-spans; negative: the whole recording at once")
-}
-
-// The soft memory limit of analyze and diff (see limitMemory): what a bounded analysis holds
-// besides its window - the spans of the last --settle (about 75 MiB for a recording of 10,000
-// spans a second), the analyzed traces remembered for another --settle, the window's entries,
-// the interned names - and, per operation of the window's bound, its value (about 470 bytes) and
-// as much again of room for the garbage collector. memoryCeiling caps it, and is the limit of an
-// analysis that holds what grows with the input (--settle 0, a --what-if prediction, no bound on
-// the window).
-const (
-	heldBesidesWindow = 140 << 20
-	memoryPerWindowOp = 1 << 10
-	memoryCeiling     = 900 << 20
-)
-
-// limitMemory gives the garbage collector a soft limit sized from what the analysis cfg holds at
-// its peak, unless the user set GOGC or GOMEMLIMIT (then it returns nil: a nil guard does
-// nothing). Held memory is most of the heap, and the default (collect once the heap has doubled)
-// would double the peak for nothing: at a million realistic spans the heap peaked at 280 MB live
-// and the process at 527 MiB. The guard it returns raises the limit when a recording holds more
-// than the sizing assumes (see memoryGuard); the readers call its check once per record of a
-// file and once per trace from a Jaeger.
-func limitMemory(cfg engine.Config) *memoryGuard {
-	if os.Getenv("GOMEMLIMIT") != "" || os.Getenv("GOGC") != "" {
-		return nil
-	}
-	g := &memoryGuard{limit: softMemoryLimit(cfg)}
-	g.sample[0].Name = liveHeapMetric
-	debug.SetMemoryLimit(g.limit)
-	return g
-}
-
-// liveHeapMetric is the heap the last garbage collection found live (runtime/metrics).
-const liveHeapMetric = "/gc/heap/live:bytes"
-
-// guardEvery is how many records a memoryGuard lets pass between two readings of the live heap:
-// 16 lines of a Collector recording are about 8,000 spans, a reading a few microseconds.
-const guardEvery = 16
-
-// memoryGuard keeps the soft memory limit half as much again above the live heap, up to
-// memoryCeiling. The limit is sized for traffic of about 10,000 spans a recorded second; a
-// recording at several times that rate holds several times the spans settling at once, and
-// under a limit at or below its live heap the garbage collector would run back to back (the
-// runtime lets it take up to half the CPU): raised, it runs as it would with GOGC=50. The limit
-// is only ever raised; on realistic traffic it stays within about a MiB of where it was sized
-// (the live heap peaks at 157 MB at 1M spans, 167 MB at 10M, under a 238 MiB limit).
-type memoryGuard struct {
-	limit  int64
-	reads  int
-	sample [1]metrics.Sample
-}
-
-// check reads the live heap every guardEvery calls and raises the limit when it is less than half
-// as much again above it.
-func (g *memoryGuard) check() {
-	if g == nil {
-		return
-	}
-	if g.reads++; g.reads%guardEvery != 0 {
-		return
-	}
-	metrics.Read(g.sample[:])
-	if g.sample[0].Value.Kind() != metrics.KindUint64 {
-		return
-	}
-	live := int64(g.sample[0].Value.Uint64())
-	if want := min(memoryCeiling, live+live/2); want > g.limit {
-		g.limit = want
-		debug.SetMemoryLimit(want)
-	}
-}
-
-// softMemoryLimit is limitMemory's limit for cfg.
-func softMemoryLimit(cfg engine.Config) int64 {
-	ops := cfg.WindowOps()
-	if !cfg.ReleaseSpans || cfg.ForgetAfter <= 0 || ops < 0 || ops >= (memoryCeiling-heldBesidesWindow)/memoryPerWindowOp {
-		return memoryCeiling // what is held grows with the input, or the bound is as large
-	}
-	return heldBesidesWindow + int64(ops)*memoryPerWindowOp
 }
 
 // progress reports spans read on stderr, at most once a second, when asked or when stderr is a

@@ -8,8 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
-	"runtime"
-	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -307,35 +305,5 @@ func TestAnalyzeMemoryLimitFollowsWindow(t *testing.T) {
 		if got := softMemoryLimit(cfg); got != memoryCeiling {
 			t.Errorf("%s: limit %d MiB, want the ceiling %d MiB", name, got>>20, memoryCeiling>>20)
 		}
-	}
-}
-
-// The guard raises the soft limit to half as much again above the live heap when the heap has
-// outgrown the size it was given, never lowers it, and a nil guard (GOGC or GOMEMLIMIT set by the
-// user) does nothing.
-func TestMemoryGuardRaisesTheLimit(t *testing.T) {
-	prev := debug.SetMemoryLimit(-1)
-	defer debug.SetMemoryLimit(prev)
-	var nilGuard *memoryGuard
-	nilGuard.check()
-	held := make([]byte, 32<<20) // live across the collection below
-	runtime.GC()
-	g := &memoryGuard{limit: 1 << 20}
-	g.sample[0].Name = liveHeapMetric
-	debug.SetMemoryLimit(g.limit)
-	for range guardEvery {
-		g.check()
-	}
-	if g.limit < 48<<20 || g.limit > memoryCeiling || debug.SetMemoryLimit(-1) != g.limit {
-		t.Errorf("with %d MiB live, limit %d MiB (in force: %d MiB), want at least 48 MiB", len(held)>>20, g.limit>>20, debug.SetMemoryLimit(-1)>>20)
-	}
-	runtime.KeepAlive(held) // live until here
-	raised := g.limit
-	runtime.GC()
-	for range guardEvery {
-		g.check()
-	}
-	if g.limit != raised {
-		t.Errorf("limit lowered from %d to %d MiB when the heap shrank", raised>>20, g.limit>>20)
 	}
 }

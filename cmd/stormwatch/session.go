@@ -52,6 +52,8 @@ type session struct {
 	cfg engine.Config
 	cur atomic.Pointer[engine.Engine]
 	log *slog.Logger
+	// mem keeps the soft memory limit above the live heap (limitLiveMemory); nil does nothing.
+	mem *memoryGuard
 }
 
 // newSession is the dashboard's session: the analysis flags plus --refresh.
@@ -177,11 +179,12 @@ type settleLoop struct {
 	kept uint64
 }
 
-// settle is one tick of run at now: it settles quiet traces, gives idle memory back, and says
-// how long until the next tick.
+// settle is one tick of run at now: it settles quiet traces, keeps the soft memory limit above
+// the live heap, gives idle memory back, and says how long until the next tick.
 func (s *session) settle(l *settleLoop, now time.Time) time.Duration {
 	a := s.cur.Load()
 	a.Settle(now)
+	s.mem.adjust()
 	c := a.Changes()
 	idle := c == l.changes && !l.since.IsZero()
 	switch {
@@ -236,6 +239,7 @@ type pipeline struct {
 // figures in /metrics and the report at GET /api/v1/report (token-protected like exports).
 func startPipeline(ctx context.Context, f *collectorFlags, s *session, log *slog.Logger) (*pipeline, error) {
 	s.log = log
+	s.mem = limitLiveMemory(f.maxSpans)
 	cache := metrics.NewCache(s, metrics.DefaultMaxAge, nil)
 	runCtx, cancel := context.WithCancel(ctx)
 	go s.run(runCtx)

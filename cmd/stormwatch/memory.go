@@ -1,0 +1,150 @@
+package main
+
+import (
+	"math"
+	"os"
+	"runtime/debug"
+	"runtime/metrics"
+
+	"github.com/stormwatch/stormwatch/analyzer/engine"
+)
+
+// The garbage collector's soft memory limit. Left to its default, Go collects once the heap has
+// doubled over what the last collection found live. Most of what stormwatch keeps live is held on
+// purpose and for long (packed spans, operations, a window's entries), so that doubling is
+// resident memory paid for nothing: a collector holding a million spans has about 165 MB live and
+// grew to 330 MB of heap (390-430 MiB resident) between collections. A soft limit sized from what
+// the command is bounded to hold makes the collector run earlier once the heap nears it, and
+// costs nothing before (the default target is lower while little is held). A memoryGuard keeps
+// the limit half as much again above the live heap, so traffic that holds more than the sizing
+// assumes makes the collector run as with GOGC=50, never back to back. A user's GOGC or GOMEMLIMIT
+// wins: no limit is set then.
+
+// The soft memory limit of analyze and diff (see limitMemory): what a bounded analysis holds
+// besides its window - the spans of the last --settle (about 75 MiB for a recording of 10,000
+// spans a second), the analyzed traces remembered for another --settle, the window's entries,
+// the interned names - and, per operation of the window's bound, its value (about 470 bytes) and
+// as much again of room for the garbage collector. memoryCeiling caps it, and is the limit of an
+// analysis that holds what grows with the input (--settle 0, a --what-if prediction, no bound on
+// the window).
+const (
+	heldBesidesWindow = 140 << 20
+	memoryPerWindowOp = 1 << 10
+	memoryCeiling     = 900 << 20
+)
+
+// The soft memory limit of the live commands (collect, the dashboard, demo; see
+// limitLiveMemory): what a live analysis holds besides its spans - the findings it keeps, the
+// window's operations, the ingest queue, the interned names - and, per span of --max-spans, what a
+// held span costs with its share of its trace's state and operations (about 165 bytes for
+// instrumented HTTP traffic) and some room for the garbage collector.
+const (
+	liveHeldBesidesSpans = 96 << 20
+	liveMemoryPerSpan    = 192
+)
+
+// limitMemory gives analyze and diff a soft limit sized from what the analysis cfg holds at its
+// peak (at a million realistic spans the heap peaked at 280 MB live and the process at 527 MiB
+// without it). The readers call the guard's check once per record of a file and once per trace
+// from a Jaeger.
+func limitMemory(cfg engine.Config) *memoryGuard {
+	return newMemoryGuard(softMemoryLimit(cfg), memoryCeiling)
+}
+
+// limitLiveMemory gives a live command a soft limit sized from its --max-spans, without a
+// ceiling (its store is bounded by the flag), which the guard raises and lowers back as the live
+// heap grows and shrinks. The session's settle loop calls the guard's adjust on every tick.
+func limitLiveMemory(maxSpans int) *memoryGuard {
+	g := newMemoryGuard(liveMemoryLimit(maxSpans), math.MaxInt64)
+	if g != nil {
+		g.floor = g.limit
+	}
+	return g
+}
+
+// liveMemoryLimit is limitLiveMemory's limit for --max-spans maxSpans.
+func liveMemoryLimit(maxSpans int) int64 {
+	if maxSpans <= 0 || maxSpans > (math.MaxInt64-liveHeldBesidesSpans)/liveMemoryPerSpan {
+		return math.MaxInt64
+	}
+	return liveHeldBesidesSpans + int64(maxSpans)*liveMemoryPerSpan
+}
+
+// newMemoryGuard sets the soft limit and returns its guard, or nil (a guard that does nothing)
+// when the user set GOGC or GOMEMLIMIT.
+func newMemoryGuard(limit, ceiling int64) *memoryGuard {
+	if os.Getenv("GOMEMLIMIT") != "" || os.Getenv("GOGC") != "" {
+		return nil
+	}
+	g := &memoryGuard{limit: limit, ceiling: ceiling}
+	g.sample[0].Name = liveHeapMetric
+	debug.SetMemoryLimit(g.limit)
+	return g
+}
+
+// liveHeapMetric is the heap the last garbage collection found live (runtime/metrics).
+const liveHeapMetric = "/gc/heap/live:bytes"
+
+// guardEvery is how many records a memoryGuard lets pass between two readings of the live heap:
+// 16 lines of a Collector recording are about 8,000 spans, a reading a few microseconds.
+const guardEvery = 16
+
+// memoryGuard keeps the soft memory limit half as much again above the live heap, up to its
+// ceiling. A limit is sized for typical traffic (analyze's for about 10,000 spans a recorded
+// second); traffic that holds more - a recording at several times that rate, spans with many
+// attributes - under a limit at or below its live heap would make the garbage collector run back
+// to back (the runtime lets it take up to half the CPU): raised, it runs as it would with GOGC=50.
+// analyze's limit is only ever raised: on realistic traffic it stays within about a MiB of where
+// it was sized (the live heap peaks at 157 MB at 1M spans, 167 MB at 10M, under a 238 MiB limit).
+// A live command's comes back down to its sizing (floor) as the live heap shrinks: its peaks are
+// moments - the cross-trace window judged, a burst settling at once - and a limit left where a
+// moment put it would give the room back to the default target for the rest of the run.
+type memoryGuard struct {
+	limit, ceiling int64
+	// floor is the limit the guard lowers back to; 0: it never lowers the limit.
+	floor  int64
+	reads  int
+	sample [1]metrics.Sample
+}
+
+// check adjusts the limit (see adjust) every guardEvery calls.
+func (g *memoryGuard) check() {
+	if g == nil {
+		return
+	}
+	if g.reads++; g.reads%guardEvery == 0 {
+		g.adjust()
+	}
+}
+
+// adjust reads the live heap and sets the limit half as much again above it, up to the ceiling:
+// only higher than it is, or (with a floor) no lower than the floor.
+func (g *memoryGuard) adjust() {
+	if g == nil {
+		return
+	}
+	metrics.Read(g.sample[:])
+	if g.sample[0].Value.Kind() != metrics.KindUint64 {
+		return
+	}
+	live := int64(min(g.sample[0].Value.Uint64(), math.MaxInt64/2))
+	want := min(g.ceiling, live+live/2)
+	if g.floor > 0 {
+		want = max(want, g.floor)
+	} else if want <= g.limit {
+		return
+	}
+	if want != g.limit {
+		g.limit = want
+		debug.SetMemoryLimit(want)
+	}
+}
+
+// softMemoryLimit is limitMemory's limit for cfg.
+func softMemoryLimit(cfg engine.Config) int64 {
+	ops := cfg.WindowOps()
+	if !cfg.ReleaseSpans || cfg.ForgetAfter <= 0 || ops < 0 || ops >= (memoryCeiling-heldBesidesWindow)/memoryPerWindowOp {
+		return memoryCeiling // what is held grows with the input, or the bound is as large
+	}
+	return heldBesidesWindow + int64(ops)*memoryPerWindowOp
+}

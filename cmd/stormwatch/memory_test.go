@@ -1,0 +1,126 @@
+package main
+
+import (
+	"bufio"
+	"math"
+	"net/http"
+	"runtime"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// The guard raises the soft limit to half as much again above the live heap when the heap has
+// outgrown the size it was given, up to its ceiling (none for the live commands); analyze's never
+// comes down, a live command's comes back down to its sizing once the heap has shrunk; and a nil
+// guard (GOGC or GOMEMLIMIT set by the user) does nothing.
+func TestMemoryGuardFollowsTheLiveHeap(t *testing.T) {
+	prev := debug.SetMemoryLimit(-1)
+	defer debug.SetMemoryLimit(prev)
+	var nilGuard *memoryGuard
+	nilGuard.check()
+	nilGuard.adjust()
+	perRecord := func(g *memoryGuard) {
+		for range guardEvery {
+			g.check()
+		}
+	}
+	for _, c := range []struct {
+		name           string
+		ceiling, floor int64
+		adjust         func(g *memoryGuard)
+	}{
+		{"analyze (checked per record)", memoryCeiling, 0, perRecord},
+		{"live (adjusted per settle tick)", math.MaxInt64, 2 << 20, (*memoryGuard).adjust},
+		{"a ceiling below the live heap", 40 << 20, 0, (*memoryGuard).adjust},
+	} {
+		held := make([]byte, 32<<20) // live across the first collection
+		runtime.GC()
+		g := &memoryGuard{limit: max(1<<20, c.floor), ceiling: c.ceiling, floor: c.floor}
+		g.sample[0].Name = liveHeapMetric
+		debug.SetMemoryLimit(g.limit)
+		c.adjust(g)
+		want := min(c.ceiling, int64(48<<20))
+		if g.limit < want || g.limit > c.ceiling || debug.SetMemoryLimit(-1) != g.limit {
+			t.Errorf("%s: with %d MiB live, limit %d MiB (in force: %d MiB), want at least %d MiB and at most the ceiling",
+				c.name, len(held)>>20, g.limit>>20, debug.SetMemoryLimit(-1)>>20, want>>20)
+		}
+		runtime.KeepAlive(held) // live until here
+		raised := g.limit
+		runtime.GC()
+		c.adjust(g)
+		switch {
+		case c.floor == 0 && g.limit != raised:
+			t.Errorf("%s: limit lowered from %d to %d MiB when the heap shrank", c.name, raised>>20, g.limit>>20)
+		case c.floor > 0 && (g.limit >= raised || g.limit < c.floor || debug.SetMemoryLimit(-1) != g.limit):
+			t.Errorf("%s: limit %d MiB (in force: %d MiB) once the heap shrank, want below %d MiB and at least the floor %d MiB",
+				c.name, g.limit>>20, debug.SetMemoryLimit(-1)>>20, raised>>20, c.floor>>20)
+		}
+	}
+}
+
+// The live commands' limit grows with --max-spans and leaves a collector holding its default
+// million spans of instrumented HTTP traffic (about 165 MB live) room below 350 MiB resident.
+func TestLiveMemoryLimitSizing(t *testing.T) {
+	def := liveMemoryLimit(defaultMaxSpans)
+	if def < 256<<20 || def > 300<<20 {
+		t.Errorf("limit at the default --max-spans %d: %d MiB, want 256-300 MiB", defaultMaxSpans, def>>20)
+	}
+	if more := liveMemoryLimit(4 * defaultMaxSpans); more <= def {
+		t.Errorf("limit at 4x --max-spans %d MiB, not above the default's %d MiB", more>>20, def>>20)
+	}
+	for _, n := range []int{0, -1, math.MaxInt} {
+		if got := liveMemoryLimit(n); got != math.MaxInt64 {
+			t.Errorf("--max-spans %d: limit %d, want none (MaxInt64), not an overflow", n, got)
+		}
+	}
+}
+
+// collect runs with the soft limit sized from its --max-spans, which an operator reads in /metrics
+// as go_gc_gomemlimit_bytes; a GOGC or GOMEMLIMIT of the user's wins.
+func TestCollectLimitsItsMemory(t *testing.T) {
+	for _, c := range []struct {
+		name, env, value string
+		args             []string
+		want             int64
+	}{
+		{"default --max-spans", "GOGC", "", nil, liveMemoryLimit(defaultMaxSpans)},
+		{"--max-spans 3000000", "GOGC", "", []string{"--max-spans", "3000000"}, liveMemoryLimit(3_000_000)},
+		{"GOGC set", "GOGC", "100", nil, math.MaxInt64},
+		{"GOMEMLIMIT set", "GOMEMLIMIT", "123MiB", nil, 123 << 20},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Setenv("GOGC", "")
+			t.Setenv("GOMEMLIMIT", "")
+			t.Setenv(c.env, c.value)
+			k := startKillableCollect(t, c.args...)
+			if got := gaugeValue(t, "http://"+k.http+"/metrics", "go_gc_gomemlimit_bytes"); got != float64(c.want) {
+				t.Errorf("go_gc_gomemlimit_bytes %.0f, want %d", got, c.want)
+			}
+		})
+	}
+}
+
+// gaugeValue reads one unlabelled gauge from a Prometheus text exposition.
+func gaugeValue(t *testing.T, url, name string) float64 {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			return f
+		}
+	}
+	t.Fatalf("%s not in %s (%v)", name, url, sc.Err())
+	return 0
+}
