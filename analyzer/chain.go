@@ -16,8 +16,14 @@ type LeafChain struct {
 	// LeafCalls are the physical calls that reached the leaf for this one intent.
 	LeafCalls int
 	// Layers are every layer on the path, top first: the owning service and the most tries any
-	// of its copies made.
+	// of its copies made. RetryingChains leaves them out and fills Ends and Retrying instead.
 	Layers []Layer
+	// Ends are the retrying layers at the two ends of the chain, top first (RetryingChains): all of
+	// them when they are at most twice the half asked for, else that many at the top and as many
+	// nearest the leaf.
+	Ends []Layer
+	// Retrying counts the chain's retrying layers, listed in Ends or not (RetryingChains).
+	Retrying int
 	// Leaves are the leaf operations (all the copies).
 	Leaves []*Operation
 
@@ -44,38 +50,13 @@ func (c *LeafChain) RetryingLayers() []Layer {
 	return out
 }
 
-// EndsOfRetryingLayers are the retrying layers when there are at most 2*half of them, else the
-// first half and the last half, top first; n counts them all. A chain as deep as a trace lists no
-// more of its layers than a shallow one, in one scan of them and no copy of the rest.
-func (c *LeafChain) EndsOfRetryingLayers(half int) (ends []Layer, n int) {
-	var last []Layer // the latest retrying layers past the first half, a ring of half
-	for _, l := range c.Layers {
-		if l.Attempts <= 1 {
-			continue
-		}
-		switch {
-		case n < half:
-			ends = append(ends, l)
-		case len(last) < half:
-			last = append(last, l)
-		default:
-			last[(n-half)%half] = l
-		}
-		n++
-	}
-	if n <= 2*half {
-		return append(ends, last...), n
-	}
-	k := (n - half) % half // the ring's oldest
-	return append(append(ends, last[k:]...), last[:k]...), n
-}
-
 // LeafChains groups the leaf operations of one trace by intent and measures each chain. The
 // result is ordered by LeafCalls, most first, then by dependency.
 //
 // A chain's layers are as many as its deepest leaf's depth, so a deep trace's answer is as big as
 // its leaves times its depth: a comb (n nested calls, a leaf call at each level) has n chains of up
-// to n layers. RetryingChains measures only the chains a finding names.
+// to n layers. RetryingChains measures only the chains a finding names, and of those only the
+// retrying layers a finding lists.
 func LeafChains(ops []*Operation) []LeafChain {
 	var x paths
 	out := leafChains(ops, &x)
@@ -94,29 +75,34 @@ func LeafChains(ops []*Operation) []LeafChain {
 }
 
 // RetryingChains are the chains of LeafChains, in its order, that have at least need retrying
-// layers, only the first of each leaf dependency: the ones retry-amplification reports. Only those
-// have their layers measured. Whether a chain has need retrying layers is read from its leaves'
-// retrying ancestors, each operation's found from its parent's (paths), at most need of them per
-// leaf: a comb of n levels whose leaf calls retry costs its operations, not n chains of n layers.
-func RetryingChains(ops []*Operation, need int) []LeafChain {
-	return retryingChains(ops, need, -1)
+// layers, only the first of each leaf dependency: the ones retry-amplification reports. Each has
+// its Retrying count and its Ends (the half retrying layers at the top and the half nearest the
+// leaf, or all of them), not its Layers. Whether a chain has need retrying layers is read from
+// its leaves' retrying ancestors, each operation's found from its parent's (paths), at most need of
+// them per leaf; a chain's count and ends are its leaves' nearest common ancestor's, read from its
+// paths node, and those of the layers below it, measured: a comb of n levels whose every level
+// retries costs its operations and a few layers per chain, not n chains of n layers.
+func RetryingChains(ops []*Operation, need, half int) []LeafChain {
+	return retryingChains(ops, need, -1, half)
 }
 
-// FirstRetryingChain is the first of RetryingChains(ops, 1), alone measured: the chain a trace's
-// view shows. False when no chain has a retrying layer.
+// FirstRetryingChain is the first of RetryingChains(ops, 1), alone measured, all its Layers: the
+// chain a trace's view shows. False when no chain has a retrying layer.
 func FirstRetryingChain(ops []*Operation) (LeafChain, bool) {
-	if cs := retryingChains(ops, 1, 1); len(cs) > 0 {
+	if cs := retryingChains(ops, 1, 1, 0); len(cs) > 0 {
 		return cs[0], true
 	}
 	return LeafChain{}, false
 }
 
-// retryingChains is RetryingChains, stopping after limit chains (limit < 0: all).
-func retryingChains(ops []*Operation, need, limit int) []LeafChain {
-	var x paths
+// retryingChains is RetryingChains, stopping after limit chains (limit < 0: all); half 0 measures
+// every layer of each chain kept (Layers) instead of its ends.
+func retryingChains(ops []*Operation, need, limit, half int) []LeafChain {
+	x := paths{half: int32(half)}
 	all := leafChains(ops, &x)
 	var depths []int32 // one chain's retrying depths, while fewer than need
 	var reported map[string]bool
+	var below []Layer // the layers under a chain's leaves' common ancestor, reused
 	kept := all[:0]
 	for k := range all {
 		c := all[k]
@@ -148,8 +134,12 @@ func retryingChains(ops []*Operation, need, limit int) []LeafChain {
 			reported = map[string]bool{}
 		}
 		reported[c.Dependency] = true
-		c.Layers = make([]Layer, c.depth)
-		c.measure(&x)
+		if half > 0 {
+			below = c.measureEnds(&x, half, below)
+		} else {
+			c.Layers = make([]Layer, c.depth)
+			c.measure(&x)
+		}
 		kept = append(kept, c)
 		if len(kept) == limit {
 			break
@@ -255,6 +245,94 @@ func (c *LeafChain) measure(x *paths) {
 	}
 }
 
+// measureEnds fills c's Retrying and Ends (see RetryingChains) without measuring every layer: down
+// to the leaves' nearest common ancestor (the leaf itself, when the chain has one) the chain is one
+// path, whose retrying operations x lists from either end; only the layers below it, where the
+// copies' paths part, are measured as measure measures them, into below (reused; returned).
+func (c *LeafChain) measureEnds(x *paths, half int, below []Layer) []Layer {
+	// The common ancestor: each leaf's path joined with the ancestor so far, the deeper walked up
+	// first. Each step is one on some leaf's path below the ancestor found in the end (or on the
+	// first leaf's), which the layers below are measured over anyway.
+	top, topDepth := c.Leaves[0], x.node(c.Leaves[0]).depth
+	for _, leaf := range c.Leaves[1:] {
+		p, d := leaf, x.node(leaf).depth
+		for ; d > topDepth; d-- {
+			p = p.Parent
+		}
+		for ; topDepth > d; topDepth-- {
+			top = top.Parent
+		}
+		for p != top {
+			p, top = p.Parent, top.Parent
+			topDepth--
+		}
+	}
+	// The layers below it, by depth: each one's service from the first leaf that reaches it, its
+	// attempts the most of any; the retrying ones kept, in order, at the front of below.
+	below = below[:0]
+	if n := c.depth - int(topDepth); n > 0 {
+		below = slices.Grow(below, n)[:n]
+		clear(below)
+		for _, leaf := range c.Leaves {
+			d := int(x.node(leaf).depth-topDepth) - 1
+			for p := leaf; p != top; p = p.Parent {
+				l := &below[d]
+				if l.Service == "" {
+					l.Service = p.Owner
+				}
+				l.Attempts = max(l.Attempts, x.tries.Tries(p))
+				d--
+			}
+		}
+		below = slices.DeleteFunc(below, func(l Layer) bool { return l.Attempts <= 1 })
+	}
+	// Above: the retrying operations on the ancestor's path, nearest first.
+	var above pathNode
+	if top != nil {
+		above = x.node(top)
+	}
+	// appendNearest appends the k retrying layers above that are nearest the leaf, top first.
+	appendNearest := func(ends []Layer, k int) []Layer {
+		ends = ends[:len(ends)+k]
+		up := above.up
+		for i := len(ends) - 1; i >= len(ends)-k; i-- {
+			ends[i] = x.layer(up)
+			up = x.nodes[up].above
+		}
+		return ends
+	}
+	r := int(above.retrying)
+	c.Retrying = r + len(below)
+	if c.Retrying == 0 {
+		return below
+	}
+	ends := make([]Layer, 0, min(c.Retrying, 2*half))
+	if c.Retrying <= 2*half {
+		c.Ends = append(appendNearest(ends, r), below...)
+		return below
+	}
+	// The half at the top: the first of those above, from the half-th retrying operation of the
+	// path up (or all of them, when fewer), then the first below.
+	if r >= half {
+		ends = ends[:half]
+		up := above.top
+		for i := half - 1; i >= 0; i-- {
+			ends[i] = x.layer(up)
+			up = x.nodes[up].above
+		}
+	} else {
+		ends = append(appendNearest(ends, r), below[:half-r]...)
+	}
+	// The half nearest the leaf: the last below, after the nearest above when fewer.
+	if len(below) >= half {
+		ends = append(ends, below[len(below)-half:]...)
+	} else {
+		ends = append(appendNearest(ends, half-len(below)), below...)
+	}
+	c.Ends = ends
+	return below
+}
+
 // paths answers, for the operations of one trace, each one's depth (1 at the top) and its retrying
 // ancestors (itself included: the operations of more than one try), each operation's answer made
 // once from its parent's. A comb (n nested calls, a leaf call at each level) asks about n leaves n
@@ -264,16 +342,29 @@ type paths struct {
 	nodes []pathNode
 	tries TryCounter
 	walk  []*Operation
+	// half is the retrying operation, counted from the top, that a node's top names (0: none).
+	half int32
 }
 
 // pathNode is what paths knows of one operation. up and above make a list of its retrying
 // ancestors, nearest first, shared with them: up is the nearest (its own node when it retried),
 // above the next after up (up's parent's up); -1 ends it.
 type pathNode struct {
+	op       *Operation
 	depth    int32
 	retrying int32 // the retrying operations at or above it
+	tries    int32
 	up       int32
 	above    int32
+	// top is the half-th retrying operation from the top at or above it (paths.half), -1 while
+	// there are fewer: its list (up, above) is the top half of the node's, nearest first.
+	top int32
+}
+
+// layer is the layer of the retrying operation at node k.
+func (x *paths) layer(k int32) Layer {
+	n := &x.nodes[k]
+	return Layer{Service: n.op.Owner, Attempts: int(n.tries)}
 }
 
 // reserve sizes x for the n operations of a trace, each of which may be asked about: its map and
@@ -293,7 +384,7 @@ func (x *paths) node(op *Operation) pathNode {
 		x.at = make(map[*Operation]int32)
 	}
 	x.walk = x.walk[:0]
-	parent := pathNode{up: -1, above: -1}
+	parent := pathNode{up: -1, above: -1, top: -1}
 	for p := op; p != nil; p = p.Parent {
 		if k, ok := x.at[p]; ok {
 			parent = x.nodes[k]
@@ -304,10 +395,14 @@ func (x *paths) node(op *Operation) pathNode {
 	for i := len(x.walk) - 1; i >= 0; i-- {
 		p := x.walk[i]
 		k := int32(len(x.nodes))
-		n := pathNode{depth: parent.depth + 1, retrying: parent.retrying, up: parent.up, above: parent.above}
-		if x.tries.Tries(p) > 1 {
+		n := pathNode{op: p, depth: parent.depth + 1, retrying: parent.retrying, tries: int32(x.tries.Tries(p)),
+			up: parent.up, above: parent.above, top: parent.top}
+		if n.tries > 1 {
 			n.retrying++
 			n.up, n.above = k, parent.up
+			if n.retrying == x.half {
+				n.top = k
+			}
 		}
 		x.nodes = append(x.nodes, n)
 		x.at[p] = k
