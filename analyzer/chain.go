@@ -101,12 +101,17 @@ func retryingChains(ops []*Operation, need, limit, half int) []LeafChain {
 	x := paths{half: int32(half)}
 	all := leafChains(ops, &x)
 	var depths []int32 // one chain's retrying depths, while fewer than need
-	var reported map[string]bool
-	var below []Layer // the layers under a chain's leaves' common ancestor, reused
+	// The dependencies reported: a few, compared one by one, in a map past 16 (a comb's chains
+	// are as many as its levels, each of its own leaf).
+	var reportedArr [16]string
+	reported := reportedArr[:0]
+	var reportedPast map[string]bool
+	var belowArr [16]Layer
+	below := belowArr[:0] // the layers under a chain's leaves' common ancestor, reused
 	kept := all[:0]
 	for k := range all {
 		c := all[k]
-		if reported[c.Dependency] {
+		if reportedPast[c.Dependency] || reportedPast == nil && slices.Contains(reported, c.Dependency) {
 			continue
 		}
 		fires := false
@@ -130,10 +135,18 @@ func retryingChains(ops []*Operation, need, limit, half int) []LeafChain {
 		if !fires {
 			continue
 		}
-		if reported == nil {
-			reported = map[string]bool{}
+		switch {
+		case reportedPast != nil:
+			reportedPast[c.Dependency] = true
+		case len(reported) < cap(reported):
+			reported = append(reported, c.Dependency)
+		default:
+			reportedPast = make(map[string]bool, 2*len(reported))
+			for _, d := range reported {
+				reportedPast[d] = true
+			}
+			reportedPast[c.Dependency] = true
 		}
-		reported[c.Dependency] = true
 		if half > 0 {
 			below = c.measureEnds(&x, half, below)
 		} else {
@@ -341,7 +354,6 @@ type paths struct {
 	at    map[*Operation]int32 // the node of each operation asked about or above one
 	nodes []pathNode
 	tries TryCounter
-	walk  []*Operation
 	// half is the retrying operation, counted from the top, that a node's top names (0: none).
 	half int32
 }
@@ -383,17 +395,18 @@ func (x *paths) node(op *Operation) pathNode {
 	if x.at == nil {
 		x.at = make(map[*Operation]int32)
 	}
-	x.walk = x.walk[:0]
+	var walkArr [16]*Operation
+	walk := walkArr[:0] // the operations not known yet, op first
 	parent := pathNode{up: -1, above: -1, top: -1}
 	for p := op; p != nil; p = p.Parent {
 		if k, ok := x.at[p]; ok {
 			parent = x.nodes[k]
 			break
 		}
-		x.walk = append(x.walk, p)
+		walk = append(walk, p)
 	}
-	for i := len(x.walk) - 1; i >= 0; i-- {
-		p := x.walk[i]
+	for i := len(walk) - 1; i >= 0; i-- {
+		p := walk[i]
 		k := int32(len(x.nodes))
 		n := pathNode{op: p, depth: parent.depth + 1, retrying: parent.retrying, tries: int32(x.tries.Tries(p)),
 			up: parent.up, above: parent.above, top: parent.top}

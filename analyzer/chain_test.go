@@ -4,6 +4,7 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"slices"
+	"strconv"
 	"testing"
 
 	"github.com/stormwatch/stormwatch/spans"
@@ -80,11 +81,14 @@ func TestRetryingChainsListTheEndsOfLeafChains(t *testing.T) {
 		for range 1 + rng.IntN(2) {
 			grow(nil, 1, rng.IntN(12))
 		}
-		// A comb under the last operation: a retried call each level, and a leaf of its own.
+		// A comb under the last operation: a retried call each level, and a leaf of its own, of
+		// its own dependency (more than the 16 reported dependencies compared one by one).
 		p := ops[len(ops)-1]
 		p.built.Children = 0
-		for i := range rng.IntN(20) {
-			ops = append(ops, chainOp("leaf", p, 1000+uint64(i), 1+rng.IntN(2)))
+		for i := range rng.IntN(24) {
+			leaf := chainOp("leaf", p, 1000+uint64(i), 1+rng.IntN(2))
+			leaf.Dependency += strconv.Itoa(i % 20)
+			ops = append(ops, leaf)
 			p = chainOp("rec", p, 2000+uint64(i), 2)
 			ops = append(ops, p)
 		}
