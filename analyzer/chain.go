@@ -2,6 +2,7 @@ package analyzer
 
 import (
 	"cmp"
+	"encoding/binary"
 	"slices"
 )
 
@@ -79,9 +80,9 @@ func LeafChains(ops []*Operation) []LeafChain {
 // its Retrying count and its Ends (the half retrying layers at the top and the half nearest the
 // leaf, or all of them), not its Layers. Whether a chain has need retrying layers is read from
 // its leaves' retrying ancestors, each operation's found from its parent's (paths), at most need of
-// them per leaf; a chain's count and ends are its leaves' nearest common ancestor's, read from its
-// paths node, and those of the layers below it, measured: a comb of n levels whose every level
-// retries costs its operations and a few layers per chain, not n chains of n layers.
+// them per leaf; a chain's count and ends are read from its node (paths.chainNode), made from the
+// node of the depth above it: a comb of n levels whose every level retries, even copied by a retry
+// above it, costs its operations and a few layers per chain, not n chains of n layers.
 func RetryingChains(ops []*Operation, need, half int) []LeafChain {
 	return retryingChains(ops, need, -1, half)
 }
@@ -106,8 +107,6 @@ func retryingChains(ops []*Operation, need, limit, half int) []LeafChain {
 	var reportedArr [16]string
 	reported := reportedArr[:0]
 	var reportedPast map[string]bool
-	var belowArr [16]Layer
-	below := belowArr[:0] // the layers under a chain's leaves' common ancestor, reused
 	kept := all[:0]
 	for k := range all {
 		c := all[k]
@@ -148,7 +147,7 @@ func retryingChains(ops []*Operation, need, limit, half int) []LeafChain {
 			reportedPast[c.Dependency] = true
 		}
 		if half > 0 {
-			below = c.measureEnds(&x, half, below)
+			c.measureEnds(&x, half)
 		} else {
 			c.Layers = make([]Layer, c.depth)
 			c.measure(&x)
@@ -258,92 +257,30 @@ func (c *LeafChain) measure(x *paths) {
 	}
 }
 
-// measureEnds fills c's Retrying and Ends (see RetryingChains) without measuring every layer: down
-// to the leaves' nearest common ancestor (the leaf itself, when the chain has one) the chain is one
-// path, whose retrying operations x lists from either end; only the layers below it, where the
-// copies' paths part, are measured as measure measures them, into below (reused; returned).
-func (c *LeafChain) measureEnds(x *paths, half int, below []Layer) []Layer {
-	// The common ancestor: each leaf's path joined with the ancestor so far, the deeper walked up
-	// first. Each step is one on some leaf's path below the ancestor found in the end (or on the
-	// first leaf's), which the layers below are measured over anyway.
-	top, topDepth := c.Leaves[0], x.node(c.Leaves[0]).depth
-	for _, leaf := range c.Leaves[1:] {
-		p, d := leaf, x.node(leaf).depth
-		for ; d > topDepth; d-- {
-			p = p.Parent
-		}
-		for ; topDepth > d; topDepth-- {
-			top = top.Parent
-		}
-		for p != top {
-			p, top = p.Parent, top.Parent
-			topDepth--
-		}
-	}
-	// The layers below it, by depth: each one's service from the first leaf that reaches it, its
-	// attempts the most of any; the retrying ones kept, in order, at the front of below.
-	below = below[:0]
-	if n := c.depth - int(topDepth); n > 0 {
-		below = slices.Grow(below, n)[:n]
-		clear(below)
-		for _, leaf := range c.Leaves {
-			d := int(x.node(leaf).depth-topDepth) - 1
-			for p := leaf; p != top; p = p.Parent {
-				l := &below[d]
-				if l.Service == "" {
-					l.Service = p.Owner
-				}
-				l.Attempts = max(l.Attempts, x.tries.Tries(p))
-				d--
-			}
-		}
-		below = slices.DeleteFunc(below, func(l Layer) bool { return l.Attempts <= 1 })
-	}
-	// Above: the retrying operations on the ancestor's path, nearest first.
-	var above pathNode
-	if top != nil {
-		above = x.node(top)
-	}
-	// appendNearest appends the k retrying layers above that are nearest the leaf, top first.
-	appendNearest := func(ends []Layer, k int) []Layer {
-		ends = ends[:len(ends)+k]
-		up := above.up
-		for i := len(ends) - 1; i >= len(ends)-k; i-- {
-			ends[i] = x.layer(up)
-			up = x.nodes[up].above
-		}
-		return ends
-	}
-	r := int(above.retrying)
-	c.Retrying = r + len(below)
+// measureEnds fills c's Retrying and Ends (see RetryingChains) without measuring every layer: the
+// chain's node (paths.chainNode) counts its retrying layers and lists them from either end.
+func (c *LeafChain) measureEnds(x *paths, half int) {
+	n := x.chainNode(c.Leaves)
+	c.Retrying = int(n.retrying)
 	if c.Retrying == 0 {
-		return below
+		return
 	}
-	ends := make([]Layer, 0, min(c.Retrying, 2*half))
-	if c.Retrying <= 2*half {
-		c.Ends = append(appendNearest(ends, r), below...)
-		return below
-	}
-	// The half at the top: the first of those above, from the half-th retrying operation of the
-	// path up (or all of them, when fewer), then the first below.
-	if r >= half {
-		ends = ends[:half]
-		up := above.top
-		for i := half - 1; i >= 0; i-- {
+	// The retrying layers nearest the leaf, from the bottom of ends up; and, past twice half,
+	// the half at the top from the half-th retrying layer from the top up.
+	ends := make([]Layer, min(c.Retrying, 2*half))
+	fill := func(ends []Layer, up int32) {
+		for i := len(ends) - 1; i >= 0; i-- {
 			ends[i] = x.layer(up)
 			up = x.nodes[up].above
 		}
-	} else {
-		ends = append(appendNearest(ends, r), below[:half-r]...)
 	}
-	// The half nearest the leaf: the last below, after the nearest above when fewer.
-	if len(below) >= half {
-		ends = append(ends, below[len(below)-half:]...)
+	if c.Retrying <= 2*half {
+		fill(ends, n.up)
 	} else {
-		ends = append(appendNearest(ends, half-len(below)), below...)
+		fill(ends[:half], n.top)
+		fill(ends[half:], n.up)
 	}
 	c.Ends = ends
-	return below
 }
 
 // paths answers, for the operations of one trace, each one's depth (1 at the top) and its retrying
@@ -356,6 +293,157 @@ type paths struct {
 	tries TryCounter
 	// half is the retrying operation, counted from the top, that a node's top names (0: none).
 	half int32
+	// merged are the nodes of the copies' operations at one depth (chainNode), keyed by those
+	// operations' nodes in order; made once a chain's walk up is long. mark and stamp find an
+	// operation met twice in one step of a wide walk (marked).
+	merged map[string]int32
+	mark   []uint32
+	stamp  uint32
+	key    []byte
+}
+
+// mergedOp is an operation at one depth of a chain's merged paths, and the first of the chain's
+// leaves under it (its order among the depth's operations).
+type mergedOp struct {
+	op    *Operation
+	first int32
+}
+
+// chainNode is the node of a chain of leaves: the leaf's own when there is one, else the leaves'
+// paths merged depth by depth. At each depth the chain's layer is the operations its leaves pass
+// through, in the order of the first leaf through each (its owner names the layer), their most
+// tries the layer's tries; its node is made from the node of the depth above as an operation's
+// is from its parent's. Walking up from the deepest leaves, the merge ends where the copies join
+// into one operation (its own node is the rest), or at a depth's operations that a long walk met
+// before: once every leaf has joined, the depths above merge the same whichever chain asks, so a
+// comb whose copies part at the top merges each depth once, not once per chain below it.
+func (x *paths) chainNode(leaves []*Operation) pathNode {
+	if len(leaves) == 1 {
+		return x.node(leaves[0])
+	}
+	var byDepthArr [32]leafAt
+	byDepth := byDepthArr[:0] // the leaves, deepest first, in order within a depth
+	for j, l := range leaves {
+		byDepth = append(byDepth, leafAt{mergedOp{l, int32(j)}, x.node(l).depth})
+	}
+	slices.SortStableFunc(byDepth, func(a, b leafAt) int { return cmp.Compare(b.depth, a.depth) })
+	// Up from the deepest: each depth's operations kept (flat, from where each starts) until
+	// the node above them is known.
+	var levelArr, nextArr [32]mergedOp
+	level, next := levelArr[:0], nextArr[:0]
+	var keptArr [128]mergedOp
+	var startsArr [16]int32
+	kept, starts := keptArr[:0], startsArr[:0]
+	joined := 0 // the depths kept since every leaf joined: the ones the map may keep
+	above := pathNode{up: -1, above: -1, top: -1}
+	j := 0
+	for d := byDepth[0].depth; d > 0; d-- {
+		if d < byDepth[0].depth {
+			// Each parent once, in the order of its first leaf: found among the parents so far
+			// by a scan while they are few, then by a mark on its node for this step.
+			next = next[:0]
+			x.stamp++
+			marking := false
+			for _, e := range level {
+				p := e.op.Parent
+				if !marking && len(next) == 32 {
+					for _, e := range next {
+						x.marked(e.op)
+					}
+					marking = true
+				}
+				if marking && x.marked(p) || !marking && slices.ContainsFunc(next, func(e mergedOp) bool { return e.op == p }) {
+					continue
+				}
+				next = append(next, mergedOp{p, e.first})
+			}
+			level, next = next, level
+		}
+		if k := j; j < len(byDepth) && byDepth[j].depth == d {
+			for j < len(byDepth) && byDepth[j].depth == d {
+				j++
+			}
+			level, next = joinLeaves(level, byDepth[k:j], next), level
+		}
+		if j == len(byDepth) {
+			if len(level) == 1 {
+				above = x.node(level[0].op)
+				break
+			}
+			if x.merged != nil { // kept by a long walk
+				if k, ok := x.merged[string(x.keyOf(level))]; ok {
+					above = x.nodes[k]
+					break
+				}
+			}
+			joined++
+		}
+		starts = append(starts, int32(len(kept)))
+		kept = append(kept, level...)
+	}
+	// Down again, each depth's node from the one above.
+	remember := x.merged != nil || joined > 16
+	if remember && x.merged == nil {
+		x.merged = make(map[string]int32, joined)
+	}
+	for i := len(starts) - 1; i >= 0; i-- {
+		end := len(kept)
+		if i+1 < len(starts) {
+			end = int(starts[i+1])
+		}
+		ops := kept[starts[i]:end]
+		tries := 0
+		for _, e := range ops {
+			tries = max(tries, x.tries.Tries(e.op))
+		}
+		k := x.add(above, ops[0].op, tries)
+		if remember && i >= len(starts)-joined {
+			x.merged[string(x.keyOf(ops))] = k
+		}
+		above = x.nodes[k]
+	}
+	return above
+}
+
+// marked marks op's node for this step of a walk (stamp) and says whether it was marked already.
+func (x *paths) marked(op *Operation) bool {
+	k := x.index(op)
+	if int(k) >= len(x.mark) {
+		x.mark = append(x.mark, make([]uint32, int(k)+1-len(x.mark)+len(x.mark)/2)...)
+	}
+	was := x.mark[k] == x.stamp
+	x.mark[k] = x.stamp
+	return was
+}
+
+// leafAt is a leaf of a chain whose paths chainNode merges, and its depth.
+type leafAt struct {
+	mergedOp
+	depth int32
+}
+
+// joinLeaves merges the leaves that join a chain's walk at one depth into its operations there,
+// both in the order of their first leaf, in into's room.
+func joinLeaves(level []mergedOp, leaves []leafAt, into []mergedOp) []mergedOp {
+	out := into[:0]
+	i := 0
+	for _, l := range leaves {
+		for i < len(level) && level[i].first < l.first {
+			out = append(out, level[i])
+			i++
+		}
+		out = append(out, l.mergedOp)
+	}
+	return append(out, level[i:]...)
+}
+
+// keyOf is the key of a depth's operations in merged: their nodes' indexes, in order.
+func (x *paths) keyOf(ops []mergedOp) []byte {
+	x.key = x.key[:0]
+	for _, e := range ops {
+		x.key = binary.LittleEndian.AppendUint32(x.key, uint32(x.index(e.op)))
+	}
+	return x.key
 }
 
 // pathNode is what paths knows of one operation. up and above make a list of its retrying
@@ -379,25 +467,28 @@ func (x *paths) layer(k int32) Layer {
 	return Layer{Service: n.op.Owner, Attempts: int(n.tries)}
 }
 
-// reserve sizes x for the n operations of a trace, each of which may be asked about: its map and
-// nodes made once, not grown step by step.
+// reserve sizes x for the n operations of a trace, each of which may be asked about, and a few
+// depths of merged paths (chainNode): its map and nodes made once, not grown step by step.
 func (x *paths) reserve(n int) {
 	x.at = make(map[*Operation]int32, n)
-	x.nodes = make([]pathNode, 0, n)
+	x.nodes = make([]pathNode, 0, n+16)
 }
 
 // node is what paths knows of op: the operations between it and the nearest one known are made
 // top down, each from its parent's.
-func (x *paths) node(op *Operation) pathNode {
+func (x *paths) node(op *Operation) pathNode { return x.nodes[x.index(op)] }
+
+// index is the index of op's node in nodes, made as node says.
+func (x *paths) index(op *Operation) int32 {
 	if k, ok := x.at[op]; ok {
-		return x.nodes[k]
+		return k
 	}
 	if x.at == nil {
 		x.at = make(map[*Operation]int32)
 	}
 	var walkArr [16]*Operation
 	walk := walkArr[:0] // the operations not known yet, op first
-	parent := pathNode{up: -1, above: -1, top: -1}
+	parent, at := pathNode{up: -1, above: -1, top: -1}, int32(-1)
 	for p := op; p != nil; p = p.Parent {
 		if k, ok := x.at[p]; ok {
 			parent = x.nodes[k]
@@ -407,21 +498,28 @@ func (x *paths) node(op *Operation) pathNode {
 	}
 	for i := len(walk) - 1; i >= 0; i-- {
 		p := walk[i]
-		k := int32(len(x.nodes))
-		n := pathNode{op: p, depth: parent.depth + 1, retrying: parent.retrying, tries: int32(x.tries.Tries(p)),
-			up: parent.up, above: parent.above, top: parent.top}
-		if n.tries > 1 {
-			n.retrying++
-			n.up, n.above = k, parent.up
-			if n.retrying == x.half {
-				n.top = k
-			}
-		}
-		x.nodes = append(x.nodes, n)
-		x.at[p] = k
-		parent = n
+		at = x.add(parent, p, x.tries.Tries(p))
+		x.at[p] = at
+		parent = x.nodes[at]
 	}
-	return parent
+	return at
+}
+
+// add makes the node of a layer under the node above, whose owner is op's and whose tries are
+// tries (an operation's, or the most of a depth's in merged paths), and returns its index.
+func (x *paths) add(above pathNode, op *Operation, tries int) int32 {
+	k := int32(len(x.nodes))
+	n := pathNode{op: op, depth: above.depth + 1, retrying: above.retrying, tries: int32(tries),
+		up: above.up, above: above.above, top: above.top}
+	if tries > 1 {
+		n.retrying++
+		n.up, n.above = k, above.up
+		if n.retrying == x.half {
+			n.top = k
+		}
+	}
+	x.nodes = append(x.nodes, n)
+	return k
 }
 
 // Layer is one service's retry loop on a root-to-leaf path.

@@ -81,16 +81,25 @@ func TestRetryingChainsListTheEndsOfLeafChains(t *testing.T) {
 		for range 1 + rng.IntN(2) {
 			grow(nil, 1, rng.IntN(12))
 		}
-		// A comb under the last operation: a retried call each level, and a leaf of its own, of
-		// its own dependency (more than the 16 reported dependencies compared one by one).
-		p := ops[len(ops)-1]
-		p.built.Children = 0
-		for i := range rng.IntN(24) {
-			leaf := chainOp("leaf", p, 1000+uint64(i), 1+rng.IntN(2))
-			leaf.Dependency += strconv.Itoa(i % 20)
-			ops = append(ops, leaf)
-			p = chainOp("rec", p, 2000+uint64(i), 2)
-			ops = append(ops, p)
+		// A comb under the last operation and its copies under others, some as deep as the
+		// first, some shallower: a call each level, retried or not, and a leaf of its own, of its
+		// own dependency (more than the 16 reported dependencies compared one by one).
+		levels, under := rng.IntN(40), []*Operation{ops[len(ops)-1]}
+		for range rng.IntN(3) {
+			under = append(under, ops[rng.IntN(len(ops))])
+		}
+		for c, p := range under {
+			n := levels
+			if c > 0 && rng.IntN(2) == 0 {
+				n = rng.IntN(levels + 1)
+			}
+			for i := range n {
+				leaf := chainOp("leaf", p, 1000+uint64(i), 1+rng.IntN(2))
+				leaf.Dependency += strconv.Itoa(i % 20)
+				ops = append(ops, leaf)
+				p = chainOp(owners[rng.IntN(len(owners))], p, 2000+uint64(i), 1+rng.IntN(3)/2)
+				ops = append(ops, p)
+			}
 		}
 		all := LeafChains(ops)
 		for need := 1; need <= 4; need++ {

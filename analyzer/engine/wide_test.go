@@ -60,9 +60,7 @@ func TestWideShapesReportUnchanged(t *testing.T) {
 
 // stillSquare are the shapes whose analysis still costs the square, and where: each is to leave
 // this list with the fix that makes it linear. Their goldens still pin their reports.
-var stillSquare = map[string]string{
-	"comb-amplified-twice": "retry-amplification measures each chain's layers below its leaves' common ancestor (analyzer.LeafChain.measureEnds): two copies of n levels that part at the top are n chains of up to n layers there",
-}
+var stillSquare = map[string]string{}
 
 // One trace of each wide shape costs about as much per span at 20,000 siblings as at 2,000: a
 // pass that compares each sibling with every earlier one costs ten times as much per span there.
