@@ -124,17 +124,17 @@ func (t *Trace) Outcome(i int) (outcome, status string) {
 // (see analyzer/cost). false when the span's root is not a request (an orphan) or the driver
 // measured none.
 func (t *Trace) AddedLatency(i int) (int64, bool) {
-	r := i
-	for p := i; p >= 0; p = t.Parent(p) {
-		r = p
-	}
-	if len(t.ix.RootAdded) != len(t.ix.Roots) || len(t.ix.Pos) <= r {
+	if len(t.ix.RootAdded) != len(t.ix.Roots) || len(t.ix.Pos) <= i {
 		return 0, false
 	}
-	// The roots are in pre-order, so their positions in Order rise with their index in Roots.
-	pos := t.ix.Pos[r]
+	// The roots are in pre-order, each one's subtree from its position on: span i's root is the
+	// last one placed at or before i, found without a walk up a deep trace.
+	pos := t.ix.Pos[i]
 	k, found := slices.BinarySearchFunc(t.ix.Roots, pos, func(root, pos int32) int { return cmp.Compare(t.ix.Pos[root], pos) })
-	if !found || t.ix.RootAdded[k] < 0 {
+	if !found {
+		k--
+	}
+	if k < 0 || t.ix.RootAdded[k] < 0 {
 		return 0, false
 	}
 	return t.ix.RootAdded[k], true

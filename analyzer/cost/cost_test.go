@@ -3,6 +3,8 @@ package cost_test
 import (
 	"context"
 	"encoding/binary"
+	"fmt"
+	"maps"
 	"testing"
 
 	"github.com/stormwatch/stormwatch/analyzer"
@@ -370,5 +372,44 @@ func TestJaegerSamplerTagsSurviveTheReader(t *testing.T) {
 	got, _ := measure(t, &builder{spans: read})
 	if p := got[0].reqs[0].Probability; p != 0.1 {
 		t.Errorf("probability after the Jaeger reader = %v, want 0.1", p)
+	}
+}
+
+// Every span of a trace answers its own request's added latency, found without a walk up to its
+// root: in a trace of two requests, the spans of the one that retried say its 500 ms, the others'
+// 0, and the spans under an orphan (no request) say nothing.
+func TestAddedLatencyIsEachSpansOwnRequests(t *testing.T) {
+	b := stockLoop(1, true)
+	clean := b.span(-1, spans.KindServer, "web", "GET /other", 700, 800)
+	b.call(clean, "web", "catalog", "http://catalog:8080/items/2", 200, 710, 790)
+	orphan := b.span(-1, spans.KindServer, "catalog", "GET /x", 900, 950)
+	b.spans[orphan].ParentID = id(1000)
+	b.call(orphan, "catalog", "db", "http://db:5432/q", 200, 910, 940)
+	var got map[string]int64 // by span name and start, -1 for nothing
+	probe := &analyzer.Detector{Name: "probe", Title: "probe", Doc: "reads every span's added latency", Run: func(p *analyzer.Pass) error {
+		got = map[string]int64{}
+		for i := range p.Trace.Len() {
+			ns, ok := p.Trace.AddedLatency(i)
+			if !ok {
+				ns = -1
+			}
+			s := &p.Trace.Spans[i]
+			got[fmt.Sprintf("%s %s @%d", s.Service(), s.Name, (s.StartUnixNano-t0)/ms)] = ns
+		}
+		return nil
+	}}
+	a := engine.New(engine.Config{Detectors: []*analyzer.Detector{probe}, MaxSpans: -1})
+	if err := a.ConsumeBatch(context.Background(), &spans.Batch{Spans: b.spans}); err != nil {
+		t.Fatal(err)
+	}
+	a.Flush()
+	want := map[string]int64{
+		"web GET /page @0": 500 * ms, "web GET @10": 500 * ms, "catalog GET /x @10": 500 * ms,
+		"web GET @210": 500 * ms, "catalog GET /x @210": 500 * ms, "web GET @510": 500 * ms, "catalog GET /x @510": 500 * ms,
+		"web GET /other @700": 0, "web GET @710": 0, "catalog GET /x @710": 0,
+		"catalog GET /x @900": -1, "catalog GET @910": -1, "db GET /x @910": -1,
+	}
+	if !maps.Equal(got, want) {
+		t.Errorf("added latency by span = %v, want %v", got, want)
 	}
 }

@@ -47,8 +47,12 @@ type Figures struct {
 	// LayerProduct is the largest retry-amplification factor at the dependency (the product of
 	// attempts per retrying layer for one request); 0 when no two layers retried.
 	LayerProduct int `json:"layer_product,omitempty"`
-	// Layers are the retrying layers behind LayerProduct, top first.
+	// Layers are the retrying layers behind LayerProduct, top first, as the finding lists them:
+	// of a chain of more than 64, the 32 at the top and the 32 nearest the leaf.
 	Layers []Layer `json:"layers,omitempty"`
+	// LayersNotListed counts the retrying layers between those two halves (the finding's
+	// layers_not_listed), 0 when Layers are all of them.
+	LayersNotListed int `json:"layers_not_listed,omitempty"`
 }
 
 // Layer is one retrying layer of a retry-amplification finding.
@@ -329,6 +333,7 @@ func layerProducts(r *analyzer.Report, deps map[string]*Dependency, side func(*D
 		}
 		fig.LayerProduct = factor
 		fig.Layers = layersOf(f.Evidence["layers"])
+		fig.LayersNotListed, _ = number(f.Evidence["layers_not_listed"])
 	}
 }
 
@@ -453,7 +458,7 @@ func verdict(r *Report, opt Options) string {
 		switch {
 		case d.Before != nil && d.After != nil:
 			s := fmt.Sprintf("%s: %.2fx -> %.2fx", d.Name(), d.Before.Amplification, d.After.Amplification)
-			if still := stillRetrying(d.After.Layers); still != "" {
+			if still := stillRetrying(d.After); still != "" {
 				s += ", " + still
 			}
 			parts = append(parts, s)
@@ -478,14 +483,21 @@ func improved(r *Report, opt Options) bool {
 }
 
 // stillRetrying names the layers below the top one that still retry in a multiplying chain: the
-// top layer is the natural retry owner, the others are what is left to fix.
-func stillRetrying(layers []Layer) string {
+// top layer is the natural retry owner, the others are what is left to fix. Those the finding did
+// not list (a chain of more than 64) are counted where they fall, between its two halves.
+func stillRetrying(f *Figures) string {
+	layers := f.Layers
 	if len(layers) < 2 {
 		return ""
 	}
 	var ss []string
-	for _, l := range layers[1:] {
-		ss = append(ss, fmt.Sprintf("%s still retries x%d", l.Service, l.Attempts))
+	for i, l := range layers {
+		if i == len(layers)/2 && f.LayersNotListed > 0 {
+			ss = append(ss, fmt.Sprintf("%d more layers still retry", f.LayersNotListed))
+		}
+		if i > 0 {
+			ss = append(ss, fmt.Sprintf("%s still retries x%d", l.Service, l.Attempts))
+		}
 	}
 	return strings.Join(ss, ", ")
 }

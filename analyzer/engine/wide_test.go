@@ -60,9 +60,7 @@ func TestWideShapesReportUnchanged(t *testing.T) {
 
 // stillSquare are the shapes whose analysis still costs the square, and where: each is to leave
 // this list with the fix that makes it linear. Their goldens still pin their reports.
-var stillSquare = map[string]string{
-	"comb-amplified": "retry-amplification measures every layer of each chain it reports (analyzer.retryingChains: n chains of up to n layers, 1.2 GB at 10,000 levels), though a finding lists 64",
-}
+var stillSquare = map[string]string{}
 
 // One trace of each wide shape costs about as much per span at 20,000 siblings as at 2,000: a
 // pass that compares each sibling with every earlier one costs ten times as much per span there.

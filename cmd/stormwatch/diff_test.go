@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -19,6 +20,7 @@ import (
 	"github.com/stormwatch/stormwatch/analyzer"
 	"github.com/stormwatch/stormwatch/analyzer/diff"
 	"github.com/stormwatch/stormwatch/analyzer/policy"
+	"github.com/stormwatch/stormwatch/spans"
 	"github.com/stormwatch/stormwatch/tracefile/replay"
 )
 
@@ -536,5 +538,87 @@ func TestDiffSameRecordingWithPortsMoved(t *testing.T) {
 	// The addresses stay visible as detail: the after side's 54 ports, at most eight listed.
 	if len(d.Origins) != 8 || !strings.HasPrefix(d.Origins[0], "http://dep:5") {
 		t.Errorf("dep's origins %q, want eight of the moved ports", d.Origins)
+	}
+}
+
+// A chain of more than 64 retrying layers is compared by the counts its findings carry, not only
+// by the layers they list: a recursive service 100 levels deep whose every call to the next level
+// is retried, fixed to 80 levels, its leaf now tried three times. Each side's figures list the 64
+// layers at the ends and count those between (37, then 17), and the verdict names what still
+// retries with the unlisted counted where they fall.
+func TestDiffDeepChainCountsTheLayersNotListed(t *testing.T) {
+	dir := t.TempDir()
+	before, after := filepath.Join(dir, "before.jsonl"), filepath.Join(dir, "after.jsonl")
+	writeDeepChain(t, before, 100, 2)
+	writeDeepChain(t, after, 80, 3)
+
+	r := diffJSON(t, 0, before, after)
+	var d *diff.Dependency
+	for i := range r.Dependencies {
+		if f := r.Dependencies[i].Before; f != nil && f.LayerProduct > 0 {
+			d = &r.Dependencies[i]
+		}
+	}
+	if d == nil || d.After == nil {
+		t.Fatalf("no dependency with a layer product on both sides: %+v", r.Dependencies)
+	}
+	if d.Before.LayerProduct != 2 || len(d.Before.Layers) != 64 || d.Before.LayersNotListed != 37 ||
+		d.After.LayerProduct != 3 || len(d.After.Layers) != 64 || d.After.LayersNotListed != 17 {
+		t.Errorf("%s: before %d layers listed, %d not (product %d); after %d, %d (product %d); want 64 and 37 (2), 64 and 17 (3)",
+			d.Dependency, len(d.Before.Layers), d.Before.LayersNotListed, d.Before.LayerProduct,
+			len(d.After.Layers), d.After.LayersNotListed, d.After.LayerProduct)
+	}
+	still := strings.Repeat("rec still retries x2, ", 31) + "17 more layers still retry, " +
+		strings.Repeat("rec still retries x2, ", 31) + "rec still retries x3; findings:"
+	if !strings.Contains(r.Verdict, ": 2.00x -> 3.00x, "+still) {
+		t.Errorf("verdict %q, want the layers still retrying: %q", r.Verdict, still)
+	}
+}
+
+// writeDeepChain writes a recording of one request to api through a recursive service rec, levels
+// deep: each level's call to the next fails once (503, no SERVER span) and is retried, and the
+// deepest level calls leaf leafTries times, the last answered. Its chain has levels+1 retrying
+// layers: api, the levels-1 rec levels that call rec, and the deepest's loop over leaf.
+func writeDeepChain(t *testing.T, path string, levels, leafTries int) {
+	t.Helper()
+	t0 := time.Date(2026, 1, 15, 10, 0, 0, 0, time.UTC).UnixNano()
+	var ss []spans.Span
+	span := func(parent int, kind spans.Kind, service string, from, to int64, attrs ...spans.Attr) int {
+		s := spans.Span{TraceID: spans.TraceID{1, byte(levels), byte(leafTries)}, Kind: kind, Name: "GET",
+			StartUnixNano: t0 + from*int64(time.Millisecond), EndUnixNano: t0 + to*int64(time.Millisecond),
+			Resource: &spans.Resource{ServiceName: service}, Attrs: attrs}
+		binary.BigEndian.PutUint64(s.SpanID[:], uint64(len(ss)+1))
+		if parent >= 0 {
+			s.ParentID = ss[parent].SpanID
+		}
+		ss = append(ss, s)
+		return len(ss) - 1
+	}
+	call := func(parent int, service, url string, status, from, to int64) int {
+		return span(parent, spans.KindClient, service, from, to, spans.StringAttr(spans.AttrHTTPMethod, "GET"),
+			spans.StringAttr(spans.AttrURLFull, url), spans.IntAttr(spans.AttrHTTPStatus, status))
+	}
+	serve := func(parent int, service string, from, to int64) int {
+		return span(parent, spans.KindServer, service, from, to, spans.StringAttr(spans.AttrHTTPMethod, "GET"),
+			spans.StringAttr(spans.AttrURLPath, "/x"), spans.IntAttr(spans.AttrHTTPStatus, 200))
+	}
+	end := 6*int64(levels) + int64(leafTries) + 10
+	caller, svc := serve(-1, "api", 0, end), "api"
+	for i := range int64(levels) {
+		at := 5*i + 1
+		call(caller, svc, "http://rec:80/x", 503, at, at+1)
+		next := call(caller, svc, "http://rec:80/x", 200, at+2, end-i-1)
+		caller, svc = serve(next, "rec", at+3, end-i-1), "rec"
+	}
+	for k := range int64(leafTries) {
+		status, at := int64(503), 5*int64(levels)+1+2*k
+		if k == int64(leafTries)-1 {
+			status = 200
+		}
+		call(caller, svc, "http://leaf:80/x", status, at, at+1)
+	}
+	line := spans.AppendJSON(nil, &spans.Batch{Spans: ss})
+	if err := os.WriteFile(path, append(line, '\n'), 0o644); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -53,8 +53,8 @@ func run(pass *analyzer.Pass) error {
 	}
 	classes := audit.ClassesIn(audit.Policy(pass.RunSettings), pass.Trace)
 	holes := anyInferred(pass.Trace, pass.Operations)
-	for _, c := range analyzer.RetryingChains(pass.Operations, need) {
-		layers, retrying := c.EndsOfRetryingLayers(maxLayers / 2)
+	for _, c := range analyzer.RetryingChains(pass.Operations, need, maxLayers/2) {
+		layers, retrying := c.Ends, c.Retrying
 		sev := analyzer.SeverityWarning
 		if c.LeafCalls >= set.CriticalFactor {
 			sev = analyzer.SeverityCritical
