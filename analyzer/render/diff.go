@@ -209,15 +209,18 @@ func layers(b, a *diff.Figures) string {
 		}
 		return strconv.Itoa(f.LayerProduct)
 	})
-	which, ls := "after", []diff.Layer(nil)
-	if a != nil && a.LayerProduct > 0 {
-		ls = a.Layers
-	} else if b != nil {
-		which, ls = "before", b.Layers
+	which, f := "after", a
+	if a == nil || a.LayerProduct == 0 {
+		which, f = "before", b
 	}
-	parts := make([]string, len(ls))
-	for i, l := range ls {
-		parts[i] = l.Service + " x" + strconv.Itoa(l.Attempts)
+	// A chain deeper than its finding lists has its two ends listed: the layers between them are
+	// counted where they fall, so the chain never reads shorter than it is.
+	parts := make([]string, 0, len(f.Layers)+1)
+	for i, l := range f.Layers {
+		if i == len(f.Layers)/2 && f.LayersNotListed > 0 {
+			parts = append(parts, strconv.Itoa(f.LayersNotListed)+" more layers")
+		}
+		parts = append(parts, l.Service+" x"+strconv.Itoa(l.Attempts))
 	}
 	return s + " (" + which + ": " + strings.Join(parts, " > ") + ")"
 }

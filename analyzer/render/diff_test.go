@@ -55,6 +55,27 @@ func TestDiffTextReadsAtAGlance(t *testing.T) {
 	}
 }
 
+// A chain deeper than its finding lists (its two ends) shows the layers left out where they fall,
+// counted, on whichever side has the chain.
+func TestDiffLayersCountTheUnlisted(t *testing.T) {
+	deep := &diff.Figures{LayerProduct: 1 << 20, LayersNotListed: 96,
+		Layers: []diff.Layer{{Service: "s0", Attempts: 2}, {Service: "s1", Attempts: 2}, {Service: "s98", Attempts: 2}, {Service: "s99", Attempts: 2}}}
+	shallow := &diff.Figures{LayerProduct: 9, Layers: []diff.Layer{{Service: "edge", Attempts: 3}, {Service: "api", Attempts: 3}}}
+	for _, c := range []struct {
+		name string
+		b, a *diff.Figures
+		want string
+	}{
+		{"after", shallow, deep, "9 -> 1048576 (after: s0 x2 > s1 x2 > 96 more layers > s98 x2 > s99 x2)"},
+		{"before", deep, nil, "1048576 -> - (before: s0 x2 > s1 x2 > 96 more layers > s98 x2 > s99 x2)"},
+		{"all listed", nil, shallow, "- -> 9 (after: edge x3 > api x3)"},
+	} {
+		if got := layers(c.b, c.a); got != c.want {
+			t.Errorf("%s: %q, want %q", c.name, got, c.want)
+		}
+	}
+}
+
 // Markdown is a pull-request comment: the verdict in bold, tables with right-aligned numbers,
 // pipes escaped.
 func TestDiffMarkdown(t *testing.T) {
