@@ -314,7 +314,7 @@ func TestDerivedCachesHoldNoSpanStrings(t *testing.T) {
 		for _, e := range sc.derived.entries {
 			if e.ok {
 				entries++
-				for _, s := range []string{e.k.a, e.k.b, e.k.c, e.v} {
+				for _, s := range []string{e.k.a, e.k.b, e.k.c, e.v, e.host} {
 					if within(s) {
 						t.Fatalf("the scratch's cache holds %q from a trace's packed spans", s)
 					}
@@ -323,7 +323,7 @@ func TestDerivedCachesHoldNoSpanStrings(t *testing.T) {
 		}
 	}
 	for k, e := range a.intern.derived {
-		for _, s := range []string{k.a, k.b, k.c, e.k.a, e.k.b, e.k.c, e.v} {
+		for _, s := range []string{k.a, k.b, k.c, e.k.a, e.k.b, e.k.c, e.v, e.host} {
 			if within(s) {
 				t.Fatalf("the shared cache holds %q from a trace's packed spans", s)
 			}
