@@ -103,15 +103,11 @@ func (t *trace) accountRows(ops []*analyzer.Operation, sc *scratch) []acctRow {
 	}
 	clear(seenList)
 	sc.seen = seenList[:0]
-	// The rows are held as long as the trace: a copy of exactly their number (most traces have
-	// one or two), made from the scratch's, which is cleared so that it keeps no trace's strings.
-	var out []acctRow
-	if len(rows) > 0 {
-		out = append(out, rows...)
-	}
-	clear(rows)
-	sc.rows = rows[:0]
-	return out
+	// The rows are the scratch's: hold copies them out with the result, in its allocation when
+	// there is one row (most traces), and the scratch's reset clears them so that it keeps no
+	// trace's strings.
+	sc.rows = rows
+	return rows
 }
 
 // continuesOtherTrace reports whether operation op, whose calls are opCalls, continues an

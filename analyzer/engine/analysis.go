@@ -182,7 +182,7 @@ func (t *trace) creditFinding(f *analyzer.Finding, earliest *int64) {
 	var at int64
 	for _, hexID := range f.SpanIDs {
 		var id spans.SpanID
-		if len(hexID) != 16 || decodeHex(id[:], hexID) != nil {
+		if len(hexID) != 16 || !decodeHex(id[:], hexID) {
 			continue
 		}
 		i, ok := t.Lookup(id)
@@ -252,29 +252,32 @@ func sortFindings(fs []analyzer.Finding) {
 	})
 }
 
-func decodeHex(dst []byte, s string) error {
+// decodeHex decodes s, 2*len(dst) hex digits of either case, into dst, and reports whether every
+// byte of s was one. It runs for every span id of every finding (creditFinding): a table read per
+// digit, where a comparison per range of digits was a few branches each.
+func decodeHex(dst []byte, s string) bool {
+	var bad byte
 	for i := range dst {
-		hi, ok1 := unhex(s[2*i])
-		lo, ok2 := unhex(s[2*i+1])
-		if !ok1 || !ok2 {
-			return fmt.Errorf("bad hex %q", s)
-		}
+		hi, lo := hexDigit[s[2*i]], hexDigit[s[2*i+1]]
+		bad |= hi | lo
 		dst[i] = hi<<4 | lo
 	}
-	return nil
+	return bad&0xf0 == 0
 }
 
-func unhex(c byte) (byte, bool) {
-	switch {
-	case '0' <= c && c <= '9':
-		return c - '0', true
-	case 'a' <= c && c <= 'f':
-		return c - 'a' + 10, true
-	case 'A' <= c && c <= 'F':
-		return c - 'A' + 10, true
+// hexDigit is each byte's value as a hex digit, 0xff for a byte that is none.
+var hexDigit = func() (t [256]byte) {
+	for i := range t {
+		t[i] = 0xff
 	}
-	return 0, false
-}
+	for i := range 10 {
+		t['0'+i] = byte(i)
+	}
+	for i := range 6 {
+		t['a'+i], t['A'+i] = byte(10+i), byte(10+i)
+	}
+	return t
+}()
 
 // view builds the TUI's view of an analyzed trace. Called on demand (TraceLookup), not per trace.
 func (r *traceResult) view() *TraceView {

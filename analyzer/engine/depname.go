@@ -29,11 +29,16 @@ func dependencyName(service, rpcService, origin string) string {
 // hostNames is dependencyName for the calls of one trace, one after the other: it keeps the
 // name of the last origin it named by its host, since a trace's calls go to few origins, mostly
 // in runs, and naming one by its host parses it and asks whether the host is a loopback address.
+// host is origin's analyzer.HostDependency when the caller has it already (the interner's cache
+// keeps it with the origin, see derivedEntry.host), else "".
 type hostNames struct{ origin, name string }
 
-func (h *hostNames) dependencyName(service, rpcService, origin string) string {
+func (h *hostNames) dependencyName(service, rpcService, origin, host string) string {
 	if service != "" || rpcService != "" {
 		return dependencyName(service, rpcService, origin)
+	}
+	if host != "" {
+		return host
 	}
 	if origin != h.origin {
 		h.origin, h.name = origin, analyzer.HostDependency(origin)

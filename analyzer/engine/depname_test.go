@@ -37,7 +37,7 @@ func TestDependencyName(t *testing.T) {
 		for i := range cases {
 			for _, o := range order {
 				c := cases[(i+o)%len(cases)]
-				if got := h.dependencyName(c.service, c.rpc, c.origin); got != c.want {
+				if got := h.dependencyName(c.service, c.rpc, c.origin, ""); got != c.want {
 					t.Errorf("hostNames.dependencyName(%q, %q, %q) = %q, want %q", c.service, c.rpc, c.origin, got, c.want)
 				}
 			}

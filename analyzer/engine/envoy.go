@@ -111,7 +111,7 @@ func (t *trace) inheritProxyTries(kn []known) {
 			continue
 		}
 		// Its origin was made up from its callee's name or its own span name.
-		c.target, c.origin = pc.target, pc.origin
+		c.target, c.origin, c.originHost = pc.target, pc.origin, pc.originHost
 	}
 }
 

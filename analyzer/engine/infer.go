@@ -47,6 +47,9 @@ type callInfo struct {
 	// giveUp is when the caller stopped waiting for the answer, on its clock; 0 when it waited
 	// (see giveUpAt).
 	giveUp int64
+	// originHost is origin's analyzer.HostDependency when the interner's cache had it with the
+	// origin, else "" (see hostNames).
+	originHost string
 }
 
 // inferOperations groups the CLIENT spans of t into logical operations and links each operation
@@ -157,7 +160,7 @@ func (t *trace) readCalls(nClient int, skew int64, in *interner, sc *scratch) {
 		if c.service == "" {
 			c.service = originService.get(c.origin)
 		}
-		c.dep = hosts.dependencyName(c.service, c.dep, c.origin)
+		c.dep = hosts.dependencyName(c.service, c.dep, c.origin, c.originHost)
 	}
 	originService.reset()
 }
@@ -171,7 +174,7 @@ func (t *trace) readCall(c *callInfo, i int, attemptOf int32, skew int64, in *in
 	s := &t.Spans[i]
 	k := &kn[i]
 	c.idx, c.op = int32(i), -1
-	c.origin, c.target = in.originAndTarget(k, &sc.derived)
+	c.origin, c.target, c.originHost = in.originAndTarget(k, &sc.derived)
 	c.attempt = k.intOr(wkAttempt)
 	c.resend = k.intOr(wkHTTPResendCount)
 	c.backoff = k.intOr(wkBackoff)

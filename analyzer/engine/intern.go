@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"unsafe"
 
+	"github.com/stormwatch/stormwatch/analyzer"
 	"github.com/stormwatch/stormwatch/spans"
 )
 
@@ -128,11 +129,13 @@ type derivedKey struct {
 }
 
 // originAndTarget is origin and target of one call, its url.full read and its "://" found once
-// for both.
-func (in *interner) originAndTarget(s *known, l1 *derivedL1) (origin, target string) {
+// for both, and host, the origin's analyzer.HostDependency when a cache had it (else "": the
+// caller names the host itself, see hostNames).
+func (in *interner) originAndTarget(s *known, l1 *derivedL1) (origin, target, host string) {
 	u := s.str(wkURLFull)
 	i := strings.Index(u, "://")
-	return in.originAt(s, u, i, l1), in.targetAt(s, u, i, l1)
+	origin, host = in.originAt(s, u, i, l1)
+	return origin, in.targetAt(s, u, i, l1), host
 }
 
 // origin is originOf, cached for the common shapes: a URL, keyed by its scheme://authority prefix
@@ -140,17 +143,19 @@ func (in *interner) originAndTarget(s *known, l1 *derivedL1) (origin, target str
 // is different on every call); or host, port and scheme.
 func (in *interner) origin(s *known, l1 *derivedL1) string {
 	u := s.str(wkURLFull)
-	return in.originAt(s, u, strings.Index(u, "://"), l1)
+	o, _ := in.originAt(s, u, strings.Index(u, "://"), l1)
+	return o
 }
 
-// originAt is origin, given s's url.full u and the index of its first "://" (-1: none).
-func (in *interner) originAt(s *known, u string, i int, l1 *derivedL1) string {
+// originAt is origin, given s's url.full u and the index of its first "://" (-1: none), with
+// the origin's host name as a cached entry has it (see derivedEntry.host; "" when none did).
+func (in *interner) originAt(s *known, u string, i int, l1 *derivedL1) (origin, host string) {
 	var k derivedKey
 	if i >= 0 {
 		p, ok := urlAuthorityPrefixAt(u, i)
 		if !ok {
 			// originOfURL finds no origin there and originOf falls back to other attributes.
-			return s.origin()
+			return s.origin(), ""
 		}
 		k = derivedKey{what: 'o', a: p}
 	} else if h := s.str(wkServerAddress); h != "" && s.str(wkLegacyHTTPURL) == "" {
@@ -163,9 +168,9 @@ func (in *interner) originAt(s *known, u string, i int, l1 *derivedL1) string {
 			k.b = p.AsString()
 		}
 	} else {
-		return s.origin()
+		return s.origin(), ""
 	}
-	return in.cached(k, s, originFor, l1)
+	return in.cachedWithHost(k, s, originFor, l1)
 }
 
 // urlAuthorityPrefixAt is the part of u that originOfURL reads - everything up to the end of the
@@ -223,12 +228,19 @@ func httpTargetOfKey(_ *known, k derivedKey, m *madeStrings) string {
 // cached looks k up in l1 (when not nil), then in the shared cache, and computes f(s, &k) when
 // neither has it.
 func (in *interner) cached(k derivedKey, s *known, f deriveFunc, l1 *derivedL1) string {
+	v, _ := in.cachedWithHost(k, s, f, l1)
+	return v
+}
+
+// cachedWithHost is cached, with the entry's host (see derivedEntry.host): "" for a value made
+// again without the shared cache (its kind bypassed).
+func (in *interner) cachedWithHost(k derivedKey, s *known, f deriveFunc, l1 *derivedL1) (v, host string) {
 	var e *derivedEntry
 	var m *madeStrings
 	if l1 != nil {
 		e = &l1.entries[k.slot()]
 		if e.ok && e.k == k {
-			return e.v
+			return e.v, e.host
 		}
 		m = &l1.made
 	}
@@ -236,7 +248,7 @@ func (in *interner) cached(k derivedKey, s *known, f deriveFunc, l1 *derivedL1) 
 	if in.bypass[kind].Load() > 0 {
 		// This kind's keys have not been coming back: made again, not looked up.
 		in.bypass[kind].Add(-1)
-		return f(s, k, m)
+		return f(s, k, m), ""
 	}
 	in.derivedMu.Lock()
 	own, ok := in.derived[k]
@@ -251,7 +263,7 @@ func (in *interner) cached(k derivedKey, s *known, f deriveFunc, l1 *derivedL1) 
 	if e != nil {
 		*e = own
 	}
-	return own.v
+	return own.v, own.host
 }
 
 // Derived values are cheap to make again; the shared cache pays when their keys come back. When
@@ -310,15 +322,18 @@ type deriveFunc func(s *known, k derivedKey, m *madeStrings) string
 // cache's own (key and value copies).
 func (in *interner) derive(k derivedKey, s *known, f deriveFunc, m *madeStrings) derivedEntry {
 	v := f(s, k, m) // copied below: made in m, it costs no allocation of its own
+	// The key's strings and the value may be parts of the spans' strings, which alias their
+	// packed bytes: copies of their own keep the cache from pinning them.
+	k.a, k.b, k.c = strings.Clone(k.a), strings.Clone(k.b), strings.Clone(k.c)
+	e := derivedEntry{k: k, v: strings.Clone(v), ok: true}
+	if k.what == 'o' || k.what == 'h' || k.what == 'n' { // an origin
+		e.host = analyzer.HostDependency(e.v)
+	}
 	in.derivedMu.Lock()
 	defer in.derivedMu.Unlock()
 	if len(in.derived) >= maxDerived {
 		clear(in.derived)
 	}
-	// The key's strings and the value may be parts of the spans' strings, which alias their
-	// packed bytes: copies of their own keep the cache from pinning them.
-	k.a, k.b, k.c = strings.Clone(k.a), strings.Clone(k.b), strings.Clone(k.c)
-	e := derivedEntry{k: k, v: strings.Clone(v), ok: true}
 	in.derived[k] = e
 	return e
 }
@@ -367,9 +382,14 @@ func (m *madeStrings) join(a, sep, b string) string {
 }
 
 type derivedEntry struct {
-	k  derivedKey
-	v  string
-	ok bool
+	k derivedKey
+	v string
+	// host is an origin's analyzer.HostDependency (a part of v): the name its calls go by when
+	// nothing else names their callee. Found once per entry, where naming each trace's calls by
+	// their host parsed it again, trace after trace, and asked whether it is a loopback address
+	// (net/netip's answer for a name that is not one is an allocation).
+	host string
+	ok   bool
 }
 
 // slot picks k's entry in a derivedL1 from its lengths, its last bytes and its port: cheap, and

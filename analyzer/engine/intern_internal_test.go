@@ -2,9 +2,11 @@ package engine
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"unsafe"
 
+	"github.com/stormwatch/stormwatch/analyzer"
 	"github.com/stormwatch/stormwatch/spans"
 )
 
@@ -63,8 +65,12 @@ func TestInternerDerivedMatchesInference(t *testing.T) {
 					if got, want := in.target(&k, l), targetOf(s); got != want {
 						t.Errorf("%s: target %q, want %q", name, got, want)
 					}
-					if o, tg := in.originAndTarget(&k, l); o != originOf(s) || tg != targetOf(s) {
+					o, tg, host := in.originAndTarget(&k, l)
+					if o != originOf(s) || tg != targetOf(s) {
 						t.Errorf("%s: originAndTarget %q, %q, want %q, %q", name, o, tg, originOf(s), targetOf(s))
+					}
+					if host != "" && host != analyzer.HostDependency(o) {
+						t.Errorf("%s: originAndTarget's host %q, want %q", name, host, analyzer.HostDependency(o))
 					}
 				}
 			}
@@ -124,6 +130,44 @@ func TestInternerCachedAnswersAllocateNothing(t *testing.T) {
 			in.target(&k, l1)
 		}); n != 0 {
 			t.Errorf("cached origin and target (l1 %v): %v allocations, want 0", l1 != nil, n)
+		}
+	}
+}
+
+// TestCachedOriginsNameTheirCallsWithoutAllocating: a cached origin comes with the name its
+// calls go by when nothing else names the callee (analyzer.HostDependency of it), so naming a
+// trace's calls by their host costs no parse and no allocation per trace. (Found per trace, it
+// was one allocation a trace: net/netip's error for a host that is a name, not an address.)
+func TestCachedOriginsNameTheirCallsWithoutAllocating(t *testing.T) {
+	for _, c := range []struct{ url, host, port, want string }{
+		{url: "http://inventory.shop.svc.cluster.local:8080/items/1?q=1", want: "inventory.shop.svc.cluster.local"},
+		{url: "http://localhost:8080/items/1", want: "localhost:8080"},
+		{url: "http://127.0.0.1:51234/x", want: "127.0.0.1"},
+		{url: "http://[::1]:8080/x", want: "[::1]:8080"},
+		{host: "db.internal", port: "5432", want: "db.internal"},
+		{host: "localhost", port: "5432", want: "localhost:5432"},
+	} {
+		s := &spans.Span{Kind: spans.KindClient, Attrs: []spans.Attr{spans.StringAttr(spans.AttrHTTPMethod, "GET")}}
+		if c.url != "" {
+			s.Attrs = append(s.Attrs, spans.StringAttr(spans.AttrURLFull, c.url))
+		} else {
+			s.Attrs = append(s.Attrs, spans.StringAttr(spans.AttrServerAddress, c.host), spans.StringAttr(spans.AttrServerPort, c.port))
+		}
+		k := knownOf(s)
+		in := newInterner()
+		for _, l1 := range []*derivedL1{nil, new(derivedL1)} {
+			name := func() string {
+				var h hostNames // one trace's
+				u := k.str(wkURLFull)
+				o, host := in.originAt(&k, u, strings.Index(u, "://"), l1)
+				return h.dependencyName("", "", o, host)
+			}
+			if got := name(); got != c.want {
+				t.Errorf("%s%s: named %q, want %q", c.url, c.host, got, c.want)
+			}
+			if n := testing.AllocsPerRun(100, func() { name() }); n != 0 {
+				t.Errorf("%s%s (l1 %v): naming a cached origin's call costs %v allocations, want 0", c.url, c.host, l1 != nil, n)
+			}
 		}
 	}
 }

@@ -43,7 +43,7 @@ type scratch struct {
 	opCalls []int32
 	opStart []int32
 	seen    []intentAt
-	rows    []acctRow // the trace's accounting, before it is copied out (see accountRows)
+	rows    []acctRow // the trace's accounting, until hold copies it out (see accountRows)
 	// What inference reads below the instrumentation (see hidden.go): orphans attached to the
 	// spans that made their calls, SERVER spans being read as calls, the walk's marks, and the
 	// application loops found with their tries.
@@ -200,8 +200,11 @@ func (sc *scratch) reset() {
 	if cap(sc.seen) > maxScratch {
 		sc.seen = nil
 	}
+	clear(sc.rows) // the last trace's accounting, copied out by hold
 	if cap(sc.rows) > maxScratch {
 		sc.rows = nil
+	} else {
+		sc.rows = sc.rows[:0]
 	}
 }
 

@@ -168,26 +168,49 @@ type heldTrace struct {
 
 // hold is a fresh analysis as held: operations, findings, accounting and detector errors, without
 // the trace (spans and index), and what the trace had to say. The held result is a copy of its
-// own: the analysis makes the result and its trace in its scratch, which the next analysis reuses.
+// own: the analysis makes the result, its trace and its accounting rows in its scratch, which the
+// next analysis reuses.
 func hold(r *traceResult, p *opsPacker, packOps bool) (*traceResult, *heldTrace) {
 	t := r.trace
 	var held *traceResult
 	var meta *heldTrace
-	if t.issues == (traceIssues{}) && !t.Truncated {
+	var acct []acctRow
+	// One allocation for the result and what lives exactly as long as it (Engine.publish sets
+	// them together, release drops them together): what the trace had to say, when it had
+	// something, and its accounting when it is one row (one dependency, caller and outcome: most
+	// traces). More rows are a slice of their own.
+	issues := t.issues != (traceIssues{}) || t.Truncated
+	switch {
+	case !issues && len(r.acct) == 1:
+		one := new(struct {
+			r   traceResult
+			row [1]acctRow
+		})
+		held, acct = &one.r, one.row[:]
+	case !issues:
 		held = new(traceResult)
-	} else {
-		// One allocation for the two: a trace holds them together (Engine.publish sets both,
-		// release drops both), so neither keeps the other alive longer than it lives itself.
+	case len(r.acct) == 1:
+		one := new(struct {
+			r    traceResult
+			meta heldTrace
+			row  [1]acctRow
+		})
+		held, meta, acct = &one.r, &one.meta, one.row[:]
+	default:
 		both := new(struct {
 			r    traceResult
 			meta heldTrace
 		})
 		held, meta = &both.r, &both.meta
+	}
+	if meta != nil {
 		*meta = heldTrace{issues: t.issues, truncated: t.Truncated}
 	}
 	*held = *r
 	held.trace = nil
 	held.nOps = len(r.ops)
+	// Of exactly their number, not the scratch's capacity: a trace keeps them as long as it is held.
+	held.acct = append(acct[:0:len(acct)], r.acct...)
 	if packOps {
 		// Held packed (see heldops.go); the Operation values go with the trace, and their
 		// memory to the next trace's (opsSpare): the held result keeps no slice of it, not even

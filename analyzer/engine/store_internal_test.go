@@ -237,6 +237,54 @@ func TestTraceFromManyBatchesIsHeldAsOneBlock(t *testing.T) {
 	}
 }
 
+// TestHeldAccountingIsItsOwn: a trace's accounting is made in the scratch, and the held result
+// takes a copy of its own (in its own allocation for one row): the next trace analyzed in the
+// same scratch leaves it as it was, and the scratch once given back keeps none of its strings.
+func TestHeldAccountingIsItsOwn(t *testing.T) {
+	a := New(Config{Detectors: []*analyzer.Detector{namingDetector}})
+	sc := a.intern.getScratch()
+	type heldRows struct {
+		res  *traceResult
+		want []acctRow
+	}
+	var held []heldRows
+	oneRow := 0
+	for _, ss := range fixtureTraces(t) {
+		src := sources{nil, blocks(ss, len(ss))}
+		read, err := sc.unpack(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res := analyzeTrace(ss[0].TraceID, read, 0, &a.cfg, a.seed, a.intern, sc, &src, false)
+		var want []acctRow // nil for none, as held
+		if len(res.acct) > 0 {
+			want = slices.Clone(res.acct)
+		}
+		h, _ := hold(res, &sc.ops, true)
+		if !reflect.DeepEqual(h.acct, want) || len(h.acct) != cap(h.acct) {
+			t.Fatalf("trace %s: held accounting %+v (capacity %d), want %+v", ss[0].TraceID, h.acct, cap(h.acct), want)
+		}
+		if len(want) == 1 {
+			oneRow++
+		}
+		held = append(held, heldRows{h, want})
+		sc.reset()
+		for _, r := range sc.rows[:cap(sc.rows)] {
+			if r != (acctRow{}) {
+				t.Fatalf("trace %s: the scratch given back keeps an accounting row %+v", ss[0].TraceID, r)
+			}
+		}
+	}
+	for _, h := range held {
+		if !reflect.DeepEqual(h.res.acct, h.want) {
+			t.Fatalf("a held accounting changed once other traces were analyzed: %+v, want %+v", h.res.acct, h.want)
+		}
+	}
+	if oneRow == 0 || oneRow == len(held) {
+		t.Fatalf("%d of %d traces with one row of accounting: both kinds are not checked", oneRow, len(held))
+	}
+}
+
 // TestDerivedCachesHoldNoSpanStrings: the origin/target caches outlive the traces they were filled
 // from - the shared one for the analyzer's life, each scratch's small one from trace to trace -
 // so neither may hold a string that points into a trace's packed spans.
@@ -266,7 +314,7 @@ func TestDerivedCachesHoldNoSpanStrings(t *testing.T) {
 		for _, e := range sc.derived.entries {
 			if e.ok {
 				entries++
-				for _, s := range []string{e.k.a, e.k.b, e.k.c, e.v} {
+				for _, s := range []string{e.k.a, e.k.b, e.k.c, e.v, e.host} {
 					if within(s) {
 						t.Fatalf("the scratch's cache holds %q from a trace's packed spans", s)
 					}
@@ -275,7 +323,7 @@ func TestDerivedCachesHoldNoSpanStrings(t *testing.T) {
 		}
 	}
 	for k, e := range a.intern.derived {
-		for _, s := range []string{k.a, k.b, k.c, e.k.a, e.k.b, e.k.c, e.v} {
+		for _, s := range []string{k.a, k.b, k.c, e.k.a, e.k.b, e.k.c, e.v, e.host} {
 			if within(s) {
 				t.Fatalf("the shared cache holds %q from a trace's packed spans", s)
 			}

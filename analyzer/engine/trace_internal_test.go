@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"encoding/hex"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -78,6 +79,29 @@ func TestLookupAndWalkMatchPlainSearches(t *testing.T) {
 			if !slices.Equal(got, want) {
 				t.Fatalf("n=%d: Walk(%d) = %v, want %v", n, i, got, want)
 			}
+		}
+	}
+}
+
+// TestDecodeHexAgreesWithEncodingHex: a finding's span ids are credited to their operations only
+// when they decode, and decode to what encoding/hex reads in them - either case - for every byte
+// that may stand at each place.
+func TestDecodeHexAgreesWithEncodingHex(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 1))
+	const digits = "0123456789abcdefABCDEF"
+	for n := range 20000 {
+		b := make([]byte, 16)
+		for i := range b {
+			b[i] = digits[r.IntN(len(digits))]
+		}
+		if n%2 == 1 { // one byte of any value
+			b[r.IntN(len(b))] = byte(n / 2 % 256)
+		}
+		s := string(b)
+		want, err := hex.DecodeString(s)
+		var got [8]byte
+		if ok := decodeHex(got[:], s); ok != (err == nil) || ok && string(got[:]) != string(want) {
+			t.Fatalf("decodeHex(%q) = %x, %v; encoding/hex: %x, %v", s, got, ok, want, err)
 		}
 	}
 }

@@ -117,9 +117,10 @@ func (w *window) observe(id spans.TraceID, o winOps, add bool) (chunk []winRef, 
 		if add {
 			o, err = joinOps(w.entries[old].winOps, o)
 		}
-		w.kill(old)
+		w.killEntry(old) // its key is the new entry's, or deleted below
 	}
 	if o.n == 0 {
+		delete(w.byTrace, id)
 		w.compact()
 		return nil, err
 	}
@@ -181,16 +182,22 @@ func joinOps(a, b winOps) (winOps, error) {
 	return j, nil
 }
 
-// kill takes entry i out of the window; its slot stays in entries until compact.
+// kill takes live entry i out of the window; its slot stays in entries until compact. A live
+// entry is always the one byTrace has for its trace (observe and compact keep it so, and nothing
+// else moves or adds one), so its trace's key goes with it without a lookup first: the map is
+// as large as the window, and each lookup in it is a miss in the processor's caches.
 func (w *window) kill(i int) {
+	delete(w.byTrace, w.entries[i].id)
+	w.killEntry(i)
+}
+
+// killEntry is kill, leaving the trace's key in byTrace for the caller to set or delete.
+func (w *window) killEntry(i int) {
 	e := &w.entries[i]
 	e.dead = true
 	w.nops -= e.n
 	e.winOps = winOps{}
 	w.dead++
-	if j, ok := w.byTrace[e.id]; ok && j == i {
-		delete(w.byTrace, e.id)
-	}
 }
 
 // compact drops the dead slots once they are as many as the live ones, and the slots before
