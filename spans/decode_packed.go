@@ -1,9 +1,12 @@
 package spans
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"unsafe"
+
+	"github.com/stormwatch/stormwatch/internal/packio"
 )
 
 // The protobuf decoder with PackByTrace packs straight from the wire: no batch of span values is
@@ -39,7 +42,6 @@ type protoPacked struct {
 	refs   []spanRef
 	scopes []string
 	res    []Resource
-	sp     Span
 }
 
 // reset empties pp, letting go of every string of the request it held.
@@ -49,7 +51,6 @@ func (pp *protoPacked) reset() {
 	pp.scopes = pp.scopes[:0]
 	clear(pp.res)
 	pp.res = pp.res[:0]
-	pp.sp = Span{}
 }
 
 func decodeProtoPacked(b *Batch, buf []byte, opt DecodeOptions, reuse bool) error {
@@ -117,34 +118,13 @@ func (d *protoDecoder) structure(pp *protoPacked, buf []byte) error {
 				}
 				r := spanRef{off: offsetIn(buf, sp), n: uint32(len(sp)), scope: sc, res: k, at: at, trace: trace}
 				if !keep {
-					return d.rejectRef(pp, buf, &r)
+					return d.rejectRef(buf, &r)
 				}
 				pp.refs = append(pp.refs, r)
 				return nil
 			})
 		})
 	})
-}
-
-// spanOf decodes the span r names into pp.sp, giving back what the span before it used of the
-// decoder's slabs (from the marks; a slab that moved is given back from where it is now), and
-// says whether its ids make it a span to keep. Not the arena of rendered values: the packer knows
-// a string it wrote by its address, so a string's bytes must stay as they are until the request
-// is packed.
-func (d *protoDecoder) spanOf(pp *protoPacked, buf []byte, r *spanRef, attrMark, xMark *slabMark) (bool, error) {
-	d.attrs.rollback(*attrMark)
-	*attrMark = d.attrs.mark()
-	d.xattrs.rollback(*xMark)
-	*xMark = d.xattrs.mark()
-	d.links, d.events = d.links[:0], d.events[:0]
-	sp := &pp.sp
-	*sp = Span{}
-	ok, err := d.spanFields(sp, buf[r.off:r.off+r.n])
-	if err != nil {
-		return false, fmt.Errorf("resource_spans[%d]: scope_spans[%d]: spans[%d]: %w", r.at[0], r.at[1], r.at[2], err)
-	}
-	sp.Scope, sp.Resource = pp.scopes[r.scope], &pp.res[r.res]
-	return ok, nil
 }
 
 // offsetIn is where sub, a part of buf (the walk slices the request, it copies nothing), begins
@@ -156,23 +136,37 @@ func offsetIn(buf, sub []byte) uint32 {
 	return uint32(uintptr(unsafe.Pointer(unsafe.SliceData(sub))) - uintptr(unsafe.Pointer(unsafe.SliceData(buf))))
 }
 
-// rejectRef decodes a span the first pass found a reject and counts it; one that turns out a span
+// rejectRef checks a span the first pass found a reject and counts it; one that turns out a span
 // to keep (a valid trace id after a zero one) is errRegroup.
-func (d *protoDecoder) rejectRef(pp *protoPacked, buf []byte, r *spanRef) error {
-	attrMark, xMark := d.attrs.mark(), d.xattrs.mark()
-	ok, err := d.spanOf(pp, buf, r, &attrMark, &xMark)
-	d.attrs.rollback(attrMark)
-	d.xattrs.rollback(xMark)
-	d.links, d.events = d.links[:0], d.events[:0]
+func (d *protoDecoder) rejectRef(buf []byte, r *spanRef) error {
+	ok, err := d.decodeAside(buf[r.off : r.off+r.n])
 	switch {
 	case err != nil:
-		return err
+		return r.where(err)
 	case ok:
 		return errRegroup
 	}
 	d.b.Rejected++
 	d.b.RejectReason = RejectInvalidID
 	return nil
+}
+
+// where names the span r in err.
+func (r *spanRef) where(err error) error {
+	return fmt.Errorf("resource_spans[%d]: scope_spans[%d]: spans[%d]: %w", r.at[0], r.at[1], r.at[2], err)
+}
+
+// decodeAside decodes Span message src as DecodeProto does, for its verdict alone - its error,
+// and whether its ids make it a span to keep - giving back what it took of the slabs.
+func (d *protoDecoder) decodeAside(src []byte) (bool, error) {
+	attrMark, xMark := d.attrs.mark(), d.xattrs.mark()
+	links, events := len(d.links), len(d.events)
+	var sp Span
+	ok, err := d.spanFields(&sp, src)
+	d.attrs.rollback(attrMark)
+	d.xattrs.rollback(xMark)
+	d.links, d.events = d.links[:links], d.events[:events]
+	return ok, err
 }
 
 // firstTraceID is spanIDs for a span whose first field is its 16-byte trace id, as every SDK
@@ -223,17 +217,294 @@ func spanIDs(src []byte) (TraceID, bool, error) {
 func (d *protoDecoder) packTraces(bp *batchPacker, pp *protoPacked, buf []byte) error {
 	refs := pp.refs
 	traces, idx, ends := bp.group(len(refs), func(i int) TraceID { return refs[i].trace })
-	attrMark, xMark := d.attrs.mark(), d.xattrs.mark()
-	err := bp.packGroups(traces, idx, ends, func(i int32) (*Span, error) {
-		ok, err := d.spanOf(pp, buf, &refs[i], &attrMark, &xMark)
-		if err == nil && (!ok || pp.sp.TraceID != refs[i].trace) {
-			err = errRegroup
+	err := bp.packGroups(traces, idx, ends, func(i int32) error {
+		r := &refs[i]
+		src := buf[r.off : r.off+r.n]
+		err := d.packSpan(&bp.p, src, pp.scopes[r.scope], &pp.res[r.res], r.trace)
+		if err != nil {
+			// The writer reads a span in several walks, so the first fault it meets need not be
+			// the first in the span, and a span whose ids it refuses may be malformed besides:
+			// the span's error is DecodeProto's, found again.
+			if _, derr := d.decodeAside(src); derr != nil {
+				return r.where(derr)
+			}
 		}
-		return &pp.sp, err
+		return err
 	})
 	if err != nil {
 		return err
 	}
 	d.b.Packed = traces
 	return nil
+}
+
+// packSpan writes Span message src, of trace tid, straight from the wire into p (see packer.span,
+// whose bytes it writes): no span value is made, an attribute is decoded and written at once.
+// The packed form has a span's attributes, links and events after its name, status and scope,
+// which the wire may send after them (every SDK sends the status last), so a first walk reads the
+// span's own fields and notes where its attributes are, and a walk of those, then of the links
+// and of the events, writes each. A span whose ids are not the ones its place was found by is
+// errRegroup. An error may be a later fault in the span than DecodeProto's (see packTraces).
+func (d *protoDecoder) packSpan(p *packer, src []byte, scope string, res *Resource, tid TraceID) error {
+	var h wireSpan
+	if err := h.read(src); err != nil {
+		return err
+	}
+	var sid SpanID
+	if len(h.trace) != len(tid) || TraceID(h.trace) != tid || len(h.span) != len(sid) {
+		return errRegroup
+	}
+	if sid = SpanID(h.span); sid.IsZero() {
+		return errRegroup
+	}
+	b := p.buf
+	if p.n == 0 {
+		p.tid = tid
+		copy(b[p.at+1+6*4:], tid[:])
+	}
+	p.n++
+	var flags byte
+	if tid != p.tid {
+		flags |= packTraceID
+	}
+	if !h.parent.IsZero() {
+		flags |= packHasParent
+	}
+	b = append(b, flags)
+	b = append(b, sid[:]...)
+	if flags&packTraceID != 0 {
+		b = append(b, tid[:]...)
+	}
+	if flags&packHasParent != 0 {
+		b = append(b, h.parent[:]...)
+	}
+	b = packio.AppendZZ(b, h.start-p.prevStart)
+	p.prevStart = h.start
+	b = packio.AppendZZ(b, h.end-h.start)
+	b = append(b, byte(h.kind), byte(h.status))
+	b = p.str(b, h.name)
+	b = p.str(b, h.statusMsg)
+	b = p.str(b, scope)
+	k, _ := p.resource(res)
+	b = binary.AppendUvarint(b, uint64(k)+1)
+	var state *Attr
+	if h.state != nil {
+		// After the attributes, as the decoders add it.
+		state = &Attr{Key: AttrTraceState, Str: bstr(h.state), Type: ValueString}
+	}
+	b, err := d.packAttrList(p, b, src[h.attrs.from:h.attrs.to], fSpanAttributes, state)
+	if err != nil {
+		return err
+	}
+	at, links := len(b), 0
+	b = append(b, 0)
+	fc := protoFields{src: src}
+	for h.links > 0 && fc.next() {
+		if data, ok := fc.message(fSpanLinks); ok {
+			var kept bool
+			if b, kept, err = d.packLink(p, b, data); err != nil {
+				return err
+			}
+			if kept {
+				links++
+			}
+		}
+	}
+	b = p.setCount(b, at, links)
+	p.nLinks += links
+	at = len(b)
+	b = append(b, 0)
+	fc = protoFields{src: src}
+	for h.events > 0 && fc.next() {
+		if data, ok := fc.message(fSpanEvents); ok {
+			if b, err = d.packEvent(p, b, data, h.start); err != nil {
+				return err
+			}
+		}
+	}
+	b = p.setCount(b, at, h.events)
+	p.nEvents += h.events
+	p.facts.add(h.start, h.end, h.kind == KindConsumer && links == 1 && h.parent.IsZero())
+	p.buf = b
+	return nil
+}
+
+// wireSpan is a Span message's own fields, read by spanFields' rules, and where its attributes
+// are and how many links and events it has.
+type wireSpan struct {
+	trace, span, state []byte
+	parent             SpanID
+	name, statusMsg    string
+	start, end         int64
+	kind               Kind
+	status             StatusCode
+	// attrs is from the first attribute field to the end of the last.
+	attrs         struct{ from, to int }
+	links, events int
+}
+
+func (h *wireSpan) read(src []byte) error {
+	var fc protoFields
+	for all := len(src); len(src) > 0; {
+		// The fields of one-byte tags, a length-delimited one of a one-byte length or a fixed64,
+		// without a call (as spanFields reads them).
+		var (
+			num  uint32
+			typ  byte
+			data []byte
+			v    uint64
+		)
+		from := all - len(src)
+		if t := src[0]; t < 0x80 && t&7 == 2 && len(src) >= 2 && src[1] < 0x80 && 2+int(src[1]) <= len(src) {
+			num, typ, data, src = uint32(t>>3), 2, src[2:2+int(src[1])], src[2+int(src[1]):]
+		} else if t < 0x80 && t&7 == 1 && len(src) >= 9 {
+			num, typ, v, src = uint32(t>>3), 1, load64(src[1:9]), src[9:]
+		} else {
+			if fc.src = src; !fc.next() {
+				return fc.err
+			}
+			num, typ, data, v, src = fc.num, fc.typ, fc.data, fc.v, fc.src
+		}
+		switch typ {
+		case 0:
+			if num == fSpanKind {
+				h.kind = Kind(v)
+			}
+		case 1:
+			switch num {
+			case fSpanStart:
+				h.start = int64(v)
+			case fSpanEnd:
+				h.end = int64(v)
+			}
+		case 2:
+			switch num {
+			case fSpanTraceID:
+				h.trace = data
+			case fSpanSpanID:
+				h.span = data
+			case fSpanParentID:
+				h.parent = SpanID{}
+				if len(data) == len(h.parent) {
+					h.parent = SpanID(data)
+				}
+			case fSpanTraceState:
+				if samplingState(data) {
+					h.state = data
+				}
+			case fSpanName:
+				h.name = bstr(data)
+			case fSpanAttributes:
+				if h.attrs.to == 0 {
+					h.attrs.from = from
+				}
+				h.attrs.to = all - len(src)
+			case fSpanLinks:
+				h.links++
+			case fSpanEvents:
+				h.events++
+			case fSpanStatus:
+				if err := status(&h.statusMsg, &h.status, data); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// packLink writes Link message src as the packer does, when its ids make it one to keep (as
+// DecodeProto keeps it), and says whether they did.
+func (d *protoDecoder) packLink(p *packer, b, src []byte) ([]byte, bool, error) {
+	var traceID, spanID []byte
+	fc := protoFields{src: src}
+	for fc.next() {
+		switch {
+		case fc.num == fLinkTraceID && fc.typ == 2:
+			traceID = fc.data
+		case fc.num == fLinkSpanID && fc.typ == 2:
+			spanID = fc.data
+		}
+	}
+	if fc.err != nil {
+		return b, false, fc.err
+	}
+	if len(traceID) != len(TraceID{}) || len(spanID) != len(SpanID{}) {
+		// Dropped with its attributes, which are read all the same: DecodeProto refuses a link
+		// whose attribute is malformed or nests too deep.
+		_, _, err := d.packAttrs(nil, nil, src, fLinkAttributes)
+		return b, false, err
+	}
+	b = append(append(b, traceID...), spanID...)
+	b, err := d.packAttrList(p, b, src, fLinkAttributes, nil)
+	return b, true, err
+}
+
+// packEvent writes Event message src, of a span that started at start, as the packer does.
+func (d *protoDecoder) packEvent(p *packer, b, src []byte, start int64) ([]byte, error) {
+	var t int64
+	var name string
+	fc := protoFields{src: src}
+	for fc.next() {
+		switch {
+		case fc.num == fEventTime && fc.typ == 1:
+			t = int64(fc.v)
+		case fc.num == fEventName && fc.typ == 2:
+			name = bstr(fc.data)
+		}
+	}
+	if fc.err != nil {
+		return b, fc.err
+	}
+	b = packio.AppendZZ(b, t-start)
+	b = p.str(b, name)
+	return d.packAttrList(p, b, src, fEventAttributes, nil)
+}
+
+// packAttrList writes the attributes of message src (its fields num), then extra when not nil, as
+// the packer writes a list of them.
+func (d *protoDecoder) packAttrList(p *packer, b, src []byte, num uint32, extra *Attr) ([]byte, error) {
+	at := len(b)
+	b, n, err := d.packAttrs(p, append(b, 0), src, num)
+	if err != nil {
+		return b, err
+	}
+	if extra != nil {
+		b = p.attr(b, extra)
+		n++
+	}
+	p.nAttrs += n
+	return p.setCount(b, at, n), nil
+}
+
+// packAttrs writes the attributes of message src (its fields num) that DecodeProto keeps, and
+// says how many; with p nil it only reads them, for their errors.
+func (d *protoDecoder) packAttrs(p *packer, b, src []byte, num uint32) ([]byte, int, error) {
+	n := 0
+	fc := protoFields{src: src}
+	for len(fc.src) > 0 {
+		// An attribute of a one-byte length without a call.
+		var data []byte
+		var ok bool
+		if s := fc.src; s[0] == byte(num<<3|2) && len(s) >= 2 && s[1] < 0x80 && 2+int(s[1]) <= len(s) {
+			data, fc.src = s[2:2+int(s[1])], s[2+int(s[1]):]
+		} else if !fc.next() {
+			return b, n, fc.err
+		} else if data, ok = fc.message(num); !ok {
+			continue
+		}
+		key, val, err := keyValue(data)
+		if err != nil {
+			return b, n, err
+		}
+		var a Attr
+		if ok, err = d.attrOf(&a, key, val); err != nil {
+			return b, n, err
+		}
+		if ok && p != nil {
+			b = p.attr(b, &a)
+			n++
+		}
+	}
+	return b, n, nil
 }

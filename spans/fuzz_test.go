@@ -1,6 +1,7 @@
 package spans_test
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"maps"
@@ -100,6 +101,7 @@ func FuzzDecodeProto(f *testing.F) {
 			if _, perr := spans.DecodeProto(body, packedOpt); (perr == nil) != (err == nil) {
 				t.Fatalf("%s: DecodeProto says %v, with PackByTrace %v", o.name, err, perr)
 			}
+			packedAsBefore(t, dirty, body, o.opt)
 			if refErr != nil {
 				continue // only "no panic" is asked of input the generated code rejects
 			}
@@ -274,5 +276,49 @@ func packedByTrace(t *testing.T, isJSON bool, dirty, body []byte, opt spans.Deco
 	if b.Rejected != want.Rejected || b.RejectReason != want.RejectReason || len(b.Spans) != 0 {
 		t.Fatalf("with PackByTrace: %d rejected (%q), %d spans left; want %d (%q), 0",
 			b.Rejected, b.RejectReason, len(b.Spans), want.Rejected, want.RejectReason)
+	}
+}
+
+// packedAsBefore decodes body packed by trace, straight from the wire and the way before the
+// protobuf decoder wrote the packed form itself (spans.DecodeProtoPackedVia: span values packed),
+// each into a batch that held dirty first: the same blocks byte for byte, the same facts and
+// rejects, the same error.
+func packedAsBefore(t *testing.T, dirty, body []byte, opt spans.DecodeOptions) {
+	t.Helper()
+	opt.PackByTrace = true
+	got, want := &spans.Batch{}, &spans.Batch{}
+	if err := spans.DecodeProtoInto(got, dirty, opt); err != nil {
+		t.Fatalf("the dirtying request: %v", err)
+	}
+	if err := spans.DecodeProtoPackedVia(want, dirty, opt); err != nil {
+		t.Fatalf("the dirtying request, the way before: %v", err)
+	}
+	err := spans.DecodeProtoInto(got, body, opt)
+	werr := spans.DecodeProtoPackedVia(want, body, opt)
+	if fmt.Sprint(err) != fmt.Sprint(werr) {
+		t.Fatalf("all=%v: packed straight from the wire: %v; the way before: %v", opt.AllAttributes, err, werr)
+	}
+	if err != nil {
+		return
+	}
+	if got.Rejected != want.Rejected || got.RejectReason != want.RejectReason {
+		t.Fatalf("all=%v: %d rejected (%q); the way before %d (%q)", opt.AllAttributes, got.Rejected, got.RejectReason, want.Rejected, want.RejectReason)
+	}
+	if len(got.Packed) != len(want.Packed) {
+		t.Fatalf("all=%v: %d traces; the way before %d", opt.AllAttributes, len(got.Packed), len(want.Packed))
+	}
+	for k := range got.Packed {
+		g, w := got.Packed[k], want.Packed[k]
+		if !bytes.Equal(g.Block, w.Block) {
+			at := 0
+			for at < min(len(g.Block), len(w.Block)) && g.Block[at] == w.Block[at] {
+				at++
+			}
+			t.Fatalf("all=%v: trace %d (%s): the block (%d bytes) differs from the one packed the way before (%d) from byte %d",
+				opt.AllAttributes, k, g.ID, len(g.Block), len(w.Block), at)
+		}
+		if g.ID != w.ID || g.Spans != w.Spans || g.UnsetTimes != w.UnsetTimes || g.Latest != w.Latest || g.RootLinks != w.RootLinks {
+			t.Fatalf("all=%v: trace %d: %+v; the way before %+v", opt.AllAttributes, k, g, w)
+		}
 	}
 }
