@@ -398,6 +398,11 @@ func (h *wireSpan) read(src []byte) error {
 				if h.attrs.to == 0 {
 					h.attrs.from = from
 				}
+				// The attributes that follow (every SDK sends them in one run), in a loop of
+				// their own.
+				for len(src) >= 2 && src[0] == fSpanAttributes<<3|2 && src[1] < 0x80 && 2+int(src[1]) <= len(src) {
+					src = src[2+int(src[1]):]
+				}
 				h.attrs.to = all - len(src)
 			case fSpanLinks:
 				h.links++
@@ -497,11 +502,56 @@ func (d *protoDecoder) packAttrs(p *packer, b, src []byte, num uint32) ([]byte, 
 		if err != nil {
 			return b, n, err
 		}
-		var a Attr
-		if ok, err = d.attrOf(&a, key, val); err != nil {
+		if p != nil && len(val) >= 2 {
+			// What nearly every attribute is - a well-known key and a short string or an int,
+			// or a string dropped - written here as packer.attr writes it, without the Attr.
+			str := val[0] == fAnyString<<3|2 && val[1] < 0x80 && 2+int(val[1]) == len(val)
+			iv, size := uint64(0), 0
+			if val[0] == fAnyInt<<3 {
+				iv, size = binary.Uvarint(val[1:])
+			}
+			if str || (size > 0 && 1+size == len(val)) {
+				e, code := internLookup(key), byte(0)
+				if e != nil {
+					code = e.code
+				}
+				switch {
+				case e == nil && str && !d.opt.AllAttributes:
+					continue // dropped (see dropped)
+				case code == 0:
+				case str && len(val) == 2:
+					b = append(b, code, byte(ValueString))
+					n++
+					continue
+				case str:
+					b = p.str(append(b, code, tagStr|byte(ValueString)), bstr(val[2:]))
+					n++
+					continue
+				case iv == 0:
+					b = append(b, code, byte(ValueInt))
+					n++
+					continue
+				default:
+					b = packio.AppendZZ(append(b, code, tagNum|byte(ValueInt)), int64(iv))
+					n++
+					continue
+				}
+			}
+		}
+		a := Attr{Key: bstr(key)}
+		if e := internLookup(key); e != nil {
+			a.Key = e.key
+		} else if !d.opt.AllAttributes {
+			if err := dropped(val); err != nil {
+				return b, n, err
+			}
+			continue
+		}
+		a, err = d.value(a, val)
+		if err != nil {
 			return b, n, err
 		}
-		if ok && p != nil {
+		if p != nil {
 			b = p.attr(b, &a)
 			n++
 		}

@@ -799,54 +799,52 @@ func (d *protoDecoder) attribute(slab *attrSlab, i int, data []byte) error {
 // the KeyValue had none.
 func (d *protoDecoder) keep(slab *attrSlab, key, val []byte) error {
 	var a Attr
-	ok, err := d.attrOf(&a, key, val)
-	if ok {
-		slab.add(a)
-	}
-	return err
-}
-
-// attrOf decodes the attribute of key and val into a and says whether its key is kept (an error
-// says it is not). val is the AnyValue message, nil when the KeyValue had none.
-func (d *protoDecoder) attrOf(a *Attr, key, val []byte) (bool, error) {
-	if k, ok := Intern(key); ok {
-		a.Key = k
+	if e := internLookup(key); e != nil {
+		a.Key = e.key
 	} else if d.opt.AllAttributes {
 		a.Key = bstr(key)
 	} else {
-		// Dropped here, but recorded and replayed as sent: within the nesting every reader takes.
-		// A lone short string, what nearly every dropped attribute is, cannot nest.
-		if len(val) >= 2 && val[0] == fAnyString<<3|2 && val[1] < 0x80 && 2+int(val[1]) == len(val) {
-			return false, nil
-		}
-		return false, checkDepth(val)
+		return dropped(val)
 	}
-	// A value that is one short string or one int - nearly every attribute - is read here,
-	// without the call to value. The varint is read as easyproto reads it; anything else (other
-	// members, several fields, a long string) goes to value.
+	// A value that is one short string or one int - nearly every attribute - is stored from here,
+	// without the call to value and the Attr it passes back. The varint is read as easyproto
+	// reads it; anything else (other members, several fields, a long string) goes to value.
 	if len(val) >= 2 && val[1] < 0x80 {
 		switch val[0] {
 		case fAnyString<<3 | 2:
 			if 2+int(val[1]) == len(val) {
-				a.Str, a.Num, a.Type = bstr(val[2:]), 0, ValueString
-				return true, nil
+				slab.add(Attr{Key: a.Key, Str: bstr(val[2:]), Type: ValueString})
+				return nil
 			}
 		case fAnyInt << 3:
 			if len(val) == 2 {
-				a.Str, a.Num, a.Type = "", int64(val[1]), ValueInt
-				return true, nil
+				slab.add(Attr{Key: a.Key, Num: int64(val[1]), Type: ValueInt})
+				return nil
 			}
 		}
 	}
 	if len(val) > 2 && val[0] == fAnyInt<<3 {
 		if n, size := binary.Uvarint(val[1:]); size > 0 && 1+size == len(val) {
-			a.Str, a.Num, a.Type = "", int64(n), ValueInt
-			return true, nil
+			slab.add(Attr{Key: a.Key, Num: int64(n), Type: ValueInt})
+			return nil
 		}
 	}
-	v, err := d.value(Attr{Key: a.Key}, val)
-	*a = v
-	return err == nil, err
+	a, err := d.value(a, val)
+	if err != nil {
+		return err
+	}
+	slab.add(a)
+	return nil
+}
+
+// dropped checks the AnyValue val of an attribute the decoder drops: not kept, but recorded and
+// replayed as sent, so within the nesting every reader takes. A lone short string, what nearly
+// every dropped attribute is, cannot nest.
+func dropped(val []byte) error {
+	if len(val) >= 2 && val[0] == fAnyString<<3|2 && val[1] < 0x80 && 2+int(val[1]) == len(val) {
+		return nil
+	}
+	return checkDepth(val)
 }
 
 // value decodes an AnyValue into a. The oneof follows protobuf: the last member on the wire wins,
