@@ -16,8 +16,10 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/stormwatch/stormwatch/fixtures"
 	"github.com/stormwatch/stormwatch/spans"
 	"github.com/stormwatch/stormwatch/spans/spanstest"
+	"github.com/stormwatch/stormwatch/tracefile"
 )
 
 // protoSeeds are the protobuf bodies every fuzz run starts from (also checked in under
@@ -320,5 +322,37 @@ func packedAsBefore(t *testing.T, dirty, body []byte, opt spans.DecodeOptions) {
 		if g.ID != w.ID || g.Spans != w.Spans || g.UnsetTimes != w.UnsetTimes || g.Latest != w.Latest || g.RootLinks != w.RootLinks {
 			t.Fatalf("all=%v: trace %d: %+v; the way before %+v", opt.AllAttributes, k, g, w)
 		}
+	}
+}
+
+// TestDecodePackedAsBefore holds the protobuf decoder's packed form to the way before it wrote it
+// straight from the wire (see packedAsBefore) on every request of every recorded fixture, as
+// protobuf, and on the benchmarks' payloads.
+func TestDecodePackedAsBefore(t *testing.T) {
+	bodies := [][]byte{marshal(t, benchRequest()), marshal(t, richRequest())}
+	for _, name := range fixtures.Names() {
+		records, err := fixtures.Read(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for line := range bytes.Lines(records) {
+			if line = bytes.TrimSpace(line); len(line) == 0 {
+				continue
+			}
+			pb, err := tracefile.JSONToProto(line)
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			bodies = append(bodies, pb)
+		}
+	}
+	dirty := protoSeeds(t)[0]
+	for _, body := range bodies {
+		for _, o := range bothOptions {
+			packedAsBefore(t, dirty, body, o.opt)
+		}
+	}
+	if len(bodies) < 100 {
+		t.Fatalf("only %d requests: the fixtures were not read", len(bodies))
 	}
 }
