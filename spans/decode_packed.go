@@ -359,6 +359,11 @@ func (h *wireSpan) read(src []byte) error {
 			num, typ, data, src = uint32(t>>3), 2, src[2:2+int(src[1])], src[2+int(src[1]):]
 		} else if t < 0x80 && t&7 == 1 && len(src) >= 9 {
 			num, typ, v, src = uint32(t>>3), 1, load64(src[1:9]), src[9:]
+		} else if t < 0x80 && t&7 == 0 && len(src) >= 2 && src[1] < 0x80 {
+			num, typ, v, src = uint32(t>>3), 0, uint64(src[1]), src[2:]
+		} else if t == 0x85 && len(src) >= 6 && src[1] == 0x01 {
+			src = src[6:] // field 16 (flags, a fixed32 every SDK sends, its tag two bytes): not kept
+			continue
 		} else {
 			if fc.src = src; !fc.next() {
 				return fc.err

@@ -543,6 +543,9 @@ func (d *protoDecoder) spanFields(sp *Span, src []byte) (bool, error) {
 			num, typ, v, src = uint32(t>>3), 1, load64(src[1:9]), src[9:]
 		} else if t < 0x80 && t&7 == 0 && len(src) >= 2 && src[1] < 0x80 {
 			num, typ, v, src = uint32(t>>3), 0, uint64(src[1]), src[2:]
+		} else if t == 0x85 && len(src) >= 6 && src[1] == 0x01 {
+			src = src[6:] // field 16 (flags, a fixed32 every SDK sends, its tag two bytes): not kept
+			continue
 		} else {
 			if next, ferr := fc.NextField(src); ferr == nil {
 				src = next
