@@ -246,8 +246,10 @@ func (d *protoDecoder) packTraces(bp *batchPacker, pp *protoPacked, buf []byte) 
 // and of the events, writes each. A span whose ids are not the ones its place was found by is
 // errRegroup. An error may be a later fault in the span than DecodeProto's (see packTraces).
 func (d *protoDecoder) packSpan(p *packer, src []byte, scope string, res *Resource, tid TraceID) error {
-	var h wireSpan
-	if err := h.read(src); err != nil {
+	h := wireSpan{kvs: d.kvs[:0]}
+	err := h.read(src)
+	d.kvs = h.kvs
+	if err != nil {
 		return err
 	}
 	var sid SpanID
@@ -292,7 +294,7 @@ func (d *protoDecoder) packSpan(p *packer, src []byte, scope string, res *Resour
 		// After the attributes, as the decoders add it.
 		state = &Attr{Key: AttrTraceState, Str: bstr(h.state), Type: ValueString}
 	}
-	b, err := d.packAttrList(p, b, src[h.attrs.from:h.attrs.to], fSpanAttributes, state)
+	b, err = d.packAttrList(p, b, src, h.kvs, state)
 	if err != nil {
 		return err
 	}
@@ -338,10 +340,13 @@ type wireSpan struct {
 	start, end         int64
 	kind               Kind
 	status             StatusCode
-	// attrs is from the first attribute field to the end of the last.
-	attrs         struct{ from, to int }
+	// kvs is where each attribute (its KeyValue message) is in the span's bytes (see kvAt).
+	kvs           []uint64
 	links, events int
 }
+
+// kvAt is where data, a part of message src, is in it, as wireSpan.kvs holds it.
+func kvAt(src, data []byte) uint64 { return uint64(offsetIn(src, data))<<32 | uint64(len(data)) }
 
 func (h *wireSpan) read(src []byte) error {
 	var fc protoFields
@@ -354,7 +359,6 @@ func (h *wireSpan) read(src []byte) error {
 			data []byte
 			v    uint64
 		)
-		from := all - len(src)
 		if t := src[0]; t < 0x80 && t&7 == 2 && len(src) >= 2 && src[1] < 0x80 && 2+int(src[1]) <= len(src) {
 			num, typ, data, src = uint32(t>>3), 2, src[2:2+int(src[1])], src[2+int(src[1]):]
 		} else if t < 0x80 && t&7 == 1 && len(src) >= 9 {
@@ -400,15 +404,13 @@ func (h *wireSpan) read(src []byte) error {
 			case fSpanName:
 				h.name = bstr(data)
 			case fSpanAttributes:
-				if h.attrs.to == 0 {
-					h.attrs.from = from
-				}
+				h.kvs = append(h.kvs, uint64(all-len(src)-len(data))<<32|uint64(len(data)))
 				// The attributes that follow (every SDK sends them in one run), in a loop of
 				// their own.
 				for len(src) >= 2 && src[0] == fSpanAttributes<<3|2 && src[1] < 0x80 && 2+int(src[1]) <= len(src) {
+					h.kvs = append(h.kvs, uint64(all-len(src)+2)<<32|uint64(src[1]))
 					src = src[2+int(src[1]):]
 				}
-				h.attrs.to = all - len(src)
 			case fSpanLinks:
 				h.links++
 			case fSpanEvents:
@@ -427,6 +429,7 @@ func (h *wireSpan) read(src []byte) error {
 // DecodeProto keeps it), and says whether they did.
 func (d *protoDecoder) packLink(p *packer, b, src []byte) ([]byte, bool, error) {
 	var traceID, spanID []byte
+	kvs := d.kvs[:0]
 	fc := protoFields{src: src}
 	for fc.next() {
 		switch {
@@ -434,19 +437,21 @@ func (d *protoDecoder) packLink(p *packer, b, src []byte) ([]byte, bool, error) 
 			traceID = fc.data
 		case fc.num == fLinkSpanID && fc.typ == 2:
 			spanID = fc.data
+		case fc.num == fLinkAttributes && fc.typ == 2:
+			kvs = append(kvs, kvAt(src, fc.data))
 		}
 	}
-	if fc.err != nil {
+	if d.kvs = kvs; fc.err != nil {
 		return b, false, fc.err
 	}
 	if len(traceID) != len(TraceID{}) || len(spanID) != len(SpanID{}) {
 		// Dropped with its attributes, which are read all the same: DecodeProto refuses a link
 		// whose attribute is malformed or nests too deep.
-		_, _, err := d.packAttrs(nil, nil, src, fLinkAttributes)
+		_, _, err := d.packAttrs(nil, nil, src, kvs)
 		return b, false, err
 	}
 	b = append(append(b, traceID...), spanID...)
-	b, err := d.packAttrList(p, b, src, fLinkAttributes, nil)
+	b, err := d.packAttrList(p, b, src, kvs, nil)
 	return b, true, err
 }
 
@@ -454,6 +459,7 @@ func (d *protoDecoder) packLink(p *packer, b, src []byte) ([]byte, bool, error) 
 func (d *protoDecoder) packEvent(p *packer, b, src []byte, start int64) ([]byte, error) {
 	var t int64
 	var name string
+	kvs := d.kvs[:0]
 	fc := protoFields{src: src}
 	for fc.next() {
 		switch {
@@ -461,21 +467,23 @@ func (d *protoDecoder) packEvent(p *packer, b, src []byte, start int64) ([]byte,
 			t = int64(fc.v)
 		case fc.num == fEventName && fc.typ == 2:
 			name = bstr(fc.data)
+		case fc.num == fEventAttributes && fc.typ == 2:
+			kvs = append(kvs, kvAt(src, fc.data))
 		}
 	}
-	if fc.err != nil {
+	if d.kvs = kvs; fc.err != nil {
 		return b, fc.err
 	}
 	b = packio.AppendZZ(b, t-start)
 	b = p.str(b, name)
-	return d.packAttrList(p, b, src, fEventAttributes, nil)
+	return d.packAttrList(p, b, src, kvs, nil)
 }
 
-// packAttrList writes the attributes of message src (its fields num), then extra when not nil, as
-// the packer writes a list of them.
-func (d *protoDecoder) packAttrList(p *packer, b, src []byte, num uint32, extra *Attr) ([]byte, error) {
+// packAttrList writes the attributes of message src that kvs places (see wireSpan.kvs), then
+// extra when not nil, as the packer writes a list of them.
+func (d *protoDecoder) packAttrList(p *packer, b, src []byte, kvs []uint64, extra *Attr) ([]byte, error) {
 	at := len(b)
-	b, n, err := d.packAttrs(p, append(b, 0), src, num)
+	b, n, err := d.packAttrs(p, append(b, 0), src, kvs)
 	if err != nil {
 		return b, err
 	}
@@ -487,23 +495,12 @@ func (d *protoDecoder) packAttrList(p *packer, b, src []byte, num uint32, extra 
 	return p.setCount(b, at, n), nil
 }
 
-// packAttrs writes the attributes of message src (its fields num) that DecodeProto keeps, and
-// says how many; with p nil it only reads them, for their errors.
-func (d *protoDecoder) packAttrs(p *packer, b, src []byte, num uint32) ([]byte, int, error) {
+// packAttrs writes the attributes of message src that kvs places that DecodeProto keeps, and says
+// how many; with p nil it only reads them, for their errors.
+func (d *protoDecoder) packAttrs(p *packer, b, src []byte, kvs []uint64) ([]byte, int, error) {
 	n := 0
-	fc := protoFields{src: src}
-	for len(fc.src) > 0 {
-		// An attribute of a one-byte length without a call.
-		var data []byte
-		var ok bool
-		if s := fc.src; s[0] == byte(num<<3|2) && len(s) >= 2 && s[1] < 0x80 && 2+int(s[1]) <= len(s) {
-			data, fc.src = s[2:2+int(s[1])], s[2+int(s[1]):]
-		} else if !fc.next() {
-			return b, n, fc.err
-		} else if data, ok = fc.message(num); !ok {
-			continue
-		}
-		key, val, err := keyValue(data)
+	for _, kv := range kvs {
+		key, val, err := keyValue(src[kv>>32 : kv>>32+kv&0xffffffff])
 		if err != nil {
 			return b, n, err
 		}
