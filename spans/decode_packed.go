@@ -42,6 +42,7 @@ type protoPacked struct {
 	refs   []spanRef
 	scopes []string
 	res    []Resource
+	kvs    []uint64 // protoDecoder.kvs, kept
 }
 
 // reset empties pp, letting go of every string of the request it held.
@@ -63,12 +64,13 @@ func decodeProtoPacked(b *Batch, buf []byte, opt DecodeOptions, reuse bool) erro
 	bp := &b.pk.bp
 	pp := &bp.proto
 	defer pp.reset() // on every way out: the next request must find nothing of this one
-	d := protoDecoder{opt: opt, b: b}
+	d := protoDecoder{opt: opt, b: b, kvs: pp.kvs[:0]}
 	d.attrs.initIn(b.attrBuf, 256)
 	err := d.structure(pp, buf)
 	if err == nil {
 		err = d.packTraces(bp, pp, buf)
 	}
+	pp.kvs = d.kvs[:0]
 	if errors.Is(err, errRegroup) {
 		// Decoded as DecodeProto does, then packed from the span values.
 		b.Packed, b.Rejected, b.RejectReason = nil, 0, ""
