@@ -254,43 +254,14 @@ func (d *protoDecoder) packSpan(p *packer, src []byte, scope string, res *Resour
 	if err != nil {
 		return err
 	}
-	var sid SpanID
-	if len(h.trace) != len(tid) || TraceID(h.trace) != tid || len(h.span) != len(sid) {
+	if len(h.trace) != len(tid) || TraceID(h.trace) != tid || len(h.span) != len(h.SpanID) {
 		return errRegroup
 	}
-	if sid = SpanID(h.span); sid.IsZero() {
+	if h.SpanID = SpanID(h.span); h.SpanID.IsZero() {
 		return errRegroup
 	}
-	b := p.buf
-	if p.n == 0 {
-		p.tid = tid
-		copy(b[p.at+1+6*4:], tid[:])
-	}
-	p.n++
-	var flags byte
-	if tid != p.tid {
-		flags |= packTraceID
-	}
-	if !h.parent.IsZero() {
-		flags |= packHasParent
-	}
-	b = append(b, flags)
-	b = append(b, sid[:]...)
-	if flags&packTraceID != 0 {
-		b = append(b, tid[:]...)
-	}
-	if flags&packHasParent != 0 {
-		b = append(b, h.parent[:]...)
-	}
-	b = packio.AppendZZ(b, h.start-p.prevStart)
-	p.prevStart = h.start
-	b = packio.AppendZZ(b, h.end-h.start)
-	b = append(b, byte(h.kind), byte(h.status))
-	b = p.str(b, h.name)
-	b = p.str(b, h.statusMsg)
-	b = p.str(b, scope)
-	k, _ := p.resource(res)
-	b = binary.AppendUvarint(b, uint64(k)+1)
+	h.TraceID, h.Scope, h.Resource = tid, scope, res
+	b := p.head(p.buf, &h.Span)
 	var state *Attr
 	if h.state != nil {
 		// After the attributes, as the decoders add it.
@@ -321,27 +292,23 @@ func (d *protoDecoder) packSpan(p *packer, src []byte, scope string, res *Resour
 	fc = protoFields{src: src}
 	for h.events > 0 && fc.next() {
 		if data, ok := fc.message(fSpanEvents); ok {
-			if b, err = d.packEvent(p, b, data, h.start); err != nil {
+			if b, err = d.packEvent(p, b, data, h.StartUnixNano); err != nil {
 				return err
 			}
 		}
 	}
 	b = p.setCount(b, at, h.events)
 	p.nEvents += h.events
-	p.facts.add(h.start, h.end, h.kind == KindConsumer && links == 1 && h.parent.IsZero())
+	p.facts.add(h.StartUnixNano, h.EndUnixNano, h.Kind == KindConsumer && links == 1 && h.ParentID.IsZero())
 	p.buf = b
 	return nil
 }
 
-// wireSpan is a Span message's own fields, read by spanFields' rules, and where its attributes
-// are and how many links and events it has.
+// wireSpan is a Span message's own fields, read by spanFields' rules (those the packer writes
+// before the attributes in Span), where its attributes are and how many links and events it has.
 type wireSpan struct {
+	Span
 	trace, span, state []byte
-	parent             SpanID
-	name, statusMsg    string
-	start, end         int64
-	kind               Kind
-	status             StatusCode
 	// kvs is where each attribute (its KeyValue message) is in the span's bytes (see kvAt).
 	kvs           []uint64
 	links, events int
@@ -379,14 +346,14 @@ func (h *wireSpan) read(src []byte) error {
 		switch typ {
 		case 0:
 			if num == fSpanKind {
-				h.kind = Kind(v)
+				h.Kind = Kind(v)
 			}
 		case 1:
 			switch num {
 			case fSpanStart:
-				h.start = int64(v)
+				h.StartUnixNano = int64(v)
 			case fSpanEnd:
-				h.end = int64(v)
+				h.EndUnixNano = int64(v)
 			}
 		case 2:
 			switch num {
@@ -395,16 +362,16 @@ func (h *wireSpan) read(src []byte) error {
 			case fSpanSpanID:
 				h.span = data
 			case fSpanParentID:
-				h.parent = SpanID{}
-				if len(data) == len(h.parent) {
-					h.parent = SpanID(data)
+				h.ParentID = SpanID{}
+				if len(data) == len(h.ParentID) {
+					h.ParentID = SpanID(data)
 				}
 			case fSpanTraceState:
 				if samplingState(data) {
 					h.state = data
 				}
 			case fSpanName:
-				h.name = bstr(data)
+				h.Name = bstr(data)
 			case fSpanAttributes:
 				h.kvs = append(h.kvs, uint64(all-len(src)-len(data))<<32|uint64(len(data)))
 				// The attributes that follow (every SDK sends them in one run), in a loop of
@@ -418,7 +385,7 @@ func (h *wireSpan) read(src []byte) error {
 			case fSpanEvents:
 				h.events++
 			case fSpanStatus:
-				if err := status(&h.statusMsg, &h.status, data); err != nil {
+				if err := status(&h.StatusMessage, &h.Status, data); err != nil {
 					return err
 				}
 			}

@@ -453,13 +453,36 @@ func (p *packer) span(s *Span) {
 	// The buffer is a local while it grows: stored back through p on every append it would cost
 	// a write barrier each time while the garbage collector marks, which it often does in a
 	// collector under load.
-	b := p.buf
+	b := p.head(p.buf, s)
+	b = p.attrs(b, s.Attrs)
+	b = packio.AppendCount(b, len(s.Links), s.Links == nil)
+	p.nLinks += len(s.Links)
+	for k := range s.Links {
+		l := &s.Links[k]
+		b = append(b, l.TraceID[:]...)
+		b = append(b, l.SpanID[:]...)
+		b = p.attrs(b, l.Attrs)
+	}
+	b = packio.AppendCount(b, len(s.Events), s.Events == nil)
+	p.nEvents += len(s.Events)
+	for k := range s.Events {
+		e := &s.Events[k]
+		b = packio.AppendZZ(b, e.TimeUnixNano-s.StartUnixNano)
+		b = p.str(b, e.Name)
+		b = p.attrs(b, e.Attrs)
+	}
+	p.facts.add(s.StartUnixNano, s.EndUnixNano, s.Kind == KindConsumer && len(s.Links) == 1 && s.ParentID.IsZero())
+	p.buf = b
+}
+
+// head writes span s up to its attributes: its ids, times, kind, status, name, status message,
+// scope and resource. It counts the span, not its facts (its links are not written yet).
+func (p *packer) head(b []byte, s *Span) []byte {
 	if p.n == 0 {
 		p.tid = s.TraceID
 		copy(b[p.at+1+6*4:], s.TraceID[:])
 	}
 	p.n++
-	p.facts.add(s.StartUnixNano, s.EndUnixNano, s.Kind == KindConsumer && len(s.Links) == 1 && s.ParentID.IsZero())
 	var flags byte
 	if s.TraceID != p.tid {
 		flags |= packTraceID
@@ -488,25 +511,7 @@ func (p *packer) span(s *Span) {
 		k, _ = p.resource(s.Resource)
 		k++
 	}
-	b = binary.AppendUvarint(b, uint64(k))
-	b = p.attrs(b, s.Attrs)
-	b = packio.AppendCount(b, len(s.Links), s.Links == nil)
-	p.nLinks += len(s.Links)
-	for k := range s.Links {
-		l := &s.Links[k]
-		b = append(b, l.TraceID[:]...)
-		b = append(b, l.SpanID[:]...)
-		b = p.attrs(b, l.Attrs)
-	}
-	b = packio.AppendCount(b, len(s.Events), s.Events == nil)
-	p.nEvents += len(s.Events)
-	for k := range s.Events {
-		e := &s.Events[k]
-		b = packio.AppendZZ(b, e.TimeUnixNano-s.StartUnixNano)
-		b = p.str(b, e.Name)
-		b = p.attrs(b, e.Attrs)
-	}
-	p.buf = b
+	return binary.AppendUvarint(b, uint64(k))
 }
 
 // forget lets go of what the packer points to - the buffer and the resources packed - so that a
