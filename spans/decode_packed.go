@@ -17,11 +17,13 @@ import (
 //     ScopeSpans' scope name, and each span's place in the body and trace id, read from the
 //     span's top-level fields only (the walk the counting pass of DecodeProto makes anyway);
 //  2. the spans, trace by trace (in the order each trace first appears, each trace's spans in
-//     the order they came, as Batch.Pack groups them): each decoded into one span value, used
-//     again for the next, and packed at once.
+//     the order they came, as Batch.Pack groups them): each written into its trace's block from
+//     its wire bytes (packSpan), the bytes the packer would write of it decoded.
 //
-// The rules are DecodeProto's (one span decoder, spanFields, serves both). A span whose ids make
-// it a reject is decoded where the first pass finds it, and counted, so that a request is refused
+// The rules are DecodeProto's: the writer reads by spanFields' rules, and a span it cannot write
+// (malformed, or its ids not what the first pass read) is decoded by spanFields for DecodeProto's
+// error or verdict. A span whose ids make it a reject is decoded where the first pass finds it,
+// and counted, so that a request is refused
 // for what it holds whichever of its spans holds it, as DecodeProto refuses it; only the spans to
 // keep are remembered for the second pass, in 44 bytes without a pointer each (a span to keep
 // takes at least 20 bytes of the request: a hostile body of tiny spans cannot make the decoder
@@ -240,13 +242,14 @@ func (d *protoDecoder) packTraces(bp *batchPacker, pp *protoPacked, buf []byte) 
 	return nil
 }
 
-// packSpan writes Span message src, of trace tid, straight from the wire into p (see packer.span,
-// whose bytes it writes): no span value is made, an attribute is decoded and written at once.
-// The packed form has a span's attributes, links and events after its name, status and scope,
-// which the wire may send after them (every SDK sends the status last), so a first walk reads the
-// span's own fields and notes where its attributes are, and a walk of those, then of the links
-// and of the events, writes each. A span whose ids are not the ones its place was found by is
-// errRegroup. An error may be a later fault in the span than DecodeProto's (see packTraces).
+// packSpan writes Span message src, of trace tid, straight from the wire into p, the bytes
+// packer.span writes of the span DecodeProto makes of it: no span value's attributes, links or
+// events are made, each attribute is decoded and written at once. The packed form has a span's
+// attributes after its name, status and scope, which the wire may send after them (every SDK
+// sends the status last), so a first walk reads the span's own fields and notes where its
+// attributes are; the attributes, then the links and the events, are written after it. A span
+// whose ids are not the ones its place was found by is errRegroup. An error may be a later fault
+// in the span than DecodeProto's (see packTraces).
 func (d *protoDecoder) packSpan(p *packer, src []byte, scope string, res *Resource, tid TraceID) error {
 	h := wireSpan{kvs: d.kvs[:0]}
 	err := h.read(src)
