@@ -195,6 +195,13 @@ func BenchmarkDecode(b *testing.B) {
 			return spans.DecodeProtoInto(batch, body, spans.DecodeOptions{})
 		})
 	})
+	b.Run("proto/stormwatch-rich-packed", func(b *testing.B) {
+		// The same packed by trace, as the collector decodes for the analyzer.
+		batch := &spans.Batch{}
+		runPerSpan(b, marshal(b, richRequest()), func(body []byte) error {
+			return spans.DecodeProtoInto(batch, body, spans.DecodeOptions{PackByTrace: true})
+		})
+	})
 	b.Run("proto/stormwatch-all-attrs", func(b *testing.B) {
 		runPerSpan(b, pb, func(body []byte) error {
 			_, err := spans.DecodeProto(body, spans.DecodeOptions{AllAttributes: true})

@@ -44,7 +44,7 @@ type protoPacked struct {
 	refs   []spanRef
 	scopes []string
 	res    []Resource
-	kvs    []uint64 // protoDecoder.kvs, kept
+	places wirePlaces // the direct writer's, kept
 }
 
 // reset empties pp, letting go of every string of the request it held.
@@ -66,13 +66,13 @@ func decodeProtoPacked(b *Batch, buf []byte, opt DecodeOptions, reuse bool) erro
 	bp := &b.pk.bp
 	pp := &bp.proto
 	defer pp.reset() // on every way out: the next request must find nothing of this one
-	d := protoDecoder{opt: opt, b: b, kvs: pp.kvs[:0]}
+	d := protoDecoder{opt: opt, b: b, places: pp.places}
 	d.attrs.initIn(b.attrBuf, 256)
 	err := d.structure(pp, buf)
 	if err == nil {
 		err = d.packTraces(bp, pp, buf)
 	}
-	pp.kvs = d.kvs[:0]
+	pp.places = d.places
 	if errors.Is(err, errRegroup) {
 		// Decoded as DecodeProto does, then packed from the span values.
 		b.Packed, b.Rejected, b.RejectReason = nil, 0, ""
@@ -251,10 +251,10 @@ func (d *protoDecoder) packTraces(bp *batchPacker, pp *protoPacked, buf []byte) 
 // whose ids are not the ones its place was found by is errRegroup. An error may be a later fault
 // in the span than DecodeProto's (see packTraces).
 func (d *protoDecoder) packSpan(p *packer, src []byte, scope string, res *Resource, tid TraceID) error {
-	h := wireSpan{kvs: d.kvs[:0]}
-	err := h.read(src)
-	d.kvs = h.kvs
-	if err != nil {
+	var h wireSpan
+	pl := &d.places
+	pl.kvs, pl.links, pl.events = pl.kvs[:0], pl.links[:0], pl.events[:0]
+	if err := h.read(src, pl); err != nil {
 		return err
 	}
 	if len(h.trace) != len(tid) || TraceID(h.trace) != tid || len(h.span) != len(h.SpanID) {
@@ -270,57 +270,54 @@ func (d *protoDecoder) packSpan(p *packer, src []byte, scope string, res *Resour
 		// After the attributes, as the decoders add it.
 		state = &Attr{Key: AttrTraceState, Str: bstr(h.state), Type: ValueString}
 	}
-	b, err = d.packAttrList(p, b, src, h.kvs, state)
+	b, err := d.packAttrList(p, b, src, pl.kvs, state)
 	if err != nil {
 		return err
 	}
 	at, links := len(b), 0
 	b = append(b, 0)
-	fc := protoFields{src: src}
-	for h.links > 0 && fc.next() {
-		if data, ok := fc.message(fSpanLinks); ok {
-			var kept bool
-			if b, kept, err = d.packLink(p, b, data); err != nil {
-				return err
-			}
-			if kept {
-				links++
-			}
+	for _, at := range pl.links {
+		var kept bool
+		if b, kept, err = d.packLink(p, b, src[at>>32:at>>32+at&0xffffffff]); err != nil {
+			return err
+		}
+		if kept {
+			links++
 		}
 	}
 	b = p.setCount(b, at, links)
 	p.nLinks += links
 	at = len(b)
 	b = append(b, 0)
-	fc = protoFields{src: src}
-	for h.events > 0 && fc.next() {
-		if data, ok := fc.message(fSpanEvents); ok {
-			if b, err = d.packEvent(p, b, data, h.StartUnixNano); err != nil {
-				return err
-			}
+	for _, at := range pl.events {
+		if b, err = d.packEvent(p, b, src[at>>32:at>>32+at&0xffffffff], h.StartUnixNano); err != nil {
+			return err
 		}
 	}
-	b = p.setCount(b, at, h.events)
-	p.nEvents += h.events
+	b = p.setCount(b, at, len(pl.events))
+	p.nEvents += len(pl.events)
 	p.facts.add(h.StartUnixNano, h.EndUnixNano, h.Kind == KindConsumer && links == 1 && h.ParentID.IsZero())
 	p.buf = b
 	return nil
 }
 
-// wireSpan is a Span message's own fields, read by spanFields' rules (those the packer writes
-// before the attributes in Span), where its attributes are and how many links and events it has.
+// wireSpan is a Span message's own fields, read by spanFields' rules: those the packer writes
+// before the attributes, in Span, and the ids and trace state as sent.
 type wireSpan struct {
 	Span
 	trace, span, state []byte
-	// kvs is where each attribute (its KeyValue message) is in the span's bytes (see kvAt).
-	kvs           []uint64
-	links, events int
 }
 
-// kvAt is where data, a part of message src, is in it, as wireSpan.kvs holds it.
+// wirePlaces is where a span's attributes (their KeyValue messages), links and events are in its
+// bytes (see kvAt), kept from span to span and request to request (protoPacked) with what they
+// grew to.
+type wirePlaces struct{ kvs, links, events []uint64 }
+
+// kvAt is where data, a part of message src, is in it, as wirePlaces holds it.
 func kvAt(src, data []byte) uint64 { return uint64(offsetIn(src, data))<<32 | uint64(len(data)) }
 
-func (h *wireSpan) read(src []byte) error {
+// read reads Span message src into h, and the places of its attributes, links and events into pl.
+func (h *wireSpan) read(src []byte, pl *wirePlaces) error {
 	var fc protoFields
 	for all := len(src); len(src) > 0; {
 		// The fields of one-byte tags, a length-delimited one of a one-byte length or a fixed64,
@@ -376,17 +373,17 @@ func (h *wireSpan) read(src []byte) error {
 			case fSpanName:
 				h.Name = bstr(data)
 			case fSpanAttributes:
-				h.kvs = append(h.kvs, uint64(all-len(src)-len(data))<<32|uint64(len(data)))
+				pl.kvs = append(pl.kvs, uint64(all-len(src)-len(data))<<32|uint64(len(data)))
 				// The attributes that follow (every SDK sends them in one run), in a loop of
 				// their own.
 				for len(src) >= 2 && src[0] == fSpanAttributes<<3|2 && src[1] < 0x80 && 2+int(src[1]) <= len(src) {
-					h.kvs = append(h.kvs, uint64(all-len(src)+2)<<32|uint64(src[1]))
+					pl.kvs = append(pl.kvs, uint64(all-len(src)+2)<<32|uint64(src[1]))
 					src = src[2+int(src[1]):]
 				}
 			case fSpanLinks:
-				h.links++
+				pl.links = append(pl.links, uint64(all-len(src)-len(data))<<32|uint64(len(data)))
 			case fSpanEvents:
-				h.events++
+				pl.events = append(pl.events, uint64(all-len(src)-len(data))<<32|uint64(len(data)))
 			case fSpanStatus:
 				if err := status(&h.StatusMessage, &h.Status, data); err != nil {
 					return err
@@ -401,7 +398,7 @@ func (h *wireSpan) read(src []byte) error {
 // DecodeProto keeps it), and says whether they did.
 func (d *protoDecoder) packLink(p *packer, b, src []byte) ([]byte, bool, error) {
 	var traceID, spanID []byte
-	kvs := d.kvs[:0]
+	kvs := d.places.kvs[:0]
 	fc := protoFields{src: src}
 	for fc.next() {
 		switch {
@@ -413,7 +410,7 @@ func (d *protoDecoder) packLink(p *packer, b, src []byte) ([]byte, bool, error) 
 			kvs = append(kvs, kvAt(src, fc.data))
 		}
 	}
-	if d.kvs = kvs; fc.err != nil {
+	if d.places.kvs = kvs; fc.err != nil {
 		return b, false, fc.err
 	}
 	if len(traceID) != len(TraceID{}) || len(spanID) != len(SpanID{}) {
@@ -431,7 +428,7 @@ func (d *protoDecoder) packLink(p *packer, b, src []byte) ([]byte, bool, error) 
 func (d *protoDecoder) packEvent(p *packer, b, src []byte, start int64) ([]byte, error) {
 	var t int64
 	var name string
-	kvs := d.kvs[:0]
+	kvs := d.places.kvs[:0]
 	fc := protoFields{src: src}
 	for fc.next() {
 		switch {
@@ -443,7 +440,7 @@ func (d *protoDecoder) packEvent(p *packer, b, src []byte, start int64) ([]byte,
 			kvs = append(kvs, kvAt(src, fc.data))
 		}
 	}
-	if d.kvs = kvs; fc.err != nil {
+	if d.places.kvs = kvs; fc.err != nil {
 		return b, fc.err
 	}
 	b = packio.AppendZZ(b, t-start)
@@ -451,7 +448,7 @@ func (d *protoDecoder) packEvent(p *packer, b, src []byte, start int64) ([]byte,
 	return d.packAttrList(p, b, src, kvs, nil)
 }
 
-// packAttrList writes the attributes of message src that kvs places (see wireSpan.kvs), then
+// packAttrList writes the attributes of message src that kvs places (see wirePlaces), then
 // extra when not nil, as the packer writes a list of them.
 func (d *protoDecoder) packAttrList(p *packer, b, src []byte, kvs []uint64, extra *Attr) ([]byte, error) {
 	at := len(b)

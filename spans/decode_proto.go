@@ -314,8 +314,8 @@ type protoDecoder struct {
 	xattrs attrSlab
 	links  []Link
 	events []Event
-	// kvs is the direct writer's (packSpan's) places of the attributes it is to write.
-	kvs []uint64
+	// places is the direct writer's (packSpan's) places of what it is to write.
+	places wirePlaces
 	// other holds the rendered form of array, map and bytes values. Strings alias it; when append
 	// moves it to a bigger array the old one stays alive and is never written again.
 	other []byte

@@ -208,6 +208,6 @@ func (b *Batch) resetPacked() {
 // or traces leaves none of its memory behind, nor a map every later request would clear whole.
 func (bp *batchPacker) oversized() bool {
 	return cap(bp.buf) > maxPackerKeep || cap(bp.idx)+cap(bp.slots) > maxPackerKeep/4 ||
-		cap(bp.proto.refs) > maxPackerKeep/64 || cap(bp.proto.kvs) > maxPackerKeep/64 ||
+		cap(bp.proto.refs) > maxPackerKeep/64 || cap(bp.proto.places.kvs)+cap(bp.proto.places.links)+cap(bp.proto.places.events) > maxPackerKeep/64 ||
 		cap(bp.traces) > maxPackerKeep/64 || len(bp.slot) > maxPackerKeep/64
 }
