@@ -276,9 +276,9 @@ func (d *protoDecoder) packSpan(p *packer, src []byte, scope string, res *Resour
 	}
 	at, links := len(b), 0
 	b = append(b, 0)
-	for _, at := range pl.links {
+	for _, place := range pl.links {
 		var kept bool
-		if b, kept, err = d.packLink(p, b, src[at>>32:at>>32+at&0xffffffff]); err != nil {
+		if b, kept, err = d.packLink(p, b, placed(src, place)); err != nil {
 			return err
 		}
 		if kept {
@@ -289,8 +289,8 @@ func (d *protoDecoder) packSpan(p *packer, src []byte, scope string, res *Resour
 	p.nLinks += links
 	at = len(b)
 	b = append(b, 0)
-	for _, at := range pl.events {
-		if b, err = d.packEvent(p, b, src[at>>32:at>>32+at&0xffffffff], h.StartUnixNano); err != nil {
+	for _, place := range pl.events {
+		if b, err = d.packEvent(p, b, placed(src, place), h.StartUnixNano); err != nil {
 			return err
 		}
 	}
@@ -313,8 +313,12 @@ type wireSpan struct {
 // grew to.
 type wirePlaces struct{ kvs, links, events []uint64 }
 
-// kvAt is where data, a part of message src, is in it, as wirePlaces holds it.
+// kvAt is where data, a part of message src, is in it, as wirePlaces holds it: its offset and
+// length in one word.
 func kvAt(src, data []byte) uint64 { return uint64(offsetIn(src, data))<<32 | uint64(len(data)) }
+
+// placed is the part of src at place (see kvAt).
+func placed(src []byte, place uint64) []byte { return src[place>>32 : place>>32+place&0xffffffff] }
 
 // read reads Span message src into h, and the places of its attributes, links and events into pl.
 func (h *wireSpan) read(src []byte, pl *wirePlaces) error {
@@ -468,8 +472,8 @@ func (d *protoDecoder) packAttrList(p *packer, b, src []byte, kvs []uint64, extr
 // how many; with p nil it only reads them, for their errors.
 func (d *protoDecoder) packAttrs(p *packer, b, src []byte, kvs []uint64) ([]byte, int, error) {
 	n := 0
-	for _, kv := range kvs {
-		key, val, err := keyValue(src[kv>>32 : kv>>32+kv&0xffffffff])
+	for _, place := range kvs {
+		key, val, err := keyValue(placed(src, place))
 		if err != nil {
 			return b, n, err
 		}
