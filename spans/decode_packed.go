@@ -1,9 +1,12 @@
 package spans
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"unsafe"
+
+	"github.com/stormwatch/stormwatch/internal/packio"
 )
 
 // The protobuf decoder with PackByTrace packs straight from the wire: no batch of span values is
@@ -14,11 +17,13 @@ import (
 //     ScopeSpans' scope name, and each span's place in the body and trace id, read from the
 //     span's top-level fields only (the walk the counting pass of DecodeProto makes anyway);
 //  2. the spans, trace by trace (in the order each trace first appears, each trace's spans in
-//     the order they came, as Batch.Pack groups them): each decoded into one span value, used
-//     again for the next, and packed at once.
+//     the order they came, as Batch.Pack groups them): each written into its trace's block from
+//     its wire bytes (packSpan), the bytes the packer would write of it decoded.
 //
-// The rules are DecodeProto's (one span decoder, spanFields, serves both). A span whose ids make
-// it a reject is decoded where the first pass finds it, and counted, so that a request is refused
+// The rules are DecodeProto's: the writer reads by spanFields' rules, and a span it cannot write
+// (malformed, or its ids not what the first pass read) is decoded by spanFields for DecodeProto's
+// error or verdict. A span whose ids make it a reject is decoded where the first pass finds it,
+// and counted, so that a request is refused
 // for what it holds whichever of its spans holds it, as DecodeProto refuses it; only the spans to
 // keep are remembered for the second pass, in 44 bytes without a pointer each (a span to keep
 // takes at least 20 bytes of the request: a hostile body of tiny spans cannot make the decoder
@@ -39,7 +44,7 @@ type protoPacked struct {
 	refs   []spanRef
 	scopes []string
 	res    []Resource
-	sp     Span
+	places wirePlaces // the direct writer's, kept
 }
 
 // reset empties pp, letting go of every string of the request it held.
@@ -49,7 +54,6 @@ func (pp *protoPacked) reset() {
 	pp.scopes = pp.scopes[:0]
 	clear(pp.res)
 	pp.res = pp.res[:0]
-	pp.sp = Span{}
 }
 
 func decodeProtoPacked(b *Batch, buf []byte, opt DecodeOptions, reuse bool) error {
@@ -62,12 +66,13 @@ func decodeProtoPacked(b *Batch, buf []byte, opt DecodeOptions, reuse bool) erro
 	bp := &b.pk.bp
 	pp := &bp.proto
 	defer pp.reset() // on every way out: the next request must find nothing of this one
-	d := protoDecoder{opt: opt, b: b}
+	d := protoDecoder{opt: opt, b: b, places: pp.places}
 	d.attrs.initIn(b.attrBuf, 256)
 	err := d.structure(pp, buf)
 	if err == nil {
 		err = d.packTraces(bp, pp, buf)
 	}
+	pp.places = d.places
 	if errors.Is(err, errRegroup) {
 		// Decoded as DecodeProto does, then packed from the span values.
 		b.Packed, b.Rejected, b.RejectReason = nil, 0, ""
@@ -117,34 +122,13 @@ func (d *protoDecoder) structure(pp *protoPacked, buf []byte) error {
 				}
 				r := spanRef{off: offsetIn(buf, sp), n: uint32(len(sp)), scope: sc, res: k, at: at, trace: trace}
 				if !keep {
-					return d.rejectRef(pp, buf, &r)
+					return d.rejectRef(buf, &r)
 				}
 				pp.refs = append(pp.refs, r)
 				return nil
 			})
 		})
 	})
-}
-
-// spanOf decodes the span r names into pp.sp, giving back what the span before it used of the
-// decoder's slabs (from the marks; a slab that moved is given back from where it is now), and
-// says whether its ids make it a span to keep. Not the arena of rendered values: the packer knows
-// a string it wrote by its address, so a string's bytes must stay as they are until the request
-// is packed.
-func (d *protoDecoder) spanOf(pp *protoPacked, buf []byte, r *spanRef, attrMark, xMark *slabMark) (bool, error) {
-	d.attrs.rollback(*attrMark)
-	*attrMark = d.attrs.mark()
-	d.xattrs.rollback(*xMark)
-	*xMark = d.xattrs.mark()
-	d.links, d.events = d.links[:0], d.events[:0]
-	sp := &pp.sp
-	*sp = Span{}
-	ok, err := d.spanFields(sp, buf[r.off:r.off+r.n])
-	if err != nil {
-		return false, fmt.Errorf("resource_spans[%d]: scope_spans[%d]: spans[%d]: %w", r.at[0], r.at[1], r.at[2], err)
-	}
-	sp.Scope, sp.Resource = pp.scopes[r.scope], &pp.res[r.res]
-	return ok, nil
 }
 
 // offsetIn is where sub, a part of buf (the walk slices the request, it copies nothing), begins
@@ -156,23 +140,37 @@ func offsetIn(buf, sub []byte) uint32 {
 	return uint32(uintptr(unsafe.Pointer(unsafe.SliceData(sub))) - uintptr(unsafe.Pointer(unsafe.SliceData(buf))))
 }
 
-// rejectRef decodes a span the first pass found a reject and counts it; one that turns out a span
+// rejectRef checks a span the first pass found a reject and counts it; one that turns out a span
 // to keep (a valid trace id after a zero one) is errRegroup.
-func (d *protoDecoder) rejectRef(pp *protoPacked, buf []byte, r *spanRef) error {
-	attrMark, xMark := d.attrs.mark(), d.xattrs.mark()
-	ok, err := d.spanOf(pp, buf, r, &attrMark, &xMark)
-	d.attrs.rollback(attrMark)
-	d.xattrs.rollback(xMark)
-	d.links, d.events = d.links[:0], d.events[:0]
+func (d *protoDecoder) rejectRef(buf []byte, r *spanRef) error {
+	ok, err := d.decodeAside(buf[r.off : r.off+r.n])
 	switch {
 	case err != nil:
-		return err
+		return r.where(err)
 	case ok:
 		return errRegroup
 	}
 	d.b.Rejected++
 	d.b.RejectReason = RejectInvalidID
 	return nil
+}
+
+// where names the span r in err.
+func (r *spanRef) where(err error) error {
+	return fmt.Errorf("resource_spans[%d]: scope_spans[%d]: spans[%d]: %w", r.at[0], r.at[1], r.at[2], err)
+}
+
+// decodeAside decodes Span message src as DecodeProto does, for its verdict alone - its error,
+// and whether its ids make it a span to keep - giving back what it took of the slabs.
+func (d *protoDecoder) decodeAside(src []byte) (bool, error) {
+	attrMark, xMark := d.attrs.mark(), d.xattrs.mark()
+	links, events := len(d.links), len(d.events)
+	var sp Span
+	ok, err := d.spanFields(&sp, src)
+	d.attrs.rollback(attrMark)
+	d.xattrs.rollback(xMark)
+	d.links, d.events = d.links[:links], d.events[:events]
+	return ok, err
 }
 
 // firstTraceID is spanIDs for a span whose first field is its 16-byte trace id, as every SDK
@@ -223,17 +221,315 @@ func spanIDs(src []byte) (TraceID, bool, error) {
 func (d *protoDecoder) packTraces(bp *batchPacker, pp *protoPacked, buf []byte) error {
 	refs := pp.refs
 	traces, idx, ends := bp.group(len(refs), func(i int) TraceID { return refs[i].trace })
-	attrMark, xMark := d.attrs.mark(), d.xattrs.mark()
-	err := bp.packGroups(traces, idx, ends, func(i int32) (*Span, error) {
-		ok, err := d.spanOf(pp, buf, &refs[i], &attrMark, &xMark)
-		if err == nil && (!ok || pp.sp.TraceID != refs[i].trace) {
-			err = errRegroup
+	err := bp.packGroups(traces, idx, ends, func(i int32) error {
+		r := &refs[i]
+		src := buf[r.off : r.off+r.n]
+		err := d.packSpan(&bp.p, src, pp.scopes[r.scope], &pp.res[r.res], r.trace)
+		if err != nil {
+			// The writer reads a span in several walks, so the first fault it meets need not be
+			// the first in the span, and a span whose ids it refuses may be malformed besides:
+			// the span's error is DecodeProto's, found again.
+			if _, derr := d.decodeAside(src); derr != nil {
+				return r.where(derr)
+			}
 		}
-		return &pp.sp, err
+		return err
 	})
 	if err != nil {
 		return err
 	}
 	d.b.Packed = traces
 	return nil
+}
+
+// packSpan writes Span message src, of trace tid, straight from the wire into p, the bytes
+// packer.span writes of the span DecodeProto makes of it: no span value's attributes, links or
+// events are made, each attribute is decoded and written at once. The packed form has a span's
+// attributes after its name, status and scope, which the wire may send after them (every SDK
+// sends the status last), so a first walk reads the span's own fields and notes where its
+// attributes are; the attributes, then the links and the events, are written after it. A span
+// whose ids are not the ones its place was found by is errRegroup. An error may be a later fault
+// in the span than DecodeProto's (see packTraces).
+func (d *protoDecoder) packSpan(p *packer, src []byte, scope string, res *Resource, tid TraceID) error {
+	var h wireSpan
+	pl := &d.places
+	pl.kvs, pl.links, pl.events = pl.kvs[:0], pl.links[:0], pl.events[:0]
+	if err := h.read(src, pl); err != nil {
+		return err
+	}
+	if len(h.trace) != len(tid) || TraceID(h.trace) != tid || len(h.span) != len(h.SpanID) {
+		return errRegroup
+	}
+	if h.SpanID = SpanID(h.span); h.SpanID.IsZero() {
+		return errRegroup
+	}
+	h.TraceID, h.Scope, h.Resource = tid, scope, res
+	b := p.head(p.buf, &h.Span)
+	var state *Attr
+	if h.state != nil {
+		// After the attributes, as the decoders add it.
+		state = &Attr{Key: AttrTraceState, Str: bstr(h.state), Type: ValueString}
+	}
+	b, err := d.packAttrList(p, b, src, pl.kvs, state)
+	if err != nil {
+		return err
+	}
+	at, links := len(b), 0
+	b = append(b, 0)
+	for _, place := range pl.links {
+		var kept bool
+		if b, kept, err = d.packLink(p, b, placed(src, place)); err != nil {
+			return err
+		}
+		if kept {
+			links++
+		}
+	}
+	b = p.setCount(b, at, links)
+	p.nLinks += links
+	at = len(b)
+	b = append(b, 0)
+	for _, place := range pl.events {
+		if b, err = d.packEvent(p, b, placed(src, place), h.StartUnixNano); err != nil {
+			return err
+		}
+	}
+	b = p.setCount(b, at, len(pl.events))
+	p.nEvents += len(pl.events)
+	p.facts.add(h.StartUnixNano, h.EndUnixNano, h.Kind == KindConsumer && links == 1 && h.ParentID.IsZero())
+	p.buf = b
+	return nil
+}
+
+// wireSpan is a Span message's own fields, read by spanFields' rules: those the packer writes
+// before the attributes, in Span, and the ids and trace state as sent.
+type wireSpan struct {
+	Span
+	trace, span, state []byte
+}
+
+// wirePlaces is where a span's attributes (their KeyValue messages), links and events are in its
+// bytes (see kvAt), kept from span to span and request to request (protoPacked) with what they
+// grew to.
+type wirePlaces struct{ kvs, links, events []uint64 }
+
+// kvAt is where data, a part of message src, is in it, as wirePlaces holds it: its offset and
+// length in one word.
+func kvAt(src, data []byte) uint64 { return uint64(offsetIn(src, data))<<32 | uint64(len(data)) }
+
+// placed is the part of src at place (see kvAt).
+func placed(src []byte, place uint64) []byte { return src[place>>32 : place>>32+place&0xffffffff] }
+
+// read reads Span message src into h, and the places of its attributes, links and events into pl.
+func (h *wireSpan) read(src []byte, pl *wirePlaces) error {
+	var fc protoFields
+	for all := len(src); len(src) > 0; {
+		// The fields of one-byte tags, a length-delimited one of a one-byte length or a fixed64,
+		// without a call (as spanFields reads them).
+		var (
+			num  uint32
+			typ  byte
+			data []byte
+			v    uint64
+		)
+		if t := src[0]; t < 0x80 && t&7 == 2 && len(src) >= 2 && src[1] < 0x80 && 2+int(src[1]) <= len(src) {
+			num, typ, data, src = uint32(t>>3), 2, src[2:2+int(src[1])], src[2+int(src[1]):]
+		} else if t < 0x80 && t&7 == 1 && len(src) >= 9 {
+			num, typ, v, src = uint32(t>>3), 1, load64(src[1:9]), src[9:]
+		} else if t < 0x80 && t&7 == 0 && len(src) >= 2 && src[1] < 0x80 {
+			num, typ, v, src = uint32(t>>3), 0, uint64(src[1]), src[2:]
+		} else if t == 0x85 && len(src) >= 6 && src[1] == 0x01 {
+			src = src[6:] // field 16 (flags, a fixed32 every SDK sends, its tag two bytes): not kept
+			continue
+		} else {
+			if fc.src = src; !fc.next() {
+				return fc.err
+			}
+			num, typ, data, v, src = fc.num, fc.typ, fc.data, fc.v, fc.src
+		}
+		switch typ {
+		case 0:
+			if num == fSpanKind {
+				h.Kind = Kind(v)
+			}
+		case 1:
+			switch num {
+			case fSpanStart:
+				h.StartUnixNano = int64(v)
+			case fSpanEnd:
+				h.EndUnixNano = int64(v)
+			}
+		case 2:
+			switch num {
+			case fSpanTraceID:
+				h.trace = data
+			case fSpanSpanID:
+				h.span = data
+			case fSpanParentID:
+				h.ParentID = SpanID{}
+				if len(data) == len(h.ParentID) {
+					h.ParentID = SpanID(data)
+				}
+			case fSpanTraceState:
+				if samplingState(data) {
+					h.state = data
+				}
+			case fSpanName:
+				h.Name = bstr(data)
+			case fSpanAttributes:
+				pl.kvs = append(pl.kvs, uint64(all-len(src)-len(data))<<32|uint64(len(data)))
+				// The attributes that follow (every SDK sends them in one run), in a loop of
+				// their own.
+				for len(src) >= 2 && src[0] == fSpanAttributes<<3|2 && src[1] < 0x80 && 2+int(src[1]) <= len(src) {
+					pl.kvs = append(pl.kvs, uint64(all-len(src)+2)<<32|uint64(src[1]))
+					src = src[2+int(src[1]):]
+				}
+			case fSpanLinks:
+				pl.links = append(pl.links, uint64(all-len(src)-len(data))<<32|uint64(len(data)))
+			case fSpanEvents:
+				pl.events = append(pl.events, uint64(all-len(src)-len(data))<<32|uint64(len(data)))
+			case fSpanStatus:
+				if err := status(&h.StatusMessage, &h.Status, data); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// packLink writes Link message src as the packer does, when its ids make it one to keep (as
+// DecodeProto keeps it), and says whether they did.
+func (d *protoDecoder) packLink(p *packer, b, src []byte) ([]byte, bool, error) {
+	var traceID, spanID []byte
+	kvs := d.places.kvs[:0]
+	fc := protoFields{src: src}
+	for fc.next() {
+		switch {
+		case fc.num == fLinkTraceID && fc.typ == 2:
+			traceID = fc.data
+		case fc.num == fLinkSpanID && fc.typ == 2:
+			spanID = fc.data
+		case fc.num == fLinkAttributes && fc.typ == 2:
+			kvs = append(kvs, kvAt(src, fc.data))
+		}
+	}
+	if d.places.kvs = kvs; fc.err != nil {
+		return b, false, fc.err
+	}
+	if len(traceID) != len(TraceID{}) || len(spanID) != len(SpanID{}) {
+		// Dropped with its attributes, which are read all the same: DecodeProto refuses a link
+		// whose attribute is malformed or nests too deep.
+		_, _, err := d.packAttrs(nil, nil, src, kvs)
+		return b, false, err
+	}
+	b = append(append(b, traceID...), spanID...)
+	b, err := d.packAttrList(p, b, src, kvs, nil)
+	return b, true, err
+}
+
+// packEvent writes Event message src, of a span that started at start, as the packer does.
+func (d *protoDecoder) packEvent(p *packer, b, src []byte, start int64) ([]byte, error) {
+	var t int64
+	var name string
+	kvs := d.places.kvs[:0]
+	fc := protoFields{src: src}
+	for fc.next() {
+		switch {
+		case fc.num == fEventTime && fc.typ == 1:
+			t = int64(fc.v)
+		case fc.num == fEventName && fc.typ == 2:
+			name = bstr(fc.data)
+		case fc.num == fEventAttributes && fc.typ == 2:
+			kvs = append(kvs, kvAt(src, fc.data))
+		}
+	}
+	if d.places.kvs = kvs; fc.err != nil {
+		return b, fc.err
+	}
+	b = packio.AppendZZ(b, t-start)
+	b = p.str(b, name)
+	return d.packAttrList(p, b, src, kvs, nil)
+}
+
+// packAttrList writes the attributes of message src that kvs places (see wirePlaces), then
+// extra when not nil, as the packer writes a list of them.
+func (d *protoDecoder) packAttrList(p *packer, b, src []byte, kvs []uint64, extra *Attr) ([]byte, error) {
+	at := len(b)
+	b, n, err := d.packAttrs(p, append(b, 0), src, kvs)
+	if err != nil {
+		return b, err
+	}
+	if extra != nil {
+		b = p.attr(b, extra)
+		n++
+	}
+	p.nAttrs += n
+	return p.setCount(b, at, n), nil
+}
+
+// packAttrs writes the attributes of message src that kvs places that DecodeProto keeps, and says
+// how many; with p nil it only reads them, for their errors.
+func (d *protoDecoder) packAttrs(p *packer, b, src []byte, kvs []uint64) ([]byte, int, error) {
+	n := 0
+	for _, place := range kvs {
+		key, val, err := keyValue(placed(src, place))
+		if err != nil {
+			return b, n, err
+		}
+		if p != nil && len(val) >= 2 {
+			// What nearly every attribute is - a well-known key and a short string or an int,
+			// or a string dropped - written here as packer.attr writes it, without the Attr.
+			str := val[0] == fAnyString<<3|2 && val[1] < 0x80 && 2+int(val[1]) == len(val)
+			iv, size := uint64(0), 0
+			if val[0] == fAnyInt<<3 {
+				iv, size = binary.Uvarint(val[1:])
+			}
+			if str || (size > 0 && 1+size == len(val)) {
+				e, code := internLookup(key), byte(0)
+				if e != nil {
+					code = e.code
+				}
+				switch {
+				case e == nil && str && !d.opt.AllAttributes:
+					continue // dropped (see dropped)
+				case code == 0:
+				case str && len(val) == 2:
+					b = append(b, code, byte(ValueString))
+					n++
+					continue
+				case str:
+					b = p.str(append(b, code, tagStr|byte(ValueString)), bstr(val[2:]))
+					n++
+					continue
+				case iv == 0:
+					b = append(b, code, byte(ValueInt))
+					n++
+					continue
+				default:
+					b = packio.AppendZZ(append(b, code, tagNum|byte(ValueInt)), int64(iv))
+					n++
+					continue
+				}
+			}
+		}
+		a := Attr{Key: bstr(key)}
+		if e := internLookup(key); e != nil {
+			a.Key = e.key
+		} else if !d.opt.AllAttributes {
+			if err := dropped(val); err != nil {
+				return b, n, err
+			}
+			continue
+		}
+		a, err = d.value(a, val)
+		if err != nil {
+			return b, n, err
+		}
+		if p != nil {
+			b = p.attr(b, &a)
+			n++
+		}
+	}
+	return b, n, nil
 }

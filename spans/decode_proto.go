@@ -314,6 +314,8 @@ type protoDecoder struct {
 	xattrs attrSlab
 	links  []Link
 	events []Event
+	// places is the direct writer's (packSpan's) places of what it is to write.
+	places wirePlaces
 	// other holds the rendered form of array, map and bytes values. Strings alias it; when append
 	// moves it to a bigger array the old one stays alive and is never written again.
 	other []byte
@@ -543,6 +545,9 @@ func (d *protoDecoder) spanFields(sp *Span, src []byte) (bool, error) {
 			num, typ, v, src = uint32(t>>3), 1, load64(src[1:9]), src[9:]
 		} else if t < 0x80 && t&7 == 0 && len(src) >= 2 && src[1] < 0x80 {
 			num, typ, v, src = uint32(t>>3), 0, uint64(src[1]), src[2:]
+		} else if t == 0x85 && len(src) >= 6 && src[1] == 0x01 {
+			src = src[6:] // field 16 (flags, a fixed32 every SDK sends, its tag two bytes): not kept
+			continue
 		} else {
 			if next, ferr := fc.NextField(src); ferr == nil {
 				src = next
@@ -630,7 +635,7 @@ func (d *protoDecoder) spanFields(sp *Span, src []byte) (bool, error) {
 			if typ != 2 {
 				continue
 			}
-			if err := status(sp, data); err != nil {
+			if err := status(&sp.StatusMessage, &sp.Status, data); err != nil {
 				return false, fmt.Errorf("status: %w", err)
 			}
 		}
@@ -668,14 +673,15 @@ func (d *protoDecoder) reject(attrMark, xMark slabMark, linkStart, eventStart in
 	d.b.RejectReason = RejectInvalidID
 }
 
-func status(sp *Span, src []byte) error {
+// status reads a Status message into msg and code: a later occurrence of a field wins.
+func status(msg *string, code *StatusCode, src []byte) error {
 	fc := protoFields{src: src}
 	for fc.next() {
 		switch {
 		case fc.num == fStatusMessage && fc.typ == 2:
-			sp.StatusMessage = bstr(fc.data)
+			*msg = bstr(fc.data)
 		case fc.num == fStatusCode && fc.typ == 0:
-			sp.Status = StatusCode(fc.v)
+			*code = StatusCode(fc.v)
 		}
 	}
 	return fc.err
@@ -798,17 +804,12 @@ func (d *protoDecoder) attribute(slab *attrSlab, i int, data []byte) error {
 // the KeyValue had none.
 func (d *protoDecoder) keep(slab *attrSlab, key, val []byte) error {
 	var a Attr
-	if k, ok := Intern(key); ok {
-		a.Key = k
+	if e := internLookup(key); e != nil {
+		a.Key = e.key
 	} else if d.opt.AllAttributes {
 		a.Key = bstr(key)
 	} else {
-		// Dropped here, but recorded and replayed as sent: within the nesting every reader takes.
-		// A lone short string, what nearly every dropped attribute is, cannot nest.
-		if len(val) >= 2 && val[0] == fAnyString<<3|2 && val[1] < 0x80 && 2+int(val[1]) == len(val) {
-			return nil
-		}
-		return checkDepth(val)
+		return dropped(val)
 	}
 	// A value that is one short string or one int - nearly every attribute - is stored from here,
 	// without the call to value and the Attr it passes back. The varint is read as easyproto
@@ -839,6 +840,16 @@ func (d *protoDecoder) keep(slab *attrSlab, key, val []byte) error {
 	}
 	slab.add(a)
 	return nil
+}
+
+// dropped checks the AnyValue val of an attribute the decoder drops: not kept, but recorded and
+// replayed as sent, so within the nesting every reader takes. A lone short string, what nearly
+// every dropped attribute is, cannot nest.
+func dropped(val []byte) error {
+	if len(val) >= 2 && val[0] == fAnyString<<3|2 && val[1] < 0x80 && 2+int(val[1]) == len(val) {
+		return nil
+	}
+	return checkDepth(val)
 }
 
 // value decodes an AnyValue into a. The oneof follows protobuf: the last member on the wire wins,

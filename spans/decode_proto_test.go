@@ -182,7 +182,27 @@ func edgeCases() []edgeCase {
 	// A list member starts only after a comma (and optional blanks), so an "ot=" after a blank
 	// inside another member's value is not the entry.
 	sampled[3].TraceState = "congo=t61rcWkgMzE ot=th:8"
+	// Lists longer than a one-byte count (127 and more) of attributes, links and events, values
+	// repeated within the span and in the next one: the packed form's counts take two bytes.
+	long := func(sid byte) *tracepb.Span {
+		sp := &tracepb.Span{TraceId: id16(3), SpanId: id8(sid), Name: "long"}
+		for i := range 200 {
+			v := str("value " + strconv.Itoa(i%7))
+			if i%3 == 0 {
+				v = str("distinct value " + strconv.Itoa(i) + " of span " + strconv.Itoa(int(sid)))
+			}
+			sp.Attributes = append(sp.Attributes, kv(spans.AttrOpName, v))
+		}
+		for i := range 130 {
+			sp.Links = append(sp.Links, &tracepb.Span_Link{TraceId: id16(4), SpanId: id8(byte(i + 1)),
+				Attributes: []*commonpb.KeyValue{kv(spans.AttrAttemptKind, str("kind "+strconv.Itoa(i%3)))}})
+			sp.Events = append(sp.Events, &tracepb.Span_Event{TimeUnixNano: uint64(i), Name: "event " + strconv.Itoa(i%5),
+				Attributes: []*commonpb.KeyValue{kv(spans.AttrOutcome, str("outcome "+strconv.Itoa(i)))}})
+		}
+		return sp
+	}
 	return []edgeCase{
+		{"long lists", request(&tracepb.ResourceSpans{ScopeSpans: []*tracepb.ScopeSpans{scope("s", long(1), long(2))}}), 2, 0},
 		{"trace state", request(&tracepb.ResourceSpans{ScopeSpans: []*tracepb.ScopeSpans{scope("s", sampled...)}}), 4, 0},
 		{"mostly dropped attributes", request(&tracepb.ResourceSpans{ScopeSpans: []*tracepb.ScopeSpans{scope("s", dropped...)}}), 300, 0},
 		{"empty request", request(), 0, 0},

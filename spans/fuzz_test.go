@@ -1,6 +1,7 @@
 package spans_test
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"maps"
@@ -15,8 +16,10 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/stormwatch/stormwatch/fixtures"
 	"github.com/stormwatch/stormwatch/spans"
 	"github.com/stormwatch/stormwatch/spans/spanstest"
+	"github.com/stormwatch/stormwatch/tracefile"
 )
 
 // protoSeeds are the protobuf bodies every fuzz run starts from (also checked in under
@@ -100,6 +103,7 @@ func FuzzDecodeProto(f *testing.F) {
 			if _, perr := spans.DecodeProto(body, packedOpt); (perr == nil) != (err == nil) {
 				t.Fatalf("%s: DecodeProto says %v, with PackByTrace %v", o.name, err, perr)
 			}
+			packedAsBefore(t, dirty, body, o.opt)
 			if refErr != nil {
 				continue // only "no panic" is asked of input the generated code rejects
 			}
@@ -274,5 +278,81 @@ func packedByTrace(t *testing.T, isJSON bool, dirty, body []byte, opt spans.Deco
 	if b.Rejected != want.Rejected || b.RejectReason != want.RejectReason || len(b.Spans) != 0 {
 		t.Fatalf("with PackByTrace: %d rejected (%q), %d spans left; want %d (%q), 0",
 			b.Rejected, b.RejectReason, len(b.Spans), want.Rejected, want.RejectReason)
+	}
+}
+
+// packedAsBefore decodes body packed by trace, straight from the wire and the way before the
+// protobuf decoder wrote the packed form itself (spans.DecodeProtoPackedVia: span values packed),
+// each into a batch that held dirty first: the same blocks byte for byte, the same facts and
+// rejects, the same error.
+func packedAsBefore(t *testing.T, dirty, body []byte, opt spans.DecodeOptions) {
+	t.Helper()
+	opt.PackByTrace = true
+	got, want := &spans.Batch{}, &spans.Batch{}
+	if err := spans.DecodeProtoInto(got, dirty, opt); err != nil {
+		t.Fatalf("the dirtying request: %v", err)
+	}
+	if err := spans.DecodeProtoPackedVia(want, dirty, opt); err != nil {
+		t.Fatalf("the dirtying request, the way before: %v", err)
+	}
+	err := spans.DecodeProtoInto(got, body, opt)
+	werr := spans.DecodeProtoPackedVia(want, body, opt)
+	if fmt.Sprint(err) != fmt.Sprint(werr) {
+		t.Fatalf("all=%v: packed straight from the wire: %v; the way before: %v", opt.AllAttributes, err, werr)
+	}
+	if err != nil {
+		return
+	}
+	if got.Rejected != want.Rejected || got.RejectReason != want.RejectReason {
+		t.Fatalf("all=%v: %d rejected (%q); the way before %d (%q)", opt.AllAttributes, got.Rejected, got.RejectReason, want.Rejected, want.RejectReason)
+	}
+	if len(got.Packed) != len(want.Packed) {
+		t.Fatalf("all=%v: %d traces; the way before %d", opt.AllAttributes, len(got.Packed), len(want.Packed))
+	}
+	for k := range got.Packed {
+		g, w := got.Packed[k], want.Packed[k]
+		if !bytes.Equal(g.Block, w.Block) {
+			at := 0
+			for at < min(len(g.Block), len(w.Block)) && g.Block[at] == w.Block[at] {
+				at++
+			}
+			t.Fatalf("all=%v: trace %d (%s): the block (%d bytes) differs from the one packed the way before (%d) from byte %d",
+				opt.AllAttributes, k, g.ID, len(g.Block), len(w.Block), at)
+		}
+		if g.ID != w.ID || g.Spans != w.Spans || g.UnsetTimes != w.UnsetTimes || g.Latest != w.Latest || g.RootLinks != w.RootLinks {
+			t.Fatalf("all=%v: trace %d: %+v; the way before %+v", opt.AllAttributes, k, g, w)
+		}
+	}
+}
+
+// TestDecodePackedAsBefore holds the protobuf decoder's packed form to the way before it wrote it
+// straight from the wire (see packedAsBefore) on every request of every recorded fixture, as
+// protobuf, and on the benchmarks' payloads.
+func TestDecodePackedAsBefore(t *testing.T) {
+	bodies := [][]byte{marshal(t, benchRequest()), marshal(t, richRequest())}
+	for _, name := range fixtures.Names() {
+		records, err := fixtures.Read(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for line := range bytes.Lines(records) {
+			if line = bytes.TrimSpace(line); len(line) == 0 {
+				continue
+			}
+			pb, err := tracefile.JSONToProto(line)
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			bodies = append(bodies, pb)
+		}
+	}
+	dirty := protoSeeds(t)[0]
+	for _, body := range bodies {
+		for _, o := range bothOptions {
+			packedAsBefore(t, dirty, body, o.opt)
+		}
+	}
+	if len(bodies) < 100 {
+		t.Fatalf("only %d requests: the fixtures were not read", len(bodies))
 	}
 }

@@ -453,13 +453,36 @@ func (p *packer) span(s *Span) {
 	// The buffer is a local while it grows: stored back through p on every append it would cost
 	// a write barrier each time while the garbage collector marks, which it often does in a
 	// collector under load.
-	b := p.buf
+	b := p.head(p.buf, s)
+	b = p.attrs(b, s.Attrs)
+	b = packio.AppendCount(b, len(s.Links), s.Links == nil)
+	p.nLinks += len(s.Links)
+	for k := range s.Links {
+		l := &s.Links[k]
+		b = append(b, l.TraceID[:]...)
+		b = append(b, l.SpanID[:]...)
+		b = p.attrs(b, l.Attrs)
+	}
+	b = packio.AppendCount(b, len(s.Events), s.Events == nil)
+	p.nEvents += len(s.Events)
+	for k := range s.Events {
+		e := &s.Events[k]
+		b = packio.AppendZZ(b, e.TimeUnixNano-s.StartUnixNano)
+		b = p.str(b, e.Name)
+		b = p.attrs(b, e.Attrs)
+	}
+	p.facts.add(s.StartUnixNano, s.EndUnixNano, s.Kind == KindConsumer && len(s.Links) == 1 && s.ParentID.IsZero())
+	p.buf = b
+}
+
+// head writes span s up to its attributes: its ids, times, kind, status, name, status message,
+// scope and resource. It counts the span, not its facts (its links are not written yet).
+func (p *packer) head(b []byte, s *Span) []byte {
 	if p.n == 0 {
 		p.tid = s.TraceID
 		copy(b[p.at+1+6*4:], s.TraceID[:])
 	}
 	p.n++
-	p.facts.add(s)
 	var flags byte
 	if s.TraceID != p.tid {
 		flags |= packTraceID
@@ -488,25 +511,7 @@ func (p *packer) span(s *Span) {
 		k, _ = p.resource(s.Resource)
 		k++
 	}
-	b = binary.AppendUvarint(b, uint64(k))
-	b = p.attrs(b, s.Attrs)
-	b = packio.AppendCount(b, len(s.Links), s.Links == nil)
-	p.nLinks += len(s.Links)
-	for k := range s.Links {
-		l := &s.Links[k]
-		b = append(b, l.TraceID[:]...)
-		b = append(b, l.SpanID[:]...)
-		b = p.attrs(b, l.Attrs)
-	}
-	b = packio.AppendCount(b, len(s.Events), s.Events == nil)
-	p.nEvents += len(s.Events)
-	for k := range s.Events {
-		e := &s.Events[k]
-		b = packio.AppendZZ(b, e.TimeUnixNano-s.StartUnixNano)
-		b = p.str(b, e.Name)
-		b = p.attrs(b, e.Attrs)
-	}
-	p.buf = b
+	return binary.AppendUvarint(b, uint64(k))
 }
 
 // forget lets go of what the packer points to - the buffer and the resources packed - so that a
@@ -690,33 +695,64 @@ func (p *packer) attrs(b []byte, as []Attr) []byte {
 	b = packio.AppendCount(b, len(as), as == nil)
 	p.nAttrs += len(as)
 	for i := range as {
-		a := &as[i]
-		if k := keyCodeOf(a.Key); k != 0 {
-			b = append(b, k)
-		} else {
-			b = p.str(append(b, 0), a.Key)
-		}
-		var tag byte
-		if a.Str != "" {
-			tag |= tagStr
-		}
-		if a.Num != 0 {
-			tag |= tagNum
-		}
-		if a.Type < tagTypeEsc {
-			b = append(b, tag|byte(a.Type))
-		} else {
-			b = append(b, tag|tagTypeEsc, byte(a.Type))
-		}
-		if a.Str != "" {
-			b = p.str(b, a.Str)
-		}
-		if a.Num != 0 {
-			if a.Type == ValueDouble {
-				b = binary.LittleEndian.AppendUint64(b, uint64(a.Num))
-			} else {
-				b = packio.AppendZZ(b, a.Num)
+		b = p.attr(b, &as[i])
+	}
+	return b
+}
+
+// setCount writes, at at, where the caller left a byte for it, the count of a list of n written
+// after it, as AppendCount does (0, a nil list, for none: the decoders leave an empty list nil). A
+// count of 127 or more takes more than the byte: what was written after it moves along, and the
+// string cache's offsets with it. (Only a writer that counts a list as it writes it needs this.)
+func (p *packer) setCount(b []byte, at, n int) []byte {
+	if n == 0 {
+		return b
+	}
+	if n < 0x7f {
+		b[at] = byte(n + 1)
+		return b
+	}
+	var v [binary.MaxVarintLen64]byte
+	w := binary.PutUvarint(v[:], uint64(n)+1)
+	b = slices.Insert(b, at+1, v[1:w]...)
+	b[at] = v[0]
+	for i := range p.cache {
+		for k := range p.cache[i] {
+			if s := &p.cache[i][k]; s.gen == p.gen && int(s.off) > at {
+				s.off += uint32(w - 1)
 			}
+		}
+	}
+	return b
+}
+
+// attr writes one attribute (not counted in the header: the caller counts its list).
+func (p *packer) attr(b []byte, a *Attr) []byte {
+	if k := keyCodeOf(a.Key); k != 0 {
+		b = append(b, k)
+	} else {
+		b = p.str(append(b, 0), a.Key)
+	}
+	var tag byte
+	if a.Str != "" {
+		tag |= tagStr
+	}
+	if a.Num != 0 {
+		tag |= tagNum
+	}
+	if a.Type < tagTypeEsc {
+		b = append(b, tag|byte(a.Type))
+	} else {
+		b = append(b, tag|tagTypeEsc, byte(a.Type))
+	}
+	if a.Str != "" {
+		b = p.str(b, a.Str)
+	}
+	if a.Num != 0 {
+		if a.Type == ValueDouble {
+			b = binary.LittleEndian.AppendUint64(b, uint64(a.Num))
+		} else {
+			b = packio.AppendZZ(b, a.Num)
 		}
 	}
 	return b

@@ -25,13 +25,15 @@ type spanFacts struct {
 	latest           int64
 }
 
-func (f *spanFacts) add(s *Span) {
-	if s.StartUnixNano <= 0 || s.EndUnixNano <= 0 {
+// add adds a span's checks: its start and end, and whether it is a CONSUMER span without a parent
+// and with one link.
+func (f *spanFacts) add(start, end int64, rootLink bool) {
+	if start <= 0 || end <= 0 {
 		f.unset++
 	} else {
-		f.latest = max(f.latest, s.StartUnixNano, s.EndUnixNano)
+		f.latest = max(f.latest, start, end)
 	}
-	if s.Kind == KindConsumer && len(s.Links) == 1 && s.ParentID.IsZero() {
+	if rootLink {
 		f.rootLinks++
 	}
 }
@@ -90,7 +92,10 @@ func (p *Packing) Pack(ss []Span) []PackedTrace {
 // done with the traces.
 func (p *Packing) PackFrom(n int, id func(int) TraceID, span func(int) *Span) []PackedTrace {
 	traces, idx, ends := p.bp.group(n, id)
-	_ = p.bp.packGroups(traces, idx, ends, func(i int32) (*Span, error) { return span(int(i)), nil })
+	_ = p.bp.packGroups(traces, idx, ends, func(i int32) error {
+		p.bp.p.span(span(int(i)))
+		return nil
+	})
 	return traces
 }
 
@@ -116,10 +121,10 @@ func (b *Batch) Pack() {
 	b.Packed = b.pk.Pack(b.Spans)
 }
 
-// packGroups packs each trace of traces (see group) as one block, its spans as spanOf gives them
-// by index, and stops at spanOf's first error. The blocks go in bp's buffer, the packer keeps
-// nothing of the spans after.
-func (bp *batchPacker) packGroups(traces []PackedTrace, idx, ends []int32, spanOf func(i int32) (*Span, error)) error {
+// packGroups packs each trace of traces (see group) as one block, put packing each of its spans
+// by index into bp.p, and stops at put's first error. The blocks go in bp's buffer, the packer
+// keeps nothing of the spans after.
+func (bp *batchPacker) packGroups(traces []PackedTrace, idx, ends []int32, put func(i int32) error) error {
 	defer bp.p.forget()
 	buf := bp.buf[:0]
 	from := int32(0)
@@ -127,11 +132,9 @@ func (bp *batchPacker) packGroups(traces []PackedTrace, idx, ends []int32, spanO
 		at := len(buf)
 		bp.p.begin(buf)
 		for _, i := range idx[from:ends[k]] {
-			s, err := spanOf(i)
-			if err != nil {
+			if err := put(i); err != nil {
 				return err
 			}
-			bp.p.span(s)
 		}
 		from = ends[k]
 		buf = bp.endTrace(&traces[k], at)
@@ -204,6 +207,8 @@ func (b *Batch) resetPacked() {
 // oversized says bp grew past what is kept for the next request: one request of very many spans
 // or traces leaves none of its memory behind, nor a map every later request would clear whole.
 func (bp *batchPacker) oversized() bool {
+	pl := &bp.proto.places
 	return cap(bp.buf) > maxPackerKeep || cap(bp.idx)+cap(bp.slots) > maxPackerKeep/4 ||
-		cap(bp.proto.refs) > maxPackerKeep/64 || cap(bp.traces) > maxPackerKeep/64 || len(bp.slot) > maxPackerKeep/64
+		cap(bp.proto.refs) > maxPackerKeep/64 || cap(pl.kvs)+cap(pl.links)+cap(pl.events) > maxPackerKeep/64 ||
+		cap(bp.traces) > maxPackerKeep/64 || len(bp.slot) > maxPackerKeep/64
 }

@@ -143,18 +143,25 @@ var WellKnown = []string{
 // attribute they read, so the lookup is the hot spot of decoding: hashing only the length and the
 // first and last eight bytes costs a few nanoseconds where a map lookup hashes the whole key.
 // It is built once and only read afterwards.
-var internSlots = func() *[internTableSize]string {
-	var t [internTableSize]string
+var internSlots = func() *[internTableSize]internEntry {
+	var t [internTableSize]internEntry
 	for _, k := range WellKnown {
 		for i := internHash(k); ; i = (i + 1) & (internTableSize - 1) {
-			if t[i] == "" || t[i] == k {
-				t[i] = k
+			if t[i].key == "" || t[i].key == k {
+				t[i] = internEntry{key: k, code: keyCodeOf(k)}
 				break
 			}
 		}
 	}
 	return &t
 }()
+
+// internEntry is a well-known key and its key byte in the packed form (keyCodeOf): a packer
+// reading keys from the wire finds both in one lookup.
+type internEntry struct {
+	key  string
+	code byte
+}
 
 // internTableSize is a power of two, several times len(WellKnown) so probe chains stay short.
 const internTableSize = 256
@@ -183,14 +190,22 @@ func load64[T string | []byte](b T) uint64 {
 // Intern returns the canonical string for a well-known key and true, or "" and false. It does not
 // allocate.
 func Intern[T string | []byte](key T) (string, bool) {
+	if e := internLookup(key); e != nil {
+		return e.key, true
+	}
+	return "", false
+}
+
+// internLookup is key's entry in internSlots, or nil.
+func internLookup[T string | []byte](key T) *internEntry {
 	t := internSlots
 	for i := internHash(key); ; i = (i + 1) & (internTableSize - 1) {
-		s := t[i]
-		if s == "" {
-			return "", false
+		e := &t[i]
+		if e.key == "" {
+			return nil
 		}
-		if len(s) == len(key) && s == string(key) {
-			return s, true
+		if len(e.key) == len(key) && e.key == string(key) {
+			return e
 		}
 	}
 }

@@ -1,0 +1,152 @@
+package spans
+
+import (
+	"errors"
+	"fmt"
+)
+
+// The protobuf decoder's way of packing by trace before it wrote the packed form straight from
+// the wire: each span decoded into a span value, which the packer then packs. Kept for the tests
+// alone, as the oracle the direct writer is held to (byte for byte, errors and rejects too).
+
+// DecodeProtoPackedVia decodes buf packed by trace into b the way before the direct writer.
+func DecodeProtoPackedVia(b *Batch, buf []byte, opt DecodeOptions) error {
+	opt.PackByTrace = true
+	return decodeProtoPackedOld(b, buf, opt, true)
+}
+
+func decodeProtoPackedOld(b *Batch, buf []byte, opt DecodeOptions, reuse bool) error {
+	if reuse {
+		b.recycle()
+	}
+	if b.pk == nil {
+		b.pk = &Packing{}
+	}
+	bp := &b.pk.bp
+	pp := &bp.proto
+	defer pp.reset() // on every way out: the next request must find nothing of this one
+	d := protoDecoder{opt: opt, b: b}
+	d.attrs.initIn(b.attrBuf, 256)
+	err := d.structureOld(pp, buf)
+	if err == nil {
+		err = d.packTracesOld(bp, pp, buf)
+	}
+	if errors.Is(err, errRegroup) {
+		// Decoded as DecodeProto does, then packed from the span values.
+		b.Packed, b.Rejected, b.RejectReason = nil, 0, ""
+		err = decodeProto(b, buf, DecodeOptions{AllAttributes: opt.AllAttributes}, reuse)
+		if err == nil {
+			b.Pack()
+			b.Spans = nil
+		}
+		return err
+	}
+	if reuse {
+		b.attrBuf = d.attrs.buf[:0]
+	}
+	if err != nil {
+		b.Packed = nil
+		return malformed("decode OTLP protobuf request", err)
+	}
+	return nil
+}
+
+// structure is the first pass: the resources, the scopes and each span's place and trace.
+func (d *protoDecoder) structureOld(pp *protoPacked, buf []byte) error {
+	var at [3]int32
+	at[0] = -1
+	return eachMessage(buf, fReqResourceSpans, "resource_spans", func(rs []byte) error {
+		at[0]++
+		at[1] = -1
+		k := int32(len(pp.res))
+		pp.res = append(pp.res, Resource{})
+		if err := d.resourceOf(&pp.res[k], rs); err != nil {
+			return err
+		}
+		return eachMessage(rs, fRSScopeSpans, "scope_spans", func(ss []byte) error {
+			at[1]++
+			at[2] = -1
+			scope, err := scopeOf(ss)
+			if err != nil {
+				return err
+			}
+			sc := int32(len(pp.scopes))
+			pp.scopes = append(pp.scopes, scope)
+			return eachMessage(ss, fSSSpans, "spans", func(sp []byte) error {
+				at[2]++
+				trace, keep, err := firstTraceID(sp)
+				if err != nil {
+					return err
+				}
+				r := spanRef{off: offsetIn(buf, sp), n: uint32(len(sp)), scope: sc, res: k, at: at, trace: trace}
+				if !keep {
+					return d.rejectRefOld(pp, buf, &r)
+				}
+				pp.refs = append(pp.refs, r)
+				return nil
+			})
+		})
+	})
+}
+
+// spanOf decodes the span r names into sp, giving back what the span before it used of the
+// decoder's slabs (from the marks; a slab that moved is given back from where it is now), and
+// says whether its ids make it a span to keep. Not the arena of rendered values: the packer knows
+// a string it wrote by its address, so a string's bytes must stay as they are until the request
+// is packed.
+func (d *protoDecoder) spanOfOld(sp *Span, pp *protoPacked, buf []byte, r *spanRef, attrMark, xMark *slabMark) (bool, error) {
+	d.attrs.rollback(*attrMark)
+	*attrMark = d.attrs.mark()
+	d.xattrs.rollback(*xMark)
+	*xMark = d.xattrs.mark()
+	d.links, d.events = d.links[:0], d.events[:0]
+	*sp = Span{}
+	ok, err := d.spanFields(sp, buf[r.off:r.off+r.n])
+	if err != nil {
+		return false, fmt.Errorf("resource_spans[%d]: scope_spans[%d]: spans[%d]: %w", r.at[0], r.at[1], r.at[2], err)
+	}
+	sp.Scope, sp.Resource = pp.scopes[r.scope], &pp.res[r.res]
+	return ok, nil
+}
+
+// rejectRef decodes a span the first pass found a reject and counts it; one that turns out a span
+// to keep (a valid trace id after a zero one) is errRegroup.
+func (d *protoDecoder) rejectRefOld(pp *protoPacked, buf []byte, r *spanRef) error {
+	attrMark, xMark := d.attrs.mark(), d.xattrs.mark()
+	ok, err := d.spanOfOld(new(Span), pp, buf, r, &attrMark, &xMark)
+	d.attrs.rollback(attrMark)
+	d.xattrs.rollback(xMark)
+	d.links, d.events = d.links[:0], d.events[:0]
+	switch {
+	case err != nil:
+		return err
+	case ok:
+		return errRegroup
+	}
+	d.b.Rejected++
+	d.b.RejectReason = RejectInvalidID
+	return nil
+}
+
+// packTraces is the second pass: the spans to keep packed trace by trace into b.Packed.
+func (d *protoDecoder) packTracesOld(bp *batchPacker, pp *protoPacked, buf []byte) error {
+	refs := pp.refs
+	traces, idx, ends := bp.group(len(refs), func(i int) TraceID { return refs[i].trace })
+	attrMark, xMark := d.attrs.mark(), d.xattrs.mark()
+	var sp Span
+	err := bp.packGroups(traces, idx, ends, func(i int32) error {
+		ok, err := d.spanOfOld(&sp, pp, buf, &refs[i], &attrMark, &xMark)
+		if err == nil && (!ok || sp.TraceID != refs[i].trace) {
+			err = errRegroup
+		}
+		if err == nil {
+			bp.p.span(&sp)
+		}
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	d.b.Packed = traces
+	return nil
+}
