@@ -15,6 +15,12 @@ func Is(s string) bool {
 	if strings.EqualFold(host, "localhost") {
 		return true
 	}
+	// A loopback address is written 127.x.x.x or has a colon (IPv6): any other host is a name,
+	// answered without the parse, whose error for a name is an allocation - and the analyzer asks
+	// for every host it names.
+	if !strings.HasPrefix(host, "127.") && !strings.Contains(host, ":") {
+		return false
+	}
 	ip, err := netip.ParseAddr(host)
 	return err == nil && ip.Unmap().IsLoopback()
 }

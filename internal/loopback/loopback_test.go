@@ -54,3 +54,12 @@ func TestIs(t *testing.T) {
 		}
 	}
 }
+
+// The analyzer asks for every host it names: a name is answered without allocating.
+func TestIsAllocatesNothingForANameOrAnAddress(t *testing.T) {
+	for _, s := range []string{"inventory.shop.svc.cluster.local:8080", "payments", "10.0.0.5:1", "127.0.0.1:4317", "[::1]:4317"} {
+		if n := testing.AllocsPerRun(100, func() { Is(s) }); n != 0 {
+			t.Errorf("Is(%q): %v allocations, want none", s, n)
+		}
+	}
+}
