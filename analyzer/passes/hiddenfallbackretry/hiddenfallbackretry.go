@@ -66,18 +66,26 @@ func run(pass *analyzer.Pass) error {
 	// The failed earlier siblings under the current anchor, by end: as f's start only grows
 	// within an anchor, those that had ended by it only grow too, so the latest of them is kept
 	// as they come, not searched for again for each f.
-	var ended endHeap
+	// It is made at the first failed sibling: a heap handed to container/heap lives on the heap,
+	// and most traces have no failed sibling.
+	var ended *endHeap
 	latest := -1
 	for k := 1; k < len(sibs); k++ {
 		f := sibs[k]
 		if sibs[k-1].anchor != f.anchor {
-			ended, latest = ended[:0], -1
+			latest = -1
+			if ended != nil {
+				*ended = (*ended)[:0]
+			}
 		}
 		if p := sibs[k-1]; p.anchor == f.anchor && failed(p.op) {
-			heap.Push(&ended, endAt{p.op.EndUnixNano, k - 1})
+			if ended == nil {
+				ended = &endHeap{}
+			}
+			heap.Push(ended, endAt{p.op.EndUnixNano, k - 1})
 		}
-		for len(ended) > 0 && ended[0].end <= f.op.StartUnixNano+skew {
-			latest = max(latest, heap.Pop(&ended).(endAt).k)
+		for ended != nil && len(*ended) > 0 && (*ended)[0].end <= f.op.StartUnixNano+skew {
+			latest = max(latest, heap.Pop(ended).(endAt).k)
 		}
 		if sibs[k-1].anchor != f.anchor || len(f.op.Attempts) == 0 {
 			continue
