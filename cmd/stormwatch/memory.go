@@ -10,15 +10,16 @@ import (
 )
 
 // The garbage collector's soft memory limit. Left to its default, Go collects once the heap has
-// doubled over what the last collection found live. Most of what stormwatch keeps live is held on
-// purpose and for long (packed spans, operations, a window's entries), so that doubling is
-// resident memory paid for nothing: a collector holding a million spans has about 165 MB live and
-// grew to 330 MB of heap (390-430 MiB resident) between collections. A soft limit sized from what
-// the command is bounded to hold makes the collector run earlier once the heap nears it, and
-// costs nothing before (the default target is lower while little is held). A memoryGuard keeps
-// the limit half as much again above the live heap, so traffic that holds more than the sizing
-// assumes makes the collector run as with GOGC=50, never back to back. A user's GOGC or GOMEMLIMIT
-// wins: no limit is set then.
+// doubled over what the last collection found live, and a busy process overshoots that: a
+// collector holding a million spans has about 165 MB live and reached 500 MiB resident. A soft
+// limit sized from what the command is bounded to hold stops the heap there, and costs nothing
+// while little is held (the default target is lower). A memoryGuard keeps the limit above the
+// live heap by a room of its own, so that traffic holding more than the sizing assumes never
+// makes the collector run back to back. analyze's room is half the live heap: its rate is the
+// file's, and it trades a little CPU for a peak that does not depend on the input's size. A live
+// command's is the live heap (the default target's own room): with a tighter one, a collector
+// taking 400,000 spans a second collected twice as often and lost a fifth to a quarter of its
+// throughput. A user's GOGC or GOMEMLIMIT wins: no limit is set then.
 
 // The soft memory limit of analyze and diff (see limitMemory): what a bounded analysis holds
 // besides its window - the spans of the last --settle (about 75 MiB for a recording of 10,000
@@ -48,14 +49,14 @@ const (
 // without it). The readers call the guard's check once per record of a file and once per trace
 // from a Jaeger.
 func limitMemory(cfg engine.Config) *memoryGuard {
-	return newMemoryGuard(softMemoryLimit(cfg), memoryCeiling)
+	return newMemoryGuard(softMemoryLimit(cfg), memoryCeiling, 50)
 }
 
 // limitLiveMemory gives a live command a soft limit sized from its --max-spans, without a
 // ceiling (its store is bounded by the flag), which the guard raises and lowers back as the live
 // heap grows and shrinks. The session's settle loop calls the guard's adjust on every tick.
 func limitLiveMemory(maxSpans int) *memoryGuard {
-	g := newMemoryGuard(liveMemoryLimit(maxSpans), math.MaxInt64)
+	g := newMemoryGuard(liveMemoryLimit(maxSpans), math.MaxInt64, 100)
 	if g != nil {
 		g.floor = g.limit
 	}
@@ -72,11 +73,11 @@ func liveMemoryLimit(maxSpans int) int64 {
 
 // newMemoryGuard sets the soft limit and returns its guard, or nil (a guard that does nothing)
 // when the user set GOGC or GOMEMLIMIT.
-func newMemoryGuard(limit, ceiling int64) *memoryGuard {
+func newMemoryGuard(limit, ceiling, room int64) *memoryGuard {
 	if os.Getenv("GOMEMLIMIT") != "" || os.Getenv("GOGC") != "" {
 		return nil
 	}
-	g := &memoryGuard{limit: limit, ceiling: ceiling}
+	g := &memoryGuard{limit: limit, ceiling: ceiling, room: room}
 	g.sample[0].Name = liveHeapMetric
 	debug.SetMemoryLimit(g.limit)
 	return g
@@ -89,11 +90,11 @@ const liveHeapMetric = "/gc/heap/live:bytes"
 // 16 lines of a Collector recording are about 8,000 spans, a reading a few microseconds.
 const guardEvery = 16
 
-// memoryGuard keeps the soft memory limit half as much again above the live heap, up to its
-// ceiling. A limit is sized for typical traffic (analyze's for about 10,000 spans a recorded
-// second); traffic that holds more - a recording at several times that rate, spans with many
-// attributes - under a limit at or below its live heap would make the garbage collector run back
-// to back (the runtime lets it take up to half the CPU): raised, it runs as it would with GOGC=50.
+// memoryGuard keeps the soft memory limit above the live heap by its room, up to its ceiling. A
+// limit is sized for typical traffic (analyze's for about 10,000 spans a recorded second);
+// traffic that holds more - a recording at several times that rate, spans with many attributes -
+// under a limit at or below its live heap would make the garbage collector run back to back (the
+// runtime lets it take up to half the CPU): raised, it runs as it would with GOGC set to the room.
 // analyze's limit is only ever raised: on realistic traffic it stays within about a MiB of where
 // it was sized (the live heap peaks at 157 MB at 1M spans, 167 MB at 10M, under a 238 MiB limit).
 // A live command's comes back down to its sizing (floor) as the live heap shrinks: its peaks are
@@ -102,7 +103,10 @@ const guardEvery = 16
 type memoryGuard struct {
 	limit, ceiling int64
 	// floor is the limit the guard lowers back to; 0: it never lowers the limit.
-	floor  int64
+	floor int64
+	// room is how far above the live heap the guard keeps the limit, in percent of it (see the
+	// top of this file for each command's).
+	room   int64
 	reads  int
 	sample [1]metrics.Sample
 }
@@ -117,7 +121,7 @@ func (g *memoryGuard) check() {
 	}
 }
 
-// adjust reads the live heap and sets the limit half as much again above it, up to the ceiling:
+// adjust reads the live heap and sets the limit its room above it, up to the ceiling:
 // only higher than it is, or (with a floor) no lower than the floor.
 func (g *memoryGuard) adjust() {
 	if g == nil {
@@ -128,7 +132,7 @@ func (g *memoryGuard) adjust() {
 		return
 	}
 	live := int64(min(g.sample[0].Value.Uint64(), math.MaxInt64/2))
-	want := min(g.ceiling, live+live/2)
+	want := min(g.ceiling, live+live/100*g.room)
 	if g.floor > 0 {
 		want = max(want, g.floor)
 	} else if want <= g.limit {

@@ -11,10 +11,11 @@ import (
 	"testing"
 )
 
-// The guard raises the soft limit to half as much again above the live heap when the heap has
-// outgrown the size it was given, up to its ceiling (none for the live commands); analyze's never
-// comes down, a live command's comes back down to its sizing once the heap has shrunk; and a nil
-// guard (GOGC or GOMEMLIMIT set by the user) does nothing.
+// The guard raises the soft limit above the live heap, by its room (half as much again for
+// analyze, as much again for a live command), when the heap has outgrown the size it was given, up
+// to its ceiling (none for the live commands); analyze's never comes down, a live command's comes
+// back down to its sizing once the heap has shrunk; and a nil guard (GOGC or GOMEMLIMIT set by the
+// user) does nothing.
 func TestMemoryGuardFollowsTheLiveHeap(t *testing.T) {
 	prev := debug.SetMemoryLimit(-1)
 	defer debug.SetMemoryLimit(prev)
@@ -27,21 +28,21 @@ func TestMemoryGuardFollowsTheLiveHeap(t *testing.T) {
 		}
 	}
 	for _, c := range []struct {
-		name           string
-		ceiling, floor int64
-		adjust         func(g *memoryGuard)
+		name                 string
+		ceiling, floor, room int64
+		adjust               func(g *memoryGuard)
 	}{
-		{"analyze (checked per record)", memoryCeiling, 0, perRecord},
-		{"live (adjusted per settle tick)", math.MaxInt64, 2 << 20, (*memoryGuard).adjust},
-		{"a ceiling below the live heap", 40 << 20, 0, (*memoryGuard).adjust},
+		{"analyze (checked per record)", memoryCeiling, 0, 50, perRecord},
+		{"live (adjusted per settle tick)", math.MaxInt64, 2 << 20, 100, (*memoryGuard).adjust},
+		{"a ceiling below the live heap", 40 << 20, 0, 50, (*memoryGuard).adjust},
 	} {
 		held := make([]byte, 32<<20) // live across the first collection
 		runtime.GC()
-		g := &memoryGuard{limit: max(1<<20, c.floor), ceiling: c.ceiling, floor: c.floor}
+		g := &memoryGuard{limit: max(1<<20, c.floor), ceiling: c.ceiling, floor: c.floor, room: c.room}
 		g.sample[0].Name = liveHeapMetric
 		debug.SetMemoryLimit(g.limit)
 		c.adjust(g)
-		want := min(c.ceiling, int64(48<<20))
+		want := min(c.ceiling, int64(len(held))*(100+c.room)/100)
 		if g.limit < want || g.limit > c.ceiling || debug.SetMemoryLimit(-1) != g.limit {
 			t.Errorf("%s: with %d MiB live, limit %d MiB (in force: %d MiB), want at least %d MiB and at most the ceiling",
 				c.name, len(held)>>20, g.limit>>20, debug.SetMemoryLimit(-1)>>20, want>>20)
