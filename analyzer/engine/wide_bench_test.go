@@ -128,6 +128,30 @@ var wideShapes = []struct {
 	// comb-amplified's levels under each of two tries of one call: every leaf's chain has two
 	// copies, whose paths part at the top.
 	{"comb-amplified-twice", combAmplifiedTwice, ""},
+	// comb-amplified whose calls to rec a proxy below the instrumentation resent: each level's one
+	// CLIENT span to rec has two SERVER children (503, then the next level), so every level's
+	// retrying layer is an untraced hop whose tries are rec's SERVER spans, and each of the n
+	// reported chains has a layer read from them at every level above its leaf.
+	{"comb-untraced", combUntraced, ""},
+}
+
+// combUntraced is a root SERVER span of api and n levels of rec under it, each level's SERVER
+// span (api's for the first) calling leaf-i twice (503, then 200), then rec once: a CLIENT span
+// with two SERVER spans of rec under it, a 503 and then the next level.
+func combUntraced(n int) []spans.Span {
+	end := 6*int64(n) + 10
+	ss := []spans.Span{sp(1, 1, 0, spans.KindServer, "api", 0, end)}
+	caller, svc := 1, "api"
+	for i := range n {
+		at, id, leaf := 5*int64(i)+1, 2+5*i, "http://leaf-"+strconv.Itoa(i)+":80/x"
+		ss = append(ss, sp(1, id, caller, spans.KindClient, svc, at, at+1, get(leaf, 503)...),
+			sp(1, id+1, caller, spans.KindClient, svc, at+1, at+2, get(leaf, 200)...),
+			sp(1, id+2, caller, spans.KindClient, svc, at+2, end-int64(i)-1, get("http://rec:80/x", 200)...),
+			sp(1, id+3, id+2, spans.KindServer, "rec", at+2, at+3, server(503)...),
+			sp(1, id+4, id+2, spans.KindServer, "rec", at+4, end-int64(i)-1, server(200)...))
+		caller, svc = id+4, "rec"
+	}
+	return ss
 }
 
 // combAmplified is a root SERVER span of api and n levels of rec under it, each level's SERVER
