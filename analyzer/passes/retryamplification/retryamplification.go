@@ -236,33 +236,33 @@ func inferredLayers(t *analyzer.Trace, ops []*analyzer.Operation, chains []analy
 	for k, op := range list {
 		at[op] = int32(k)
 	}
-	parent := make([]int32, 0, len(list))
+	ns := make([]opAt, 0, len(list))
 	for k := 0; k < len(list); k++ {
-		p := list[k].Parent
-		if p == nil {
-			parent = append(parent, -1)
-			continue
+		z := opAt{parent: -1, chain: -1}
+		if p := list[k].Parent; p != nil {
+			j, ok := at[p]
+			if !ok {
+				j = int32(len(list))
+				at[p] = j
+				list = append(list, p)
+			}
+			z.parent = j
 		}
-		j, ok := at[p]
-		if !ok {
-			j = int32(len(list))
-			at[p] = j
-			list = append(list, p)
-		}
-		parent = append(parent, j)
+		ns = append(ns, z)
 	}
 	n := len(list)
 	// Counted: first[k+1] is where k's children start (k = -1: the roots); placed, each start is
 	// moved to its end, so that k's children are kids[first[k]:first[k+1]], the roots kids[:first[0]].
 	first := make([]int32, n+2)
-	for _, p := range parent {
-		first[p+2]++
+	for k := range ns {
+		first[ns[k].parent+2]++
 	}
 	for k := 2; k < len(first); k++ {
 		first[k] += first[k-1]
 	}
 	kids := make([]int32, n)
-	for k, p := range parent {
+	for k := range ns {
+		p := ns[k].parent
 		kids[first[p+1]] = int32(k)
 		first[p+1]++
 	}
@@ -277,11 +277,6 @@ func inferredLayers(t *analyzer.Trace, ops []*analyzer.Operation, chains []analy
 	chainAt := make([]int32, len(chains)+1) // chain k's sums: all[chainAt[k]:chainAt[k+1]]
 	slot := make([]int32, 0, nEnds)         // each chain's Ends in turn: its owner's sums in all
 	lastSums := make([]int32, len(owner))   // each owner's latest sums in all
-	// A chain's leaf: its chain (-1: no reported chain's) and its index in the chain's Leaves.
-	leafChain, leafIndex := make([]int32, n), make([]int32, n)
-	for k := range leafChain {
-		leafChain[k] = -1
-	}
 	for k := range chains {
 		c := &chains[k]
 		chainAt[k] = int32(len(all))
@@ -294,7 +289,8 @@ func inferredLayers(t *analyzer.Trace, ops []*analyzer.Operation, chains []analy
 			slot = append(slot, lastSums[o])
 		}
 		for j, leaf := range c.Leaves {
-			leafChain[at[leaf]], leafIndex[at[leaf]] = int32(k), int32(j)
+			z := &ns[at[leaf]]
+			z.chain, z.leaf = int32(k), int32(j)
 		}
 	}
 	chainAt[len(chains)] = int32(len(all))
@@ -304,54 +300,51 @@ func inferredLayers(t *analyzer.Trace, ops []*analyzer.Operation, chains []analy
 	}
 	// Down the tree in pre-order. For an operation of an owner asked about: its owner's sums from
 	// the root down to it, and the nearest operation at or above it of that owner with a callee.
-	pre, depth, counter := make([]int32, n), make([]int32, n), int32(0)
-	cumTries, cumInferred := make([]int, n), make([]int, n)
-	withCallee, callee := make([]int32, n), make([]string, n)
-	ownerOf := make([]int32, n)           // -1: an owner no layer is listed under
 	stacks := make([][]int32, len(owner)) // each owner's operations on the current path, top first
 	var path []int32                      // the current path, top first
+	counter := int32(0)
 	enter := func(v int32) {
-		pre[v], depth[v] = counter, int32(len(path))
+		z := &ns[v]
+		z.pre, z.depth = counter, int32(len(path))
 		counter++
 		path = append(path, v)
 		op := list[v]
 		o, ok := owner[op.Owner]
 		if !ok {
-			ownerOf[v] = -1
+			z.owner = -1
 			return
 		}
-		ownerOf[v] = o
-		tries, inferred := len(op.Attempts), 0
+		z.owner = o
+		z.tries, z.withCallee = len(op.Attempts), -1
 		for i := range op.Attempts {
 			if j, ok := t.Lookup(op.Attempts[i].SpanID); ok && t.Spans[j].Kind == spans.KindServer {
-				inferred++
-				if callee[v] == "" {
-					callee[v] = t.Spans[j].Service()
+				z.inferred++
+				if z.callee == "" {
+					z.callee = t.Spans[j].Service()
 				}
 			}
 		}
-		withCallee[v] = -1
-		if callee[v] != "" {
-			withCallee[v] = v
+		if z.callee != "" {
+			z.withCallee = v
 		}
 		if st := stacks[o]; len(st) > 0 {
-			same := st[len(st)-1]
-			tries += cumTries[same]
-			inferred += cumInferred[same]
-			if withCallee[v] < 0 {
-				withCallee[v] = withCallee[same]
+			same := &ns[st[len(st)-1]]
+			z.tries += same.tries
+			z.inferred += same.inferred
+			if z.withCallee < 0 {
+				z.withCallee = same.withCallee
 			}
 		}
-		cumTries[v], cumInferred[v] = tries, inferred
 		stacks[o] = append(stacks[o], v)
 	}
-	atLeaf := func(v, k, j int32) {
+	atLeaf := func(v int32) {
+		k, j := ns[v].chain, ns[v].leaf
 		// Where the leaf's path parts from the previous leaf's: the deepest operation on it at or
 		// before that leaf in pre-order (an ancestor of both).
 		parts := int32(-1)
 		if a := prevLeaf[k]; a >= 0 {
-			i, _ := slices.BinarySearchFunc(path, pre[a], func(u, x int32) int { return cmp.Compare(pre[u], x) })
-			if i == len(path) || pre[path[i]] > pre[a] {
+			i, _ := slices.BinarySearchFunc(path, ns[a].pre, func(u, x int32) int { return cmp.Compare(ns[u].pre, x) })
+			if i == len(path) || ns[path[i]].pre > ns[a].pre {
 				i--
 			}
 			parts = int32(i)
@@ -363,20 +356,20 @@ func inferredLayers(t *analyzer.Trace, ops []*analyzer.Operation, chains []analy
 			if len(st) == 0 {
 				continue
 			}
-			top := st[len(st)-1]
-			z.tries += cumTries[top]
-			z.inferred += cumInferred[top]
+			top := &ns[st[len(st)-1]]
+			z.tries += top.tries
+			z.inferred += top.inferred
 			if parts >= 0 {
 				// Less the owner's sums down to the parting operation: counted with the
 				// previous leaf.
-				i, _ := slices.BinarySearchFunc(st, parts+1, func(u, d int32) int { return cmp.Compare(depth[u], d) })
+				i, _ := slices.BinarySearchFunc(st, parts+1, func(u, d int32) int { return cmp.Compare(ns[u].depth, d) })
 				if i > 0 {
-					z.tries -= cumTries[st[i-1]]
-					z.inferred -= cumInferred[st[i-1]]
+					z.tries -= ns[st[i-1]].tries
+					z.inferred -= ns[st[i-1]].inferred
 				}
 			}
-			if w := withCallee[top]; w >= 0 && int(j) < z.calleeLeaf {
-				z.calleeLeaf, z.callee = int(j), callee[w]
+			if w := top.withCallee; w >= 0 && int(j) < z.calleeLeaf {
+				z.calleeLeaf, z.callee = int(j), ns[w].callee
 			}
 		}
 	}
@@ -396,12 +389,12 @@ func inferredLayers(t *analyzer.Trace, ops []*analyzer.Operation, chains []analy
 				continue
 			}
 			v := f.op
-			if k := leafChain[v]; k >= 0 {
-				atLeaf(v, k, leafIndex[v])
+			if ns[v].chain >= 0 {
+				atLeaf(v)
 			}
 			todo = todo[:len(todo)-1]
 			path = path[:len(path)-1]
-			if o := ownerOf[v]; o >= 0 {
+			if o := ns[v].owner; o >= 0 {
 				stacks[o] = stacks[o][:len(stacks[o])-1]
 			}
 		}
@@ -419,6 +412,20 @@ func inferredLayers(t *analyzer.Trace, ops []*analyzer.Operation, chains []analy
 		}
 	}
 	return out
+}
+
+// opAt is what inferredLayers knows of one operation of the trace.
+type opAt struct {
+	parent      int32 // -1 at a root
+	chain, leaf int32 // a reported chain's leaf: the chain and its index in Leaves (else -1)
+	pre, depth  int32 // its place in the walk's pre-order, and its depth (0 at a root)
+	owner       int32 // the number of its owner, -1 when no listed layer is under that owner
+	// Of an owner asked about: its owner's tries and those read from SERVER spans, summed from
+	// the root down to it; its own first callee (the service of its first SERVER span try); the
+	// nearest operation at or above it of its owner with a callee (-1: none).
+	tries, inferred int
+	callee          string
+	withCallee      int32
 }
 
 // ownerAdvice names the layer that should own the retries: the policy's owner for the leaf
