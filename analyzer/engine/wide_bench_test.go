@@ -128,6 +128,22 @@ var wideShapes = []struct {
 	// comb-amplified's levels under each of two tries of one call: every leaf's chain has two
 	// copies, whose paths part at the top.
 	{"comb-amplified-twice", combAmplifiedTwice, ""},
+	// comb-amplified whose calls to rec a proxy below the instrumentation resent: each level's one
+	// CLIENT span to rec has two SERVER children (503, then the next level), so every level's
+	// retrying layer is an untraced hop whose tries are rec's SERVER spans, and each of the n
+	// reported chains has a layer read from them at every level above its leaf.
+	{"comb-untraced", combUntraced, ""},
+	// comb-untraced's levels under each of two tries of one call: every leaf's chain has two
+	// copies, whose paths part at the top.
+	{"comb-untraced-twice", combUntracedTwice, ""},
+}
+
+// combUntraced is a root SERVER span of api and n levels of rec under it, each level's SERVER
+// span (api's for the first) calling leaf-i twice (503, then 200), then rec once: a CLIENT span
+// with two SERVER spans of rec under it, a 503 and then the next level.
+func combUntraced(n int) []spans.Span {
+	end := 6*int64(n) + 10
+	return recLevels([]spans.Span{sp(1, 1, 0, spans.KindServer, "api", 0, end)}, 1, "api", 2, n, 0, end, true)
 }
 
 // combAmplified is a root SERVER span of api and n levels of rec under it, each level's SERVER
@@ -135,20 +151,26 @@ var wideShapes = []struct {
 // SERVER span under it, then the call whose SERVER span is the next level.
 func combAmplified(n int) []spans.Span {
 	end := 6*int64(n) + 10
-	return amplifiedLevels([]spans.Span{sp(1, 1, 0, spans.KindServer, "api", 0, end)}, 1, "api", 2, n, 0, end)
+	return recLevels([]spans.Span{sp(1, 1, 0, spans.KindServer, "api", 0, end)}, 1, "api", 2, n, 0, end, false)
 }
 
-// amplifiedLevels appends combAmplified's n levels under the span caller of svc, their span ids
-// from id on, their times from at on, each level ending a millisecond before the one above, the
-// first before end.
-func amplifiedLevels(ss []spans.Span, caller int, svc string, id, n int, at, end int64) []spans.Span {
+// recLevels appends combAmplified's n levels (combUntraced's, untraced) under the span caller of
+// svc, five spans a level, their span ids from id on, their times from at on, each level ending a
+// millisecond before the one above, the first before end.
+func recLevels(ss []spans.Span, caller int, svc string, id, n int, at, end int64, untraced bool) []spans.Span {
 	for i := range n {
 		at, id, leaf := at+5*int64(i)+1, id+5*i, "http://leaf-"+strconv.Itoa(i)+":80/x"
 		ss = append(ss, sp(1, id, caller, spans.KindClient, svc, at, at+1, get(leaf, 503)...),
-			sp(1, id+1, caller, spans.KindClient, svc, at+1, at+2, get(leaf, 200)...),
-			sp(1, id+2, caller, spans.KindClient, svc, at+2, at+3, get("http://rec:80/x", 503)...),
-			sp(1, id+3, caller, spans.KindClient, svc, at+3, end-int64(i)-1, get("http://rec:80/x", 200)...),
-			sp(1, id+4, id+3, spans.KindServer, "rec", at+4, end-int64(i)-1, server(200)...))
+			sp(1, id+1, caller, spans.KindClient, svc, at+1, at+2, get(leaf, 200)...))
+		if untraced {
+			ss = append(ss, sp(1, id+2, caller, spans.KindClient, svc, at+2, end-int64(i)-1, get("http://rec:80/x", 200)...),
+				sp(1, id+3, id+2, spans.KindServer, "rec", at+2, at+3, server(503)...),
+				sp(1, id+4, id+2, spans.KindServer, "rec", at+4, end-int64(i)-1, server(200)...))
+		} else {
+			ss = append(ss, sp(1, id+2, caller, spans.KindClient, svc, at+2, at+3, get("http://rec:80/x", 503)...),
+				sp(1, id+3, caller, spans.KindClient, svc, at+3, end-int64(i)-1, get("http://rec:80/x", 200)...),
+				sp(1, id+4, id+3, spans.KindServer, "rec", at+4, end-int64(i)-1, server(200)...))
+		}
 		caller, svc = id+4, "rec"
 	}
 	return ss
@@ -157,14 +179,22 @@ func amplifiedLevels(ss []spans.Span, caller int, svc string, id, n int, at, end
 // combAmplifiedTwice is comb-amplified's levels run twice: api calls top twice (503, then 200),
 // and each try's SERVER span of top runs n levels, so every leaf-i is called by two copies of its
 // operation, whose paths part at the top.
-func combAmplifiedTwice(n int) []spans.Span {
+func combAmplifiedTwice(n int) []spans.Span { return levelsTwice(n, false) }
+
+// combUntracedTwice is comb-untraced's levels run twice, as combAmplifiedTwice runs
+// comb-amplified's.
+func combUntracedTwice(n int) []spans.Span { return levelsTwice(n, true) }
+
+// levelsTwice is a root SERVER span of api calling top twice (503, then 200), each try's SERVER
+// span of top running recLevels' n levels.
+func levelsTwice(n int, untraced bool) []spans.Span {
 	span := 6*int64(n) + 10 // one try's
 	ss := []spans.Span{sp(1, 1, 0, spans.KindServer, "api", 0, 2*span+10)}
 	for try := range 2 {
 		at, id, status := 1+int64(try)*(span+2), 2+try*(5*n+2), 503+try*(200-503)
 		ss = append(ss, sp(1, id, 1, spans.KindClient, "api", at, at+span, get("http://top:80/x", status)...),
 			sp(1, id+1, id, spans.KindServer, "top", at, at+span, server(status)...))
-		ss = amplifiedLevels(ss, id+1, "top", id+2, n, at, at+span)
+		ss = recLevels(ss, id+1, "top", id+2, n, at, at+span, untraced)
 	}
 	return ss
 }

@@ -52,8 +52,12 @@ func run(pass *analyzer.Pass) error {
 		return nil
 	}
 	classes := audit.ClassesIn(audit.Policy(pass.RunSettings), pass.Trace)
-	holes := anyInferred(pass.Trace, pass.Operations)
-	for _, c := range analyzer.RetryingChains(pass.Operations, need, maxLayers/2) {
+	chains := analyzer.RetryingChains(pass.Operations, need, maxLayers/2)
+	var inferred [][]hole
+	if len(chains) > 0 && anyInferred(pass.Trace, pass.Operations) {
+		inferred = inferredLayers(pass.Trace, pass.Operations, chains)
+	}
+	for k, c := range chains {
 		layers, retrying := c.Ends, c.Retrying
 		sev := analyzer.SeverityWarning
 		if c.LeafCalls >= set.CriticalFactor {
@@ -80,15 +84,12 @@ func run(pass *analyzer.Pass) error {
 		unlisted := retrying - len(layers)
 		parts := make([]string, len(layers))
 		ev := make([]analyzer.Evidence, len(layers))
-		var inferred map[string]hole
-		if holes {
-			inferred = inferredLayers(pass.Trace, &c)
-		}
 		var said []string
 		for i, l := range layers {
 			parts[i] = l.Service + " x" + strconv.Itoa(l.Attempts)
 			ev[i] = analyzer.Evidence{"service": analyzer.Text(l.Service), "attempts": analyzer.Int(l.Attempts)}
-			if h, ok := inferred[l.Service]; ok {
+			if inferred != nil && inferred[k][i].inferred > 0 {
+				h := inferred[k][i]
 				ev[i]["inferred_from"] = analyzer.Text(h.callee + " SERVER spans")
 				ev[i]["inferred_tries"] = analyzer.Int(h.inferred)
 				said = append(said, fmt.Sprintf("%s %d of %d (%s's)", l.Service, h.inferred, h.tries, h.callee))
@@ -181,16 +182,18 @@ func mayFire(ops []*analyzer.Operation, need int) bool {
 	return false
 }
 
-// hole is what inferredLayers found of one layer: of its tries on the chain (every copy of it in
-// the trace), how many were read from its callee's SERVER spans, and whose they were.
+// hole is what inferredLayers found of one layer: of its owner's tries on the chain (every
+// operation of that owner on the paths from the chain's leaves to the root), how many were read
+// from its callee's SERVER spans, and whose they were (the first such operation's, walking up from
+// each leaf in turn). inferred is 0 for a layer with no such try.
 type hole struct {
 	callee          string
 	inferred, tries int
 }
 
 // anyInferred reports whether any try of ops was read from its callee's SERVER span: when none
-// was (most traces), no chain has a layer for inferredLayers to find, and its walk up each chain's
-// operations - as deep as the chain, for each chain reported - is not made.
+// was (most traces), no chain has a layer for inferredLayers to find, and its walk of the trace's
+// operations is not made.
 func anyInferred(t *analyzer.Trace, ops []*analyzer.Operation) bool {
 	for _, op := range ops {
 		for i := range op.Attempts {
@@ -202,49 +205,227 @@ func anyInferred(t *analyzer.Trace, ops []*analyzer.Operation) bool {
 	return false
 }
 
-// inferredLayers says, by layer (owner), which tries of the chain's layers the engine read from the
-// callee's SERVER spans because the caller's own spans are missing (a service that exports
-// nothing, attempt spans that never ended, a hop below the instrumentation): such a try's span is
-// the callee's SERVER span, not a CLIENT one. Only the layers with such tries are in the map. It
-// runs only for a chain being reported, and reads each operation on it once: a chain has as many
-// operations as leaves under a loop as wide.
-func inferredLayers(t *analyzer.Trace, c *analyzer.LeafChain) map[string]hole {
-	var out map[string]hole
-	var seen audit.Set[*analyzer.Operation]
-	for _, leaf := range c.Leaves {
-		for op := leaf; op != nil; op = op.Parent {
-			if !seen.Add(op) {
-				break // its ancestors were counted with it
+// inferredLayers says, for each chain and each of its listed layers (Ends), which tries of the
+// layer's owner on the chain the engine read from the callee's SERVER spans because the caller's
+// own spans are missing (a service that exports nothing, attempt spans that never ended, a hop
+// below the instrumentation): such a try's span is the callee's SERVER span, not a CLIENT one.
+//
+// A chain's operations are as many as its depth, and a comb has as many reported chains as
+// levels, so it reads no chain's operations: one walk down the trace's operations keeps, for each
+// owner a layer is listed under, the operations of that owner on the current path, each with the
+// sums of that owner's tries from the root down to it. At a leaf, an owner's sums on its path are
+// its nearest operation's. The operations of a chain of several leaves (copies) are their paths'
+// union: met in pre-order, each leaf's path adds what lies below where it parts from the previous
+// leaf's (their nearest common operation, found on the current path by its pre-order number).
+func inferredLayers(t *analyzer.Trace, ops []*analyzer.Operation, chains []analyzer.LeafChain) [][]hole {
+	// The owners asked about, each a number, and each chain's owners by its Ends.
+	owner := map[string]int32{}
+	nEnds := 0
+	for k := range chains {
+		for _, l := range chains[k].Ends {
+			if _, ok := owner[l.Service]; !ok {
+				owner[l.Service] = int32(len(owner))
 			}
-			h := hole{}
-			for i := range op.Attempts {
-				a := &op.Attempts[i]
-				h.tries++
-				if j, ok := t.Lookup(a.SpanID); ok && t.Spans[j].Kind == spans.KindServer {
-					h.inferred++
-					if h.callee == "" {
-						h.callee = t.Spans[j].Service()
-					}
-				}
+		}
+		nEnds += len(chains[k].Ends)
+	}
+	// The operations as a tree: every operation and its ancestors numbered, their children
+	// listed by parent (counted, then placed).
+	at := make(map[*analyzer.Operation]int32, len(ops))
+	list := slices.Clone(ops)
+	for k, op := range list {
+		at[op] = int32(k)
+	}
+	ns := make([]opAt, 0, len(list))
+	for k := 0; k < len(list); k++ {
+		z := opAt{parent: -1, chain: -1}
+		if p := list[k].Parent; p != nil {
+			j, ok := at[p]
+			if !ok {
+				j = int32(len(list))
+				at[p] = j
+				list = append(list, p)
 			}
-			if out == nil {
-				out = map[string]hole{}
+			z.parent = j
+		}
+		ns = append(ns, z)
+	}
+	n := len(list)
+	// Counted: first[k+1] is where k's children start (k = -1: the roots); placed, each start is
+	// moved to its end, so that k's children are kids[first[k]:first[k+1]], the roots kids[:first[0]].
+	first := make([]int32, n+2)
+	for k := range ns {
+		first[ns[k].parent+2]++
+	}
+	for k := 2; k < len(first); k++ {
+		first[k] += first[k-1]
+	}
+	kids := make([]int32, n)
+	for k := range ns {
+		p := ns[k].parent
+		kids[first[p+1]] = int32(k)
+		first[p+1]++
+	}
+	// Each chain's owners, distinct, in the order of its Ends, with their sums; and its leaves.
+	type sums struct {
+		owner           int32
+		tries, inferred int
+		callee          string
+		calleeLeaf      int // the chain's leaf the callee was found above (its index in Leaves)
+	}
+	var all []sums
+	chainAt := make([]int32, len(chains)+1) // chain k's sums: all[chainAt[k]:chainAt[k+1]]
+	slot := make([]int32, 0, nEnds)         // each chain's Ends in turn: its owner's sums in all
+	lastSums := make([]int32, len(owner))   // each owner's latest sums in all
+	for k := range chains {
+		c := &chains[k]
+		chainAt[k] = int32(len(all))
+		for _, l := range c.Ends {
+			o := owner[l.Service]
+			if s := lastSums[o]; len(all) == 0 || s < chainAt[k] || all[s].owner != o {
+				lastSums[o] = int32(len(all))
+				all = append(all, sums{owner: o, calleeLeaf: len(c.Leaves)})
 			}
-			prev := out[op.Owner]
-			prev.tries += h.tries
-			prev.inferred += h.inferred
-			if prev.callee == "" {
-				prev.callee = h.callee
-			}
-			out[op.Owner] = prev
+			slot = append(slot, lastSums[o])
+		}
+		for j, leaf := range c.Leaves {
+			z := &ns[at[leaf]]
+			z.chain, z.leaf = int32(k), int32(j)
 		}
 	}
-	for k, h := range out {
-		if h.inferred == 0 {
-			delete(out, k)
+	chainAt[len(chains)] = int32(len(all))
+	prevLeaf := make([]int32, len(chains))
+	for k := range prevLeaf {
+		prevLeaf[k] = -1
+	}
+	// Down the tree in pre-order. For an operation of an owner asked about: its owner's sums from
+	// the root down to it, and the nearest operation at or above it of that owner with a callee.
+	stacks := make([][]int32, len(owner)) // each owner's operations on the current path, top first
+	var path []int32                      // the current path, top first
+	counter := int32(0)
+	enter := func(v int32) {
+		z := &ns[v]
+		z.pre, z.depth = counter, int32(len(path))
+		counter++
+		path = append(path, v)
+		op := list[v]
+		o, ok := owner[op.Owner]
+		if !ok {
+			z.owner = -1
+			return
+		}
+		z.owner = o
+		z.tries, z.withCallee = len(op.Attempts), -1
+		for i := range op.Attempts {
+			if j, ok := t.Lookup(op.Attempts[i].SpanID); ok && t.Spans[j].Kind == spans.KindServer {
+				z.inferred++
+				if z.callee == "" {
+					z.callee = t.Spans[j].Service()
+				}
+			}
+		}
+		if z.callee != "" {
+			z.withCallee = v
+		}
+		if st := stacks[o]; len(st) > 0 {
+			same := &ns[st[len(st)-1]]
+			z.tries += same.tries
+			z.inferred += same.inferred
+			if z.withCallee < 0 {
+				z.withCallee = same.withCallee
+			}
+		}
+		stacks[o] = append(stacks[o], v)
+	}
+	atLeaf := func(v int32) {
+		k, j := ns[v].chain, ns[v].leaf
+		// Where the leaf's path parts from the previous leaf's: the deepest operation on it at or
+		// before that leaf in pre-order (an ancestor of both).
+		parts := int32(-1)
+		if a := prevLeaf[k]; a >= 0 {
+			i, _ := slices.BinarySearchFunc(path, ns[a].pre, func(u, x int32) int { return cmp.Compare(ns[u].pre, x) })
+			if i == len(path) || ns[path[i]].pre > ns[a].pre {
+				i--
+			}
+			parts = int32(i)
+		}
+		prevLeaf[k] = v
+		for s := chainAt[k]; s < chainAt[k+1]; s++ {
+			z := &all[s]
+			st := stacks[z.owner]
+			if len(st) == 0 {
+				continue
+			}
+			top := &ns[st[len(st)-1]]
+			z.tries += top.tries
+			z.inferred += top.inferred
+			if parts >= 0 {
+				// Less the owner's sums down to the parting operation: counted with the
+				// previous leaf.
+				i, _ := slices.BinarySearchFunc(st, parts+1, func(u, d int32) int { return cmp.Compare(ns[u].depth, d) })
+				if i > 0 {
+					z.tries -= ns[st[i-1]].tries
+					z.inferred -= ns[st[i-1]].inferred
+				}
+			}
+			if w := top.withCallee; w >= 0 && int(j) < z.calleeLeaf {
+				z.calleeLeaf, z.callee = int(j), ns[w].callee
+			}
+		}
+	}
+	// The walk: each operation entered, its children in turn, then left.
+	type frame struct{ op, next int32 }
+	var todo []frame
+	for _, r := range kids[:first[0]] {
+		todo = append(todo, frame{r, first[r]})
+		enter(r)
+		for len(todo) > 0 {
+			f := &todo[len(todo)-1]
+			if f.next < first[f.op+1] {
+				ch := kids[f.next]
+				f.next++
+				todo = append(todo, frame{ch, first[ch]})
+				enter(ch)
+				continue
+			}
+			v := f.op
+			if ns[v].chain >= 0 {
+				atLeaf(v)
+			}
+			todo = todo[:len(todo)-1]
+			path = path[:len(path)-1]
+			if o := ns[v].owner; o >= 0 {
+				stacks[o] = stacks[o][:len(stacks[o])-1]
+			}
+		}
+	}
+	out := make([][]hole, len(chains))
+	buf := make([]hole, nEnds)
+	e := 0
+	for k := range chains {
+		out[k], buf = buf[:len(chains[k].Ends):len(chains[k].Ends)], buf[len(chains[k].Ends):]
+		for i := range out[k] {
+			if z := &all[slot[e]]; z.inferred > 0 {
+				out[k][i] = hole{callee: z.callee, inferred: z.inferred, tries: z.tries}
+			}
+			e++
 		}
 	}
 	return out
+}
+
+// opAt is what inferredLayers knows of one operation of the trace.
+type opAt struct {
+	parent      int32 // -1 at a root
+	chain, leaf int32 // a reported chain's leaf: the chain and its index in Leaves (else -1)
+	pre, depth  int32 // its place in the walk's pre-order, and its depth (0 at a root)
+	owner       int32 // the number of its owner, -1 when no listed layer is under that owner
+	// Of an owner asked about: its owner's tries and those read from SERVER spans, summed from
+	// the root down to it; its own first callee (the service of its first SERVER span try); the
+	// nearest operation at or above it of its owner with a callee (-1: none).
+	tries, inferred int
+	callee          string
+	withCallee      int32
 }
 
 // ownerAdvice names the layer that should own the retries: the policy's owner for the leaf

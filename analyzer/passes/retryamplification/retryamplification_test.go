@@ -3,6 +3,7 @@ package retryamplification_test
 import (
 	"reflect"
 	"slices"
+	"strconv"
 	"testing"
 
 	"github.com/stormwatch/stormwatch/analyzer"
@@ -11,6 +12,7 @@ import (
 	"github.com/stormwatch/stormwatch/analyzer/passes/retryamplification"
 	"github.com/stormwatch/stormwatch/analyzer/workload"
 	"github.com/stormwatch/stormwatch/fixtures"
+	"github.com/stormwatch/stormwatch/spans"
 )
 
 func TestTestdata(t *testing.T) { detectortest.Run(t, retryamplification.Detector, "testdata") }
@@ -107,6 +109,77 @@ func TestRetryingChainsAreTheReportedOnes(t *testing.T) {
 	if fired == 0 || picked == 0 {
 		t.Errorf("%d traces had a chain of two retrying layers, %d chains ends to pick: the comparison proves little", fired, picked)
 	}
+}
+
+// A chain's layers whose tries were read from the callee's SERVER spans are found by one walk
+// down the trace's operations, not one walk up each chain: over every fixture and the synthetic
+// workload, each listed layer's answer is the one a walk up from each of the chain's leaves
+// (every copy) to the root gives, counting each operation once - its owner's tries on the chain,
+// how many were read from SERVER spans, and the callee of the first such operation met.
+func TestInferredLayersAreTheChainsWalked(t *testing.T) {
+	compared, copies := 0, 0
+	keep := &analyzer.Detector{Name: "keep", Title: "t", Doc: "compares the inferred layers of every trace", Run: func(p *analyzer.Pass) error {
+		for need := 1; need <= 2; need++ {
+			for _, half := range []int{1, 32} {
+				chains := analyzer.RetryingChains(p.Operations, need, half)
+				got := retryamplification.InferredLayers(p.Trace, p.Operations, chains)
+				for k := range chains {
+					want := walkedLayers(p.Trace, &chains[k])
+					if !slices.Equal(got[k], want) {
+						t.Errorf("trace %s, need %d, half %d, chain %s: %q, want %q", p.Trace.ID, need, half, chains[k].Dependency, got[k], want)
+					}
+					if slices.ContainsFunc(want, func(s string) bool { return s != "" }) {
+						compared++
+						if len(chains[k].Leaves) > 1 {
+							copies++
+						}
+					}
+				}
+			}
+		}
+		return nil
+	}}
+	feedAll(t, keep)
+	if compared == 0 || copies == 0 {
+		t.Errorf("%d chains with inferred layers, %d of several copies: the comparison proves little", compared, copies)
+	}
+}
+
+// walkedLayers is what InferredLayers answers for c, found by walking up from each of c's leaves
+// in turn to the root, each operation counted once, summed by owner.
+func walkedLayers(tr *analyzer.Trace, c *analyzer.LeafChain) []string {
+	type sums struct {
+		callee          string
+		inferred, tries int
+	}
+	by := map[string]*sums{}
+	seen := map[*analyzer.Operation]bool{}
+	for _, leaf := range c.Leaves {
+		for op := leaf; op != nil && !seen[op]; op = op.Parent {
+			seen[op] = true
+			z := by[op.Owner]
+			if z == nil {
+				z = &sums{}
+				by[op.Owner] = z
+			}
+			for i := range op.Attempts {
+				z.tries++
+				if j, ok := tr.Lookup(op.Attempts[i].SpanID); ok && tr.Spans[j].Kind == spans.KindServer {
+					z.inferred++
+					if z.callee == "" {
+						z.callee = tr.Spans[j].Service()
+					}
+				}
+			}
+		}
+	}
+	out := make([]string, len(c.Ends))
+	for i, l := range c.Ends {
+		if z := by[l.Service]; z != nil && z.inferred > 0 {
+			out[i] = z.callee + " " + strconv.Itoa(z.inferred) + "/" + strconv.Itoa(z.tries)
+		}
+	}
+	return out
 }
 
 // feedAll runs keep over every fixture's traces and the synthetic workload's.
