@@ -7,7 +7,8 @@ import (
 
 // The protobuf decoder's way of packing by trace before it wrote the packed form straight from
 // the wire: each span decoded into a span value, which the packer then packs. Kept for the tests
-// alone, as the oracle the direct writer is held to (byte for byte, errors and rejects too).
+// alone, as the oracle the direct writer is held to (byte for byte, errors too): only the second
+// pass is the old one; the first pass, its rejects and the fallbacks are the decoder's own.
 
 // DecodeProtoPackedVia decodes buf packed by trace into b the way before the direct writer.
 func DecodeProtoPackedVia(b *Batch, buf []byte, opt DecodeOptions) error {
@@ -27,7 +28,7 @@ func decodeProtoPackedOld(b *Batch, buf []byte, opt DecodeOptions, reuse bool) e
 	defer pp.reset() // on every way out: the next request must find nothing of this one
 	d := protoDecoder{opt: opt, b: b}
 	d.attrs.initIn(b.attrBuf, 256)
-	err := d.structureOld(pp, buf)
+	err := d.structure(pp, buf)
 	if err == nil {
 		err = d.packTracesOld(bp, pp, buf)
 	}
@@ -51,45 +52,7 @@ func decodeProtoPackedOld(b *Batch, buf []byte, opt DecodeOptions, reuse bool) e
 	return nil
 }
 
-// structure is the first pass: the resources, the scopes and each span's place and trace.
-func (d *protoDecoder) structureOld(pp *protoPacked, buf []byte) error {
-	var at [3]int32
-	at[0] = -1
-	return eachMessage(buf, fReqResourceSpans, "resource_spans", func(rs []byte) error {
-		at[0]++
-		at[1] = -1
-		k := int32(len(pp.res))
-		pp.res = append(pp.res, Resource{})
-		if err := d.resourceOf(&pp.res[k], rs); err != nil {
-			return err
-		}
-		return eachMessage(rs, fRSScopeSpans, "scope_spans", func(ss []byte) error {
-			at[1]++
-			at[2] = -1
-			scope, err := scopeOf(ss)
-			if err != nil {
-				return err
-			}
-			sc := int32(len(pp.scopes))
-			pp.scopes = append(pp.scopes, scope)
-			return eachMessage(ss, fSSSpans, "spans", func(sp []byte) error {
-				at[2]++
-				trace, keep, err := firstTraceID(sp)
-				if err != nil {
-					return err
-				}
-				r := spanRef{off: offsetIn(buf, sp), n: uint32(len(sp)), scope: sc, res: k, at: at, trace: trace}
-				if !keep {
-					return d.rejectRefOld(pp, buf, &r)
-				}
-				pp.refs = append(pp.refs, r)
-				return nil
-			})
-		})
-	})
-}
-
-// spanOf decodes the span r names into sp, giving back what the span before it used of the
+// spanOfOld decodes the span r names into sp, giving back what the span before it used of the
 // decoder's slabs (from the marks; a slab that moved is given back from where it is now), and
 // says whether its ids make it a span to keep. Not the arena of rendered values: the packer knows
 // a string it wrote by its address, so a string's bytes must stay as they are until the request
@@ -109,26 +72,7 @@ func (d *protoDecoder) spanOfOld(sp *Span, pp *protoPacked, buf []byte, r *spanR
 	return ok, nil
 }
 
-// rejectRef decodes a span the first pass found a reject and counts it; one that turns out a span
-// to keep (a valid trace id after a zero one) is errRegroup.
-func (d *protoDecoder) rejectRefOld(pp *protoPacked, buf []byte, r *spanRef) error {
-	attrMark, xMark := d.attrs.mark(), d.xattrs.mark()
-	ok, err := d.spanOfOld(new(Span), pp, buf, r, &attrMark, &xMark)
-	d.attrs.rollback(attrMark)
-	d.xattrs.rollback(xMark)
-	d.links, d.events = d.links[:0], d.events[:0]
-	switch {
-	case err != nil:
-		return err
-	case ok:
-		return errRegroup
-	}
-	d.b.Rejected++
-	d.b.RejectReason = RejectInvalidID
-	return nil
-}
-
-// packTraces is the second pass: the spans to keep packed trace by trace into b.Packed.
+// packTracesOld is the second pass as it was: each span to keep decoded into a span value, packed.
 func (d *protoDecoder) packTracesOld(bp *batchPacker, pp *protoPacked, buf []byte) error {
 	refs := pp.refs
 	traces, idx, ends := bp.group(len(refs), func(i int) TraceID { return refs[i].trace })
