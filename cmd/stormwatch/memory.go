@@ -34,7 +34,7 @@ const (
 	memoryCeiling     = 900 << 20
 )
 
-// The soft memory limit of the live commands (collect, the dashboard, demo; see
+// The soft memory limit of the live commands (collect, the dashboard, demo, replay's dashboard; see
 // limitLiveMemory): what a live analysis holds besides its spans - the findings it keeps, the
 // window's operations, the ingest queue, the interned names - and, per span of --max-spans, what a
 // held span costs with its share of its trace's state and operations (about 165 bytes for

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"math"
 	"net/http"
 	"runtime"
@@ -9,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // The guard raises the soft limit above the live heap, by its room (half as much again for
@@ -124,4 +126,23 @@ func gaugeValue(t *testing.T, url, name string) float64 {
 	}
 	t.Fatalf("%s not in %s (%v)", name, url, sc.Err())
 	return 0
+}
+
+// Every live store's settle loop starts with the limit in force - replay's dashboard as well as
+// the collector's pipeline - sized from the session's --max-spans.
+func TestSettlingStartsWithTheLiveLimit(t *testing.T) {
+	t.Setenv("GOGC", "")
+	t.Setenv("GOMEMLIMIT", "")
+	prev := debug.SetMemoryLimit(-1)
+	defer debug.SetMemoryLimit(prev)
+	s, err := newAnalysisSession(&analysisFlags{settle: time.Second}, 50_000, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // the loop ends at once; the limit stays
+	s.startSettling(ctx)
+	if got, want := debug.SetMemoryLimit(-1), liveMemoryLimit(50_000); got != want {
+		t.Errorf("limit %d MiB once settling started, want %d MiB", got>>20, want>>20)
+	}
 }

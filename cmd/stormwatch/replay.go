@@ -184,7 +184,7 @@ func replayToDashboard(ctx context.Context, io streams, o replayOptions, files [
 	ropt.OnWarning = func(err error) { log.Warn("replay: skipped a record", "err", err) }
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	go s.run(runCtx)
+	s.startSettling(runCtx)
 	p := replay.NewPlayer(files, replay.Options{Speed: o.speed, Loop: o.loop, Read: ropt})
 	go func() {
 		if err := p.PlayTo(runCtx, s); err != nil && !errors.Is(err, context.Canceled) {

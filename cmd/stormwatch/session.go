@@ -171,6 +171,14 @@ func (s *session) run(ctx context.Context) {
 	}
 }
 
+// startSettling gives the live store its soft memory limit and starts run, which keeps the limit
+// above the live heap: collect, the dashboard, demo and replay's dashboard alike. The limit is in
+// force before it returns.
+func (s *session) startSettling(ctx context.Context) {
+	s.mem = limitLiveMemory(s.cfg.MaxSpans)
+	go s.run(ctx)
+}
+
 // settleLoop is what run remembers from one tick to the next.
 type settleLoop struct {
 	changes uint64
@@ -239,10 +247,9 @@ type pipeline struct {
 // figures in /metrics and the report at GET /api/v1/report (token-protected like exports).
 func startPipeline(ctx context.Context, f *collectorFlags, s *session, log *slog.Logger) (*pipeline, error) {
 	s.log = log
-	s.mem = limitLiveMemory(f.maxSpans)
 	cache := metrics.NewCache(s, metrics.DefaultMaxAge, nil)
 	runCtx, cancel := context.WithCancel(ctx)
-	go s.run(runCtx)
+	s.startSettling(runCtx)
 	c, err := startCollector(ctx, f, s, s.held, log,
 		collector.WithHTTPHandler(reportPath, reportHandler(cache), true))
 	if err == nil {
