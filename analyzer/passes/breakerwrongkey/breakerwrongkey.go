@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"sort"
 	"strings"
 
 	"github.com/stormwatch/stormwatch/analyzer"
@@ -16,11 +17,17 @@ import (
 var Detector = &analyzer.Detector{
 	Name:     "breaker-wrong-key",
 	Title:    "Breaker refused a healthy origin",
-	Doc:      "a breaker refused calls to an origin that had no failures in the window while another origin behind the same client failed (breaker keyed on the client, not the origin); evidence: origin, refused_calls, answers, failed_origins",
+	Doc:      "a breaker refused calls to an origin that had no failures in the window while another origin behind the same client failed (breaker keyed on the client, not the origin); evidence: origin, refused_calls, answers, failed_origins, failed_origins_not_listed",
 	Scope:    analyzer.ScopeWindow,
 	Severity: analyzer.SeverityCritical,
 	Run:      run,
 }
+
+// maxFailedOrigins bounds the failed origins a finding lists: the earliest to fail, those that
+// can have opened the breaker, and a count of the rest (failed_origins_not_listed). A caller
+// whose breaker refused n healthy origins after n others failed would otherwise make n findings
+// of n origins each: a report the square of the window.
+const maxFailedOrigins = 16
 
 type originKey struct{ caller, origin string }
 
@@ -134,16 +141,17 @@ func run(pass *analyzer.Pass) error {
 			if s.refused == 0 || s.failures > 0 {
 				continue
 			}
-			// A failed origin is another origin than k: k has no failures.
-			failed := map[string]int{}
-			for _, f := range failing {
-				if f.s.firstFailure > s.firstRefusal+skew {
-					break
-				}
-				failed[f.origin] = f.s.failures
-			}
-			if len(failed) == 0 {
+			// A failed origin is another origin than k: k has no failures. failing is sorted by
+			// first failure, so those before the refusal are a prefix of it.
+			before := sort.Search(len(failing), func(i int) bool {
+				return failing[i].s.firstFailure > s.firstRefusal+skew
+			})
+			if before == 0 {
 				continue
+			}
+			failed := make(map[string]int, min(before, maxFailedOrigins))
+			for _, f := range failing[:min(before, maxFailedOrigins)] {
+				failed[f.origin] = f.s.failures
 			}
 			names := slices.Sorted(maps.Keys(failed))
 			ev := analyzer.Evidence{
@@ -151,6 +159,10 @@ func run(pass *analyzer.Pass) error {
 				"refused_calls":  analyzer.Int(s.refused),
 				"answers":        analyzer.Counts(s.answers),
 				"failed_origins": analyzer.Counts(failed),
+			}
+			if unlisted := before - len(failed); unlisted > 0 {
+				ev["failed_origins_not_listed"] = analyzer.Int(unlisted)
+				names = append(names, words.Count(unlisted, "more origin"))
 			}
 			w.Evidence(ev)
 			pass.Report(analyzer.Finding{

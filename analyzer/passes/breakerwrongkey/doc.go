@@ -17,7 +17,9 @@
 // (caller, origin).
 //
 // Evidence: origin, refused_calls, answers (the origin's own outcomes, e.g. {"200": 5}),
-// failed_origins (origin -> failures), window_start, window_end, window_ms.
+// failed_origins (origin -> failures: at most 16, the earliest to fail),
+// failed_origins_not_listed (the count of the others, when there are more), window_start,
+// window_end, window_ms.
 //
 // Works on stock instrumentation when refused calls leave a CLIENT span whose error names the
 // open circuit (a breaker inside the instrumented transport).
