@@ -94,3 +94,9 @@ func (d *protoDecoder) packTracesOld(bp *batchPacker, pp *protoPacked, buf []byt
 	d.b.Packed = traces
 	return nil
 }
+
+// DecodeJSONOld and DecodeJSONIntoOld are the OTLP/JSON decoder as it was (oldjson_test.go).
+var (
+	DecodeJSONOld     = decodeJSONOldFresh
+	DecodeJSONIntoOld = decodeJSONIntoOld
+)
