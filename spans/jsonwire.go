@@ -211,7 +211,8 @@ func (t *jsonWire) cut(dst []byte, r *span, last []span) []byte {
 	return dst
 }
 
-// member transcodes the (non-null) value of field f.
+// member transcodes the (non-null) value of field f (of an AnyValue too, but for its arrays and
+// maps: see list).
 func (t *jsonWire) member(dst []byte, f *otlpschema.Field) ([]byte, error) {
 	s := &t.s
 	switch f.Kind {
@@ -228,11 +229,12 @@ func (t *jsonWire) member(dst []byte, f *otlpschema.Field) ([]byte, error) {
 		}
 		// An id that is not hex is left out: DecodeProto then rejects the span (or link), or
 		// reads no parent, as it does an id of the wrong length, which it gets as sent.
-		if b, ok := unhex(t.bin[:0], raw); ok {
-			t.bin = b
-			return appendLenField(dst, f.Num, b), nil
+		start := len(dst)
+		dst = binary.AppendUvarint(appendTag(dst, f.Num, 2), uint64(len(raw)/2))
+		if out, ok := unhex(dst, raw); ok {
+			return out, nil
 		}
-		return dst, nil
+		return dst[:start], nil
 	case otlpschema.KindEnum:
 		v, err := s.Enum(f.EnumNames)
 		if err != nil {
@@ -245,6 +247,39 @@ func (t *jsonWire) member(dst []byte, f *otlpschema.Field) ([]byte, error) {
 			return nil, err
 		}
 		return binary.LittleEndian.AppendUint64(appendTag(dst, f.Num, 1), uint64(v)), nil
+	case otlpschema.KindInt64:
+		v, err := s.Int64()
+		if err != nil {
+			return nil, err
+		}
+		return binary.AppendUvarint(appendTag(dst, f.Num, 0), uint64(v)), nil
+	case otlpschema.KindDouble:
+		v, err := s.Float64()
+		if err != nil {
+			return nil, err
+		}
+		return binary.LittleEndian.AppendUint64(appendTag(dst, f.Num, 1), math.Float64bits(v)), nil
+	case otlpschema.KindBool:
+		v, err := s.Bool()
+		if err != nil {
+			return nil, err
+		}
+		dst = appendTag(dst, f.Num, 0)
+		if v {
+			return append(dst, 1), nil
+		}
+		return append(dst, 0), nil
+	case otlpschema.KindBase64:
+		raw, err := t.text()
+		if err != nil {
+			return nil, err
+		}
+		b, err := unbase64(t.bin[:0], raw)
+		if err != nil {
+			return nil, err
+		}
+		t.bin = b
+		return appendLenField(dst, f.Num, b), nil
 	}
 	// Messages.
 	if !f.Repeated {
@@ -606,56 +641,20 @@ func (t *jsonWire) anyValue(dst []byte, depth int) ([]byte, error) {
 			continue
 		}
 		set = true
-		if dst, err = t.anyMember(dst, f, depth); err != nil {
+		if f.Kind == otlpschema.KindMessage {
+			dst, err = t.list(dst, f, depth)
+		} else {
+			dst, err = t.member(dst, f)
+		}
+		if err != nil {
 			return nil, fmt.Errorf("%s: %w", f.Name, err)
 		}
 	}
 }
 
-func (t *jsonWire) anyMember(dst []byte, f *otlpschema.Field, depth int) ([]byte, error) {
+// list transcodes the array or map member f of an AnyValue at nesting depth.
+func (t *jsonWire) list(dst []byte, f *otlpschema.Field, depth int) ([]byte, error) {
 	s := &t.s
-	switch f.Kind {
-	case otlpschema.KindString:
-		v, err := t.text()
-		if err != nil {
-			return nil, err
-		}
-		return appendLenField(dst, f.Num, v), nil
-	case otlpschema.KindInt64:
-		v, err := s.Int64()
-		if err != nil {
-			return nil, err
-		}
-		return binary.AppendUvarint(appendTag(dst, f.Num, 0), uint64(v)), nil
-	case otlpschema.KindDouble:
-		v, err := s.Float64()
-		if err != nil {
-			return nil, err
-		}
-		return binary.LittleEndian.AppendUint64(appendTag(dst, f.Num, 1), math.Float64bits(v)), nil
-	case otlpschema.KindBool:
-		v, err := s.Bool()
-		if err != nil {
-			return nil, err
-		}
-		dst = appendTag(dst, f.Num, 0)
-		if v {
-			return append(dst, 1), nil
-		}
-		return append(dst, 0), nil
-	case otlpschema.KindBase64:
-		raw, err := t.text()
-		if err != nil {
-			return nil, err
-		}
-		b, err := unbase64(t.bin[:0], raw)
-		if err != nil {
-			return nil, err
-		}
-		t.bin = b
-		return appendLenField(dst, f.Num, b), nil
-	}
-	// An array or a map.
 	if depth > MaxValueDepth {
 		return nil, fmt.Errorf("%w: %w", ErrTooDeep, s.Errorf("arrays and maps nested more than %d deep", MaxValueDepth))
 	}
