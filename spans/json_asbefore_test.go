@@ -38,6 +38,32 @@ func corpusJSON(t testing.TB) [][]byte {
 			}
 		}
 	}
+	// The decoder's rules where protobuf's differ: repeated members, null, ids, dropped values.
+	a := func(kv string) string { return `{"key":"resilience.owner","value":` + kv + `}` }
+	for _, members := range []string{
+		jsonIDs + `,"name":"a","name":null,"kind":2,"kind":null,"traceState":"ot=th:8","traceState":"x"`,
+		jsonIDs + `,"attributes":[` + a(`{"stringValue":"a"}`) + `],"name":"n","attributes":null,"events":[{"name":"e"}],"events":[],"links":[{}],"links":null`,
+		jsonIDs + `,"status":{"code":2,"message":"m"},"status":{"code":null,"message":null},"status":null`,
+		jsonIDs + `,"parentSpanId":"00000000000000cc","parentSpanId":"zz","startTimeUnixNano":"5","startTimeUnixNano":null`,
+		jsonIDs + `,"traceId":"000000000000000000000000000000aa0","spanId":null,"spanId":"00000000000000bb"`,
+		`"traceId":"00000000000000000000000000000000","spanId":"00000000000000bb"`,
+		jsonIDs + `,"links":[{"traceId":"00000000000000000000000000000000","spanId":"0000000000000000"},{"traceId":"ab","spanId":"00000000000000bb"},null]`,
+		jsonIDs + `,"attributes":[{"value":{"stringValue":"v"},"key":"not.known","value":{"intValue":"zz"},"key":"resilience.owner"},{"key":"not.known","value":{"intValue":"zz"},"key":"resilience.owner"}]`,
+		jsonIDs + `,"attributes":[{"key":"resilience.owner","value":{"stringValue":"a"},"value":{}},{"key":"resilience.owner","value":{"stringValue":"a"},"value":null},null,{}]`,
+		jsonIDs + `,"attributes":[` + a(`{"foo":1,"stringValue":"a"}`) + `,` + a(`{"stringValue":null,"intValue":"7"}`) + `,` + a(`{"arrayValue":null}`) + `,` + a(`{"kvlistValue":{"values":[null,{"key":"k"},{"value":{"boolValue":true},"key":"x","value":{}}],"values":[{"key":"y","value":null}]}}`) + `]`,
+		jsonIDs + `,"attributes":[` + a(`{"arrayValue":{"values":[null,{},{"bytesValue":"-_8"},{"doubleValue":"-Infinity"},{"intValue":1e3}]}}`) + `]`,
+		jsonIDs + `,"attributes":[{"key":"not.known","value":{"stringValue":"a","intValue":1}}]`,
+		jsonIDs + `,"attributes":[` + a(`{"stringValue":"a","foo":1}`) + `]`,
+	} {
+		bodies = append(bodies, []byte(jsonSpan(members)))
+	}
+	for _, rs := range []string{
+		`{"resource":{"attributes":[{"key":"service.name","value":{"stringValue":"s"}},{"key":"host.name","value":{"stringValue":"h"}}]},"resource":{"attributes":[{"key":"url.scheme","value":{"stringValue":"u"}}]},"scopeSpans":[{"spans":[{` + jsonIDs + `}]}]}`,
+		`{"scopeSpans":[{"spans":[{` + jsonIDs + `}]}],"resource":{"attributes":[{"key":"host.name","value":{"stringValue":"h"}}],"attributes":null},"resource":{}}`,
+		`{"resource":{"attributes":[{"key":"service.name","value":{"intValue":"3"}},{"value":{"stringValue":"i"},"key":"service.instance.id"}]},"resource":null,"scopeSpans":[{"scope":{"name":"a"},"scope":{"name":null},"spans":[{` + jsonIDs + `}]},{"scope":{"name":"b","attributes":[{"key":"x","value":{"intValue":"q"}}]},"spans":[{` + jsonIDs + `}],"spans":[{` + jsonIDs + `}]},null]}`,
+	} {
+		bodies = append(bodies, []byte(`{"resourceSpans":[`+rs+`],"resourceSpans":[`+rs+`,null]}`))
+	}
 	for _, name := range fixtures.Names() {
 		records, err := fixtures.Read(name)
 		if err != nil {
