@@ -524,6 +524,15 @@ func (t *jsonWire) attrFast(dst []byte, num uint32) ([]byte, bool) {
 	if member == fAnyString {
 		value = 1 + varintLen(uint64(len(str))) + len(str)
 	}
+	if kv := 4 + len(key) + value; kv < 0x80 && num < 16 {
+		// Every length one byte, what nearly every attribute takes: written as bytes.
+		dst = append(dst, byte(num<<3|2), byte(kv), fKVKey<<3|2, byte(len(key)))
+		dst = append(append(dst, key...), fKVValue<<3|2, byte(value))
+		if member == fAnyString {
+			return append(append(dst, fAnyString<<3|2, byte(len(str))), str...), true
+		}
+		return binary.AppendUvarint(append(dst, byte(member<<3)), n), true
+	}
 	kv := 1 + varintLen(uint64(len(key))) + len(key) + 1 + varintLen(uint64(value)) + value
 	dst = binary.AppendUvarint(appendTag(dst, num, 2), uint64(kv))
 	dst = appendLenField(dst, fKVKey, key)
@@ -738,11 +747,14 @@ func unhex(dst, src []byte) ([]byte, bool) {
 	}
 	// Invalid digits are -1, all bits set: or-ed together they are checked once at the end
 	// instead of a branch per digit.
-	bad := 0
-	for i := 0; i+1 < len(src); i += 2 {
-		hi, lo := jsonlex.Unhex(src[i]), jsonlex.Unhex(src[i+1])
+	bad, n := 0, len(dst)
+	dst = slices.Grow(dst, len(src)/2)[:n+len(src)/2]
+	out := dst[n:]
+	for i := range out {
+		pair := src[2*i : 2*i+2 : 2*i+2] // one bounds check for the two digits
+		hi, lo := jsonlex.Unhex(pair[0]), jsonlex.Unhex(pair[1])
 		bad |= hi | lo
-		dst = append(dst, byte(hi<<4|lo))
+		out[i] = byte(hi<<4 | lo)
 	}
 	return dst, bad >= 0
 }
