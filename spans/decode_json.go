@@ -12,8 +12,9 @@ package spans
 // value. The span rules are those of [DecodeProto]: a span whose trace or span id is missing, not
 // hex, of the wrong length or all zeroes is rejected and counted while the rest are kept.
 //
-// Ownership: the batch's strings alias the protobuf form, which the batch holds, not buf; a batch
-// decoded into again (DecodeJSONInto) reuses it. Errors wrap [ErrMalformed], are marked
+// Ownership: the batch's strings alias the protobuf form, which the batch holds, not buf: the
+// caller may reuse buf once DecodeJSON returns. A batch decoded into again (DecodeJSONInto) reuses
+// the protobuf form's memory. Errors wrap [ErrMalformed], are marked
 // permanent, and give the path and byte offset of the problem in the JSON. Attribute values are
 // held to [MaxValueDepth] as in [DecodeProto], kept or dropped, so the two decoders accept the
 // same requests; other unknown fields may nest 256 JSON levels.

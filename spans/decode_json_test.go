@@ -3,6 +3,7 @@ package spans_test
 import (
 	"errors"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -375,5 +376,28 @@ func TestDecodeJSONRepeatedMembersStayLinear(t *testing.T) {
 				t.Errorf("%d attributes, the last %q: the last occurrence did not replace the others", len(sp.Attrs), last.Str)
 			}
 		})
+	}
+}
+
+// TestDecodeJSONKeepsNothingOfTheBody: the batch's strings live in the protobuf form the decoder
+// made of the request, so the caller may reuse its buffer as soon as DecodeJSON returns.
+func TestDecodeJSONKeepsNothingOfTheBody(t *testing.T) {
+	_, body, _ := benchBodies(t)
+	for _, o := range bothOptions {
+		want, err := spans.DecodeJSON(slices.Clone(body), o.opt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		buf := slices.Clone(body)
+		got, err := spans.DecodeJSON(buf, o.opt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range buf {
+			buf[i] = 'x'
+		}
+		if d := spanstest.Diff(want, got); d != "" {
+			t.Fatalf("%s: the batch changed with the body's buffer:\n%s", o.name, d)
+		}
 	}
 }

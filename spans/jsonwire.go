@@ -97,7 +97,6 @@ func AppendJSONAsProto(dst, body []byte) ([]byte, bool) {
 func (t *jsonWire) transcode(body []byte, all bool) error {
 	t.s = jsonlex.Scanner{Buf: body, MaxDepth: maxJSONDepth, TooDeep: ErrTooDeep}
 	t.strict, t.all, t.depth, t.attrs, t.moved, t.out = false, all, 0, 0, 0, t.out[:0]
-	clear(t.keys[:])
 	if t.str == nil {
 		t.str, t.bin, t.res = t.strBuf[:0], t.binBuf[:0], t.resBuf[:0]
 	}
@@ -106,6 +105,14 @@ func (t *jsonWire) transcode(body []byte, all bool) error {
 		// transcoder never moves what it wrote.
 		t.out = make([]byte, 0, len(body)+64)
 	}
+	err := t.request()
+	// Nothing of the body is kept: the batch does not hold on to the caller's buffer.
+	t.s.Buf = nil
+	clear(t.keys[:])
+	return err
+}
+
+func (t *jsonWire) request() error {
 	s := &t.s
 	if s.Peek() == 0 {
 		return s.Errorf("empty body")
@@ -570,7 +577,7 @@ func (t *jsonWire) attrKey(buf []byte, i int) (key []byte, keep, service bool, n
 	return key, keep, service, j + 1, true
 }
 
-// jsonKeyBits sizes the transcoder's cache of attribute keys. The cache is cleared for each
+// jsonKeyBits sizes the transcoder's cache of attribute keys. The cache is cleared after each
 // request: its keys alias the request's body.
 const jsonKeyBits = 6
 
