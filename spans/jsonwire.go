@@ -52,7 +52,6 @@ var (
 // jsonWire is the transcoder's state; a batch keeps one with its scratch memory.
 type jsonWire struct {
 	s      jsonlex.Scanner
-	strict bool
 	all    bool // DecodeOptions.AllAttributes
 	depth  int  // the strict mode's message nesting
 	str    []byte
@@ -82,7 +81,7 @@ type jsonWire struct {
 // returns false on anything else, for the caller to ask protojson, which decides and words the
 // error. tracefile.FuzzJSONToProto holds it to protojson wherever both succeed.
 func AppendJSONAsProto(dst, body []byte) ([]byte, bool) {
-	t := &jsonWire{s: jsonlex.Scanner{Buf: body, MaxDepth: maxJSONNesting, TooDeep: errSlowJSON, Strict: true}, strict: true}
+	t := &jsonWire{s: jsonlex.Scanner{Buf: body, MaxDepth: maxJSONNesting, TooDeep: errSlowJSON, Strict: true}}
 	out, err := t.message(dst, otlpschema.Request)
 	if err != nil {
 		return nil, false
@@ -96,7 +95,7 @@ func AppendJSONAsProto(dst, body []byte) ([]byte, bool) {
 // transcode is the decoder's mode: body to protobuf in t.out, or the error DecodeJSON returns.
 func (t *jsonWire) transcode(body []byte, all bool) error {
 	t.s = jsonlex.Scanner{Buf: body, MaxDepth: maxJSONDepth, TooDeep: ErrTooDeep}
-	t.strict, t.all, t.depth, t.attrs, t.moved, t.out = false, all, 0, 0, 0, t.out[:0]
+	t.all, t.depth, t.attrs, t.moved, t.out = all, 0, 0, 0, t.out[:0]
 	if t.str == nil {
 		t.str, t.bin, t.res = t.strBuf[:0], t.binBuf[:0], t.resBuf[:0]
 	}
