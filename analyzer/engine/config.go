@@ -138,14 +138,18 @@ func (c *Config) windowGap(d time.Duration) time.Duration {
 // connector: WindowInterval 0 or positive) does, whoever reads them: its store stays full for
 // hours, the garbage collector marks every held operation on every cycle, and packing them made
 // the connector about 7% cheaper per span; the dashboard reads them back only for the screen
-// that lists them (Snapshot.Operations). An
-// offline one (WindowInterval negative: one pass over a recording, the windowed detectors once at
-// Flush) does not: its heap only grows, so the collector marks the operations in a handful of
-// cycles, and packing them to read them all back at Flush made BenchmarkAnalyze 16-26% dearer
-// per span. (`stormwatch analyze` forgets released traces and judges its window in chunks, so
-// its heap does not only grow; packed, it was neither cheaper nor dearer on 1M and 3M realistic
-// spans, within the machine's noise, and held more at its peak, where a chunk is read back.)
-func (c *Config) holdsOperationsPacked() bool { return c.WindowInterval >= 0 }
+// that lists them (Snapshot.Operations). So does an offline one that forgets its released traces
+// (ReleaseSpans and ForgetAfter: `stormwatch analyze`), where only the windowed detectors' window
+// holds the operations until it judges them: packed, the window is about 200 bytes an operation
+// the collector never marks, where values were 470 bytes of pointers it marked on every cycle
+// (they are read back for the moment a chunk is judged; see readWindow): analyze peaks 20-30 MiB
+// lower, for 3-7% more CPU (docs/performance.md, "Peak memory"). An offline one that keeps its traces (every span held, or every operation read at
+// Flush for a prediction) does not: its heap only grows, so the collector marks the operations in
+// a handful of cycles, and packing them to read them all back at Flush made BenchmarkAnalyze
+// 16-26% dearer per span.
+func (c *Config) holdsOperationsPacked() bool {
+	return c.WindowInterval >= 0 || c.ReleaseSpans && c.ForgetAfter > 0
+}
 
 // WindowOps is the bound on the windowed detectors' window that the engine applies: MaxWindowOps
 // with its default (a quarter of MaxSpans); negative for none. An offline caller sizes its memory

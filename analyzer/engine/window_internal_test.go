@@ -1,9 +1,12 @@
 package engine
 
 import (
+	"context"
 	"math"
+	"reflect"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/stormwatch/stormwatch/analyzer"
 	"github.com/stormwatch/stormwatch/spans"
@@ -169,5 +172,78 @@ func TestWindowBoundDefault(t *testing.T) {
 		if got := cfg.maxWindowOps(); got != c.want {
 			t.Errorf("MaxSpans %d, MaxWindowOps %d: bound %d, want %d", c.maxSpans, c.maxOps, got, c.want)
 		}
+	}
+}
+
+// An offline analysis that forgets its released traces (`stormwatch analyze`) keeps the window's
+// operations as packed frames only: the window is most of what it holds, and as values the
+// garbage collector marked every one of them on every cycle. An offline analysis that keeps its
+// traces keeps them as values, as its traces do.
+func TestOfflineWindowHoldsPackedFramesWhenForgetting(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		forget time.Duration
+		packed bool
+	}{{"forgetting", time.Hour, true}, {"keeping", 0, false}} {
+		t.Run(c.name, func(t *testing.T) {
+			a := New(Config{Detectors: []*analyzer.Detector{namingDetector, windowWalker}, Settle: time.Second,
+				ReleaseSpans: true, ForgetAfter: c.forget, WindowInterval: -1, MaxWindowOps: -1})
+			var end int64
+			for _, ss := range fixtureTraces(t) {
+				for i := range ss {
+					end = max(end, ss[i].EndUnixNano)
+				}
+				if err := a.ConsumeBatch(context.Background(), &spans.Batch{Spans: ss}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			a.Settle(time.Unix(0, end).Add(time.Minute)) // every trace analyzed and released
+			entries, values := 0, 0
+			for _, e := range a.win.entries[a.win.head:] {
+				if e.dead {
+					continue
+				}
+				entries++
+				if e.ops != nil || e.packed == nil {
+					values++
+				}
+			}
+			if entries == 0 {
+				t.Fatal("nothing in the window to look at")
+			}
+			if want := map[bool]int{true: 0, false: entries}[c.packed]; values != want {
+				t.Errorf("%d of the window's %d traces hold their operations as values, want %d", values, entries, want)
+			}
+			a.Flush()
+			if len(a.detErrs) > 0 {
+				t.Errorf("the windowed detectors read what the window held with errors: %v", a.detErrs)
+			}
+		})
+	}
+}
+
+// readWindow reads a window of more operations than one arena takes, packed traces among traces
+// held as values, back as the operations that were put in, in order, parents linked.
+func TestReadWindowAcrossArenas(t *testing.T) {
+	results := fixtureOps(t)
+	frames := packedOps(t, results)
+	var refs []winRef
+	var want []*analyzer.Operation
+	for round := 0; len(want) < 3*arenaOps; round++ {
+		for i, ops := range results {
+			r := winRef{id: spans.TraceID{byte(round), byte(i)}, winOps: winOps{n: len(ops), packed: frames[i]}}
+			if (round+i)%3 == 0 {
+				r.winOps = winOps{n: len(ops), ops: ops}
+			}
+			refs = append(refs, r)
+			want = append(want, ops...)
+		}
+	}
+	got, errs := readWindow(refs, math.MinInt64)
+	if errs != nil {
+		t.Fatal(errs)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("read back %d operations, differing from the %d put in", len(got), len(want))
 	}
 }

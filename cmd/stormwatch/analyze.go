@@ -255,15 +255,16 @@ func readInto(ctx context.Context, a *engine.Engine, file string, io streams, o 
 var errEOF = io.EOF
 
 // defaultWindowOps is --max-window-ops' default: the cross-trace detectors judge a recording of
-// up to this many operations at once, a larger one in chunks of this many. A chunk is held as
-// operation values, about 470 bytes each, and is what analyze's peak memory follows: with this
-// bound a recording of any length peaks at about 250 MiB (docs/performance.md, "Peak memory"),
-// where a quarter of --max-spans (500,000) peaked at 530-780 MiB.
+// up to this many operations at once, a larger one in chunks of this many. A chunk is held packed
+// (about 200 bytes an operation) and read back as values (about 450 bytes each) for the moment it
+// is judged, and is what analyze's peak memory follows: with this bound a recording of any length
+// peaks at about 230-240 MiB (docs/performance.md, "Peak memory"), where a quarter of
+// --max-spans (500,000) peaked at 530-780 MiB.
 const defaultWindowOps = 100_000
 
 // registerWindowOps adds --max-window-ops, which analyze and diff share.
 func registerWindowOps(f *pflag.FlagSet, ops *int) {
-	f.IntVar(ops, "max-window-ops", defaultWindowOps, "operations the cross-trace detectors judge at once; a recording with more is judged in chunks of this many, one after another (the report notes it); memory follows it, about 1 KiB an operation; 0: a quarter of --max-spans; negative: the whole recording at once")
+	f.IntVar(ops, "max-window-ops", defaultWindowOps, "operations the cross-trace detectors judge at once; a recording with more is judged in chunks of this many, one after another (the report notes it); memory follows it, about 900 bytes an operation; 0: a quarter of --max-spans; negative: the whole recording at once")
 }
 
 // progress reports spans read on stderr, at most once a second, when asked or when stderr is a

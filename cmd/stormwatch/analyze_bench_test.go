@@ -233,7 +233,7 @@ func median(v []float64) float64 {
 // request a millisecond, about 270k spans held) and forgets it once the recording has moved as
 // far again, --max-spans 2,000,000 caps the spans held should traces never settle,
 // --max-window-ops 100,000 bounds the cross-trace detectors' window (judged in chunks past that:
-// 5 at 1M spans), and the soft memory limit is sized from it (238 MiB).
+// 5 at 1M spans), and the soft memory limit is sized from it (226 MiB).
 //
 // Each iteration runs analyze, pdata, pdata, analyze, so a load that rises or falls during it
 // weighs on both alike; x-pdata-cpu is analyze's CPU over pdata's within an iteration (the goal is

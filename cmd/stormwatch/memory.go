@@ -22,15 +22,18 @@ import (
 // throughput. A user's GOGC or GOMEMLIMIT wins: no limit is set then.
 
 // The soft memory limit of analyze and diff (see limitMemory): what a bounded analysis holds
-// besides its window - the spans of the last --settle (about 75 MiB for a recording of 10,000
+// besides its window - the spans of the last --settle (about 80 MiB for a recording of 10,000
 // spans a second), the analyzed traces remembered for another --settle, the window's entries,
-// the interned names - and, per operation of the window's bound, its value (about 470 bytes) and
-// as much again of room for the garbage collector. memoryCeiling caps it, and is the limit of an
-// analysis that holds what grows with the input (--settle 0, a --what-if prediction, no bound on
-// the window).
+// the interned names - with room for the garbage collector, and, per operation of the window's
+// bound, what the operation costs at the window's peak: its packed frame (about 200 bytes) and,
+// while its chunk is judged, its values read back (about 450 bytes), with room for the collector
+// then too. (Sized to the peak alone, 720 bytes an operation, the limit left the collector no room
+// while a chunk was judged: it ran back to back at every chunk, 271 collections at 10M spans
+// against 231, for 15-20% more CPU.) memoryCeiling caps it, and is the limit of an analysis that
+// holds what grows with the input (--settle 0, a --what-if prediction, no bound on the window).
 const (
 	heldBesidesWindow = 140 << 20
-	memoryPerWindowOp = 1 << 10
+	memoryPerWindowOp = 900
 	memoryCeiling     = 900 << 20
 )
 
@@ -77,14 +80,24 @@ func newMemoryGuard(limit, ceiling, room int64) *memoryGuard {
 	if os.Getenv("GOMEMLIMIT") != "" || os.Getenv("GOGC") != "" {
 		return nil
 	}
+	g := guardOf(limit, ceiling, room)
+	debug.SetMemoryLimit(g.limit)
+	return g
+}
+
+// guardOf is a memoryGuard of the limit, ceiling and room given, which has not set the limit yet.
+func guardOf(limit, ceiling, room int64) *memoryGuard {
 	g := &memoryGuard{limit: limit, ceiling: ceiling, room: room}
 	g.sample[0].Name = liveHeapMetric
-	debug.SetMemoryLimit(g.limit)
+	g.sample[1].Name = gcCyclesMetric
 	return g
 }
 
 // liveHeapMetric is the heap the last garbage collection found live (runtime/metrics).
 const liveHeapMetric = "/gc/heap/live:bytes"
+
+// gcCyclesMetric counts the garbage collections so far (runtime/metrics).
+const gcCyclesMetric = "/gc/cycles/total:gc-cycles"
 
 // guardEvery is how many records a memoryGuard lets pass between two readings of the live heap:
 // 16 lines of a Collector recording are about 8,000 spans, a reading a few microseconds.
@@ -95,8 +108,10 @@ const guardEvery = 16
 // traffic that holds more - a recording at several times that rate, spans with many attributes -
 // under a limit at or below its live heap would make the garbage collector run back to back (the
 // runtime lets it take up to half the CPU): raised, it runs as it would with GOGC set to the room.
-// analyze's limit is only ever raised: on realistic traffic it stays within about a MiB of where
-// it was sized (the live heap peaks at 157 MB at 1M spans, 167 MB at 10M, under a 238 MiB limit).
+// analyze's limit is only ever raised, and from what two collections in a row found live (see
+// adjust): on realistic traffic it stays where it was sized (the live heap saws between about
+// 110 and 140 MB, and peaks at 175-190 MB for the moments a chunk of the window is judged, under
+// a 226 MiB limit).
 // A live command's comes back down to its sizing (floor) as the live heap shrinks: its peaks are
 // moments - the cross-trace window judged, a burst settling at once - and a limit left where a
 // moment put it would give the room back to the default target for the rest of the run.
@@ -106,9 +121,13 @@ type memoryGuard struct {
 	floor int64
 	// room is how far above the live heap the guard keeps the limit, in percent of it (see the
 	// top of this file for each command's).
-	room   int64
-	reads  int
-	sample [1]metrics.Sample
+	room  int64
+	reads int
+	// The live heap and the count of collections when last read, and the live heap the
+	// collection before that left (see adjust).
+	live, prevLive int64
+	cycles         uint64
+	sample         [2]metrics.Sample
 }
 
 // check adjusts the limit (see adjust) every guardEvery calls.
@@ -128,10 +147,21 @@ func (g *memoryGuard) adjust() {
 		return
 	}
 	metrics.Read(g.sample[:])
-	if g.sample[0].Value.Kind() != metrics.KindUint64 {
+	if g.sample[0].Value.Kind() != metrics.KindUint64 || g.sample[1].Value.Kind() != metrics.KindUint64 {
 		return
 	}
 	live := int64(min(g.sample[0].Value.Uint64(), math.MaxInt64/2))
+	if cycles := g.sample[1].Value.Uint64(); cycles != g.cycles {
+		g.prevLive, g.live, g.cycles = g.live, live, cycles
+	}
+	if g.floor == 0 {
+		// Raised for good, the limit follows what stays live, not a moment: the lower of the
+		// last two collections' live heaps. analyze's heap peaks for the moment a chunk of the
+		// window is judged (its operations read back from their packed frames, about 45 MB at
+		// the default bound); a collection that lands then would have raised the limit by
+		// half of that peak for the rest of the run.
+		live = min(live, g.prevLive)
+	}
 	want := min(g.ceiling, live+live/100*g.room)
 	if g.floor > 0 {
 		want = max(want, g.floor)
