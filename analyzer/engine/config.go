@@ -143,10 +143,10 @@ func (c *Config) windowGap(d time.Duration) time.Duration {
 // holds the operations until it judges them: packed, the window is about 200 bytes an operation
 // the collector never marks, where values were 470 bytes of pointers it marked on every cycle
 // (they are read back for the moment a chunk is judged; see readWindow): analyze peaks 20-30 MiB
-// lower, for 3-7% more CPU (docs/performance.md, "Peak memory"). An offline one that keeps its traces (every span held, or every operation read at
-// Flush for a prediction) does not: its heap only grows, so the collector marks the operations in
-// a handful of cycles, and packing them to read them all back at Flush made BenchmarkAnalyze
-// 16-26% dearer per span.
+// lower, for 3-7% more CPU (docs/performance.md, "Peak memory"). An offline one that keeps its
+// traces (every span held, or every operation read at Flush for a prediction) does not: its heap
+// only grows, so the collector marks the operations in a handful of cycles, and packing them to
+// read them all back at Flush made BenchmarkAnalyze 16-26% dearer per span.
 func (c *Config) holdsOperationsPacked() bool {
 	return c.WindowInterval >= 0 || c.ReleaseSpans && c.ForgetAfter > 0
 }
