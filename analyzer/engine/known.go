@@ -142,31 +142,18 @@ var wkByIndex = func() (t [256]uint8) {
 }()
 
 // wkAt is wkOf for a key whose spans.KeyIndex is i: by address for the well-known keys' own
-// strings (see wkByIndex), by text for any other.
+// strings (see wkByIndex), by text for any other. known.read does the same by hand.
 func wkAt(i int, key string) (wk, bool) {
-	if c := wkCodeAt(i, key); c >= 2 {
-		return wk(c - 2), true
-	}
-	return 0, false
-}
-
-// wkCodeAt is wkAt as wkByIndex codes it (1: not read, w+2: wk w). Small enough to inline: it
-// runs for every attribute of every span.
-func wkCodeAt(i int, key string) uint8 {
 	if uint(i) < uint(len(wkByIndex)) {
-		if c := wkByIndex[i]; c != 0 {
-			return c
+		switch c := wkByIndex[i]; c {
+		case 0:
+		case 1:
+			return 0, false
+		default:
+			return wk(c - 2), true
 		}
 	}
-	return wkCodeOf(key)
-}
-
-// wkCodeOf is wkOf as wkByIndex codes it.
-func wkCodeOf(key string) uint8 {
-	if w, ok := wkOf(key); ok {
-		return uint8(w) + 2
-	}
-	return 1
+	return wkOf(key)
 }
 
 // wkOf numbers a key; false for keys inference does not read. The decoders intern well-known keys,
@@ -310,8 +297,17 @@ func (k *known) read(s *spans.Span, c *carriedIndex) {
 	for i := range s.Attrs {
 		key := s.Attrs[i].Key
 		ki := spans.KeyIndex(key)
-		if c := wkCodeAt(ki, key); c >= 2 && k.present&(1<<(c-2)) == 0 {
-			w := c - 2
+		// wkAt, by hand: it does not inline, and this runs for every attribute of every span.
+		code := uint8(0)
+		if uint(ki) < uint(len(wkByIndex)) {
+			code = wkByIndex[ki]
+		}
+		if code == 0 {
+			if w, ok := wkOf(key); ok {
+				code = uint8(w) + 2
+			}
+		}
+		if w := wk(code - 2); code >= 2 && k.present&(1<<w) == 0 {
 			k.present |= 1 << w
 			if !k.scan {
 				k.at[w] = uint8(i + 1)
