@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/encoding/protowire"
+
 	"github.com/stormwatch/stormwatch/analyzer/engine"
 	"github.com/stormwatch/stormwatch/analyzer/passes/detectortest"
 	"github.com/stormwatch/stormwatch/analyzer/policy"
@@ -215,10 +217,11 @@ func benchAnalyzeRealisticLive(b *testing.B, pool []*spans.Batch, maxSpans int) 
 
 // BenchmarkAnalyzeCollectorPayload is `collect`'s work on BenchmarkCollectorEndToEnd's own
 // requests (workload.CollectorRequests) less the transport: each op decodes one request of
-// 100 spans from its protobuf bytes into a reused batch, as the collector does, and the live
-// analyzer configured as `collect` configures it consumes it. As the end-to-end blaster does, the
-// requests cycle through 8,192 distinct ones, each pass with trace ids of its own (the blaster
-// patches them into its pre-encoded requests; here they are changed once decoded). The clock
+// 100 spans from its protobuf bytes into a reused batch packed by trace, as the collector does
+// (spans.DecodeOptions.PackByTrace: the packed blocks written straight from the wire), and the
+// live analyzer configured as `collect` configures it consumes it. As the end-to-end blaster does,
+// the requests cycle through 8,192 distinct ones, each pass with trace ids of its own, patched into
+// the pre-encoded requests where the ids lie (found once; see traceIDSites). The clock
 // moves 1/3000 s a request (about the rate collect takes them at on 2 cores) and a settle tick
 // comes every 60 requests (20 ms); the windowed re-runs never come due (see
 // BenchmarkAnalyzeDeep).
@@ -240,9 +243,11 @@ func BenchmarkAnalyzeCollectorPayload(b *testing.B) {
 type collectorPayload struct {
 	a     *engine.Engine
 	reqs  [][]byte
+	sites [][]int  // of each of reqs: its trace ids' offsets (traceIDSites)
+	ids   []uint64 // the pass each of reqs carries the ids of (see consume)
 	batch spans.Batch
 	next  int
-	pass  uint64 // of reqs, from 1 (see consume)
+	pass  uint64 // of reqs, from 1
 	fed   int
 	now   time.Time
 }
@@ -257,11 +262,14 @@ func collectorPayloadState(b *testing.B) *collectorPayload {
 		const bound, distinct = 1_000_000, 8192
 		t0 := uint64(time.Unix(1_800_000_000, 0).UnixNano())
 		reqs, _ := workload.CollectorRequests(distinct, 0, t0)
-		st := &collectorPayload{a: newBenchLiveAnalyzer(2*time.Second, bound), reqs: reqs, now: time.Unix(1_800_000_000, 0)}
+		st := &collectorPayload{a: newBenchLiveAnalyzer(2*time.Second, bound), reqs: reqs, ids: make([]uint64, len(reqs)), now: time.Unix(1_800_000_000, 0)}
+		for _, r := range reqs {
+			st.sites = append(st.sites, traceIDSites(b, r))
+		}
 		for round := range 2 {
 			fill, _ := workload.CollectorRequests(bound/100, 1<<44+uint64(round)<<36, t0)
 			for _, r := range fill {
-				st.consume(b, r, 0)
+				st.consume(b, r)
 			}
 		}
 		collectorPayloadOnce.st = st
@@ -273,23 +281,23 @@ func (st *collectorPayload) feed(b *testing.B) {
 	if st.next == 0 {
 		st.pass++
 	}
-	st.consume(b, st.reqs[st.next], st.pass)
+	// The request's trace ids become the pass's: their first eight bytes xor'ed with pass<<32,
+	// from the pass they carry now.
+	req, x := st.reqs[st.next], (st.ids[st.next]^st.pass)<<32
+	for _, at := range st.sites[st.next] {
+		id := req[at : at+8]
+		binary.BigEndian.PutUint64(id, binary.BigEndian.Uint64(id)^x)
+	}
+	st.ids[st.next] = st.pass
+	st.consume(b, req)
 	st.next = (st.next + 1) % len(st.reqs)
 }
 
-// consume decodes req, gives its traces the ids of pass (their first eight bytes xor'ed with it;
-// 0 leaves them as they are), and feeds it.
-func (st *collectorPayload) consume(b *testing.B, req []byte, pass uint64) {
-	if err := spans.DecodeProtoInto(&st.batch, req, spans.DecodeOptions{}); err != nil {
+// consume decodes req packed by trace, as collect's collector does, and feeds it.
+func (st *collectorPayload) consume(b *testing.B, req []byte) {
+	if err := spans.DecodeProtoInto(&st.batch, req, spans.DecodeOptions{PackByTrace: true}); err != nil {
 		b.Fatal(err)
 	}
-	for i := range st.batch.Spans {
-		id := st.batch.Spans[i].TraceID[:8]
-		binary.BigEndian.PutUint64(id, binary.BigEndian.Uint64(id)^pass<<32)
-	}
-	// Packed by trace as collect's collector decodes (spans.DecodeOptions.PackByTrace), once the
-	// ids are the pass's.
-	st.batch.Pack()
 	if err := st.a.ConsumeBatch(context.Background(), &st.batch); err != nil {
 		b.Fatal(err)
 	}
@@ -297,4 +305,53 @@ func (st *collectorPayload) consume(b *testing.B, req []byte, pass uint64) {
 	if st.fed++; st.fed%60 == 0 {
 		st.a.Settle(st.now)
 	}
+}
+
+// traceIDSites are the offsets in req, an OTLP/protobuf ExportTraceServiceRequest, of its spans'
+// 16-byte trace ids (resource_spans 1 > scope_spans 2 > spans 2 > trace_id 1), found by walking
+// it once, so that a pass patches them where they lie, as the end-to-end blaster does. The
+// workload's spans have no links, whose trace ids would have to be patched as well.
+func traceIDSites(b *testing.B, req []byte) []int {
+	var sites []int
+	// walk calls f with each length-delimited field numbered num of msg and its offset in req.
+	walk := func(msg []byte, num protowire.Number, f func(v []byte)) {
+		for len(msg) > 0 {
+			n, typ, l := protowire.ConsumeTag(msg)
+			if l < 0 {
+				b.Fatal(protowire.ParseError(l))
+			}
+			msg = msg[l:]
+			if typ == protowire.BytesType {
+				v, l := protowire.ConsumeBytes(msg)
+				if l < 0 {
+					b.Fatal(protowire.ParseError(l))
+				}
+				if n == num {
+					f(v)
+				}
+				msg = msg[l:]
+				continue
+			}
+			if l = protowire.ConsumeFieldValue(n, typ, msg); l < 0 {
+				b.Fatal(protowire.ParseError(l))
+			}
+			msg = msg[l:]
+		}
+	}
+	walk(req, 1, func(rs []byte) {
+		walk(rs, 2, func(ss []byte) {
+			walk(ss, 2, func(sp []byte) {
+				walk(sp, 1, func(id []byte) {
+					if len(id) != 16 {
+						b.Fatalf("a trace id of %d bytes", len(id))
+					}
+					sites = append(sites, cap(req)-cap(id)) // id aliases req up to its end
+				})
+			})
+		})
+	})
+	if len(sites) != 100 {
+		b.Fatalf("found %d trace ids in a request of 100 spans", len(sites))
+	}
+	return sites
 }

@@ -161,6 +161,9 @@ func (t *trace) calleeWorkEnd(i int32, kn []known) int64 {
 // (grpc-timeout, x-envoy-expected-rq-timeout-ms, x-envoy-upstream-rq-per-try-timeout-ms), in
 // nanoseconds; -1 for none.
 func (k *known) timeoutNanos() int64 {
+	if !k.hasAny(timeoutAttrs) {
+		return -1 // most spans: none of them
+	}
 	d := int64(-1)
 	keep := func(n int64) {
 		if n >= 0 && (d < 0 || n < d) {
@@ -182,6 +185,10 @@ func (k *known) timeoutNanos() int64 {
 	return d
 }
 
+// timeoutAttrs are the attributes timeoutNanos reads, one bit each (see known.hasAny).
+const timeoutAttrs = 1<<wkReqHeaderGRPCTimeout | 1<<wkGRPCMetadataTimeout | 1<<wkEnvoyGRPCTimeout |
+	1<<wkEnvoyExpectedRqMs | 1<<wkEnvoyPerTryMs
+
 // deadlineAt is the absolute deadline the span carries (resilience.deadline, Unix ns, or a
 // captured Request-Deadline: RFC 3339 or Unix milliseconds), on the clock of the service that
 // recorded it; 0 for none.
@@ -200,15 +207,6 @@ func (k *known) deadlineAt() int64 {
 		return at.UnixNano()
 	}
 	return 0
-}
-
-// has reports whether the span has attribute w: the cheap test before reading it.
-func (k *known) has(w wk) bool {
-	if k.scan {
-		_, ok := k.attr(w)
-		return ok
-	}
-	return k.at[w] != 0
 }
 
 // headerText is a captured header's first value: the semantic conventions record headers as

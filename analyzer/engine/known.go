@@ -66,6 +66,9 @@ const (
 	nWK
 )
 
+// known.present has a bit per number: a 65th attribute does not compile.
+var _ [64 - nWK]struct{}
+
 // wkKeys are the attribute keys by number (for spans too large for a [known] index).
 var wkKeys = [nWK]string{
 	wkURLFull:              spans.AttrURLFull,
@@ -139,9 +142,9 @@ var wkByIndex = func() (t [256]uint8) {
 }()
 
 // wkAt is wkOf for a key whose spans.KeyIndex is i: by address for the well-known keys' own
-// strings (see wkByIndex), by text for any other.
+// strings (see wkByIndex), by text for any other. known.read does the same by hand.
 func wkAt(i int, key string) (wk, bool) {
-	if i >= 0 && i < len(wkByIndex) {
+	if uint(i) < uint(len(wkByIndex)) {
 		switch c := wkByIndex[i]; c {
 		case 0:
 		case 1:
@@ -267,8 +270,12 @@ func wkOf(key string) (wk, bool) {
 // key.
 type known struct {
 	s *spans.Span
-	// at[k] is 1 + the index of the first attribute numbered k, 0 when there is none.
+	// at[k] is 1 + the index of the first attribute numbered k, 0 when there is none or the span
+	// is scanned (scan).
 	at [nWK]uint8
+	// present is the set of attributes the span has, bit k for number k (so nWK is at most 64):
+	// most questions about a call are of attributes it does not have, answered by one test.
+	present uint64
 	// scan: the span has more attributes than at can index; lookups scan them instead.
 	scan bool
 	// carriedBits is the set of c's keys that the span has, one bit each (see carriedIndex.bit), for
@@ -283,22 +290,28 @@ type known struct {
 func (k *known) read(s *spans.Span, c *carriedIndex) {
 	k.s = s
 	k.at = [nWK]uint8{}
+	k.present = 0
 	k.carriedBits = 0
 	k.ingress = 0
 	k.scan = len(s.Attrs) >= 255
-	if k.scan {
-		for i := range s.Attrs {
-			if c != nil {
-				k.carriedBits |= c.bit(spans.KeyIndex(s.Attrs[i].Key), s.Attrs[i].Key)
-			}
-		}
-		return
-	}
 	for i := range s.Attrs {
 		key := s.Attrs[i].Key
 		ki := spans.KeyIndex(key)
-		if w, ok := wkAt(ki, key); ok && k.at[w] == 0 {
-			k.at[w] = uint8(i + 1)
+		// wkAt, by hand: it does not inline, and this runs for every attribute of every span.
+		code := uint8(0)
+		if uint(ki) < uint(len(wkByIndex)) {
+			code = wkByIndex[ki]
+		}
+		if code == 0 {
+			if w, ok := wkOf(key); ok {
+				code = uint8(w) + 2
+			}
+		}
+		if w := wk(code - 2); code >= 2 && k.present&(1<<w) == 0 {
+			k.present |= 1 << w
+			if !k.scan {
+				k.at[w] = uint8(i + 1)
+			}
 		}
 		if c != nil {
 			k.carriedBits |= c.bit(ki, key)
@@ -312,30 +325,58 @@ func knownOf(s *spans.Span) known {
 	return k
 }
 
-// attr is the first attribute numbered w.
+// has reports whether the span has attribute w: the cheap test before reading it.
+func (k *known) has(w wk) bool { return k.present&(1<<w) != 0 }
+
+// hasAny reports whether the span has any of the attributes of set (bit w for number w).
+func (k *known) hasAny(set uint64) bool { return k.present&set != 0 }
+
+// attr is the first attribute numbered w. The accessors are small enough to inline, the scan of
+// a span too large for at kept out of line: inference asks a call some twenty questions.
 func (k *known) attr(w wk) (spans.Attr, bool) {
-	if k.scan {
-		return k.s.Attr(wkKeys[w])
-	}
 	if j := k.at[w]; j > 0 {
 		return k.s.Attrs[j-1], true
+	}
+	if k.scan {
+		return k.s.Attr(wkKeys[w])
 	}
 	return spans.Attr{}, false
 }
 
 // str is [spans.Span.Str] for attribute w.
 func (k *known) str(w wk) string {
-	if k.scan {
-		return k.s.Str(wkKeys[w])
+	if !k.has(w) {
+		return ""
 	}
+	return k.strOf(w)
+}
+
+// strOf is str for an attribute the span has.
+func (k *known) strOf(w wk) string {
 	if j := k.at[w]; j > 0 {
-		return k.s.Attrs[j-1].AsString()
+		if a := &k.s.Attrs[j-1]; a.Type == spans.ValueString {
+			return a.Str
+		}
 	}
-	return ""
+	a, _ := k.attr(w)
+	return a.AsString()
 }
 
 // intOr is attribute w as an integer (see [spans.Attr.AsInt]), or -1 when absent or not a number.
 func (k *known) intOr(w wk) int64 {
+	if !k.has(w) {
+		return -1
+	}
+	return k.intOf(w)
+}
+
+// intOf is intOr for an attribute the span has.
+func (k *known) intOf(w wk) int64 {
+	if j := k.at[w]; j > 0 {
+		if a := &k.s.Attrs[j-1]; a.Type == spans.ValueInt {
+			return a.Num
+		}
+	}
 	if a, ok := k.attr(w); ok {
 		if n, ok := a.AsInt(); ok {
 			return n

@@ -101,9 +101,10 @@ func TestCarriedIndexNumbersTheDeclaredKeys(t *testing.T) {
 	}
 }
 
-// TestKnownAnswersAsSpanLookups checks the index against the span's own lookups for spans with
-// repeated keys (the first one wins), values of every type, keys inference does not read, and
-// spans with more attributes than the index can number.
+// TestKnownAnswersAsSpanLookups checks the index (and which attributes it says a span has)
+// against the span's own lookups for spans with repeated keys (the first one wins), values of
+// every type, keys inference does not read, and spans with more attributes than the index can
+// number.
 func TestKnownAnswersAsSpanLookups(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	values := []spans.Attr{spans.StringAttr("", "GET"), spans.StringAttr("", ""), spans.StringAttr("", "42"),
@@ -128,6 +129,9 @@ func TestKnownAnswersAsSpanLookups(t *testing.T) {
 				gotA, gotOK := k.attr(w)
 				if gotA != wantA || gotOK != wantOK {
 					t.Fatalf("%d attrs, %s: attr = %+v, %v; want %+v, %v", n, key, gotA, gotOK, wantA, wantOK)
+				}
+				if k.has(w) != wantOK || k.hasAny(1<<w) != wantOK {
+					t.Fatalf("%d attrs, %s: has = %v, want %v", n, key, k.has(w), wantOK)
 				}
 				if got, want := k.str(w), s.Str(key); got != want {
 					t.Fatalf("%d attrs, %s: str = %q, want %q", n, key, got, want)
