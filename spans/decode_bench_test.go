@@ -233,20 +233,6 @@ func BenchmarkDecode(b *testing.B) {
 			return spans.DecodeJSONInto(batch, body, spans.DecodeOptions{})
 		})
 	})
-	b.Run("json/stormwatch-packed", func(b *testing.B) {
-		// Packed by trace into a batch given back, as the collector decodes OTLP/JSON for the
-		// analyzer.
-		batch := &spans.Batch{}
-		runPerSpan(b, otlpJSON, func(body []byte) error {
-			return spans.DecodeJSONInto(batch, body, spans.DecodeOptions{PackByTrace: true})
-		})
-	})
-	b.Run("json/stormwatch-rich-packed", func(b *testing.B) {
-		batch := &spans.Batch{}
-		runPerSpan(b, toJSON(b, richRequest()), func(body []byte) error {
-			return spans.DecodeJSONInto(batch, body, spans.DecodeOptions{PackByTrace: true})
-		})
-	})
 	b.Run("json/pdata", func(b *testing.B) {
 		var u ptrace.JSONUnmarshaler
 		runPerSpan(b, otlpJSON, func(body []byte) error {

@@ -3,7 +3,6 @@ package spans_test
 import (
 	"errors"
 	"math"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -339,65 +338,5 @@ func TestDecodeJSONFastPathsMatchGeneralPaths(t *testing.T) {
 	t.Logf("%d of %d decoded", accepted, checked)
 	if accepted < checked/5 {
 		t.Fatalf("only %d of %d bodies decoded: the mutations are too harsh to compare much", accepted, checked)
-	}
-}
-
-// TestDecodeJSONRepeatedMembersStayLinear: a member name that occurs again replaces the earlier
-// value, whose protobuf is cut out of what the transcoder wrote. Bodies that repeat members
-// thousands of times, in the shapes that would make each cut move everything written since (a
-// large field after the small ones that repeat, two replaced fields taking turns, a KeyValue's
-// key and value again and again), must cost work in proportion to their size, not its square.
-func TestDecodeJSONRepeatedMembersStayLinear(t *testing.T) {
-	const n = 5000
-	big := `"attributes":[` + strings.Repeat(`{"key":"resilience.owner","value":{"stringValue":"some owner"}},`, 200) + `{"key":"resilience.owner","value":{"stringValue":"last"}}]`
-	kv := `{"key":"resilience.owner","value":{"stringValue":"a"}` + strings.Repeat(`,"key":"resilience.owner","value":{"stringValue":"b"}`, n) + `}`
-	for name, members := range map[string]string{
-		"small fields after a large one": `"name":"a","traceState":"x",` + big + strings.Repeat(`,"name":"b","traceState":"y"`, n),
-		"replaced arrays taking turns":   big + strings.Repeat(`,"events":[{"name":"e"}],"links":[{"traceId":"`+strings.Repeat("ab", 16)+`","spanId":"`+strings.Repeat("cd", 8)+`"}],`+big, 50),
-		"a KeyValue's key and value":     `"attributes":[` + kv + `]`,
-	} {
-		t.Run(name, func(t *testing.T) {
-			body := []byte(jsonSpan(jsonIDs + "," + members))
-			_, moved, err := spans.TranscodeJSON(body, false)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if moved > 2*len(body) {
-				t.Errorf("the cut-outs moved %d bytes for a body of %d", moved, len(body))
-			}
-			b, err := spans.DecodeJSON(body, spans.DecodeOptions{})
-			if err != nil || len(b.Spans) != 1 {
-				t.Fatalf("%v, %d spans", err, len(b.Spans))
-			}
-			// The last occurrence wins: 201 attributes (not 201 for each array sent), the last
-			// of them "last", or the KeyValue's last value, "b".
-			sp := &b.Spans[0]
-			if last := sp.Attrs[len(sp.Attrs)-1]; (len(sp.Attrs) != 201 || last.Str != "last") && (len(sp.Attrs) != 1 || last.Str != "b") {
-				t.Errorf("%d attributes, the last %q: the last occurrence did not replace the others", len(sp.Attrs), last.Str)
-			}
-		})
-	}
-}
-
-// TestDecodeJSONKeepsNothingOfTheBody: the batch's strings live in the protobuf form the decoder
-// made of the request, so the caller may reuse its buffer as soon as DecodeJSON returns.
-func TestDecodeJSONKeepsNothingOfTheBody(t *testing.T) {
-	_, body, _ := benchBodies(t)
-	for _, o := range bothOptions {
-		want, err := spans.DecodeJSON(slices.Clone(body), o.opt)
-		if err != nil {
-			t.Fatal(err)
-		}
-		buf := slices.Clone(body)
-		got, err := spans.DecodeJSON(buf, o.opt)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for i := range buf {
-			buf[i] = 'x'
-		}
-		if d := spanstest.Diff(want, got); d != "" {
-			t.Fatalf("%s: the batch changed with the body's buffer:\n%s", o.name, d)
-		}
 	}
 }

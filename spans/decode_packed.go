@@ -76,7 +76,7 @@ func decodeProtoPacked(b *Batch, buf []byte, opt DecodeOptions, reuse bool) erro
 	if errors.Is(err, errRegroup) {
 		// Decoded as DecodeProto does, then packed from the span values.
 		b.Packed, b.Rejected, b.RejectReason = nil, 0, ""
-		err = decodeProto(b, buf, DecodeOptions{AllAttributes: opt.AllAttributes}, reuse, 0)
+		err = decodeProto(b, buf, DecodeOptions{AllAttributes: opt.AllAttributes}, reuse)
 		if err == nil {
 			b.Pack()
 			b.Spans = nil

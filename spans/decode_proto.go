@@ -116,7 +116,7 @@ const (
 // that shares it is kept.
 func DecodeProto(buf []byte, opt DecodeOptions) (*Batch, error) {
 	b := &Batch{}
-	if err := decodeProto(b, buf, opt, false, 0); err != nil {
+	if err := decodeProto(b, buf, opt, false); err != nil {
 		return nil, err
 	}
 	return b, nil
@@ -128,12 +128,10 @@ func DecodeProto(buf []byte, opt DecodeOptions) (*Batch, error) {
 // batches decodes a request without making them again. They are not trimmed to the request
 // either: the batch is meant to come back. On error b holds nothing usable; it may be reused.
 func DecodeProtoInto(b *Batch, buf []byte, opt DecodeOptions) error {
-	return decodeProto(b, buf, opt, true, 0)
+	return decodeProto(b, buf, opt, true)
 }
 
-// decodeProto decodes buf into b; attrs is how many attributes the request holds, when the caller
-// knows (DecodeJSON's transcoder counts them), else 0.
-func decodeProto(b *Batch, buf []byte, opt DecodeOptions, reuse bool, attrs int) error {
+func decodeProto(b *Batch, buf []byte, opt DecodeOptions, reuse bool) error {
 	if opt.PackByTrace {
 		return decodeProtoPacked(b, buf, opt, reuse)
 	}
@@ -155,10 +153,7 @@ func decodeProto(b *Batch, buf []byte, opt DecodeOptions, reuse bool, attrs int)
 	// attributes take - and grows by chunks when short; compact gives back a large overestimate, so
 	// held memory stays near what is used. Allocating (and zeroing) less than a generous guess is
 	// a measurable part of the decode.
-	if attrs <= 0 {
-		attrs = len(buf)/56 + 8
-	}
-	d.attrs.initIn(b.attrBuf, attrs)
+	d.attrs.initIn(b.attrBuf, len(buf)/56+8)
 	err := d.request(buf)
 	finishDecode(b, &d.attrs, reuse)
 	if err != nil {

@@ -35,7 +35,7 @@ func decodeProtoPackedOld(b *Batch, buf []byte, opt DecodeOptions, reuse bool) e
 	if errors.Is(err, errRegroup) {
 		// Decoded as DecodeProto does, then packed from the span values.
 		b.Packed, b.Rejected, b.RejectReason = nil, 0, ""
-		err = decodeProto(b, buf, DecodeOptions{AllAttributes: opt.AllAttributes}, reuse, 0)
+		err = decodeProto(b, buf, DecodeOptions{AllAttributes: opt.AllAttributes}, reuse)
 		if err == nil {
 			b.Pack()
 			b.Spans = nil
@@ -93,18 +93,4 @@ func (d *protoDecoder) packTracesOld(bp *batchPacker, pp *protoPacked, buf []byt
 	}
 	d.b.Packed = traces
 	return nil
-}
-
-// DecodeJSONOld and DecodeJSONIntoOld are the OTLP/JSON decoder as it was (oldjson_test.go).
-var (
-	DecodeJSONOld     = decodeJSONOldFresh
-	DecodeJSONIntoOld = decodeJSONIntoOld
-)
-
-// TranscodeJSON is DecodeJSON's first step alone: body as the protobuf DecodeProto reads, and how
-// many bytes the transcoder's cut-outs moved.
-func TranscodeJSON(body []byte, all bool) ([]byte, int, error) {
-	var t jsonWire
-	err := t.transcode(body, all)
-	return t.out, t.moved, err
 }

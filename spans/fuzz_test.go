@@ -266,8 +266,7 @@ func TestDecodeIntoARecycledBatchMatchesFresh(t *testing.T) {
 }
 
 // packedByTrace decodes body with PackByTrace into a recycled batch, and checks the packed
-// traces against want, the batch decoded without it (checkPacked; for JSON, whose decodes each
-// alias a protobuf form of their own, what the blocks hold), rejects included.
+// traces against want, the batch decoded without it (checkPacked), rejects included.
 func packedByTrace(t *testing.T, isJSON bool, dirty, body []byte, opt spans.DecodeOptions, want *spans.Batch) {
 	t.Helper()
 	opt.PackByTrace = true
@@ -275,7 +274,7 @@ func packedByTrace(t *testing.T, isJSON bool, dirty, body []byte, opt spans.Deco
 	if err != nil {
 		t.Fatalf("with PackByTrace: %v", err)
 	}
-	checkPackedAs(t, want.Spans, b.Packed, !isJSON)
+	checkPacked(t, want.Spans, b.Packed)
 	if b.Rejected != want.Rejected || b.RejectReason != want.RejectReason || len(b.Spans) != 0 {
 		t.Fatalf("with PackByTrace: %d rejected (%q), %d spans left; want %d (%q), 0",
 			b.Rejected, b.RejectReason, len(b.Spans), want.Rejected, want.RejectReason)

@@ -250,9 +250,6 @@ type Batch struct {
 	attrBuf []Attr
 	decoded []Span
 	pk      *Packing
-	// json is DecodeJSON's transcoder, with the protobuf form of the last request, which the
-	// spans decoded from it alias.
-	json *jsonWire
 }
 
 // recycle empties b for another request, keeping its arrays. The spans are cleared as far as the

@@ -9,7 +9,6 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/stormwatch/stormwatch/spans"
 	"github.com/stormwatch/stormwatch/spans/jsonlex"
 )
 
@@ -18,8 +17,8 @@ import (
 // right with options but not the ids, and its output is deliberately unstable (it inserts random
 // spaces), so the encoder is written out by hand, once, over the wire format (otlpjson_wire.go):
 // it is deterministic, writes ids as hex natively and builds no object tree, which matters when
-// the collector records a .jsonl file under load. Decoding goes through the transcoder the span
-// decoder reads OTLP/JSON with (spans.AppendJSONAsProto, in its strict mode) and protojson for the rest (lenient, complete: int64 as strings or numbers, enums
+// the collector records a .jsonl file under load. Decoding goes through a transcoder of its own
+// (jsonwire.go) and protojson for the rest (lenient, complete: int64 as strings or numbers, enums
 // as numbers or names, unknown fields ignored) after rewriting the ids - see hexIDsToBase64.
 
 // ProtoToJSON transcodes one ExportTraceServiceRequest from protobuf to one line of OTLP/JSON
@@ -73,10 +72,10 @@ func marshalRequest(req *coltracepb.ExportTraceServiceRequest) ([]byte, error) {
 func JSONToProto(body []byte) ([]byte, error) { return appendJSONToProto(nil, body) }
 
 func appendJSONToProto(dst, body []byte) ([]byte, error) {
-	out, ok := spans.AppendJSONAsProto(dst, body)
-	if !ok {
-		pb, err := jsonToProtoSlow(body)
-		if err != nil {
+	out, err := appendJSONAsProto(dst, body)
+	if err != nil {
+		var pb []byte
+		if pb, err = jsonToProtoSlow(body); err != nil {
 			return nil, err
 		}
 		out = append(dst, pb...)

@@ -11,19 +11,17 @@ import (
 	"github.com/VictoriaMetrics/easyproto"
 
 	"github.com/stormwatch/stormwatch/spans/jsonlex"
-	"github.com/stormwatch/stormwatch/spans/otlpschema"
 )
 
 // The recorder transcodes every protobuf request it writes to a .jsonl file. Unmarshalling into the
 // generated types first costs tens of allocations per span - more than the collector spends on
 // the request itself - so this is the one OTLP/JSON encoder, straight from the wire format, with
-// no object tree, walking the schema table the JSON reader uses too (spans/otlpschema). It takes
-// a request in canonical form and gives up - errSlowPath - on anything where protobuf's rules
-// would need the generated code to get the answer: a singular message field sent twice (protobuf
-// merges them), two members of a oneof, an unexpected wire type, invalid UTF-8 (the generated
-// decoder rejects it), malformed input. appendResourceSpansJSON then re-encodes the request
-// through the generated types and runs it again (FuzzProtoToJSON holds both ways to the same
-// bytes).
+// no object tree, walking the schema table the JSON reader uses too (otlpschema.go). It takes a request in canonical form and gives up - errSlowPath - on anything
+// where protobuf's rules would need the generated code to get the answer: a singular message
+// field sent twice (protobuf merges them), two members of a oneof, an unexpected wire type,
+// invalid UTF-8 (the generated decoder rejects it), malformed input. appendResourceSpansJSON then
+// re-encodes the request through the generated types and runs it again (FuzzProtoToJSON holds
+// both ways to the same bytes).
 
 var errSlowPath = errors.New("not in canonical form: transcode through the generated types")
 
@@ -78,7 +76,7 @@ func appendResourceSpansWire(dst, body []byte) ([]byte, error) {
 		return nil, err
 	}
 	o := jsonObj{dst: dst}
-	w.elements(&m, &o, otlpschema.Request.Order[0])
+	w.elements(&m, &o, otlpRequestDesc.order[0])
 	if w.err != nil {
 		return nil, w.err
 	}
@@ -87,25 +85,25 @@ func appendResourceSpansWire(dst, body []byte) ([]byte, error) {
 
 // object writes the message b, described by d, as a JSON object. Each call scans its own wireMsg
 // on its stack: nothing here escapes to the heap per message.
-func (w *wireJSON) object(b []byte, d *otlpschema.Message) {
+func (w *wireJSON) object(b []byte, d *pbMessageDesc) {
 	var m wireMsg
 	if w.fail(m.scan(b)) {
 		return
 	}
 	o := jsonObj{dst: append(w.dst, '{')}
 	oneofs := 0
-	for _, f := range d.Order {
-		if m.count[f.Num] == 0 && !f.Always {
+	for _, f := range d.order {
+		if m.count[f.num] == 0 && !f.always {
 			continue // absent: most fields of most messages (an AnyValue has one of eight)
 		}
-		if f.Oneof {
+		if f.oneof {
 			if oneofs++; oneofs > 1 {
 				w.fail(errSlowPath) // two members of a oneof: the generated code keeps the last
 				return
 			}
 		}
-		if f.Repeated {
-			o.key(f.Name)
+		if f.repeated {
+			o.key(f.name)
 			o.dst = append(o.dst, '[')
 			w.elements(&m, &o, f)
 			o.dst = append(o.dst, ']')
@@ -121,7 +119,7 @@ func (w *wireJSON) object(b []byte, d *otlpschema.Message) {
 
 // elements writes the occurrences of repeated field f of m to o.dst, comma-separated: the inside
 // of a JSON array.
-func (w *wireJSON) elements(m *wireMsg, o *jsonObj, f *otlpschema.Field) {
+func (w *wireJSON) elements(m *wireMsg, o *jsonObj, f *pbField) {
 	var fc easyproto.FieldContext
 	first := true
 	for src := m.src; len(src) > 0 && w.err == nil; {
@@ -130,21 +128,21 @@ func (w *wireJSON) elements(m *wireMsg, o *jsonObj, f *otlpschema.Field) {
 			w.fail(errSlowPath)
 			return
 		}
-		if fc.FieldNum != f.Num {
+		if fc.FieldNum != f.num {
 			continue
 		}
 		if !first {
 			o.dst = append(o.dst, ',')
 		}
 		first = false
-		if f.Kind == otlpschema.KindMessage {
+		if f.kind == pbMessage {
 			b, ok := fc.MessageData()
 			if !ok {
 				w.fail(errSlowPath)
 				return
 			}
 			w.dst = o.dst
-			w.object(b, f.Msg)
+			w.object(b, f.msg)
 			o.dst = w.dst
 			continue
 		}
@@ -159,13 +157,13 @@ func (w *wireJSON) elements(m *wireMsg, o *jsonObj, f *otlpschema.Field) {
 
 // member writes singular field f of m as a member of o: the last occurrence (protobuf's rule for
 // a scalar), left out when proto3 JSON leaves it out - absent or zero, unless forced.
-func (w *wireJSON) member(m *wireMsg, o *jsonObj, f *otlpschema.Field) {
-	force := f.Oneof || f.Always
-	n := m.count[f.Num]
+func (w *wireJSON) member(m *wireMsg, o *jsonObj, f *pbField) {
+	force := f.oneof || f.always
+	n := m.count[f.num]
 	if n == 0 {
-		if f.Always {
-			o.key(f.Name)
-			if f.Kind == otlpschema.KindMessage {
+		if f.always {
+			o.key(f.name)
+			if f.kind == pbMessage {
 				o.dst = append(o.dst, "{}"...)
 			} else {
 				o.dst = append(o.dst, `""`...)
@@ -173,87 +171,87 @@ func (w *wireJSON) member(m *wireMsg, o *jsonObj, f *otlpschema.Field) {
 		}
 		return
 	}
-	fc := &m.last[f.Num]
+	fc := &m.last[f.num]
 	ok := false
-	switch f.Kind {
-	case otlpschema.KindMessage:
+	switch f.kind {
+	case pbMessage:
 		var b []byte
 		// Sent more than once, protobuf would merge the occurrences.
 		if b, ok = fc.MessageData(); ok && n == 1 {
-			o.key(f.Name)
+			o.key(f.name)
 			w.dst = o.dst
-			w.object(b, f.Msg)
+			w.object(b, f.msg)
 			o.dst = w.dst
 		} else {
 			ok = false
 		}
-	case otlpschema.KindString:
+	case pbString:
 		var s string
 		if s, ok = fc.String(); ok && utf8.ValidString(s) {
 			if s != "" || force {
-				o.key(f.Name)
+				o.key(f.name)
 				o.dst = jsonlex.AppendString(o.dst, s)
 			}
 		} else {
 			ok = false
 		}
-	case otlpschema.KindHexID, otlpschema.KindBase64:
+	case pbHexID, pbBase64:
 		var b []byte
 		if b, ok = fc.Bytes(); ok && (len(b) != 0 || force) {
-			o.key(f.Name)
+			o.key(f.name)
 			o.dst = append(o.dst, '"')
-			if f.Kind == otlpschema.KindHexID {
+			if f.kind == pbHexID {
 				o.dst = hex.AppendEncode(o.dst, b)
 			} else {
 				o.dst = base64.StdEncoding.AppendEncode(o.dst, b)
 			}
 			o.dst = append(o.dst, '"')
 		}
-	case otlpschema.KindFixed64:
+	case pbFixed64:
 		// A string, as protobuf's JSON mapping (and the file exporter) write 64-bit integers: JSON
 		// numbers lose precision beyond 2^53 in many readers.
 		var v uint64
 		if v, ok = fc.Fixed64(); ok && v != 0 {
-			o.key(f.Name)
+			o.key(f.name)
 			o.dst = append(o.dst, '"')
 			o.dst = strconv.AppendUint(o.dst, v, 10)
 			o.dst = append(o.dst, '"')
 		}
-	case otlpschema.KindFixed32:
+	case pbFixed32:
 		var v uint32
 		if v, ok = fc.Fixed32(); ok {
-			o.u32(f.Name, v)
+			o.u32(f.name, v)
 		}
-	case otlpschema.KindUint32:
+	case pbUint32:
 		var v uint64
 		if v, ok = fc.Uint64(); ok {
-			o.u32(f.Name, uint32(v)) // protobuf truncates a wider varint
+			o.u32(f.name, uint32(v)) // protobuf truncates a wider varint
 		}
-	case otlpschema.KindEnum, otlpschema.KindInt32:
+	case pbEnum, pbInt32:
 		var v uint64
 		if v, ok = fc.Uint64(); ok && (int32(v) != 0 || force) {
 			// Kinds and codes are int32 on the wire: a negative one must stay negative.
-			o.key(f.Name)
+			o.key(f.name)
 			o.dst = strconv.AppendInt(o.dst, int64(int32(v)), 10)
 		}
-	case otlpschema.KindInt64:
+	case pbInt64:
 		var v int64
 		if v, ok = fc.Int64(); ok && (v != 0 || force) {
-			o.key(f.Name)
+			o.key(f.name)
 			o.dst = append(o.dst, '"')
 			o.dst = strconv.AppendInt(o.dst, v, 10)
 			o.dst = append(o.dst, '"')
 		}
-	case otlpschema.KindDouble:
+	case pbDouble:
 		var v float64
 		if v, ok = fc.Double(); ok && (v != 0 || math.Signbit(v) || force) {
-			o.key(f.Name)
+			o.key(f.name)
 			o.dst = jsonlex.AppendFloat(o.dst, v)
 		}
-	case otlpschema.KindBool:
+	case pbBool:
 		var v uint64
 		if v, ok = fc.Uint64(); ok && (v != 0 || force) {
-			o.key(f.Name)
+			o.key(f.name)
 			o.dst = strconv.AppendBool(o.dst, v != 0)
 		}
 	}
