@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -20,6 +19,7 @@ import (
 	"github.com/stormwatch/stormwatch/analyzer"
 	"github.com/stormwatch/stormwatch/analyzer/diff"
 	"github.com/stormwatch/stormwatch/analyzer/policy"
+	"github.com/stormwatch/stormwatch/internal/deadaddr"
 	"github.com/stormwatch/stormwatch/spans"
 	"github.com/stormwatch/stormwatch/tracefile/replay"
 )
@@ -331,7 +331,7 @@ func TestDiffBadInput(t *testing.T) {
 		fmt.Fprint(w, `{"version": 9}`)
 	}))
 	defer notReport.Close()
-	closed := closedPort(t)
+	closed := deadaddr.Loopback(t)
 	cases := []struct {
 		name string
 		args []string
@@ -393,18 +393,6 @@ func TestDiffAllowEmpty(t *testing.T) {
 	if r.Verdict != "worse: dependency: new, 27.00x; findings: 0 resolved, 1 new, 0 persisting" {
 		t.Errorf("verdict %q", r.Verdict)
 	}
-}
-
-// closedPort is a loopback address nothing listens on.
-func closedPort(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	return addr
 }
 
 // A collector with a token: the diff reads it from --token-file, and without it says 401.

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -18,6 +17,7 @@ import (
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 
 	"github.com/stormwatch/stormwatch/collector"
+	"github.com/stormwatch/stormwatch/internal/deadaddr"
 	"github.com/stormwatch/stormwatch/spans"
 	"github.com/stormwatch/stormwatch/tracefile"
 )
@@ -222,9 +222,7 @@ func TestReplayMaxBlastsForADuration(t *testing.T) {
 
 func TestReplayErrors(t *testing.T) {
 	rec := replayRecording(t, "rec.jsonl", 1)
-	lis, _ := net.Listen("tcp", "127.0.0.1:0")
-	dead := lis.Addr().String()
-	lis.Close()
+	dead := deadaddr.Loopback(t)
 	c, _ := startTestCollector(t, "right")
 	wrongToken := filepath.Join(t.TempDir(), "token")
 	os.WriteFile(wrongToken, []byte("wrong"), 0o600)

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stormwatch/stormwatch/internal/deadaddr"
 	"github.com/stormwatch/stormwatch/spans"
 	"github.com/stormwatch/stormwatch/tracefile/foreigntest"
 )
@@ -226,9 +227,7 @@ func TestBadAnswers(t *testing.T) {
 // and path; the search's parameters (timestamps, service) are noise in that message, and so is
 // counting one attempt.
 func TestUnreachableSaysWhereNotTheQuery(t *testing.T) {
-	srv := httptest.NewServer(http.NotFoundHandler())
-	addr := srv.Listener.Addr().String()
-	srv.Close() // nothing listens there now
+	addr := deadaddr.Loopback(t)
 	c, err := New(Config{URL: "http://" + addr, API: APIv3, Attempts: 1})
 	if err != nil {
 		t.Fatal(err)

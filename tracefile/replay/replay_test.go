@@ -29,6 +29,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/stormwatch/stormwatch/fixtures"
+	"github.com/stormwatch/stormwatch/internal/deadaddr"
 	"github.com/stormwatch/stormwatch/spans"
 	"github.com/stormwatch/stormwatch/tracefile"
 )
@@ -466,10 +467,7 @@ func TestBlastSendsPreEncodedRequests(t *testing.T) {
 
 func TestSendErrorsAreClear(t *testing.T) {
 	path := recording(t, "r.jsonl", 0)
-	// A port nothing listens on.
-	lis, _ := net.Listen("tcp", "127.0.0.1:0")
-	dead := lis.Addr().String()
-	lis.Close()
+	dead := deadaddr.Loopback(t)
 	c := newTestCollector(t)
 	rejecting := newTestCollector(t)
 	rejecting.grpcErr = status.Error(codes.InvalidArgument, "span 12 has no trace id")
