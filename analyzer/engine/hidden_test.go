@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/stormwatch/stormwatch/analyzer"
@@ -247,5 +248,29 @@ func TestQueuedRequestWorkedAfterGiveUp(t *testing.T) {
 	)
 	if fs := findingsOf(r, "post-deadline-work"); len(fs) != 1 || fs[0].Service != "dep" {
 		t.Errorf("post-deadline findings = %+v, want one naming dep", fs)
+	}
+}
+
+// A recursive service whose every hop to itself is untraced has several retrying layers that
+// are the same owner: the summary names that owner's tries read from its callee's spans once,
+// with how many layers are its, rather than repeating its total at every layer.
+func TestRecursiveUntracedOwnerIsNamedOnce(t *testing.T) {
+	_, r := run(t, engine.Config{}, combUntraced(4)...)
+	const want = "(untraced, between rec and rec), 3 layers: 6 of 6 (rec's)"
+	found := false
+	for _, f := range r.Findings {
+		if f.Detector != "retry-amplification" || f.Dependency != "rec" {
+			continue
+		}
+		found = true
+		if !strings.Contains(f.Summary, want) {
+			t.Errorf("summary does not name the recursive owner once with its layers (%q):\n%s", want, f.Summary)
+		}
+		if n := strings.Count(f.Summary, "between rec and rec) 6 of 6"); n > 0 {
+			t.Errorf("the recursive owner's total is still repeated %d times:\n%s", n, f.Summary)
+		}
+	}
+	if !found {
+		t.Fatal("no retry-amplification finding for the chain that ends at rec")
 	}
 }

@@ -84,7 +84,11 @@ func run(pass *analyzer.Pass) error {
 		unlisted := retrying - len(layers)
 		parts := make([]string, len(layers))
 		ev := make([]analyzer.Evidence, len(layers))
-		var said []string
+		// The summary names each owner with tries read from its callee's spans once: a hole is
+		// its owner's total on the chain, the same at each of its layers (a recursive service's
+		// untraced hops), so the summary says how many layers are the owner's instead of
+		// repeating the total at each.
+		var said []saidOwner
 		for i, l := range layers {
 			parts[i] = l.Service + " x" + strconv.Itoa(l.Attempts)
 			ev[i] = analyzer.Evidence{"service": analyzer.Text(l.Service), "attempts": analyzer.Int(l.Attempts)}
@@ -92,7 +96,11 @@ func run(pass *analyzer.Pass) error {
 				h := inferred[k][i]
 				ev[i]["inferred_from"] = analyzer.Text(h.callee + " SERVER spans")
 				ev[i]["inferred_tries"] = analyzer.Int(h.inferred)
-				said = append(said, fmt.Sprintf("%s %d of %d (%s's)", l.Service, h.inferred, h.tries, h.callee))
+				if j := slices.IndexFunc(said, func(o saidOwner) bool { return o.service == l.Service }); j >= 0 {
+					said[j].layers++
+				} else {
+					said = append(said, saidOwner{l.Service, h, 1})
+				}
 			}
 		}
 		if unlisted > 0 {
@@ -100,7 +108,15 @@ func run(pass *analyzer.Pass) error {
 		}
 		hole := ""
 		if len(said) > 0 {
-			hole = "; tries with no span of their own were counted from the callee's SERVER spans: " + strings.Join(said, ", ")
+			named := make([]string, len(said))
+			for i, o := range said {
+				who := o.service
+				if o.layers > 1 {
+					who += ", " + strconv.Itoa(o.layers) + " layers:"
+				}
+				named[i] = fmt.Sprintf("%s %d of %d (%s's)", who, o.inferred, o.tries, o.callee)
+			}
+			hole = "; tries with no span of their own were counted from the callee's SERVER spans: " + strings.Join(named, ", ")
 		}
 		dep := c.Dependency
 		if c.Service != "" && c.Service != dep {
@@ -180,6 +196,14 @@ func mayFire(ops []*analyzer.Operation, need int) bool {
 		}
 	}
 	return false
+}
+
+// saidOwner is an owner the summary names with its tries read from its callee's spans, and how
+// many of the chain's listed layers are its.
+type saidOwner struct {
+	service string
+	hole
+	layers int
 }
 
 // hole is what inferredLayers found of one layer: of its owner's tries on the chain (every
