@@ -141,21 +141,6 @@ var wkByIndex = func() (t [256]uint8) {
 	return t
 }()
 
-// wkAt is wkOf for a key whose spans.KeyIndex is i: by address for the well-known keys' own
-// strings (see wkByIndex), by text for any other. known.read does the same by hand.
-func wkAt(i int, key string) (wk, bool) {
-	if uint(i) < uint(len(wkByIndex)) {
-		switch c := wkByIndex[i]; c {
-		case 0:
-		case 1:
-			return 0, false
-		default:
-			return wk(c - 2), true
-		}
-	}
-	return wkOf(key)
-}
-
 // wkOf numbers a key; false for keys inference does not read. The decoders intern well-known keys,
 // so the comparisons below mostly end at a pointer compare. It is one case per attribute of wk's
 // list, over 100 lines: a table read top to bottom, which a split would only scatter.
@@ -297,7 +282,9 @@ func (k *known) read(s *spans.Span, c *carriedIndex) {
 	for i := range s.Attrs {
 		key := s.Attrs[i].Key
 		ki := spans.KeyIndex(key)
-		// wkAt, by hand: it does not inline, and this runs for every attribute of every span.
+		// The key's number: by address for the well-known keys' own strings (wkByIndex), by
+		// text for any other. Written out here, not called: this runs for every attribute of
+		// every span, and a function with wkOf's call in it does not inline.
 		code := uint8(0)
 		if uint(ki) < uint(len(wkByIndex)) {
 			code = wkByIndex[ki]

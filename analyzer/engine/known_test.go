@@ -35,8 +35,12 @@ func TestKnownNumbersByAddressAsByText(t *testing.T) {
 	for _, key := range append(keys, "not.read") {
 		want, wantOK := wkOf(key)
 		for _, k := range []string{key, strings.Clone(key)} {
-			if got, ok := wkAt(spans.KeyIndex(k), k); got != want || ok != wantOK {
-				t.Errorf("wkAt(KeyIndex(%q)) = %d, %v; wkOf says %d, %v", k, got, ok, want, wantOK)
+			s := spans.Span{Attrs: []spans.Attr{spans.StringAttr(k, "x")}}
+			kn := knownOf(&s)
+			for w := range wk(nWK) {
+				if got := kn.has(w); got != (wantOK && w == want) {
+					t.Errorf("a span with only %q (KeyIndex %d): has(%d) = %v; wkOf says %d, %v", k, spans.KeyIndex(k), w, got, want, wantOK)
+				}
 			}
 		}
 	}
