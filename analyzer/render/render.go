@@ -133,15 +133,6 @@ func shortSpans(ids []string, n int) string {
 // exampleTraces is how many trace ids a grouped finding prints; JSON lists them all.
 const exampleTraces = 3
 
-// Where renders a group's place, "edge -> http://dep:8080".
-func Where(caller, dependency string) string {
-	where := orDash(caller)
-	if dependency != "" {
-		where += " -> " + dependency
-	}
-	return where
-}
-
 // Path is where a group's findings happened, as names from the caller to the dependency. For
 // findings that name the retrying layers (retry-amplification's layers, top first), it is that
 // chain, so the layer nearest the dependency stands next to it: the group's caller is the top

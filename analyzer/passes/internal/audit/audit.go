@@ -300,9 +300,6 @@ func IsRetry(a *analyzer.Attempt) bool {
 	return a.Number > 1
 }
 
-// Failed reports whether an attempt's outcome is a failure (not ok; a refusal counts).
-func Failed(a *analyzer.Attempt) bool { return a.Outcome != analyzer.OutcomeOK }
-
 // NoRetries reports whether the policy allows the class no retry at all (maxAttempts 1). Rules
 // about how to retry - pauses, jitter, Retry-After - cannot apply to it: a retry there is already
 // one too many, which unbounded-retries reports, and advice on pacing it would ask for a retry the
