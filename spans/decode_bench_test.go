@@ -233,6 +233,23 @@ func BenchmarkDecode(b *testing.B) {
 			return spans.DecodeJSONInto(batch, body, spans.DecodeOptions{})
 		})
 	})
+	b.Run("json/stormwatch-into-pack", func(b *testing.B) {
+		// What the analyzer holds made from what was decoded, as analyze reads a recording: span
+		// values, then packed by trace.
+		batch := &spans.Batch{}
+		runPerSpan(b, otlpJSON, func(body []byte) error {
+			err := spans.DecodeJSONInto(batch, body, spans.DecodeOptions{})
+			batch.Pack()
+			return err
+		})
+	})
+	b.Run("json/stormwatch-packed", func(b *testing.B) {
+		// Packed by trace by the decoder, as the collector decodes HTTP JSON for the analyzer.
+		batch := &spans.Batch{}
+		runPerSpan(b, otlpJSON, func(body []byte) error {
+			return spans.DecodeJSONInto(batch, body, spans.DecodeOptions{PackByTrace: true})
+		})
+	})
 	b.Run("json/pdata", func(b *testing.B) {
 		var u ptrace.JSONUnmarshaler
 		runPerSpan(b, otlpJSON, func(body []byte) error {
