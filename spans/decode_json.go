@@ -318,21 +318,34 @@ func (d *jsonDecoder) scopeSpans(res *Resource) error {
 	return err
 }
 
-// hexID decodes a hex id into dst; false when it is not len(dst) bytes of hex.
+// hexID decodes a hex id into dst (8 or 16 bytes: a multiple of 4); false when it is not
+// len(dst) bytes of hex. Ids are three of every span's strings, so it reads eight digits a word:
+// each byte checked against the digits' and (lowered) the letters' range without a branch, the
+// letters given 9 more than their low nibble, the nibbles' pairs gathered into four bytes.
 func hexID(dst []byte, src []byte) bool {
-	if len(src) != 2*len(dst) {
+	if len(src) != 2*len(dst) || len(dst)%4 != 0 {
 		return false
 	}
-	// Invalid digits are -1, all bits set: or-ed together they are checked once at the end instead
-	// of a branch per digit.
-	bad := 0
-	for i := range dst {
-		pair := src[2*i : 2*i+2 : 2*i+2] // one bounds check for the two digits
-		hi, lo := jsonlex.Unhex(pair[0]), jsonlex.Unhex(pair[1])
-		bad |= hi | lo
-		dst[i] = byte(hi<<4 | lo)
+	const (
+		ones  = 0x0101010101010101
+		highs = 0x8080808080808080
+	)
+	// A byte's high bit, after adding 0x80-lo and 0x7f-hi to a byte below 0x80 (no carry out of
+	// it), says it is at least lo and above hi; bytes of 0x80 and up are bad in themselves.
+	var bad uint64
+	for i := 0; i < len(dst); i += 4 {
+		x := load64(src[2*i : 2*i+8])
+		digit := (x + ones*(0x80-'0')) &^ (x + ones*(0x7f-'9'))
+		lower := x | 0x20*ones // 'A'-'F' to 'a'-'f'; nothing else lands there
+		letter := (lower + ones*(0x80-'a')) &^ (lower + ones*(0x7f-'f'))
+		bad |= x&highs | ((digit|letter)&highs ^ highs)
+		v := x&(0x0f*ones) + (letter&highs)>>7*9
+		w := (v<<4 | v>>8) & 0x00ff00ff00ff00ff // each pair's byte, in the pair's first byte
+		w = (w | w>>8) & 0x0000ffff0000ffff
+		w |= w >> 16
+		dst[i], dst[i+1], dst[i+2], dst[i+3] = byte(w), byte(w>>8), byte(w>>16), byte(w>>24)
 	}
-	return bad >= 0
+	return bad == 0
 }
 
 // hexInto reads a hex id string into dst and says whether it was valid: len(dst) bytes of hex.
