@@ -3,6 +3,7 @@ package spans
 import (
 	"bytes"
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -101,15 +102,17 @@ type jsonDecoder struct {
 	scratch []byte // unescaped member names, reused
 	// keys caches the attribute keys met so far, by the 24 bytes from the start of the key (its
 	// text and, for short keys, what follows it, `","value":{"` and the value's kind, which
-	// repeat with the key). A hit is checked against the
-	// text, so it saves the scan of the key and its look-up in the well-known table, nothing else.
-	// Keys outside the well-known set alias buf, which the batch holds anyway.
+	// repeat with the key). A hit is checked against those bytes, kept in the slot (three words
+	// compared, not the key's bytes by a call), and the key's text past them, so it saves the
+	// scan of the key and its look-up in the well-known table, nothing else. Keys outside the
+	// well-known set alias buf, which the batch holds anyway.
 	keys [1 << jsonKeyBits]jsonKey
 }
 
 const jsonKeyBits = 6
 
 type jsonKey struct {
+	w    [3]uint64 // the 24 bytes from the key's start, its closing quote among them when it is shorter
 	key  string
 	keep bool
 }
@@ -343,7 +346,7 @@ func hexID(dst []byte, src []byte) bool {
 		w := (v<<4 | v>>8) & 0x00ff00ff00ff00ff // each pair's byte, in the pair's first byte
 		w = (w | w>>8) & 0x0000ffff0000ffff
 		w |= w >> 16
-		dst[i], dst[i+1], dst[i+2], dst[i+3] = byte(w), byte(w>>8), byte(w>>16), byte(w>>24)
+		binary.LittleEndian.PutUint32(dst[i:i+4], uint32(w))
 	}
 	return bad == 0
 }
@@ -626,10 +629,12 @@ func (d *jsonDecoder) attrFast(slab *attrSlab) bool {
 	var a Attr
 	keep, arena := true, len(d.other)
 	var slot *jsonKey
+	var w [3]uint64
 	if i+24 <= len(buf) {
-		h := load64(buf[i:i+8]) ^ bits.RotateLeft64(load64(buf[i+8:i+16]), 21) ^ bits.RotateLeft64(load64(buf[i+16:i+24]), 42)
+		w = [3]uint64{load64(buf[i : i+8]), load64(buf[i+8 : i+16]), load64(buf[i+16 : i+24])}
+		h := w[0] ^ bits.RotateLeft64(w[1], 21) ^ bits.RotateLeft64(w[2], 42)
 		slot = &d.keys[h*0x9E3779B97F4A7C15>>(64-jsonKeyBits)]
-		if n := len(slot.key); n > 0 && i+n < len(buf) && buf[i+n] == '"' && string(buf[i:i+n]) == slot.key {
+		if n := len(slot.key); n > 0 && slot.w == w && (n < 24 || i+n < len(buf) && buf[i+n] == '"' && string(buf[i+24:i+n]) == slot.key[24:]) {
 			a.Key, keep, i = slot.key, slot.keep, i+n+1
 			slot = nil
 		}
@@ -647,7 +652,7 @@ func (d *jsonDecoder) attrFast(slab *attrSlab) bool {
 			a.Key, keep = bstr(key), d.opt.AllAttributes
 		}
 		if slot != nil && len(key) > 0 {
-			*slot = jsonKey{key: a.Key, keep: keep}
+			*slot = jsonKey{w: w, key: a.Key, keep: keep}
 		}
 	}
 	if !at(buf, i, `,"value"`) || !at(buf, i+8, `:{"`) {
