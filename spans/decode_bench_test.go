@@ -404,3 +404,39 @@ func TestDecodePackedIntoARecycledBatchAllocatesNothing(t *testing.T) {
 		t.Errorf("%v allocations a request into a recycled batch, want 0", allocs)
 	}
 }
+
+// TestDecodeJSONIntoARecycledBatchAllocatesLittle: analyze and the collector decode every
+// OTLP/JSON request into a batch given back; once the batch has held a request of the shape, the
+// next allocates only the resource its spans point to - span values or packed by trace - when none
+// of its strings needs unescaping and none of its values is rendered into text (those go into an
+// arena of each request's own, a sixteenth of the request's size).
+func TestDecodeJSONIntoARecycledBatchAllocatesLittle(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates on its own account")
+	}
+	body := toJSON(t, benchRequest())
+	body = []byte(strings.ReplaceAll(string(body), `\u0026`, `+`)) // Go's encoding/json escapes the URLs' &
+	if strings.Contains(string(body), `\`) {
+		t.Fatalf("the request still has escapes: %s", body)
+	}
+	for _, opt := range []spans.DecodeOptions{{}, {PackByTrace: true}} {
+		b := &spans.Batch{}
+		if err := spans.DecodeJSONInto(b, body, opt); err != nil {
+			t.Fatal(err)
+		}
+		const runs = 20
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		for range runs {
+			if err := spans.DecodeJSONInto(b, body, opt); err != nil {
+				t.Fatal(err)
+			}
+		}
+		runtime.ReadMemStats(&after)
+		allocs, bytes := (after.Mallocs-before.Mallocs)/runs, (after.TotalAlloc-before.TotalAlloc)/runs
+		if allocs > 1 || bytes > 256 {
+			t.Errorf("PackByTrace %v: %d allocations, %d bytes a request of %d bytes into a recycled batch; want the resource alone",
+				opt.PackByTrace, allocs, bytes, len(body))
+		}
+	}
+}

@@ -205,6 +205,8 @@ func (d *jsonDecoder) object(member func(key []byte) error) error {
 
 // reserveArena sizes the arena on first use, so a request whose strings need unescaping (Go's
 // encoding/json writes & < > as \u escapes) costs one allocation for them, not one per doubling.
+// Only what writes into the arena reserves it: a request with nothing to unescape or render
+// allocates none (a sixteenth of its size, for every request).
 func (d *jsonDecoder) reserveArena() {
 	if d.other == nil {
 		d.other = make([]byte, 0, max(len(d.s.Buf)/16, 256))
@@ -281,7 +283,10 @@ func (d *jsonDecoder) resource(res *Resource) error {
 
 // display renders a resource's service name or instance as the protobuf decoder does.
 func (d *jsonDecoder) display(a Attr) string {
-	d.reserveArena()
+	switch a.Type {
+	case ValueInt, ValueDouble, ValueBool: // written out; a string is itself
+		d.reserveArena()
+	}
 	return display(&d.other, a)
 }
 
@@ -889,8 +894,6 @@ func (d *jsonDecoder) anyValueMember(member func(k string) error) (set bool, err
 // anyValue decodes an AnyValue object; arrays, maps and bytes are rendered into the arena.
 func (d *jsonDecoder) anyValue() (Attr, error) {
 	var a Attr
-	d.reserveArena()
-	start := len(d.other)
 	_, err := d.anyValueMember(func(k string) (err error) {
 		switch k {
 		case "stringValue", "string_value":
@@ -909,6 +912,8 @@ func (d *jsonDecoder) anyValue() (Attr, error) {
 			a = BoolAttr("", v)
 		case "arrayValue", "array_value", "kvlistValue", "kvlist_value", "bytesValue", "bytes_value":
 			a.Type = ValueOther
+			d.reserveArena()
+			start := len(d.other)
 			err = d.renderMember(k, 1)
 			a.Str = bstr(d.other[start:])
 		default:
