@@ -424,7 +424,7 @@ func TestDecodeJSONIntoARecycledBatchAllocatesLittle(t *testing.T) {
 		if err := spans.DecodeJSONInto(b, body, opt); err != nil {
 			t.Fatal(err)
 		}
-		const runs = 20
+		const runs = 100
 		var before, after runtime.MemStats
 		runtime.ReadMemStats(&before)
 		for range runs {
@@ -434,7 +434,8 @@ func TestDecodeJSONIntoARecycledBatchAllocatesLittle(t *testing.T) {
 		}
 		runtime.ReadMemStats(&after)
 		allocs, bytes := (after.Mallocs-before.Mallocs)/runs, (after.TotalAlloc-before.TotalAlloc)/runs
-		if allocs > 1 || bytes > 256 {
+		// Not none: the runtime allocates now and then on its own account, a few KB in all.
+		if allocs > 1 || bytes > uint64(len(body)/64) {
 			t.Errorf("PackByTrace %v: %d allocations, %d bytes a request of %d bytes into a recycled batch; want the resource alone",
 				opt.PackByTrace, allocs, bytes, len(body))
 		}
