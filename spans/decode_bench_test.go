@@ -17,6 +17,7 @@ import (
 
 	"github.com/stormwatch/stormwatch/internal/cputime"
 	"github.com/stormwatch/stormwatch/spans"
+	"github.com/stormwatch/stormwatch/spans/jsonlex"
 )
 
 const benchSpans = 100
@@ -250,6 +251,17 @@ func BenchmarkDecode(b *testing.B) {
 			return spans.DecodeJSONInto(batch, body, spans.DecodeOptions{PackByTrace: true})
 		})
 	})
+	b.Run("json/structure-only", func(b *testing.B) {
+		// Not a decoder: the least a first pass over OTLP/JSON costs - each span's extent found
+		// by stepping over strings and counting brackets - which packing straight from the wire
+		// would add, as the protobuf decoder's first pass does (see skimJSON).
+		runPerSpan(b, otlpJSON, func(body []byte) error {
+			if n := skimJSON(body); n != benchSpans {
+				return fmt.Errorf("%d spans found, want %d", n, benchSpans)
+			}
+			return nil
+		})
+	})
 	b.Run("json/pdata", func(b *testing.B) {
 		var u ptrace.JSONUnmarshaler
 		runPerSpan(b, otlpJSON, func(body []byte) error {
@@ -269,6 +281,36 @@ func BenchmarkDecode(b *testing.B) {
 			return json.Unmarshal(body, &req)
 		})
 	})
+}
+
+// skimJSON counts the span objects of an OTLP/JSON request - the objects of an array named
+// "spans" three arrays deep - finding each one's end by stepping over strings a word at a time
+// (jsonlex.SkipPlain) and counting brackets: no validation, no member name read but the last
+// string before an array.
+func skimJSON(buf []byte) int {
+	depth, spans, inSpans := 0, 0, false
+	var last []byte // the last string, the name of the array that follows it
+	for i := 0; i < len(buf); i++ {
+		switch buf[i] {
+		case '"':
+			from := i + 1
+			for i = jsonlex.SkipPlain(buf, from); i < len(buf) && buf[i] == '\\'; {
+				i = jsonlex.SkipPlain(buf, i+2)
+			}
+			last = buf[from:min(i, len(buf))]
+		case '[':
+			if depth++; depth == 6 {
+				inSpans = string(last) == "spans"
+			}
+		case '{':
+			if depth++; depth == 7 && inSpans {
+				spans++
+			}
+		case '}', ']':
+			depth--
+		}
+	}
+	return spans
 }
 
 // jsonRequest is the least a library-based OTLP/JSON decoder would unmarshal into before
