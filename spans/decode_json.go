@@ -338,8 +338,8 @@ func hexID(dst []byte, src []byte) bool {
 		ones  = 0x0101010101010101
 		highs = 0x8080808080808080
 	)
-	// A byte's high bit, after adding 0x80-lo and 0x7f-hi to a byte below 0x80 (no carry out of
-	// it), says it is at least lo and above hi; bytes of 0x80 and up are bad in themselves.
+	// For a byte below 0x80 (no carry leaves it), the high bit of it plus 0x80-lo says it is at
+	// least lo, of it plus 0x7f-hi that it is above hi; bytes of 0x80 and up are bad in themselves.
 	var bad uint64
 	for i := 0; i < len(dst); i += 4 {
 		x := load64(src[2*i : 2*i+8])

@@ -500,10 +500,10 @@ func eightDigits(x uint64) (uint64, bool) {
 		return 0, false
 	}
 	x -= '0' * ones
-	// Each byte with ten times the one before it: the even bytes hold the pairs' values.
+	// Each byte ten times itself plus the next: bytes 0, 2, 4 and 6 hold the pairs' values.
 	x = x*10 + x>>8
-	// Pairs 0 and 2 (times 100, the high pairs of each half) with pairs 1 and 3, then the halves
-	// (times 10,000), summed in the high word.
+	// The pairs weighted 1,000,000, 10,000, 100 and 1 by two multiplications, each of two pairs
+	// (bytes 0 and 4, then 2 and 6), the sum landing in the high word.
 	x = ((x&0x000000FF000000FF)*(100+1_000_000<<32) + (x>>16&0x000000FF000000FF)*(1+10_000<<32)) >> 32
 	return x, true
 }
