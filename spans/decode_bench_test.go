@@ -17,6 +17,7 @@ import (
 
 	"github.com/stormwatch/stormwatch/internal/cputime"
 	"github.com/stormwatch/stormwatch/spans"
+	"github.com/stormwatch/stormwatch/spans/jsonlex"
 )
 
 const benchSpans = 100
@@ -233,6 +234,34 @@ func BenchmarkDecode(b *testing.B) {
 			return spans.DecodeJSONInto(batch, body, spans.DecodeOptions{})
 		})
 	})
+	b.Run("json/stormwatch-into-pack", func(b *testing.B) {
+		// What the analyzer holds made from what was decoded, as analyze reads a recording: span
+		// values, then packed by trace.
+		batch := &spans.Batch{}
+		runPerSpan(b, otlpJSON, func(body []byte) error {
+			err := spans.DecodeJSONInto(batch, body, spans.DecodeOptions{})
+			batch.Pack()
+			return err
+		})
+	})
+	b.Run("json/stormwatch-packed", func(b *testing.B) {
+		// Packed by trace by the decoder, as the collector decodes HTTP JSON for the analyzer.
+		batch := &spans.Batch{}
+		runPerSpan(b, otlpJSON, func(body []byte) error {
+			return spans.DecodeJSONInto(batch, body, spans.DecodeOptions{PackByTrace: true})
+		})
+	})
+	b.Run("json/structure-only", func(b *testing.B) {
+		// Not a decoder: the least a first pass over OTLP/JSON costs - each span's extent found
+		// by stepping over strings and counting brackets - which packing straight from the wire
+		// would add, as the protobuf decoder's first pass does (see skimJSON).
+		runPerSpan(b, otlpJSON, func(body []byte) error {
+			if n := skimJSON(body); n != benchSpans {
+				return fmt.Errorf("%d spans found, want %d", n, benchSpans)
+			}
+			return nil
+		})
+	})
 	b.Run("json/pdata", func(b *testing.B) {
 		var u ptrace.JSONUnmarshaler
 		runPerSpan(b, otlpJSON, func(body []byte) error {
@@ -252,6 +281,36 @@ func BenchmarkDecode(b *testing.B) {
 			return json.Unmarshal(body, &req)
 		})
 	})
+}
+
+// skimJSON counts the span objects of an OTLP/JSON request - the objects of an array named
+// "spans" three arrays deep - finding each one's end by stepping over strings a word at a time
+// (jsonlex.SkipPlain) and counting brackets: no validation, no member name read but the last
+// string before an array.
+func skimJSON(buf []byte) int {
+	depth, spans, inSpans := 0, 0, false
+	var last []byte // the last string, the name of the array that follows it
+	for i := 0; i < len(buf); i++ {
+		switch buf[i] {
+		case '"':
+			from := i + 1
+			for i = jsonlex.SkipPlain(buf, from); i < len(buf) && buf[i] == '\\'; {
+				i = jsonlex.SkipPlain(buf, i+2)
+			}
+			last = buf[from:min(i, len(buf))]
+		case '[':
+			if depth++; depth == 6 {
+				inSpans = string(last) == "spans"
+			}
+		case '{':
+			if depth++; depth == 7 && inSpans {
+				spans++
+			}
+		case '}', ']':
+			depth--
+		}
+	}
+	return spans
 }
 
 // jsonRequest is the least a library-based OTLP/JSON decoder would unmarshal into before
@@ -385,5 +444,42 @@ func TestDecodePackedIntoARecycledBatchAllocatesNothing(t *testing.T) {
 		}
 	}); allocs != 0 {
 		t.Errorf("%v allocations a request into a recycled batch, want 0", allocs)
+	}
+}
+
+// TestDecodeJSONIntoARecycledBatchAllocatesLittle: analyze and the collector decode every
+// OTLP/JSON request into a batch given back; once the batch has held a request of the shape, the
+// next allocates only the resource its spans point to - span values or packed by trace - when none
+// of its strings needs unescaping and none of its values is rendered into text (those go into an
+// arena of each request's own, a sixteenth of the request's size).
+func TestDecodeJSONIntoARecycledBatchAllocatesLittle(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates on its own account")
+	}
+	body := toJSON(t, benchRequest())
+	body = []byte(strings.ReplaceAll(string(body), `\u0026`, `+`)) // Go's encoding/json escapes the URLs' &
+	if strings.Contains(string(body), `\`) {
+		t.Fatalf("the request still has escapes: %s", body)
+	}
+	for _, opt := range []spans.DecodeOptions{{}, {PackByTrace: true}} {
+		b := &spans.Batch{}
+		if err := spans.DecodeJSONInto(b, body, opt); err != nil {
+			t.Fatal(err)
+		}
+		const runs = 100
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		for range runs {
+			if err := spans.DecodeJSONInto(b, body, opt); err != nil {
+				t.Fatal(err)
+			}
+		}
+		runtime.ReadMemStats(&after)
+		allocs, bytes := (after.Mallocs-before.Mallocs)/runs, (after.TotalAlloc-before.TotalAlloc)/runs
+		// Not none: the runtime allocates now and then on its own account, a few KB in all.
+		if allocs > 1 || bytes > uint64(len(body)/64) {
+			t.Errorf("PackByTrace %v: %d allocations, %d bytes a request of %d bytes into a recycled batch; want the resource alone",
+				opt.PackByTrace, allocs, bytes, len(body))
+		}
 	}
 }

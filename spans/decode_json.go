@@ -3,6 +3,7 @@ package spans
 import (
 	"bytes"
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -101,15 +102,17 @@ type jsonDecoder struct {
 	scratch []byte // unescaped member names, reused
 	// keys caches the attribute keys met so far, by the 24 bytes from the start of the key (its
 	// text and, for short keys, what follows it, `","value":{"` and the value's kind, which
-	// repeat with the key). A hit is checked against the
-	// text, so it saves the scan of the key and its look-up in the well-known table, nothing else.
-	// Keys outside the well-known set alias buf, which the batch holds anyway.
+	// repeat with the key). A hit is checked against those bytes, kept in the slot (three words
+	// compared, not the key's bytes by a call), and the key's text past them, so it saves the
+	// scan of the key and its look-up in the well-known table, nothing else. Keys outside the
+	// well-known set alias buf, which the batch holds anyway.
 	keys [1 << jsonKeyBits]jsonKey
 }
 
 const jsonKeyBits = 6
 
 type jsonKey struct {
+	w    [3]uint64 // the 24 bytes from the key's start, its closing quote among them when it is shorter
 	key  string
 	keep bool
 }
@@ -202,6 +205,8 @@ func (d *jsonDecoder) object(member func(key []byte) error) error {
 
 // reserveArena sizes the arena on first use, so a request whose strings need unescaping (Go's
 // encoding/json writes & < > as \u escapes) costs one allocation for them, not one per doubling.
+// Only what writes into the arena reserves it: a request with nothing to unescape or render
+// allocates none (a sixteenth of its size, for every request).
 func (d *jsonDecoder) reserveArena() {
 	if d.other == nil {
 		d.other = make([]byte, 0, max(len(d.s.Buf)/16, 256))
@@ -278,7 +283,10 @@ func (d *jsonDecoder) resource(res *Resource) error {
 
 // display renders a resource's service name or instance as the protobuf decoder does.
 func (d *jsonDecoder) display(a Attr) string {
-	d.reserveArena()
+	switch a.Type {
+	case ValueInt, ValueDouble, ValueBool: // written out; a string is itself
+		d.reserveArena()
+	}
 	return display(&d.other, a)
 }
 
@@ -318,21 +326,34 @@ func (d *jsonDecoder) scopeSpans(res *Resource) error {
 	return err
 }
 
-// hexID decodes a hex id into dst; false when it is not len(dst) bytes of hex.
+// hexID decodes a hex id into dst (8 or 16 bytes: a multiple of 4); false when it is not
+// len(dst) bytes of hex. Ids are three of every span's strings, so it reads eight digits a word:
+// each byte checked against the digits' and (lowered) the letters' range without a branch, the
+// letters given 9 more than their low nibble, the nibbles' pairs gathered into four bytes.
 func hexID(dst []byte, src []byte) bool {
-	if len(src) != 2*len(dst) {
+	if len(src) != 2*len(dst) || len(dst)%4 != 0 {
 		return false
 	}
-	// Invalid digits are -1, all bits set: or-ed together they are checked once at the end instead
-	// of a branch per digit.
-	bad := 0
-	for i := range dst {
-		pair := src[2*i : 2*i+2 : 2*i+2] // one bounds check for the two digits
-		hi, lo := jsonlex.Unhex(pair[0]), jsonlex.Unhex(pair[1])
-		bad |= hi | lo
-		dst[i] = byte(hi<<4 | lo)
+	const (
+		ones  = 0x0101010101010101
+		highs = 0x8080808080808080
+	)
+	// For a byte below 0x80 (no carry leaves it), the high bit of it plus 0x80-lo says it is at
+	// least lo, of it plus 0x7f-hi that it is above hi; bytes of 0x80 and up are bad in themselves.
+	var bad uint64
+	for i := 0; i < len(dst); i += 4 {
+		x := load64(src[2*i : 2*i+8])
+		digit := (x + ones*(0x80-'0')) &^ (x + ones*(0x7f-'9'))
+		lower := x | 0x20*ones // 'A'-'F' to 'a'-'f'; nothing else lands there
+		letter := (lower + ones*(0x80-'a')) &^ (lower + ones*(0x7f-'f'))
+		bad |= x&highs | ((digit|letter)&highs ^ highs)
+		v := x&(0x0f*ones) + (letter&highs)>>7*9
+		w := (v<<4 | v>>8) & 0x00ff00ff00ff00ff // each pair's byte, in the pair's first byte
+		w = (w | w>>8) & 0x0000ffff0000ffff
+		w |= w >> 16
+		binary.LittleEndian.PutUint32(dst[i:i+4], uint32(w))
 	}
-	return bad >= 0
+	return bad == 0
 }
 
 // hexInto reads a hex id string into dst and says whether it was valid: len(dst) bytes of hex.
@@ -613,10 +634,12 @@ func (d *jsonDecoder) attrFast(slab *attrSlab) bool {
 	var a Attr
 	keep, arena := true, len(d.other)
 	var slot *jsonKey
+	var w [3]uint64
 	if i+24 <= len(buf) {
-		h := load64(buf[i:i+8]) ^ bits.RotateLeft64(load64(buf[i+8:i+16]), 21) ^ bits.RotateLeft64(load64(buf[i+16:i+24]), 42)
+		w = [3]uint64{load64(buf[i : i+8]), load64(buf[i+8 : i+16]), load64(buf[i+16 : i+24])}
+		h := w[0] ^ bits.RotateLeft64(w[1], 21) ^ bits.RotateLeft64(w[2], 42)
 		slot = &d.keys[h*0x9E3779B97F4A7C15>>(64-jsonKeyBits)]
-		if n := len(slot.key); n > 0 && i+n < len(buf) && buf[i+n] == '"' && string(buf[i:i+n]) == slot.key {
+		if n := len(slot.key); n > 0 && slot.w == w && (n < 24 || i+n < len(buf) && buf[i+n] == '"' && string(buf[i+24:i+n]) == slot.key[24:]) {
 			a.Key, keep, i = slot.key, slot.keep, i+n+1
 			slot = nil
 		}
@@ -634,7 +657,7 @@ func (d *jsonDecoder) attrFast(slab *attrSlab) bool {
 			a.Key, keep = bstr(key), d.opt.AllAttributes
 		}
 		if slot != nil && len(key) > 0 {
-			*slot = jsonKey{key: a.Key, keep: keep}
+			*slot = jsonKey{w: w, key: a.Key, keep: keep}
 		}
 	}
 	if !at(buf, i, `,"value"`) || !at(buf, i+8, `:{"`) {
@@ -871,8 +894,6 @@ func (d *jsonDecoder) anyValueMember(member func(k string) error) (set bool, err
 // anyValue decodes an AnyValue object; arrays, maps and bytes are rendered into the arena.
 func (d *jsonDecoder) anyValue() (Attr, error) {
 	var a Attr
-	d.reserveArena()
-	start := len(d.other)
 	_, err := d.anyValueMember(func(k string) (err error) {
 		switch k {
 		case "stringValue", "string_value":
@@ -891,6 +912,8 @@ func (d *jsonDecoder) anyValue() (Attr, error) {
 			a = BoolAttr("", v)
 		case "arrayValue", "array_value", "kvlistValue", "kvlist_value", "bytesValue", "bytes_value":
 			a.Type = ValueOther
+			d.reserveArena()
+			start := len(d.other)
 			err = d.renderMember(k, 1)
 			a.Str = bstr(d.other[start:])
 		default:

@@ -340,3 +340,44 @@ func TestDecodeJSONFastPathsMatchGeneralPaths(t *testing.T) {
 		t.Fatalf("only %d of %d bodies decoded: the mutations are too harsh to compare much", accepted, checked)
 	}
 }
+
+// TestDecodeJSONKeysAlikeInTheirFirstBytes: the decoder remembers the attribute keys it met by
+// their first bytes; keys that share those and differ after them are still told apart - a
+// well-known key is kept and its look-alike dropped (or kept as itself), in either order.
+func TestDecodeJSONKeysAlikeInTheirFirstBytes(t *testing.T) {
+	known := spans.AttrHTTPStatus // longer than the 24 bytes remembered
+	if len(known) <= 24 {
+		t.Fatalf("%q: want a well-known key of more than 24 bytes", known)
+	}
+	alike := known[:len(known)-1] + "X"
+	attr := func(k string, v int) string {
+		return `{"key":"` + k + `","value":{"intValue":"` + strconv.Itoa(v) + `"}}`
+	}
+	for _, order := range [][2]string{{known, alike}, {alike, known}} {
+		var list []string
+		for i := range 4 { // each key met again after the other
+			list = append(list, attr(order[0], 2*i), attr(order[1], 2*i+1))
+		}
+		body := jsonSpan(`"traceId":"000000000000000000000000000000aa","spanId":"00000000000000bb",` +
+			`"attributes":[` + strings.Join(list, ",") + `]`)
+		for _, o := range bothOptions {
+			b, err := spans.DecodeJSON([]byte(body), o.opt)
+			if err != nil {
+				t.Fatalf("DecodeJSON: %v", err)
+			}
+			var got []string
+			for _, a := range b.Spans[0].Attrs {
+				got = append(got, a.Key+"="+strconv.FormatInt(a.Num, 10))
+			}
+			var want []string
+			for i := range 8 {
+				if k := order[i%2]; k == known || o.opt.AllAttributes {
+					want = append(want, k+"="+strconv.Itoa(i))
+				}
+			}
+			if strings.Join(got, " ") != strings.Join(want, " ") {
+				t.Errorf("%s, %s first: got %v, want %v", o.name, order[0], got, want)
+			}
+		}
+	}
+}

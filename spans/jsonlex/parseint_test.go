@@ -1,6 +1,7 @@
 package jsonlex
 
 import (
+	"math/rand/v2"
 	"strconv"
 	"testing"
 )
@@ -28,6 +29,40 @@ func TestParseIntMatchesStrconv(t *testing.T) {
 		got, end, ok := ParseInt([]byte(in), 0)
 		if ok != (err == nil) || (ok && (got != want || end != digits)) {
 			t.Errorf("ParseInt(%q) = %d, %d, %v; strconv says %d (err %v), end %d", in, got, end, ok, want, err, digits)
+		}
+	}
+}
+
+// TestParseUintMatchesStrconv: the timestamp reader, which reads digits eight at a time, agrees
+// with strconv on the value and on where the digits end, whatever their number and whichever byte
+// ends them - the bytes either side of '0' and '9' included.
+func TestParseUintMatchesStrconv(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for n := 0; n <= 26; n++ {
+		for _, stop := range []byte{'/', ':', '"', ',', '}', 'e', '.', 0x00, 0x2f + 0x80, 0x39 + 0x80, 0xff} {
+			for at := 0; at <= n; at++ {
+				digits := make([]byte, n, n+8)
+				for k := range digits {
+					digits[k] = '0' + byte(rng.IntN(10))
+				}
+				if n > 0 && rng.IntN(3) == 0 {
+					digits[rng.IntN(n)] = '9' // the edges of the digits' range, often
+				}
+				in := append(digits[:at:at], stop)
+				in = append(in, digits[at:]...) // digits after the stop must not count
+				want, err := strconv.ParseUint(string(in[:at]), 10, 64)
+				got, end, ok := ParseUint(in, 0)
+				if ok != (err == nil) || (ok && (got != want || end != at)) {
+					t.Fatalf("ParseUint(%q) = %d, %d, %v; strconv says %d (err %v), end %d", in, got, end, ok, want, err, at)
+				}
+			}
+		}
+	}
+	for _, in := range []string{"1768471200005852000", "18446744073709551615", "18446744073709551616", "99999999999999999999", "00000000000000000001"} {
+		want, err := strconv.ParseUint(in, 10, 64)
+		got, end, ok := ParseUint([]byte(in), 0)
+		if ok != (err == nil) || (ok && (got != want || end != len(in))) {
+			t.Errorf("ParseUint(%q) = %d, %d, %v; strconv says %d (err %v)", in, got, end, ok, want, err)
 		}
 	}
 }
