@@ -140,8 +140,10 @@ type Engine struct {
 type traceState struct {
 	id spans.TraceID
 	// pending are the spans received and not analyzed yet, packed on arrival (one block per
-	// batch that brought some; see store.go); npending counts them.
+	// batch that brought some; see store.go): the first batch's framed block, then the later
+	// ones' in more, each as it came (see addPending); npending counts them.
 	pending  []byte
+	more     [][]byte
 	npending int
 	// packed holds the spans res was made from (deduplicated) in the same blocks: pointer-free
 	// bytes that the garbage collector never scans, unpacked when late spans make the trace be
