@@ -209,37 +209,12 @@ type heldTrace struct {
 // next analysis reuses.
 func hold(r *traceResult, p *opsPacker, packOps bool) (*traceResult, *heldTrace) {
 	t := r.trace
-	var held *traceResult
-	var meta *heldTrace
-	var acct []acctRow
 	// One allocation for the result and what lives exactly as long as it (Engine.publish sets
 	// them together, release drops them together): what the trace had to say, when it had
-	// something, and its accounting when it is one row (one dependency, caller and outcome: most
-	// traces). More rows are a slice of their own.
+	// something, and its accounting rows (a row per dependency, caller and outcome: one to five
+	// for most traces). More rows are a slice of their own.
 	issues := t.issues != (traceIssues{}) || t.Truncated
-	switch {
-	case !issues && len(r.acct) == 1:
-		one := new(struct {
-			r   traceResult
-			row [1]acctRow
-		})
-		held, acct = &one.r, one.row[:]
-	case !issues:
-		held = new(traceResult)
-	case len(r.acct) == 1:
-		one := new(struct {
-			r    traceResult
-			meta heldTrace
-			row  [1]acctRow
-		})
-		held, meta, acct = &one.r, &one.meta, one.row[:]
-	default:
-		both := new(struct {
-			r    traceResult
-			meta heldTrace
-		})
-		held, meta = &both.r, &both.meta
-	}
+	held, meta, acct := newHeld(len(r.acct), issues)
 	if meta != nil {
 		*meta = heldTrace{issues: t.issues, truncated: t.Truncated}
 	}
@@ -258,6 +233,53 @@ func hold(r *traceResult, p *opsPacker, packOps bool) (*traceResult, *heldTrace)
 		}
 	}
 	return held, meta
+}
+
+// heldAlone and heldNoted are a held result allocated with its accounting rows (rows, an array
+// of them) and, noted, what its trace had to say (see hold).
+type heldAlone[A any] struct {
+	r    traceResult
+	rows A
+}
+
+type heldNoted[A any] struct {
+	r    traceResult
+	meta heldTrace
+	rows A
+}
+
+// newHeld allocates a held result, with room for n accounting rows (none past maxHeldRows: the
+// caller's append makes them) and, with issues, what its trace had to say.
+func newHeld(n int, issues bool) (*traceResult, *heldTrace, []acctRow) {
+	switch n {
+	case 1:
+		return allocHeld[[1]acctRow](n, issues)
+	case 2:
+		return allocHeld[[2]acctRow](n, issues)
+	case 3:
+		return allocHeld[[3]acctRow](n, issues)
+	case 4:
+		return allocHeld[[4]acctRow](n, issues)
+	case 5:
+		return allocHeld[[5]acctRow](n, issues)
+	case maxHeldRows:
+		return allocHeld[[maxHeldRows]acctRow](n, issues)
+	}
+	held, meta, _ := allocHeld[[0]acctRow](0, issues)
+	return held, meta, nil
+}
+
+// maxHeldRows is the most accounting rows a held result is allocated with.
+const maxHeldRows = 6
+
+// allocHeld allocates a held result with A, an array of n accounting rows, in one allocation.
+func allocHeld[A any](n int, issues bool) (*traceResult, *heldTrace, []acctRow) {
+	if issues {
+		h := new(heldNoted[A])
+		return &h.r, &h.meta, unsafe.Slice((*acctRow)(unsafe.Pointer(&h.rows)), n)
+	}
+	h := new(heldAlone[A])
+	return &h.r, nil, unsafe.Slice((*acctRow)(unsafe.Pointer(&h.rows)), n)
 }
 
 // dataIssues is the data issues a held analysis's trace had (none when m is nil: see hold).

@@ -251,7 +251,7 @@ func TestTraceFromManyBatchesIsHeldAsOneBlock(t *testing.T) {
 }
 
 // TestHeldAccountingIsItsOwn: a trace's accounting is made in the scratch, and the held result
-// takes a copy of its own (in its own allocation for one row): the next trace analyzed in the
+// takes a copy of its own (in the result's own allocation for up to maxHeldRows rows): the next trace analyzed in the
 // same scratch leaves it as it was, and the scratch once given back keeps none of its strings.
 func TestHeldAccountingIsItsOwn(t *testing.T) {
 	a := New(Config{Detectors: []*analyzer.Detector{namingDetector}})
@@ -276,6 +276,14 @@ func TestHeldAccountingIsItsOwn(t *testing.T) {
 		h, _ := hold(res, &sc.ops, true)
 		if !reflect.DeepEqual(h.acct, want) || len(h.acct) != cap(h.acct) {
 			t.Fatalf("trace %s: held accounting %+v (capacity %d), want %+v", ss[0].TraceID, h.acct, cap(h.acct), want)
+		}
+		// Operations held as values: the result and its rows are all hold makes.
+		wantAllocs := 1.0
+		if len(want) > maxHeldRows {
+			wantAllocs = 2
+		}
+		if n := testing.AllocsPerRun(1, func() { hold(res, &sc.ops, false) }); n != wantAllocs {
+			t.Fatalf("trace %s: %v allocations to hold a result with %d accounting rows, want %v", ss[0].TraceID, n, len(want), wantAllocs)
 		}
 		if len(want) == 1 {
 			oneRow++
