@@ -54,7 +54,7 @@ func (a *Engine) joinDeliveries(j traceJoin, capT int, now int64) {
 	}
 	p.addPending(d.packed)
 	p.addPending(d.pending)
-	for _, b := range d.more {
+	for _, b := range d.later() {
 		p.addPending(b)
 	}
 	p.npending += moving

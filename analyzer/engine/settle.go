@@ -169,7 +169,7 @@ func (a *Engine) take(t *traceState) job {
 	if t.inPending.linked {
 		a.pending.remove(t)
 	}
-	j := job{t: t, pending: t.pending, more: t.more, dropped: t.dropped}
+	j := job{t: t, pending: t.pending, more: t.later(), dropped: t.dropped}
 	j.late = t.res != nil && t.res.released
 	// Re-analysis starts from the spans analyzed before, then the new ones, as it always has.
 	// The packed spans stay with the trace (immutable) so that lookups see them until the new

@@ -72,26 +72,43 @@ func (a *Engine) packPending(ss []spans.Span) []byte {
 
 // addPending files b, framed blocks of spans not analyzed yet, after t's pending ones. Each
 // delivery keeps the buffer it was copied into - the first in pending (most traces have only
-// that), later ones in more, made with room for three: a trace rarely comes in more than four
-// batches. Appended into one buffer instead, a trace's bytes would be copied again into a larger
-// one as deliveries arrived: in four batches, about twice over, leaving as much garbage (a tenth
-// of `analyze`'s CPU on realistic traffic).
+// that), later ones in more. Appended into one buffer instead, a trace's bytes would be copied
+// again into a larger one as deliveries arrived: in four batches, about twice over, leaving as
+// much garbage (a tenth of `analyze`'s CPU on realistic traffic).
 func (t *traceState) addPending(b []byte) {
 	switch {
 	case len(b) == 0:
 	case t.pending == nil:
 		t.pending = b
 	case t.more == nil:
-		t.more = append(make([][]byte, 0, 3), b)
+		m := &laterBlocks{}
+		m.blocks = append(m.room[:0], b)
+		t.more = m
 	default:
-		t.more = append(t.more, b)
+		t.more.blocks = append(t.more.blocks, b)
 	}
+}
+
+// laterBlocks are a trace's pending buffers after the first, in arrival order, with room for
+// three in the same allocation: a trace rarely comes in more than four batches. Behind a pointer,
+// they cost a trace that came in one batch (most of a collector's) a word, not a slice.
+type laterBlocks struct {
+	blocks [][]byte
+	room   [3][]byte
+}
+
+// later is t's pending buffers after the first.
+func (t *traceState) later() [][]byte {
+	if t.more == nil {
+		return nil
+	}
+	return t.more.blocks
 }
 
 // pendingBytes is the size of t's pending spans, packed.
 func (t *traceState) pendingBytes() int {
 	n := len(t.pending)
-	for _, b := range t.more {
+	for _, b := range t.later() {
 		n += len(b)
 	}
 	return n

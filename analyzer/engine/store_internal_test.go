@@ -61,7 +61,7 @@ func blocks(ss []spans.Span, n int) []byte {
 
 // pendingOf is a trace's pending blocks in one buffer (a copy).
 func pendingOf(ts *traceState) []byte {
-	return bytes.Join(append([][]byte{ts.pending}, ts.more...), nil)
+	return bytes.Join(append([][]byte{ts.pending}, ts.later()...), nil)
 }
 
 // blocksLen counts the spans held in a trace's blocks.
