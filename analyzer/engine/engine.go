@@ -140,8 +140,10 @@ type Engine struct {
 type traceState struct {
 	id spans.TraceID
 	// pending are the spans received and not analyzed yet, packed on arrival (one block per
-	// batch that brought some; see store.go); npending counts them.
+	// batch that brought some; see store.go): the first batch's framed block, then the later
+	// ones' in more, each as it came (see addPending); npending counts them.
 	pending  []byte
+	more     *laterBlocks
 	npending int
 	// packed holds the spans res was made from (deduplicated) in the same blocks: pointer-free
 	// bytes that the garbage collector never scans, unpacked when late spans make the trace be
@@ -154,17 +156,10 @@ type traceState struct {
 	// meta is what res's trace had to say (see hold); nil when that is nothing, as for most
 	// traces.
 	meta *heldTrace
-	// inFlight: a job is analyzing the trace; it owns the pending spans it took (out of them,
-	// still counted as held; packed stays for lookups until the new analysis replaces it), and
-	// spans arriving meanwhile start a new pending.
-	inFlight bool
 	// joined are the ids of the traces filed with this one (joinDeliveries), which map to it in
 	// Engine.traces; uncounted how many of them the report's input count lacks.
 	joined    []spans.TraceID
 	uncounted int
-	// bare: made by a join for the trace a delivery links to, none of whose own spans has
-	// arrived (not received, or evicted before): not an input trace until one does.
-	bare      bool
 	out       int
 	outBytes  int // the packed size of the pending spans out, counted in packedBytes until publish
 	res       *traceResult
@@ -172,7 +167,14 @@ type traceState struct {
 	dropped   int // over the per-trace cap
 	inHeld    elem
 	inPending elem
-	gone      bool
+	// inFlight: a job is analyzing the trace; it owns the pending spans it took (out of them,
+	// still counted as held; packed stays for lookups until the new analysis replaces it), and
+	// spans arriving meanwhile start a new pending.
+	inFlight bool
+	// bare: made by a join for the trace a delivery links to, none of whose own spans has
+	// arrived (not received, or evicted before): not an input trace until one does.
+	bare bool
+	gone bool
 }
 
 // New makes an analyzer. See [Config] for the zero value.

@@ -246,13 +246,23 @@ type opsArena struct {
 func (ar *opsArena) reserve(bs ...[]byte) {
 	var total [5]int
 	for _, b := range bs {
-		_ = eachOpsFrame(b, func(n [5]int, _ string) error {
-			for i := range total {
-				total[i] += n[i]
-			}
-			return nil
-		})
+		countOps(&total, b)
 	}
+	ar.grow(total)
+}
+
+// countOps adds the counts of the operations packed in b's frames to total.
+func countOps(total *[5]int, b []byte) {
+	_ = eachOpsFrame(b, func(n [5]int, _ string) error {
+		for i := range total {
+			total[i] += n[i]
+		}
+		return nil
+	})
+}
+
+// grow makes room in ar for total (counts as the frames give them).
+func (ar *opsArena) grow(total [5]int) {
 	ar.slab = slices.Grow(ar.slab, total[0])
 	ar.att = slices.Grow(ar.att, total[1])
 	ar.calls = slices.Grow(ar.calls, total[2])

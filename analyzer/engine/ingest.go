@@ -70,7 +70,7 @@ func (a *Engine) traceOf(id spans.TraceID) *traceState {
 }
 
 // filePacked files a batch packed by trace (spans.PackedTrace): each trace's block is added to
-// its pending spans as it is, and what filing checks of every span - unset times, a time past
+// its pending spans as it is (a copy: see addPending), and what filing checks of every span - unset times, a time past
 // limit, deliveries that may start their trace elsewhere - comes with the block. The rare cases
 // that need the spans themselves - a trace over its cap, a delivery, a time past limit - read the
 // block back, once.
@@ -106,9 +106,9 @@ func (a *Engine) filePacked(pts []spans.PackedTrace, limit int64, capT int, now 
 		if room == 0 {
 			continue
 		}
-		before := len(t.pending)
+		var b []byte
 		if room == pt.Spans {
-			t.pending = a.appendFramed(t.pending, pt.Block)
+			b = a.framed(pt.Block)
 		} else {
 			// Over the cap: the first spans packed again. (A block that does not read, a bug,
 			// gives none: counted as truncated rather than taking the ingest path down.)
@@ -120,9 +120,10 @@ func (a *Engine) filePacked(pts []spans.PackedTrace, limit int64, capT int, now 
 			if room == 0 {
 				continue
 			}
-			t.pending = a.appendPending(t.pending, ss[:room])
+			b = a.packPending(ss[:room])
 		}
-		a.filed(t, len(t.pending)-before, room, now)
+		t.addPending(b)
+		a.filed(t, len(b), room, now)
 	}
 	for _, j := range joins {
 		a.joinDeliveries(j, capT, now)
@@ -247,7 +248,7 @@ func (a *Engine) evict() {
 // drop forgets a trace's spans and operations; its findings and counts stay in the report.
 func (a *Engine) drop(t *traceState) {
 	a.spansHeld -= t.npending + t.held
-	a.packedBytes -= len(t.pending) + len(t.packed)
+	a.packedBytes -= t.pendingBytes() + len(t.packed)
 	if t.inPending.linked {
 		a.pending.remove(t)
 	}
@@ -258,7 +259,7 @@ func (a *Engine) drop(t *traceState) {
 	}
 	t.joined = nil
 	t.gone = true
-	t.pending, t.npending = nil, 0
+	t.pending, t.more, t.npending = nil, nil, 0
 	t.packed, t.held, t.meta = nil, 0, nil
 	t.res = nil
 }

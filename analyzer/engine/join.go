@@ -21,8 +21,8 @@ type traceJoin struct{ from, to spans.TraceID }
 // counts, findings and window operations - and its spans move, so the joined analysis replaces
 // it. A delivery whose spans were released (ReleaseSpans) or are being analyzed stays a trace of
 // its own, and its analysis says so (linkedDelivery); so does one that would take the
-// publisher's trace over the per-trace cap. The move is the delivery's packed bytes appended to
-// the publisher's pending ones (framed blocks), so the analysis reads the same spans in any
+// publisher's trace over the per-trace cap. The move is the delivery's packed bytes filed after
+// the publisher's pending ones (framed blocks, as they are), so the analysis reads the same spans in any
 // arrival order.
 func (a *Engine) joinDeliveries(j traceJoin, capT int, now int64) {
 	d := a.traces[j.from]
@@ -52,9 +52,10 @@ func (a *Engine) joinDeliveries(j traceJoin, capT int, now int64) {
 		}
 		a.version++
 	}
-	p.pending = append(append(p.pending, d.packed...), d.pending...)
-	if a.packed != nil {
-		a.packed(p.pending)
+	p.addPending(d.packed)
+	p.addPending(d.pending)
+	for _, b := range d.later() {
+		p.addPending(b)
 	}
 	p.npending += moving
 	p.uncounted += traces

@@ -19,6 +19,7 @@ import (
 // time (Settle's pass and an eviction may analyze at once, each with its own).
 type scratch struct {
 	costs         cost.Scratch // what analyzer/cost measures in, trace after trace
+	sources       sources      // the packed bytes the trace is read from (see Engine.run)
 	added         []int64      // rootAdded's, the trace index's RootAdded while detectors run
 	keys          []idKey
 	state         []uint8
@@ -129,6 +130,8 @@ func (sc *scratch) reset() {
 		sc.spans = sc.spans[:0]
 	}
 	sc.unpacker.Reset()
+	clear(sc.sources)
+	sc.sources = sc.sources[:0]
 	if cap(sc.arena) > 12*maxScratch {
 		sc.arena = nil
 	}

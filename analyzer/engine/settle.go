@@ -147,7 +147,8 @@ func (a *Engine) pass(due func(*traceState) bool) {
 // job is one trace's analysis in flight: take (locked) -> run (unlocked) -> publish (locked).
 type job struct {
 	t       *traceState
-	pending []byte // the spans taken, not analyzed yet, packed; the job owns them
+	pending []byte // the spans taken, not analyzed yet, packed (and more); the job owns them
+	more    [][]byte
 	from    []byte // the previous analysis's spans, packed: read in front of pending
 	late    bool   // a fragment of a released trace (Config.ReleaseSpans)
 	// noPack: nothing of the spans is kept (an evicted trace, dropped once published).
@@ -168,16 +169,16 @@ func (a *Engine) take(t *traceState) job {
 	if t.inPending.linked {
 		a.pending.remove(t)
 	}
-	j := job{t: t, pending: t.pending, dropped: t.dropped}
+	j := job{t: t, pending: t.pending, more: t.later(), dropped: t.dropped}
 	j.late = t.res != nil && t.res.released
 	// Re-analysis starts from the spans analyzed before, then the new ones, as it always has.
 	// The packed spans stay with the trace (immutable) so that lookups see them until the new
 	// analysis is published; they are counted in out meanwhile.
 	j.from = t.packed
 	t.out = t.npending + t.held
-	t.outBytes = len(t.pending)
+	t.outBytes = t.pendingBytes()
 	t.held = 0
-	t.pending, t.npending = nil, 0
+	t.pending, t.more, t.npending = nil, nil, 0
 	t.inFlight = true
 	return j
 }
@@ -192,7 +193,9 @@ func (a *Engine) run(j *job, scratch *[]byte, attempts *[]depLastAttempt) {
 	// The spans are read back into the scratch, their strings aliasing the packed bytes: what
 	// the analysis keeps is detached from them (see detachOps and detachRest), so the packed bytes stay the only
 	// copy of the spans.
-	src := sources{j.from, j.pending}
+	src := append(sc.sources[:0], j.from, j.pending)
+	src = append(src, j.more...)
+	sc.sources = src // reused by the next trace; reset lets go of these bytes
 	ss, lost := sc.unpack(src)
 	// Operations are held packed by a live analyzer (see holdsOperationsPacked). An evicted
 	// trace's are neither packed nor detached: its result is dropped as soon as it is published.
@@ -230,7 +233,7 @@ func (a *Engine) run(j *job, scratch *[]byte, attempts *[]depLastAttempt) {
 		}
 		sc.spare.give(&sc.bufs, res.ops)
 	}
-	j.pending, j.from = nil, nil
+	j.pending, j.more, j.from = nil, nil, nil
 }
 
 // publish swaps a trace's contribution to the report for its new analysis.

@@ -147,8 +147,8 @@ type StoreStats struct {
 	// with its publisher's (see joinDeliveries) is part of that one.
 	TracesHeld int
 	// PackedBytes is the memory of the spans held (SpansHeld), all packed from their arrival:
-	// about 70-250 bytes a span, strings included (the bytes in use; a trace whose spans came in
-	// several batches may hold up to twice its pending bytes until it is analyzed).
+	// about 70-250 bytes a span, strings included (the bytes in use: each batch's block of a
+	// trace not analyzed yet is a buffer of its own, exactly sized).
 	PackedBytes int
 	// PendingTraces are traces still waiting for their settle period.
 	PendingTraces int

@@ -19,8 +19,9 @@ import (
 // into), and stay packed until the trace is dropped:
 //
 //   - Each trace's spans of a batch are one block - packed by the batch's producer where it
-//     decoded them, or by ConsumeBatch (spans.Packing) - appended to the trace's pending bytes
-//     (a trace's blocks are framed: a 4-byte length, then the block).
+//     decoded them, or by ConsumeBatch (spans.Packing) - copied once, framed (a 4-byte length,
+//     then the block), into a buffer of its own, exactly sized: the first is the trace's pending
+//     bytes, later ones follow it in a short list (see addPending).
 //   - An analysis reads the blocks back into its scratch (spans.Unpacker: no allocation, strings
 //     aliasing the packed bytes), and detaches what it keeps - operations, findings, notes - from
 //     those bytes (see detachOps and detachRest), so that nothing held points into them but the trace itself.
@@ -45,31 +46,72 @@ func appendBlock(buf []byte, ss []spans.Span, scratch *[]byte) []byte {
 	return append(buf, *scratch...)
 }
 
-// appendFramed appends a block packed already (by the batch's producer: spans.Batch.Pack) to a
-// trace's pending bytes, framed.
-func (a *Engine) appendFramed(pending, block []byte) []byte {
-	if pending == nil {
-		// Most traces arrive in one batch: their bytes are exactly sized.
-		pending = make([]byte, 0, blockHeader+len(block))
-	}
-	pending = binary.LittleEndian.AppendUint32(pending, uint32(len(block)))
-	pending = append(pending, block...)
+// framed is a block packed already (by the batch's producer: spans.Batch.Pack) copied into a
+// buffer of its own, framed.
+func (a *Engine) framed(block []byte) []byte {
+	b := make([]byte, blockHeader+len(block))
+	binary.LittleEndian.PutUint32(b, uint32(len(block)))
+	copy(b[blockHeader:], block)
 	if a.packed != nil {
-		a.packed(pending)
+		a.packed(b)
 	}
-	return pending
+	return b
 }
 
-// appendPending packs a trace's spans of one batch onto its pending bytes.
-func (a *Engine) appendPending(pending []byte, ss []spans.Span) []byte {
-	pending = appendBlock(pending, ss, &a.ingest)
+// packPending packs a trace's spans of one batch as one framed block of its own.
+func (a *Engine) packPending(ss []spans.Span) []byte {
+	b := appendBlock(nil, ss, &a.ingest)
 	if a.packed != nil {
-		a.packed(pending)
+		a.packed(b)
 	}
 	if cap(a.ingest) > maxPackBuf {
 		a.ingest = nil // one huge batch does not leave its buffer behind
 	}
-	return pending
+	return b
+}
+
+// addPending files b, framed blocks of spans not analyzed yet, after t's pending ones. Each
+// delivery keeps the buffer it was copied into - the first in pending (most traces have only
+// that), later ones in more. Appended into one buffer instead, a trace's bytes would be copied
+// again into a larger one as deliveries arrived: in four batches, about twice over, leaving as
+// much garbage (a tenth of `analyze`'s CPU on realistic traffic).
+func (t *traceState) addPending(b []byte) {
+	switch {
+	case len(b) == 0:
+	case t.pending == nil:
+		t.pending = b
+	case t.more == nil:
+		m := &laterBlocks{}
+		m.blocks = append(m.room[:0], b)
+		t.more = m
+	default:
+		t.more.blocks = append(t.more.blocks, b)
+	}
+}
+
+// laterBlocks are a trace's pending buffers after the first, in arrival order, with room for
+// three in the same allocation: a trace rarely comes in more than four batches. Behind a pointer,
+// they cost a trace that came in one batch (most of a collector's) a word, not a slice.
+type laterBlocks struct {
+	blocks [][]byte
+	room   [3][]byte
+}
+
+// later is t's pending buffers after the first.
+func (t *traceState) later() [][]byte {
+	if t.more == nil {
+		return nil
+	}
+	return t.more.blocks
+}
+
+// pendingBytes is the size of t's pending spans, packed.
+func (t *traceState) pendingBytes() int {
+	n := len(t.pending)
+	for _, b := range t.later() {
+		n += len(b)
+	}
+	return n
 }
 
 // eachBlock calls f with every framed block of b, and returns the first error: b is the
@@ -91,8 +133,9 @@ func eachBlock(b []byte, f func(block []byte) error) error {
 	return nil
 }
 
-// sources are the packed bytes one analysis read its spans from: the spans' strings alias them.
-type sources [2][]byte
+// sources are the packed bytes one analysis read its spans from, in order (framed blocks): the
+// spans' strings alias them.
+type sources [][]byte
 
 // owns reports whether s's bytes are inside one of the sources: a string to detach.
 func (src *sources) owns(s string) bool {
@@ -100,7 +143,7 @@ func (src *sources) owns(s string) bool {
 		return false
 	}
 	p := uintptr(unsafe.Pointer(unsafe.StringData(s)))
-	for _, b := range src {
+	for _, b := range *src {
 		if len(b) > 0 {
 			base := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
 			if p >= base && p < base+uintptr(len(b)) {
@@ -142,14 +185,25 @@ func keepPacked(src sources, kept []spans.Span, read int, lost error, scratch *[
 		return nil
 	}
 	if len(kept) == read && lost == nil {
-		if b := src[0]; len(src[1]) == 0 && oneBlock(b) {
-			return b
-		}
-		if b := src[1]; len(src[0]) == 0 && oneBlock(b) {
+		if b := src.only(); oneBlock(b) {
 			return b
 		}
 	}
 	return appendBlock(nil, kept, scratch)
+}
+
+// only is the one source that is not empty (nil when none is, or several are).
+func (src sources) only() []byte {
+	var one []byte
+	for _, b := range src {
+		if len(b) > 0 {
+			if one != nil {
+				return nil
+			}
+			one = b
+		}
+	}
+	return one
 }
 
 // oneBlock reports whether b is exactly one framed block.
@@ -172,37 +226,12 @@ type heldTrace struct {
 // next analysis reuses.
 func hold(r *traceResult, p *opsPacker, packOps bool) (*traceResult, *heldTrace) {
 	t := r.trace
-	var held *traceResult
-	var meta *heldTrace
-	var acct []acctRow
 	// One allocation for the result and what lives exactly as long as it (Engine.publish sets
 	// them together, release drops them together): what the trace had to say, when it had
-	// something, and its accounting when it is one row (one dependency, caller and outcome: most
-	// traces). More rows are a slice of their own.
+	// something, and its accounting rows (a row per dependency, caller and outcome: one to five
+	// for most traces). More rows are a slice of their own.
 	issues := t.issues != (traceIssues{}) || t.Truncated
-	switch {
-	case !issues && len(r.acct) == 1:
-		one := new(struct {
-			r   traceResult
-			row [1]acctRow
-		})
-		held, acct = &one.r, one.row[:]
-	case !issues:
-		held = new(traceResult)
-	case len(r.acct) == 1:
-		one := new(struct {
-			r    traceResult
-			meta heldTrace
-			row  [1]acctRow
-		})
-		held, meta, acct = &one.r, &one.meta, one.row[:]
-	default:
-		both := new(struct {
-			r    traceResult
-			meta heldTrace
-		})
-		held, meta = &both.r, &both.meta
-	}
+	held, meta, acct := newHeld(len(r.acct), issues)
 	if meta != nil {
 		*meta = heldTrace{issues: t.issues, truncated: t.Truncated}
 	}
@@ -221,6 +250,53 @@ func hold(r *traceResult, p *opsPacker, packOps bool) (*traceResult, *heldTrace)
 		}
 	}
 	return held, meta
+}
+
+// heldAlone and heldNoted are a held result allocated with its accounting rows (rows, an array
+// of them) and, noted, what its trace had to say (see hold).
+type heldAlone[A any] struct {
+	r    traceResult
+	rows A
+}
+
+type heldNoted[A any] struct {
+	r    traceResult
+	meta heldTrace
+	rows A
+}
+
+// newHeld allocates a held result, with room for n accounting rows (none past maxHeldRows: the
+// caller's append makes them) and, with issues, what its trace had to say.
+func newHeld(n int, issues bool) (*traceResult, *heldTrace, []acctRow) {
+	switch n {
+	case 1:
+		return allocHeld[[1]acctRow](n, issues)
+	case 2:
+		return allocHeld[[2]acctRow](n, issues)
+	case 3:
+		return allocHeld[[3]acctRow](n, issues)
+	case 4:
+		return allocHeld[[4]acctRow](n, issues)
+	case 5:
+		return allocHeld[[5]acctRow](n, issues)
+	case maxHeldRows:
+		return allocHeld[[maxHeldRows]acctRow](n, issues)
+	}
+	held, meta, _ := allocHeld[[0]acctRow](0, issues)
+	return held, meta, nil
+}
+
+// maxHeldRows is the most accounting rows a held result is allocated with.
+const maxHeldRows = 6
+
+// allocHeld allocates a held result with A, an array of n accounting rows, in one allocation.
+func allocHeld[A any](n int, issues bool) (*traceResult, *heldTrace, []acctRow) {
+	if issues {
+		h := new(heldNoted[A])
+		return &h.r, &h.meta, unsafe.Slice((*acctRow)(unsafe.Pointer(&h.rows)), n)
+	}
+	h := new(heldAlone[A])
+	return &h.r, nil, unsafe.Slice((*acctRow)(unsafe.Pointer(&h.rows)), n)
 }
 
 // dataIssues is the data issues a held analysis's trace had (none when m is nil: see hold).

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -56,6 +57,11 @@ func blocks(ss []spans.Span, n int) []byte {
 		ss = ss[k:]
 	}
 	return out
+}
+
+// pendingOf is a trace's pending blocks in one buffer (a copy).
+func pendingOf(ts *traceState) []byte {
+	return bytes.Join(append([][]byte{ts.pending}, ts.later()...), nil)
 }
 
 // blocksLen counts the spans held in a trace's blocks.
@@ -125,7 +131,7 @@ func TestSettledTracesHoldOnlyPackedSpans(t *testing.T) {
 		if ts.id != key {
 			continue // a delivery's trace, filed with its publisher's
 		}
-		if ts.pending != nil || ts.npending != 0 || ts.res == nil || ts.res.trace != nil || ts.packed == nil {
+		if ts.pending != nil || ts.more != nil || ts.npending != 0 || ts.res == nil || ts.res.trace != nil || ts.packed == nil {
 			t.Fatalf("trace %s: %d pending, packed %d bytes, result %+v", ts.id, ts.npending, len(ts.packed), ts.res)
 		}
 		if n := blocksLen(t, ts.packed); n != ts.held || n != ts.resSpans {
@@ -162,11 +168,11 @@ func TestPendingSpansArePacked(t *testing.T) {
 		if ts.packed != nil || ts.res != nil {
 			t.Fatalf("trace %s analyzed before it settled", ts.id)
 		}
-		if n := blocksLen(t, ts.pending); n != ts.npending {
+		if n := blocksLen(t, pendingOf(ts)); n != ts.npending {
 			t.Fatalf("trace %s: %d spans in its pending blocks, %d counted", ts.id, n, ts.npending)
 		}
 		pending += ts.npending
-		bytes += len(ts.pending)
+		bytes += ts.pendingBytes()
 	}
 	if st := a.Stats(); st.SpansHeld != total || pending != total || st.PackedBytes != bytes {
 		t.Fatalf("stats %+v: %d pending spans in %d bytes, %d received", st, pending, bytes, total)
@@ -177,7 +183,7 @@ func TestPendingSpansArePacked(t *testing.T) {
 		if ts.id != key {
 			continue // a delivery's trace, filed with its publisher's
 		}
-		bytes += len(ts.packed) + len(ts.pending)
+		bytes += len(ts.packed) + ts.pendingBytes()
 	}
 	if st := a.Stats(); st.PackedBytes != bytes || st.PendingTraces != 0 {
 		t.Fatalf("after Flush: stats %+v, %d bytes held", st, bytes)
@@ -185,8 +191,10 @@ func TestPendingSpansArePacked(t *testing.T) {
 }
 
 // TestTraceFromManyBatchesIsHeldAsOneBlock: a trace whose spans arrive one batch at a time is held
-// pending as a block per batch, and as one block once analyzed, smaller than those blocks together
-// (they repeat their strings and headers); a trace that came in one batch keeps its block as is.
+// pending as a block per batch, each copied once as it arrives (the buffers made add up to the
+// pending bytes: earlier batches' are not copied again), and as one block once analyzed, smaller
+// than those blocks together (they repeat their strings and headers); a trace that came in one
+// batch keeps its block as is.
 func TestTraceFromManyBatchesIsHeldAsOneBlock(t *testing.T) {
 	var many []spans.Span
 	for _, ss := range fixtureTraces(t) {
@@ -199,6 +207,8 @@ func TestTraceFromManyBatchesIsHeldAsOneBlock(t *testing.T) {
 		t.Fatal("no fixture trace of 10 spans or more")
 	}
 	a := New(Config{Detectors: []*analyzer.Detector{namingDetector}, Settle: time.Second})
+	made := 0
+	a.packed = func(b []byte) { made += len(b) }
 	for i := range many {
 		if err := a.ConsumeBatch(context.Background(), &spans.Batch{Spans: many[i : i+1]}); err != nil {
 			t.Fatal(err)
@@ -212,10 +222,13 @@ func TestTraceFromManyBatchesIsHeldAsOneBlock(t *testing.T) {
 		}
 		return n
 	}
-	if n := blocks(ts.pending); n != len(many) {
+	if n := blocks(pendingOf(ts)); n != len(many) {
 		t.Fatalf("%d pending blocks for %d batches", n, len(many))
 	}
-	pendingBytes := len(ts.pending)
+	pendingBytes := ts.pendingBytes()
+	if made != pendingBytes {
+		t.Fatalf("%d bytes of buffers made for %d pending bytes: a batch's block was copied again", made, pendingBytes)
+	}
 	a.Settle(time.Unix(0, 1).Add(1000 * time.Hour))
 	if n := blocks(ts.packed); n != 1 || blocksLen(t, ts.packed) != ts.held || len(ts.packed) >= pendingBytes {
 		t.Fatalf("analyzed: %d blocks, %d bytes (pending: %d bytes), %d spans held", n, len(ts.packed), pendingBytes, ts.held)
@@ -238,7 +251,7 @@ func TestTraceFromManyBatchesIsHeldAsOneBlock(t *testing.T) {
 }
 
 // TestHeldAccountingIsItsOwn: a trace's accounting is made in the scratch, and the held result
-// takes a copy of its own (in its own allocation for one row): the next trace analyzed in the
+// takes a copy of its own (in the result's own allocation for up to maxHeldRows rows): the next trace analyzed in the
 // same scratch leaves it as it was, and the scratch once given back keeps none of its strings.
 func TestHeldAccountingIsItsOwn(t *testing.T) {
 	a := New(Config{Detectors: []*analyzer.Detector{namingDetector}})
@@ -263,6 +276,14 @@ func TestHeldAccountingIsItsOwn(t *testing.T) {
 		h, _ := hold(res, &sc.ops, true)
 		if !reflect.DeepEqual(h.acct, want) || len(h.acct) != cap(h.acct) {
 			t.Fatalf("trace %s: held accounting %+v (capacity %d), want %+v", ss[0].TraceID, h.acct, cap(h.acct), want)
+		}
+		// Operations held as values: the result and its rows are all hold makes.
+		wantAllocs := 1.0
+		if len(want) > maxHeldRows {
+			wantAllocs = 2
+		}
+		if n := testing.AllocsPerRun(1, func() { hold(res, &sc.ops, false) }); n != wantAllocs {
+			t.Fatalf("trace %s: %v allocations to hold a result with %d accounting rows, want %v", ss[0].TraceID, n, len(want), wantAllocs)
 		}
 		if len(want) == 1 {
 			oneRow++

@@ -309,16 +309,16 @@ const arenaOps = 16
 // covered (at least one).
 func (ar *opsArena) reserveGroup(refs []winRef) int {
 	ar.slab, ar.att, ar.calls, ar.origins = nil, nil, nil, nil
-	var packs [][]byte
+	var total [5]int
 	k, n := 0, 0
 	for k < len(refs) && (k == 0 || n < arenaOps) {
 		if refs[k].ops == nil {
-			packs = append(packs, refs[k].packed)
+			countOps(&total, refs[k].packed)
 			n += refs[k].n
 		}
 		k++
 	}
-	ar.reserve(packs...)
+	ar.grow(total)
 	return k
 }
 
