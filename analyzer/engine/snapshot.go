@@ -147,8 +147,9 @@ type StoreStats struct {
 	// with its publisher's (see joinDeliveries) is part of that one.
 	TracesHeld int
 	// PackedBytes is the memory of the spans held (SpansHeld), all packed from their arrival:
-	// about 70-250 bytes a span, strings included (the bytes in use: each batch's block of a
-	// trace not analyzed yet is a buffer of its own, exactly sized).
+	// about 70-250 bytes a span, strings included (the bytes in use: each of the first four
+	// batches' blocks of a trace not analyzed yet is a buffer of its own, exactly sized; later
+	// ones share a buffer that may hold up to twice their bytes until the trace is analyzed).
 	PackedBytes int
 	// PendingTraces are traces still waiting for their settle period.
 	PendingTraces int

@@ -21,7 +21,8 @@ import (
 //   - Each trace's spans of a batch are one block - packed by the batch's producer where it
 //     decoded them, or by ConsumeBatch (spans.Packing) - copied once, framed (a 4-byte length,
 //     then the block), into a buffer of its own, exactly sized: the first is the trace's pending
-//     bytes, later ones follow it in a short list (see addPending).
+//     bytes, the next three follow it in a short list, and any later ones are appended to the
+//     last of those (see addPending).
 //   - An analysis reads the blocks back into its scratch (spans.Unpacker: no allocation, strings
 //     aliasing the packed bytes), and detaches what it keeps - operations, findings, notes - from
 //     those bytes (see detachOps and detachRest), so that nothing held points into them but the trace itself.
@@ -70,11 +71,15 @@ func (a *Engine) packPending(ss []spans.Span) []byte {
 	return b
 }
 
-// addPending files b, framed blocks of spans not analyzed yet, after t's pending ones. Each
-// delivery keeps the buffer it was copied into - the first in pending (most traces have only
-// that), later ones in more. Appended into one buffer instead, a trace's bytes would be copied
-// again into a larger one as deliveries arrived: in four batches, about twice over, leaving as
-// much garbage (a tenth of `analyze`'s CPU on realistic traffic).
+// addPending files b, framed blocks of spans not analyzed yet, after t's pending ones. Each of
+// a trace's first four deliveries keeps the buffer it was copied into - the first in pending
+// (most traces have only that), the next three in more. Appended into one buffer instead, a
+// trace's bytes would be copied again into a larger one as deliveries arrived: in four batches,
+// about twice over, leaving as much garbage (a tenth of `analyze`'s CPU on realistic traffic).
+// Later deliveries - a trace trickling in, a span a batch - are appended to the last buffer, which
+// grows as a slice does: the buffers an analysis reads stay at most five, so finding which of
+// them a string points into (sources.owns, for every string the analysis keeps) costs a few
+// compares, not one per delivery.
 func (t *traceState) addPending(b []byte) {
 	switch {
 	case len(b) == 0:
@@ -84,14 +89,18 @@ func (t *traceState) addPending(b []byte) {
 		m := &laterBlocks{}
 		m.blocks = append(m.room[:0], b)
 		t.more = m
-	default:
+	case len(t.more.blocks) < len(t.more.room):
 		t.more.blocks = append(t.more.blocks, b)
+	default:
+		last := &t.more.blocks[len(t.more.blocks)-1]
+		*last = append(*last, b...)
 	}
 }
 
-// laterBlocks are a trace's pending buffers after the first, in arrival order, with room for
-// three in the same allocation: a trace rarely comes in more than four batches. Behind a pointer,
-// they cost a trace that came in one batch (most of a collector's) a word, not a slice.
+// laterBlocks are a trace's pending buffers after the first, in arrival order: room for three in
+// the same allocation, the third growing once a trace comes in more than four batches (see
+// addPending). Behind a pointer, they cost a trace that came in one batch (most of a
+// collector's) a word, not a slice.
 type laterBlocks struct {
 	blocks [][]byte
 	room   [3][]byte

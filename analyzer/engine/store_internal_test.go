@@ -191,8 +191,9 @@ func TestPendingSpansArePacked(t *testing.T) {
 }
 
 // TestTraceFromManyBatchesIsHeldAsOneBlock: a trace whose spans arrive one batch at a time is held
-// pending as a block per batch, each copied once as it arrives (the buffers made add up to the
-// pending bytes: earlier batches' are not copied again), and as one block once analyzed, smaller
+// pending as a block per batch, the first four batches' each in the buffer it was copied into as
+// it arrived (earlier batches' are not copied again), later ones appended to the fourth's - at
+// most four buffers, whatever the number of batches - and as one block once analyzed, smaller
 // than those blocks together (they repeat their strings and headers); a trace that came in one
 // batch keeps its block as is.
 func TestTraceFromManyBatchesIsHeldAsOneBlock(t *testing.T) {
@@ -227,7 +228,19 @@ func TestTraceFromManyBatchesIsHeldAsOneBlock(t *testing.T) {
 	}
 	pendingBytes := ts.pendingBytes()
 	if made != pendingBytes {
-		t.Fatalf("%d bytes of buffers made for %d pending bytes: a batch's block was copied again", made, pendingBytes)
+		t.Fatalf("%d bytes of buffers made for %d pending bytes", made, pendingBytes)
+	}
+	later := ts.later()
+	if len(later) != 3 {
+		t.Fatalf("%d buffers after the first for %d batches, want 3", len(later), len(many))
+	}
+	for i, b := range append([][]byte{ts.pending}, later[:2]...) {
+		if !oneBlock(b) || cap(b) != len(b) {
+			t.Fatalf("buffer %d: %d bytes in %d, not one block exactly sized: copied again", i, len(b), cap(b))
+		}
+	}
+	if n := blocks(later[2]); n != len(many)-3 {
+		t.Fatalf("the last buffer holds %d blocks, want the %d batches after the third", n, len(many)-3)
 	}
 	a.Settle(time.Unix(0, 1).Add(1000 * time.Hour))
 	if n := blocks(ts.packed); n != 1 || blocksLen(t, ts.packed) != ts.held || len(ts.packed) >= pendingBytes {

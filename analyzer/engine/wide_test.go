@@ -283,3 +283,33 @@ func TestDeepChainsListABoundedNumberOfLayers(t *testing.T) {
 		t.Errorf("%d findings of the deepest leaf, want 1", deepest)
 	}
 }
+
+// A trace whose spans arrive one a batch - an exporter that sends each span as it ends, a
+// trace trickling in across a settle period - costs about as much per span at 20,000
+// deliveries as at 2,000: its held deliveries are many, and nothing may look through all of
+// them for every string the analysis keeps. A ratio of CPU times as above, not a speed.
+func TestManyDeliveriesCostNoSquare(t *testing.T) {
+	if testing.Short() {
+		t.Skip("analyzes a trace delivered in 20,000 batches")
+	}
+	perSpan := func(ss []spans.Span) time.Duration {
+		best := time.Duration(1<<63 - 1)
+		for range 3 {
+			a := engine.New(wideConfig(t, engine.Config{MaxSpans: -1, MaxTraceSpans: -1, WindowInterval: -1}, ""))
+			cpu0 := cputime.Process()
+			for i := range ss {
+				if err := a.ConsumeBatch(t.Context(), &spans.Batch{Spans: ss[i : i+1 : i+1]}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			a.Flush()
+			best = min(best, (cputime.Process()-cpu0)/time.Duration(len(ss)))
+		}
+		return best
+	}
+	shape := func(n int) []spans.Span { return clientSiblings(n, true) }
+	small, large := perSpan(shape(2_000)), perSpan(shape(20_000))
+	if large > 4*small+time.Microsecond {
+		t.Errorf("%v a span delivered in 20,000 batches, %v in 2,000: the cost grows with the deliveries", large, small)
+	}
+}
