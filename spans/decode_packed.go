@@ -66,12 +66,13 @@ func decodeProtoPacked(b *Batch, buf []byte, opt DecodeOptions, reuse bool) erro
 	bp := &b.pk.bp
 	pp := &bp.proto
 	defer pp.reset() // on every way out: the next request must find nothing of this one
-	d := protoDecoder{opt: opt, b: b, places: b.places.ready()}
+	d := protoDecoder{opt: opt, b: b, places: *b.places.ready()}
 	d.attrs.initIn(b.attrBuf, 256)
 	err := d.structure(pp, buf)
 	if err == nil {
 		err = d.packTraces(bp, pp, buf)
 	}
+	b.places = d.places
 	if errors.Is(err, errRegroup) {
 		// Decoded as DecodeProto does, then packed from the span values.
 		b.Packed, b.Rejected, b.RejectReason = nil, 0, ""
@@ -228,7 +229,7 @@ func (d *protoDecoder) packTraces(bp *batchPacker, pp *protoPacked, buf []byte) 
 func (d *protoDecoder) packSpan(p *packer, src []byte, scope string, res *Resource, tid TraceID) error {
 	var sp Span
 	var h wireSpan
-	pl := d.places
+	pl := &d.places
 	pl.kvs, pl.links, pl.events = pl.kvs[:0], pl.links[:0], pl.events[:0]
 	if err := h.read(&sp, src, pl); err != nil {
 		return err
