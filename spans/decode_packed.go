@@ -14,16 +14,17 @@ import (
 // so the decoder reads the request in two passes:
 //
 //  1. the structure: each ResourceSpans' resource (decoded, a value of its own), each
-//     ScopeSpans' scope name, and each span's place in the body and trace id, read from the
-//     span's top-level fields only (the walk the counting pass of DecodeProto makes anyway);
+//     ScopeSpans' scope name, and each span's place in the body and trace id, read from its
+//     first field (see firstTraceID);
 //  2. the spans, trace by trace (in the order each trace first appears, each trace's spans in
 //     the order they came, as Batch.Pack groups them): each written into its trace's block from
 //     its wire bytes (packSpan), the bytes the packer would write of it decoded.
 //
-// The rules are DecodeProto's: the writer reads by spanFields' rules, and a span it cannot write
-// (malformed, or its ids not what the first pass read) is decoded by spanFields for DecodeProto's
-// error or verdict. A span whose ids make it a reject is decoded where the first pass finds it,
-// and counted, so that a request is refused
+// The rules are DecodeProto's: the writer reads a span with DecodeProto's reader (wireSpan.read)
+// and its attributes, links and events with DecodeProto's functions, and a span it cannot write
+// (malformed, or its ids not what the first pass read) is decoded as DecodeProto decodes it
+// (decodeAside) for DecodeProto's error or verdict. A span whose ids make it a reject is decoded
+// where the first pass finds it, and counted, so that a request is refused
 // for what it holds whichever of its spans holds it, as DecodeProto refuses it; only the spans to
 // keep are remembered for the second pass, in 44 bytes without a pointer each (a span to keep
 // takes at least 20 bytes of the request: a hostile body of tiny spans cannot make the decoder
@@ -44,7 +45,6 @@ type protoPacked struct {
 	refs   []spanRef
 	scopes []string
 	res    []Resource
-	places wirePlaces // the direct writer's, kept
 }
 
 // reset empties pp, letting go of every string of the request it held.
@@ -66,13 +66,13 @@ func decodeProtoPacked(b *Batch, buf []byte, opt DecodeOptions, reuse bool) erro
 	bp := &b.pk.bp
 	pp := &bp.proto
 	defer pp.reset() // on every way out: the next request must find nothing of this one
-	d := protoDecoder{opt: opt, b: b, places: pp.places}
+	d := protoDecoder{opt: opt, b: b, places: *b.places.ready()}
 	d.attrs.initIn(b.attrBuf, 256)
 	err := d.structure(pp, buf)
 	if err == nil {
 		err = d.packTraces(bp, pp, buf)
 	}
-	pp.places = d.places
+	b.places = d.places
 	if errors.Is(err, errRegroup) {
 		// Decoded as DecodeProto does, then packed from the span values.
 		b.Packed, b.Rejected, b.RejectReason = nil, 0, ""
@@ -116,7 +116,7 @@ func (d *protoDecoder) structure(pp *protoPacked, buf []byte) error {
 			pp.scopes = append(pp.scopes, scope)
 			return eachMessage(ss, fSSSpans, "spans", func(sp []byte) error {
 				at[2]++
-				trace, keep, err := firstTraceID(sp)
+				trace, keep, err := d.firstTraceID(sp)
 				if err != nil {
 					return err
 				}
@@ -143,7 +143,7 @@ func offsetIn(buf, sub []byte) uint32 {
 // rejectRef checks a span the first pass found a reject and counts it; one that turns out a span
 // to keep (a valid trace id after a zero one) is errRegroup.
 func (d *protoDecoder) rejectRef(buf []byte, r *spanRef) error {
-	ok, err := d.decodeAside(buf[r.off : r.off+r.n])
+	_, ok, err := d.decodeAside(buf[r.off : r.off+r.n])
 	switch {
 	case err != nil:
 		return r.where(err)
@@ -161,8 +161,8 @@ func (r *spanRef) where(err error) error {
 }
 
 // decodeAside decodes Span message src as DecodeProto does, for its verdict alone - its error,
-// and whether its ids make it a span to keep - giving back what it took of the slabs.
-func (d *protoDecoder) decodeAside(src []byte) (bool, error) {
+// its trace, and whether its ids make it a span to keep - giving back what it took of the slabs.
+func (d *protoDecoder) decodeAside(src []byte) (TraceID, bool, error) {
 	attrMark, xMark := d.attrs.mark(), d.xattrs.mark()
 	links, events := len(d.links), len(d.events)
 	var sp Span
@@ -170,52 +170,28 @@ func (d *protoDecoder) decodeAside(src []byte) (bool, error) {
 	d.attrs.rollback(attrMark)
 	d.xattrs.rollback(xMark)
 	d.links, d.events = d.links[:links], d.events[:events]
-	return ok, err
+	return sp.TraceID, ok, err
 }
 
-// firstTraceID is spanIDs for a span whose first field is its 16-byte trace id, as every SDK
-// writes it, read from those bytes alone: the second pass checks what the whole span says (a
-// later occurrence wins, and the span id counts too) and falls back to decoding the request
-// into span values when it says otherwise (see errRegroup).
-func firstTraceID(src []byte) (TraceID, bool, error) {
+// firstTraceID is the trace id of Span message src and whether its ids make it a span to keep.
+// For a span whose first field is its 16-byte trace id, as every SDK writes it, they are read
+// from those bytes alone: the second pass checks what the whole span says (a later occurrence
+// wins, and the span id counts too) and falls back to decoding the request into span values when
+// it says otherwise (see errRegroup). Any other span is decoded aside, so a malformed one is
+// refused as DecodeProto refuses it.
+func (d *protoDecoder) firstTraceID(src []byte) (TraceID, bool, error) {
 	var id TraceID
 	if len(src) >= 2+len(id) && src[0] == fSpanTraceID<<3|2 && src[1] == byte(len(id)) {
 		copy(id[:], src[2:])
 		return id, !id.IsZero(), nil
 	}
-	return spanIDs(src)
+	return d.decodeAside(src)
 }
 
 // errRegroup is the second pass finding a span whose trace or validity the first pass read
 // wrong from its first field alone (only a span that repeats its ids, or one whose span id is
 // invalid, can make it): the request is decoded into span values and packed from them.
 var errRegroup = errors.New("a span's ids are not what its first field said")
-
-// spanIDs reads the trace id of Span message src from its top-level fields, and whether its ids
-// make it a span to keep, by spanFields' rules (the last occurrence of a field wins).
-func spanIDs(src []byte) (TraceID, bool, error) {
-	var trace, span []byte
-	fc := protoFields{src: src}
-	for fc.next() {
-		switch {
-		case fc.num == fSpanTraceID && fc.typ == 2:
-			trace = fc.data
-		case fc.num == fSpanSpanID && fc.typ == 2:
-			span = fc.data
-		}
-	}
-	if fc.err != nil {
-		return TraceID{}, false, fc.err
-	}
-	var id TraceID
-	var sid SpanID
-	if len(trace) != len(id) || len(span) != len(sid) {
-		return id, false, nil
-	}
-	copy(id[:], trace)
-	copy(sid[:], span)
-	return id, !id.IsZero() && !sid.IsZero(), nil
-}
 
 // packTraces is the second pass: the spans to keep packed trace by trace into b.Packed.
 func (d *protoDecoder) packTraces(bp *batchPacker, pp *protoPacked, buf []byte) error {
@@ -229,7 +205,7 @@ func (d *protoDecoder) packTraces(bp *batchPacker, pp *protoPacked, buf []byte) 
 			// The writer reads a span in several walks, so the first fault it meets need not be
 			// the first in the span, and a span whose ids it refuses may be malformed besides:
 			// the span's error is DecodeProto's, found again.
-			if _, derr := d.decodeAside(src); derr != nil {
+			if _, _, derr := d.decodeAside(src); derr != nil {
 				return r.where(derr)
 			}
 		}
@@ -251,20 +227,21 @@ func (d *protoDecoder) packTraces(bp *batchPacker, pp *protoPacked, buf []byte) 
 // whose ids are not the ones its place was found by is errRegroup. An error may be a later fault
 // in the span than DecodeProto's (see packTraces).
 func (d *protoDecoder) packSpan(p *packer, src []byte, scope string, res *Resource, tid TraceID) error {
+	var sp Span
 	var h wireSpan
 	pl := &d.places
 	pl.kvs, pl.links, pl.events = pl.kvs[:0], pl.links[:0], pl.events[:0]
-	if err := h.read(src, pl); err != nil {
+	if err := h.read(&sp, src, pl); err != nil {
 		return err
 	}
-	if len(h.trace) != len(tid) || TraceID(h.trace) != tid || len(h.span) != len(h.SpanID) {
+	if len(h.trace) != len(tid) || TraceID(h.trace) != tid || len(h.span) != len(sp.SpanID) {
 		return errRegroup
 	}
-	if h.SpanID = SpanID(h.span); h.SpanID.IsZero() {
+	if sp.SpanID = SpanID(h.span); sp.SpanID.IsZero() {
 		return errRegroup
 	}
-	h.TraceID, h.Scope, h.Resource = tid, scope, res
-	b := p.head(p.buf, &h.Span)
+	sp.TraceID, sp.Scope, sp.Resource = tid, scope, res
+	b := p.head(p.buf, &sp)
 	var state *Attr
 	if h.state != nil {
 		// After the attributes, as the decoders add it.
@@ -290,132 +267,23 @@ func (d *protoDecoder) packSpan(p *packer, src []byte, scope string, res *Resour
 	at = len(b)
 	b = append(b, 0)
 	for _, place := range pl.events {
-		if b, err = d.packEvent(p, b, placed(src, place), h.StartUnixNano); err != nil {
+		if b, err = d.packEvent(p, b, placed(src, place), sp.StartUnixNano); err != nil {
 			return err
 		}
 	}
 	b = p.setCount(b, at, len(pl.events))
 	p.nEvents += len(pl.events)
-	p.facts.add(h.StartUnixNano, h.EndUnixNano, h.Kind == KindConsumer && links == 1 && h.ParentID.IsZero())
+	p.facts.add(sp.StartUnixNano, sp.EndUnixNano, sp.Kind == KindConsumer && links == 1 && sp.ParentID.IsZero())
 	p.buf = b
-	return nil
-}
-
-// wireSpan is a Span message's own fields, read by spanFields' rules: those the packer writes
-// before the attributes, in Span, and the ids and trace state as sent.
-type wireSpan struct {
-	Span
-	trace, span, state []byte
-}
-
-// wirePlaces is where a span's attributes (their KeyValue messages), links and events are in its
-// bytes (see kvAt), kept from span to span and request to request (protoPacked) with what they
-// grew to.
-type wirePlaces struct{ kvs, links, events []uint64 }
-
-// kvAt is where data, a part of message src, is in it, as wirePlaces holds it: its offset and
-// length in one word.
-func kvAt(src, data []byte) uint64 { return uint64(offsetIn(src, data))<<32 | uint64(len(data)) }
-
-// placed is the part of src at place (see kvAt).
-func placed(src []byte, place uint64) []byte { return src[place>>32 : place>>32+place&0xffffffff] }
-
-// read reads Span message src into h, and the places of its attributes, links and events into pl.
-func (h *wireSpan) read(src []byte, pl *wirePlaces) error {
-	var fc protoFields
-	for all := len(src); len(src) > 0; {
-		// The fields of one-byte tags, a length-delimited one of a one-byte length or a fixed64,
-		// without a call (as spanFields reads them).
-		var (
-			num  uint32
-			typ  byte
-			data []byte
-			v    uint64
-		)
-		if t := src[0]; t < 0x80 && t&7 == 2 && len(src) >= 2 && src[1] < 0x80 && 2+int(src[1]) <= len(src) {
-			num, typ, data, src = uint32(t>>3), 2, src[2:2+int(src[1])], src[2+int(src[1]):]
-		} else if t < 0x80 && t&7 == 1 && len(src) >= 9 {
-			num, typ, v, src = uint32(t>>3), 1, load64(src[1:9]), src[9:]
-		} else if t < 0x80 && t&7 == 0 && len(src) >= 2 && src[1] < 0x80 {
-			num, typ, v, src = uint32(t>>3), 0, uint64(src[1]), src[2:]
-		} else if t == 0x85 && len(src) >= 6 && src[1] == 0x01 {
-			src = src[6:] // field 16 (flags, a fixed32 every SDK sends, its tag two bytes): not kept
-			continue
-		} else {
-			if fc.src = src; !fc.next() {
-				return fc.err
-			}
-			num, typ, data, v, src = fc.num, fc.typ, fc.data, fc.v, fc.src
-		}
-		switch typ {
-		case 0:
-			if num == fSpanKind {
-				h.Kind = Kind(v)
-			}
-		case 1:
-			switch num {
-			case fSpanStart:
-				h.StartUnixNano = int64(v)
-			case fSpanEnd:
-				h.EndUnixNano = int64(v)
-			}
-		case 2:
-			switch num {
-			case fSpanTraceID:
-				h.trace = data
-			case fSpanSpanID:
-				h.span = data
-			case fSpanParentID:
-				h.ParentID = SpanID{}
-				if len(data) == len(h.ParentID) {
-					h.ParentID = SpanID(data)
-				}
-			case fSpanTraceState:
-				if samplingState(data) {
-					h.state = data
-				}
-			case fSpanName:
-				h.Name = bstr(data)
-			case fSpanAttributes:
-				pl.kvs = append(pl.kvs, uint64(all-len(src)-len(data))<<32|uint64(len(data)))
-				// The attributes that follow (every SDK sends them in one run), in a loop of
-				// their own.
-				for len(src) >= 2 && src[0] == fSpanAttributes<<3|2 && src[1] < 0x80 && 2+int(src[1]) <= len(src) {
-					pl.kvs = append(pl.kvs, uint64(all-len(src)+2)<<32|uint64(src[1]))
-					src = src[2+int(src[1]):]
-				}
-			case fSpanLinks:
-				pl.links = append(pl.links, uint64(all-len(src)-len(data))<<32|uint64(len(data)))
-			case fSpanEvents:
-				pl.events = append(pl.events, uint64(all-len(src)-len(data))<<32|uint64(len(data)))
-			case fSpanStatus:
-				if err := status(&h.StatusMessage, &h.Status, data); err != nil {
-					return err
-				}
-			}
-		}
-	}
 	return nil
 }
 
 // packLink writes Link message src as the packer does, when its ids make it one to keep (as
 // DecodeProto keeps it), and says whether they did.
 func (d *protoDecoder) packLink(p *packer, b, src []byte) ([]byte, bool, error) {
-	var traceID, spanID []byte
-	kvs := d.places.kvs[:0]
-	fc := protoFields{src: src}
-	for fc.next() {
-		switch {
-		case fc.num == fLinkTraceID && fc.typ == 2:
-			traceID = fc.data
-		case fc.num == fLinkSpanID && fc.typ == 2:
-			spanID = fc.data
-		case fc.num == fLinkAttributes && fc.typ == 2:
-			kvs = append(kvs, kvAt(src, fc.data))
-		}
-	}
-	if d.places.kvs = kvs; fc.err != nil {
-		return b, false, fc.err
+	traceID, spanID, kvs, err := linkFields(src, d.places.xkvs[:0])
+	if d.places.xkvs = kvs; err != nil {
+		return b, false, err
 	}
 	if len(traceID) != len(TraceID{}) || len(spanID) != len(SpanID{}) {
 		// Dropped with its attributes, which are read all the same: DecodeProto refuses a link
@@ -424,28 +292,15 @@ func (d *protoDecoder) packLink(p *packer, b, src []byte) ([]byte, bool, error) 
 		return b, false, err
 	}
 	b = append(append(b, traceID...), spanID...)
-	b, err := d.packAttrList(p, b, src, kvs, nil)
+	b, err = d.packAttrList(p, b, src, kvs, nil)
 	return b, true, err
 }
 
 // packEvent writes Event message src, of a span that started at start, as the packer does.
 func (d *protoDecoder) packEvent(p *packer, b, src []byte, start int64) ([]byte, error) {
-	var t int64
-	var name string
-	kvs := d.places.kvs[:0]
-	fc := protoFields{src: src}
-	for fc.next() {
-		switch {
-		case fc.num == fEventTime && fc.typ == 1:
-			t = int64(fc.v)
-		case fc.num == fEventName && fc.typ == 2:
-			name = bstr(fc.data)
-		case fc.num == fEventAttributes && fc.typ == 2:
-			kvs = append(kvs, kvAt(src, fc.data))
-		}
-	}
-	if d.places.kvs = kvs; fc.err != nil {
-		return b, fc.err
+	t, name, kvs, err := eventFields(src, d.places.xkvs[:0])
+	if d.places.xkvs = kvs; err != nil {
+		return b, err
 	}
 	b = packio.AppendZZ(b, t-start)
 	b = p.str(b, name)

@@ -142,7 +142,7 @@ func decodeProto(b *Batch, buf []byte, opt DecodeOptions, reuse bool) error {
 	if reuse {
 		b.recycle()
 	}
-	d := protoDecoder{opt: opt, b: b}
+	d := protoDecoder{opt: opt, b: b, places: *b.places.ready()}
 	if c.spans > 0 {
 		// Bounded too: junk that only looks like spans must not reserve 184 bytes for each 30 of
 		// input. Real spans are bigger; a request of tiny ones grows the slice instead.
@@ -155,6 +155,7 @@ func decodeProto(b *Batch, buf []byte, opt DecodeOptions, reuse bool) error {
 	// a measurable part of the decode.
 	d.attrs.initIn(b.attrBuf, len(buf)/56+8)
 	err := d.request(buf)
+	b.places = d.places
 	finishDecode(b, &d.attrs, reuse)
 	if err != nil {
 		return malformed("decode OTLP protobuf request", err)
@@ -247,7 +248,6 @@ func (f *protoFields) message(num uint32) ([]byte, bool) {
 // skipGroup is the slow path of reading a field, taken when easyproto's NextField fails on src: it
 // skips a deprecated protobuf group, which the generated code accepts as an unknown field, and
 // reports field number 0 (no OTLP message uses it); any other failure is returned as it was.
-// spanFields calls NextField directly and this only on error, to keep a call off its hot path.
 func skipGroup(fc *easyproto.FieldContext, src []byte, err error) ([]byte, error) {
 	num, typ, n := protowire.ConsumeTag(src)
 	if n < 0 || typ != protowire.StartGroupType {
@@ -314,7 +314,9 @@ type protoDecoder struct {
 	xattrs attrSlab
 	links  []Link
 	events []Event
-	// places is the direct writer's (packSpan's) places of what it is to write.
+	// places is where the span being read has its attributes, links and events (see
+	// wireSpan.read): the batch's, taken for the request and given back after it. A copy, not
+	// a pointer to it: the span reader's loop is measurably faster appending to it.
 	places wirePlaces
 	// other holds the rendered form of array, map and bytes values. Strings alias it; when append
 	// moves it to a bigger array the old one stays alive and is never written again.
@@ -521,136 +523,33 @@ func (d *protoDecoder) span(res *resHolder, scope string, src []byte) error {
 
 // spanFields decodes Span message src into sp, which is zero, its attributes, links and events
 // into the decoder's slabs, and says whether its ids make it a span to keep (see DecodeProto).
-// It sets neither the scope nor the resource.
+// It sets neither the scope nor the resource. The span's own fields are read by wireSpan.read,
+// the reader the packed writer (packSpan) writes from too; the attributes, links and events it
+// places are then decoded in the order they came, so that a span with several faults fails on
+// its first, as the generated code does.
 func (d *protoDecoder) spanFields(sp *Span, src []byte) (bool, error) {
-	var traceID, spanID, traceState []byte
+	var h wireSpan
+	pl := &d.places
+	pl.kvs, pl.links, pl.events = pl.kvs[:0], pl.links[:0], pl.events[:0]
+	rerr := h.read(sp, src, pl)
 	d.attrs.begin()
 	linkStart, eventStart := len(d.links), len(d.events)
-	var fc easyproto.FieldContext
-	var err error
-	nAttr, nEvent, nLink := 0, 0, 0
-	for len(src) > 0 {
-		// The span's own fields are the hottest loop of the decoder. Fields with a one-byte tag
-		// and, for bytes, a one-byte length - nearly all of them - are read here without a call;
-		// the rest go through easyproto.
-		var (
-			num  uint32
-			typ  byte // wire type: 0 varint, 1 i64, 2 len, 5 i32
-			data []byte
-			v    uint64
-		)
-		if t := src[0]; t < 0x80 && len(src) >= 2 && (t&7 == 2 && src[1] < 0x80 && 2+int(src[1]) <= len(src)) {
-			num, typ, data, src = uint32(t>>3), 2, src[2:2+int(src[1])], src[2+int(src[1]):]
-		} else if t < 0x80 && t&7 == 1 && len(src) >= 9 {
-			num, typ, v, src = uint32(t>>3), 1, load64(src[1:9]), src[9:]
-		} else if t < 0x80 && t&7 == 0 && len(src) >= 2 && src[1] < 0x80 {
-			num, typ, v, src = uint32(t>>3), 0, uint64(src[1]), src[2:]
-		} else if t == 0x85 && len(src) >= 6 && src[1] == 0x01 {
-			src = src[6:] // field 16 (flags, a fixed32 every SDK sends, its tag two bytes): not kept
-			continue
-		} else {
-			if next, ferr := fc.NextField(src); ferr == nil {
-				src = next
-			} else if src, err = skipGroup(&fc, src, ferr); err != nil {
-				return false, err
-			}
-			num = fc.FieldNum
-			if b, ok := fc.MessageData(); ok {
-				typ, data = 2, b
-			} else if x, ok := fc.Uint64(); ok {
-				typ, v = 0, x
-			} else if x, ok := fc.Fixed64(); ok {
-				typ, v = 1, x
-			} else {
-				typ = 5
-			}
-		}
-		switch num {
-		case fSpanTraceID:
-			if typ == 2 {
-				traceID = data
-			}
-		case fSpanSpanID:
-			if typ == 2 {
-				spanID = data
-			}
-		case fSpanParentID:
-			if typ == 2 {
-				if len(data) == len(sp.ParentID) {
-					copy(sp.ParentID[:], data)
-				} else {
-					sp.ParentID = SpanID{}
-				}
-			}
-		case fSpanTraceState:
-			if typ == 2 && samplingState(data) {
-				traceState = data
-			}
-		case fSpanName:
-			if typ == 2 {
-				sp.Name = bstr(data)
-			}
-		case fSpanKind:
-			if typ == 0 {
-				sp.Kind = Kind(v)
-			}
-		case fSpanStart:
-			if typ == 1 {
-				sp.StartUnixNano = int64(v)
-			}
-		case fSpanEnd:
-			if typ == 1 {
-				sp.EndUnixNano = int64(v)
-			}
-		case fSpanAttributes:
-			if typ != 2 {
-				continue
-			}
-			// Inline, not d.attribute: the hottest loop of the decoder, one call fewer per attribute.
-			key, val, err := keyValue(data)
-			if err != nil {
-				return false, fmt.Errorf("attributes[%d]: %w", nAttr, err)
-			}
-			if err = d.keep(&d.attrs, key, val); err != nil {
-				return false, fmt.Errorf("attributes[%d] %q: %w", nAttr, key, err)
-			}
-			nAttr++
-		case fSpanEvents:
-			if typ != 2 {
-				continue
-			}
-			if err := d.event(data); err != nil {
-				return false, fmt.Errorf("events[%d]: %w", nEvent, err)
-			}
-			nEvent++
-		case fSpanLinks:
-			if typ != 2 {
-				continue
-			}
-			if err := d.link(data); err != nil {
-				return false, fmt.Errorf("links[%d]: %w", nLink, err)
-			}
-			nLink++
-		case fSpanStatus:
-			if typ != 2 {
-				continue
-			}
-			if err := status(&sp.StatusMessage, &sp.Status, data); err != nil {
-				return false, fmt.Errorf("status: %w", err)
-			}
-		}
+	if err := d.spanParts(src, pl); err != nil {
+		return false, err
 	}
-	if len(traceID) != len(sp.TraceID) || len(spanID) != len(sp.SpanID) {
+	if rerr != nil {
+		return false, rerr // after the parts placed: they come before the fault on the wire
+	}
+	if len(h.trace) != len(sp.TraceID) || len(h.span) != len(sp.SpanID) {
 		return false, nil
 	}
-	copy(sp.TraceID[:], traceID)
-	copy(sp.SpanID[:], spanID)
+	sp.TraceID, sp.SpanID = TraceID(h.trace), SpanID(h.span)
 	if sp.TraceID.IsZero() || sp.SpanID.IsZero() {
 		return false, nil
 	}
-	if traceState != nil {
+	if h.state != nil {
 		// After the attributes, as the JSON decoder adds it.
-		d.attrs.add(Attr{Key: AttrTraceState, Str: bstr(traceState), Type: ValueString})
+		d.attrs.add(Attr{Key: AttrTraceState, Str: bstr(h.state), Type: ValueString})
 	}
 	sp.Attrs = d.attrs.end()
 	if len(d.links) > linkStart {
@@ -662,6 +561,46 @@ func (d *protoDecoder) spanFields(sp *Span, src []byte) (bool, error) {
 	return true, nil
 }
 
+// spanParts decodes the attributes, links and events pl places in Span message src, in the order
+// they came: a place's offset is its high half, so the smallest place is the first on the wire.
+func (d *protoDecoder) spanParts(src []byte, pl *wirePlaces) error {
+	kvs, links, events := pl.kvs, pl.links, pl.events
+	for i, j, k := 0, 0, 0; i < len(kvs) || j < len(links) || k < len(events); {
+		kv, link, event := placeAt(kvs, i), placeAt(links, j), placeAt(events, k)
+		switch {
+		case kv < link && kv < event:
+			// The run of attributes up to the next link or event: all of them, nearly always.
+			n, next := i+1, min(link, event)
+			for n < len(kvs) && kvs[n] < next {
+				n++
+			}
+			if err := d.attributes(&d.attrs, src, kvs[i:n], i); err != nil {
+				return err
+			}
+			i = n
+		case link < event:
+			if err := d.link(placed(src, link)); err != nil {
+				return fmt.Errorf("links[%d]: %w", j, err)
+			}
+			j++
+		default:
+			if err := d.event(placed(src, event)); err != nil {
+				return fmt.Errorf("events[%d]: %w", k, err)
+			}
+			k++
+		}
+	}
+	return nil
+}
+
+// placeAt is places[i], or past every place when there is none.
+func placeAt(places []uint64, i int) uint64 {
+	if i < len(places) {
+		return places[i]
+	}
+	return math.MaxUint64
+}
+
 // reject drops a span that failed the id checks: it gives back the slab space it used, and
 // counts it.
 func (d *protoDecoder) reject(attrMark, xMark slabMark, linkStart, eventStart int) {
@@ -671,6 +610,119 @@ func (d *protoDecoder) reject(attrMark, xMark slabMark, linkStart, eventStart in
 	d.events = d.events[:eventStart]
 	d.b.Rejected++
 	d.b.RejectReason = RejectInvalidID
+}
+
+// wireSpan is what wireSpan.read reads of a Span message besides the span value: the ids and
+// the trace state as sent.
+type wireSpan struct {
+	trace, span, state []byte
+}
+
+// wirePlaces is where a span's attributes (their KeyValue messages), links and events are in its
+// bytes (see kvAt), and xkvs the attributes of one of its links or events, kept from span to span
+// (and, packing, from request to request: protoPacked) with what they grew to.
+type wirePlaces struct{ kvs, links, events, xkvs []uint64 }
+
+// ready is pl for the next request: what one huge span made it grow to is let go, and a new one
+// gets room for the attributes of a span as SDKs send them, in one allocation.
+func (pl *wirePlaces) ready() *wirePlaces {
+	if cap(pl.kvs)+cap(pl.links)+cap(pl.events)+cap(pl.xkvs) > maxPackerKeep/64 {
+		*pl = wirePlaces{}
+	}
+	if pl.kvs == nil {
+		pl.kvs = make([]uint64, 0, 32)
+	}
+	return pl
+}
+
+// kvAt is where data, a part of message src, is in it, as wirePlaces holds it: its offset and
+// length in one word.
+func kvAt(src, data []byte) uint64 { return uint64(offsetIn(src, data))<<32 | uint64(len(data)) }
+
+// placed is the part of src at place (see kvAt).
+func placed(src []byte, place uint64) []byte { return src[place>>32 : place>>32+place&0xffffffff] }
+
+// read is the one reader of a Span message's own fields, by protobuf's rules (the last
+// occurrence of a field wins; a field of an unexpected wire type is skipped as unknown): it reads
+// the fields a span value holds into sp (not the ids, which it leaves in h as sent, nor the
+// attributes, links or events), and appends the places of the attributes, links and events to
+// pl. On a fault pl places what came before it.
+func (h *wireSpan) read(sp *Span, src []byte, pl *wirePlaces) error {
+	var fc protoFields
+	for all := len(src); len(src) > 0; {
+		// The span's own fields are the hottest loop of the decoders. Fields with a one-byte tag
+		// and, for bytes, a one-byte length - nearly all of them - are read here without a call;
+		// the rest go through protoFields.
+		var (
+			num  uint32
+			typ  byte
+			data []byte
+			v    uint64
+		)
+		if t := src[0]; t < 0x80 && t&7 == 2 && len(src) >= 2 && src[1] < 0x80 && 2+int(src[1]) <= len(src) {
+			num, typ, data, src = uint32(t>>3), 2, src[2:2+int(src[1])], src[2+int(src[1]):]
+		} else if t < 0x80 && t&7 == 1 && len(src) >= 9 {
+			num, typ, v, src = uint32(t>>3), 1, load64(src[1:9]), src[9:]
+		} else if t < 0x80 && t&7 == 0 && len(src) >= 2 && src[1] < 0x80 {
+			num, typ, v, src = uint32(t>>3), 0, uint64(src[1]), src[2:]
+		} else if t == 0x85 && len(src) >= 6 && src[1] == 0x01 {
+			src = src[6:] // field 16 (flags, a fixed32 every SDK sends, its tag two bytes): not kept
+			continue
+		} else {
+			if fc.src = src; !fc.next() {
+				return fc.err
+			}
+			num, typ, data, v, src = fc.num, fc.typ, fc.data, fc.v, fc.src
+		}
+		switch typ {
+		case 0:
+			if num == fSpanKind {
+				sp.Kind = Kind(v)
+			}
+		case 1:
+			switch num {
+			case fSpanStart:
+				sp.StartUnixNano = int64(v)
+			case fSpanEnd:
+				sp.EndUnixNano = int64(v)
+			}
+		case 2:
+			switch num {
+			case fSpanTraceID:
+				h.trace = data
+			case fSpanSpanID:
+				h.span = data
+			case fSpanParentID:
+				sp.ParentID = SpanID{}
+				if len(data) == len(sp.ParentID) {
+					sp.ParentID = SpanID(data)
+				}
+			case fSpanTraceState:
+				if samplingState(data) {
+					h.state = data
+				}
+			case fSpanName:
+				sp.Name = bstr(data)
+			case fSpanAttributes:
+				pl.kvs = append(pl.kvs, uint64(all-len(src)-len(data))<<32|uint64(len(data)))
+				// The attributes that follow (every SDK sends them in one run), in a loop of
+				// their own.
+				for len(src) >= 2 && src[0] == fSpanAttributes<<3|2 && src[1] < 0x80 && 2+int(src[1]) <= len(src) {
+					pl.kvs = append(pl.kvs, uint64(all-len(src)+2)<<32|uint64(src[1]))
+					src = src[2+int(src[1]):]
+				}
+			case fSpanLinks:
+				pl.links = append(pl.links, uint64(all-len(src)-len(data))<<32|uint64(len(data)))
+			case fSpanEvents:
+				pl.events = append(pl.events, uint64(all-len(src)-len(data))<<32|uint64(len(data)))
+			case fSpanStatus:
+				if err := status(&sp.StatusMessage, &sp.Status, data); err != nil {
+					return fmt.Errorf("status: %w", err)
+				}
+			}
+		}
+	}
+	return nil
 }
 
 // status reads a Status message into msg and code: a later occurrence of a field wins.
@@ -687,65 +739,88 @@ func status(msg *string, code *StatusCode, src []byte) error {
 	return fc.err
 }
 
-func (d *protoDecoder) event(src []byte) error {
-	var e Event
-	d.xattrs.begin()
+// eventFields reads Event message src: its time and name, and the places of its attributes
+// (see kvAt), appended to kvs. On a fault kvs places the attributes before it.
+func eventFields(src []byte, kvs []uint64) (t int64, name string, _ []uint64, err error) {
 	fc := protoFields{src: src}
-	for i := 0; fc.next(); {
+	for fc.next() {
 		switch {
 		case fc.num == fEventTime && fc.typ == 1:
-			e.TimeUnixNano = int64(fc.v)
+			t = int64(fc.v)
 		case fc.num == fEventName && fc.typ == 2:
-			e.Name = bstr(fc.data)
+			name = bstr(fc.data)
 		case fc.num == fEventAttributes && fc.typ == 2:
-			if err := d.attribute(&d.xattrs, i, fc.data); err != nil {
-				return err
-			}
-			i++
+			kvs = append(kvs, kvAt(src, fc.data))
 		}
 	}
-	if fc.err != nil {
-		return fc.err
-	}
-	e.Attrs = d.xattrs.end()
-	d.events = append(d.events, e)
-	return nil
+	return t, name, kvs, fc.err
 }
 
-func (d *protoDecoder) link(src []byte) error {
-	var l Link
-	var traceID, spanID []byte
-	d.xattrs.begin()
-	mark := d.xattrs.mark()
+// linkFields reads Link message src as eventFields reads an event: its ids as sent.
+func linkFields(src []byte, kvs []uint64) (trace, span []byte, _ []uint64, err error) {
 	fc := protoFields{src: src}
-	for i := 0; fc.next(); {
+	for fc.next() {
 		if fc.typ != 2 {
 			continue
 		}
 		switch fc.num {
 		case fLinkTraceID:
-			traceID = fc.data
+			trace = fc.data
 		case fLinkSpanID:
-			spanID = fc.data
+			span = fc.data
 		case fLinkAttributes:
-			if err := d.attribute(&d.xattrs, i, fc.data); err != nil {
-				return err
-			}
-			i++
+			kvs = append(kvs, kvAt(src, fc.data))
 		}
 	}
-	if fc.err != nil {
-		return fc.err
+	return trace, span, kvs, fc.err
+}
+
+func (d *protoDecoder) event(src []byte) error {
+	t, name, kvs, err := eventFields(src, d.places.xkvs[:0])
+	d.places.xkvs = kvs
+	d.xattrs.begin()
+	if aerr := d.attributes(&d.xattrs, src, kvs, 0); aerr != nil {
+		return aerr
 	}
-	if len(traceID) != len(l.TraceID) || len(spanID) != len(l.SpanID) {
+	if err != nil {
+		return err
+	}
+	d.events = append(d.events, Event{TimeUnixNano: t, Name: name, Attrs: d.xattrs.end()})
+	return nil
+}
+
+func (d *protoDecoder) link(src []byte) error {
+	trace, span, kvs, err := linkFields(src, d.places.xkvs[:0])
+	d.places.xkvs = kvs
+	d.xattrs.begin()
+	mark := d.xattrs.mark()
+	if aerr := d.attributes(&d.xattrs, src, kvs, 0); aerr != nil {
+		return aerr
+	}
+	if err != nil {
+		return err
+	}
+	if len(trace) != len(TraceID{}) || len(span) != len(SpanID{}) {
 		// The reference drops such a link; its attributes go with it.
 		d.xattrs.rollback(mark)
 		return nil
 	}
-	copy(l.TraceID[:], traceID)
-	copy(l.SpanID[:], spanID)
-	l.Attrs = d.xattrs.end()
-	d.links = append(d.links, l)
+	d.links = append(d.links, Link{TraceID: TraceID(trace), SpanID: SpanID(span), Attrs: d.xattrs.end()})
+	return nil
+}
+
+// attributes keeps in slab the attributes that kvs places in message src (see kvAt), the
+// elements from on of an attributes field, failing on the first that is malformed.
+func (d *protoDecoder) attributes(slab *attrSlab, src []byte, kvs []uint64, from int) error {
+	for i, place := range kvs {
+		key, val, err := keyValue(placed(src, place))
+		if err != nil {
+			return fmt.Errorf("attributes[%d]: %w", from+i, err)
+		}
+		if err = d.keep(slab, key, val); err != nil {
+			return fmt.Errorf("attributes[%d] %q: %w", from+i, key, err)
+		}
+	}
 	return nil
 }
 
@@ -786,18 +861,6 @@ func keyValue(src []byte) (key, val []byte, err error) {
 		return nil, nil, fc.err
 	}
 	return key, val, nil
-}
-
-// attribute keeps the KeyValue message data, element i of an attributes field, in slab.
-func (d *protoDecoder) attribute(slab *attrSlab, i int, data []byte) error {
-	key, val, err := keyValue(data)
-	if err != nil {
-		return fmt.Errorf("attributes[%d]: %w", i, err)
-	}
-	if err = d.keep(slab, key, val); err != nil {
-		return fmt.Errorf("attributes[%d] %q: %w", i, key, err)
-	}
-	return nil
 }
 
 // keep appends the attribute to slab when its key is kept. val is the AnyValue message, nil when

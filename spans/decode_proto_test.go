@@ -2,6 +2,7 @@ package spans_test
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"runtime"
 	"strconv"
@@ -367,6 +368,11 @@ func TestDecodeProtoBadInput(t *testing.T) {
 		{"truncated event", wrapSpan(cat(ids, field(11, []byte{0x12, 0x04}))), "events[0]"},
 		{"truncated link", wrapSpan(cat(ids, field(13, []byte{0x0a, 0x14}))), "links[0]"},
 		{"truncated resource", field(1, field(1, []byte{0x0a, 0x02, 0x0a})), "resource_spans[0]: resource"},
+		// A span with several faults fails on the first on the wire, whichever part holds it.
+		{"event before an attribute", wrapSpan(cat(ids, field(11, []byte{0x12, 0x04}), field(9, []byte{0x0a, 0x09}))), "spans[0]: events[0]"},
+		{"attribute before the status", wrapSpan(cat(ids, field(9, []byte{0x0a, 0x09}), field(15, []byte{0x12, 0x05}))), "spans[0]: attributes[0]"},
+		{"attribute before a broken field", wrapSpan(cat(ids, field(9, []byte{0x0a, 0x09}), []byte{0x08, 0xff})), "spans[0]: attributes[0]"},
+		{"ids not first, attribute before a broken field", wrapSpan(cat(field(2, id8(1)), field(1, id16(1)), field(9, []byte{0x0a, 0x09}), []byte{0x08, 0xff})), "spans[0]: attributes[0]"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -379,6 +385,10 @@ func TestDecodeProtoBadInput(t *testing.T) {
 			}
 			if !errors.Is(err, spans.ErrMalformed) || !spans.IsPermanent(err) {
 				t.Errorf("error %q is not ErrMalformed and permanent", err)
+			}
+			// Packed straight from the wire, the request is refused in the same words.
+			if _, perr := spans.DecodeProto(tt.body, spans.DecodeOptions{PackByTrace: true}); fmt.Sprint(perr) != err.Error() {
+				t.Errorf("with PackByTrace: %v; want %q", perr, err)
 			}
 		})
 	}

@@ -26,7 +26,7 @@ func decodeProtoPackedOld(b *Batch, buf []byte, opt DecodeOptions, reuse bool) e
 	bp := &b.pk.bp
 	pp := &bp.proto
 	defer pp.reset() // on every way out: the next request must find nothing of this one
-	d := protoDecoder{opt: opt, b: b}
+	d := protoDecoder{opt: opt, b: b, places: *b.places.ready()}
 	d.attrs.initIn(b.attrBuf, 256)
 	err := d.structure(pp, buf)
 	if err == nil {

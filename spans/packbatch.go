@@ -207,8 +207,7 @@ func (b *Batch) resetPacked() {
 // oversized says bp grew past what is kept for the next request: one request of very many spans
 // or traces leaves none of its memory behind, nor a map every later request would clear whole.
 func (bp *batchPacker) oversized() bool {
-	pl := &bp.proto.places
 	return cap(bp.buf) > maxPackerKeep || cap(bp.idx)+cap(bp.slots) > maxPackerKeep/4 ||
-		cap(bp.proto.refs) > maxPackerKeep/64 || cap(pl.kvs)+cap(pl.links)+cap(pl.events) > maxPackerKeep/64 ||
+		cap(bp.proto.refs) > maxPackerKeep/64 ||
 		cap(bp.traces) > maxPackerKeep/64 || len(bp.slot) > maxPackerKeep/64
 }

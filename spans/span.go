@@ -250,6 +250,9 @@ type Batch struct {
 	attrBuf []Attr
 	decoded []Span
 	pk      *Packing
+	// places is the protobuf decoder's memory for where a span's parts are (see wireSpan.read),
+	// kept for the next request as attrBuf is.
+	places wirePlaces
 }
 
 // recycle empties b for another request, keeping its arrays. The spans are cleared as far as the
