@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/VictoriaMetrics/easyproto"
+	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/stormwatch/stormwatch/spans/jsonlex"
 )
@@ -42,8 +43,10 @@ func (m *wireMsg) scan(src []byte) error {
 	var fc easyproto.FieldContext
 	for len(src) > 0 {
 		var err error
-		if src, err = fc.NextField(src); err != nil || fc.FieldNum == 0 {
-			return errSlowPath // field 0 is invalid protobuf; the generated decoder says so
+		if src, err = fc.NextField(src); err != nil || fc.FieldNum == 0 || protowire.Number(fc.FieldNum) > protowire.MaxValidNumber {
+			// Field 0, and numbers past 2^29-1 (easyproto reads up to 2^32-1), are invalid
+			// protobuf: the generated decoder says so.
+			return errSlowPath
 		}
 		if fc.FieldNum <= maxFieldNum {
 			if m.count[fc.FieldNum] < 255 {
