@@ -47,13 +47,18 @@ fixtures:
 	$(GO) run ./fixtures/gen
 
 ## fuzz: run each fuzz target for FUZZTIME (default 30s); `make test` already runs their seed corpora
+# FUZZMINIMIZE bounds the time spent shrinking each new interesting input: with Go's default of a
+# minute, a short run spends itself minimizing its first finds (FuzzReader: 85 executions in 20 s,
+# against 54,893 with 2 s).
 FUZZTIME ?= 30s
+FUZZMINIMIZE ?= 2s
 FUZZ_TARGETS := ./spans:FuzzDecodeProto ./spans:FuzzDecodeJSON ./spans:FuzzUnpack ./tracefile:FuzzReader \
-	./tracefile:FuzzProtoToJSON ./tracefile:FuzzJSONToProto ./tracefile:FuzzJaegerJSON ./tracefile:FuzzZipkinJSON
+	./tracefile:FuzzProtoToJSON ./tracefile:FuzzJSONToProto ./tracefile:FuzzJaegerJSON ./tracefile:FuzzZipkinJSON \
+	./analyzer/engine:FuzzUnpackOps
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \
 		echo "== $${t#*:} ($${t%%:*}) for $(FUZZTIME)"; \
-		$(GO) test -run '^$$' -fuzz "^$${t#*:}$$" -fuzztime $(FUZZTIME) $${t%%:*}; \
+		$(GO) test -run '^$$' -fuzz "^$${t#*:}$$" -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINIMIZE) $${t%%:*}; \
 	done
 
 clean:
