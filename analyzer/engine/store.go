@@ -302,10 +302,20 @@ const maxHeldRows = 6
 func allocHeld[A any](n int, issues bool) (*traceResult, *heldTrace, []acctRow) {
 	if issues {
 		h := new(heldNoted[A])
-		return &h.r, &h.meta, unsafe.Slice((*acctRow)(unsafe.Pointer(&h.rows)), n)
+		return &h.r, &h.meta, rowsIn(&h.rows, n)
 	}
 	h := new(heldAlone[A])
-	return &h.r, nil, unsafe.Slice((*acctRow)(unsafe.Pointer(&h.rows)), n)
+	return &h.r, nil, rowsIn(&h.rows, n)
+}
+
+// rowsIn is the array of n accounting rows at a as a slice. With none there is no array to point
+// into: the address of a zero-size last field is the end of its allocation, and converting it
+// (checkptr, under -race) is a pointer past it.
+func rowsIn[A any](a *A, n int) []acctRow {
+	if n == 0 {
+		return nil
+	}
+	return unsafe.Slice((*acctRow)(unsafe.Pointer(a)), n)
 }
 
 // dataIssues is the data issues a held analysis's trace had (none when m is nil: see hold).
