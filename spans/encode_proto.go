@@ -6,9 +6,6 @@ import (
 	"github.com/VictoriaMetrics/easyproto"
 )
 
-// EncodeProto encodes a batch as one OTLP ExportTraceServiceRequest in protobuf; see [AppendProto].
-func EncodeProto(b *Batch) []byte { return AppendProto(nil, b) }
-
 var protoMarshalers easyproto.MarshalerPool
 
 // AppendProto appends the batch to dst as one protobuf ExportTraceServiceRequest: one

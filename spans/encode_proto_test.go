@@ -14,7 +14,7 @@ import (
 	"github.com/stormwatch/stormwatch/tracefile"
 )
 
-// exported is what a batch should read back as after EncodeProto: the same, except that the
+// exported is what a batch should read back as after AppendProto: the same, except that the
 // display form of arrays, maps and bytes comes back as a plain string.
 func exported(b *spans.Batch) *spans.Batch {
 	conv := func(as []spans.Attr) []spans.Attr {
@@ -50,9 +50,9 @@ func exported(b *spans.Batch) *spans.Batch {
 // recorder's protobuf-to-JSON writer.
 func encodeJSON(t testing.TB, b *spans.Batch) []byte {
 	t.Helper()
-	js, err := tracefile.ProtoToJSON(spans.EncodeProto(b))
+	js, err := tracefile.ProtoToJSON(spans.AppendProto(nil, b))
 	if err != nil {
-		t.Fatalf("ProtoToJSON of EncodeProto output: %v", err)
+		t.Fatalf("ProtoToJSON of AppendProto output: %v", err)
 	}
 	return js
 }
@@ -63,14 +63,14 @@ func checkRoundTrip(t *testing.T, body []byte, opt spans.DecodeOptions) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pb := spans.EncodeProto(b)
+	pb := spans.AppendProto(nil, b)
 	// The generated code must read it: replay sends it to other collectors.
 	if err := proto.Unmarshal(pb, &coltracepb.ExportTraceServiceRequest{}); err != nil {
-		t.Fatalf("EncodeProto wrote what the generated code refuses: %v", err)
+		t.Fatalf("AppendProto wrote what the generated code refuses: %v", err)
 	}
 	back, err := spans.DecodeProto(pb, opt)
 	if err != nil {
-		t.Fatalf("DecodeProto of EncodeProto output: %v", err)
+		t.Fatalf("DecodeProto of AppendProto output: %v", err)
 	}
 	if d := spanstest.Diff(exported(b), back); d != "" {
 		t.Fatalf("protobuf round trip changed spans:\n%s", d)
@@ -95,7 +95,7 @@ func checkRoundTrip(t *testing.T, body []byte, opt spans.DecodeOptions) {
 	}
 }
 
-func TestEncodeProtoRoundTrip(t *testing.T) {
+func TestAppendProtoRoundTrip(t *testing.T) {
 	cases := map[string][]byte{"sdk": marshal(t, sdkRequest(t))}
 	for _, ec := range edgeCases() {
 		cases[ec.name] = marshal(t, ec.req)
@@ -107,7 +107,7 @@ func TestEncodeProtoRoundTrip(t *testing.T) {
 	}
 }
 
-func TestEncodeProtoShape(t *testing.T) {
+func TestAppendProtoShape(t *testing.T) {
 	res := &spans.Resource{ServiceName: "svc", ServiceInstance: "i-1", Attrs: []spans.Attr{spans.StringAttr(spans.AttrURLScheme, "http")}}
 	other := &spans.Resource{ServiceName: "other"}
 	mk := func(n byte, r *spans.Resource, scope string) spans.Span {

@@ -158,7 +158,7 @@ func FuzzDecodeProto(f *testing.F) {
 }
 
 // FuzzDecodeJSON: DecodeJSON never panics, errors are ErrMalformed, and what it accepts survives
-// a round trip through EncodeProto and the protobuf-to-JSON writer.
+// a round trip through AppendProto and the protobuf-to-JSON writer.
 func FuzzDecodeJSON(f *testing.F) {
 	for _, s := range jsonSeeds(f) {
 		f.Add(s)
@@ -192,7 +192,7 @@ func FuzzDecodeJSON(f *testing.F) {
 				}
 			}
 			if !utf8.Valid(body) {
-				continue // EncodeProto replaces invalid UTF-8, so the round trip cannot be exact
+				continue // AppendProto replaces invalid UTF-8, so the round trip cannot be exact
 			}
 			back, err := spans.DecodeJSON(encodeJSON(t, got), o.opt)
 			if err != nil {

@@ -382,7 +382,7 @@ func (r *Reader) nextTrace() (*Record, error) {
 		rec.Pos.Trace = b.Spans[0].TraceID.String()
 	}
 	if r.opt.Raw {
-		rec.Raw = spans.EncodeProto(b)
+		rec.Raw = spans.AppendProto(nil, b)
 	}
 	return rec, nil
 }

@@ -62,7 +62,7 @@ func (m Model) export() tea.Cmd {
 
 // writeTraceFile writes spans as one OTLP/JSON export request.
 func writeTraceFile(path string, ss []spans.Span) (int, error) {
-	body, err := tracefile.ProtoToJSON(spans.EncodeProto(&spans.Batch{Spans: ss}))
+	body, err := tracefile.ProtoToJSON(spans.AppendProto(nil, &spans.Batch{Spans: ss}))
 	if err != nil {
 		return 0, fmt.Errorf("encode %s: %w", path, err)
 	}

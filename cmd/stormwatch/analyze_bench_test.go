@@ -293,7 +293,7 @@ func BenchmarkAnalyzeAgainstPdata(b *testing.B) {
 // batchJSON writes a batch as one OTLP/JSON request, as the recorder writes it.
 func batchJSON(tb testing.TB, b *spans.Batch) []byte {
 	tb.Helper()
-	js, err := tracefile.ProtoToJSON(spans.EncodeProto(b))
+	js, err := tracefile.ProtoToJSON(spans.AppendProto(nil, b))
 	if err != nil {
 		tb.Fatal(err)
 	}
