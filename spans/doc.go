@@ -4,9 +4,11 @@
 // holds only what the analyzer, the TUI's span detail and the reports need - ids, parent, kind, times,
 // status, service and instance, the attributes in the well-known set (see semconv.go), links and event
 // names - decoded straight from the OTLP wire format without building a protobuf object tree:
-// [DecodeProto] for protobuf bodies, [DecodeJSON] for OTLP/JSON. [AppendJSON] writes a batch back out
-// as OTLP/JSON (the TUI's trace export). Strings may alias the buffer a batch was decoded from, so a
-// Batch keeps that buffer alive for as long as its spans are held, and the buffer must not be reused.
+// [DecodeProto] for protobuf bodies, [DecodeJSON] for OTLP/JSON. [AppendProto] writes a batch back
+// out as an OTLP protobuf request: replay sends that for a Jaeger or Zipkin file, and the TUI's
+// trace export turns it into OTLP/JSON with the one protobuf-to-JSON writer (tracefile's
+// ProtoToJSON). Strings may alias the buffer a batch was decoded from, so a Batch keeps that buffer
+// alive for as long as its spans are held, and the buffer must not be reused.
 //
 // [AppendPacked] and [AppendUnpacked] turn one trace's spans into a single pointer-free byte string
 // and back: the analyzer holds every span that way from the moment it arrives, so the garbage

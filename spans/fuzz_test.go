@@ -131,9 +131,9 @@ func FuzzDecodeProto(f *testing.F) {
 				t.Fatalf("%s: DecodeProtoInto a recycled batch differs:\n%s", o.name, d)
 			}
 			packedByTrace(t, false, dirty, body, o.opt, got)
-			back, err := spans.DecodeJSON(spans.EncodeJSON(got), o.opt)
+			back, err := spans.DecodeJSON(encodeJSON(t, got), o.opt)
 			if err != nil {
-				t.Fatalf("%s: DecodeJSON(EncodeJSON(batch)): %v", o.name, err)
+				t.Fatalf("%s: DecodeJSON of the batch as OTLP/JSON: %v", o.name, err)
 			}
 			if d := spanstest.Diff(exported(got), back); d != "" {
 				t.Fatalf("%s: JSON round trip changed the batch:\n%s", o.name, d)
@@ -158,7 +158,7 @@ func FuzzDecodeProto(f *testing.F) {
 }
 
 // FuzzDecodeJSON: DecodeJSON never panics, errors are ErrMalformed, and what it accepts survives
-// an EncodeJSON/DecodeJSON round trip.
+// a round trip through AppendProto and the protobuf-to-JSON writer.
 func FuzzDecodeJSON(f *testing.F) {
 	for _, s := range jsonSeeds(f) {
 		f.Add(s)
@@ -192,11 +192,11 @@ func FuzzDecodeJSON(f *testing.F) {
 				}
 			}
 			if !utf8.Valid(body) {
-				continue // EncodeJSON replaces invalid UTF-8, so the round trip cannot be exact
+				continue // AppendProto replaces invalid UTF-8, so the round trip cannot be exact
 			}
-			back, err := spans.DecodeJSON(spans.EncodeJSON(got), o.opt)
+			back, err := spans.DecodeJSON(encodeJSON(t, got), o.opt)
 			if err != nil {
-				t.Fatalf("%s: DecodeJSON(EncodeJSON(batch)): %v", o.name, err)
+				t.Fatalf("%s: DecodeJSON of the batch as OTLP/JSON: %v", o.name, err)
 			}
 			if d := spanstest.Diff(exported(got), back); d != "" {
 				t.Fatalf("%s: JSON round trip changed the batch:\n%s", o.name, d)

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/stormwatch/stormwatch/internal/cputime"
+	"github.com/stormwatch/stormwatch/spans"
+	"github.com/stormwatch/stormwatch/tracefile/foreigntest"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
@@ -57,6 +59,42 @@ func BenchmarkRead(b *testing.B) {
 			b.ReportMetric(float64(cputime.Process()-cpu0)/float64(spans), "cpu-ns/span")
 		})
 	}
+}
+
+// BenchmarkReadForeignRaw reads a Jaeger document of 100 traces of 100 realistic spans with Raw,
+// as replay reads a Jaeger or Zipkin file: each trace's batch encoded as an OTLP protobuf request.
+func BenchmarkReadForeignRaw(b *testing.B) {
+	var all []spans.Span
+	for i := 0; i < 100; i++ {
+		body := mustMarshal(b, realisticRequest(i, 100))
+		batch, err := spans.DecodeProto(body, spans.DecodeOptions{AllAttributes: true})
+		if err != nil {
+			b.Fatal(err)
+		}
+		all = append(all, batch.Spans...)
+	}
+	data := foreigntest.Jaeger(all)
+	b.SetBytes(int64(len(data)))
+	b.ReportAllocs()
+	cpu0 := cputime.Process()
+	n := 0
+	for b.Loop() {
+		r, err := NewReader(bytes.NewReader(data), "t.json", ReadOptions{Raw: true})
+		if err != nil {
+			b.Fatal(err)
+		}
+		for {
+			rec, err := r.Next()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				b.Fatal(err)
+			}
+			n += len(rec.Batch.Spans)
+		}
+	}
+	b.ReportMetric(float64(cputime.Process()-cpu0)/float64(n), "cpu-ns/span")
 }
 
 // BenchmarkProtoToJSON compares, on one 100-span request (the recorder's cost per request for a

@@ -312,7 +312,7 @@ func TestForeignRaw(t *testing.T) {
 	if rec.Pos.String() != "-: trace 1 (00000000000000000000000000a1b2c3)" {
 		t.Errorf("position %q", rec.Pos)
 	}
-	if !bytes.Equal(spans.EncodeJSON(back), spans.EncodeJSON(rec.Batch)) {
+	if !bytes.Equal(spans.AppendProto(nil, back), spans.AppendProto(nil, rec.Batch)) {
 		t.Errorf("raw form differs from the batch")
 	}
 }

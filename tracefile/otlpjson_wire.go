@@ -43,9 +43,10 @@ func (m *wireMsg) scan(src []byte) error {
 	var fc easyproto.FieldContext
 	for len(src) > 0 {
 		var err error
-		if src, err = fc.NextField(src); err != nil || fc.FieldNum == 0 || protowire.Number(fc.FieldNum) > protowire.MaxValidNumber {
+		if src, err = fc.NextField(src); err != nil || fc.FieldNum == 0 || fc.FieldNum > uint32(protowire.MaxValidNumber) {
 			// Field 0, and numbers past 2^29-1 (easyproto reads up to 2^32-1), are invalid
-			// protobuf: the generated decoder says so.
+			// protobuf: the generated decoder says so. Compared as uint32: a number past 2^31
+			// would turn negative as a protowire.Number.
 			return errSlowPath
 		}
 		if fc.FieldNum <= maxFieldNum {

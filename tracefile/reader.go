@@ -382,11 +382,7 @@ func (r *Reader) nextTrace() (*Record, error) {
 		rec.Pos.Trace = b.Spans[0].TraceID.String()
 	}
 	if r.opt.Raw {
-		raw, err := JSONToProto(spans.EncodeJSON(b))
-		if err != nil {
-			return nil, fmt.Errorf("%s: encode as OTLP: %w", rec.Pos, err)
-		}
-		rec.Raw = raw
+		rec.Raw = spans.AppendProto(nil, b)
 	}
 	return rec, nil
 }

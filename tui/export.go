@@ -9,6 +9,7 @@ import (
 
 	"github.com/stormwatch/stormwatch/analyzer/engine"
 	"github.com/stormwatch/stormwatch/spans"
+	"github.com/stormwatch/stormwatch/tracefile"
 )
 
 // export writes the trace in view (the open one, or the one of the selected operation or finding)
@@ -61,7 +62,10 @@ func (m Model) export() tea.Cmd {
 
 // writeTraceFile writes spans as one OTLP/JSON export request.
 func writeTraceFile(path string, ss []spans.Span) (int, error) {
-	body := spans.EncodeJSON(&spans.Batch{Spans: ss})
+	body, err := tracefile.ProtoToJSON(spans.AppendProto(nil, &spans.Batch{Spans: ss}))
+	if err != nil {
+		return 0, fmt.Errorf("encode %s: %w", path, err)
+	}
 	if err := os.WriteFile(path, append(body, '\n'), 0o644); err != nil {
 		return 0, fmt.Errorf("write %s: %w", path, err)
 	}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/stormwatch/stormwatch/analyzer/workload"
 	"github.com/stormwatch/stormwatch/spans"
+	"github.com/stormwatch/stormwatch/tracefile"
 )
 
 // writeWorkload writes n spans of the analyzer's synthetic multi-layer workload as OTLP/JSON
@@ -32,12 +33,10 @@ func writeWorkload(tb testing.TB, path string, n int) {
 	}
 	bw := bufio.NewWriterSize(f, 1<<20)
 	w := workload.NewWorkload(time.Date(2026, 1, 15, 10, 0, 0, 0, time.UTC).UnixNano())
-	var line []byte
 	for done := 0; done < n; {
 		b := &spans.Batch{}
 		done += w.Fill(b, min(512, n-done))
-		line = spans.AppendJSON(line[:0], b)
-		line = append(line, '\n')
+		line := append(batchJSON(tb, b), '\n')
 		if _, err := bw.Write(line); err != nil {
 			tb.Fatal(err)
 		}
@@ -289,4 +288,14 @@ func BenchmarkAnalyzeAgainstPdata(b *testing.B) {
 			b.ReportMetric(bytesPerSpan, "B/span")
 		})
 	}
+}
+
+// batchJSON writes a batch as one OTLP/JSON request, as the recorder writes it.
+func batchJSON(tb testing.TB, b *spans.Batch) []byte {
+	tb.Helper()
+	js, err := tracefile.ProtoToJSON(spans.AppendProto(nil, b))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return js
 }

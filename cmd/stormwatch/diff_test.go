@@ -605,7 +605,7 @@ func writeDeepChain(t *testing.T, path string, levels, leafTries int) {
 		}
 		call(caller, svc, "http://leaf:80/x", status, at, at+1)
 	}
-	line := spans.AppendJSON(nil, &spans.Batch{Spans: ss})
+	line := batchJSON(t, &spans.Batch{Spans: ss})
 	if err := os.WriteFile(path, append(line, '\n'), 0o644); err != nil {
 		t.Fatal(err)
 	}

@@ -52,7 +52,7 @@ func TestLiveFollowsJaeger(t *testing.T) {
 			all[i].Events[j].TimeUnixNano += shift
 		}
 	}
-	srv.SendOTLPJSON(t, spans.EncodeJSON(&spans.Batch{Spans: all}))
+	srv.SendOTLPJSON(t, batchJSON(t, &spans.Batch{Spans: all}))
 
 	s, err := newAnalysisSession(&analysisFlags{settle: time.Hour}, 1_000_000, nil)
 	if err != nil {

@@ -70,7 +70,7 @@ var replayModes = []replayMode{
 		}
 		p := replay.NewPlayer([]string{file}, replay.Options{Speed: 20, Loop: true, Passes: 2})
 		err = p.PlayTo(context.Background(), spans.ConsumerFunc(func(_ context.Context, b *spans.Batch) error {
-			return w.WriteRequest(spans.EncodeJSON(b), true)
+			return w.WriteRequest(spans.AppendProto(nil, b), false)
 		}))
 		if err != nil {
 			t.Fatal(err)

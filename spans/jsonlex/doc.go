@@ -1,7 +1,7 @@
 // Package jsonlex holds the JSON lexing and quoting that stormwatch's OTLP/JSON code shares: the
-// span decoder (spans.DecodeJSON) and encoder in spans, and the trace file's JSON-to-protobuf
-// transcoder and protobuf-to-JSON writer in tracefile. Each reads or writes the same JSON, so each
-// piece exists once here. Both readers walk the request with one [Scanner], which validates what
+// span decoder (spans.DecodeJSON) in spans, and the trace file's JSON-to-protobuf transcoder and
+// protobuf-to-JSON writer (the one OTLP/JSON writer) in tracefile. Each reads or writes the same
+// JSON, so each piece exists once here. Both readers walk the request with one [Scanner], which validates what
 // it reads and words a positioned error; the decoder reports that error, the transcoder hands the
 // request to protojson instead (and asks for the strictness protojson has).
 //

@@ -6,12 +6,15 @@ import (
 	"testing"
 
 	"go.opentelemetry.io/collector/pdata/ptrace"
+	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/stormwatch/stormwatch/spans"
 	"github.com/stormwatch/stormwatch/spans/spanstest"
+	"github.com/stormwatch/stormwatch/tracefile"
 )
 
-// exported is what a batch should read back as after EncodeJSON: the same, except that the
+// exported is what a batch should read back as after AppendProto: the same, except that the
 // display form of arrays, maps and bytes comes back as a plain string.
 func exported(b *spans.Batch) *spans.Batch {
 	conv := func(as []spans.Attr) []spans.Attr {
@@ -43,34 +46,56 @@ func exported(b *spans.Batch) *spans.Batch {
 	return c
 }
 
+// encodeJSON writes a batch as OTLP/JSON the one way there is: as protobuf, then through the
+// recorder's protobuf-to-JSON writer.
+func encodeJSON(t testing.TB, b *spans.Batch) []byte {
+	t.Helper()
+	js, err := tracefile.ProtoToJSON(spans.AppendProto(nil, b))
+	if err != nil {
+		t.Fatalf("ProtoToJSON of AppendProto output: %v", err)
+	}
+	return js
+}
+
 func checkRoundTrip(t *testing.T, body []byte, opt spans.DecodeOptions) {
 	t.Helper()
 	b, err := spans.DecodeProto(body, opt)
 	if err != nil {
 		t.Fatal(err)
 	}
-	js := spans.EncodeJSON(b)
-	if !json.Valid(js) {
-		t.Fatalf("EncodeJSON wrote invalid JSON:\n%s", js)
+	pb := spans.AppendProto(nil, b)
+	// The generated code must read it: replay sends it to other collectors.
+	if err := proto.Unmarshal(pb, &coltracepb.ExportTraceServiceRequest{}); err != nil {
+		t.Fatalf("AppendProto wrote what the generated code refuses: %v", err)
 	}
-	back, err := spans.DecodeJSON(js, opt)
+	back, err := spans.DecodeProto(pb, opt)
 	if err != nil {
-		t.Fatalf("DecodeJSON of EncodeJSON output: %v\n%s", err, js)
+		t.Fatalf("DecodeProto of AppendProto output: %v", err)
 	}
 	if d := spanstest.Diff(exported(b), back); d != "" {
-		t.Fatalf("round trip changed spans:\n%s\n%s", d, js)
+		t.Fatalf("protobuf round trip changed spans:\n%s", d)
+	}
+	js := encodeJSON(t, b)
+	if !json.Valid(js) {
+		t.Fatalf("invalid JSON:\n%s", js)
+	}
+	if back, err = spans.DecodeJSON(js, opt); err != nil {
+		t.Fatalf("DecodeJSON of the batch as OTLP/JSON: %v\n%s", err, js)
+	}
+	if d := spanstest.Diff(exported(b), back); d != "" {
+		t.Fatalf("JSON round trip changed spans:\n%s\n%s", d, js)
 	}
 	// A second tool must read it too: the OpenTelemetry Collector's own OTLP/JSON unmarshaler.
 	td, err := (&ptrace.JSONUnmarshaler{}).UnmarshalTraces(js)
 	if err != nil {
-		t.Fatalf("pdata cannot read EncodeJSON output: %v\n%s", err, js)
+		t.Fatalf("pdata cannot read the batch as OTLP/JSON: %v\n%s", err, js)
 	}
 	if td.SpanCount() != len(b.Spans) {
 		t.Fatalf("pdata reads %d spans, want %d", td.SpanCount(), len(b.Spans))
 	}
 }
 
-func TestEncodeJSONRoundTrip(t *testing.T) {
+func TestAppendProtoRoundTrip(t *testing.T) {
 	cases := map[string][]byte{"sdk": marshal(t, sdkRequest(t))}
 	for _, ec := range edgeCases() {
 		cases[ec.name] = marshal(t, ec.req)
@@ -82,7 +107,7 @@ func TestEncodeJSONRoundTrip(t *testing.T) {
 	}
 }
 
-func TestEncodeJSONShape(t *testing.T) {
+func TestAppendProtoShape(t *testing.T) {
 	res := &spans.Resource{ServiceName: "svc", ServiceInstance: "i-1", Attrs: []spans.Attr{spans.StringAttr(spans.AttrURLScheme, "http")}}
 	other := &spans.Resource{ServiceName: "other"}
 	mk := func(n byte, r *spans.Resource, scope string) spans.Span {
@@ -90,10 +115,11 @@ func TestEncodeJSONShape(t *testing.T) {
 			StartUnixNano: 1, EndUnixNano: 2, Kind: spans.KindServer, Status: spans.StatusError}
 	}
 	b := &spans.Batch{Spans: []spans.Span{mk(1, res, "a"), mk(2, other, "a"), mk(3, res, "b"), mk(4, res, "a")}}
-	js := string(spans.EncodeJSON(b))
+	js := string(encodeJSON(t, b))
 	for _, want := range []string{
 		`{"resourceSpans":[{"resource":{"attributes":[{"key":"service.name","value":{"stringValue":"svc"}},{"key":"service.instance.id","value":{"stringValue":"i-1"}},{"key":"url.scheme","value":{"stringValue":"http"}}]},"scopeSpans":[{"scope":{"name":"a"},"spans":[{"traceId":"00000000000000000000000000000001","spanId":"0000000000000001",`,
-		`"name":"s\"\u0001\ufffd","kind":2,"startTimeUnixNano":"1","endTimeUnixNano":"2","status":{"code":2}}`,
+		// The invalid byte is written as U+FFFD, a valid string for protobuf and JSON alike.
+		`"name":"s\"\u0001` + "\ufffd" + `","kind":2,"startTimeUnixNano":"1","endTimeUnixNano":"2","status":{"code":2}}`,
 	} {
 		if !strings.Contains(js, want) {
 			t.Errorf("output lacks %s\n%s", want, js)
@@ -105,7 +131,7 @@ func TestEncodeJSONShape(t *testing.T) {
 	if n := strings.Count(js, `"scope":`); n != 3 {
 		t.Errorf("%d scopes, want 3 (a and b for svc, a for other)", n)
 	}
-	if got := string(spans.EncodeJSON(&spans.Batch{})); got != `{"resourceSpans":[]}` {
+	if got := string(encodeJSON(t, &spans.Batch{})); got != `{"resourceSpans":[]}` {
 		t.Errorf("empty batch encodes as %s", got)
 	}
 }
