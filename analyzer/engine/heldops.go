@@ -55,10 +55,7 @@ var errOpsCorrupt = errors.New("corrupt packed operations")
 
 // opsPacker packs operations; it lives in a scratch and is reused from trace to trace.
 type opsPacker struct {
-	buf []byte
-	// slab is where the frames are carved from: each is held as long as its trace or the
-	// window keeps it.
-	slab  []byte
+	buf   []byte
 	index map[*analyzer.Operation]int32 // operation -> its position in the frame, for Parent
 	// strs finds strings already written by the address of their bytes: a direct-mapped cache.
 	strs  [64]opsStrSlot
@@ -156,7 +153,7 @@ func (p *opsPacker) pack(ops []*analyzer.Operation) []byte {
 	if cap(p.buf) > 64*maxScratch {
 		p.buf = nil
 	}
-	return frameOf([5]int{len(ops), nAtt, nCalls, nOrigins, int(p.nStrs)}, traceID, b, &p.slab)
+	return frameOf([5]int{len(ops), nAtt, nCalls, nOrigins, int(p.nStrs)}, traceID, b)
 }
 
 // packAttempt appends attempt at of an operation that started at opStart.
@@ -183,8 +180,8 @@ func (p *opsPacker) packAttempt(b []byte, at *analyzer.Attempt, opStart int64) [
 
 // frameOf is the frame of packed operations body, whose counts are n (operations, attempts,
 // calls, origins, strings) and trace traceID (when there are operations): its size, its head
-// and body, in a slice of exactly its size carved from slab (see carve).
-func frameOf(n [5]int, traceID spans.TraceID, body []byte, slab *[]byte) []byte {
+// and body, in a slice of exactly its size.
+func frameOf(n [5]int, traceID spans.TraceID, body []byte) []byte {
 	var head [5*binary.MaxVarintLen64 + len(traceID)]byte
 	h := head[:0]
 	for _, v := range n {
@@ -195,7 +192,7 @@ func frameOf(n [5]int, traceID spans.TraceID, body []byte, slab *[]byte) []byte 
 	}
 	var sizeBuf [binary.MaxVarintLen64]byte
 	size := sizeBuf[:binary.PutUvarint(sizeBuf[:], uint64(len(h)+len(body)))]
-	out := carve(slab, len(size)+len(h)+len(body))[:0]
+	out := make([]byte, 0, len(size)+len(h)+len(body))
 	out = append(out, size...)
 	out = append(out, h...)
 	return append(out, body...)

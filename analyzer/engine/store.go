@@ -64,12 +64,11 @@ func (a *Engine) framed(block []byte) []byte {
 // it does, so whoever appends to it (addPending) reallocates instead of writing into the bytes
 // carved after it.
 //
-// What is carved is held - a trace's packed spans (framed), its packed operations (frameOf) -
-// and is made one trace after another, a few kilobytes at a time: an allocation each, with its
-// clearing, cost about as much again as the copy into it. A slab lives until the last bytes
-// carved from it are let go: traces filed or analyzed together settle, are released, forgotten,
-// evicted or leave the window at about the same time, and a trace analyzed again is packed
-// anew (keepPacked when it came in several blocks, hold), letting go of what it held.
+// What is carved is held - a trace's packed spans - and is made one trace after another, a few
+// kilobytes at a time: an allocation each, with its clearing, cost about as much again as the
+// copy into it. A slab lives until the last bytes carved from it are let go: traces filed
+// together settle, are released, forgotten or evicted at about the same time, and a trace
+// analyzed again out of several blocks is packed anew (keepPacked), letting go of them.
 func carve(slab *[]byte, n int) []byte {
 	if n > slabSize/4 {
 		return make([]byte, n)
