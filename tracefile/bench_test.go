@@ -61,8 +61,9 @@ func BenchmarkRead(b *testing.B) {
 	}
 }
 
-// BenchmarkReadForeignRaw reads a Jaeger document of 100 traces of 100 realistic spans with Raw,
-// as replay reads a Jaeger or Zipkin file: each trace's batch encoded as an OTLP protobuf request.
+// BenchmarkReadForeignRaw reads a Jaeger document, and the same spans as a Zipkin one, of 100
+// traces of 100 realistic spans with Raw, as replay reads a Jaeger or Zipkin file: each trace's
+// batch encoded as an OTLP protobuf request.
 func BenchmarkReadForeignRaw(b *testing.B) {
 	var all []spans.Span
 	for i := 0; i < 100; i++ {
@@ -73,28 +74,35 @@ func BenchmarkReadForeignRaw(b *testing.B) {
 		}
 		all = append(all, batch.Spans...)
 	}
-	data := foreigntest.Jaeger(all)
-	b.SetBytes(int64(len(data)))
-	b.ReportAllocs()
-	cpu0 := cputime.Process()
-	n := 0
-	for b.Loop() {
-		r, err := NewReader(bytes.NewReader(data), "t.json", ReadOptions{Raw: true})
-		if err != nil {
-			b.Fatal(err)
-		}
-		for {
-			rec, err := r.Next()
-			if err == io.EOF {
-				break
+	zipkin, _ := foreigntest.Zipkin(all, foreigntest.ZipkinOptions{})
+	for _, doc := range []struct {
+		name string
+		data []byte
+	}{{"jaeger", foreigntest.Jaeger(all)}, {"zipkin", zipkin}} {
+		b.Run(doc.name, func(b *testing.B) {
+			b.SetBytes(int64(len(doc.data)))
+			b.ReportAllocs()
+			cpu0 := cputime.Process()
+			n := 0
+			for b.Loop() {
+				r, err := NewReader(bytes.NewReader(doc.data), "t.json", ReadOptions{Raw: true})
+				if err != nil {
+					b.Fatal(err)
+				}
+				for {
+					rec, err := r.Next()
+					if err == io.EOF {
+						break
+					}
+					if err != nil {
+						b.Fatal(err)
+					}
+					n += len(rec.Batch.Spans)
+				}
 			}
-			if err != nil {
-				b.Fatal(err)
-			}
-			n += len(rec.Batch.Spans)
-		}
+			b.ReportMetric(float64(cputime.Process()-cpu0)/float64(n), "cpu-ns/span")
+		})
 	}
-	b.ReportMetric(float64(cputime.Process()-cpu0)/float64(n), "cpu-ns/span")
 }
 
 // BenchmarkProtoToJSON compares, on one 100-span request (the recorder's cost per request for a

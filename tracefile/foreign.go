@@ -37,20 +37,47 @@ func readDocument(src io.Reader, name string, f Format, max int) ([]byte, error)
 }
 
 // checkDepth refuses JSON nested deeper than max before encoding/json, whose own bound is far
-// larger, walks it.
+// larger, walks it. It tracks strings and nesting as valueScanner does, but skips a string's
+// contents with IndexByte: a document is mostly strings, and this walk runs over every byte
+// of a file of millions of spans.
 func checkDepth(body []byte, max int) error {
-	var s valueScanner
-	for i, c := range body {
-		s.feed(body[i : i+1])
-		if s.inStr {
-			continue
-		}
-		if (c == '{' || c == '[') && s.depth > max {
-			return fmt.Errorf("%w: JSON nested more than %d deep (byte %d)", spans.ErrTooDeep, max, i)
-		}
-		if s.done {
-			// A second value after the document: leave it to the decoder, which names it.
-			s = valueScanner{}
+	depth := 0
+	for i := 0; i < len(body); i++ {
+		switch body[i] {
+		case '"':
+			// Skip to the closing quote, stepping over escapes; an unclosed string ends the walk.
+			// q is the next quote at or after i, searched again only once an escape passes it,
+			// so a long run of escapes costs one pass, not one per escape.
+			i++
+			q := -1
+			for {
+				if q < i {
+					n := bytes.IndexByte(body[i:], '"')
+					if n < 0 {
+						return nil
+					}
+					q = i + n
+				}
+				e := bytes.IndexByte(body[i:q], '\\')
+				if e < 0 {
+					i = q
+					break
+				}
+				i += e + 2 // past the backslash and the byte it escapes
+				if i >= len(body) {
+					return nil
+				}
+			}
+		case '{', '[':
+			if depth++; depth > max {
+				return fmt.Errorf("%w: JSON nested more than %d deep (byte %d)", spans.ErrTooDeep, max, i)
+			}
+		case '}', ']':
+			// A value closed to depth 0 ends the document; whatever follows is left to the
+			// decoder, which names it, and is walked as a document of its own.
+			if depth--; depth < 0 {
+				depth = 0
+			}
 		}
 	}
 	return nil
@@ -59,6 +86,14 @@ func checkDepth(body []byte, max int) error {
 // decodeDocument decodes body into v, turning encoding/json's errors into ones that say where the
 // document went wrong and what was expected, for a user who gave the wrong file or a cut download.
 func decodeDocument(body []byte, v any, f Format) error {
+	// A sound document is decoded in place: a Decoder would first copy all of it into a buffer
+	// it grows as it reads. Unmarshal succeeds exactly when the Decoder below would (v holds no
+	// interface values, so UseNumber changes nothing); only a document that fails is decoded
+	// again, afresh, for the Decoder's errors, which say where the document went wrong.
+	if json.Unmarshal(body, v) == nil {
+		return nil
+	}
+	reflect.ValueOf(v).Elem().SetZero()
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
 	err := dec.Decode(v)

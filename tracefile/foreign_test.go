@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"math"
 	"strings"
 	"testing"
 
@@ -292,6 +293,48 @@ func TestForeignBadInput(t *testing.T) {
 			t.Errorf("err = %v", err)
 		}
 	})
+}
+
+// TestJaegerTagValues: a tag's value reads as JSON reads it, whether it is plain (a string without
+// escapes, true or false, an integer) or needs unescaping, UTF-8 repair or a float.
+func TestJaegerTagValues(t *testing.T) {
+	for _, c := range []struct {
+		typ, value string
+		want       spans.Attr
+	}{
+		{"string", `"plain"`, spans.StringAttr("k", "plain")},
+		{"", `""`, spans.StringAttr("k", "")},
+		{"string", `"caf\u00e9 \"q\""`, spans.StringAttr("k", `café "q"`)},
+		{"string", `"café"`, spans.StringAttr("k", "café")},
+		// Brackets in a string, after an escaped quote, are not nesting.
+		{"string", `"\\\"` + strings.Repeat("[", 70) + `"`, spans.StringAttr("k", `\"`+strings.Repeat("[", 70))},
+		{"string", "\"bad \xff utf-8\"", spans.StringAttr("k", "bad \uFFFD utf-8")},
+		{"bool", `true`, spans.BoolAttr("k", true)},
+		{"BOOL", `false`, spans.BoolAttr("k", false)},
+		{"int64", `-0`, spans.IntAttr("k", 0)},
+		{"int64", `"8080"`, spans.IntAttr("k", 8080)},
+		{"int64", `-9223372036854775808`, spans.IntAttr("k", math.MinInt64)},
+		{"int64", `9223372036854775808`, spans.DoubleAttr("k", 9223372036854775808)},
+		{"int64", `12345678901234567890123`, spans.DoubleAttr("k", 12345678901234567890123)},
+		{"float64", `1e3`, spans.DoubleAttr("k", 1000)},
+		{"float64", `12.5`, spans.DoubleAttr("k", 12.5)},
+	} {
+		doc := `{"data":[{"traceID":"1","spans":[{"spanID":"2","tags":[{"key":"k","type":"` + c.typ + `","value":` + c.value + `}]}]}]}`
+		batches, _, err := DecodeJaegerJSON([]byte(doc), spans.DecodeOptions{AllAttributes: true})
+		if err != nil {
+			t.Errorf("%s %s: %v", c.typ, c.value, err)
+			continue
+		}
+		if got := batches[0].Spans[0].Attrs; len(got) != 1 || got[0] != c.want {
+			t.Errorf("%s %s read as %+v, want %+v", c.typ, c.value, got, c.want)
+		}
+	}
+	for _, v := range []string{`"007"`, `"+5"`, `"1_000"`, `"0x10"`, `"Inf"`, `"1."`, `"-"`} {
+		doc := `{"data":[{"traceID":"1","spans":[{"spanID":"2","tags":[{"key":"k","type":"int64","value":` + v + `}]}]}]}`
+		if _, _, err := DecodeJaegerJSON([]byte(doc), spans.DecodeOptions{AllAttributes: true}); err == nil {
+			t.Errorf("int64 tag %s read without an error", v)
+		}
+	}
 }
 
 // TestForeignRaw: replay asks for the protobuf form of each record; the traces of a Jaeger

@@ -7,8 +7,10 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/stormwatch/stormwatch/spans"
+	"github.com/stormwatch/stormwatch/spans/jsonlex"
 )
 
 // The Jaeger query service's JSON (GET /api/traces, GET /api/traces/{id}, the UI's "Download
@@ -69,11 +71,20 @@ func (t jaegerTag) attr() (spans.Attr, error) {
 	var err error
 	switch strings.ToLower(t.Type) {
 	case "", "string":
+		if s, ok := plainJSONString(t.Value); ok {
+			return spans.StringAttr(t.Key, s), nil
+		}
 		var s string
 		if err = json.Unmarshal(t.Value, &s); err == nil {
 			return spans.StringAttr(t.Key, s), nil
 		}
 	case "bool":
+		switch string(t.Value) {
+		case "true":
+			return spans.BoolAttr(t.Key, true), nil
+		case "false":
+			return spans.BoolAttr(t.Key, false), nil
+		}
 		var b bool
 		if err = json.Unmarshal(t.Value, &b); err == nil {
 			return spans.BoolAttr(t.Key, b), nil
@@ -82,6 +93,9 @@ func (t jaegerTag) attr() (spans.Attr, error) {
 		var n json.Number
 		// Some writers quote 64-bit numbers, as OTLP/JSON does.
 		raw := strings.Trim(string(t.Value), `"`)
+		if i, ok := plainJSONInt(raw); ok {
+			return spans.IntAttr(t.Key, i), nil
+		}
 		if err = json.Unmarshal([]byte(raw), &n); err == nil {
 			return numberAttr(t.Key, n)
 		}
@@ -97,6 +111,33 @@ func (t jaegerTag) attr() (spans.Attr, error) {
 		return spans.Attr{}, fmt.Errorf("tag %q: unknown type %q (want string, bool, int64, float64 or binary)", t.Key, t.Type)
 	}
 	return spans.Attr{}, fmt.Errorf("tag %q of type %s: value %s does not fit", t.Key, t.Type, t.Value)
+}
+
+// Tag values are read through json.Unmarshal only when they need it: a Jaeger document holds
+// tens of tags a span, and one Unmarshal call each was most of the cost of reading it. The two
+// helpers below take the common values, which Unmarshal would read the same, and refuse the rest.
+
+// plainJSONString reads a JSON string without escapes whose bytes are valid UTF-8 (Unmarshal
+// would replace invalid ones).
+func plainJSONString(raw []byte) (string, bool) {
+	if len(raw) < 2 || raw[0] != '"' || raw[len(raw)-1] != '"' {
+		return "", false
+	}
+	in := raw[1 : len(raw)-1]
+	if jsonlex.SkipPlain(in, 0) != len(in) || !utf8.Valid(in) {
+		return "", false
+	}
+	return string(in), true
+}
+
+// plainJSONInt reads a JSON integer that fits an int64.
+func plainJSONInt(s string) (int64, bool) {
+	digits := strings.TrimPrefix(s, "-")
+	if len(digits) > 1 && digits[0] == '0' { // JSON has no leading zeroes
+		return 0, false
+	}
+	n, end, ok := jsonlex.ParseInt([]byte(s), 0)
+	return n, ok && end == len(s)
 }
 
 // DecodeJaegerJSON decodes a Jaeger query service JSON document ({"data":[...]}, as GET
