@@ -20,11 +20,17 @@ build:
 # tests run under the race detector instead of plainly, not as well: a second, plain run would
 # find nothing the raced one misses and would cost as much again. Every other package runs plain.
 RACE_PKGS := ./collector/... ./reference/... ./analyzer/... ./tracefile/... ./tui/... ./cmd/...
+# COST_TESTS weigh the engine's CPU on traces tens of thousands of spans wide (no shape may cost
+# the square): under the race detector they take minutes and find nothing, so they skip under it
+# and run here plainly.
+COST_TESTS := ^Test(WideShapes|ManyDeliveries)CostNoSquare$$
 
-## test: every test and the fuzz seed corpora; the packages that start goroutines under the race detector
+## test: every test and the fuzz seed corpora; the packages that start goroutines under the race detector,
+## the engine's cost tests without it
 test:
 	$(GO) test -count=1 -race $(RACE_PKGS)
 	$(GO) test -count=1 $(filter-out $(shell $(GO) list $(RACE_PKGS)),$(shell $(GO) list ./...))
+	$(GO) test -count=1 -run '$(COST_TESTS)' ./analyzer/engine/
 	$(MAKE) test-otelcol
 
 ## lint: go vet, staticcheck (its default checks, unused code included) on both modules, and gofmt

@@ -70,6 +70,7 @@ func TestWideShapesCostNoSquare(t *testing.T) {
 	if testing.Short() {
 		t.Skip("analyzes traces of 20,000 siblings")
 	}
+	skipUnderRace(t)
 	for _, shape := range wideShapes {
 		if why, ok := stillSquare[shape.name]; ok {
 			t.Logf("%s not judged: %s", shape.name, why)
@@ -278,10 +279,19 @@ func TestManyDeliveriesCostNoSquare(t *testing.T) {
 	if testing.Short() {
 		t.Skip("analyzes a trace delivered in 20,000 batches")
 	}
+	skipUnderRace(t)
 	shape := func(n int) []spans.Span { return clientSiblings(n, true) }
 	small, large := cpuPerSpan(t, shape(2_000), "", 1), cpuPerSpan(t, shape(20_000), "", 1)
 	if large > 4*small+time.Microsecond {
 		t.Errorf("%v a span delivered in 20,000 batches, %v in 2,000: the cost grows with the deliveries", large, small)
+	}
+}
+
+// skipUnderRace skips a cost test under the race detector (see raceEnabled).
+func skipUnderRace(t *testing.T) {
+	t.Helper()
+	if raceEnabled {
+		t.Skip("weighs CPU over traces too wide for the race detector's pace; make test runs it without")
 	}
 }
 
