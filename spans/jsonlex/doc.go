@@ -1,9 +1,11 @@
 // Package jsonlex holds the JSON lexing and quoting that stormwatch's OTLP/JSON code shares: the
 // span decoder (spans.DecodeJSON) in spans, and the trace file's JSON-to-protobuf transcoder and
 // protobuf-to-JSON writer (the one OTLP/JSON writer) in tracefile. Each reads or writes the same
-// JSON, so each piece exists once here. Both readers walk the request with one [Scanner], which validates what
-// it reads and words a positioned error; the decoder reports that error, the transcoder hands the
-// request to protojson instead (and asks for the strictness protojson has).
+// JSON, so each piece exists once here. Both readers walk the request with one [Scanner], which
+// validates what it reads and words a positioned error; the decoder reports that error, the
+// transcoder hands the request to protojson instead (and asks for the strictness protojson has).
+// The Jaeger reader in tracefile reads its plain tag values (strings without escapes, integers)
+// with the same functions rather than a json.Unmarshal call each.
 //
 // Apart from the Scanner, everything here is a plain function over byte slices, with no state, so
 // a call costs what it would cost inside a scanner.
