@@ -2,7 +2,8 @@
 # tools/idle.sh [BIN]: what stormwatch costs while it holds spans and nothing arrives.
 # Fills a process on loopback ports with replayed fixture traffic (fresh trace ids each pass), in
 # rounds of $DUR (default 20s) until it holds 990,000 spans of its --max-spans 1000000 (at most
-# 10 rounds: a loaded machine fills slower), lets the traces settle, then reads the
+# 10 rounds: a loaded machine fills slower), lets the traces settle and the windowed detectors
+# run once more, then reads the
 # process's CPU time and RSS from /proc over $IDLE seconds (default 60; 300 for "flat over five
 # minutes", RSS printed every minute) with no traffic, and times its exit after SIGTERM (until
 # the process has exited, not until tmux has reaped it).
@@ -55,7 +56,11 @@ for _ in $(seq 10); do
 	sleep 2
 	[ "$(held)" -ge 990000 ] && break
 done
-sleep 25 # past --settle, the windowed pass after the last analysis, and the idle release (5 s later)
+# Past --settle, the windowed detectors' run after the last analysis, and the idle release (5 s
+# later). That run comes up to the window interval after the one before, which is 10 s or, after a
+# long run, longer (stormwatch_window_interval_seconds: about 50 s after a run of a second).
+every=$(curl -sf "$HTTP/metrics" | awk '/^stormwatch_window_interval_seconds /{printf "%d", $2}')
+sleep $((${every:-10} + 15 > 25 ? ${every:-10} + 15 : 25))
 held=$(held)
 clk=$(getconf CLK_TCK)
 rss() { echo $(($(awk '/VmRSS/{print $2}' "/proc/$pid/status") / 1024)); }

@@ -108,13 +108,13 @@ const guardEvery = 16
 // traffic that holds more - a recording at several times that rate, spans with many attributes -
 // under a limit at or below its live heap would make the garbage collector run back to back (the
 // runtime lets it take up to half the CPU): raised, it runs as it would with GOGC set to the room.
-// analyze's limit is only ever raised, and from what two collections in a row found live (see
-// adjust): on realistic traffic it stays where it was sized (the live heap saws between about
-// 110 and 140 MB, and peaks at 175-190 MB for the moments a chunk of the window is judged, under
-// a 226 MiB limit).
-// A live command's comes back down to its sizing (floor) as the live heap shrinks: its peaks are
-// moments - the cross-trace window judged, a burst settling at once - and a limit left where a
-// moment put it would give the room back to the default target for the rest of the run.
+// Either is raised from what two collections in a row found live (see adjust), never for a
+// moment's peak. analyze's is only ever raised: on realistic traffic it stays where it was sized
+// (the live heap saws between about 110 and 140 MB, and peaks at 175-190 MB for the moments a
+// chunk of the window is judged, under a 226 MiB limit). A live command's comes back down to its
+// sizing (floor) as the live heap shrinks: what it holds more than the sizing assumes - a burst
+// of large traces, a slow settle - passes, and a limit left where it put it would give the room
+// back to the default target for the rest of the run.
 type memoryGuard struct {
 	limit, ceiling int64
 	// floor is the limit the guard lowers back to; 0: it never lowers the limit.
@@ -123,8 +123,8 @@ type memoryGuard struct {
 	// top of this file for each command's).
 	room  int64
 	reads int
-	// The live heap and the count of collections when last read, and the live heap the
-	// collection before that left (see adjust).
+	// The live heap the last counted collection left and the one before it, and the count of
+	// collections when last read (see adjust).
 	live, prevLive int64
 	cycles         uint64
 	sample         [2]metrics.Sample
@@ -136,13 +136,15 @@ func (g *memoryGuard) check() {
 		return
 	}
 	if g.reads++; g.reads%guardEvery == 0 {
-		g.adjust()
+		g.adjust(false)
 	}
 }
 
 // adjust reads the live heap and sets the limit its room above it, up to the ceiling:
-// only higher than it is, or (with a floor) no lower than the floor.
-func (g *memoryGuard) adjust() {
+// only higher than it is, or (with a floor) no lower than the floor. moment says the caller's
+// work since the last adjust held, for its length, more than stays live (a live command's
+// windowed detectors judged their window): a collection that ended since is not counted.
+func (g *memoryGuard) adjust(moment bool) {
 	if g == nil {
 		return
 	}
@@ -150,18 +152,28 @@ func (g *memoryGuard) adjust() {
 	if g.sample[0].Value.Kind() != metrics.KindUint64 || g.sample[1].Value.Kind() != metrics.KindUint64 {
 		return
 	}
-	live := int64(min(g.sample[0].Value.Uint64(), math.MaxInt64/2))
-	if cycles := g.sample[1].Value.Uint64(); cycles != g.cycles {
-		g.prevLive, g.live, g.cycles = g.live, live, cycles
+	cycles := g.sample[1].Value.Uint64()
+	if cycles == g.cycles {
+		return // no collection since the last reading
 	}
-	if g.floor == 0 {
-		// Raised for good, the limit follows what stays live, not a moment: the lower of the
-		// last two collections' live heaps. analyze's heap peaks for the moment a chunk of the
-		// window is judged (its operations read back from their packed frames, about 45 MB at
-		// the default bound); a collection that lands then would have raised the limit by
-		// half of that peak for the rest of the run.
-		live = min(live, g.prevLive)
+	g.cycles = cycles
+	if moment {
+		return
 	}
+	g.prevLive, g.live = g.live, int64(min(g.sample[0].Value.Uint64(), math.MaxInt64/2))
+	// The limit follows what stays live, not a moment: the lower of the last two counted
+	// collections' live heaps. The heap peaks for the moment the windowed detectors judge their
+	// window (its operations read back from their packed frames: a chunk of analyze's, about
+	// 45 MB at the default bound; a live run's, about 100 MB with a million spans held at 12,000
+	// spans a second, where one run in two or three has a collection land in it, and under the
+	// limit a long run two in a row). Raised for that moment, analyze's limit would stay half of
+	// it higher for the rest of the run, and a live command's would let the heap grow to twice
+	// the moment's peak before the next collection (RSS 410-490 MiB against 320-335 between, at
+	// a million spans), and coming back down after it, with the heap far over the lowered limit,
+	// start another one at once. A live command's moments are known (see session.settle); the
+	// lower of two readings covers analyze's and a collection that began in a moment and ended
+	// after it.
+	live := min(g.live, g.prevLive)
 	want := min(g.ceiling, live+live/100*g.room)
 	if g.floor > 0 {
 		want = max(want, g.floor)

@@ -23,20 +23,21 @@ func TestMemoryGuardFollowsTheLiveHeap(t *testing.T) {
 	defer debug.SetMemoryLimit(prev)
 	var nilGuard *memoryGuard
 	nilGuard.check()
-	nilGuard.adjust()
+	nilGuard.adjust(false)
 	perRecord := func(g *memoryGuard) {
 		for range guardEvery {
 			g.check()
 		}
 	}
+	perTick := func(g *memoryGuard) { g.adjust(false) }
 	for _, c := range []struct {
 		name                 string
 		ceiling, floor, room int64
 		adjust               func(g *memoryGuard)
 	}{
 		{"analyze (checked per record)", memoryCeiling, 0, 50, perRecord},
-		{"live (adjusted per settle tick)", math.MaxInt64, 2 << 20, 100, (*memoryGuard).adjust},
-		{"a ceiling below the live heap", 40 << 20, 0, 50, (*memoryGuard).adjust},
+		{"live (adjusted per settle tick)", math.MaxInt64, 2 << 20, 100, perTick},
+		{"a ceiling below the live heap", 40 << 20, 0, 50, perTick},
 	} {
 		held := make([]byte, 32<<20) // live across the first two collections
 		g := guardOf(max(1<<20, c.floor), c.ceiling, c.room)
@@ -65,24 +66,42 @@ func TestMemoryGuardFollowsTheLiveHeap(t *testing.T) {
 	}
 }
 
-// analyze's guard raises its limit for what stays live, not for a moment: the heap peaks while a
-// chunk of the window is judged (its operations read back), and a collection landing then would
-// have raised the limit by half of that peak for the rest of the run.
-func TestAnalyzeGuardIgnoresAMomentsPeak(t *testing.T) {
+// The guards raise their limit for what stays live, not for a moment: the heap peaks while the
+// windowed detectors judge their window (its operations read back), and a collection landing then
+// would have raised analyze's limit by half of that peak for the rest of the run, and a live
+// command's to twice the peak, the heap growing to it before the next collection. A peak one
+// collection finds is passed over; a live command's known moment is, however many collections
+// land in it.
+func TestGuardIgnoresAMomentsPeak(t *testing.T) {
 	prev := debug.SetMemoryLimit(-1)
 	defer debug.SetMemoryLimit(prev)
-	runtime.GC()
-	g := guardOf(1<<20, memoryCeiling, 50)
-	debug.SetMemoryLimit(g.limit)
-	g.adjust()
-	peak := make([]byte, 32<<20) // live across one collection only
-	runtime.GC()
-	g.adjust()
-	runtime.KeepAlive(peak)
-	runtime.GC()
-	g.adjust()
-	if g.limit >= 32<<20 {
-		t.Errorf("limit %d MiB after 32 MiB were live across one collection, want it below that", g.limit>>20)
+	for _, c := range []struct {
+		name           string
+		ceiling, floor int64
+		room           int64
+		// collections is how many land in the moment; moment is what the caller says of it.
+		collections int
+		moment      bool
+	}{
+		{"analyze, one collection", memoryCeiling, 0, 50, 1, false},
+		{"live, one collection", math.MaxInt64, 1 << 20, 100, 1, false},
+		{"live, a window judged over three collections", math.MaxInt64, 1 << 20, 100, 3, true},
+	} {
+		runtime.GC()
+		g := guardOf(1<<20, c.ceiling, c.room)
+		g.floor = c.floor
+		debug.SetMemoryLimit(g.limit)
+		g.adjust(false)
+		peak := make([]byte, 32<<20) // live across the moment's collections only
+		for range c.collections {
+			runtime.GC()
+			g.adjust(c.moment)
+		}
+		runtime.KeepAlive(peak)
+		if g.limit >= 32<<20 || debug.SetMemoryLimit(-1) != g.limit {
+			t.Errorf("%s: limit %d MiB (in force: %d MiB) after 32 MiB were live for a moment, want it below that",
+				c.name, g.limit>>20, debug.SetMemoryLimit(-1)>>20)
+		}
 	}
 }
 

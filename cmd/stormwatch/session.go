@@ -185,6 +185,9 @@ type settleLoop struct {
 	since   time.Time // when the analysis last changed
 	// kept is the memory the process kept after it last gave some back while idle; 0 while busy.
 	kept uint64
+	// windowRun is the length of the windowed detectors' last run (StoreStats.WindowRun): a
+	// tick that sees it change has run them.
+	windowRun time.Duration
 }
 
 // settle is one tick of run at now: it settles quiet traces, keeps the soft memory limit above
@@ -192,7 +195,12 @@ type settleLoop struct {
 func (s *session) settle(l *settleLoop, now time.Time) time.Duration {
 	a := s.cur.Load()
 	a.Settle(now)
-	s.mem.adjust()
+	st := a.Stats()
+	// A run of the windowed detectors reads the window's operations back for its length (about
+	// 100 MB with a million spans held): a collection that ended during it found that live.
+	judged := st.WindowRun != l.windowRun
+	l.windowRun = st.WindowRun
+	s.mem.adjust(judged)
 	c := a.Changes()
 	idle := c == l.changes && !l.since.IsZero()
 	switch {
@@ -202,7 +210,7 @@ func (s *session) settle(l *settleLoop, now time.Time) time.Duration {
 		debug.FreeOSMemory()
 		l.kept = heldMemory()
 	}
-	if idle && a.Stats().PendingTraces == 0 {
+	if idle && st.PendingTraces == 0 {
 		return min(idleSettleEvery, max(s.cfg.Settle, settleEvery))
 	}
 	return settleEvery
