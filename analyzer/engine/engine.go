@@ -59,8 +59,6 @@ type Engine struct {
 	// and the buffer a trace over its cap is packed again in.
 	packing spans.Packing
 	ingest  []byte
-	// slab is where framed copies the next blocks filed.
-	slab []byte
 	// joins are the batch's deliveries that start a trace of their own (see joinDeliveries).
 	joins []traceJoin
 	// unpacker and unpacked read a packed batch's blocks back where filing it needs the spans

@@ -20,9 +20,9 @@ import (
 //
 //   - Each trace's spans of a batch are one block - packed by the batch's producer where it
 //     decoded them, or by ConsumeBatch (spans.Packing) - copied once, framed (a 4-byte length,
-//     then the block), into bytes of its own, exactly sized, carved from a slab (see carve): the
-//     first is the trace's pending bytes, the next three follow it in a short list, and any later
-//     ones are appended to the last of those (see addPending).
+//     then the block), into a buffer of its own, exactly sized: the first is the trace's pending
+//     bytes, the next three follow it in a short list, and any later ones are appended to the
+//     last of those (see addPending).
 //   - An analysis reads the blocks back into its scratch (spans.Unpacker: no allocation, strings
 //     aliasing the packed bytes), and detaches what it keeps - operations, findings, notes - from
 //     those bytes (see detachOps and detachRest), so that nothing held points into them but the trace itself.
@@ -47,10 +47,10 @@ func appendBlock(buf []byte, ss []spans.Span, scratch *[]byte) []byte {
 	return append(buf, *scratch...)
 }
 
-// framed is a block packed already (by the batch's producer: spans.Batch.Pack) copied, framed,
-// into bytes of its own carved from the Engine's slab (see carve).
+// framed is a block packed already (by the batch's producer: spans.Batch.Pack) copied into a
+// buffer of its own, framed.
 func (a *Engine) framed(block []byte) []byte {
-	b := carve(&a.slab, blockHeader+len(block))
+	b := make([]byte, blockHeader+len(block))
 	binary.LittleEndian.PutUint32(b, uint32(len(block)))
 	copy(b[blockHeader:], block)
 	if a.packed != nil {
@@ -58,31 +58,6 @@ func (a *Engine) framed(block []byte) []byte {
 	}
 	return b
 }
-
-// carve is n bytes carved from the front of what *slab has left, a new slab made when it has
-// too few; n over a quarter of a slab gets a buffer of its own. The result's capacity ends where
-// it does, so whoever appends to it (addPending) reallocates instead of writing into the bytes
-// carved after it.
-//
-// What is carved is held - a trace's packed spans - and is made one trace after another, a few
-// kilobytes at a time: an allocation each, with its clearing, cost about as much again as the
-// copy into it. A slab lives until the last bytes carved from it are let go: traces filed
-// together settle, are released, forgotten or evicted at about the same time, and a trace
-// analyzed again out of several blocks is packed anew (keepPacked), letting go of them.
-func carve(slab *[]byte, n int) []byte {
-	if n > slabSize/4 {
-		return make([]byte, n)
-	}
-	if len(*slab)+n > cap(*slab) {
-		*slab = make([]byte, 0, slabSize)
-	}
-	at := len(*slab)
-	*slab = (*slab)[:at+n]
-	return (*slab)[at : at+n : at+n]
-}
-
-// slabSize is the size of the slabs carve cuts from: a few dozen traces' bytes.
-const slabSize = 64 << 10
 
 // packPending packs a trace's spans of one batch as one framed block of its own.
 func (a *Engine) packPending(ss []spans.Span) []byte {
