@@ -115,6 +115,8 @@ type Engine struct {
 	// (windowRun) allows (Config.WindowShare); Settle waits the longer of it and WindowInterval.
 	windowGap int64
 	windowRun time.Duration
+	// windowRuns counts the live windowed runs (StoreStats.WindowRuns).
+	windowRuns int
 	// chunkFindings are the windowed detectors' findings over the chunks an offline window was
 	// cut into before its last (see window.observe); windowFindings are the last's.
 	chunkFindings []analyzer.Finding

@@ -46,6 +46,7 @@ func (a *Engine) Settle(now time.Time) {
 		took := time.Since(start)
 		a.mu.Lock()
 		a.windowRun, a.windowGap = took, int64(a.cfg.windowGap(took))
+		a.windowRuns++
 		a.windowJudged = n // its findings are published now, not when it was due
 		a.mu.Unlock()
 	}

@@ -166,6 +166,10 @@ type StoreStats struct {
 	// and WindowEvery the least time from it to the next: WindowInterval, or longer after a long
 	// run (Config.WindowShare). Negative WindowEvery: never live (an offline analyzer).
 	WindowRun, WindowEvery time.Duration
+	// WindowRuns counts the windowed detectors' live runs: a caller that ticks Settle learns
+	// from it whether a tick ran them (their run holds the window's operations as values for
+	// its length, a peak of the heap a memory limit should not follow).
+	WindowRuns int
 	// SettledThroughUnixNano: every trace whose last span arrived before it has been analyzed
 	// (the last span of the oldest trace still settling, or the analyzer's clock when none is).
 	// WindowThroughUnixNano: the operations analyzed before it have been judged by the windowed
@@ -224,6 +228,7 @@ func (a *Engine) stats() StoreStats {
 		TruncatedSpans:  a.truncatedS,
 		DuplicateSpans:  a.issues.duplicates,
 		WindowRun:       a.windowRun,
+		WindowRuns:      a.windowRuns,
 		WindowEvery:     a.windowEvery(),
 
 		SettledThroughUnixNano: a.settledThrough(),

@@ -185,9 +185,18 @@ type settleLoop struct {
 	since   time.Time // when the analysis last changed
 	// kept is the memory the process kept after it last gave some back while idle; 0 while busy.
 	kept uint64
-	// windowRun is the length of the windowed detectors' last run (StoreStats.WindowRun): a
-	// tick that sees it change has run them.
-	windowRun time.Duration
+	// analyzer and windowRuns are the analyzer of the last tick and its count of windowed runs
+	// then (see windowRan).
+	analyzer   *engine.Engine
+	windowRuns int
+}
+
+// windowRan reports whether a's windowed detectors ran since the loop's last tick, st being a's
+// stats now. A cleared session's new analyzer counts from 0: its first tick is no run.
+func (l *settleLoop) windowRan(a *engine.Engine, st engine.StoreStats) bool {
+	ran := a == l.analyzer && st.WindowRuns != l.windowRuns
+	l.analyzer, l.windowRuns = a, st.WindowRuns
+	return ran
 }
 
 // settle is one tick of run at now: it settles quiet traces, keeps the soft memory limit above
@@ -198,9 +207,7 @@ func (s *session) settle(l *settleLoop, now time.Time) time.Duration {
 	st := a.Stats()
 	// A run of the windowed detectors reads the window's operations back for its length (about
 	// 100 MB with a million spans held): a collection that ended during it found that live.
-	judged := st.WindowRun != l.windowRun
-	l.windowRun = st.WindowRun
-	s.mem.adjust(judged)
+	s.mem.adjust(l.windowRan(a, st))
 	c := a.Changes()
 	idle := c == l.changes && !l.since.IsZero()
 	switch {
