@@ -360,6 +360,25 @@ func TestForeignRaw(t *testing.T) {
 	}
 }
 
+// A trace without spans is still a record, and its raw form an empty request, not nil (which
+// says the raw form was not asked for).
+func TestForeignRawOfATraceWithoutSpans(t *testing.T) {
+	r, err := NewReader(strings.NewReader(`{"data":[{"traceID":"a1b2c3","spans":[],"processes":{}}]}`), "-", ReadOptions{Raw: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := r.Next()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.Raw == nil || len(rec.Batch.Spans) != 0 {
+		t.Fatalf("raw %v for %d spans: want an empty request for none", rec.Raw, len(rec.Batch.Spans))
+	}
+	if back, err := spans.DecodeProto(rec.Raw, spans.DecodeOptions{}); err != nil || len(back.Spans) != 0 {
+		t.Fatalf("raw decodes to %d spans, err %v", len(back.Spans), err)
+	}
+}
+
 // TestDeriveStatus: the status of a span that carries none follows the OpenTelemetry
 // conventions; an explicit one wins.
 func TestDeriveStatus(t *testing.T) {

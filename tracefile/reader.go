@@ -382,7 +382,9 @@ func (r *Reader) nextTrace() (*Record, error) {
 		rec.Pos.Trace = b.Spans[0].TraceID.String()
 	}
 	if r.opt.Raw {
-		rec.Raw = spans.AppendProto(nil, b)
+		// Not nil for a trace without spans: an empty request is still a request (Raw's nil
+		// says it was not asked for).
+		rec.Raw = spans.AppendProto([]byte{}, b)
 	}
 	return rec, nil
 }
