@@ -92,15 +92,18 @@ func TestGuardIgnoresAMomentsPeak(t *testing.T) {
 		g.floor = c.floor
 		debug.SetMemoryLimit(g.limit)
 		g.adjust(false)
+		// Against the limit the test binary's own live heap gave, whatever it is: followed, the
+		// moment would raise it by its room over 32 MiB, 48 or 64 MiB.
+		before := g.limit
 		peak := make([]byte, 32<<20) // live across the moment's collections only
 		for range c.collections {
 			runtime.GC()
 			g.adjust(c.moment)
 		}
 		runtime.KeepAlive(peak)
-		if g.limit >= 32<<20 || debug.SetMemoryLimit(-1) != g.limit {
-			t.Errorf("%s: limit %d MiB (in force: %d MiB) after 32 MiB were live for a moment, want it below that",
-				c.name, g.limit>>20, debug.SetMemoryLimit(-1)>>20)
+		if g.limit >= before+16<<20 || debug.SetMemoryLimit(-1) != g.limit {
+			t.Errorf("%s: limit %d MiB (in force: %d MiB, before the moment %d MiB) after 32 MiB were live for a moment, want it where it was",
+				c.name, g.limit>>20, debug.SetMemoryLimit(-1)>>20, before>>20)
 		}
 	}
 }
