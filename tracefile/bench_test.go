@@ -40,20 +40,7 @@ func BenchmarkRead(b *testing.B) {
 			cpu0 := cputime.Process()
 			spans := 0
 			for b.Loop() {
-				r, err := NewReader(bytes.NewReader(data), name, ReadOptions{Raw: c.raw})
-				if err != nil {
-					b.Fatal(err)
-				}
-				for {
-					rec, err := r.Next()
-					if err == io.EOF {
-						break
-					}
-					if err != nil {
-						b.Fatal(err)
-					}
-					spans += len(rec.Batch.Spans)
-				}
+				spans += readSpans(b, data, name, ReadOptions{Raw: c.raw})
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(spans), "ns/span")
 			b.ReportMetric(float64(cputime.Process()-cpu0)/float64(spans), "cpu-ns/span")
@@ -85,20 +72,7 @@ func BenchmarkReadForeignRaw(b *testing.B) {
 			cpu0 := cputime.Process()
 			n := 0
 			for b.Loop() {
-				r, err := NewReader(bytes.NewReader(doc.data), "t.json", ReadOptions{Raw: true})
-				if err != nil {
-					b.Fatal(err)
-				}
-				for {
-					rec, err := r.Next()
-					if err == io.EOF {
-						break
-					}
-					if err != nil {
-						b.Fatal(err)
-					}
-					n += len(rec.Batch.Spans)
-				}
+				n += readSpans(b, doc.data, "t.json", ReadOptions{Raw: true})
 			}
 			b.ReportMetric(float64(cputime.Process()-cpu0)/float64(n), "cpu-ns/span")
 		})
@@ -164,4 +138,23 @@ func BenchmarkJSONToProto(b *testing.B) {
 func reportCPU(b *testing.B) func() {
 	start := cputime.Process()
 	return func() { b.ReportMetric(float64(cputime.Process()-start)/float64(b.N), "cpu-ns/op") }
+}
+
+// readSpans reads data, a file named name, to its end with opts, and counts its spans.
+func readSpans(b *testing.B, data []byte, name string, opts ReadOptions) int {
+	r, err := NewReader(bytes.NewReader(data), name, opts)
+	if err != nil {
+		b.Fatal(err)
+	}
+	n := 0
+	for {
+		rec, err := r.Next()
+		if err == io.EOF {
+			return n
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+		n += len(rec.Batch.Spans)
+	}
 }

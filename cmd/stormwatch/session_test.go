@@ -29,18 +29,7 @@ func TestSettleLoopBacksOffWhileIdleAndComesBackOnTraffic(t *testing.T) {
 		t.Fatalf("idle with nothing held: next tick in %v, want %v", got, idleSettleEvery)
 	}
 
-	r, err := tracefile.Open(stormFixture, tracefile.ReadOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	rec, err := r.Next()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.ConsumeBatch(context.Background(), rec.Batch); err != nil {
-		t.Fatal(err)
-	}
+	consumeFirstRecord(t, s, stormFixture)
 	if got := tick(idleSettleEvery); got != settleEvery {
 		t.Fatalf("a batch arrived: next tick in %v, want %v", got, settleEvery)
 	}
@@ -87,18 +76,7 @@ func TestSettleTellsTheGuardOfTheWindowsRun(t *testing.T) {
 	var l settleLoop
 	now := time.Now()
 	s.settle(&l, now)
-	r, err := tracefile.Open(stormFixture, tracefile.ReadOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	rec, err := r.Next()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.ConsumeBatch(context.Background(), rec.Batch); err != nil {
-		t.Fatal(err)
-	}
+	consumeFirstRecord(t, s, stormFixture)
 	runtime.GC()
 	s.settle(&l, now.Add(settleEvery)) // the traces still settling: no run
 	if runs := s.cur.Load().Stats().WindowRuns; runs != 0 {
@@ -120,4 +98,21 @@ func TestSettleTellsTheGuardOfTheWindowsRun(t *testing.T) {
 		t.Errorf("the guard kept %d MiB live after a tick without a run, with 64 MiB more held (%d MiB before)", s.mem.live>>20, base>>20)
 	}
 	runtime.KeepAlive(peak)
+}
+
+// consumeFirstRecord gives s the first record of the trace file at path.
+func consumeFirstRecord(t *testing.T, s *session, path string) {
+	t.Helper()
+	r, err := tracefile.Open(path, tracefile.ReadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	rec, err := r.Next()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.ConsumeBatch(context.Background(), rec.Batch); err != nil {
+		t.Fatal(err)
+	}
 }
