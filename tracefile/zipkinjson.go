@@ -46,6 +46,9 @@ type zipkinEndpoint struct {
 // under the server half. The analyzer then sees the attempt (CLIENT) and the call it caused
 // (SERVER) as it would from OTLP.
 func decodeZipkinJSON(body []byte, opt spans.DecodeOptions) ([]*spans.Batch, error) {
+	if err := checkDepth(body, spans.MaxValueDepth); err != nil {
+		return nil, fmt.Errorf("decode %s: %w", FormatZipkinJSON, err)
+	}
 	var doc []zipkinSpan
 	if err := decodeDocument(body, &doc, FormatZipkinJSON); err != nil {
 		return nil, err
