@@ -505,3 +505,77 @@ func jaegerWalkAgrees(t *testing.T, data []byte, opt spans.DecodeOptions) {
 		}
 	}
 }
+
+// zipkinWalkDocuments are jaegerWalkDocuments for Zipkin (TestZipkinWalkAgrees, FuzzZipkinJSON).
+var zipkinWalkDocuments = []string{
+	// Escapes, a repeated tag (its last value stays), nulls that leave fields unset, unknown
+	// members, a quoted time, a shared span.
+	`[{"traceId":"1","id":"2","name":"a\u00e9","kind":"CLIENT","timestamp":"5","duration":null,"localEndpoint":{"serviceName":"s","ipv4":"10.0.0.1","port":80},` +
+		`"remoteEndpoint":{"serviceName":"t"},"tags":{"error":"boom","x":"1","x":"2","service.instance.id":"i1"},"annotations":[{"timestamp":7,"value":"cs"}],"debug":false},` +
+		`{"traceId":"1","id":"2","parentId":null,"kind":"SERVER","shared":true,"localEndpoint":{"serviceName":"t"},"annotations":null,"tags":null,"remoteEndpoint":null},` +
+		`{"traceId":"1","id":"3","parentId":"2","localEndpoint":{"serviceName":"t"},"shared":null}]`,
+	` [] `,
+	// A null tag value; a repeated member; a name in another case; a null span; invalid UTF-8;
+	// a leading zero in a member the walk skips; null for the whole document; a second document.
+	`[{"traceId":"1","id":"2","tags":{"a":null}}]`,
+	`[{"traceId":"1","id":"2","id":"3"}]`,
+	`[{"traceId":"1","ID":"2"}]`,
+	`[null]`,
+	"[{\"traceId\":\"1\",\"id\":\"2\",\"name\":\"\xff\"}]",
+	`[{"traceId":"1","id":"2","port":01}]`,
+	`null`,
+	`[] []`,
+}
+
+// TestZipkinWalkAgrees is TestJaegerWalkAgrees for Zipkin.
+func TestZipkinWalkAgrees(t *testing.T) {
+	var all []spans.Span
+	for i := 0; i < 3; i++ {
+		b, err := spans.DecodeProto(mustMarshal(t, realisticRequest(i, 20)), spans.DecodeOptions{AllAttributes: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, b.Spans...)
+	}
+	shared, _ := foreigntest.Zipkin(all, foreigntest.ZipkinOptions{})
+	taken := []string{zipkinDocument, string(shared)}
+	taken = append(taken, zipkinWalkDocuments[:2]...)
+	for _, doc := range taken {
+		for _, opt := range []spans.DecodeOptions{{}, {AllAttributes: true}} {
+			if _, ok := walkZipkin([]byte(doc), opt); !ok {
+				t.Errorf("the walk does not take %.200s", doc)
+			}
+		}
+	}
+	for _, doc := range append(taken, zipkinWalkDocuments[2:]...) {
+		for _, opt := range []spans.DecodeOptions{{}, {AllAttributes: true}} {
+			zipkinWalkAgrees(t, []byte(doc), opt)
+			got, err := decodeZipkinJSON([]byte(doc), opt)
+			want, wantErr := decodeZipkinJSONReference([]byte(doc), opt)
+			if fmt.Sprint(err) != fmt.Sprint(wantErr) || !reflect.DeepEqual(got, want) {
+				t.Errorf("%.200s: read as %d batches, err %v; encoding/json: %d, err %v", doc, len(got), err, len(want), wantErr)
+			}
+		}
+	}
+}
+
+// zipkinWalkAgrees is jaegerWalkAgrees for Zipkin.
+func zipkinWalkAgrees(t *testing.T, data []byte, opt spans.DecodeOptions) {
+	t.Helper()
+	got, ok := walkZipkin(data, opt)
+	if !ok {
+		return
+	}
+	want, err := decodeZipkinJSONReference(data, opt)
+	if err != nil {
+		t.Fatalf("the walk read a document encoding/json refuses (%v): %q", err, data)
+	}
+	if len(got) != len(want) {
+		t.Fatalf("the walk read %d batches, encoding/json %d: %q", len(got), len(want), data)
+	}
+	for i := range got {
+		if !reflect.DeepEqual(got[i], want[i]) {
+			t.Fatalf("batch %d: the walk read\n%+v\nencoding/json\n%+v\nfrom %q", i, got[i], want[i], data)
+		}
+	}
+}

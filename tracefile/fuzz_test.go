@@ -77,9 +77,14 @@ func FuzzZipkinJSON(f *testing.F) {
 	f.Add([]byte(zipkinDocument))
 	f.Add([]byte(`[]`))
 	f.Add([]byte(`[{"traceId":"1","id":"2","kind":"SERVER","shared":true},{"traceId":"1","id":"2","kind":"SERVER","shared":true},{"traceId":"1","id":"3","parentId":"2"}]`))
+	for _, doc := range zipkinWalkDocuments {
+		f.Add([]byte(doc))
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		batches, err := decodeZipkinJSON(data, spans.DecodeOptions{AllAttributes: len(data)%2 == 0})
+		opt := spans.DecodeOptions{AllAttributes: len(data)%2 == 0}
+		batches, err := decodeZipkinJSON(data, opt)
 		checkFuzzBatches(t, batches, err)
+		zipkinWalkAgrees(t, data, opt)
 	})
 }
 

@@ -1,14 +1,9 @@
 package tracefile
 
 import (
-	"encoding/json"
-	"errors"
-	"strings"
 	"unicode/utf8"
-	"unsafe"
 
 	"github.com/stormwatch/stormwatch/spans"
-	"github.com/stormwatch/stormwatch/spans/jsonlex"
 )
 
 // encoding/json's reflective decode was nearly all the cost of reading a Jaeger document, some
@@ -19,9 +14,6 @@ import (
 // null inside an array, a string that is not UTF-8, a span whose trace id the trace gives only
 // after its spans, errors listed - leaving the document to encoding/json, which also decides and
 // words every error. FuzzJaegerJSON holds the two to the same answer.
-
-// errWalk is the scanner's error past the nesting bound; the walk only gives up on it.
-var errWalk = errors.New("read through encoding/json")
 
 // The member names each object of the document has, for telling an unknown member from a known
 // one in another case (encoding/json matches names regardless of case).
@@ -35,12 +27,8 @@ var (
 )
 
 type jaegerWalk struct {
-	sc  jsonlex.Scanner
-	opt spans.DecodeOptions
-	esc []byte // scratch for member names with escapes
-	// kept holds the strings the spans keep that are not well-known keys (attribute keys,
-	// operation names), each allocated once a document.
-	kept  map[string]string
+	foreignWalk
+	opt   spans.DecodeOptions
 	js    jaegerSpan    // the span being read; its slices are reused
 	proc  jaegerProcess // a span's embedded process; its tags are reused
 	trace jaegerWalkTrace
@@ -66,17 +54,9 @@ type jaegerPending struct {
 
 // walkJaeger reads a Jaeger document as decodeJaegerJSON does, or says it does not take it.
 func walkJaeger(body []byte, opt spans.DecodeOptions) ([]*spans.Batch, int, bool) {
-	w := &jaegerWalk{
-		// Skip(d) takes a value inside d arrays and objects, itself one more: one less than the
-		// bound refuses all checkDepth refuses (and some values it takes, left to the slow way).
-		sc:  jsonlex.Scanner{Buf: body, MaxDepth: spans.MaxValueDepth - 1, TooDeep: errWalk, Numbers: true},
-		opt: opt,
-	}
+	w := &jaegerWalk{foreignWalk: newForeignWalk(body), opt: opt}
 	listed, ok := w.document()
-	if !ok {
-		return nil, 0, false
-	}
-	if w.sc.Space(); w.sc.Pos != len(body) {
+	if !ok || !w.end() {
 		return nil, 0, false
 	}
 	return w.out, listed, true
@@ -337,145 +317,3 @@ func (w *jaegerWalk) tags(dst *[]jaegerTag, depth int) bool {
 		return ok
 	})
 }
-
-// object steps through the members of the object next in the document, handing member each
-// name (valid until member reads the value) with the scanner at the value.
-func (w *jaegerWalk) object(member func(key []byte) bool) bool {
-	if w.sc.Expect('{') != nil {
-		return false
-	}
-	for first := true; ; {
-		more, err := w.sc.More('}', &first)
-		if err != nil {
-			return false
-		}
-		if !more {
-			return true
-		}
-		key, err := w.sc.Key(&w.esc)
-		if err != nil || !member(key) {
-			return false
-		}
-	}
-}
-
-// array steps through the elements of the array next in the document, elem reading each.
-func (w *jaegerWalk) array(elem func() bool) bool {
-	if w.sc.Expect('[') != nil {
-		return false
-	}
-	for first := true; ; {
-		more, err := w.sc.More(']', &first)
-		if err != nil {
-			return false
-		}
-		if !more {
-			return true
-		}
-		if !elem() {
-			return false
-		}
-	}
-}
-
-// unknown skips the value of a member the walk does not read, as encoding/json ignores it,
-// unless encoding/json would take its name for one of known.
-func (w *jaegerWalk) unknown(key []byte, known []string, depth int) bool {
-	for _, c := range key {
-		if c >= utf8.RuneSelf {
-			return false
-		}
-	}
-	for _, k := range known {
-		if strings.EqualFold(k, alias(key)) {
-			return false
-		}
-	}
-	return w.sc.Skip(depth) == nil
-}
-
-// once records bit in *seen, and says whether it was not there already: encoding/json keeps a
-// repeated member's last value, or merges them, which the walk does not follow.
-func once(seen *uint32, bit uint32) bool {
-	if *seen&bit != 0 {
-		return false
-	}
-	*seen |= bit
-	return true
-}
-
-// str reads a string value (null leaves *dst as it is, as encoding/json does), its text in the
-// document when it has no escapes.
-func (w *jaegerWalk) str() (raw []byte, null, ok bool) {
-	if w.sc.Null() {
-		return nil, true, true
-	}
-	raw, esc, err := w.sc.RawString()
-	// encoding/json replaces bytes that are not UTF-8.
-	if err != nil || !utf8.Valid(raw) {
-		return nil, false, false
-	}
-	if esc {
-		raw, _ = jsonlex.AppendUnescaped(nil, raw)
-	}
-	return raw, false, true
-}
-
-// text reads a string the spans do not keep (ids, types): it may alias the document.
-func (w *jaegerWalk) text(dst *string) bool {
-	raw, null, ok := w.str()
-	if ok && !null {
-		*dst = alias(raw)
-	}
-	return ok
-}
-
-// keep reads a string the spans keep: a well-known key's own string, else one allocated once a
-// document.
-func (w *jaegerWalk) keep(dst *string) bool {
-	raw, null, ok := w.str()
-	if !ok || null {
-		return ok
-	}
-	if k, ok := spans.Intern(raw); ok {
-		*dst = k
-		return true
-	}
-	k, ok := w.kept[string(raw)]
-	if !ok {
-		if w.kept == nil {
-			w.kept = map[string]string{}
-		}
-		k = string(raw)
-		w.kept[k] = k
-	}
-	*dst = k
-	return true
-}
-
-// number reads a number, or a string holding one, as json.Number does; its text aliases the
-// document.
-func (w *jaegerWalk) number(dst *json.Number) bool {
-	if w.sc.Null() {
-		return true
-	}
-	var raw []byte
-	if w.sc.Peek() == '"' {
-		var esc bool
-		var err error
-		if raw, esc, err = w.sc.RawString(); err != nil || esc || !jsonlex.ValidNumber(raw) {
-			return false
-		}
-	} else {
-		var err error
-		if raw, err = w.sc.Number(); err != nil {
-			return false
-		}
-	}
-	*dst = json.Number(alias(raw))
-	return true
-}
-
-// alias is b as a string without a copy, for a string the spans do not keep: the document is
-// not written to while it is read.
-func alias(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
