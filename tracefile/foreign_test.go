@@ -2,6 +2,7 @@ package tracefile
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -321,6 +322,8 @@ func TestJaegerTagValues(t *testing.T) {
 		{"int64", `12345678901234567890123`, spans.DoubleAttr("k", 12345678901234567890123)},
 		{"float64", `1e3`, spans.DoubleAttr("k", 1000)},
 		{"float64", `12.5`, spans.DoubleAttr("k", 12.5)},
+		{"float64", `"-0.25e1"`, spans.DoubleAttr("k", -2.5)},
+		{"string", `"\ud83d\ude00 \ud800 \u003c\/a\u003e"`, spans.StringAttr("k", "\U0001F600 \uFFFD </a>")},
 	} {
 		doc := `{"data":[{"traceID":"1","spans":[{"spanID":"2","tags":[{"key":"k","type":"` + c.typ + `","value":` + c.value + `}]}]}]}`
 		batches, _, err := DecodeJaegerJSON([]byte(doc), spans.DecodeOptions{AllAttributes: true})
@@ -330,6 +333,15 @@ func TestJaegerTagValues(t *testing.T) {
 		}
 		if got := batches[0].Spans[0].Attrs; len(got) != 1 || got[0] != c.want {
 			t.Errorf("%s %s read as %+v, want %+v", c.typ, c.value, got, c.want)
+		}
+	}
+	// A string tag reads as json.Unmarshal reads the value, escapes and all.
+	for _, v := range []string{`"a\tb"`, `"\u00e9\"\\\/\b\f\n\r"`, `"\udc00\ud800x"`, `"\ud800\ud800\udc00"`, "\"\xe9\"", `"a" `, `"\x"`} {
+		var want string
+		wantErr := json.Unmarshal([]byte(v), &want)
+		got, err := jaegerTag{Key: "k", Value: []byte(v)}.attr()
+		if (err != nil) != (wantErr != nil) || err == nil && got != spans.StringAttr("k", want) {
+			t.Errorf("string tag %s read as %+v, err %v; json.Unmarshal: %q, err %v", v, got, err, want, wantErr)
 		}
 	}
 	for _, v := range []string{`"007"`, `"+5"`, `"1_000"`, `"0x10"`, `"Inf"`, `"1."`, `"-"`} {

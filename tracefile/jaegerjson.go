@@ -1,6 +1,7 @@
 package tracefile
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -75,7 +76,7 @@ func (t jaegerTag) attr() (spans.Attr, error) {
 	var err error
 	switch strings.ToLower(t.Type) {
 	case "", "string":
-		if s, ok := plainJSONString(t.Value); ok {
+		if s, ok := jsonString(t.Value); ok {
 			return spans.StringAttr(t.Key, s), nil
 		}
 		var s string
@@ -94,13 +95,17 @@ func (t jaegerTag) attr() (spans.Attr, error) {
 			return spans.BoolAttr(t.Key, b), nil
 		}
 	case "int64", "float64":
-		var n json.Number
 		// Some writers quote 64-bit numbers, as OTLP/JSON does.
-		raw := strings.Trim(string(t.Value), `"`)
+		raw := bytes.Trim(t.Value, `"`)
 		if i, ok := plainJSONInt(raw); ok {
 			return spans.IntAttr(t.Key, i), nil
 		}
-		if err = json.Unmarshal([]byte(raw), &n); err == nil {
+		// A number, as Unmarshal would read it into a json.Number; numberAttr keeps no string.
+		if jsonlex.ValidNumber(raw) {
+			return numberAttr(t.Key, json.Number(alias(raw)))
+		}
+		var n json.Number
+		if err = json.Unmarshal(raw, &n); err == nil {
 			return numberAttr(t.Key, n)
 		}
 	case "binary":
@@ -121,26 +126,29 @@ func (t jaegerTag) attr() (spans.Attr, error) {
 // tens of tags a span, and one Unmarshal call each was most of the cost of reading it. The two
 // helpers below take the common values, which Unmarshal would read the same, and refuse the rest.
 
-// plainJSONString reads a JSON string without escapes whose bytes are valid UTF-8 (Unmarshal
-// would replace invalid ones).
-func plainJSONString(raw []byte) (string, bool) {
-	if len(raw) < 2 || raw[0] != '"' || raw[len(raw)-1] != '"' {
+// jsonString reads a JSON string whose bytes are valid UTF-8 (Unmarshal would replace invalid
+// ones), unescaping it as Unmarshal does.
+func jsonString(raw []byte) (string, bool) {
+	sc := jsonlex.Scanner{Buf: raw}
+	in, esc, err := sc.RawString()
+	if err != nil || sc.Pos != len(raw) || !utf8.Valid(in) {
 		return "", false
 	}
-	in := raw[1 : len(raw)-1]
-	if jsonlex.SkipPlain(in, 0) != len(in) || !utf8.Valid(in) {
-		return "", false
+	if esc {
+		// A fresh array nothing else holds: the string may have it.
+		u, _ := jsonlex.AppendUnescaped(nil, in)
+		return alias(u), true
 	}
 	return string(in), true
 }
 
 // plainJSONInt reads a JSON integer that fits an int64.
-func plainJSONInt(s string) (int64, bool) {
-	digits := strings.TrimPrefix(s, "-")
+func plainJSONInt(s []byte) (int64, bool) {
+	digits := bytes.TrimPrefix(s, []byte("-"))
 	if len(digits) > 1 && digits[0] == '0' { // JSON has no leading zeroes
 		return 0, false
 	}
-	n, end, ok := jsonlex.ParseInt([]byte(s), 0)
+	n, end, ok := jsonlex.ParseInt(s, 0)
 	return n, ok && end == len(s)
 }
 
@@ -313,6 +321,16 @@ func jaegerSpanOf(js *jaegerSpan, traceID string, opt spans.DecodeOptions) (span
 	}
 	var otelCode string
 	errTag := false
+	// The attributes' array in one allocation, not one for each time append outgrows it.
+	kept := 0
+	for _, t := range js.Tags {
+		if !isFieldTag(t.Key) && keepAttr(t.Key, opt) {
+			kept++
+		}
+	}
+	if kept > 0 {
+		s.Attrs = make([]spans.Attr, 0, kept)
+	}
 	for _, t := range js.Tags {
 		field := isFieldTag(t.Key)
 		if !field && !keepAttr(t.Key, opt) {
