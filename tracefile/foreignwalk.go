@@ -19,8 +19,9 @@ import (
 var errWalk = errors.New("read through encoding/json")
 
 type foreignWalk struct {
-	sc  jsonlex.Scanner
-	esc []byte // scratch for member names with escapes
+	sc    jsonlex.Scanner
+	esc   []byte // scratch for member names with escapes
+	unesc []byte // scratch for string values with escapes
 	// kept holds the strings the spans keep that are not well-known keys (attribute keys,
 	// operation names), each allocated once a document.
 	kept map[string]string
@@ -104,27 +105,32 @@ func once(seen *uint32, bit uint32) bool {
 	return true
 }
 
-// str reads a string value (null leaves *dst as it is, as encoding/json does), its text in the
-// document when it has no escapes.
-func (w *foreignWalk) str() (raw []byte, null, ok bool) {
+// str reads a string value (null leaves *dst as it is, as encoding/json does): its text in the
+// document, or, when it has escapes, unescaped into scratch the next str call reuses.
+func (w *foreignWalk) str() (raw []byte, esc, null, ok bool) {
 	if w.sc.Null() {
-		return nil, true, true
+		return nil, false, true, true
 	}
 	raw, esc, err := w.sc.RawString()
 	// encoding/json replaces bytes that are not UTF-8.
 	if err != nil || !utf8.Valid(raw) {
-		return nil, false, false
+		return nil, false, false, false
 	}
 	if esc {
-		raw, _ = jsonlex.AppendUnescaped(nil, raw)
+		w.unesc, _ = jsonlex.AppendUnescaped(w.unesc[:0], raw)
+		raw = w.unesc
 	}
-	return raw, false, true
+	return raw, esc, false, true
 }
 
 // text reads a string the spans do not keep (ids, types): it may alias the document.
 func (w *foreignWalk) text(dst *string) bool {
-	raw, null, ok := w.str()
-	if ok && !null {
+	raw, esc, null, ok := w.str()
+	switch {
+	case !ok || null:
+	case esc:
+		*dst = string(raw)
+	default:
 		*dst = alias(raw)
 	}
 	return ok
@@ -132,7 +138,7 @@ func (w *foreignWalk) text(dst *string) bool {
 
 // keep reads a string the spans keep and that repeats (names, attribute keys): see intern.
 func (w *foreignWalk) keep(dst *string) bool {
-	raw, null, ok := w.str()
+	raw, _, null, ok := w.str()
 	if ok && !null {
 		*dst = w.intern(raw)
 	}
@@ -157,7 +163,7 @@ func (w *foreignWalk) intern(raw []byte) string {
 
 // own reads a string the spans may keep and that need not repeat (a tag's value), copied.
 func (w *foreignWalk) own(dst *string) bool {
-	raw, null, ok := w.str()
+	raw, _, null, ok := w.str()
 	if ok && !null {
 		*dst = string(raw)
 	}

@@ -3,7 +3,6 @@ package tracefile
 import (
 	"encoding/json"
 	"fmt"
-	"maps"
 	"slices"
 	"sort"
 
@@ -155,16 +154,37 @@ func zipkinSpanOf(z *zipkinSpan, opt spans.DecodeOptions) (spans.Span, error) {
 	if s.Scope == "" {
 		s.Scope = z.Tags[tagOtelLibraryName]
 	}
-	for _, k := range slices.Sorted(maps.Keys(z.Tags)) { // in order: attributes that do not depend on map iteration
+	// The attributes in order of their keys, which do not depend on map iteration, and in one
+	// allocation, the keys too, not one for each time append outgrows them.
+	var keys []string
+	for k := range z.Tags {
 		if isFieldTag(k) || k == spans.AttrServiceInstance || !keepAttr(k, opt) {
 			continue
 		}
-		s.Attrs = append(s.Attrs, spans.StringAttr(k, z.Tags[k]))
+		if keys == nil {
+			keys = make([]string, 0, len(z.Tags))
+		}
+		keys = append(keys, k)
 	}
+	slices.Sort(keys)
+	peer := ""
 	if z.RemoteEndpoint != nil && z.RemoteEndpoint.ServiceName != "" && keepAttr(spans.AttrPeerService, opt) {
 		if _, ok := z.Tags[spans.AttrPeerService]; !ok {
-			s.Attrs = append(s.Attrs, spans.StringAttr(spans.AttrPeerService, z.RemoteEndpoint.ServiceName))
+			peer = z.RemoteEndpoint.ServiceName
 		}
+	}
+	n := len(keys)
+	if peer != "" {
+		n++
+	}
+	if n > 0 {
+		s.Attrs = make([]spans.Attr, 0, n)
+	}
+	for _, k := range keys {
+		s.Attrs = append(s.Attrs, spans.StringAttr(k, z.Tags[k]))
+	}
+	if peer != "" {
+		s.Attrs = append(s.Attrs, spans.StringAttr(spans.AttrPeerService, peer))
 	}
 	s.Status = deriveStatus(&s, z.Tags[tagOtelStatusCode], errTag)
 	for _, a := range z.Annotations {
