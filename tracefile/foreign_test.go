@@ -2,13 +2,17 @@ package tracefile
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"math"
+	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/stormwatch/stormwatch/spans"
+	"github.com/stormwatch/stormwatch/tracefile/foreigntest"
 )
 
 func readForeign(t *testing.T, name, doc string, opt ReadOptions) (Format, []spans.Span, error) {
@@ -318,6 +322,8 @@ func TestJaegerTagValues(t *testing.T) {
 		{"int64", `12345678901234567890123`, spans.DoubleAttr("k", 12345678901234567890123)},
 		{"float64", `1e3`, spans.DoubleAttr("k", 1000)},
 		{"float64", `12.5`, spans.DoubleAttr("k", 12.5)},
+		{"float64", `"-0.25e1"`, spans.DoubleAttr("k", -2.5)},
+		{"string", `"\ud83d\ude00 \ud800 \u003c\/a\u003e"`, spans.StringAttr("k", "\U0001F600 \uFFFD </a>")},
 	} {
 		doc := `{"data":[{"traceID":"1","spans":[{"spanID":"2","tags":[{"key":"k","type":"` + c.typ + `","value":` + c.value + `}]}]}]}`
 		batches, _, err := DecodeJaegerJSON([]byte(doc), spans.DecodeOptions{AllAttributes: true})
@@ -327,6 +333,15 @@ func TestJaegerTagValues(t *testing.T) {
 		}
 		if got := batches[0].Spans[0].Attrs; len(got) != 1 || got[0] != c.want {
 			t.Errorf("%s %s read as %+v, want %+v", c.typ, c.value, got, c.want)
+		}
+	}
+	// A string tag reads as json.Unmarshal reads the value, escapes and all.
+	for _, v := range []string{`"a\tb"`, `"\u00e9\"\\\/\b\f\n\r"`, `"\udc00\ud800x"`, `"\ud800\ud800\udc00"`, "\"\xe9\"", `"a" `, `"\x"`} {
+		var want string
+		wantErr := json.Unmarshal([]byte(v), &want)
+		got, err := jaegerTag{Key: "k", Value: []byte(v)}.attr()
+		if (err != nil) != (wantErr != nil) || err == nil && got != spans.StringAttr("k", want) {
+			t.Errorf("string tag %s read as %+v, err %v; json.Unmarshal: %q, err %v", v, got, err, want, wantErr)
 		}
 	}
 	for _, v := range []string{`"007"`, `"+5"`, `"1_000"`, `"0x10"`, `"Inf"`, `"1."`, `"-"`} {
@@ -407,6 +422,172 @@ func TestDeriveStatus(t *testing.T) {
 		}
 		if got := deriveStatus(&s, c.otel, c.errTag); got != c.want {
 			t.Errorf("%s: %v, want %v", c.comment, got, c.want)
+		}
+	}
+}
+
+// jaegerWalkDocuments are Jaeger documents in the forms the walk reads, and some it leaves to
+// encoding/json; each reads the same either way (TestJaegerWalkAgrees, and FuzzJaegerJSON's seeds).
+var jaegerWalkDocuments = []string{
+	// Processes before spans, an embedded process, escapes, a quoted time, nulls that leave fields
+	// unset, an unknown member, a trace id given after the spans that carry their own.
+	`{"data":[{"processes":{"p\u0031":{"serviceName":"a\u00e9","tags":[{"key":"host.name","value":"h"}]}},"spans":[` +
+		`{"traceID":"1","spanID":"2","operationName":"op \"x\"","startTime":"17","duration":null,"processID":"p1","flags":1,"warnings":null},` +
+		`{"traceID":"1","spanID":"3","process":{"serviceName":"b","tags":null},"logs":[{"timestamp":5,"fields":[{"key":"event","value":"e"}]},{"fields":null}],"references":null}` +
+		`],"traceID":"1"}],"errors":[]}`,
+	// A single trace without "data"; an empty trace; a document of no traces.
+	`{"traceID":"5","spans":[{"spanID":"6","tags":[{"key":"span.kind","type":"string","value":"client"},{"key":"x","type":"binary","value":"AAE="}]}],"processes":null}`,
+	`{"data":[{"traceID":"7","spans":[]},{"traceID":"8"}]}`,
+	`{"data":null}`,
+	` {} `,
+	// A processID the trace does not list; a repeated member; a name in another case; a span
+	// before the trace id it needs; a null trace; invalid UTF-8; errors listed; a leading zero in a
+	// member the walk skips; a second document.
+	`{"data":[{"traceID":"1","spans":[{"spanID":"2","processID":"p9"}]}]}`,
+	`{"data":[{"traceID":"1","spans":[{"spanID":"2","spanID":"3"}]}]}`,
+	`{"data":[{"traceID":"1","spans":[{"SpanID":"2"}]}]}`,
+	`{"data":[{"spans":[{"spanID":"2"}],"traceID":"1"}]}`,
+	`{"data":[null]}`,
+	"{\"data\":[{\"traceID\":\"1\",\"spans\":[{\"spanID\":\"2\",\"operationName\":\"\xff\"}]}]}",
+	`{"data":[],"errors":[{"code":500,"msg":"down"}]}`,
+	`{"data":[{"traceID":"1","spans":[{"spanID":"2","flags":01}]}]}`,
+	`{"data":[]} {}`,
+	// Nested to the bound (64: the document, data, the trace, spans, the span and 59 arrays) in
+	// a member the walk skips, and one past it.
+	`{"data":[{"traceID":"1","spans":[{"spanID":"2","x":` + strings.Repeat("[", 59) + strings.Repeat("]", 59) + `}]}]}`,
+	`{"data":[{"traceID":"1","spans":[{"spanID":"2","x":` + strings.Repeat("[", 60) + strings.Repeat("]", 60) + `}]}]}`,
+}
+
+// TestJaegerWalkAgrees: the walk over a document reads exactly what encoding/json reads, and it
+// takes the documents Jaeger writes (a user waits on the slow way otherwise).
+func TestJaegerWalkAgrees(t *testing.T) {
+	var all []spans.Span
+	for i := 0; i < 3; i++ {
+		b, err := spans.DecodeProto(mustMarshal(t, realisticRequest(i, 20)), spans.DecodeOptions{AllAttributes: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, b.Spans...)
+	}
+	taken := []string{jaegerDocument, string(foreigntest.Jaeger(all))}
+	taken = append(taken, jaegerWalkDocuments[:5]...)
+	for _, doc := range taken {
+		for _, opt := range []spans.DecodeOptions{{}, {AllAttributes: true}} {
+			if _, _, ok := walkJaeger([]byte(doc), opt); !ok {
+				t.Errorf("the walk does not take %.200s", doc)
+			}
+		}
+	}
+	deep := jaegerWalkDocuments[len(jaegerWalkDocuments)-2:]
+	if _, _, ok := walkJaeger([]byte(deep[0]), spans.DecodeOptions{}); !ok {
+		t.Errorf("the walk does not take a document nested %d deep", spans.MaxValueDepth)
+	}
+	if _, _, err := decodeJaegerJSON([]byte(deep[1]), spans.DecodeOptions{}); !errors.Is(err, spans.ErrTooDeep) {
+		t.Errorf("a document nested %d deep read with err = %v, want one too deep", spans.MaxValueDepth+1, err)
+	}
+	for _, doc := range append(taken, jaegerWalkDocuments[5:]...) {
+		for _, opt := range []spans.DecodeOptions{{}, {AllAttributes: true}} {
+			jaegerWalkAgrees(t, []byte(doc), opt)
+			got, listed, err := decodeJaegerJSON([]byte(doc), opt)
+			want, wantListed, wantErr := decodeJaegerJSONReference([]byte(doc), opt)
+			if fmt.Sprint(err) != fmt.Sprint(wantErr) || listed != wantListed || !reflect.DeepEqual(got, want) {
+				t.Errorf("%.200s: read as %d batches of %d listed, err %v; encoding/json: %d of %d, err %v", doc, len(got), listed, err, len(want), wantListed, wantErr)
+			}
+		}
+	}
+}
+
+// jaegerWalkAgrees fails t if the walk takes data and reads it otherwise than encoding/json.
+func jaegerWalkAgrees(t *testing.T, data []byte, opt spans.DecodeOptions) {
+	t.Helper()
+	got, listed, ok := walkJaeger(data, opt)
+	if !ok {
+		return
+	}
+	want, wantListed, err := decodeJaegerJSONReference(data, opt)
+	if err != nil {
+		t.Fatalf("the walk read a document encoding/json refuses (%v): %q", err, data)
+	}
+	if listed != wantListed || len(got) != len(want) {
+		t.Fatalf("the walk read %d batches of %d listed, encoding/json %d of %d: %q", len(got), listed, len(want), wantListed, data)
+	}
+	for i := range got {
+		if !reflect.DeepEqual(got[i], want[i]) {
+			t.Fatalf("batch %d: the walk read\n%+v\nencoding/json\n%+v\nfrom %q", i, got[i], want[i], data)
+		}
+	}
+}
+
+// zipkinWalkDocuments are jaegerWalkDocuments for Zipkin (TestZipkinWalkAgrees, FuzzZipkinJSON).
+var zipkinWalkDocuments = []string{
+	// Escapes, a repeated tag (its last value stays), nulls that leave fields unset, unknown
+	// members, a quoted time, a shared span.
+	`[{"traceId":"1","id":"2","name":"a\u00e9","kind":"CLIENT","timestamp":"5","duration":null,"localEndpoint":{"serviceName":"s","ipv4":"10.0.0.1","port":80},` +
+		`"remoteEndpoint":{"serviceName":"t"},"tags":{"error":"boom","x":"1","x":"2","service.instance.id":"i1"},"annotations":[{"timestamp":7,"value":"cs"}],"debug":false},` +
+		`{"traceId":"1","id":"2","parentId":null,"kind":"SERVER","shared":true,"localEndpoint":{"serviceName":"t"},"annotations":null,"tags":null,"remoteEndpoint":null},` +
+		`{"traceId":"1","id":"3","parentId":"2","localEndpoint":{"serviceName":"t"},"shared":null}]`,
+	` [] `,
+	// A null tag value; a repeated member; a name in another case; a null span; invalid UTF-8;
+	// a leading zero in a member the walk skips; null for the whole document; a second document.
+	`[{"traceId":"1","id":"2","tags":{"a":null}}]`,
+	`[{"traceId":"1","id":"2","id":"3"}]`,
+	`[{"traceId":"1","ID":"2"}]`,
+	`[null]`,
+	"[{\"traceId\":\"1\",\"id\":\"2\",\"name\":\"\xff\"}]",
+	`[{"traceId":"1","id":"2","port":01}]`,
+	`null`,
+	`[] []`,
+}
+
+// TestZipkinWalkAgrees is TestJaegerWalkAgrees for Zipkin.
+func TestZipkinWalkAgrees(t *testing.T) {
+	var all []spans.Span
+	for i := 0; i < 3; i++ {
+		b, err := spans.DecodeProto(mustMarshal(t, realisticRequest(i, 20)), spans.DecodeOptions{AllAttributes: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, b.Spans...)
+	}
+	shared, _ := foreigntest.Zipkin(all, foreigntest.ZipkinOptions{})
+	taken := []string{zipkinDocument, string(shared)}
+	taken = append(taken, zipkinWalkDocuments[:2]...)
+	for _, doc := range taken {
+		for _, opt := range []spans.DecodeOptions{{}, {AllAttributes: true}} {
+			if _, ok := walkZipkin([]byte(doc), opt); !ok {
+				t.Errorf("the walk does not take %.200s", doc)
+			}
+		}
+	}
+	for _, doc := range append(taken, zipkinWalkDocuments[2:]...) {
+		for _, opt := range []spans.DecodeOptions{{}, {AllAttributes: true}} {
+			zipkinWalkAgrees(t, []byte(doc), opt)
+			got, err := decodeZipkinJSON([]byte(doc), opt)
+			want, wantErr := decodeZipkinJSONReference([]byte(doc), opt)
+			if fmt.Sprint(err) != fmt.Sprint(wantErr) || !reflect.DeepEqual(got, want) {
+				t.Errorf("%.200s: read as %d batches, err %v; encoding/json: %d, err %v", doc, len(got), err, len(want), wantErr)
+			}
+		}
+	}
+}
+
+// zipkinWalkAgrees is jaegerWalkAgrees for Zipkin.
+func zipkinWalkAgrees(t *testing.T, data []byte, opt spans.DecodeOptions) {
+	t.Helper()
+	got, ok := walkZipkin(data, opt)
+	if !ok {
+		return
+	}
+	want, err := decodeZipkinJSONReference(data, opt)
+	if err != nil {
+		t.Fatalf("the walk read a document encoding/json refuses (%v): %q", err, data)
+	}
+	if len(got) != len(want) {
+		t.Fatalf("the walk read %d batches, encoding/json %d: %q", len(got), len(want), data)
+	}
+	for i := range got {
+		if !reflect.DeepEqual(got[i], want[i]) {
+			t.Fatalf("batch %d: the walk read\n%+v\nencoding/json\n%+v\nfrom %q", i, got[i], want[i], data)
 		}
 	}
 }

@@ -54,15 +54,21 @@ func FuzzReader(f *testing.F) {
 	})
 }
 
-// FuzzJaegerJSON feeds arbitrary documents to the Jaeger JSON reader: it must never panic, and
-// every span it returns has a trace id and a span id, as the analyzer needs.
+// FuzzJaegerJSON feeds arbitrary documents to the Jaeger JSON reader: it must never panic, every
+// span it returns has a trace id and a span id, as the analyzer needs, and whatever document the
+// walk takes, encoding/json reads to the same batches (jaegerWalkAgrees).
 func FuzzJaegerJSON(f *testing.F) {
 	f.Add([]byte(jaegerDocument))
 	f.Add([]byte(`{"data":[]}`))
 	f.Add([]byte(`{"data":[{"traceID":"1","spans":[{"spanID":"2","references":[{"refType":"CHILD_OF","traceID":"1","spanID":"0"}]}]}]}`))
+	for _, doc := range jaegerWalkDocuments {
+		f.Add([]byte(doc))
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		batches, _, err := decodeJaegerJSON(data, spans.DecodeOptions{AllAttributes: len(data)%2 == 0})
+		opt := spans.DecodeOptions{AllAttributes: len(data)%2 == 0}
+		batches, _, err := decodeJaegerJSON(data, opt)
 		checkFuzzBatches(t, batches, err)
+		jaegerWalkAgrees(t, data, opt)
 	})
 }
 
@@ -71,9 +77,14 @@ func FuzzZipkinJSON(f *testing.F) {
 	f.Add([]byte(zipkinDocument))
 	f.Add([]byte(`[]`))
 	f.Add([]byte(`[{"traceId":"1","id":"2","kind":"SERVER","shared":true},{"traceId":"1","id":"2","kind":"SERVER","shared":true},{"traceId":"1","id":"3","parentId":"2"}]`))
+	for _, doc := range zipkinWalkDocuments {
+		f.Add([]byte(doc))
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		batches, err := decodeZipkinJSON(data, spans.DecodeOptions{AllAttributes: len(data)%2 == 0})
+		opt := spans.DecodeOptions{AllAttributes: len(data)%2 == 0}
+		batches, err := decodeZipkinJSON(data, opt)
 		checkFuzzBatches(t, batches, err)
+		zipkinWalkAgrees(t, data, opt)
 	})
 }
 

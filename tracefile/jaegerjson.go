@@ -1,6 +1,7 @@
 package tracefile
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -38,26 +39,30 @@ type jaegerProcess struct {
 }
 
 type jaegerSpan struct {
-	TraceID       string `json:"traceID"`
-	SpanID        string `json:"spanID"`
-	OperationName string `json:"operationName"`
-	References    []struct {
-		RefType string `json:"refType"`
-		TraceID string `json:"traceID"`
-		SpanID  string `json:"spanID"`
-	} `json:"references"`
+	TraceID       string      `json:"traceID"`
+	SpanID        string      `json:"spanID"`
+	OperationName string      `json:"operationName"`
+	References    []jaegerRef `json:"references"`
 	// ParentSpanID is the deprecated form of a CHILD_OF reference; some exporters still write it.
 	ParentSpanID string      `json:"parentSpanID"`
 	StartTime    json.Number `json:"startTime"` // microseconds since the epoch
 	Duration     json.Number `json:"duration"`  // microseconds
 	Tags         []jaegerTag `json:"tags"`
-	Logs         []struct {
-		Timestamp json.Number `json:"timestamp"`
-		Fields    []jaegerTag `json:"fields"`
-	} `json:"logs"`
-	ProcessID string `json:"processID"`
+	Logs         []jaegerLog `json:"logs"`
+	ProcessID    string      `json:"processID"`
 	// Process is set instead of ProcessID in the embedded form some tools write.
 	Process *jaegerProcess `json:"process"`
+}
+
+type jaegerRef struct {
+	RefType string `json:"refType"`
+	TraceID string `json:"traceID"`
+	SpanID  string `json:"spanID"`
+}
+
+type jaegerLog struct {
+	Timestamp json.Number `json:"timestamp"`
+	Fields    []jaegerTag `json:"fields"`
 }
 
 // jaegerTag is a typed key-value: type is string, bool, int64, float64 or binary (base64).
@@ -71,7 +76,7 @@ func (t jaegerTag) attr() (spans.Attr, error) {
 	var err error
 	switch strings.ToLower(t.Type) {
 	case "", "string":
-		if s, ok := plainJSONString(t.Value); ok {
+		if s, ok := jsonString(t.Value); ok {
 			return spans.StringAttr(t.Key, s), nil
 		}
 		var s string
@@ -90,13 +95,17 @@ func (t jaegerTag) attr() (spans.Attr, error) {
 			return spans.BoolAttr(t.Key, b), nil
 		}
 	case "int64", "float64":
-		var n json.Number
 		// Some writers quote 64-bit numbers, as OTLP/JSON does.
-		raw := strings.Trim(string(t.Value), `"`)
+		raw := bytes.Trim(t.Value, `"`)
 		if i, ok := plainJSONInt(raw); ok {
 			return spans.IntAttr(t.Key, i), nil
 		}
-		if err = json.Unmarshal([]byte(raw), &n); err == nil {
+		// A number, as Unmarshal would read it into a json.Number; numberAttr keeps no string.
+		if jsonlex.ValidNumber(raw) {
+			return numberAttr(t.Key, json.Number(alias(raw)))
+		}
+		var n json.Number
+		if err = json.Unmarshal(raw, &n); err == nil {
 			return numberAttr(t.Key, n)
 		}
 	case "binary":
@@ -117,26 +126,29 @@ func (t jaegerTag) attr() (spans.Attr, error) {
 // tens of tags a span, and one Unmarshal call each was most of the cost of reading it. The two
 // helpers below take the common values, which Unmarshal would read the same, and refuse the rest.
 
-// plainJSONString reads a JSON string without escapes whose bytes are valid UTF-8 (Unmarshal
-// would replace invalid ones).
-func plainJSONString(raw []byte) (string, bool) {
-	if len(raw) < 2 || raw[0] != '"' || raw[len(raw)-1] != '"' {
+// jsonString reads a JSON string whose bytes are valid UTF-8 (Unmarshal would replace invalid
+// ones), unescaping it as Unmarshal does.
+func jsonString(raw []byte) (string, bool) {
+	sc := jsonlex.Scanner{Buf: raw}
+	in, esc, err := sc.RawString()
+	if err != nil || sc.Pos != len(raw) || !utf8.Valid(in) {
 		return "", false
 	}
-	in := raw[1 : len(raw)-1]
-	if jsonlex.SkipPlain(in, 0) != len(in) || !utf8.Valid(in) {
-		return "", false
+	if esc {
+		// A fresh array nothing else holds: the string may have it.
+		u, _ := jsonlex.AppendUnescaped(nil, in)
+		return alias(u), true
 	}
 	return string(in), true
 }
 
 // plainJSONInt reads a JSON integer that fits an int64.
-func plainJSONInt(s string) (int64, bool) {
-	digits := strings.TrimPrefix(s, "-")
+func plainJSONInt(s []byte) (int64, bool) {
+	digits := bytes.TrimPrefix(s, []byte("-"))
 	if len(digits) > 1 && digits[0] == '0' { // JSON has no leading zeroes
 		return 0, false
 	}
-	n, end, ok := jsonlex.ParseInt([]byte(s), 0)
+	n, end, ok := jsonlex.ParseInt(s, 0)
 	return n, ok && end == len(s)
 }
 
@@ -146,15 +158,25 @@ func plainJSONInt(s string) (int64, bool) {
 // listed is how many traces the document lists, what a search's limit bounds: there are more
 // batches when a listed trace's spans name other trace ids.
 func DecodeJaegerJSON(body []byte, opt spans.DecodeOptions) (batches []*spans.Batch, listed int, err error) {
-	if err := checkDepth(body, spans.MaxValueDepth); err != nil {
-		return nil, 0, fmt.Errorf("decode %s: %w", FormatJaegerJSON, err)
-	}
 	return decodeJaegerJSON(body, opt)
 }
 
 // decodeJaegerJSON reads a Jaeger query JSON document into one batch per trace, and says how many
-// traces it lists (see DecodeJaegerJSON).
+// traces it lists (see DecodeJaegerJSON). A sound document is read by walkJaeger; one it does not
+// take goes through encoding/json, which decides and words what is wrong with it.
 func decodeJaegerJSON(body []byte, opt spans.DecodeOptions) ([]*spans.Batch, int, error) {
+	if out, listed, ok := walkJaeger(body, opt); ok {
+		return out, listed, nil
+	}
+	return decodeJaegerJSONReference(body, opt)
+}
+
+// decodeJaegerJSONReference is decodeJaegerJSON through encoding/json: the reference walkJaeger
+// is held to.
+func decodeJaegerJSONReference(body []byte, opt spans.DecodeOptions) ([]*spans.Batch, int, error) {
+	if err := checkDepth(body, spans.MaxValueDepth); err != nil {
+		return nil, 0, fmt.Errorf("decode %s: %w", FormatJaegerJSON, err)
+	}
 	var doc jaegerDoc
 	if err := decodeDocument(body, &doc, FormatJaegerJSON); err != nil {
 		return nil, 0, err
@@ -185,21 +207,9 @@ func decodeJaegerJSON(body []byte, opt spans.DecodeOptions) ([]*spans.Batch, int
 
 // jaegerTraceBatch maps one Jaeger trace onto the compact span form.
 func jaegerTraceBatch(t *jaegerTrace, opt spans.DecodeOptions) (*spans.Batch, error) {
-	resources := map[string]*spans.Resource{}
-	resource := func(p *jaegerProcess) (*spans.Resource, error) {
-		attrs, err := jaegerAttrs(p.Tags, spans.DecodeOptions{AllAttributes: true})
-		if err != nil {
-			return nil, fmt.Errorf("process %s: %w", p.ServiceName, err)
-		}
-		return resourceFrom(p.ServiceName, attrs, opt), nil
-	}
-	for _, id := range slices.Sorted(maps.Keys(t.Processes)) { // in order: the same ids on every read
-		p := t.Processes[id]
-		r, err := resource(&p)
-		if err != nil {
-			return nil, err
-		}
-		resources[id] = r
+	resources, err := jaegerResources(t.Processes, opt)
+	if err != nil {
+		return nil, err
 	}
 	b := &spans.Batch{Spans: make([]spans.Span, 0, len(t.Spans))}
 	for i := range t.Spans {
@@ -208,19 +218,49 @@ func jaegerTraceBatch(t *jaegerTrace, opt spans.DecodeOptions) (*spans.Batch, er
 		if err != nil {
 			return nil, fmt.Errorf("span %d (%s): %w", i+1, js.SpanID, err)
 		}
-		switch {
-		case js.Process != nil:
-			if s.Resource, err = resource(js.Process); err != nil {
-				return nil, fmt.Errorf("span %s: %w", js.SpanID, err)
-			}
-		case js.ProcessID != "":
-			if s.Resource = resources[js.ProcessID]; s.Resource == nil {
-				return nil, fmt.Errorf("span %s: processID %q is not in the trace's processes", js.SpanID, js.ProcessID)
-			}
+		if s.Resource, err = jaegerSpanResource(js.Process, js.ProcessID, resources, opt); err != nil {
+			return nil, fmt.Errorf("span %s: %w", js.SpanID, err)
 		}
 		b.Spans = append(b.Spans, s)
 	}
 	return b, nil
+}
+
+// jaegerResources maps a trace's table of processes onto resources by process id.
+func jaegerResources(processes map[string]jaegerProcess, opt spans.DecodeOptions) (map[string]*spans.Resource, error) {
+	resources := make(map[string]*spans.Resource, len(processes))
+	for _, id := range slices.Sorted(maps.Keys(processes)) { // in order: the same error on every read
+		p := processes[id]
+		r, err := jaegerResource(&p, opt)
+		if err != nil {
+			return nil, err
+		}
+		resources[id] = r
+	}
+	return resources, nil
+}
+
+func jaegerResource(p *jaegerProcess, opt spans.DecodeOptions) (*spans.Resource, error) {
+	attrs, err := jaegerAttrs(p.Tags, spans.DecodeOptions{AllAttributes: true})
+	if err != nil {
+		return nil, fmt.Errorf("process %s: %w", p.ServiceName, err)
+	}
+	return resourceFrom(p.ServiceName, attrs, opt), nil
+}
+
+// jaegerSpanResource is a span's resource: its embedded process, else the trace's process it
+// names, else none.
+func jaegerSpanResource(p *jaegerProcess, processID string, resources map[string]*spans.Resource, opt spans.DecodeOptions) (*spans.Resource, error) {
+	switch {
+	case p != nil:
+		return jaegerResource(p, opt)
+	case processID != "":
+		if r := resources[processID]; r != nil {
+			return r, nil
+		}
+		return nil, fmt.Errorf("processID %q is not in the trace's processes", processID)
+	}
+	return nil, nil
 }
 
 func jaegerAttrs(tags []jaegerTag, opt spans.DecodeOptions) ([]spans.Attr, error) {
@@ -281,6 +321,16 @@ func jaegerSpanOf(js *jaegerSpan, traceID string, opt spans.DecodeOptions) (span
 	}
 	var otelCode string
 	errTag := false
+	// The attributes' array in one allocation, not one for each time append outgrows it.
+	kept := 0
+	for _, t := range js.Tags {
+		if !isFieldTag(t.Key) && keepAttr(t.Key, opt) {
+			kept++
+		}
+	}
+	if kept > 0 {
+		s.Attrs = make([]spans.Attr, 0, kept)
+	}
 	for _, t := range js.Tags {
 		field := isFieldTag(t.Key)
 		if !field && !keepAttr(t.Key, opt) {

@@ -3,7 +3,6 @@ package tracefile
 import (
 	"encoding/json"
 	"fmt"
-	"maps"
 	"slices"
 	"sort"
 
@@ -23,15 +22,17 @@ type zipkinSpan struct {
 	LocalEndpoint *zipkinEndpoint `json:"localEndpoint"`
 	// RemoteEndpoint is the other side of a CLIENT (or PRODUCER) span: its serviceName is the
 	// callee, kept as peer.service (OpenTelemetry's Zipkin exporter writes peer.service there).
-	RemoteEndpoint *zipkinEndpoint `json:"remoteEndpoint"`
-	Annotations    []struct {
-		Timestamp json.Number `json:"timestamp"`
-		Value     string      `json:"value"`
-	} `json:"annotations"`
-	Tags map[string]string `json:"tags"`
+	RemoteEndpoint *zipkinEndpoint    `json:"remoteEndpoint"`
+	Annotations    []zipkinAnnotation `json:"annotations"`
+	Tags           map[string]string  `json:"tags"`
 	// Shared marks the server half of a span whose id the client half also has (B3 propagation
 	// without a new span id per hop).
 	Shared bool `json:"shared"`
+}
+
+type zipkinAnnotation struct {
+	Timestamp json.Number `json:"timestamp"`
+	Value     string      `json:"value"`
 }
 
 type zipkinEndpoint struct {
@@ -46,40 +47,74 @@ type zipkinEndpoint struct {
 // under the server half. The analyzer then sees the attempt (CLIENT) and the call it caused
 // (SERVER) as it would from OTLP.
 func decodeZipkinJSON(body []byte, opt spans.DecodeOptions) ([]*spans.Batch, error) {
+	if out, ok := walkZipkin(body, opt); ok {
+		return out, nil
+	}
+	return decodeZipkinJSONReference(body, opt)
+}
+
+// decodeZipkinJSONReference is decodeZipkinJSON through encoding/json: the reference walkZipkin
+// is held to.
+func decodeZipkinJSONReference(body []byte, opt spans.DecodeOptions) ([]*spans.Batch, error) {
+	if err := checkDepth(body, spans.MaxValueDepth); err != nil {
+		return nil, fmt.Errorf("decode %s: %w", FormatZipkinJSON, err)
+	}
 	var doc []zipkinSpan
 	if err := decodeDocument(body, &doc, FormatZipkinJSON); err != nil {
 		return nil, err
 	}
-	type resKey struct{ service, instance string }
-	resources := map[resKey]*spans.Resource{}
-	all := make([]spans.Span, 0, len(doc))
-	var shared []int // indexes in all of shared server halves
+	d := zipkinDoc{opt: opt}
 	for i := range doc {
-		z := &doc[i]
-		s, err := zipkinSpanOf(z, opt)
-		if err != nil {
-			return nil, fmt.Errorf("decode %s: span %d (%s): %w", FormatZipkinJSON, i+1, z.ID, err)
+		if err := d.add(&doc[i]); err != nil {
+			return nil, err
 		}
-		service := ""
-		if z.LocalEndpoint != nil {
-			service = z.LocalEndpoint.ServiceName
-		}
-		k := resKey{service, z.Tags[spans.AttrServiceInstance]}
-		r := resources[k]
-		if r == nil {
-			r = &spans.Resource{ServiceName: k.service, ServiceInstance: k.instance}
-			resources[k] = r
-		}
-		s.Resource = r
-		if z.Shared && s.Kind == spans.KindServer {
-			shared = append(shared, len(all))
-		}
-		all = append(all, s)
 	}
-	if len(shared) > 0 {
-		splitShared(all, shared)
+	return d.batches(), nil
+}
+
+// zipkinDoc gathers a document's spans as they are mapped, for batches to hand them on.
+type zipkinDoc struct {
+	opt       spans.DecodeOptions
+	resources map[zipkinResKey]*spans.Resource
+	all       []spans.Span
+	shared    []int // indexes in all of shared server halves
+}
+
+type zipkinResKey struct{ service, instance string }
+
+// add maps the document's next span.
+func (d *zipkinDoc) add(z *zipkinSpan) error {
+	s, err := zipkinSpanOf(z, d.opt)
+	if err != nil {
+		return fmt.Errorf("decode %s: span %d (%s): %w", FormatZipkinJSON, len(d.all)+1, z.ID, err)
 	}
-	return spans.ByTrace(all), nil
+	service := ""
+	if z.LocalEndpoint != nil {
+		service = z.LocalEndpoint.ServiceName
+	}
+	k := zipkinResKey{service, z.Tags[spans.AttrServiceInstance]}
+	r := d.resources[k]
+	if r == nil {
+		if d.resources == nil {
+			d.resources = map[zipkinResKey]*spans.Resource{}
+		}
+		r = &spans.Resource{ServiceName: k.service, ServiceInstance: k.instance}
+		d.resources[k] = r
+	}
+	s.Resource = r
+	if z.Shared && s.Kind == spans.KindServer {
+		d.shared = append(d.shared, len(d.all))
+	}
+	d.all = append(d.all, s)
+	return nil
+}
+
+// batches hands the spans on one batch a trace, shared spans split.
+func (d *zipkinDoc) batches() []*spans.Batch {
+	if len(d.shared) > 0 {
+		splitShared(d.all, d.shared)
+	}
+	return spans.ByTrace(d.all)
 }
 
 func zipkinSpanOf(z *zipkinSpan, opt spans.DecodeOptions) (spans.Span, error) {
@@ -119,16 +154,37 @@ func zipkinSpanOf(z *zipkinSpan, opt spans.DecodeOptions) (spans.Span, error) {
 	if s.Scope == "" {
 		s.Scope = z.Tags[tagOtelLibraryName]
 	}
-	for _, k := range slices.Sorted(maps.Keys(z.Tags)) { // in order: attributes that do not depend on map iteration
+	// The attributes in order of their keys, which do not depend on map iteration, and in one
+	// allocation, the keys too, not one for each time append outgrows them.
+	var keys []string
+	for k := range z.Tags {
 		if isFieldTag(k) || k == spans.AttrServiceInstance || !keepAttr(k, opt) {
 			continue
 		}
-		s.Attrs = append(s.Attrs, spans.StringAttr(k, z.Tags[k]))
+		if keys == nil {
+			keys = make([]string, 0, len(z.Tags))
+		}
+		keys = append(keys, k)
 	}
+	slices.Sort(keys)
+	peer := ""
 	if z.RemoteEndpoint != nil && z.RemoteEndpoint.ServiceName != "" && keepAttr(spans.AttrPeerService, opt) {
 		if _, ok := z.Tags[spans.AttrPeerService]; !ok {
-			s.Attrs = append(s.Attrs, spans.StringAttr(spans.AttrPeerService, z.RemoteEndpoint.ServiceName))
+			peer = z.RemoteEndpoint.ServiceName
 		}
+	}
+	n := len(keys)
+	if peer != "" {
+		n++
+	}
+	if n > 0 {
+		s.Attrs = make([]spans.Attr, 0, n)
+	}
+	for _, k := range keys {
+		s.Attrs = append(s.Attrs, spans.StringAttr(k, z.Tags[k]))
+	}
+	if peer != "" {
+		s.Attrs = append(s.Attrs, spans.StringAttr(spans.AttrPeerService, peer))
 	}
 	s.Status = deriveStatus(&s, z.Tags[tagOtelStatusCode], errTag)
 	for _, a := range z.Annotations {

@@ -21,6 +21,9 @@ type Scanner struct {
 	TooDeep  error
 	// Strict makes Skip refuse a string holding a lone UTF-16 surrogate, as protojson does.
 	Strict bool
+	// Numbers makes Number (and so Skip) accept only JSON's number grammar, as encoding/json
+	// does: no leading zeroes, digits on both sides of a point, at most one exponent.
+	Numbers bool
 }
 
 // Errorf reports a problem with the token at Pos.
@@ -264,7 +267,45 @@ func (s *Scanner) Number() ([]byte, error) {
 		s.Pos = start
 		return nil, s.Errorf("expected a value, found %s", s.Describe())
 	}
+	if s.Numbers && !ValidNumber(s.Buf[start:s.Pos]) {
+		return nil, s.ErrorAt(start, "invalid number %q", s.Buf[start:s.Pos])
+	}
 	return s.Buf[start:s.Pos], nil
+}
+
+// ValidNumber says whether b is a number in JSON's grammar: -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?
+func ValidNumber(b []byte) bool {
+	i := 0
+	if i < len(b) && b[i] == '-' {
+		i++
+	}
+	digits := func() int {
+		j := i
+		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+			i++
+		}
+		return i - j
+	}
+	switch n := digits(); {
+	case n == 0, n > 1 && b[i-n] == '0':
+		return false
+	}
+	if i < len(b) && b[i] == '.' {
+		i++
+		if digits() == 0 {
+			return false
+		}
+	}
+	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
+		i++
+		if i < len(b) && (b[i] == '+' || b[i] == '-') {
+			i++
+		}
+		if digits() == 0 {
+			return false
+		}
+	}
+	return i == len(b)
 }
 
 // NumberText reads a number given as a JSON number or as a string holding one (the protobuf JSON

@@ -1,6 +1,7 @@
 package jsonlex
 
 import (
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -39,5 +40,21 @@ func TestScannerSkip(t *testing.T) {
 	}
 	if err := skip(`{"\udc00":1}`, true); err == nil {
 		t.Error("strict: a lone surrogate in a name was skipped")
+	}
+}
+
+// With Numbers, Skip takes a number exactly when encoding/json would: a reader that falls back to
+// encoding/json on what it cannot read must not accept a document encoding/json refuses.
+func TestScannerNumbersAsEncodingJSON(t *testing.T) {
+	for _, in := range []string{"0", "-0", "12", "-12", "1.5", "0.5e3", "1E+2", "1e-2", "01", "-01", "00", "1.", ".5", "1.e2",
+		"1e", "1e+", "--1", "1-2", "1.2.3", "1e2e3", "+1", "1ee2", "0x1", "-", "9223372036854775808"} {
+		s := Scanner{Buf: []byte("[" + in + "]"), MaxDepth: 2, Numbers: true}
+		err := s.Skip(0)
+		if want := json.Valid(s.Buf); (err == nil) != want {
+			t.Errorf("%s: Skip err = %v, encoding/json valid = %v", in, err, want)
+		}
+		if want := json.Valid([]byte(in)); ValidNumber([]byte(in)) != want {
+			t.Errorf("ValidNumber(%s) = %v, want %v", in, !want, want)
+		}
 	}
 }
