@@ -336,9 +336,9 @@ func packedAsBefore(t *testing.T, dirty, body []byte, opt spans.DecodeOptions) {
 
 // TestDecodePackedAsBefore holds the protobuf decoder's packed form to the way before it wrote it
 // straight from the wire (see packedAsBefore) on every request of every recorded fixture, as
-// protobuf, and on the benchmarks' payloads.
+// protobuf, and on the benchmarks' payloads (one with every span's ids after its other fields).
 func TestDecodePackedAsBefore(t *testing.T) {
-	bodies := [][]byte{marshal(t, benchRequest()), marshal(t, richRequest())}
+	bodies := [][]byte{marshal(t, benchRequest()), marshal(t, richRequest()), idsLast(t, benchRequest())}
 	for _, name := range fixtures.Names() {
 		records, err := fixtures.Read(name)
 		if err != nil {
