@@ -3,7 +3,6 @@ package spans
 import (
 	"encoding/binary"
 	"errors"
-	"fmt"
 	"unsafe"
 
 	"github.com/stormwatch/stormwatch/internal/packio"
@@ -21,21 +20,21 @@ import (
 //     its wire bytes (packSpan), the bytes the packer would write of it decoded.
 //
 // The rules are DecodeProto's: the writer reads a span with DecodeProto's reader (wireSpan.read)
-// and its attributes, links and events with DecodeProto's functions, and a span it cannot write
-// (malformed, or its ids not what the first pass read) is decoded as DecodeProto decodes it
-// (decodeAside) for DecodeProto's error or verdict. A span whose ids make it a reject is decoded
+// and its attributes, links and events with DecodeProto's functions, and a request the passes
+// cannot write (malformed, or a span's ids not what the first pass read) is decoded again as
+// DecodeProto decodes it, for DecodeProto's error (the first fault in the request's order) or
+// verdict (packedVerdict). A span whose ids make it a reject is decoded (decodeAside)
 // where the first pass finds it, and counted, so that a request is refused
 // for what it holds whichever of its spans holds it, as DecodeProto refuses it; only the spans to
-// keep are remembered for the second pass, in 44 bytes without a pointer each (a span to keep
+// keep are remembered for the second pass, in 32 bytes without a pointer each (a span to keep
 // takes at least 20 bytes of the request: a hostile body of tiny spans cannot make the decoder
 // hold more than a few times its own size).
 
 // spanRef is a span to keep's place in the request, found by the first pass.
 type spanRef struct {
-	off, n uint32   // the Span message's bytes in the request
-	scope  int32    // its ScopeSpans' scope name, in protoPacked.scopes
-	res    int32    // its ResourceSpans' resource, in protoPacked.res
-	at     [3]int32 // resource_spans, scope_spans and spans index, to name the span in errors
+	off, n uint32 // the Span message's bytes in the request
+	scope  int32  // its ScopeSpans' scope name, in protoPacked.scopes
+	res    int32  // its ResourceSpans' resource, in protoPacked.res
 	trace  TraceID
 }
 
@@ -73,41 +72,45 @@ func decodeProtoPacked(b *Batch, buf []byte, opt DecodeOptions, reuse bool) erro
 		err = d.packTraces(bp, pp, buf)
 	}
 	b.places = d.places
-	if errors.Is(err, errRegroup) {
-		// Decoded as DecodeProto does, then packed from the span values.
-		b.Packed, b.Rejected, b.RejectReason = nil, 0, ""
-		err = decodeProto(b, buf, DecodeOptions{AllAttributes: opt.AllAttributes}, reuse)
-		if err == nil {
-			b.Pack()
-			b.Spans = nil
-		}
-		return err
-	}
 	if reuse {
 		b.attrBuf = d.attrs.buf[:0]
 	}
-	if err != nil {
-		b.Packed = nil
-		return malformed("decode OTLP protobuf request", err)
+	return packedVerdict(b, buf, opt, reuse, err)
+}
+
+// packedVerdict finishes decoding buf packed by trace into b, the two passes having ended with
+// err. A request the passes refused is decoded again as DecodeProto decodes it, for DecodeProto's
+// error: the second pass meets the spans trace by trace, not in the request's order, and reads a
+// span in several walks, so the first fault it meets need not be the request's first. Bad input
+// so costs a second decoding, which a sender of good requests never pays. errRegroup is decoded
+// the same way, then packed from the span values.
+func packedVerdict(b *Batch, buf []byte, opt DecodeOptions, reuse bool, err error) error {
+	if err == nil {
+		return nil
 	}
-	return nil
+	b.Packed, b.Rejected, b.RejectReason = nil, 0, ""
+	derr := decodeProto(b, buf, DecodeOptions{AllAttributes: opt.AllAttributes}, reuse)
+	switch {
+	case errors.Is(err, errRegroup) && derr == nil:
+		b.Pack()
+	case derr == nil:
+		// DecodeProto takes what the passes refused (the fuzz targets hold that it never
+		// does): refused all the same, in the passes' words.
+		derr = malformed("decode OTLP protobuf request", err)
+	}
+	b.Spans = nil
+	return derr
 }
 
 // structure is the first pass: the resources, the scopes and each span's place and trace.
 func (d *protoDecoder) structure(pp *protoPacked, buf []byte) error {
-	var at [3]int32
-	at[0] = -1
 	return eachMessage(buf, fReqResourceSpans, "resource_spans", func(rs []byte) error {
-		at[0]++
-		at[1] = -1
 		k := int32(len(pp.res))
 		pp.res = append(pp.res, Resource{})
 		if err := d.resourceOf(&pp.res[k], rs); err != nil {
 			return err
 		}
 		return eachMessage(rs, fRSScopeSpans, "scope_spans", func(ss []byte) error {
-			at[1]++
-			at[2] = -1
 			scope, err := scopeOf(ss)
 			if err != nil {
 				return err
@@ -115,12 +118,11 @@ func (d *protoDecoder) structure(pp *protoPacked, buf []byte) error {
 			sc := int32(len(pp.scopes))
 			pp.scopes = append(pp.scopes, scope)
 			return eachMessage(ss, fSSSpans, "spans", func(sp []byte) error {
-				at[2]++
 				trace, keep, err := d.firstTraceID(sp)
 				if err != nil {
 					return err
 				}
-				r := spanRef{off: offsetIn(buf, sp), n: uint32(len(sp)), scope: sc, res: k, at: at, trace: trace}
+				r := spanRef{off: offsetIn(buf, sp), n: uint32(len(sp)), scope: sc, res: k, trace: trace}
 				if !keep {
 					return d.rejectRef(buf, &r)
 				}
@@ -146,18 +148,13 @@ func (d *protoDecoder) rejectRef(buf []byte, r *spanRef) error {
 	_, ok, err := d.decodeAside(buf[r.off : r.off+r.n])
 	switch {
 	case err != nil:
-		return r.where(err)
+		return err // found again in the request's words (packedVerdict)
 	case ok:
 		return errRegroup
 	}
 	d.b.Rejected++
 	d.b.RejectReason = RejectInvalidID
 	return nil
-}
-
-// where names the span r in err.
-func (r *spanRef) where(err error) error {
-	return fmt.Errorf("resource_spans[%d]: scope_spans[%d]: spans[%d]: %w", r.at[0], r.at[1], r.at[2], err)
 }
 
 // decodeAside decodes Span message src as DecodeProto does, for its verdict alone - its error,
@@ -177,15 +174,27 @@ func (d *protoDecoder) decodeAside(src []byte) (TraceID, bool, error) {
 // For a span whose first field is its 16-byte trace id, as every SDK writes it, they are read
 // from those bytes alone: the second pass checks what the whole span says (a later occurrence
 // wins, and the span id counts too) and falls back to decoding the request into span values when
-// it says otherwise (see errRegroup). Any other span is decoded aside, so a malformed one is
-// refused as DecodeProto refuses it.
+// it says otherwise (see errRegroup). Any other span has its own fields read (not its attributes,
+// links or events: the second pass reads those as it writes them), which say its ids as
+// DecodeProto reads them.
 func (d *protoDecoder) firstTraceID(src []byte) (TraceID, bool, error) {
 	var id TraceID
 	if len(src) >= 2+len(id) && src[0] == fSpanTraceID<<3|2 && src[1] == byte(len(id)) {
 		copy(id[:], src[2:])
 		return id, !id.IsZero(), nil
 	}
-	return d.decodeAside(src)
+	var sp Span
+	var h wireSpan
+	pl := &d.places
+	pl.kvs, pl.links, pl.events = pl.kvs[:0], pl.links[:0], pl.events[:0]
+	if err := h.read(&sp, src, pl); err != nil {
+		return id, false, err
+	}
+	if len(h.trace) != len(id) || len(h.span) != len(SpanID{}) {
+		return id, false, nil
+	}
+	id = TraceID(h.trace)
+	return id, !id.IsZero() && !SpanID(h.span).IsZero(), nil
 }
 
 // errRegroup is the second pass finding a span whose trace or validity the first pass read
@@ -200,16 +209,7 @@ func (d *protoDecoder) packTraces(bp *batchPacker, pp *protoPacked, buf []byte) 
 	err := bp.packGroups(traces, idx, ends, func(i int32) error {
 		r := &refs[i]
 		src := buf[r.off : r.off+r.n]
-		err := d.packSpan(&bp.p, src, pp.scopes[r.scope], &pp.res[r.res], r.trace)
-		if err != nil {
-			// The writer reads a span in several walks, so the first fault it meets need not be
-			// the first in the span, and a span whose ids it refuses may be malformed besides:
-			// the span's error is DecodeProto's, found again.
-			if _, _, derr := d.decodeAside(src); derr != nil {
-				return r.where(derr)
-			}
-		}
-		return err
+		return d.packSpan(&bp.p, src, pp.scopes[r.scope], &pp.res[r.res], r.trace)
 	})
 	if err != nil {
 		return err

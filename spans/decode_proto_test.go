@@ -373,6 +373,13 @@ func TestDecodeProtoBadInput(t *testing.T) {
 		{"attribute before the status", wrapSpan(cat(ids, field(9, []byte{0x0a, 0x09}), field(15, []byte{0x12, 0x05}))), "spans[0]: attributes[0]"},
 		{"attribute before a broken field", wrapSpan(cat(ids, field(9, []byte{0x0a, 0x09}), []byte{0x08, 0xff})), "spans[0]: attributes[0]"},
 		{"ids not first, attribute before a broken field", wrapSpan(cat(field(2, id8(1)), field(1, id16(1)), field(9, []byte{0x0a, 0x09}), []byte{0x08, 0xff})), "spans[0]: attributes[0]"},
+		// Several bad spans: the first in the request is named, whichever trace it is of (packed by
+		// trace, the second trace's spans are written after the first's).
+		{"the first bad span of the request, not of its first trace", field(1, field(2, cat(
+			field(2, cat(field(1, id16(2)), field(2, id8(1)))),
+			field(2, cat(field(1, id16(1)), field(2, id8(2)), field(9, []byte{0x0a, 0x09}))),
+			field(2, cat(field(1, id16(2)), field(2, id8(3)), field(9, []byte{0x0a, 0x09})))))),
+			"scope_spans[0]: spans[1]: attributes[0]"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -1,10 +1,5 @@
 package spans
 
-import (
-	"errors"
-	"fmt"
-)
-
 // The protobuf decoder's way of packing by trace before it wrote the packed form straight from
 // the wire: each span decoded into a span value, which the packer then packs. Kept for the tests
 // alone, as the oracle the direct writer is held to (byte for byte, errors too): only the second
@@ -32,24 +27,11 @@ func decodeProtoPackedOld(b *Batch, buf []byte, opt DecodeOptions, reuse bool) e
 	if err == nil {
 		err = d.packTracesOld(bp, pp, buf)
 	}
-	if errors.Is(err, errRegroup) {
-		// Decoded as DecodeProto does, then packed from the span values.
-		b.Packed, b.Rejected, b.RejectReason = nil, 0, ""
-		err = decodeProto(b, buf, DecodeOptions{AllAttributes: opt.AllAttributes}, reuse)
-		if err == nil {
-			b.Pack()
-			b.Spans = nil
-		}
-		return err
-	}
+	b.places = d.places
 	if reuse {
 		b.attrBuf = d.attrs.buf[:0]
 	}
-	if err != nil {
-		b.Packed = nil
-		return malformed("decode OTLP protobuf request", err)
-	}
-	return nil
+	return packedVerdict(b, buf, opt, reuse, err)
 }
 
 // spanOfOld decodes the span r names into sp, giving back what the span before it used of the
@@ -66,7 +48,7 @@ func (d *protoDecoder) spanOfOld(sp *Span, pp *protoPacked, buf []byte, r *spanR
 	*sp = Span{}
 	ok, err := d.spanFields(sp, buf[r.off:r.off+r.n])
 	if err != nil {
-		return false, fmt.Errorf("resource_spans[%d]: scope_spans[%d]: spans[%d]: %w", r.at[0], r.at[1], r.at[2], err)
+		return false, err // found again in the request's words (packedVerdict)
 	}
 	sp.Scope, sp.Resource = pp.scopes[r.scope], &pp.res[r.res]
 	return ok, nil

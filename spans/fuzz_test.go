@@ -105,10 +105,11 @@ func FuzzDecodeProto(f *testing.F) {
 		refErr := proto.Unmarshal(body, &req)
 		for _, o := range bothOptions {
 			got, err := spans.DecodeProto(body, o.opt)
-			// Straight into the packed form: the same input accepted, whatever it is.
+			// Straight into the packed form: the same input accepted, whatever it is, and the
+			// same refused in the same words.
 			packedOpt := o.opt
 			packedOpt.PackByTrace = true
-			if _, perr := spans.DecodeProto(body, packedOpt); (perr == nil) != (err == nil) {
+			if _, perr := spans.DecodeProto(body, packedOpt); fmt.Sprint(perr) != fmt.Sprint(err) {
 				t.Fatalf("%s: DecodeProto says %v, with PackByTrace %v", o.name, err, perr)
 			}
 			packedAsBefore(t, dirty, body, o.opt)
@@ -335,9 +336,9 @@ func packedAsBefore(t *testing.T, dirty, body []byte, opt spans.DecodeOptions) {
 
 // TestDecodePackedAsBefore holds the protobuf decoder's packed form to the way before it wrote it
 // straight from the wire (see packedAsBefore) on every request of every recorded fixture, as
-// protobuf, and on the benchmarks' payloads.
+// protobuf, and on the benchmarks' payloads (one with every span's ids after its other fields).
 func TestDecodePackedAsBefore(t *testing.T) {
-	bodies := [][]byte{marshal(t, benchRequest()), marshal(t, richRequest())}
+	bodies := [][]byte{marshal(t, benchRequest()), marshal(t, richRequest()), idsLast(t, benchRequest())}
 	for _, name := range fixtures.Names() {
 		records, err := fixtures.Read(name)
 		if err != nil {
