@@ -149,9 +149,8 @@ type traceState struct {
 	pending  []byte
 	more     *laterBlocks
 	npending int
-	// carved has a bit for each pending buffer carved from the Engine's slab (1: pending, 2, 4
-	// and 8: more's), slabAt the time the first of them was filed (see slabFor).
-	carved uint8
+	// slabAt is when the first of the pending buffers carved from the Engine's slab was filed
+	// (see slabFor and carved).
 	slabAt int64
 	// packed holds the spans res was made from (deduplicated) in the same blocks: pointer-free
 	// bytes that the garbage collector never scans, unpacked when late spans make the trace be
@@ -183,6 +182,9 @@ type traceState struct {
 	// arrived (not received, or evicted before): not an input trace until one does.
 	bare bool
 	gone bool
+	// carved has a bit for each pending buffer carved from the Engine's slab (1: pending; 2, 4
+	// and 8: more's). Beside the flags, in what would be padding: a trace stays 240 bytes.
+	carved uint8
 }
 
 // New makes an analyzer. See [Config] for the zero value.
