@@ -59,6 +59,8 @@ type Engine struct {
 	// and the buffer a trace over its cap is packed again in.
 	packing spans.Packing
 	ingest  []byte
+	// slab is what the next carved deliveries are cut from (see carve).
+	slab []byte
 	// joins are the batch's deliveries that start a trace of their own (see joinDeliveries).
 	joins []traceJoin
 	// unpacker and unpacked read a packed batch's blocks back where filing it needs the spans
@@ -147,6 +149,9 @@ type traceState struct {
 	pending  []byte
 	more     *laterBlocks
 	npending int
+	// slabAt is when the first of the pending buffers carved from the Engine's slab was filed
+	// (see slabFor and carved).
+	slabAt int64
 	// packed holds the spans res was made from (deduplicated) in the same blocks: pointer-free
 	// bytes that the garbage collector never scans, unpacked when late spans make the trace be
 	// analyzed again or the TUI looks it up (see store.go). nil with ReleaseSpans (nothing is
@@ -177,6 +182,9 @@ type traceState struct {
 	// arrived (not received, or evicted before): not an input trace until one does.
 	bare bool
 	gone bool
+	// carved has a bit for each pending buffer carved from the Engine's slab (1: pending; 2, 4
+	// and 8: more's). Beside the flags, in what would be padding: a trace stays 240 bytes.
+	carved uint8
 }
 
 // New makes an analyzer. See [Config] for the zero value.

@@ -102,14 +102,16 @@ func (a *Engine) filePacked(pts []spans.PackedTrace, limit int64, capT int, now 
 				}
 			}
 		}
+		slab := a.slabFor(t, blockHeader+len(pt.Block), now)
 		room := a.room(t, pt.Spans, capT)
 		if room == 0 {
 			continue
 		}
 		var b []byte
 		if room == pt.Spans {
-			b = a.framed(pt.Block)
+			b = a.framed(pt.Block, slab)
 		} else {
+			slab = false
 			// Over the cap: the first spans packed again. (A block that does not read, a bug,
 			// gives none: counted as truncated rather than taking the ingest path down.)
 			if n := len(read()); n < room {
@@ -122,7 +124,7 @@ func (a *Engine) filePacked(pts []spans.PackedTrace, limit int64, capT int, now 
 			}
 			b = a.packPending(ss[:room])
 		}
-		t.addPending(b)
+		t.addPending(b, slab)
 		a.filed(t, len(b), room, now)
 	}
 	for _, j := range joins {
@@ -259,7 +261,7 @@ func (a *Engine) drop(t *traceState) {
 	}
 	t.joined = nil
 	t.gone = true
-	t.pending, t.more, t.npending = nil, nil, 0
+	t.pending, t.more, t.npending, t.carved = nil, nil, 0, 0
 	t.packed, t.held, t.meta = nil, 0, nil
 	t.res = nil
 }

@@ -52,10 +52,13 @@ func (a *Engine) joinDeliveries(j traceJoin, capT int, now int64) {
 		}
 		a.version++
 	}
-	p.addPending(d.packed)
-	p.addPending(d.pending)
+	// p may stay pending long after d's slab neighbours have gone: d's carved buffers move as
+	// buffers of their own.
+	a.uncarve(d)
+	p.addPending(d.packed, false)
+	p.addPending(d.pending, false)
 	for _, b := range d.later() {
-		p.addPending(b)
+		p.addPending(b, false)
 	}
 	p.npending += moving
 	p.uncounted += traces

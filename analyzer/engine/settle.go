@@ -179,7 +179,7 @@ func (a *Engine) take(t *traceState) job {
 	t.out = t.npending + t.held
 	t.outBytes = t.pendingBytes()
 	t.held = 0
-	t.pending, t.more, t.npending = nil, nil, 0
+	t.pending, t.more, t.npending, t.carved = nil, nil, 0, 0
 	t.inFlight = true
 	return j
 }

@@ -20,9 +20,10 @@ import (
 //
 //   - Each trace's spans of a batch are one block - packed by the batch's producer where it
 //     decoded them, or by ConsumeBatch (spans.Packing) - copied once, framed (a 4-byte length,
-//     then the block), into a buffer of its own, exactly sized: the first is the trace's pending
-//     bytes, the next three follow it in a short list, and any later ones are appended to the
-//     last of those (see addPending).
+//     then the block), into a buffer of its own, exactly sized, or, where spans are released once
+//     analyzed, into bytes carved from a slab shared with the traces filed beside it (see carve):
+//     the first is the trace's pending bytes, the next three follow it in a short list, and any
+//     later ones are appended to the last of those (see addPending).
 //   - An analysis reads the blocks back into its scratch (spans.Unpacker: no allocation, strings
 //     aliasing the packed bytes), and detaches what it keeps - operations, findings, notes - from
 //     those bytes (see detachOps and detachRest), so that nothing held points into them but the trace itself.
@@ -47,16 +48,92 @@ func appendBlock(buf []byte, ss []spans.Span, scratch *[]byte) []byte {
 	return append(buf, *scratch...)
 }
 
-// framed is a block packed already (by the batch's producer: spans.Batch.Pack) copied into a
-// buffer of its own, framed.
-func (a *Engine) framed(block []byte) []byte {
-	b := make([]byte, blockHeader+len(block))
+// framed is a block packed already (by the batch's producer: spans.Batch.Pack) copied, framed,
+// into a buffer of its own, or, with slab, into bytes carved from the Engine's slab (see carve).
+func (a *Engine) framed(block []byte, slab bool) []byte {
+	var b []byte
+	if slab {
+		b = a.carve(blockHeader + len(block))
+	} else {
+		b = make([]byte, blockHeader+len(block))
+	}
 	binary.LittleEndian.PutUint32(b, uint32(len(block)))
 	copy(b[blockHeader:], block)
 	if a.packed != nil {
 		a.packed(b)
 	}
 	return b
+}
+
+// carve is n bytes carved from the front of what the Engine's slab has left, a new slab made when
+// it has too few. The result's capacity ends where it does, so that appending to it (addPending)
+// moves it to a buffer of its own instead of writing over the bytes carved after it.
+//
+// A slab lives as long as the last bytes carved from it, so only what is let go together is
+// carved: the deliveries of traces filed in the same seconds, while their spans are released
+// once analyzed (Config.ReleaseSpans: `stormwatch analyze`), and only for a trace's first
+// --settle of pending spans (see slabFor). Against an allocation a delivery (a few kilobytes on
+// realistic traffic, four deliveries a trace) that saves the allocator's work and its share of
+// the garbage collector's: about 6% of `analyze`'s CPU (docs/performance.md).
+func (a *Engine) carve(n int) []byte {
+	if len(a.slab)+n > cap(a.slab) {
+		a.slab = make([]byte, 0, slabSize)
+	}
+	at := len(a.slab)
+	a.slab = a.slab[:at+n]
+	return a.slab[at : at+n : at+n]
+}
+
+// slabSize is the size of the slabs carve cuts from: a few dozen traces' deliveries. A delivery
+// of more than maxCarved bytes gets a buffer of its own.
+const (
+	slabSize  = 64 << 10
+	maxCarved = slabSize / 4
+)
+
+// slabFor reports whether t's delivery of n bytes, filed at now, is carved from the slab. It is
+// while t is young: its first carved buffer filed less than --settle ago, when the traces filed
+// beside it in the slab are still pending too. A trace pending longer than that (a consumer, a
+// long job: a span every few seconds for minutes) would keep its slabs alive after everything
+// else in them had gone, so its carved buffers are first copied into buffers of their own, and
+// the rest of its deliveries get theirs. The decision is made before t.addPending, so that a
+// delivery that will be appended to t's last buffer is not carved.
+func (a *Engine) slabFor(t *traceState, n int, now int64) bool {
+	if !a.cfg.ReleaseSpans || n > maxCarved {
+		return false
+	}
+	if t.pending == nil {
+		t.slabAt = now
+		return true
+	}
+	if t.carved == 0 {
+		return false
+	}
+	if now-t.slabAt > a.cfg.settle() {
+		a.uncarve(t)
+		return false
+	}
+	return len(t.later()) < len(t.more.room)
+}
+
+// uncarve copies t's carved pending buffers into buffers of their own (see slabFor).
+func (a *Engine) uncarve(t *traceState) {
+	own := func(b []byte) []byte {
+		c := bytes.Clone(b)
+		if a.packed != nil {
+			a.packed(c)
+		}
+		return c
+	}
+	if t.carved&1 != 0 {
+		t.pending = own(t.pending)
+	}
+	for i, b := range t.later() {
+		if t.carved&(2<<i) != 0 {
+			t.more.blocks[i] = own(b)
+		}
+	}
+	t.carved = 0
 }
 
 // packPending packs a trace's spans of one batch as one framed block of its own.
@@ -80,20 +157,32 @@ func (a *Engine) packPending(ss []spans.Span) []byte {
 // grows as a slice does: the buffers an analysis reads stay at most five, so finding which of
 // them a string points into (sources.owns, for every string the analysis keeps) costs a few
 // compares, not one per delivery.
-func (t *traceState) addPending(b []byte) {
+//
+// carved says b was carved from the Engine's slab (see slabFor): t.carved notes which of its
+// buffers were, so that they can be copied out.
+func (t *traceState) addPending(b []byte, carved bool) {
+	var at uint8 // the bit of t.carved for b's buffer
 	switch {
 	case len(b) == 0:
 	case t.pending == nil:
 		t.pending = b
+		at = 1
 	case t.more == nil:
 		m := &laterBlocks{}
 		m.blocks = append(m.room[:0], b)
 		t.more = m
+		at = 2
 	case len(t.more.blocks) < len(t.more.room):
 		t.more.blocks = append(t.more.blocks, b)
+		at = 1 << len(t.more.blocks)
 	default:
 		last := &t.more.blocks[len(t.more.blocks)-1]
+		// A carved buffer ends at its capacity: the append moves it to a buffer of its own.
 		*last = append(*last, b...)
+		t.carved &^= 1 << len(t.more.blocks)
+	}
+	if carved {
+		t.carved |= at
 	}
 }
 

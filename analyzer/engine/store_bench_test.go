@@ -170,3 +170,87 @@ func ownAttrs(b *spans.Batch) {
 		s.Attrs = slab[at:len(slab):len(slab)]
 	}
 }
+
+// BenchmarkLongPendingMemory is what an analyzer holds while a few traces stay pending for
+// minutes among short ones: 50 traces that get a span every second from their start, one a
+// second (a consumer, a long job: never quiet for --settle), beside 100 of the end-to-end payload's traces a second, each in two
+// deliveries a second apart, for 150 seconds of traffic settled every second. heap-MiB is the heap
+// in use after a GC at the end, less the heap before the analyzer was made: whatever a long trace
+// keeps alive past the short traces filed beside it shows there. config=analyze is `stormwatch
+// analyze`'s configuration (spans released once analyzed, the trace forgotten a --settle of 30 s
+// later); config=live-bound a live analyzer at --max-spans 35,000, its store full.
+func BenchmarkLongPendingMemory(b *testing.B) {
+	for _, c := range []struct {
+		name string
+		cfg  engine.Config
+	}{
+		{"analyze", engine.Config{Settle: 30 * time.Second, ReleaseSpans: true, ForgetAfter: 30 * time.Second,
+			WindowInterval: -1, MaxFindings: -1}},
+		{"live-bound", engine.Config{MaxSpans: 35_000}},
+	} {
+		b.Run("config="+c.name, func(b *testing.B) {
+			const steps, perStep = 150, 100
+			const long = perStep / 2
+			var heapB float64
+			var st engine.StoreStats
+			for range b.N {
+				b.StopTimer()
+				runtime.GC()
+				var ms0, ms1 runtime.MemStats
+				runtime.ReadMemStats(&ms0)
+				b.StartTimer()
+				cfg := c.cfg
+				cfg.Detectors = suite.Default()
+				a := engine.New(cfg)
+				tmpl := workload.PayloadTrace(0, t0)[1]
+				var rest []spans.Span // the second halves of the last step's short traces
+				for step := range steps {
+					batch := &spans.Batch{Spans: append(make([]spans.Span, 0, perStep*10+long), rest...)}
+					rest = rest[:0]
+					for i := range perStep {
+						tr := workload.PayloadTrace(step*perStep+i, t0)
+						batch.Spans = append(batch.Spans, tr[:len(tr)/2]...)
+						rest = append(rest, tr[len(tr)/2:]...)
+						if i%2 != 0 {
+							continue
+						}
+						// A long trace's span between every two short traces: the exporters
+						// interleave them.
+						// Long trace k starts at second k.
+						k := i / 2
+						if step < k {
+							continue
+						}
+						s := tmpl
+						s.TraceID = spans.TraceID{byte(k), 15: 9}
+						s.SpanID = spans.SpanID{0x77, byte(k), byte(step), byte(step >> 8), 1}
+						s.ParentID = spans.SpanID{0x77, byte(k), 0, 0, 1}
+						if step == k {
+							s.ParentID = spans.SpanID{}
+						}
+						s.StartUnixNano = t0 + int64(step)*int64(time.Second)
+						s.EndUnixNano = s.StartUnixNano + int64(time.Millisecond)
+						batch.Spans = append(batch.Spans, s)
+					}
+					ownAttrs(batch)
+					if err := a.ConsumeBatch(context.Background(), batch); err != nil {
+						b.Fatal(err)
+					}
+					a.Settle(time.Unix(0, t0).Add(time.Duration(step) * time.Second))
+				}
+				b.StopTimer()
+				st = a.Stats()
+				runtime.GC()
+				runtime.ReadMemStats(&ms1)
+				heapB = float64(int64(ms1.HeapAlloc) - int64(ms0.HeapAlloc))
+				runtime.KeepAlive(a)
+				b.StartTimer()
+			}
+			if st.PendingTraces < long {
+				b.Fatalf("the long traces settled: %+v", st)
+			}
+			b.ReportMetric(heapB/(1<<20), "heap-MiB")
+			b.ReportMetric(float64(st.SpansHeld), "spans-held")
+		})
+	}
+}

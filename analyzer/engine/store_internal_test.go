@@ -10,8 +10,10 @@ import (
 	"slices"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/stormwatch/stormwatch/analyzer"
+	"github.com/stormwatch/stormwatch/analyzer/workload"
 	"github.com/stormwatch/stormwatch/spans"
 	"github.com/stormwatch/stormwatch/spans/spanstest"
 )
@@ -503,5 +505,56 @@ func TestCorruptHeldBlocksAreReported(t *testing.T) {
 	}
 	if read, err := sc.unpack(sources{good}); err != nil || len(read) != len(ss) {
 		t.Fatalf("the good blocks: %d spans, %v", len(read), err)
+	}
+}
+
+// A trace still pending --settle after its first spans were filed (a consumer, a long job) lets go
+// of the slab they were carved from: its buffers are copied out when its next spans arrive, and
+// those get buffers of their own, so the slab goes once the traces filed beside it have. Traces
+// whose spans are held after analysis carve nothing.
+func TestLongPendingTraceLetsGoOfTheSlab(t *testing.T) {
+	clock := time.Date(2026, 1, 15, 10, 0, 0, 0, time.UTC)
+	short, long := workload.PayloadTrace(1, clock.UnixNano()), workload.PayloadTrace(2, clock.UnixNano())
+	inSlab := func(b, slab []byte) bool {
+		p, base := uintptr(unsafe.Pointer(unsafe.SliceData(b))), uintptr(unsafe.Pointer(unsafe.SliceData(slab)))
+		return len(b) > 0 && p >= base && p < base+uintptr(cap(slab))
+	}
+	for _, release := range []bool{true, false} {
+		a := New(Config{Settle: 5 * time.Second, ReleaseSpans: release, Now: func() time.Time { return clock }})
+		file := func(ss ...spans.Span) {
+			if err := a.ConsumeBatch(context.Background(), &spans.Batch{Spans: slices.Clone(ss)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		file(append(slices.Clone(short[:5]), long[:2]...)...)
+		slab := a.slab[:0:cap(a.slab)]
+		s, l := a.traces[short[0].TraceID], a.traces[long[0].TraceID]
+		if !release {
+			if inSlab(s.pending, slab) || inSlab(l.pending, slab) || s.carved|l.carved != 0 {
+				t.Fatal("spans held after analysis were carved from the slab")
+			}
+			continue
+		}
+		if !inSlab(s.pending, slab) || !inSlab(l.pending, slab) {
+			t.Fatal("the first deliveries were not carved from the slab: the check below would check nothing")
+		}
+		clock = clock.Add(time.Second)
+		file(long[2:4]...) // within --settle: carved too
+		if len(l.later()) != 1 || !inSlab(l.later()[0], slab) {
+			t.Fatalf("a young trace's second delivery was not carved (%d buffers)", len(l.later()))
+		}
+		clock = clock.Add(5 * time.Second)
+		file(long[4:6]...)
+		for i, b := range append([][]byte{l.pending}, l.later()...) {
+			if inSlab(b, slab) {
+				t.Errorf("buffer %d of a trace pending past --settle is still in the slab", i)
+			}
+		}
+		if l.npending != 6 || blocksLen(t, pendingOf(l)) != 6 {
+			t.Errorf("%d spans pending, %d in the blocks, want 6", l.npending, blocksLen(t, pendingOf(l)))
+		}
+		if !inSlab(s.pending, slab) {
+			t.Error("the short trace's spans moved: only the long-pending trace's are copied")
+		}
 	}
 }
