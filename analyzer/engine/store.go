@@ -74,7 +74,7 @@ func (a *Engine) framed(block []byte, slab bool) []byte {
 // once analyzed (Config.ReleaseSpans: `stormwatch analyze`), and only for a trace's first
 // --settle of pending spans (see slabFor). Against an allocation a delivery (a few kilobytes on
 // realistic traffic, four deliveries a trace) that saves the allocator's work and its share of
-// the garbage collector's: about 6% of `analyze`'s CPU (docs/performance.md).
+// the garbage collector's: 3-7% of `analyze`'s CPU at a million spans (docs/performance.md).
 func (a *Engine) carve(n int) []byte {
 	if len(a.slab)+n > cap(a.slab) {
 		a.slab = make([]byte, 0, slabSize)
