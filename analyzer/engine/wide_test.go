@@ -76,8 +76,8 @@ func TestWideShapesCostNoSquare(t *testing.T) {
 			t.Logf("%s not judged: %s", shape.name, why)
 			continue
 		}
-		small, large := cpuPerSpan(t, shape.make(2_000), shape.policy, 0), cpuPerSpan(t, shape.make(20_000), shape.policy, 0)
-		if large > 4*small+time.Microsecond {
+		small, large, grows := costGrows(func(n int) time.Duration { return cpuPerSpan(t, shape.make(n), shape.policy, 0) })
+		if grows {
 			t.Errorf("%s: %v a span at 20,000 siblings, %v at 2,000: the cost grows with the width", shape.name, large, small)
 		}
 	}
@@ -281,10 +281,24 @@ func TestManyDeliveriesCostNoSquare(t *testing.T) {
 	}
 	skipUnderRace(t)
 	shape := func(n int) []spans.Span { return clientSiblings(n, true) }
-	small, large := cpuPerSpan(t, shape(2_000), "", 1), cpuPerSpan(t, shape(20_000), "", 1)
-	if large > 4*small+time.Microsecond {
+	small, large, grows := costGrows(func(n int) time.Duration { return cpuPerSpan(t, shape(n), "", 1) })
+	if grows {
 		t.Errorf("%v a span delivered in 20,000 batches, %v in 2,000: the cost grows with the deliveries", large, small)
 	}
+}
+
+// costGrows weighs the CPU a span costs at 2,000 and at 20,000 of a shape (perSpan(n)) and says
+// whether the larger costs more than 4x the smaller (plus a microsecond): a square would cost 10x.
+// A machine shared with other work can slow one measurement by that much on its own, so a pair
+// over the bound is weighed again, up to three times; a square is over it every time.
+func costGrows(perSpan func(n int) time.Duration) (small, large time.Duration, grows bool) {
+	for range 3 {
+		small, large = perSpan(2_000), perSpan(20_000)
+		if large <= 4*small+time.Microsecond {
+			return small, large, false
+		}
+	}
+	return small, large, true
 }
 
 // skipUnderRace skips a cost test under the race detector (see raceEnabled).
