@@ -21,9 +21,14 @@ import (
 // spans.MaxValueDepth, as one OTLP record is, and is handed on one trace per Record so the
 // analyzer settles traces as it does for a recording.
 
-// readDocument reads the rest of src as one document of format f, at most max bytes.
-func readDocument(src io.Reader, name string, f Format, max int) ([]byte, error) {
-	body, err := io.ReadAll(io.LimitReader(src, int64(max)+1))
+// readDocument reads the rest of src as one document of format f, at most max bytes. size is how
+// many bytes src holds, when known (else 0): the document is read into memory of that size
+// (and the few bytes the last read needs to see the end), not grown to it, which for a document
+// of hundreds of megabytes copied and cleared it about twice over.
+func readDocument(src io.Reader, name string, f Format, max int, size int64) ([]byte, error) {
+	buf := bytes.NewBuffer(make([]byte, 0, min(size, int64(max)+1)+bytes.MinRead))
+	_, err := buf.ReadFrom(io.LimitReader(src, int64(max)+1))
+	body := buf.Bytes()
 	if err != nil && readErr(err) != io.EOF {
 		return nil, fmt.Errorf("read %s: %w", name, err)
 	}

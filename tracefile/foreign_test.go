@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
 	"reflect"
 	"strings"
 	"testing"
@@ -588,6 +589,73 @@ func zipkinWalkAgrees(t *testing.T, data []byte, opt spans.DecodeOptions) {
 	for i := range got {
 		if !reflect.DeepEqual(got[i], want[i]) {
 			t.Fatalf("batch %d: the walk read\n%+v\nencoding/json\n%+v\nfrom %q", i, got[i], want[i], data)
+		}
+	}
+}
+
+// A document read whole reads the same from a file (whose size the reader sizes its memory by,
+// past the bytes its format detection has buffered), from memory and from a pipe (whose size
+// it cannot know), and the record limit holds to the byte either way.
+func TestForeignDocumentReadsTheSameFromAnySource(t *testing.T) {
+	var all []spans.Span
+	for i := 0; i < 4; i++ {
+		b, err := spans.DecodeProto(mustMarshal(t, realisticRequest(i, 100)), spans.DecodeOptions{AllAttributes: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, b.Spans...)
+	}
+	doc := foreigntest.Jaeger(all)
+	if len(doc) < 4<<16 {
+		t.Fatalf("the document is %d bytes: too short to pass the reader's buffer", len(doc))
+	}
+	path := t.TempDir() + "/traces.json"
+	if err := os.WriteFile(path, doc, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	read := func(name string, open func(opt ReadOptions) (*Reader, error), limit int) ([]spans.Span, error) {
+		t.Helper()
+		r, err := open(ReadOptions{MaxRecordBytes: limit})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		defer r.Close()
+		var got []spans.Span
+		for {
+			rec, err := r.Next()
+			if errors.Is(err, io.EOF) {
+				return got, nil
+			}
+			if err != nil {
+				return got, err
+			}
+			got = append(got, rec.Batch.Spans...)
+		}
+	}
+	sources := []struct {
+		name string
+		open func(opt ReadOptions) (*Reader, error)
+	}{
+		{"file", func(opt ReadOptions) (*Reader, error) { return Open(path, opt) }},
+		{"memory", func(opt ReadOptions) (*Reader, error) { return NewReader(bytes.NewReader(doc), "traces.json", opt) }},
+		{"pipe", func(opt ReadOptions) (*Reader, error) {
+			return NewReader(io.MultiReader(bytes.NewReader(doc)), "traces.json", opt)
+		}},
+	}
+	want, err := read("pipe", sources[2].open, 0)
+	if err != nil || len(want) != len(all) {
+		t.Fatalf("from a pipe: %d spans of %d, err %v", len(want), len(all), err)
+	}
+	for _, src := range sources {
+		got, err := read(src.name, src.open, len(doc))
+		if err != nil {
+			t.Fatalf("%s, the limit at the document's size: %v", src.name, err)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: the spans differ from those read from a pipe", src.name)
+		}
+		if _, err := read(src.name, src.open, len(doc)-1); !errors.Is(err, ErrTooLarge) {
+			t.Errorf("%s, the limit a byte short of the document: err = %v, want ErrTooLarge", src.name, err)
 		}
 	}
 }

@@ -127,6 +127,10 @@ type Reader struct {
 	// pending holds the traces of a document read whole (Jaeger, Zipkin JSON) not yet returned.
 	pending []*spans.Batch
 	docRead bool
+	// size is how many bytes the input holds when it can tell (a regular file, not compressed;
+	// an in-memory reader), else 0: a document read whole is read into memory of that size at
+	// once rather than grown, copied and cleared step by step (see readDocument).
+	size int64
 
 	// spare is the memory of a record its consumer released (spans.Batch.Release): the next
 	// line of a JSON-lines file is read into its body and decoded into its batch, rather than
@@ -216,6 +220,8 @@ func NewReader(in io.Reader, name string, opt ReadOptions) (*Reader, error) {
 		}
 	} else if err != nil && err != io.EOF && err != bufio.ErrBufferFull {
 		return nil, fmt.Errorf("read %s: %w", name, err)
+	} else if n := inputSize(in); n > 0 {
+		r.size = n + int64(r.src.Buffered()) // what the peek took into the buffer is still to read
 	}
 	r.format = opt.Format
 	if r.format == FormatUnknown {
@@ -357,7 +363,7 @@ func readErr(err error) error {
 func (r *Reader) nextTrace() (*Record, error) {
 	if !r.docRead {
 		r.docRead = true
-		body, err := readDocument(r.src, r.name, r.format, r.opt.MaxRecordBytes)
+		body, err := readDocument(r.src, r.name, r.format, r.opt.MaxRecordBytes, r.size)
 		if err != nil {
 			return nil, err
 		}
@@ -626,6 +632,26 @@ func (r *Reader) readLine(limit int, into []byte) (line []byte, complete, tooLon
 }
 
 // fileKind names what a file that is not a regular one is.
+// inputSize is how many bytes in holds from where it is, when it can tell: a regular file's
+// size past its offset, an in-memory reader's length; else 0.
+func inputSize(in io.Reader) int64 {
+	switch in := in.(type) {
+	case *os.File:
+		st, err := in.Stat()
+		if err != nil || !st.Mode().IsRegular() {
+			return 0
+		}
+		at, err := in.Seek(0, io.SeekCurrent)
+		if err != nil {
+			return 0
+		}
+		return max(st.Size()-at, 0)
+	case interface{ Len() int }:
+		return int64(in.Len())
+	}
+	return 0
+}
+
 func fileKind(m os.FileMode) string {
 	switch {
 	case m.IsDir():
