@@ -11,7 +11,9 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/stormwatch/stormwatch/internal/cputime"
 	"github.com/stormwatch/stormwatch/spans"
 	"github.com/stormwatch/stormwatch/tracefile/foreigntest"
 )
@@ -658,4 +660,49 @@ func TestForeignDocumentReadsTheSameFromAnySource(t *testing.T) {
 			t.Errorf("%s, the limit a byte short of the document: err = %v, want ErrTooLarge", src.name, err)
 		}
 	}
+}
+
+// One Zipkin span of very many tags, then as many spans of one tag each, costs about as much a
+// span at 200,000 as at 20,000 (smaller sizes hide a square in the map's tables): what the walk keeps from span to span may not make every later
+// span pay for the widest one. A ratio of CPU times, not a speed; a square would cost 10x.
+func TestZipkinWideSpanThenManyCostsNoSquare(t *testing.T) {
+	if testing.Short() {
+		t.Skip("reads documents of 200,000 tags and spans")
+	}
+	doc := func(n int) []byte {
+		var b bytes.Buffer
+		b.WriteString(`[{"traceId":"1","id":"1","timestamp":1,"duration":1,"tags":{`)
+		for i := range n {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			fmt.Fprintf(&b, `"k%d":"v"`, i)
+		}
+		b.WriteString(`}}`)
+		for i := range n {
+			fmt.Fprintf(&b, `,{"traceId":"1","id":"%x","parentId":"1","timestamp":1,"duration":1,"tags":{"k":"v"}}`, i+2)
+		}
+		b.WriteByte(']')
+		return b.Bytes()
+	}
+	perSpan := func(n int) time.Duration {
+		body := doc(n)
+		best := time.Duration(math.MaxInt64)
+		for range 3 {
+			cpu0 := cputime.Process()
+			if _, ok := walkZipkin(body, spans.DecodeOptions{}); !ok {
+				t.Fatal("the walk did not take the document")
+			}
+			best = min(best, (cputime.Process()-cpu0)/time.Duration(n+1))
+		}
+		return best
+	}
+	for range 3 { // a pair over the bound is weighed again: one slowed measurement is not a square
+		small, large := perSpan(20_000), perSpan(200_000)
+		if large <= 4*small+time.Microsecond {
+			return
+		}
+		t.Logf("%v a span at 200,000, %v at 20,000", large, small)
+	}
+	t.Error("the cost a span grows with the widest span before it")
 }

@@ -37,7 +37,14 @@ func walkZipkin(body []byte, opt spans.DecodeOptions) ([]*spans.Batch, bool) {
 // span reads one span and maps it.
 func (w *zipkinWalk) span() bool {
 	z := &w.z
-	clear(w.tags)
+	// clear takes time in proportion to what a map has grown to, not to what it holds: after one
+	// span of a great many tags, clearing the map for every span after it would cost that span's
+	// size each, the square of the document. Past a few dozen tags it is made afresh.
+	if len(w.tags) > 64 {
+		w.tags = map[string]string{}
+	} else {
+		clear(w.tags)
+	}
 	*z = zipkinSpan{Annotations: z.Annotations[:0]}
 	var seen uint32
 	if w.sc.Peek() != '{' {
