@@ -115,8 +115,6 @@ func richRequest() *coltracepb.ExportTraceServiceRequest {
 	return req
 }
 
-// benchBodies returns the payload as protobuf, as OTLP/JSON (hex ids) and as the plain protobuf
-// JSON mapping (base64 ids), which is what protojson can read.
 // idsLast is req encoded with every span's trace and span ids after its other fields: a sender
 // that does not write a span's fields in the order of their numbers, as the SDKs do.
 func idsLast(t testing.TB, req *coltracepb.ExportTraceServiceRequest) []byte {
@@ -152,6 +150,8 @@ func idsLast(t testing.TB, req *coltracepb.ExportTraceServiceRequest) []byte {
 	return body
 }
 
+// benchBodies returns the payload as protobuf, as OTLP/JSON (hex ids) and as the plain protobuf
+// JSON mapping (base64 ids), which is what protojson can read.
 func benchBodies(b testing.TB) (pb, otlpJSON, pbJSON []byte) {
 	req := benchRequest()
 	pb = marshal(b, req)

@@ -225,7 +225,8 @@ func (d *protoDecoder) packTraces(bp *batchPacker, pp *protoPacked, buf []byte) 
 // sends the status last), so a first walk reads the span's own fields and notes where its
 // attributes are; the attributes, then the links and the events, are written after it. A span
 // whose ids are not the ones its place was found by is errRegroup. An error may be a later fault
-// in the span than DecodeProto's (see packTraces).
+// in the span than DecodeProto's: the request is decoded again for DecodeProto's (see
+// packedVerdict).
 func (d *protoDecoder) packSpan(p *packer, src []byte, scope string, res *Resource, tid TraceID) error {
 	var sp Span
 	var h wireSpan

@@ -293,7 +293,9 @@ func packedByTrace(t *testing.T, isJSON bool, dirty, body []byte, opt spans.Deco
 // packedAsBefore decodes body packed by trace, straight from the wire and the way before the
 // protobuf decoder wrote the packed form itself (spans.DecodeProtoPackedVia: span values packed),
 // each into a batch that held dirty first: the same blocks byte for byte, the same facts and
-// rejects, the same error.
+// rejects, and both accept or both refuse. Both ways end in packedVerdict, which words a refusal
+// as DecodeProto does, so the error texts agree by construction here; FuzzDecodeProto holds
+// them to DecodeProto's own.
 func packedAsBefore(t *testing.T, dirty, body []byte, opt spans.DecodeOptions) {
 	t.Helper()
 	opt.PackByTrace = true

@@ -40,9 +40,9 @@ func readDocument(src io.Reader, name string, f Format, max int, size int64) ([]
 
 // checkDepth refuses JSON nested deeper than max before encoding/json, whose own bound is far
 // larger, walks it. A document the scanner's walk reads needs no such pass: the walk refuses
-// nesting past the same bound itself. It tracks strings and nesting as valueScanner does, but skips a string's
-// contents with IndexByte: a document is mostly strings, and this walk runs over every byte
-// of a file of millions of spans.
+// nesting past the same bound itself. It tracks strings and nesting as valueScanner does, but
+// skips a string's contents with IndexByte: a document is mostly strings, and this walk runs
+// over every byte of a file of millions of spans.
 func checkDepth(body []byte, max int) error {
 	depth := 0
 	for i := 0; i < len(body); i++ {

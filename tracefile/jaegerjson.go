@@ -123,7 +123,7 @@ func (t jaegerTag) attr() (spans.Attr, error) {
 }
 
 // Tag values are read through json.Unmarshal only when they need it: a Jaeger document holds
-// tens of tags a span, and one Unmarshal call each was most of the cost of reading it. The two
+// tens of tags a span, and one Unmarshal call each would be most of the cost of reading it. The two
 // helpers below take the common values, which Unmarshal would read the same, and refuse the rest.
 
 // jsonString reads a JSON string whose bytes are valid UTF-8 (Unmarshal would replace invalid

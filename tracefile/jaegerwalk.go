@@ -6,8 +6,8 @@ import (
 	"github.com/stormwatch/stormwatch/spans"
 )
 
-// encoding/json's reflective decode was nearly all the cost of reading a Jaeger document, some
-// 50 times what reading the same spans as OTLP/JSON costs. walkJaeger reads a document with the
+// encoding/json's reflective decode would be nearly all the cost of reading a Jaeger document,
+// some 50 times what reading the same spans as OTLP/JSON costs. walkJaeger reads a document with the
 // scanner the OTLP/JSON readers use instead, one span at a time, into the structs jaegerSpanOf
 // maps, so both ways share one mapping. It takes only what it is sure encoding/json reads the same
 // and gives up on the rest - a member name in another case or outside ASCII, a repeated member, a
