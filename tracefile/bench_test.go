@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/stormwatch/stormwatch/internal/cputime"
-	"github.com/stormwatch/stormwatch/spans"
 	"github.com/stormwatch/stormwatch/tracefile/foreigntest"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
@@ -52,15 +51,7 @@ func BenchmarkRead(b *testing.B) {
 // traces of 100 realistic spans with Raw, as replay reads a Jaeger or Zipkin file: each trace's
 // batch encoded as an OTLP protobuf request.
 func BenchmarkReadForeignRaw(b *testing.B) {
-	var all []spans.Span
-	for i := 0; i < 100; i++ {
-		body := mustMarshal(b, realisticRequest(i, 100))
-		batch, err := spans.DecodeProto(body, spans.DecodeOptions{AllAttributes: true})
-		if err != nil {
-			b.Fatal(err)
-		}
-		all = append(all, batch.Spans...)
-	}
+	all := realisticSpans(b, 100, 100)
 	zipkin, _ := foreigntest.Zipkin(all, foreigntest.ZipkinOptions{})
 	for _, doc := range []struct {
 		name string

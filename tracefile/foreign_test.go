@@ -464,14 +464,7 @@ var jaegerWalkDocuments = []string{
 // TestJaegerWalkAgrees: the walk over a document reads exactly what encoding/json reads, and it
 // takes the documents Jaeger writes (a user waits on the slow way otherwise).
 func TestJaegerWalkAgrees(t *testing.T) {
-	var all []spans.Span
-	for i := 0; i < 3; i++ {
-		b, err := spans.DecodeProto(mustMarshal(t, realisticRequest(i, 20)), spans.DecodeOptions{AllAttributes: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		all = append(all, b.Spans...)
-	}
+	all := realisticSpans(t, 3, 20)
 	taken := []string{jaegerDocument, string(foreigntest.Jaeger(all))}
 	taken = append(taken, jaegerWalkDocuments[:5]...)
 	for _, doc := range taken {
@@ -544,14 +537,7 @@ var zipkinWalkDocuments = []string{
 
 // TestZipkinWalkAgrees is TestJaegerWalkAgrees for Zipkin.
 func TestZipkinWalkAgrees(t *testing.T) {
-	var all []spans.Span
-	for i := 0; i < 3; i++ {
-		b, err := spans.DecodeProto(mustMarshal(t, realisticRequest(i, 20)), spans.DecodeOptions{AllAttributes: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		all = append(all, b.Spans...)
-	}
+	all := realisticSpans(t, 3, 20)
 	shared, _ := foreigntest.Zipkin(all, foreigntest.ZipkinOptions{})
 	taken := []string{zipkinDocument, string(shared)}
 	taken = append(taken, zipkinWalkDocuments[:2]...)
@@ -599,14 +585,7 @@ func zipkinWalkAgrees(t *testing.T, data []byte, opt spans.DecodeOptions) {
 // past the bytes its format detection has buffered), from memory and from a pipe (whose size
 // it cannot know), and the record limit holds to the byte either way.
 func TestForeignDocumentReadsTheSameFromAnySource(t *testing.T) {
-	var all []spans.Span
-	for i := 0; i < 4; i++ {
-		b, err := spans.DecodeProto(mustMarshal(t, realisticRequest(i, 100)), spans.DecodeOptions{AllAttributes: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		all = append(all, b.Spans...)
-	}
+	all := realisticSpans(t, 4, 100)
 	doc := foreigntest.Jaeger(all)
 	if len(doc) < 4<<16 {
 		t.Fatalf("the document is %d bytes: too short to pass the reader's buffer", len(doc))

@@ -12,6 +12,8 @@ import (
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/protobuf/encoding/prototext"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/stormwatch/stormwatch/spans"
 )
 
 func str(k, v string) *commonpb.KeyValue {
@@ -84,6 +86,21 @@ func fullRequest(i int) *coltracepb.ExportTraceServiceRequest {
 			}},
 		}},
 	}}}
+}
+
+// realisticSpans is the spans of requests realisticRequest(0..requests-1, n), every attribute
+// kept: what the foreign formats' documents are made of in the tests and benchmarks.
+func realisticSpans(t testing.TB, requests, n int) []spans.Span {
+	t.Helper()
+	var all []spans.Span
+	for i := 0; i < requests; i++ {
+		b, err := spans.DecodeProto(mustMarshal(t, realisticRequest(i, n)), spans.DecodeOptions{AllAttributes: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, b.Spans...)
+	}
+	return all
 }
 
 // realisticRequest is the end-to-end benchmark's payload: n spans of about 580 bytes on the wire, 10
