@@ -193,7 +193,7 @@ func (f *protoFields) next() bool {
 	if len(src) == 0 {
 		return false
 	}
-	if t := src[0]; t < 0x80 && len(src) >= 2 {
+	if t := src[0]; t-8 < 0x80-8 && len(src) >= 2 { // fields 1 to 15; number 0 is refused below
 		switch t & 7 {
 		case 0:
 			if src[1] < 0x80 {
@@ -226,6 +226,11 @@ func (f *protoFields) next() bool {
 			f.err = err
 			return false
 		}
+	} else if fc.FieldNum == 0 || fc.FieldNum > uint32(protowire.MaxValidNumber) {
+		// easyproto reads any number that fits 32 bits; protobuf's are 1 to 2^29-1, and the
+		// generated code refuses the rest, so a request is accepted only where it would be.
+		f.err = fmt.Errorf("invalid field number %d", fc.FieldNum)
+		return false
 	}
 	f.src, f.num = next, fc.FieldNum
 	if b, ok := fc.MessageData(); ok {
@@ -652,18 +657,21 @@ func (h *wireSpan) read(sp *Span, src []byte, pl *wirePlaces) error {
 	for all := len(src); len(src) > 0; {
 		// The span's own fields are the hottest loop of the decoders. Fields with a one-byte tag
 		// and, for bytes, a one-byte length - nearly all of them - are read here without a call;
-		// the rest go through protoFields.
+		// the rest go through protoFields, and so does field number 0, which it refuses:
+		// short is a one-byte tag of field 1 to 15 (t-8 wraps below 8).
 		var (
 			num  uint32
 			typ  byte
 			data []byte
 			v    uint64
 		)
-		if t := src[0]; t < 0x80 && t&7 == 2 && len(src) >= 2 && src[1] < 0x80 && 2+int(src[1]) <= len(src) {
+		t := src[0]
+		short := t-8 < 0x80-8
+		if short && t&7 == 2 && len(src) >= 2 && src[1] < 0x80 && 2+int(src[1]) <= len(src) {
 			num, typ, data, src = uint32(t>>3), 2, src[2:2+int(src[1])], src[2+int(src[1]):]
-		} else if t < 0x80 && t&7 == 1 && len(src) >= 9 {
+		} else if short && t&7 == 1 && len(src) >= 9 {
 			num, typ, v, src = uint32(t>>3), 1, load64(src[1:9]), src[9:]
-		} else if t < 0x80 && t&7 == 0 && len(src) >= 2 && src[1] < 0x80 {
+		} else if short && t&7 == 0 && len(src) >= 2 && src[1] < 0x80 {
 			num, typ, v, src = uint32(t>>3), 0, uint64(src[1]), src[2:]
 		} else if t == 0x85 && len(src) >= 6 && src[1] == 0x01 {
 			src = src[6:] // field 16 (flags, a fixed32 every SDK sends, its tag two bytes): not kept

@@ -401,6 +401,39 @@ func TestDecodeProtoBadInput(t *testing.T) {
 	}
 }
 
+// Protobuf's field numbers are 1 to 2^29-1, and the generated code refuses a request with any
+// other; so does DecodeProto, packed or not, wherever it reads one (a span's fields here), and
+// it keeps the span around an unknown field of the highest valid number.
+func TestDecodeProtoFieldNumbers(t *testing.T) {
+	ids := cat(field(1, id16(1)), field(2, id8(1)))
+	unknown := func(num uint64) []byte {
+		return protowire.AppendVarint(protowire.AppendTag(nil, protowire.Number(num), protowire.VarintType), 1)
+	}
+	for _, num := range []uint64{0, 1 << 29, 1<<31 - 1} {
+		t.Run(strconv.FormatUint(num, 10), func(t *testing.T) {
+			body := wrapSpan(cat(ids, unknown(num)))
+			if err := proto.Unmarshal(body, &coltracepb.ExportTraceServiceRequest{}); err == nil {
+				t.Fatal("the generated code accepts the request: not a case of this test")
+			}
+			for _, opt := range []spans.DecodeOptions{{}, {PackByTrace: true}} {
+				_, err := spans.DecodeProto(body, opt)
+				if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("invalid field number %d", num)) ||
+					!errors.Is(err, spans.ErrMalformed) || !spans.IsPermanent(err) {
+					t.Errorf("packed %v: err = %v, want a permanent ErrMalformed naming field number %d", opt.PackByTrace, err, num)
+				}
+			}
+		})
+	}
+	body := wrapSpan(cat(ids, unknown(1<<29-1), field(5, []byte("kept"))))
+	if err := proto.Unmarshal(body, &coltracepb.ExportTraceServiceRequest{}); err != nil {
+		t.Fatalf("the generated code refuses the highest field number: %v", err)
+	}
+	b, err := spans.DecodeProto(body, spans.DecodeOptions{})
+	if err != nil || len(b.Spans) != 1 || b.Spans[0].Name != "kept" {
+		t.Fatalf("the highest field number: err %v, batch %+v; want the span kept", err, b)
+	}
+}
+
 func TestIntern(t *testing.T) {
 	for _, k := range spans.WellKnown {
 		got, ok := spans.Intern([]byte(k))
