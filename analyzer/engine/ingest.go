@@ -102,16 +102,16 @@ func (a *Engine) filePacked(pts []spans.PackedTrace, limit int64, capT int, now 
 				}
 			}
 		}
-		slab := a.slabFor(t, blockHeader+len(pt.Block), now)
 		room := a.room(t, pt.Spans, capT)
 		if room == 0 {
 			continue
 		}
 		var b []byte
+		slab := false // b is carved from the Engine's slab (see slabFor)
 		if room == pt.Spans {
+			slab = a.slabFor(t, blockHeader+len(pt.Block), now)
 			b = a.framed(pt.Block, slab)
 		} else {
-			slab = false
 			// Over the cap: the first spans packed again. (A block that does not read, a bug,
 			// gives none: counted as truncated rather than taking the ingest path down.)
 			if n := len(read()); n < room {

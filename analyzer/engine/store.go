@@ -113,7 +113,7 @@ func (a *Engine) slabFor(t *traceState, n int, now int64) bool {
 		a.uncarve(t)
 		return false
 	}
-	return len(t.later()) < len(t.more.room)
+	return len(t.later()) < laterRoom // t.more may be nil: later is then empty
 }
 
 // uncarve copies t's carved pending buffers into buffers of their own (see slabFor).
@@ -172,7 +172,7 @@ func (t *traceState) addPending(b []byte, carved bool) {
 		m.blocks = append(m.room[:0], b)
 		t.more = m
 		at = 2
-	case len(t.more.blocks) < len(t.more.room):
+	case len(t.more.blocks) < laterRoom:
 		t.more.blocks = append(t.more.blocks, b)
 		at = 1 << len(t.more.blocks)
 	default:
@@ -192,8 +192,12 @@ func (t *traceState) addPending(b []byte, carved bool) {
 // collector's) a word, not a slice.
 type laterBlocks struct {
 	blocks [][]byte
-	room   [3][]byte
+	room   [laterRoom][]byte
 }
+
+// laterRoom is how many buffers laterBlocks holds before the last grows: a trace's pending
+// buffers are at most laterRoom+1, and t.carved has a bit for each.
+const laterRoom = 3
 
 // later is t's pending buffers after the first.
 func (t *traceState) later() [][]byte {
