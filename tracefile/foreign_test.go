@@ -24,17 +24,8 @@ func readForeign(t *testing.T, name, doc string, opt ReadOptions) (Format, []spa
 	if err != nil {
 		return 0, nil, err
 	}
-	var all []spans.Span
-	for {
-		rec, err := r.Next()
-		if errors.Is(err, io.EOF) {
-			return r.Format(), all, nil
-		}
-		if err != nil {
-			return r.Format(), all, err
-		}
-		all = append(all, rec.Batch.Spans...)
-	}
+	recs, err := readRecords(r)
+	return r.Format(), spansOf(recs), err
 }
 
 func findSpan(t *testing.T, all []spans.Span, name string) *spans.Span {
@@ -601,17 +592,8 @@ func TestForeignDocumentReadsTheSameFromAnySource(t *testing.T) {
 			t.Fatalf("%s: %v", name, err)
 		}
 		defer r.Close()
-		var got []spans.Span
-		for {
-			rec, err := r.Next()
-			if errors.Is(err, io.EOF) {
-				return got, nil
-			}
-			if err != nil {
-				return got, err
-			}
-			got = append(got, rec.Batch.Spans...)
-		}
+		recs, err := readRecords(r)
+		return spansOf(recs), err
 	}
 	sources := []struct {
 		name string

@@ -33,17 +33,35 @@ var allAttrs = spans.DecodeOptions{AllAttributes: true}
 
 func readAll(t *testing.T, r *Reader) []*Record {
 	t.Helper()
+	out, err := readRecords(r)
+	if err != nil {
+		t.Fatalf("Next: %v", err)
+	}
+	return out
+}
+
+// readRecords reads r to its end: the records read, and the error that stopped it if not the end.
+func readRecords(r *Reader) ([]*Record, error) {
 	var out []*Record
 	for {
 		rec, err := r.Next()
-		if err == io.EOF {
-			return out
+		if errors.Is(err, io.EOF) {
+			return out, nil
 		}
 		if err != nil {
-			t.Fatalf("Next: %v", err)
+			return out, err
 		}
 		out = append(out, rec)
 	}
+}
+
+// spansOf is the spans of recs, in order.
+func spansOf(recs []*Record) []spans.Span {
+	var all []spans.Span
+	for _, rec := range recs {
+		all = append(all, rec.Batch.Spans...)
+	}
+	return all
 }
 
 func merge(reqs ...*coltracepb.ExportTraceServiceRequest) *coltracepb.ExportTraceServiceRequest {
