@@ -39,33 +39,31 @@ type Fields struct {
 // Next reads the next field; false at the end of the message or on malformed input (then Err).
 func (f *Fields) Next() bool {
 	src := f.Src
-	if len(src) == 0 {
-		return false
-	}
-	if t := src[0]; t-8 < 0x80-8 && len(src) >= 2 { // fields 1 to 15; number 0 is refused below
-		switch t & 7 {
-		case 0:
+	if len(src) < 2 {
+		if len(src) == 0 {
+			return false
+		}
+	} else if t := src[0]; t-8 < 0x80-8 { // fields 1 to 15; number 0 is refused below
+		if w := t & 7; w == 2 {
+			if src[1] < 0x80 { // the commonest field: its length and offsets are constants here
+				if n := 2 + int(src[1]); n <= len(src) {
+					f.Num, f.Type, f.Data, f.Src = uint32(t>>3), 2, src[2:n], src[n:]
+					return true
+				}
+			} else if len(src) >= 3 && src[2] < 0x80 {
+				if n := 3 + (int(src[1]&0x7f) | int(src[2])<<7); n <= len(src) {
+					f.Num, f.Type, f.Data, f.Src = uint32(t>>3), 2, src[3:n], src[n:]
+					return true
+				}
+			}
+		} else if w == 0 {
 			if src[1] < 0x80 {
 				f.Num, f.Type, f.V, f.Src = uint32(t>>3), 0, uint64(src[1]), src[2:]
 				return true
 			}
-		case 1:
-			if len(src) >= 9 {
-				f.Num, f.Type, f.V, f.Src = uint32(t>>3), 1, binary.LittleEndian.Uint64(src[1:9]), src[9:]
-				return true
-			}
-		case 2:
-			n, at := int(src[1]), 2
-			if n >= 0x80 {
-				if len(src) < 3 || src[2] >= 0x80 {
-					break
-				}
-				n, at = n&0x7f|int(src[2])<<7, 3
-			}
-			if at+n <= len(src) {
-				f.Num, f.Type, f.Data, f.Src = uint32(t>>3), 2, src[at:at+n], src[at+n:]
-				return true
-			}
+		} else if w == 1 && len(src) >= 9 {
+			f.Num, f.Type, f.V, f.Src = uint32(t>>3), 1, binary.LittleEndian.Uint64(src[1:9]), src[9:]
+			return true
 		}
 	}
 	var fc easyproto.FieldContext
