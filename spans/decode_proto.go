@@ -783,7 +783,7 @@ func (d *protoDecoder) keep(slab *attrSlab, key, val []byte) error {
 		return dropped(val)
 	}
 	// A value that is one short string or one int - nearly every attribute - is stored from here,
-	// without the call to value and the Attr it passes back. The varint is read as easyproto
+	// without the call to value and the Attr it passes back. The varint is read as protowalk
 	// reads it; anything else (other members, several fields, a long string) goes to value.
 	if len(val) >= 2 && val[1] < 0x80 {
 		switch val[0] {

@@ -54,9 +54,9 @@ type plan []site
 var errNoPlan = errors.New("a value too long to plan")
 
 // planProto finds the places in a protobuf request, walking it once: the fields a shift changes
-// and the messages that lead to them, everything else passed over. Nil when it cannot be walked
+// and the messages that lead to them, everything else passed over. Nil when they cannot be walked
 // (malformed input, for the generated types to refuse: protowalk refuses what they refuse) or
-// holds a value too long for a site.
+// hold a value too long for a site. What it passes over it does not check.
 func planProto(pb []byte) plan {
 	p := plan{}
 	add := func(kind siteKind, b []byte, n int, t timeKind) {
