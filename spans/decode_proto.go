@@ -9,8 +9,7 @@ import (
 	"strconv"
 	"unsafe"
 
-	"github.com/VictoriaMetrics/easyproto"
-	"google.golang.org/protobuf/encoding/protowire"
+	"github.com/stormwatch/stormwatch/spans/protowalk"
 )
 
 // RejectInvalidID is the Batch.RejectReason for spans dropped because a trace or span id is
@@ -167,112 +166,13 @@ func malformed(what string, err error) error {
 	return NewPermanent(fmt.Errorf("%s: %w: %w", what, ErrMalformed, err))
 }
 
-// protoFields walks the fields of a protobuf message:
-//
-//	fc := protoFields{src: msg}
-//	for fc.next() {
-//		switch fc.num { ... }
-//	}
-//	return fc.err
-//
-// next reads the fields that nearly every message is made of - a one-byte tag, then a varint of
-// one byte, a fixed64, or a length of one or two bytes (up to 16 KiB: a span, an attribute) - by
-// itself, and any other through easyproto, which also words the error for malformed input. A
-// deprecated group is skipped and read as field 0 (see skipGroup).
-type protoFields struct {
-	src  []byte // what follows the field read
-	num  uint32
-	typ  uint8  // wire type: 0 varint, 1 i64, 2 len, 5 i32 or a skipped group
-	data []byte // typ 2
-	v    uint64 // typ 0 and 1
-	err  error
-}
-
-func (f *protoFields) next() bool {
-	src := f.src
-	if len(src) == 0 {
-		return false
-	}
-	if t := src[0]; t-8 < 0x80-8 && len(src) >= 2 { // fields 1 to 15; number 0 is refused below
-		switch t & 7 {
-		case 0:
-			if src[1] < 0x80 {
-				f.num, f.typ, f.v, f.src = uint32(t>>3), 0, uint64(src[1]), src[2:]
-				return true
-			}
-		case 1:
-			if len(src) >= 9 {
-				f.num, f.typ, f.v, f.src = uint32(t>>3), 1, load64(src[1:9]), src[9:]
-				return true
-			}
-		case 2:
-			n, at := int(src[1]), 2
-			if n >= 0x80 {
-				if len(src) < 3 || src[2] >= 0x80 {
-					break
-				}
-				n, at = n&0x7f|int(src[2])<<7, 3
-			}
-			if at+n <= len(src) {
-				f.num, f.typ, f.data, f.src = uint32(t>>3), 2, src[at:at+n], src[at+n:]
-				return true
-			}
-		}
-	}
-	var fc easyproto.FieldContext
-	next, err := fc.NextField(src)
-	if err != nil {
-		if next, err = skipGroup(&fc, src, err); err != nil {
-			f.err = err
-			return false
-		}
-	} else if fc.FieldNum == 0 || fc.FieldNum > uint32(protowire.MaxValidNumber) {
-		// easyproto reads any number that fits 32 bits; protobuf's are 1 to 2^29-1, and the
-		// generated code refuses the rest, so a request is accepted only where it would be.
-		f.err = fmt.Errorf("invalid field number %d", fc.FieldNum)
-		return false
-	}
-	f.src, f.num = next, fc.FieldNum
-	if b, ok := fc.MessageData(); ok {
-		f.typ, f.data = 2, b
-	} else if x, ok := fc.Uint64(); ok {
-		f.typ, f.v = 0, x
-	} else if x, ok := fc.Fixed64(); ok {
-		f.typ, f.v = 1, x
-	} else {
-		f.typ = 5
-	}
-	return true
-}
-
-// message is the data of the field read when it is message (or string or bytes) field num.
-func (f *protoFields) message(num uint32) ([]byte, bool) {
-	return f.data, f.num == num && f.typ == 2
-}
-
-// skipGroup is the slow path of reading a field, taken when easyproto's NextField fails on src: it
-// skips a deprecated protobuf group, which the generated code accepts as an unknown field, and
-// reports field number 0 (no OTLP message uses it); any other failure is returned as it was.
-func skipGroup(fc *easyproto.FieldContext, src []byte, err error) ([]byte, error) {
-	num, typ, n := protowire.ConsumeTag(src)
-	if n < 0 || typ != protowire.StartGroupType {
-		return src, err
-	}
-	m := protowire.ConsumeFieldValue(num, typ, src[n:])
-	if m < 0 {
-		return src, fmt.Errorf("group field #%d: %w", num, protowire.ParseError(m))
-	}
-	fc.FieldNum = 0
-	return src[n+m:], nil
-}
-
 // eachMessage calls fn with each occurrence of the message field num in src, the walk from the
 // request down to its spans that both passes make, and names a failing one in the error as
 // name[i]. (Its indirect call is once per span at most; the loops inside a span keep theirs inline.)
 func eachMessage(src []byte, num uint32, name string, fn func(data []byte) error) error {
-	fc := protoFields{src: src}
-	for i := 0; fc.next(); {
-		data, ok := fc.message(num)
+	fc := protowalk.Fields{Src: src}
+	for i := 0; fc.Next(); {
+		data, ok := fc.Message(num)
 		if !ok {
 			continue
 		}
@@ -281,7 +181,7 @@ func eachMessage(src []byte, num uint32, name string, fn func(data []byte) error
 		}
 		i++
 	}
-	return fc.err
+	return fc.Err
 }
 
 // protoCounts is the first pass: it walks the request down to the spans (not into them), so that
@@ -299,15 +199,15 @@ func (c *protoCounts) resourceSpans(src []byte) error {
 }
 
 func (c *protoCounts) scopeSpans(src []byte) error {
-	fc := protoFields{src: src}
-	for fc.next() {
+	fc := protowalk.Fields{Src: src}
+	for fc.Next() {
 		// A span shorter than its two ids (28 bytes with their tags) cannot be kept: not counting
 		// it keeps a body of empty span messages from reserving memory for each.
-		if data, ok := fc.message(fSSSpans); ok && len(data) >= 28 {
+		if data, ok := fc.Message(fSSSpans); ok && len(data) >= 28 {
 			c.spans++
 		}
 	}
-	return fc.err
+	return fc.Err
 }
 
 // protoDecoder is the second pass. attrs holds resource and span attributes, xattrs those of links
@@ -351,16 +251,16 @@ func (d *protoDecoder) resourceSpans(src []byte) error {
 func (d *protoDecoder) resourceOf(res *Resource, src []byte) error {
 	d.attrs.begin()
 	// Not eachMessage: the resource is a singular field (its occurrences merge), named without an index.
-	fc := protoFields{src: src}
-	for fc.next() {
-		if data, ok := fc.message(fRSResource); ok {
+	fc := protowalk.Fields{Src: src}
+	for fc.Next() {
+		if data, ok := fc.Message(fRSResource); ok {
 			if err := d.resource(res, data); err != nil {
 				return fmt.Errorf("resource: %w", err)
 			}
 		}
 	}
-	if fc.err != nil {
-		return fc.err
+	if fc.Err != nil {
+		return fc.Err
 	}
 	res.Attrs = d.attrs.end()
 	return nil
@@ -383,9 +283,9 @@ func (h *resHolder) get() *Resource {
 }
 
 func (d *protoDecoder) resource(res *Resource, src []byte) error {
-	fc := protoFields{src: src}
-	for i := 0; fc.next(); {
-		data, ok := fc.message(fResAttributes)
+	fc := protowalk.Fields{Src: src}
+	for i := 0; fc.Next(); {
+		data, ok := fc.Message(fResAttributes)
 		if !ok {
 			continue
 		}
@@ -413,7 +313,7 @@ func (d *protoDecoder) resource(res *Resource, src []byte) error {
 		}
 		i++
 	}
-	return fc.err
+	return fc.Err
 }
 
 func (d *protoDecoder) display(a Attr) string { return display(&d.other, a) }
@@ -460,9 +360,9 @@ func (d *protoDecoder) scopeSpans(res *resHolder, src []byte) error {
 func scopeOf(src []byte) (string, error) {
 	scope := ""
 	// Not eachMessage: the scope is a singular field (the last name wins), named without an index.
-	fc := protoFields{src: src}
-	for fc.next() {
-		data, ok := fc.message(fSSScope)
+	fc := protowalk.Fields{Src: src}
+	for fc.Next() {
+		data, ok := fc.Message(fSSScope)
 		if !ok {
 			continue
 		}
@@ -475,8 +375,8 @@ func scopeOf(src []byte) (string, error) {
 			return "", fmt.Errorf("scope: %w", err)
 		}
 	}
-	if fc.err != nil {
-		return "", fc.err
+	if fc.Err != nil {
+		return "", fc.Err
 	}
 	return scope, nil
 }
@@ -484,14 +384,14 @@ func scopeOf(src []byte) (string, error) {
 // lastString returns the last occurrence of string field num in src.
 func lastString(src []byte, num uint32) (string, bool, error) {
 	s, found := "", false
-	fc := protoFields{src: src}
-	for fc.next() {
-		if v, ok := fc.message(num); ok {
+	fc := protowalk.Fields{Src: src}
+	for fc.Next() {
+		if v, ok := fc.Message(num); ok {
 			s, found = bstr(v), true
 		}
 	}
-	if fc.err != nil {
-		return "", false, fc.err
+	if fc.Err != nil {
+		return "", false, fc.Err
 	}
 	return s, found, nil
 }
@@ -653,11 +553,11 @@ func placed(src []byte, place uint64) []byte { return src[place>>32 : place>>32+
 // attributes, links or events), and appends the places of the attributes, links and events to
 // pl. On a fault pl places what came before it.
 func (h *wireSpan) read(sp *Span, src []byte, pl *wirePlaces) error {
-	var fc protoFields
+	var fc protowalk.Fields
 	for all := len(src); len(src) > 0; {
 		// The span's own fields are the hottest loop of the decoders. Fields with a one-byte tag
 		// and, for bytes, a one-byte length - nearly all of them - are read here without a call;
-		// the rest go through protoFields, and so does field number 0, which it refuses:
+		// the rest go through protowalk.Fields, and so does field number 0, which it refuses:
 		// short is a one-byte tag of field 1 to 15 (t-8 wraps below 8).
 		var (
 			num  uint32
@@ -677,10 +577,10 @@ func (h *wireSpan) read(sp *Span, src []byte, pl *wirePlaces) error {
 			src = src[6:] // field 16 (flags, a fixed32 every SDK sends, its tag two bytes): not kept
 			continue
 		} else {
-			if fc.src = src; !fc.next() {
-				return fc.err
+			if fc.Src = src; !fc.Next() {
+				return fc.Err
 			}
-			num, typ, data, v, src = fc.num, fc.typ, fc.data, fc.v, fc.src
+			num, typ, data, v, src = fc.Num, byte(fc.Type), fc.Data, fc.V, fc.Src
 		}
 		switch typ {
 		case 0:
@@ -735,52 +635,52 @@ func (h *wireSpan) read(sp *Span, src []byte, pl *wirePlaces) error {
 
 // status reads a Status message into msg and code: a later occurrence of a field wins.
 func status(msg *string, code *StatusCode, src []byte) error {
-	fc := protoFields{src: src}
-	for fc.next() {
+	fc := protowalk.Fields{Src: src}
+	for fc.Next() {
 		switch {
-		case fc.num == fStatusMessage && fc.typ == 2:
-			*msg = bstr(fc.data)
-		case fc.num == fStatusCode && fc.typ == 0:
-			*code = StatusCode(fc.v)
+		case fc.Num == fStatusMessage && fc.Type == 2:
+			*msg = bstr(fc.Data)
+		case fc.Num == fStatusCode && fc.Type == 0:
+			*code = StatusCode(fc.V)
 		}
 	}
-	return fc.err
+	return fc.Err
 }
 
 // eventFields reads Event message src: its time and name, and the places of its attributes
 // (see kvAt), appended to kvs. On a fault kvs places the attributes before it.
 func eventFields(src []byte, kvs []uint64) (t int64, name string, _ []uint64, err error) {
-	fc := protoFields{src: src}
-	for fc.next() {
+	fc := protowalk.Fields{Src: src}
+	for fc.Next() {
 		switch {
-		case fc.num == fEventTime && fc.typ == 1:
-			t = int64(fc.v)
-		case fc.num == fEventName && fc.typ == 2:
-			name = bstr(fc.data)
-		case fc.num == fEventAttributes && fc.typ == 2:
-			kvs = append(kvs, kvAt(src, fc.data))
+		case fc.Num == fEventTime && fc.Type == 1:
+			t = int64(fc.V)
+		case fc.Num == fEventName && fc.Type == 2:
+			name = bstr(fc.Data)
+		case fc.Num == fEventAttributes && fc.Type == 2:
+			kvs = append(kvs, kvAt(src, fc.Data))
 		}
 	}
-	return t, name, kvs, fc.err
+	return t, name, kvs, fc.Err
 }
 
 // linkFields reads Link message src as eventFields reads an event: its ids as sent.
 func linkFields(src []byte, kvs []uint64) (trace, span []byte, _ []uint64, err error) {
-	fc := protoFields{src: src}
-	for fc.next() {
-		if fc.typ != 2 {
+	fc := protowalk.Fields{Src: src}
+	for fc.Next() {
+		if fc.Type != 2 {
 			continue
 		}
-		switch fc.num {
+		switch fc.Num {
 		case fLinkTraceID:
-			trace = fc.data
+			trace = fc.Data
 		case fLinkSpanID:
-			span = fc.data
+			span = fc.Data
 		case fLinkAttributes:
-			kvs = append(kvs, kvAt(src, fc.data))
+			kvs = append(kvs, kvAt(src, fc.Data))
 		}
 	}
-	return trace, span, kvs, fc.err
+	return trace, span, kvs, fc.Err
 }
 
 func (d *protoDecoder) event(src []byte) error {
@@ -845,16 +745,16 @@ func keyValue(src []byte) (key, val []byte, err error) {
 		}
 	}
 	merged := false
-	fc := protoFields{src: src}
-	for fc.next() {
-		if fc.typ != 2 {
+	fc := protowalk.Fields{Src: src}
+	for fc.Next() {
+		if fc.Type != 2 {
 			continue
 		}
-		switch fc.num {
+		switch fc.Num {
 		case fKVKey:
-			key = fc.data
+			key = fc.Data
 		case fKVValue:
-			switch v := fc.data; {
+			switch v := fc.Data; {
 			case val == nil:
 				val = v
 			case !merged:
@@ -865,8 +765,8 @@ func keyValue(src []byte) (key, val []byte, err error) {
 			}
 		}
 	}
-	if fc.err != nil {
-		return nil, nil, fc.err
+	if fc.Err != nil {
+		return nil, nil, fc.Err
 	}
 	return key, val, nil
 }
@@ -883,7 +783,7 @@ func (d *protoDecoder) keep(slab *attrSlab, key, val []byte) error {
 		return dropped(val)
 	}
 	// A value that is one short string or one int - nearly every attribute - is stored from here,
-	// without the call to value and the Attr it passes back. The varint is read as easyproto
+	// without the call to value and the Attr it passes back. The varint is read as protowalk
 	// reads it; anything else (other members, several fields, a long string) goes to value.
 	if len(val) >= 2 && val[1] < 0x80 {
 		switch val[0] {
@@ -982,12 +882,12 @@ func anyValue(src []byte) (member uint32, data []byte, num uint64, nested bool, 
 		}
 	}
 	merged := false
-	fc := protoFields{src: src}
-	for fc.next() {
-		switch f, v := fc.num, fc.data; {
-		case (f == fAnyString || f == fAnyBytes) && fc.typ == 2:
+	fc := protowalk.Fields{Src: src}
+	for fc.Next() {
+		switch f, v := fc.Num, fc.Data; {
+		case (f == fAnyString || f == fAnyBytes) && fc.Type == 2:
 			member, data, merged = f, v, false
-		case (f == fAnyArray || f == fAnyKVList) && fc.typ == 2:
+		case (f == fAnyArray || f == fAnyKVList) && fc.Type == 2:
 			nested = true
 			switch {
 			case member != f:
@@ -998,12 +898,12 @@ func anyValue(src []byte) (member uint32, data []byte, num uint64, nested bool, 
 			default:
 				data = append(data, v...)
 			}
-		case (f == fAnyBool || f == fAnyInt) && fc.typ == 0, f == fAnyDouble && fc.typ == 1:
-			member, num, data, merged = f, fc.v, nil, false
+		case (f == fAnyBool || f == fAnyInt) && fc.Type == 0, f == fAnyDouble && fc.Type == 1:
+			member, num, data, merged = f, fc.V, nil, false
 		}
 	}
-	if fc.err != nil {
-		return 0, nil, 0, false, fc.err
+	if fc.Err != nil {
+		return 0, nil, 0, false, fc.Err
 	}
 	return member, data, num, nested, nil
 }
@@ -1039,18 +939,18 @@ func checkDepth(val []byte) error {
 
 // valueDepth walks the AnyValue src, inside depth arrays and maps, for checkDepth.
 func valueDepth(src []byte, depth int) error {
-	fc := protoFields{src: src}
-	for fc.next() {
-		if (fc.num != fAnyArray && fc.num != fAnyKVList) || fc.typ != 2 {
+	fc := protowalk.Fields{Src: src}
+	for fc.Next() {
+		if (fc.Num != fAnyArray && fc.Num != fAnyKVList) || fc.Type != 2 {
 			continue
 		}
 		if depth+1 > MaxValueDepth {
 			return ErrTooDeep
 		}
-		kv := fc.num == fAnyKVList
-		lc := protoFields{src: fc.data}
-		for lc.next() {
-			elem, ok := lc.message(fListValues)
+		kv := fc.Num == fAnyKVList
+		lc := protowalk.Fields{Src: fc.Data}
+		for lc.Next() {
+			elem, ok := lc.Message(fListValues)
 			if !ok {
 				continue
 			}
@@ -1064,19 +964,19 @@ func valueDepth(src []byte, depth int) error {
 				return err
 			}
 		}
-		if lc.err != nil {
-			return lc.err
+		if lc.Err != nil {
+			return lc.Err
 		}
 	}
-	return fc.err
+	return fc.Err
 }
 
 // scopeAttrsDepth applies checkDepth to the attributes of an InstrumentationScope message, which
 // the decoder does not otherwise read.
 func scopeAttrsDepth(src []byte) error {
-	fc := protoFields{src: src}
-	for i := 0; fc.next(); {
-		data, ok := fc.message(fScopeAttributes)
+	fc := protowalk.Fields{Src: src}
+	for i := 0; fc.Next(); {
+		data, ok := fc.Message(fScopeAttributes)
 		if !ok {
 			continue
 		}
@@ -1089,7 +989,7 @@ func scopeAttrsDepth(src []byte) error {
 		}
 		i++
 	}
-	return fc.err
+	return fc.Err
 }
 
 // appendOther renders a value the way spanstest.OtherString does: strings quoted, bytes in hex,
@@ -1117,9 +1017,9 @@ func appendOther(dst []byte, member uint32, data []byte, num uint64, depth int) 
 		open, close = '{', '}'
 	}
 	dst = append(dst, open)
-	fc := protoFields{src: data}
-	for i := 0; fc.next(); {
-		elem, ok := fc.message(fListValues)
+	fc := protowalk.Fields{Src: data}
+	for i := 0; fc.Next(); {
+		elem, ok := fc.Message(fListValues)
 		if !ok {
 			continue
 		}
@@ -1148,8 +1048,8 @@ func appendOther(dst []byte, member uint32, data []byte, num uint64, depth int) 
 			return dst, err
 		}
 	}
-	if fc.err != nil {
-		return dst, fc.err
+	if fc.Err != nil {
+		return dst, fc.Err
 	}
 	return append(dst, close), nil
 }

@@ -409,9 +409,15 @@ func TestDecodeProtoFieldNumbers(t *testing.T) {
 	unknown := func(num uint64) []byte {
 		return protowire.AppendVarint(protowire.AppendTag(nil, protowire.Number(num), protowire.VarintType), 1)
 	}
-	for _, num := range []uint64{0, 1 << 29, 1<<31 - 1} {
+	// A group numbered past 2^29-1 too: it is skipped whole, but not whatever its number.
+	group := protowire.AppendTag(protowire.AppendTag(nil, 1<<29, protowire.StartGroupType), 1<<29, protowire.EndGroupType)
+	for _, c := range []struct {
+		num   uint64
+		field []byte
+	}{{0, unknown(0)}, {1 << 29, unknown(1 << 29)}, {1<<31 - 1, unknown(1<<31 - 1)}, {1 << 29, group}} {
+		num := c.num
 		t.Run(strconv.FormatUint(num, 10), func(t *testing.T) {
-			body := wrapSpan(cat(ids, unknown(num)))
+			body := wrapSpan(cat(ids, c.field))
 			if err := proto.Unmarshal(body, &coltracepb.ExportTraceServiceRequest{}); err == nil {
 				t.Fatal("the generated code accepts the request: not a case of this test")
 			}

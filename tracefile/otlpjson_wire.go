@@ -8,10 +8,10 @@ import (
 	"strconv"
 	"unicode/utf8"
 
-	"github.com/VictoriaMetrics/easyproto"
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/stormwatch/stormwatch/spans/jsonlex"
+	"github.com/stormwatch/stormwatch/spans/protowalk"
 )
 
 // The recorder transcodes every protobuf request it writes to a .jsonl file. Unmarshalling into the
@@ -34,27 +34,25 @@ const maxFieldNum = 16
 type wireMsg struct {
 	src   []byte
 	count [maxFieldNum + 1]uint8
-	last  [maxFieldNum + 1]easyproto.FieldContext
+	last  [maxFieldNum + 1]protowalk.Field
 }
 
+// scan reads message src into m; errSlowPath when it is malformed (the generated decoder words
+// the error).
 func (m *wireMsg) scan(src []byte) error {
 	m.src = src
 	m.count = [maxFieldNum + 1]uint8{}
-	var fc easyproto.FieldContext
-	for len(src) > 0 {
-		var err error
-		if src, err = fc.NextField(src); err != nil || fc.FieldNum == 0 || fc.FieldNum > uint32(protowire.MaxValidNumber) {
-			// Field 0, and numbers past 2^29-1 (easyproto reads up to 2^32-1), are invalid
-			// protobuf: the generated decoder says so. Compared as uint32: a number past 2^31
-			// would turn negative as a protowire.Number.
-			return errSlowPath
-		}
-		if fc.FieldNum <= maxFieldNum {
-			if m.count[fc.FieldNum] < 255 {
-				m.count[fc.FieldNum]++
+	fc := protowalk.Fields{Src: src}
+	for fc.Next() {
+		if fc.Num <= maxFieldNum {
+			if m.count[fc.Num] < 255 {
+				m.count[fc.Num]++
 			}
-			m.last[fc.FieldNum] = fc
+			m.last[fc.Num] = fc.Field
 		}
+	}
+	if fc.Err != nil {
+		return errSlowPath
 	}
 	return nil
 }
@@ -122,40 +120,29 @@ func (w *wireJSON) object(b []byte, d *pbMessageDesc) {
 }
 
 // elements writes the occurrences of repeated field f of m to o.dst, comma-separated: the inside
-// of a JSON array.
+// of a JSON array. m was scanned whole: walking it again cannot fail.
 func (w *wireJSON) elements(m *wireMsg, o *jsonObj, f *pbField) {
-	var fc easyproto.FieldContext
 	first := true
-	for src := m.src; len(src) > 0 && w.err == nil; {
-		var err error
-		if src, err = fc.NextField(src); err != nil {
+	for fc := (protowalk.Fields{Src: m.src}); w.err == nil && fc.Next(); {
+		if fc.Num != f.num {
+			continue
+		}
+		// Messages, or strings: the one repeated scalar of the schema.
+		if fc.Type != protowire.BytesType || (f.kind != pbMessage && !utf8.Valid(fc.Data)) {
 			w.fail(errSlowPath)
 			return
-		}
-		if fc.FieldNum != f.num {
-			continue
 		}
 		if !first {
 			o.dst = append(o.dst, ',')
 		}
 		first = false
 		if f.kind == pbMessage {
-			b, ok := fc.MessageData()
-			if !ok {
-				w.fail(errSlowPath)
-				return
-			}
 			w.dst = o.dst
-			w.object(b, f.msg)
+			w.object(fc.Data, f.msg)
 			o.dst = w.dst
-			continue
+		} else {
+			o.dst = jsonlex.AppendString(o.dst, alias(fc.Data))
 		}
-		s, ok := fc.String() // the one repeated scalar of the schema: strings
-		if !ok || !utf8.ValidString(s) {
-			w.fail(errSlowPath)
-			return
-		}
-		o.dst = jsonlex.AppendString(o.dst, s)
 	}
 }
 
@@ -176,92 +163,79 @@ func (w *wireJSON) member(m *wireMsg, o *jsonObj, f *pbField) {
 		return
 	}
 	fc := &m.last[f.num]
-	ok := false
+	// A field of another wire type than its kind's is an unknown field to protobuf, and a message
+	// sent more than once would be merged: both are the generated code's to read.
+	if fc.Type != wireTypes[f.kind] || (f.kind == pbMessage && n > 1) {
+		w.fail(errSlowPath)
+		return
+	}
 	switch f.kind {
 	case pbMessage:
-		var b []byte
-		// Sent more than once, protobuf would merge the occurrences.
-		if b, ok = fc.MessageData(); ok && n == 1 {
-			o.key(f.name)
-			w.dst = o.dst
-			w.object(b, f.msg)
-			o.dst = w.dst
-		} else {
-			ok = false
-		}
+		o.key(f.name)
+		w.dst = o.dst
+		w.object(fc.Data, f.msg)
+		o.dst = w.dst
 	case pbString:
-		var s string
-		if s, ok = fc.String(); ok && utf8.ValidString(s) {
-			if s != "" || force {
-				o.key(f.name)
-				o.dst = jsonlex.AppendString(o.dst, s)
-			}
-		} else {
-			ok = false
+		if !utf8.Valid(fc.Data) {
+			w.fail(errSlowPath)
+		} else if len(fc.Data) != 0 || force {
+			o.key(f.name)
+			o.dst = jsonlex.AppendString(o.dst, alias(fc.Data))
 		}
 	case pbHexID, pbBase64:
-		var b []byte
-		if b, ok = fc.Bytes(); ok && (len(b) != 0 || force) {
+		if len(fc.Data) != 0 || force {
 			o.key(f.name)
 			o.dst = append(o.dst, '"')
 			if f.kind == pbHexID {
-				o.dst = hex.AppendEncode(o.dst, b)
+				o.dst = hex.AppendEncode(o.dst, fc.Data)
 			} else {
-				o.dst = base64.StdEncoding.AppendEncode(o.dst, b)
+				o.dst = base64.StdEncoding.AppendEncode(o.dst, fc.Data)
 			}
 			o.dst = append(o.dst, '"')
 		}
 	case pbFixed64:
 		// A string, as protobuf's JSON mapping (and the file exporter) write 64-bit integers: JSON
 		// numbers lose precision beyond 2^53 in many readers.
-		var v uint64
-		if v, ok = fc.Fixed64(); ok && v != 0 {
+		if fc.V != 0 {
 			o.key(f.name)
 			o.dst = append(o.dst, '"')
-			o.dst = strconv.AppendUint(o.dst, v, 10)
+			o.dst = strconv.AppendUint(o.dst, fc.V, 10)
 			o.dst = append(o.dst, '"')
 		}
-	case pbFixed32:
-		var v uint32
-		if v, ok = fc.Fixed32(); ok {
-			o.u32(f.name, v)
-		}
-	case pbUint32:
-		var v uint64
-		if v, ok = fc.Uint64(); ok {
-			o.u32(f.name, uint32(v)) // protobuf truncates a wider varint
-		}
+	case pbFixed32, pbUint32:
+		o.u32(f.name, uint32(fc.V)) // protobuf truncates a wider varint
 	case pbEnum, pbInt32:
-		var v uint64
-		if v, ok = fc.Uint64(); ok && (int32(v) != 0 || force) {
+		if v := int32(fc.V); v != 0 || force {
 			// Kinds and codes are int32 on the wire: a negative one must stay negative.
 			o.key(f.name)
-			o.dst = strconv.AppendInt(o.dst, int64(int32(v)), 10)
+			o.dst = strconv.AppendInt(o.dst, int64(v), 10)
 		}
 	case pbInt64:
-		var v int64
-		if v, ok = fc.Int64(); ok && (v != 0 || force) {
+		if v := int64(fc.V); v != 0 || force {
 			o.key(f.name)
 			o.dst = append(o.dst, '"')
 			o.dst = strconv.AppendInt(o.dst, v, 10)
 			o.dst = append(o.dst, '"')
 		}
 	case pbDouble:
-		var v float64
-		if v, ok = fc.Double(); ok && (v != 0 || math.Signbit(v) || force) {
+		if v := math.Float64frombits(fc.V); v != 0 || math.Signbit(v) || force {
 			o.key(f.name)
 			o.dst = jsonlex.AppendFloat(o.dst, v)
 		}
 	case pbBool:
-		var v uint64
-		if v, ok = fc.Uint64(); ok && (v != 0 || force) {
+		if fc.V != 0 || force {
 			o.key(f.name)
-			o.dst = strconv.AppendBool(o.dst, v != 0)
+			o.dst = strconv.AppendBool(o.dst, fc.V != 0)
 		}
 	}
-	if !ok {
-		w.fail(errSlowPath)
-	}
+}
+
+// wireTypes is the wire type of each kind of field.
+var wireTypes = [...]protowire.Type{
+	pbMessage: protowire.BytesType, pbString: protowire.BytesType, pbHexID: protowire.BytesType,
+	pbBase64: protowire.BytesType, pbFixed64: protowire.Fixed64Type, pbFixed32: protowire.Fixed32Type,
+	pbUint32: protowire.VarintType, pbEnum: protowire.VarintType, pbInt64: protowire.VarintType,
+	pbInt32: protowire.VarintType, pbDouble: protowire.Fixed64Type, pbBool: protowire.VarintType,
 }
 
 // jsonObj writes the commas of one JSON object whose fields are all optional.

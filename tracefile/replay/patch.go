@@ -11,7 +11,7 @@ import (
 
 	"google.golang.org/protobuf/encoding/protowire"
 
-	"github.com/VictoriaMetrics/easyproto"
+	"github.com/stormwatch/stormwatch/spans/protowalk"
 )
 
 // A shift changes a few places of an encoded request: trace ids, span and event times, and the
@@ -54,21 +54,22 @@ type plan []site
 var errNoPlan = errors.New("a value too long to plan")
 
 // planProto finds the places in a protobuf request, walking it once: the fields a shift changes
-// and the messages that lead to them, everything else passed over. Nil when it cannot be walked
-// (malformed input, for the generated types to refuse) or holds a value too long for a site.
+// and the messages that lead to them, everything else passed over. Nil when they cannot be walked
+// (malformed input, for the generated types to refuse: protowalk refuses what they refuse) or
+// hold a value too long for a site. What it passes over it does not check.
 func planProto(pb []byte) plan {
 	p := plan{}
 	add := func(kind siteKind, b []byte, n int, t timeKind) {
 		p = append(p, site{at: int32(cap(pb) - cap(b)), kind: kind, n: uint16(n), time: t}) // b aliases pb up to its end
 	}
-	traceID := func(fc *easyproto.FieldContext, _ []byte) error {
-		if id, ok := fc.Bytes(); ok && len(id) == 16 {
-			add(siteRawTraceID, id, 0, 0)
+	traceID := func(fc *protowalk.Field, _ []byte) error {
+		if fc.Type == protowire.BytesType && len(fc.Data) == 16 {
+			add(siteRawTraceID, fc.Data, 0, 0)
 		}
 		return nil
 	}
-	instant := func(fc *easyproto.FieldContext, field []byte) error {
-		if _, ok := fc.Fixed64(); ok {
+	instant := func(fc *protowalk.Field, field []byte) error {
+		if fc.Type == protowire.Fixed64Type {
 			add(siteFixed64, field[len(field)-8:], 0, 0)
 		}
 		return nil
@@ -76,19 +77,20 @@ func planProto(pb []byte) plan {
 	// anyValue finds the instant in an AnyValue of a time-valued attribute of kind t.
 	var anyValue func(t timeKind, b []byte) error
 	anyValue = func(t timeKind, b []byte) error {
-		return walkFields(b, func(fc *easyproto.FieldContext, field []byte) error {
-			switch fc.FieldNum {
+		return walkFields(b, func(fc *protowalk.Field, field []byte) error {
+			switch fc.Num {
 			case fAnyInt:
-				if _, ok := fc.Int64(); ok && t == unixNanos {
+				if fc.Type == protowire.VarintType && t == unixNanos {
 					add(siteVarint, field[1:], len(field)-1, 0) // the varint is the field's tail: its tag is one byte
 				}
 			case fAnyDouble:
-				if _, ok := fc.Double(); ok && t == unixNanos {
+				if fc.Type == protowire.Fixed64Type && t == unixNanos {
 					add(siteDouble, field[len(field)-8:], 0, 0)
 				}
 			case fAnyString:
 				// Text that is no instant (a Retry-After in seconds) stays as it is.
-				if v, ok := fc.String(); ok {
+				if fc.Type == protowire.BytesType {
+					v := string(fc.Data)
 					if _, isInstant := shiftText(t, v, int64(time.Second)); !isInstant {
 						return nil
 					}
@@ -105,26 +107,21 @@ func planProto(pb []byte) plan {
 	}
 	keyValue := func(b []byte) error {
 		var t timeKind
-		var value []byte
-		err := walkFields(b, func(fc *easyproto.FieldContext, _ []byte) error {
-			switch fc.FieldNum {
-			case fKeyValueKey:
-				if k, ok := fc.String(); ok {
-					t = timeAttrs[k]
-				}
-			case fKeyValueValue:
-				value, _ = fc.MessageData()
+		err := walkFields(b, func(fc *protowalk.Field, _ []byte) error {
+			if fc.Num == fKeyValueKey && fc.Type == protowire.BytesType {
+				t = timeAttrs[string(fc.Data)]
 			}
 			return nil
 		})
-		if err != nil || t == 0 || value == nil {
+		if err != nil || t == 0 {
 			return err
 		}
-		return anyValue(t, value)
+		// Every occurrence of the value: protobuf merges them, so each may hold what it keeps.
+		return only(fKeyValueValue, nested(func(v []byte) error { return anyValue(t, v) }))(b)
 	}
 	span := func(b []byte) error {
-		return walkFields(b, func(fc *easyproto.FieldContext, field []byte) error {
-			switch fc.FieldNum {
+		return walkFields(b, func(fc *protowalk.Field, field []byte) error {
+			switch fc.Num {
 			case fSpanTraceID:
 				return traceID(fc, field)
 			case fSpanStart, fSpanEnd:
@@ -149,29 +146,24 @@ func planProto(pb []byte) plan {
 
 // fieldFunc is called with a field of a message and its bytes (tag included), which alias the
 // message.
-type fieldFunc = func(fc *easyproto.FieldContext, field []byte) error
+type fieldFunc = func(fc *protowalk.Field, field []byte) error
 
 // walkFields calls f for each field of msg.
 func walkFields(msg []byte, f fieldFunc) error {
-	var fc easyproto.FieldContext
-	for src := msg; len(src) > 0; {
-		rest, err := fc.NextField(src)
-		if err != nil {
+	fc := protowalk.Fields{Src: msg}
+	for src := msg; fc.Next(); src = fc.Src {
+		if err := f(&fc.Field, src[:len(src)-len(fc.Src)]); err != nil {
 			return err
 		}
-		if err := f(&fc, src[:len(src)-len(rest)]); err != nil {
-			return err
-		}
-		src = rest
 	}
-	return nil
+	return fc.Err
 }
 
 // only walks a message calling f for its fields numbered num.
 func only(num uint32, f fieldFunc) func(msg []byte) error {
 	return func(msg []byte) error {
-		return walkFields(msg, func(fc *easyproto.FieldContext, field []byte) error {
-			if fc.FieldNum == num {
+		return walkFields(msg, func(fc *protowalk.Field, field []byte) error {
+			if fc.Num == num {
 				return f(fc, field)
 			}
 			return nil
@@ -182,9 +174,9 @@ func only(num uint32, f fieldFunc) func(msg []byte) error {
 // nested walks the message a field holds when it holds one (a wrong wire type is an unknown field
 // to protobuf: left alone).
 func nested(walk func(msg []byte) error) fieldFunc {
-	return func(fc *easyproto.FieldContext, _ []byte) error {
-		if b, ok := fc.MessageData(); ok {
-			return walk(b)
+	return func(fc *protowalk.Field, _ []byte) error {
+		if fc.Type == protowire.BytesType {
+			return walk(fc.Data)
 		}
 		return nil
 	}

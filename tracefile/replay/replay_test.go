@@ -26,6 +26,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/stormwatch/stormwatch/fixtures"
@@ -654,6 +655,70 @@ func TestShiftMovesTimeValuedAttributes(t *testing.T) {
 	b, _ := spans.DecodeProto(got, spans.DecodeOptions{})
 	if v, _ := b.Spans[0].Int(spans.AttrDeadline); v != 1<<56-1+delta {
 		t.Fatalf("deadline %d, want %d", v, 1<<56-1+delta)
+	}
+}
+
+// The planner reads a request as the generated code does: one with a field number protobuf does
+// not allow gets no plan (the generated code refuses it, and so does Shift.Request), and one with
+// what the generated code keeps as an unknown field (a deprecated group, here one numbered as the
+// span's start time and holding such a field) or merges (a KeyValue's value sent twice) gets the
+// plan whose patch is the generated shift.
+func TestPlanProtoReadsWhatTheGeneratedCodeReads(t *testing.T) {
+	// inSpan is a request of one span with a deadline attribute, extra appended to the span.
+	inSpan := func(extra ...byte) []byte {
+		sp, _ := proto.Marshal(attrSpan(0, kv(spans.AttrDeadline, &commonpb.AnyValue{Value: &commonpb.AnyValue_IntValue{IntValue: t0 + 5e8}})))
+		b := protowire.AppendBytes(protowire.AppendTag(nil, 2, protowire.BytesType), append(sp, extra...)) // ScopeSpans.spans
+		b = protowire.AppendBytes(protowire.AppendTag(nil, 2, protowire.BytesType), b)                     // ResourceSpans.scope_spans
+		return protowire.AppendBytes(protowire.AppendTag(nil, 1, protowire.BytesType), b)                  // the request's resource_spans
+	}
+	varint := func(num protowire.Number) []byte {
+		return protowire.AppendVarint(protowire.AppendTag(nil, num, protowire.VarintType), 1)
+	}
+	sh := Shift{Delta: 3 * int64(time.Second), Salt: 0x1234}
+	for name, raw := range map[string][]byte{
+		"field 0":                           inSpan(varint(0)...),
+		"field 2^29":                        inSpan(varint(1 << 29)...),
+		"group 2^29":                        inSpan(protowire.AppendTag(protowire.AppendTag(nil, 1<<29, protowire.StartGroupType), 1<<29, protowire.EndGroupType)...),
+		"field 0 beside the resource spans": append(inSpan(), varint(0)...),
+	} {
+		if proto.Unmarshal(raw, &coltracepb.ExportTraceServiceRequest{}) == nil {
+			t.Fatalf("%s: the generated code accepts the request: not a case of this test", name)
+		}
+		if p := planProto(raw); p != nil {
+			t.Errorf("%s: plan %v for a request the generated code refuses", name, p)
+		}
+		if _, err := sh.Request(raw); err == nil {
+			t.Errorf("%s: Shift.Request shifted a request the generated code refuses", name)
+		}
+	}
+	group := protowire.AppendTag(nil, 7, protowire.StartGroupType)
+	group = binary.LittleEndian.AppendUint64(protowire.AppendTag(group, 7, protowire.Fixed64Type), uint64(t0))
+	group = protowire.AppendTag(group, 7, protowire.EndGroupType)
+	value := protowire.AppendBytes(protowire.AppendTag(nil, 2, protowire.BytesType), nil) // an empty AnyValue
+	twice := protowire.AppendBytes(protowire.AppendTag(nil, 9, protowire.BytesType), append(
+		protowire.AppendString(protowire.AppendTag(nil, 1, protowire.BytesType), spans.AttrDeadline),
+		append(protowire.AppendBytes(protowire.AppendTag(nil, 2, protowire.BytesType), protowire.AppendVarint([]byte{3 << 3}, uint64(t0))), value...)...))
+	for name, raw := range map[string][]byte{"group": inSpan(group...), "a value sent twice": inSpan(twice...)} {
+		p := planProto(raw)
+		if p == nil {
+			t.Fatalf("%s: no plan", name)
+		}
+		patched, ok := p.apply(raw, sh)
+		if !ok {
+			t.Fatalf("%s: the plan gave up", name)
+		}
+		want, err := sh.generated(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		g, w := &coltracepb.ExportTraceServiceRequest{}, &coltracepb.ExportTraceServiceRequest{}
+		if err := proto.Unmarshal(patched, g); err != nil {
+			t.Fatal(err)
+		}
+		proto.Unmarshal(want, w)
+		if !proto.Equal(g, w) {
+			t.Errorf("%s: the patch differs from the generated shift\ngot  %v\nwant %v", name, g, w)
+		}
 	}
 }
 
