@@ -60,7 +60,7 @@ FUZZTIME ?= 30s
 FUZZMINIMIZE ?= 2s
 FUZZ_TARGETS := ./spans:FuzzDecodeProto ./spans:FuzzDecodeJSON ./spans:FuzzUnpack ./tracefile:FuzzReader \
 	./tracefile:FuzzProtoToJSON ./tracefile:FuzzJSONToProto ./tracefile:FuzzJaegerJSON ./tracefile:FuzzZipkinJSON \
-	./analyzer/engine:FuzzUnpackOps
+	./spans/protowalk:FuzzFields ./analyzer/engine:FuzzUnpackOps
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \
 		echo "== $${t#*:} ($${t%%:*}) for $(FUZZTIME)"; \
