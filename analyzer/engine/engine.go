@@ -185,6 +185,9 @@ type traceState struct {
 	// carved has a bit for each pending buffer carved from the Engine's slab (1: pending; 2, 4
 	// and 8: more's). Beside the flags, in what would be padding: a trace stays 240 bytes.
 	carved uint8
+	// win is the index + 1 of the trace's live entry in the windowed detectors' window (0: none;
+	// see window). In the padding after the flags too.
+	win int32
 }
 
 // New makes an analyzer. See [Config] for the zero value.

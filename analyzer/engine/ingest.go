@@ -255,6 +255,7 @@ func (a *Engine) drop(t *traceState) {
 		a.pending.remove(t)
 	}
 	a.held.remove(t)
+	a.win.orphan(t)
 	delete(a.traces, t.id)
 	for _, id := range t.joined {
 		delete(a.traces, id)

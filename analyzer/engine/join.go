@@ -48,7 +48,7 @@ func (a *Engine) joinDeliveries(j traceJoin, capT int, now int64) {
 		a.contribute(d.res, d.id, d.resSpans, d.meta.dataIssues(), -1)
 		a.inTraces -= traces - d.uncounted
 		if a.hasWindow {
-			_, _ = a.win.observe(d.id, winOps{}, false) // no operations: no chunk, no error
+			_, _ = a.win.observe(d, winOps{}, false) // no operations: no chunk, no error
 		}
 		a.version++
 	}

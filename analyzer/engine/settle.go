@@ -252,7 +252,7 @@ func (a *Engine) publish(j *job) {
 		// In publish order: see window for why the order matters. A trace not analyzed before
 		// (t.res nil) whose id is in the window had its earlier spans dropped (evicted,
 		// forgotten): its operations join theirs.
-		chunk, err := a.win.observe(t.id, j.win, j.late || t.res == nil)
+		chunk, err := a.win.observe(t, j.win, j.late || t.res == nil)
 		if err != nil {
 			// Only a bug in the packed form gets here; the report says so rather than hiding it.
 			a.detErrs[fmt.Sprintf("analyzer: operations of trace %s: %v", t.id, err)] = true
