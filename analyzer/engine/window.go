@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
 	"time"
@@ -52,11 +53,16 @@ type window struct {
 	entries []winEntry // publish order, from head; dead ones are skipped and compacted away
 	head    int
 	// orphans are the live entries of traces whose state was dropped, by trace id (see orphan).
-	orphans map[spans.TraceID]int
-	nops    int // the operations of the live entries
-	dead    int // dead entries from head on
-	max     int // the bound on nops; negative: none
-	dropped int // operations pushed out by the bound (live)
+	// A live analyzer whose store is full evicts traces whose operations are still in the
+	// window, so it is as large as the window; mayBeOrphan keeps a trace the window has no entry
+	// for (nearly every new one) from a lookup in it: a bit per hash of an id, set for each
+	// orphan, rebuilt by compact (nil until the first orphan).
+	orphans     map[spans.TraceID]int
+	mayBeOrphan []uint64
+	nops        int // the operations of the live entries
+	dead        int // dead entries from head on
+	max         int // the bound on nops; negative: none
+	dropped     int // operations pushed out by the bound (live)
 	// tumble: over the bound, the window is cut (offline) rather than its earliest operations
 	// dropped (live); chunks counts the cuts. See observe.
 	tumble bool
@@ -121,7 +127,7 @@ func opsForWindow(ops []*analyzer.Operation, kept bool, packed []byte, p *opsPac
 // as if there were none.
 func (w *window) observe(t *traceState, o winOps, add bool) (chunk []winRef, err error) {
 	old, had := int(t.win)-1, t.win > 0
-	if !had && len(w.orphans) > 0 {
+	if !had && w.mayHaveOrphan(t.id) {
 		if old, had = w.orphans[t.id]; had {
 			delete(w.orphans, t.id)
 		}
@@ -174,6 +180,7 @@ func (w *window) cut() []winRef {
 	clear(w.entries)
 	w.entries = w.entries[:0]
 	clear(w.orphans)
+	clear(w.mayBeOrphan)
 	w.head, w.dead, w.nops = 0, 0, 0
 	w.chunks++
 	return refs
@@ -234,10 +241,38 @@ func (w *window) orphan(t *traceState) {
 	i := int(t.win) - 1
 	t.win = 0
 	w.entries[i].t = nil
+	w.addOrphan(t.id, i)
+}
+
+// addOrphan files entry i, of trace id, in orphans and mayBeOrphan.
+func (w *window) addOrphan(id spans.TraceID, i int) {
 	if w.orphans == nil {
 		w.orphans = map[spans.TraceID]int{}
+		w.mayBeOrphan = make([]uint64, 1<<orphanBits/64)
 	}
-	w.orphans[t.id] = i
+	w.orphans[id] = i
+	b := orphanBit(id)
+	w.mayBeOrphan[b/64] |= 1 << (b % 64)
+}
+
+// mayHaveOrphan is false when trace id has no orphaned entry, true when it may have one.
+func (w *window) mayHaveOrphan(id spans.TraceID) bool {
+	if len(w.orphans) == 0 {
+		return false
+	}
+	b := orphanBit(id)
+	return w.mayBeOrphan[b/64]&(1<<(b%64)) != 0
+}
+
+// orphanBits is the size of mayBeOrphan: 2^20 bits, 128 KiB, in which a window's orphans set
+// about one bit in ten.
+const orphanBits = 20
+
+// orphanBit is trace id's bit in mayBeOrphan: both halves of the id mixed, since an id's bytes
+// need not be random (sequential ids, ids with a fixed half).
+func orphanBit(id spans.TraceID) uint64 {
+	lo, hi := binary.LittleEndian.Uint64(id[:8]), binary.LittleEndian.Uint64(id[8:])
+	return (lo*0x9e3779b97f4a7c15 ^ hi) * 0xff51afd7ed558ccd >> (64 - orphanBits)
 }
 
 // traces is how many traces have operations in the window.
@@ -252,12 +287,13 @@ func (w *window) compact() {
 		return
 	}
 	out := w.entries[:0]
+	clear(w.mayBeOrphan) // stale bits of the orphans that left go
 	for _, e := range w.entries[w.head:] {
 		if !e.dead {
 			if e.t != nil {
 				e.t.win = int32(len(out) + 1)
 			} else {
-				w.orphans[e.id] = len(out)
+				w.addOrphan(e.id, len(out))
 			}
 			out = append(out, e)
 		}
