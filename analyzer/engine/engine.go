@@ -59,8 +59,13 @@ type Engine struct {
 	// and the buffer a trace over its cap is packed again in.
 	packing spans.Packing
 	ingest  []byte
-	// slab is what the next carved deliveries are cut from (see carve).
-	slab []byte
+	// slab is what the next carved deliveries are cut from (see carve), slabID its record in
+	// slabRecs; freeSlabRecs are the records not in use, spareSlabs the slabs to carve again.
+	slab         []byte
+	slabID       int32
+	slabRecs     []slabRec
+	freeSlabRecs []int32
+	spareSlabs   [][]byte
 	// joins are the batch's deliveries that start a trace of their own (see joinDeliveries).
 	joins []traceJoin
 	// unpacker and unpacked read a packed batch's blocks back where filing it needs the spans
