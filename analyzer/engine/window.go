@@ -43,9 +43,9 @@ const windowOpsPerSpan = 4
 // under the lock and reads them without it while analyses go on being published.
 //
 // A trace's live entry is found from its state (traceState.win), which the analysis that is
-// published has at hand, not by its id: a map of the window's traces by id was a lookup, an insert
-// and a delete per analysis published, each a miss in the processor's caches (the map is as
-// large as the window), 4-6% of a live analyzer's CPU. Only the entry of a trace whose state was
+// published has at hand, not by its id: a map of the window's traces by id costs a lookup, an
+// insert and a delete per analysis published, each a miss in the processor's caches (the map is
+// as large as the window). Only the entry of a trace whose state was
 // dropped while its operations are in the window (an evicted or forgotten trace, see orphan) is
 // found by id, in orphans: spans of the trace that arrive later make a state of their own, whose
 // operations join it.
