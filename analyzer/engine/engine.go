@@ -59,8 +59,13 @@ type Engine struct {
 	// and the buffer a trace over its cap is packed again in.
 	packing spans.Packing
 	ingest  []byte
-	// slab is what the next carved deliveries are cut from (see carve).
-	slab []byte
+	// slab is what the next carved deliveries are cut from (see carve), slabID its record in
+	// slabRecs; freeSlabRecs are the records not in use, spareSlabs the slabs to carve again.
+	slab         []byte
+	slabID       int32
+	slabRecs     []slabRec
+	freeSlabRecs []int32
+	spareSlabs   [][]byte
 	// joins are the batch's deliveries that start a trace of their own (see joinDeliveries).
 	joins []traceJoin
 	// unpacker and unpacked read a packed batch's blocks back where filing it needs the spans
@@ -185,6 +190,9 @@ type traceState struct {
 	// carved has a bit for each pending buffer carved from the Engine's slab (1: pending; 2, 4
 	// and 8: more's). Beside the flags, in what would be padding: a trace stays 240 bytes.
 	carved uint8
+	// win is the index + 1 of the trace's live entry in the windowed detectors' window (0: none;
+	// see window). In the padding after the flags too.
+	win int32
 }
 
 // New makes an analyzer. See [Config] for the zero value.

@@ -124,7 +124,9 @@ func (a *Engine) filePacked(pts []spans.PackedTrace, limit int64, capT int, now 
 			}
 			b = a.packPending(ss[:room])
 		}
-		t.addPending(b, slab)
+		if moved := t.addPending(b, slab); moved != nil {
+			a.letGo(moved)
+		}
 		a.filed(t, len(b), room, now)
 	}
 	for _, j := range joins {
@@ -255,12 +257,14 @@ func (a *Engine) drop(t *traceState) {
 		a.pending.remove(t)
 	}
 	a.held.remove(t)
+	a.win.orphan(t)
 	delete(a.traces, t.id)
 	for _, id := range t.joined {
 		delete(a.traces, id)
 	}
 	t.joined = nil
 	t.gone = true
+	a.letGoCarved(t.carved, t.pending, t.later())
 	t.pending, t.more, t.npending, t.carved = nil, nil, 0, 0
 	t.packed, t.held, t.meta = nil, 0, nil
 	t.res = nil

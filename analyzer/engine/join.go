@@ -48,17 +48,17 @@ func (a *Engine) joinDeliveries(j traceJoin, capT int, now int64) {
 		a.contribute(d.res, d.id, d.resSpans, d.meta.dataIssues(), -1)
 		a.inTraces -= traces - d.uncounted
 		if a.hasWindow {
-			_, _ = a.win.observe(d.id, winOps{}, false) // no operations: no chunk, no error
+			_, _ = a.win.observe(d, winOps{}, false) // no operations: no chunk, no error
 		}
 		a.version++
 	}
 	// p may stay pending long after d's slab neighbours have gone: d's carved buffers move as
 	// buffers of their own.
 	a.uncarve(d)
-	p.addPending(d.packed, false)
-	p.addPending(d.pending, false)
-	for _, b := range d.later() {
-		p.addPending(b, false)
+	for _, b := range append([][]byte{d.packed, d.pending}, d.later()...) {
+		if moved := p.addPending(b, false); moved != nil {
+			a.letGo(moved)
+		}
 	}
 	p.npending += moving
 	p.uncounted += traces

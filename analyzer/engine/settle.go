@@ -150,6 +150,7 @@ type job struct {
 	t       *traceState
 	pending []byte // the spans taken, not analyzed yet, packed (and more); the job owns them
 	more    [][]byte
+	carved  uint8  // which of pending and more were carved from a slab (traceState.carved)
 	from    []byte // the previous analysis's spans, packed: read in front of pending
 	late    bool   // a fragment of a released trace (Config.ReleaseSpans)
 	// noPack: nothing of the spans is kept (an evicted trace, dropped once published).
@@ -170,7 +171,7 @@ func (a *Engine) take(t *traceState) job {
 	if t.inPending.linked {
 		a.pending.remove(t)
 	}
-	j := job{t: t, pending: t.pending, more: t.later(), dropped: t.dropped}
+	j := job{t: t, pending: t.pending, more: t.later(), carved: t.carved, dropped: t.dropped}
 	j.late = t.res != nil && t.res.released
 	// Re-analysis starts from the spans analyzed before, then the new ones, as it always has.
 	// The packed spans stay with the trace (immutable) so that lookups see them until the new
@@ -234,13 +235,18 @@ func (a *Engine) run(j *job, scratch *[]byte, attempts *[]depLastAttempt) {
 		}
 		sc.spare.give(&sc.bufs, res.ops)
 	}
-	j.pending, j.more, j.from = nil, nil, nil
+	j.from = nil
+	if j.carved == 0 {
+		j.pending, j.more = nil, nil
+	} // else kept for publish to let go of (under a.mu, as the slabs are carved)
 }
 
 // publish swaps a trace's contribution to the report for its new analysis.
 func (a *Engine) publish(j *job) {
 	t, res := j.t, j.res
 	t.inFlight = false
+	a.letGoCarved(j.carved, j.pending, j.more)
+	j.pending, j.more, j.carved = nil, nil, 0
 	// Duplicates are dropped for good: the held count shrinks to what the analysis kept.
 	a.spansHeld -= t.out - j.n
 	t.out = 0
@@ -252,7 +258,7 @@ func (a *Engine) publish(j *job) {
 		// In publish order: see window for why the order matters. A trace not analyzed before
 		// (t.res nil) whose id is in the window had its earlier spans dropped (evicted,
 		// forgotten): its operations join theirs.
-		chunk, err := a.win.observe(t.id, j.win, j.late || t.res == nil)
+		chunk, err := a.win.observe(t, j.win, j.late || t.res == nil)
 		if err != nil {
 			// Only a bug in the packed form gets here; the report says so rather than hiding it.
 			a.detErrs[fmt.Sprintf("analyzer: operations of trace %s: %v", t.id, err)] = true

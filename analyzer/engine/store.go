@@ -75,13 +75,98 @@ func (a *Engine) framed(block []byte, slab bool) []byte {
 // --settle of pending spans (see slabFor). Against an allocation a delivery (a few kilobytes on
 // realistic traffic, four deliveries a trace) that saves the allocator's work and its share of
 // the garbage collector's: 3-7% of `analyze`'s CPU at a million spans (docs/performance.md).
+//
+// Each carved buffer is counted in its slab's record (slabRec), and let go of (letGo) once
+// nothing reads it: its trace's analysis published, copied out (uncarve), or moved by an append
+// (addPending). A slab none of whose buffers is held any more is carved again rather than left to
+// the garbage collector: the copy into a fresh slab is the first touch of its pages (under
+// `analyze`'s soft memory limit the runtime gives freed pages back to the system), and each slab
+// one more allocation for the collector. Carved again, filing's copy is about 5% of `analyze`'s
+// CPU at a million spans where fresh slabs made it 13% (docs/performance.md).
 func (a *Engine) carve(n int) []byte {
-	if len(a.slab)+n > cap(a.slab) {
-		a.slab = make([]byte, 0, slabSize)
+	if len(a.slab)+slabTag+n > cap(a.slab) {
+		a.nextSlab()
 	}
 	at := len(a.slab)
-	a.slab = a.slab[:at+n]
+	a.slab = a.slab[:at+slabTag+n]
+	binary.LittleEndian.PutUint32(a.slab[at:], uint32(a.slabID))
+	a.slabRecs[a.slabID].refs++
+	at += slabTag
 	return a.slab[at : at+n : at+n]
+}
+
+// slabTag is the bytes before each carved buffer, outside it: the index of its slab's record in
+// Engine.slabRecs.
+const slabTag = 4
+
+// slabRec is a slab whose buffers are held: refs of them.
+type slabRec struct {
+	buf  []byte
+	refs int
+}
+
+// maxSpareSlabs bounds the slabs kept for carving again (Engine.spareSlabs): a pass lets go of a
+// few slabs' buffers at a time, and the next batches carve as many.
+const maxSpareSlabs = 16
+
+// nextSlab makes the slab carve cuts from one with nothing carved yet: a spare one, or a new one.
+// The slab it leaves is recycled if none of its buffers is held.
+func (a *Engine) nextSlab() {
+	if a.slab != nil && a.slabRecs[a.slabID].refs == 0 {
+		a.recycleSlab(a.slabID)
+	}
+	var buf []byte
+	if n := len(a.spareSlabs); n > 0 {
+		buf, a.spareSlabs[n-1] = a.spareSlabs[n-1], nil
+		a.spareSlabs = a.spareSlabs[:n-1]
+	} else {
+		buf = make([]byte, 0, slabSize)
+	}
+	if n := len(a.freeSlabRecs); n > 0 {
+		a.slabID = a.freeSlabRecs[n-1]
+		a.freeSlabRecs = a.freeSlabRecs[:n-1]
+	} else {
+		a.slabID = int32(len(a.slabRecs))
+		a.slabRecs = append(a.slabRecs, slabRec{})
+	}
+	a.slabRecs[a.slabID] = slabRec{buf: buf}
+	a.slab = buf
+}
+
+// recycleSlab frees record id, keeping its slab as a spare when there is room.
+func (a *Engine) recycleSlab(id int32) {
+	r := &a.slabRecs[id]
+	if len(a.spareSlabs) < maxSpareSlabs {
+		a.spareSlabs = append(a.spareSlabs, r.buf[:0])
+	}
+	*r = slabRec{}
+	a.freeSlabRecs = append(a.freeSlabRecs, id)
+}
+
+// letGo is told that carved buffer b is read no more: its analysis is published (its spans
+// read back were left in a pooled scratch, and what the analysis keeps is detached from them, see
+// detachOps), or it was copied or moved elsewhere. Once none of its slab's buffers is held, the
+// slab is recycled, unless carve is still cutting from it.
+func (a *Engine) letGo(b []byte) {
+	tag := unsafe.Slice((*byte)(unsafe.Add(unsafe.Pointer(unsafe.SliceData(b)), -slabTag)), slabTag)
+	id := int32(binary.LittleEndian.Uint32(tag))
+	r := &a.slabRecs[id]
+	if r.refs--; r.refs == 0 && id != a.slabID {
+		a.recycleSlab(id)
+	}
+}
+
+// letGoCarved lets go of the buffers among pending and later (a trace's, see addPending) that
+// carved marks (traceState.carved).
+func (a *Engine) letGoCarved(carved uint8, pending []byte, later [][]byte) {
+	if carved&1 != 0 {
+		a.letGo(pending)
+	}
+	for i, b := range later {
+		if carved&(2<<i) != 0 {
+			a.letGo(b)
+		}
+	}
 }
 
 // slabSize is the size of the slabs carve cuts from: a few dozen traces' deliveries. A delivery
@@ -123,6 +208,7 @@ func (a *Engine) uncarve(t *traceState) {
 		if a.packed != nil {
 			a.packed(c)
 		}
+		a.letGo(b)
 		return c
 	}
 	if t.carved&1 != 0 {
@@ -159,8 +245,9 @@ func (a *Engine) packPending(ss []spans.Span) []byte {
 // compares, not one per delivery.
 //
 // carved says b was carved from the Engine's slab (see slabFor): t.carved notes which of its
-// buffers were, so that they can be copied out.
-func (t *traceState) addPending(b []byte, carved bool) {
+// buffers were, so that they can be copied out. moved is a carved buffer that b was appended to,
+// which is read no more (see Engine.letGo); nil when none.
+func (t *traceState) addPending(b []byte, carved bool) (moved []byte) {
 	var at uint8 // the bit of t.carved for b's buffer
 	switch {
 	case len(b) == 0:
@@ -177,13 +264,17 @@ func (t *traceState) addPending(b []byte, carved bool) {
 		at = 1 << len(t.more.blocks)
 	default:
 		last := &t.more.blocks[len(t.more.blocks)-1]
+		if bit := uint8(1) << len(t.more.blocks); t.carved&bit != 0 {
+			moved = *last
+			t.carved &^= bit
+		}
 		// A carved buffer ends at its capacity: the append moves it to a buffer of its own.
 		*last = append(*last, b...)
-		t.carved &^= 1 << len(t.more.blocks)
 	}
 	if carved {
 		t.carved |= at
 	}
+	return moved
 }
 
 // laterBlocks are a trace's pending buffers after the first, in arrival order: room for three in

@@ -558,3 +558,63 @@ func TestLongPendingTraceLetsGoOfTheSlab(t *testing.T) {
 		}
 	}
 }
+
+// Where spans are released once analyzed, a slab none of whose buffers is held any more is
+// carved again, not left to the garbage collector: a long run carves from a handful of slabs,
+// every buffer is let go of once its trace is analyzed, and none is carved again while a trace
+// still holds some of it (each pending trace's first delivery reads as it was filed, step after
+// step, while the slabs around it are carved again).
+func TestSlabsAreCarvedAgainOnceLetGo(t *testing.T) {
+	clock := time.Date(2026, 1, 15, 10, 0, 0, 0, time.UTC)
+	a := New(Config{Settle: time.Second, ReleaseSpans: true, Now: func() time.Time { return clock }})
+	file := func(ss []spans.Span) {
+		t.Helper()
+		if err := a.ConsumeBatch(context.Background(), &spans.Batch{Spans: slices.Clone(ss)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	filed := map[*traceState][]byte{} // each trace's first delivery as filed
+	slabs := map[*byte]bool{}         // the slabs carved from
+	const steps, perStep = 200, 10
+	for step := range steps {
+		// Ten traces a step, each in two deliveries, analyzed a second or so later.
+		var head, tail []spans.Span
+		for k := range perStep {
+			tr := workload.PayloadTrace(step*perStep+k, clock.UnixNano())
+			head, tail = append(head, tr[:5]...), append(tail, tr[5:]...)
+		}
+		file(head)
+		for k := range perStep {
+			ts := a.traces[head[k*5].TraceID]
+			if ts.carved&1 == 0 {
+				t.Fatalf("step %d: a young trace's first delivery was not carved", step)
+			}
+			filed[ts] = slices.Clone(ts.pending)
+		}
+		file(tail)
+		slabs[unsafe.SliceData(a.slab)] = true
+		if step%4 == 0 {
+			clock = clock.Add(time.Second / 2)
+		}
+		a.Settle(clock)
+		for ts, b := range filed {
+			if ts.carved&1 == 0 {
+				delete(filed, ts) // analyzed: let go of
+			} else if !bytes.Equal(ts.pending, b) {
+				t.Fatalf("step %d: a pending trace's carved bytes changed under it", step)
+			}
+		}
+	}
+	if len(slabs) > maxSpareSlabs {
+		t.Errorf("%d slabs carved from for %d deliveries: the ones let go were not carved again", len(slabs), 2*steps*perStep)
+	}
+	a.Flush()
+	for i, r := range a.slabRecs {
+		if r.refs != 0 {
+			t.Errorf("slab %d: %d buffers still counted once every trace is analyzed", i, r.refs)
+		}
+	}
+	if rep := a.Report(); rep.Input.Traces != steps*perStep {
+		t.Errorf("analyzed %d traces, want %d", rep.Input.Traces, steps*perStep)
+	}
+}

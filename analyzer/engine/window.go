@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
 	"time"
@@ -40,14 +41,28 @@ const windowOpsPerSpan = 4
 //
 // It is guarded by Engine.mu. What an entry holds is immutable, so a tick lists the entries
 // under the lock and reads them without it while analyses go on being published.
+//
+// A trace's live entry is found from its state (traceState.win), which the analysis that is
+// published has at hand, not by its id: a map of the window's traces by id costs a lookup, an
+// insert and a delete per analysis published, each a miss in the processor's caches (the map is
+// as large as the window). Only the entry of a trace whose state was
+// dropped while its operations are in the window (an evicted or forgotten trace, see orphan) is
+// found by id, in orphans: spans of the trace that arrive later make a state of their own, whose
+// operations join it.
 type window struct {
 	entries []winEntry // publish order, from head; dead ones are skipped and compacted away
 	head    int
-	byTrace map[spans.TraceID]int // the live entry of each trace, an index into entries
-	nops    int                   // the operations of the live entries
-	dead    int                   // dead entries from head on
-	max     int                   // the bound on nops; negative: none
-	dropped int                   // operations pushed out by the bound (live)
+	// orphans are the live entries of traces whose state was dropped, by trace id (see orphan).
+	// A live analyzer whose store is full evicts traces whose operations are still in the
+	// window, so it is as large as the window; mayBeOrphan keeps a trace the window has no entry
+	// for (nearly every new one) from a lookup in it: a bit per hash of an id, set for each
+	// orphan, rebuilt by compact (nil until the first orphan).
+	orphans     map[spans.TraceID]int
+	mayBeOrphan []uint64
+	nops        int // the operations of the live entries
+	dead        int // dead entries from head on
+	max         int // the bound on nops; negative: none
+	dropped     int // operations pushed out by the bound (live)
 	// tumble: over the bound, the window is cut (offline) rather than its earliest operations
 	// dropped (live); chunks counts the cuts. See observe.
 	tumble bool
@@ -55,9 +70,11 @@ type window struct {
 	epoch  uint64
 }
 
-// winEntry is one trace's operations in the window.
+// winEntry is one trace's operations in the window: t is the trace's state, whose win is the
+// entry's index + 1 while it is live, or nil once the state was dropped (see orphan).
 type winEntry struct {
 	id spans.TraceID
+	t  *traceState
 	winOps
 	dead bool
 }
@@ -72,7 +89,7 @@ type winOps struct {
 }
 
 func newWindow(max int, tumble bool) *window {
-	return &window{byTrace: map[spans.TraceID]int{}, max: max, tumble: tumble}
+	return &window{max: max, tumble: tumble}
 }
 
 // opsForWindow is what the window keeps of an analysis's operations: the values held (kept),
@@ -97,9 +114,9 @@ func opsForWindow(ops []*analyzer.Operation, kept bool, packed []byte, p *opsPac
 	return w
 }
 
-// observe puts trace id's operations at the back of the window: they replace the trace's
+// observe puts trace t's operations at the back of the window: they replace the trace's
 // earlier ones, or are added to them when add is set (a late fragment of a released trace, or
-// spans of a trace the analyzer had dropped).
+// spans of a trace the analyzer had dropped: an earlier state's entry, see orphan).
 //
 // Over the bound, a live window drops its earliest operations: its detectors judge the latest
 // traffic on every tick, and what left had its turn on earlier ticks. An offline one (tumble) is
@@ -108,8 +125,13 @@ func opsForWindow(ops []*analyzer.Operation, kept bool, packed []byte, p *opsPac
 // operation is then judged once, in chunks of at most max operations (a trace is never split; one
 // over the bound is a chunk of its own), and a window that never reaches the bound is judged whole,
 // as if there were none.
-func (w *window) observe(id spans.TraceID, o winOps, add bool) (chunk []winRef, err error) {
-	old, had := w.byTrace[id]
+func (w *window) observe(t *traceState, o winOps, add bool) (chunk []winRef, err error) {
+	old, had := int(t.win)-1, t.win > 0
+	if !had && w.mayHaveOrphan(t.id) {
+		if old, had = w.orphans[t.id]; had {
+			delete(w.orphans, t.id)
+		}
+	}
 	if !had && o.n == 0 {
 		return nil, nil
 	}
@@ -118,19 +140,19 @@ func (w *window) observe(id spans.TraceID, o winOps, add bool) (chunk []winRef, 
 		if add {
 			o, err = joinOps(w.entries[old].winOps, o)
 		}
-		w.killEntry(old) // its key is the new entry's, or deleted below
+		w.killEntry(old)
+		t.win = 0
 	}
 	if o.n == 0 {
-		delete(w.byTrace, id)
 		w.compact()
 		return nil, err
 	}
 	if w.tumble && w.max >= 0 && w.nops > 0 && w.nops+o.n > w.max {
 		chunk = w.cut()
 	}
-	w.entries = append(w.entries, winEntry{id: id, winOps: o})
+	w.entries = append(w.entries, winEntry{id: t.id, t: t, winOps: o})
 	last := len(w.entries) - 1
-	w.byTrace[id] = last
+	t.win = int32(last + 1)
 	w.nops += o.n
 	for !w.tumble && w.max >= 0 && w.nops > w.max && w.head < last {
 		// Over the bound: the earliest published go first, whole traces at a time, never the
@@ -150,9 +172,15 @@ func (w *window) observe(id spans.TraceID, o winOps, add bool) (chunk []winRef, 
 // cut empties the window and returns what it held, in window order.
 func (w *window) cut() []winRef {
 	refs, _ := w.take(0)
+	for _, e := range w.entries[w.head:] {
+		if !e.dead && e.t != nil {
+			e.t.win = 0
+		}
+	}
 	clear(w.entries)
 	w.entries = w.entries[:0]
-	clear(w.byTrace)
+	clear(w.orphans)
+	clear(w.mayBeOrphan)
 	w.head, w.dead, w.nops = 0, 0, 0
 	w.chunks++
 	return refs
@@ -183,23 +211,72 @@ func joinOps(a, b winOps) (winOps, error) {
 	return j, nil
 }
 
-// kill takes live entry i out of the window; its slot stays in entries until compact. A live
-// entry is always the one byTrace has for its trace (observe and compact keep it so, and nothing
-// else moves or adds one), so its trace's key goes with it without a lookup first: the map is
-// as large as the window, and each lookup in it is a miss in the processor's caches.
+// kill takes live entry i out of the window; its slot stays in entries until compact.
 func (w *window) kill(i int) {
-	delete(w.byTrace, w.entries[i].id)
+	if t := w.entries[i].t; t != nil {
+		t.win = 0
+	} else {
+		delete(w.orphans, w.entries[i].id)
+	}
 	w.killEntry(i)
 }
 
-// killEntry is kill, leaving the trace's key in byTrace for the caller to set or delete.
+// killEntry is kill, leaving the trace's state or orphans to the caller (observe, which found
+// the entry from them).
 func (w *window) killEntry(i int) {
 	e := &w.entries[i]
 	e.dead = true
 	w.nops -= e.n
-	e.winOps = winOps{}
+	e.winOps, e.t = winOps{}, nil
 	w.dead++
 }
+
+// orphan is told that trace t's state is dropped (Engine.drop): its live entry, if it has one,
+// stays in the window, found by the trace's id from now on, so that the operations of a state
+// made later for spans of the trace join it (observe).
+func (w *window) orphan(t *traceState) {
+	if t.win == 0 {
+		return
+	}
+	i := int(t.win) - 1
+	t.win = 0
+	w.entries[i].t = nil
+	w.addOrphan(t.id, i)
+}
+
+// addOrphan files entry i, of trace id, in orphans and mayBeOrphan.
+func (w *window) addOrphan(id spans.TraceID, i int) {
+	if w.orphans == nil {
+		w.orphans = map[spans.TraceID]int{}
+		w.mayBeOrphan = make([]uint64, 1<<orphanBits/64)
+	}
+	w.orphans[id] = i
+	b := orphanBit(id)
+	w.mayBeOrphan[b/64] |= 1 << (b % 64)
+}
+
+// mayHaveOrphan is false when trace id has no orphaned entry, true when it may have one.
+func (w *window) mayHaveOrphan(id spans.TraceID) bool {
+	if len(w.orphans) == 0 {
+		return false
+	}
+	b := orphanBit(id)
+	return w.mayBeOrphan[b/64]&(1<<(b%64)) != 0
+}
+
+// orphanBits is the size of mayBeOrphan: 2^20 bits, 128 KiB, in which a window's orphans set
+// about one bit in ten.
+const orphanBits = 20
+
+// orphanBit is trace id's bit in mayBeOrphan: both halves of the id mixed, since an id's bytes
+// need not be random (sequential ids, ids with a fixed half).
+func orphanBit(id spans.TraceID) uint64 {
+	lo, hi := binary.LittleEndian.Uint64(id[:8]), binary.LittleEndian.Uint64(id[8:])
+	return (lo*0x9e3779b97f4a7c15 ^ hi) * 0xff51afd7ed558ccd >> (64 - orphanBits)
+}
+
+// traces is how many traces have operations in the window.
+func (w *window) traces() int { return len(w.entries) - w.head - w.dead }
 
 // compact drops the dead slots once they are as many as the live ones, and the slots before
 // head once they are half of entries, so entries stays within about twice the traces of the
@@ -210,9 +287,14 @@ func (w *window) compact() {
 		return
 	}
 	out := w.entries[:0]
+	clear(w.mayBeOrphan) // stale bits of the orphans that left go
 	for _, e := range w.entries[w.head:] {
 		if !e.dead {
-			w.byTrace[e.id] = len(out)
+			if e.t != nil {
+				e.t.win = int32(len(out) + 1)
+			} else {
+				w.addOrphan(e.id, len(out))
+			}
 			out = append(out, e)
 		}
 	}

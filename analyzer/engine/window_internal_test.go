@@ -44,10 +44,10 @@ func TestWindowOrderReplaceAddExpire(t *testing.T) {
 			op := func(name string, end int64) *analyzer.Operation {
 				return &analyzer.Operation{Name: name, StartUnixNano: end - 1, EndUnixNano: end}
 			}
-			a, b, c := spans.TraceID{1}, spans.TraceID{2}, spans.TraceID{3}
+			a, b, c := &traceState{id: spans.TraceID{1}}, &traceState{id: spans.TraceID{2}}, &traceState{id: spans.TraceID{3}}
 			w := newWindow(-1, false)
-			observe := func(id spans.TraceID, o winOps, add bool) {
-				if _, err := w.observe(id, o, add); err != nil {
+			observe := func(ts *traceState, o winOps, add bool) {
+				if _, err := w.observe(ts, o, add); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -75,8 +75,8 @@ func TestWindowOrderReplaceAddExpire(t *testing.T) {
 			if got, want := read(t, w, 5), []string{"b2"}; !slices.Equal(got, want) {
 				t.Fatalf("window of 5 = %v, want %v", got, want)
 			}
-			if w.nops != 3 || len(w.byTrace) != 1 {
-				t.Errorf("nops %d, traces %d; want 3 (b's), 1", w.nops, len(w.byTrace))
+			if w.nops != 3 || w.traces() != 1 || a.win != 0 {
+				t.Errorf("nops %d, traces %d, a's entry %d; want 3 (b's), 1, none", w.nops, w.traces(), a.win-1)
 			}
 			// An empty re-analysis takes the trace's operations out.
 			observe(b, form.of(), false)
@@ -87,11 +87,53 @@ func TestWindowOrderReplaceAddExpire(t *testing.T) {
 	}
 }
 
+// A trace whose state is dropped (evicted, forgotten) while its operations are in the window
+// keeps them there, and the operations of the state made for its spans that come later join
+// them, at the back: found by the trace's id, through compactions of the window.
+func TestWindowJoinsADroppedTracesLaterSpans(t *testing.T) {
+	op := func(name string) *analyzer.Operation { return &analyzer.Operation{Name: name, EndUnixNano: 1} }
+	w := newWindow(-1, false)
+	first := &traceState{id: spans.TraceID{1}}
+	observe := func(ts *traceState, o winOps, add bool) {
+		t.Helper()
+		if _, err := w.observe(ts, o, add); err != nil {
+			t.Fatal(err)
+		}
+	}
+	observe(first, vals(op("a1")), true)
+	w.orphan(first)
+	// Enough other traces analyzed again and again that the window compacts its slots.
+	others := []*traceState{{id: spans.TraceID{2}}, {id: spans.TraceID{3}}}
+	for range 100 {
+		for _, o := range others {
+			observe(o, vals(op("x")), false)
+		}
+	}
+	later := &traceState{id: spans.TraceID{1}}
+	observe(later, vals(op("a2")), true)
+	if got, want := read(t, w, 0), []string{"x", "x", "a1", "a2"}; !slices.Equal(got, want) {
+		t.Fatalf("window = %v, want %v", got, want)
+	}
+	if w.traces() != 3 || len(w.orphans) != 0 || first.win != 0 {
+		t.Errorf("%d traces, %d orphaned entries, the dropped state's entry %d; want 3, 0, none", w.traces(), len(w.orphans), first.win-1)
+	}
+	// A dropped trace's entry that leaves the window takes its id along.
+	w.orphan(later)
+	observe(others[0], vals(op("y")), false)
+	if got := read(t, w, 0); !slices.Equal(got, []string{"x", "a1", "a2", "y"}) || len(w.orphans) != 1 {
+		t.Fatalf("window = %v with %d orphaned entries", got, len(w.orphans))
+	}
+	observe(&traceState{id: spans.TraceID{1}}, vals(), false)
+	if got := read(t, w, 0); !slices.Equal(got, []string{"x", "y"}) || len(w.orphans) != 0 {
+		t.Errorf("window = %v with %d orphaned entries, want [x y] and none", got, len(w.orphans))
+	}
+}
+
 func TestWindowBoundDropsEarliest(t *testing.T) {
 	w := newWindow(3, false)
 	for i := range 10 {
 		o := vals(&analyzer.Operation{EndUnixNano: int64(i)}, &analyzer.Operation{EndUnixNano: int64(i)})
-		if _, err := w.observe(spans.TraceID{byte(i + 1)}, o, false); err != nil {
+		if _, err := w.observe(&traceState{id: spans.TraceID{byte(i + 1)}}, o, false); err != nil {
 			t.Fatal(err)
 		}
 		if w.nops > 3 {
@@ -102,8 +144,8 @@ func TestWindowBoundDropsEarliest(t *testing.T) {
 	if len(ops) != 2 || ops[0].EndUnixNano != 9 || w.dropped != 18 {
 		t.Errorf("held %d (first ending %d), dropped %d; want the last trace's 2, 18 dropped", len(ops), ops[0].EndUnixNano, w.dropped)
 	}
-	if len(w.entries)-w.head > 2*len(w.byTrace)+64 {
-		t.Errorf("%d slots for %d traces: dead ones are not compacted", len(w.entries)-w.head, len(w.byTrace))
+	if len(w.entries)-w.head > 2*w.traces()+64 {
+		t.Errorf("%d slots for %d traces: dead ones are not compacted", len(w.entries)-w.head, w.traces())
 	}
 }
 
@@ -113,13 +155,17 @@ func TestWindowBoundDropsEarliest(t *testing.T) {
 func TestWindowTumblesOffline(t *testing.T) {
 	w := newWindow(5, true)
 	var judged [][]string
+	states := map[byte]*traceState{}
 	observe := func(id byte, add bool, names ...string) {
 		t.Helper()
 		var ops []*analyzer.Operation
 		for _, n := range names {
 			ops = append(ops, &analyzer.Operation{Name: n})
 		}
-		chunk, err := w.observe(spans.TraceID{id}, vals(ops...), add)
+		if states[id] == nil {
+			states[id] = &traceState{id: spans.TraceID{id}}
+		}
+		chunk, err := w.observe(states[id], vals(ops...), add)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -134,7 +180,7 @@ func TestWindowTumblesOffline(t *testing.T) {
 			}
 			judged = append(judged, c)
 		}
-		if w.nops > 5 && len(w.byTrace) > 1 {
+		if w.nops > 5 && w.traces() > 1 {
 			t.Fatalf("%d operations held, bound 5", w.nops)
 		}
 	}
