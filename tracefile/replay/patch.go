@@ -11,6 +11,7 @@ import (
 
 	"google.golang.org/protobuf/encoding/protowire"
 
+	"github.com/stormwatch/stormwatch/spans"
 	"github.com/stormwatch/stormwatch/spans/protowalk"
 )
 
@@ -50,8 +51,9 @@ type site struct {
 // plan is every place a shift changes in one encoded request; nil when there is none to trust.
 type plan []site
 
-// errNoPlan is a protobuf request holding a value too long for a site.
-var errNoPlan = errors.New("a value too long to plan")
+// errNoPlan is a protobuf request holding a value too long for a site, or nested deeper than the
+// decoders take.
+var errNoPlan = errors.New("a value too long or too deep to plan")
 
 // planProto finds the places in a protobuf request, walking it once: the fields a shift changes
 // and the messages that lead to them, everything else passed over. Nil when they cannot be walked
@@ -74,9 +76,15 @@ func planProto(pb []byte) plan {
 		}
 		return nil
 	}
-	// anyValue finds the instant in an AnyValue of a time-valued attribute of kind t.
-	var anyValue func(t timeKind, b []byte) error
-	anyValue = func(t timeKind, b []byte) error {
+	// anyValue finds the instant in an AnyValue of a time-valued attribute of kind t, depth arrays
+	// deep. Past spans.MaxValueDepth, which every decoder refuses, there is no plan: the generated
+	// types decide, and the recursion stays bounded for any caller of Shift.Request, whatever it
+	// hands in.
+	var anyValue func(t timeKind, b []byte, depth int) error
+	anyValue = func(t timeKind, b []byte, depth int) error {
+		if depth > spans.MaxValueDepth {
+			return errNoPlan
+		}
 		return walkFields(b, func(fc *protowalk.Field, field []byte) error {
 			switch fc.Num {
 			case fAnyInt:
@@ -100,7 +108,7 @@ func planProto(pb []byte) plan {
 					add(siteText, field[len(field)-len(v):], len(v), t)
 				}
 			case fAnyArray:
-				return nested(only(fArrayValues, nested(func(v []byte) error { return anyValue(t, v) })))(fc, field)
+				return nested(only(fArrayValues, nested(func(v []byte) error { return anyValue(t, v, depth+1) })))(fc, field)
 			}
 			return nil
 		})
@@ -117,7 +125,7 @@ func planProto(pb []byte) plan {
 			return err
 		}
 		// Every occurrence of the value: protobuf merges them, so each may hold what it keeps.
-		return only(fKeyValueValue, nested(func(v []byte) error { return anyValue(t, v) }))(b)
+		return only(fKeyValueValue, nested(func(v []byte) error { return anyValue(t, v, 1) }))(b)
 	}
 	span := func(b []byte) error {
 		return walkFields(b, func(fc *protowalk.Field, field []byte) error {

@@ -906,3 +906,41 @@ func BenchmarkLaterPass(b *testing.B) {
 		})
 	}
 }
+
+// TestPlanProtoBoundsItsRecursion: Shift.Request is exported, and a caller may hand it a request
+// no decoder has read. The planner follows a time attribute's arrays only as deep as the decoders
+// take values (spans.MaxValueDepth); past that there is no plan and the generated types decide -
+// a request a million arrays deep is refused, where the planner's recursion overflowed the stack
+// and took the process down.
+func TestPlanProtoBoundsItsRecursion(t *testing.T) {
+	// nested is a request of one span whose deadline attribute is an int under depth arrays.
+	nested := func(depth int) []byte {
+		inner := protowire.AppendVarint(protowire.AppendTag(nil, 3, protowire.VarintType), uint64(t0)) // AnyValue.int_value
+		sizes, arrs := make([]int, depth+1), make([]int, depth+1)                                      // of the AnyValue and the ArrayValue i levels up
+		sizes[0] = len(inner)
+		for i := 1; i <= depth; i++ {
+			arrs[i] = 1 + protowire.SizeVarint(uint64(sizes[i-1])) + sizes[i-1]
+			sizes[i] = 1 + protowire.SizeVarint(uint64(arrs[i])) + arrs[i]
+		}
+		v := make([]byte, 0, sizes[depth]+len(inner))
+		for i := depth; i >= 1; i-- {
+			v = protowire.AppendVarint(append(v, 5<<3|2), uint64(arrs[i]))    // AnyValue.array_value
+			v = protowire.AppendVarint(append(v, 1<<3|2), uint64(sizes[i-1])) // ArrayValue.values
+		}
+		kv := protowire.AppendString(protowire.AppendTag(nil, 1, protowire.BytesType), spans.AttrDeadline)
+		kv = protowire.AppendBytes(protowire.AppendTag(kv, 2, protowire.BytesType), append(v, inner...))
+		b := protowire.AppendBytes(protowire.AppendTag(nil, 9, protowire.BytesType), kv)  // Span.attributes
+		b = protowire.AppendBytes(protowire.AppendTag(nil, 2, protowire.BytesType), b)    // ScopeSpans.spans
+		b = protowire.AppendBytes(protowire.AppendTag(nil, 2, protowire.BytesType), b)    // ResourceSpans.scope_spans
+		return protowire.AppendBytes(protowire.AppendTag(nil, 1, protowire.BytesType), b) // the request's resource_spans
+	}
+	if p := planProto(nested(3)); p.count(siteVarint) != 1 {
+		t.Fatalf("plan %v for a deadline three arrays deep: want its int", p)
+	}
+	if p := planProto(nested(spans.MaxValueDepth + 1)); p != nil {
+		t.Errorf("plan %v for a value deeper than the decoders take", p)
+	}
+	if _, err := (Shift{Delta: 3 * int64(time.Second)}).Request(nested(1 << 20)); err == nil {
+		t.Error("Shift.Request shifted a request a million arrays deep, which the generated types refuse")
+	}
+}
