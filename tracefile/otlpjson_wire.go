@@ -6,7 +6,6 @@ import (
 	"errors"
 	"math"
 	"strconv"
-	"unicode/utf8"
 
 	"google.golang.org/protobuf/encoding/protowire"
 
@@ -20,9 +19,15 @@ import (
 // no object tree, walking the schema table the JSON reader uses too (otlpschema.go). It takes a request in canonical form and gives up - errSlowPath - on anything
 // where protobuf's rules would need the generated code to get the answer: a singular message
 // field sent twice (protobuf merges them), two members of a oneof, an unexpected wire type,
-// invalid UTF-8 (the generated decoder rejects it), malformed input. appendResourceSpansJSON then
-// re-encodes the request through the generated types and runs it again (FuzzProtoToJSON holds
-// both ways to the same bytes).
+// malformed input. appendResourceSpansJSON then re-encodes the request through the generated
+// types and runs it again (FuzzProtoToJSON holds both ways to the same bytes).
+//
+// A string that is not valid UTF-8 is written with U+FFFD in place of each bad byte, as
+// encoding/json writes one (jsonlex.AppendString), rather than refused as the generated decoder
+// refuses it: the collector's decoder accepts such a request, as the OpenTelemetry Collector does,
+// and a request the collector acknowledged must not go missing from its .jsonl recording, nor a
+// trace it shows from the dashboard's export. JSON cannot hold the bad bytes themselves; a .pb
+// recording keeps them.
 
 var errSlowPath = errors.New("not in canonical form: transcode through the generated types")
 
@@ -128,7 +133,7 @@ func (w *wireJSON) elements(m *wireMsg, o *jsonObj, f *pbField) {
 			continue
 		}
 		// Messages, or strings: the one repeated scalar of the schema.
-		if fc.Type != protowire.BytesType || (f.kind != pbMessage && !utf8.Valid(fc.Data)) {
+		if fc.Type != protowire.BytesType {
 			w.fail(errSlowPath)
 			return
 		}
@@ -176,9 +181,7 @@ func (w *wireJSON) member(m *wireMsg, o *jsonObj, f *pbField) {
 		w.object(fc.Data, f.msg)
 		o.dst = w.dst
 	case pbString:
-		if !utf8.Valid(fc.Data) {
-			w.fail(errSlowPath)
-		} else if len(fc.Data) != 0 || force {
+		if len(fc.Data) != 0 || force {
 			o.key(f.name)
 			o.dst = jsonlex.AppendString(o.dst, alias(fc.Data))
 		}

@@ -1,0 +1,62 @@
+package collector
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stormwatch/stormwatch/tracefile"
+)
+
+// TestStringThatIsNotUTF8IsRecorded: a span name that is not UTF-8 is acknowledged, as the
+// OpenTelemetry Collector acknowledges it, and so it must be in the .jsonl recording too - with
+// U+FFFD for the bad byte, since JSON cannot hold it - not logged as a failed write and left out.
+func TestStringThatIsNotUTF8IsRecorded(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "rec.jsonl")
+	w, err := tracefile.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &sink{}
+	c := start(t, Config{}, s, WithRecorder(w))
+	req := request(0, 3, 0)
+	req.ResourceSpans[0].ScopeSpans[0].Spans[1].Name = "GET /cafX"
+	body := bytes.Replace(protoBody(t, req), []byte("GET /cafX"), []byte("GET /caf\xe9"), 1)
+	r := post(t, c, body, map[string]string{"Content-Type": contentTypeProto})
+	r.Body.Close()
+	if r.StatusCode != 200 {
+		t.Fatalf("status %d for a request the OpenTelemetry Collector takes", r.StatusCode)
+	}
+	waitFor(t, "the spans", func() bool { return s.count() >= 3 })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := c.Shutdown(ctx); err != nil { // flushes and closes the recording
+		t.Fatal(err)
+	}
+	rd, err := tracefile.Open(path, tracefile.ReadOptions{Strict: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rd.Close()
+	var names []string
+	for {
+		rec, err := rd.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("reading the recording back: %v", err)
+		}
+		for _, sp := range rec.Batch.Spans {
+			names = append(names, sp.Name)
+		}
+	}
+	if len(names) != 3 || !strings.Contains(strings.Join(names, "|"), "GET /caf\uFFFD") {
+		t.Errorf("the recording holds the spans %q; want the 3 sent, one named %q", names, "GET /caf\uFFFD")
+	}
+}
