@@ -2,7 +2,6 @@ package collector
 
 import (
 	"context"
-	"errors"
 	"io"
 	"path/filepath"
 	"strings"
@@ -91,23 +90,8 @@ func TestNestingLimitAtTheDoor(t *testing.T) {
 	if err := c.Shutdown(ctx); err != nil { // flushes and closes the recording
 		t.Fatal(err)
 	}
-	rd, err := tracefile.Open(path, tracefile.ReadOptions{Strict: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rd.Close()
-	read, records := 0, 0
-	for {
-		rec, err := rd.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatalf("reading the recording back: %v", err)
-		}
-		records++
-		read += len(rec.Batch.Spans)
-	}
+	records, names := recording(t, path)
+	read := len(names)
 	if records != 3 || read != accepted || s.count() != accepted {
 		t.Errorf("recording: %d records, %d spans; consumer %d spans; want 3 records and the %d spans acknowledged", records, read, s.count(), accepted)
 	}

@@ -29,25 +29,35 @@ func (w *countingWriter) Sync() error {
 	return w.Writer.Sync()
 }
 
-// recordedSpans reads the recording as it is on disk now, while the collector still writes it.
-func recordedSpans(t *testing.T, path string) int {
+// recording reads the recording as it is on disk now (the collector may still write it): how
+// many records it holds, and its spans' names in order.
+func recording(t *testing.T, path string) (records int, names []string) {
 	t.Helper()
 	r, err := tracefile.Open(path, tracefile.ReadOptions{Strict: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	n := 0
 	for {
 		rec, err := r.Next()
 		if err == io.EOF {
-			return n
+			return records, names
 		}
 		if err != nil {
-			t.Fatal(err)
+			t.Fatalf("reading the recording back: %v", err)
 		}
-		n += len(rec.Batch.Spans)
+		records++
+		for _, sp := range rec.Batch.Spans {
+			names = append(names, sp.Name)
+		}
 	}
+}
+
+// recordedSpans is how many spans the recording holds now.
+func recordedSpans(t *testing.T, path string) int {
+	t.Helper()
+	_, names := recording(t, path)
+	return len(names)
 }
 
 func recordingCollector(t *testing.T, sync bool, format string) (*Collector, *countingWriter, string) {

@@ -3,8 +3,6 @@ package collector
 import (
 	"bytes"
 	"context"
-	"errors"
-	"io"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -38,24 +36,7 @@ func TestStringThatIsNotUTF8IsRecorded(t *testing.T) {
 	if err := c.Shutdown(ctx); err != nil { // flushes and closes the recording
 		t.Fatal(err)
 	}
-	rd, err := tracefile.Open(path, tracefile.ReadOptions{Strict: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rd.Close()
-	var names []string
-	for {
-		rec, err := rd.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatalf("reading the recording back: %v", err)
-		}
-		for _, sp := range rec.Batch.Spans {
-			names = append(names, sp.Name)
-		}
-	}
+	_, names := recording(t, path)
 	if len(names) != 3 || !strings.Contains(strings.Join(names, "|"), "GET /caf\uFFFD") {
 		t.Errorf("the recording holds the spans %q; want the 3 sent, one named %q", names, "GET /caf\uFFFD")
 	}
