@@ -369,7 +369,7 @@ func (r *Reader) nextTrace() (*Record, error) {
 			return nil, err
 		}
 		if r.format == FormatJaegerJSON {
-			r.pending, _, err = decodeJaegerJSON(body, r.opt.Decode)
+			r.pending, _, err = DecodeJaegerJSON(body, r.opt.Decode)
 		} else {
 			r.pending, err = decodeZipkinJSON(body, r.opt.Decode)
 		}
