@@ -40,48 +40,12 @@ func readDocument(src io.Reader, name string, f Format, max int, size int64) ([]
 
 // checkDepth refuses JSON nested deeper than max before encoding/json, whose own bound is far
 // larger, walks it. A document the scanner's walk reads needs no such pass: the walk refuses
-// nesting past the same bound itself. It tracks strings and nesting as valueScanner does, but
-// skips a string's contents with IndexByte: a document is mostly strings, and this walk runs
-// over every byte of a file of millions of spans.
+// nesting past the same bound itself. Only the document's first value is walked: encoding/json
+// decodes nothing after it (decodeDocument reports what follows).
 func checkDepth(body []byte, max int) error {
-	depth := 0
-	for i := 0; i < len(body); i++ {
-		switch body[i] {
-		case '"':
-			// Skip to the closing quote, stepping over escapes; an unclosed string ends the walk.
-			// q is the next quote at or after i, searched again only once an escape passes it,
-			// so a long run of escapes costs one pass, not one per escape.
-			i++
-			q := -1
-			for {
-				if q < i {
-					n := bytes.IndexByte(body[i:], '"')
-					if n < 0 {
-						return nil
-					}
-					q = i + n
-				}
-				e := bytes.IndexByte(body[i:q], '\\')
-				if e < 0 {
-					i = q
-					break
-				}
-				i += e + 2 // past the backslash and the byte it escapes
-				if i >= len(body) {
-					return nil
-				}
-			}
-		case '{', '[':
-			if depth++; depth > max {
-				return fmt.Errorf("%w: JSON nested more than %d deep (byte %d)", spans.ErrTooDeep, max, i)
-			}
-		case '}', ']':
-			// A value closed to depth 0 ends the document; whatever follows is left to the
-			// decoder, which names it, and is walked as a document of its own.
-			if depth--; depth < 0 {
-				depth = 0
-			}
-		}
+	s := valueScanner{max: max}
+	if at := s.feed(body); at >= 0 {
+		return fmt.Errorf("%w: JSON nested more than %d deep (byte %d)", spans.ErrTooDeep, max, at)
 	}
 	return nil
 }

@@ -174,7 +174,7 @@ func TestJaegerSingleTrace(t *testing.T) {
 // own; the reader hands on one batch a trace (the analyzer files a batch's spans by their own ids,
 // but a record of the file stands for one trace), its spans kept.
 func TestJaegerSpanOfAnotherTrace(t *testing.T) {
-	batches, listed, err := decodeJaegerJSON([]byte(`{"data":[{"traceID":"1","spans":[{"spanID":"1"},{"traceID":"2","spanID":"2"},{"spanID":"3"}]}]}`), spans.DecodeOptions{})
+	batches, listed, err := DecodeJaegerJSON([]byte(`{"data":[{"traceID":"1","spans":[{"spanID":"1"},{"traceID":"2","spanID":"2"},{"spanID":"3"}]}]}`), spans.DecodeOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -469,13 +469,13 @@ func TestJaegerWalkAgrees(t *testing.T) {
 	if _, _, ok := walkJaeger([]byte(deep[0]), spans.DecodeOptions{}); !ok {
 		t.Errorf("the walk does not take a document nested %d deep", spans.MaxValueDepth)
 	}
-	if _, _, err := decodeJaegerJSON([]byte(deep[1]), spans.DecodeOptions{}); !errors.Is(err, spans.ErrTooDeep) {
+	if _, _, err := DecodeJaegerJSON([]byte(deep[1]), spans.DecodeOptions{}); !errors.Is(err, spans.ErrTooDeep) {
 		t.Errorf("a document nested %d deep read with err = %v, want one too deep", spans.MaxValueDepth+1, err)
 	}
 	for _, doc := range append(taken, jaegerWalkDocuments[5:]...) {
 		for _, opt := range []spans.DecodeOptions{{}, {AllAttributes: true}} {
 			jaegerWalkAgrees(t, []byte(doc), opt)
-			got, listed, err := decodeJaegerJSON([]byte(doc), opt)
+			got, listed, err := DecodeJaegerJSON([]byte(doc), opt)
 			want, wantListed, wantErr := decodeJaegerJSONReference([]byte(doc), opt)
 			if fmt.Sprint(err) != fmt.Sprint(wantErr) || listed != wantListed || !reflect.DeepEqual(got, want) {
 				t.Errorf("%.200s: read as %d batches of %d listed, err %v; encoding/json: %d of %d, err %v", doc, len(got), listed, err, len(want), wantListed, wantErr)

@@ -66,7 +66,7 @@ func FuzzJaegerJSON(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		opt := spans.DecodeOptions{AllAttributes: len(data)%2 == 0}
-		batches, _, err := decodeJaegerJSON(data, opt)
+		batches, _, err := DecodeJaegerJSON(data, opt)
 		checkFuzzBatches(t, batches, err)
 		jaegerWalkAgrees(t, data, opt)
 	})

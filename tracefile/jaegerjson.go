@@ -157,21 +157,17 @@ func plainJSONInt(s []byte) (int64, bool) {
 // docs/sources.md). Its nesting is bounded as a file's is; bounding its size is the caller's.
 // listed is how many traces the document lists, what a search's limit bounds: there are more
 // batches when a listed trace's spans name other trace ids.
+//
+// A sound document is read by walkJaeger; one it does not take goes through encoding/json, which
+// decides and words what is wrong with it.
 func DecodeJaegerJSON(body []byte, opt spans.DecodeOptions) (batches []*spans.Batch, listed int, err error) {
-	return decodeJaegerJSON(body, opt)
-}
-
-// decodeJaegerJSON reads a Jaeger query JSON document into one batch per trace, and says how many
-// traces it lists (see DecodeJaegerJSON). A sound document is read by walkJaeger; one it does not
-// take goes through encoding/json, which decides and words what is wrong with it.
-func decodeJaegerJSON(body []byte, opt spans.DecodeOptions) ([]*spans.Batch, int, error) {
-	if out, listed, ok := walkJaeger(body, opt); ok {
-		return out, listed, nil
+	if out, n, ok := walkJaeger(body, opt); ok {
+		return out, n, nil
 	}
 	return decodeJaegerJSONReference(body, opt)
 }
 
-// decodeJaegerJSONReference is decodeJaegerJSON through encoding/json: the reference walkJaeger
+// decodeJaegerJSONReference is DecodeJaegerJSON through encoding/json: the reference walkJaeger
 // is held to.
 func decodeJaegerJSONReference(body []byte, opt spans.DecodeOptions) ([]*spans.Batch, int, error) {
 	if err := checkDepth(body, spans.MaxValueDepth); err != nil {

@@ -52,7 +52,7 @@ type jaegerPending struct {
 	id   string
 }
 
-// walkJaeger reads a Jaeger document as decodeJaegerJSON does, or says it does not take it.
+// walkJaeger reads a Jaeger document as DecodeJaegerJSON does, or says it does not take it.
 func walkJaeger(body []byte, opt spans.DecodeOptions) ([]*spans.Batch, int, bool) {
 	w := &jaegerWalk{foreignWalk: newForeignWalk(body), opt: opt}
 	listed, ok := w.document()

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 
 	"github.com/stormwatch/stormwatch/spans"
+	"github.com/stormwatch/stormwatch/spans/jsonlex"
 )
 
 // DefaultMaxRecordBytes bounds one record (a line, a .json document, a protobuf message): the most
@@ -368,7 +369,7 @@ func (r *Reader) nextTrace() (*Record, error) {
 			return nil, err
 		}
 		if r.format == FormatJaegerJSON {
-			r.pending, _, err = decodeJaegerJSON(body, r.opt.Decode)
+			r.pending, _, err = DecodeJaegerJSON(body, r.opt.Decode)
 		} else {
 			r.pending, err = decodeZipkinJSON(body, r.opt.Decode)
 		}
@@ -676,47 +677,46 @@ func isRegular(f *os.File) bool {
 
 func isBlank(b []byte) bool { return len(bytes.TrimSpace(b)) == 0 }
 
-// valueScanner finds where a top-level JSON value ends, tracking strings and nesting. It does not
-// validate: the decoder does.
+// valueScanner follows the strings and nesting of JSON fed to it piece by piece, to find where
+// its first value ends: the end of a record in a pretty-printed file, and all of a foreign
+// document checkDepth walks. It does not validate: the decoders do.
 type valueScanner struct {
-	depth   int
-	inStr   bool
-	esc     bool
-	started bool
-	done    bool
+	depth int
+	// max, when set, bounds the nesting: feed stops where it is passed.
+	max   int
+	inStr bool
+	esc   bool
+	done  bool
 }
 
-func (s *valueScanner) feed(b []byte) {
-	for _, c := range b {
-		if s.done {
-			return
-		}
+// feed follows b, and returns the offset in b of the bracket that nests deeper than max, or -1.
+// A document is mostly strings, and this runs over every byte of a file of millions of spans: a
+// string's content is skipped a word at a time (jsonlex.SkipPlain).
+func (s *valueScanner) feed(b []byte) int {
+	for i := 0; i < len(b) && !s.done; i++ {
 		if s.inStr {
-			switch {
-			case s.esc:
+			if s.esc {
 				s.esc = false
-			case c == '\\':
-				s.esc = true
-			case c == '"':
-				s.inStr = false
+				continue
 			}
+			if i = jsonlex.SkipPlain(b, i); i == len(b) {
+				break
+			}
+			s.esc = b[i] == '\\'
+			s.inStr = b[i] != '"' // or a control character: not JSON, but the string goes on
 			continue
 		}
-		switch c {
+		switch b[i] {
 		case '"':
 			s.inStr = true
-			s.started = true
 		case '{', '[':
-			s.depth++
-			s.started = true
+			if s.depth++; s.max > 0 && s.depth > s.max {
+				return i
+			}
 		case '}', ']':
 			s.depth--
-			if s.depth <= 0 {
-				s.done = true
-			}
-		case ' ', '\t', '\r', '\n':
-		default:
-			s.started = true
+			s.done = s.depth <= 0
 		}
 	}
+	return -1
 }
