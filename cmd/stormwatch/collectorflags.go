@@ -110,7 +110,7 @@ func (f *collectorFlags) config() (collector.Config, error) {
 		errs = append(errs, fmt.Errorf("--max-connections %d: must be positive", f.maxConns))
 	}
 	if f.tokenFile != "" {
-		tok, err := readToken(f.tokenFile)
+		tok, err := readToken("--token-file", f.tokenFile)
 		if err != nil {
 			errs = append(errs, err)
 		}
@@ -129,18 +129,20 @@ func (f *collectorFlags) config() (collector.Config, error) {
 	return cfg, errors.Join(errs...)
 }
 
-// readToken reads a bearer token file. The token itself never appears in an error or a log.
-func readToken(path string) (string, error) {
+// readToken reads the bearer token file that flag names: its content, surrounding whitespace
+// removed. Every command that takes a token reads it here, so each refuses the same files in the
+// same words. The token itself never appears in an error or a log.
+func readToken(flag, path string) (string, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return "", fmt.Errorf("--token-file: %w", err)
+		return "", fmt.Errorf("%s: %w", flag, err)
 	}
 	tok := strings.TrimSpace(string(b))
 	if tok == "" {
-		return "", fmt.Errorf("--token-file %s: the file is empty", path)
+		return "", fmt.Errorf("%s %s: the file is empty", flag, path)
 	}
 	if strings.ContainsAny(tok, " \t\r\n") {
-		return "", fmt.Errorf("--token-file %s: the token must be one line without spaces", path)
+		return "", fmt.Errorf("%s %s: the token must be one line without spaces", flag, path)
 	}
 	return tok, nil
 }

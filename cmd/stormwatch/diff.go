@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"os"
 	"strings"
 	"time"
 
@@ -173,7 +172,15 @@ func diffSide(ctx context.Context, io streams, o diffOptions, pol *policy.Policy
 		if len(changes) > 0 {
 			return nil, "", nil, fmt.Errorf("%s: --what-if predicts from BEFORE's operations, which a collector's report does not carry; give BEFORE as a recording", src)
 		}
-		r, err := fetchSettled(ctx, io, src, o.tokenFile, o.timeout)
+		var token string
+		if o.tokenFile != "" {
+			tok, err := readToken("--token-file", o.tokenFile)
+			if err != nil {
+				return nil, "", nil, err
+			}
+			token = tok
+		}
+		r, err := fetchSettled(ctx, io, src, token, o.timeout)
 		return r, src, nil, err
 	}
 	cfg := o.engineConfig()
@@ -234,10 +241,10 @@ const settlePoll = 250 * time.Millisecond
 // cross-trace detectors, whose findings come seconds later (their next run). A report taken
 // sooner reads "better" for identical traffic, the findings not in yet. Within timeout it waits,
 // saying so on stderr; past it, it says which part is still pending and gives no verdict.
-func fetchSettled(ctx context.Context, io streams, raw, tokenFile string, timeout time.Duration) (*analyzer.Report, error) {
+func fetchSettled(ctx context.Context, io streams, raw, token string, timeout time.Duration) (*analyzer.Report, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	r, u, err := fetchReport(ctx, raw, tokenFile)
+	r, u, err := fetchReport(ctx, raw, token)
 	if err != nil || r.Live == nil {
 		return r, err // a report with nothing pending to say: nothing to wait for
 	}
@@ -263,7 +270,7 @@ func fetchSettled(ctx context.Context, io streams, raw, tokenFile string, timeou
 				"wait for the traffic to stop, or raise --timeout", origin.Redact(*u), timeout, pendingPart(lv, analyzed))
 		case <-time.After(settlePoll):
 		}
-		next, _, err := fetchReport(ctx, raw, tokenFile)
+		next, _, err := fetchReport(ctx, raw, token)
 		if err != nil {
 			if ctx.Err() != nil {
 				continue // the deadline: said above, with what is pending
@@ -291,8 +298,9 @@ func pendingPart(lv *analyzer.LiveState, analyzed int64) string {
 }
 
 // fetchReport GETs a collector's live report. A URL without a path means the collector's own
-// report path, so the address 'stormwatch collect' prints is enough. ctx bounds the request.
-func fetchReport(ctx context.Context, raw, tokenFile string) (*analyzer.Report, *url.URL, error) {
+// report path, so the address 'stormwatch collect' prints is enough. token, when not empty, is
+// sent as a bearer token. ctx bounds the request.
+func fetchReport(ctx context.Context, raw, token string) (*analyzer.Report, *url.URL, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", raw, err)
@@ -304,15 +312,11 @@ func fetchReport(ctx context.Context, raw, tokenFile string) (*analyzer.Report, 
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", origin.Redact(*u), err)
 	}
-	if tokenFile != "" {
-		tok, err := os.ReadFile(tokenFile)
-		if err != nil {
-			return nil, nil, fmt.Errorf("--token-file: %w", err)
-		}
-		req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(tok)))
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
 	}
 	// The token stays with the collector it was given for: no redirect elsewhere with it.
-	client := &http.Client{CheckRedirect: origin.CheckRedirect(func() bool { return tokenFile != "" })}
+	client := &http.Client{CheckRedirect: origin.CheckRedirect(func() bool { return token != "" })}
 	resp, err := client.Do(req)
 	if err != nil {
 		var ue *url.Error

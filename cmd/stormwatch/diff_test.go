@@ -319,6 +319,14 @@ func TestDiffBadInput(t *testing.T) {
 	if err := os.WriteFile(empty, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
+	emptyToken := filepath.Join(dir, "empty-token")
+	if err := os.WriteFile(emptyToken, []byte("\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	twoLineToken := filepath.Join(dir, "two-line-token")
+	if err := os.WriteFile(twoLineToken, []byte("a secret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	notReport := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case "/missing":
@@ -367,6 +375,8 @@ func TestDiffBadInput(t *testing.T) {
 		{"URL refused", []string{"http://" + closed, rec}, "before: cannot reach the collector at http://" + closed + "/api/v1/report: dial tcp " + closed +
 			": connect: connection refused (is 'stormwatch collect' running with --http at that address?)"},
 		{"missing token file", []string{"--token-file", filepath.Join(dir, "token"), notReport.URL, rec}, "--token-file: open " + filepath.Join(dir, "token")},
+		{"empty token file", []string{"--token-file", emptyToken, notReport.URL, rec}, "--token-file " + emptyToken + ": the file is empty"},
+		{"token with a space", []string{"--token-file", twoLineToken, notReport.URL, rec}, "--token-file " + twoLineToken + ": the token must be one line without spaces"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

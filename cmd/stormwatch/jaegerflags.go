@@ -58,10 +58,7 @@ func (f *jaegerFlags) client(decode spans.DecodeOptions) (*jaeger.Client, error)
 	}
 	cfg := jaeger.Config{URL: f.url, Timeout: f.timeout, Decode: decode}
 	if f.tokenFile != "" {
-		tok, err := readToken(f.tokenFile)
-		if err != nil {
-			err = errors.New(strings.Replace(err.Error(), "--token-file", "--jaeger-token-file", 1))
-		}
+		tok, err := readToken("--jaeger-token-file", f.tokenFile)
 		errs = append(errs, err)
 		cfg.Token = tok
 	}

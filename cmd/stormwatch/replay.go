@@ -117,9 +117,9 @@ func runReplay(ctx context.Context, io streams, o replayOptions, files []string)
 		target.Protocol = p
 	}
 	if o.tokenFile != "" {
-		tok, err := replay.TokenFromFile(o.tokenFile)
+		tok, err := readToken("--token-file", o.tokenFile)
 		if err != nil {
-			return withExitCode(2, fmt.Errorf("--token-file: %w", err))
+			return withExitCode(2, err)
 		}
 		target.Token = tok
 	}

@@ -226,6 +226,11 @@ func TestReplayErrors(t *testing.T) {
 	c, _ := startTestCollector(t, "right")
 	wrongToken := filepath.Join(t.TempDir(), "token")
 	os.WriteFile(wrongToken, []byte("wrong"), 0o600)
+	// The token files every command refuses (readToken): before anything is sent.
+	emptyToken := filepath.Join(t.TempDir(), "empty-token")
+	os.WriteFile(emptyToken, []byte(" \n"), 0o600)
+	twoLineToken := filepath.Join(t.TempDir(), "two-line-token")
+	os.WriteFile(twoLineToken, []byte("right\nsecret\n"), 0o600)
 	bad := filepath.Join(t.TempDir(), "bad.jsonl")
 	os.WriteFile(bad, []byte("{\"resourceSpans\":[{\n"), 0o644)
 	readme := filepath.Join(t.TempDir(), "README.md")
@@ -242,6 +247,8 @@ func TestReplayErrors(t *testing.T) {
 		{"unreachable", []string{"replay", "--to", dead, rec}, 2, "cannot reach " + dead},
 		{"unauthenticated", []string{"replay", "--to", c.GRPCAddr(), "--token-file", wrongToken, rec}, 2, "rejected the request: Unauthenticated"},
 		{"unauthenticated http", []string{"replay", "--to", "http://" + c.HTTPAddr(), "--token-file", wrongToken, rec}, 2, "rejected the request: 401 Unauthorized"},
+		{"empty token file", []string{"replay", "--to", c.GRPCAddr(), "--token-file", emptyToken, rec}, 2, "--token-file " + emptyToken + ": the file is empty"},
+		{"token file of two lines", []string{"replay", "--to", c.GRPCAddr(), "--token-file", twoLineToken, rec}, 2, "--token-file " + twoLineToken + ": the token must be one line without spaces"},
 		{"missing file", []string{"replay", "--to", c.GRPCAddr(), "--max", "nope.jsonl"}, 2, "nope.jsonl"},
 		{"malformed strict", []string{"replay", "--to", c.GRPCAddr(), "--strict", bad}, 2, "bad.jsonl:1: decode OTLP/JSON request"},
 		{"bad protocol", []string{"replay", "--to", dead, "--protocol", "udp", rec}, 2, `--protocol: unknown protocol "udp"`},

@@ -10,7 +10,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -64,19 +63,6 @@ type Target struct {
 	Token string
 	// Timeout bounds one export; 0 means 10 seconds.
 	Timeout time.Duration
-}
-
-// TokenFromFile reads a bearer token file: its content, surrounding whitespace removed.
-func TokenFromFile(path string) (string, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return "", fmt.Errorf("read token file: %w", err)
-	}
-	tok := strings.TrimSpace(string(b))
-	if tok == "" {
-		return "", fmt.Errorf("token file %s is empty", path)
-	}
-	return tok, nil
 }
 
 // resolved is a Target made concrete.
