@@ -2,6 +2,7 @@ package otlpsdk_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -115,5 +116,41 @@ func TestRequestGroupsByResourceAndScope(t *testing.T) {
 				t.Fatalf("groups %v, want %v", got, want)
 			}
 		}
+	}
+}
+
+// TestRequestKeepsALinksTraceState: the OTLP exporters' conversion leaves a link's trace state
+// out, and a recording keeps it - on the link it belongs to, of the span it belongs to, with two
+// scopes reordering the spans and a second span of the same id that has none.
+func TestRequestKeepsALinksTraceState(t *testing.T) {
+	res := resource.NewSchemaless(attribute.String("service.name", "a"))
+	ts, err := trace.ParseTraceState("ot=th:8,vendor=x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	linked := trace.NewSpanContext(trace.SpanContextConfig{TraceID: trace.TraceID{9}, SpanID: trace.SpanID{9}, TraceState: ts})
+	plain := trace.NewSpanContext(trace.SpanContextConfig{TraceID: trace.TraceID{8}, SpanID: trace.SpanID{8}})
+	span := func(scope string, id byte, links ...trace.SpanContext) sdktrace.ReadOnlySpan {
+		stub := tracetest.SpanStub{Name: scope, Resource: res, InstrumentationScope: instrumentation.Scope{Name: scope},
+			SpanContext: trace.NewSpanContext(trace.SpanContextConfig{TraceID: trace.TraceID{1}, SpanID: trace.SpanID{id}})}
+		for _, l := range links {
+			stub.Links = append(stub.Links, sdktrace.Link{SpanContext: l})
+		}
+		return stub.Snapshot()
+	}
+	req := otlpsdk.Request([]sdktrace.ReadOnlySpan{
+		span("x", 1, plain), span("y", 2, plain, linked), span("x", 3, linked, plain), span("y", 2),
+	})
+	var got []string
+	for _, ss := range req.ResourceSpans[0].ScopeSpans {
+		for _, sp := range ss.Spans {
+			for _, l := range sp.Links {
+				got = append(got, fmt.Sprintf("%s%d:%q", sp.Name, sp.SpanId[0], l.TraceState))
+			}
+		}
+	}
+	want := []string{`x1:""`, `x3:"ot=th:8,vendor=x"`, `x3:""`, `y2:""`, `y2:"ot=th:8,vendor=x"`}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("links %v, want %v", got, want)
 	}
 }
