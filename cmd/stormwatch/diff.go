@@ -36,6 +36,8 @@ type diffOptions struct {
 	afterWindow  string
 	tokenFile    string
 	timeout      time.Duration
+	// token is tokenFile's content, read before either side is.
+	token string
 }
 
 func newDiffCmd(io streams) *cobra.Command {
@@ -112,6 +114,11 @@ func runDiff(ctx context.Context, io streams, o diffOptions, args []string) erro
 	if o.timeout <= 0 {
 		return withExitCode(2, fmt.Errorf("--timeout: must be positive, got %s", o.timeout))
 	}
+	if o.tokenFile != "" {
+		if o.token, err = readToken("--token-file", o.tokenFile); err != nil {
+			return withExitCode(2, err)
+		}
+	}
 	beforeWin, err := parseWindow(o.beforeWindow)
 	if err != nil {
 		return withExitCode(2, fmt.Errorf("--before-window %q: %w", o.beforeWindow, err))
@@ -172,15 +179,7 @@ func diffSide(ctx context.Context, io streams, o diffOptions, pol *policy.Policy
 		if len(changes) > 0 {
 			return nil, "", nil, fmt.Errorf("%s: --what-if predicts from BEFORE's operations, which a collector's report does not carry; give BEFORE as a recording", src)
 		}
-		var token string
-		if o.tokenFile != "" {
-			tok, err := readToken("--token-file", o.tokenFile)
-			if err != nil {
-				return nil, "", nil, err
-			}
-			token = tok
-		}
-		r, err := fetchSettled(ctx, io, src, token, o.timeout)
+		r, err := fetchSettled(ctx, io, src, o.token, o.timeout)
 		return r, src, nil, err
 	}
 	cfg := o.engineConfig()
