@@ -248,6 +248,7 @@ func TestReplayErrors(t *testing.T) {
 		{"unauthenticated", []string{"replay", "--to", c.GRPCAddr(), "--token-file", wrongToken, rec}, 2, "rejected the request: Unauthenticated"},
 		{"unauthenticated http", []string{"replay", "--to", "http://" + c.HTTPAddr(), "--token-file", wrongToken, rec}, 2, "rejected the request: 401 Unauthorized"},
 		{"empty token file", []string{"replay", "--to", c.GRPCAddr(), "--token-file", emptyToken, rec}, 2, "--token-file " + emptyToken + ": the file is empty"},
+		{"token file without end", []string{"replay", "--to", c.GRPCAddr(), "--token-file", "/dev/zero", rec}, 2, "--token-file /dev/zero: more than 65536 bytes, not a token file"},
 		{"token file of two lines", []string{"replay", "--to", c.GRPCAddr(), "--token-file", twoLineToken, rec}, 2, "--token-file " + twoLineToken + ": the token must be one line without spaces"},
 		{"missing file", []string{"replay", "--to", c.GRPCAddr(), "--max", "nope.jsonl"}, 2, "nope.jsonl"},
 		{"malformed strict", []string{"replay", "--to", c.GRPCAddr(), "--strict", bad}, 2, "bad.jsonl:1: decode OTLP/JSON request"},
