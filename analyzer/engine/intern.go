@@ -133,7 +133,7 @@ type derivedKey struct {
 // caller names the host itself, see hostNames).
 func (in *interner) originAndTarget(s *known, l1 *derivedL1) (origin, target, host string) {
 	u := s.str(wkURLFull)
-	i := strings.Index(u, "://")
+	i := schemeEnd(u)
 	origin, host = in.originAt(s, u, i, l1)
 	return origin, in.targetAt(s, u, i, l1), host
 }
@@ -143,7 +143,7 @@ func (in *interner) originAndTarget(s *known, l1 *derivedL1) (origin, target, ho
 // is different on every call); or host, port and scheme.
 func (in *interner) origin(s *known, l1 *derivedL1) string {
 	u := s.str(wkURLFull)
-	o, _ := in.originAt(s, u, strings.Index(u, "://"), l1)
+	o, _ := in.originAt(s, u, schemeEnd(u), l1)
 	return o
 }
 
@@ -195,7 +195,7 @@ func urlAuthorityPrefixAt(u string, i int) (string, bool) {
 // differ on every call) or service and method (RPC).
 func (in *interner) target(s *known, l1 *derivedL1) string {
 	u := s.str(wkURLFull)
-	return in.targetAt(s, u, strings.Index(u, "://"), l1)
+	return in.targetAt(s, u, schemeEnd(u), l1)
 }
 
 // targetAt is target, given s's url.full u and the index of its first "://" (-1: none).

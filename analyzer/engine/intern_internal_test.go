@@ -219,3 +219,17 @@ func TestMadeTargetsCostNoAllocationEach(t *testing.T) {
 		}
 	}
 }
+
+// TestSchemeEnd holds schemeEnd to strings.Index's answer: the origin and target of a call cut its
+// URL there, so a URL it misread would name another dependency.
+func TestSchemeEnd(t *testing.T) {
+	for _, u := range []string{
+		"", "http", "http:", "http:/", "http://", "http://a", "http://a:8080/x?y#z", "https://", "https://a/b",
+		"https:/a", "http:/a://b", "httpx://a", "HTTP://a", "grpc://a:443", "http//a://b", "https//:a://b",
+		"http:://a", "ws://a", "/just/a/path", "a://b://c",
+	} {
+		if got, want := schemeEnd(u), strings.Index(u, "://"); got != want {
+			t.Errorf("schemeEnd(%q) = %d, want %d", u, got, want)
+		}
+	}
+}
