@@ -3,7 +3,6 @@ package collector
 import (
 	"context"
 	"io"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -14,7 +13,6 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/stormwatch/stormwatch/spans"
-	"github.com/stormwatch/stormwatch/tracefile"
 )
 
 // withNested is request(first, n, 0) with, on its first span, an attribute the analyzer does not
@@ -36,11 +34,7 @@ func withNested(first, n, depth int) *coltracepb.ExportTraceServiceRequest {
 // over both transports and in JSON; requests within it are acknowledged, recorded to .jsonl and
 // read back from the recording, every span of them, with no record skipped.
 func TestNestingLimitAtTheDoor(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "rec.jsonl")
-	w, err := tracefile.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	w, path := newRecording(t, "jsonl")
 	s := &sink{}
 	c := start(t, Config{}, s, WithRecorder(w))
 	conn := dialGRPC(t, c)

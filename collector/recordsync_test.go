@@ -60,13 +60,21 @@ func recordedSpans(t *testing.T, path string) int {
 	return len(names)
 }
 
-func recordingCollector(t *testing.T, sync bool, format string) (*Collector, *countingWriter, string) {
+// newRecording is a recording of the given format (a file extension) in a test's directory, and
+// its path, for a collector's WithRecorder and for recording to read back.
+func newRecording(t *testing.T, format string) (*tracefile.Writer, string) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "rec."+format)
 	w, err := tracefile.Create(path)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return w, path
+}
+
+func recordingCollector(t *testing.T, sync bool, format string) (*Collector, *countingWriter, string) {
+	t.Helper()
+	w, path := newRecording(t, format)
 	rec := &countingWriter{Writer: w}
 	// The interval flush never comes during the test: only the sync can put spans in the file.
 	c := start(t, Config{RecordSync: sync, RecordFlushInterval: time.Hour}, &sink{}, WithRecorder(rec))

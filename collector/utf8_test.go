@@ -3,23 +3,16 @@ package collector
 import (
 	"bytes"
 	"context"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/stormwatch/stormwatch/tracefile"
 )
 
 // TestStringThatIsNotUTF8IsRecorded: a span name that is not UTF-8 is acknowledged, as the
 // OpenTelemetry Collector acknowledges it, and so it must be in the .jsonl recording too - with
 // U+FFFD for the bad byte, since JSON cannot hold it - not logged as a failed write and left out.
 func TestStringThatIsNotUTF8IsRecorded(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "rec.jsonl")
-	w, err := tracefile.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	w, path := newRecording(t, "jsonl")
 	s := &sink{}
 	c := start(t, Config{}, s, WithRecorder(w))
 	req := request(0, 3, 0)
