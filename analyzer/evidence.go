@@ -355,7 +355,7 @@ func numbers[T int | float64](c *cloner, s []T) []T {
 		return []T{}
 	}
 	out := unsafe.Slice((*T)(unsafe.Pointer(&c.mem[c.at])), len(s))
-	c.at += len(s) * int(unsafe.Sizeof(s[0]))
+	c.at += wordsOf(len(s), unsafe.Sizeof(s[0]))
 	copy(out, s)
 	return out
 }
