@@ -310,15 +310,30 @@ func countsOrPairs(e Evidence) string {
 func (e Evidence) Clone() Evidence {
 	var c cloner
 	c.size(e)
-	c.buf = make([]byte, 0, c.n)
+	c.alloc()
 	return c.evidence(e)
 }
 
-// cloner copies a finding with all its strings in one buffer, sized by a first walk: one
-// allocation for every string of the finding, whatever their number.
+// cloner copies a finding with all its strings and lists of numbers in one block of memory, sized
+// by a first walk: one allocation for every string and number of the finding, whatever their
+// number. The block holds no pointers, so the collector never scans it; its numbers come first,
+// where a word's alignment is the block's own.
 type cloner struct {
-	n   int    // bytes the strings need (first walk)
-	buf []byte // where they are copied (second walk), never grown, so earlier strings stay put
+	n    int    // bytes the strings need (first walk)
+	nums int    // bytes the lists of numbers need (first walk), whole words
+	mem  []byte // the block (second walk): numbers from 0, strings from nums, never grown
+	at   int    // where the next list of numbers goes
+	buf  []byte // the strings' part of mem, appended to
+}
+
+// alloc makes the block the first walk sized.
+func (c *cloner) alloc() {
+	if c.n+c.nums == 0 {
+		return
+	}
+	words := make([]uint64, (c.nums+c.n+7)/8)
+	c.mem = unsafe.Slice((*byte)(unsafe.Pointer(&words[0])), len(words)*8)
+	c.buf = c.mem[c.nums:c.nums:len(c.mem)]
 }
 
 func (c *cloner) str(s string) string {
@@ -330,6 +345,25 @@ func (c *cloner) str(s string) string {
 	return unsafe.String(&c.buf[at], len(s))
 }
 
+// numbers copies a list of ints or float64s (both a word here) into the block: nil stays nil,
+// an empty list stays empty.
+func numbers[T int | float64](c *cloner, s []T) []T {
+	if s == nil {
+		return nil
+	}
+	if len(s) == 0 {
+		return []T{}
+	}
+	out := unsafe.Slice((*T)(unsafe.Pointer(&c.mem[c.at])), len(s))
+	c.at += wordsOf(len(s), unsafe.Sizeof(s[0]))
+	copy(out, s)
+	return out
+}
+
+// wordsOf is the room a list of n numbers of the given size takes in the block: whole words, so
+// that the next list stays aligned.
+func wordsOf(n int, size uintptr) int { return (n*int(size) + 7) &^ 7 }
+
 func (c *cloner) size(e Evidence) {
 	for k, v := range e {
 		c.n += len(k)
@@ -340,6 +374,10 @@ func (c *cloner) size(e Evidence) {
 			for _, s := range v.texts() {
 				c.n += len(s)
 			}
+		case KindInts:
+			c.nums += wordsOf(len(v.ints()), unsafe.Sizeof(int(0)))
+		case KindFloats:
+			c.nums += wordsOf(len(v.floats()), unsafe.Sizeof(float64(0)))
 		case KindRecord:
 			c.size(v.record())
 		case KindRecords:
@@ -372,9 +410,9 @@ func (c *cloner) value(v Value) Value {
 		}
 		return Texts(s)
 	case KindInts:
-		return Ints(slices.Clone(v.ints()))
+		return Ints(numbers(c, v.ints()))
 	case KindFloats:
-		return Floats(slices.Clone(v.floats()))
+		return Floats(numbers(c, v.floats()))
 	case KindRecord:
 		return Record(c.evidence(v.record()))
 	case KindRecords:
@@ -399,7 +437,7 @@ func (f Finding) Clone() Finding {
 		c.n += len(id)
 	}
 	c.size(f.Evidence)
-	c.buf = make([]byte, 0, c.n)
+	c.alloc()
 	f.Detector = c.str(f.Detector)
 	f.TraceID = c.str(f.TraceID)
 	f.Service = c.str(f.Service)

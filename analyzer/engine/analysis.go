@@ -2,9 +2,11 @@ package engine
 
 import (
 	"cmp"
+	"encoding/hex"
 	"fmt"
 	"hash/maphash"
 	"slices"
+	"unsafe"
 
 	"github.com/stormwatch/stormwatch/analyzer"
 	"github.com/stormwatch/stormwatch/analyzer/cost"
@@ -121,20 +123,27 @@ type reporter struct {
 	pass     analyzer.Pass
 	r        *traceResult
 	id       spans.TraceID
-	traceHex string
+	traceHex string // the trace id of the trace's findings, in its first finding's copy
+	hex      [2 * len(spans.TraceID{})]byte
 }
 
 // report is Pass.Report: it keeps a copy of f.
 func (rp *reporter) report(f analyzer.Finding) {
+	first := f.TraceID == "" && rp.traceHex == ""
+	if first {
+		// Most traces have no finding: the id is written out at the first one, into the
+		// buffer its copy takes anyway, and the trace's other findings share it.
+		hex.Encode(rp.hex[:], rp.id[:])
+		f.TraceID = unsafe.String(&rp.hex[0], len(rp.hex))
+	}
 	f = f.Clone() // the pass's memory is the next trace's: see Pass.Report
+	if first {
+		rp.traceHex = f.TraceID
+	}
 	if f.Detector == "" {
 		f.Detector = rp.pass.Detector.Name
 	}
 	if f.TraceID == "" {
-		// Made once per trace, for its first finding: most traces have none.
-		if rp.traceHex == "" {
-			rp.traceHex = rp.id.String()
-		}
 		f.TraceID = rp.traceHex
 	}
 	rp.r.findings = append(rp.r.findings, f)

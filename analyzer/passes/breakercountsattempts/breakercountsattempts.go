@@ -10,6 +10,7 @@ import (
 	"github.com/stormwatch/stormwatch/analyzer"
 	"github.com/stormwatch/stormwatch/analyzer/passes/internal/audit"
 	"github.com/stormwatch/stormwatch/internal/words"
+	"github.com/stormwatch/stormwatch/spans"
 )
 
 // Detector is the breaker-counts-attempts detector.
@@ -62,7 +63,9 @@ func run(pass *analyzer.Pass) error {
 		opened := int64(0)
 		var openOp *analyzer.Operation
 		refusedCalls := 0
-		var ids []string
+		// The failed attempts' ids, rendered only if the layer is reported.
+		var idBuf [10]spans.SpanID
+		ids := idBuf[:0]
 		for _, op := range ops {
 			at, refused := audit.Refusal(op)
 			if !refused {
@@ -91,7 +94,7 @@ func run(pass *analyzer.Pass) error {
 					failedAttempts++
 					hadFailure = true
 					if len(ids) < 10 {
-						ids = append(ids, a.SpanID.String())
+						ids = append(ids, a.SpanID)
 					}
 				}
 			}
@@ -123,7 +126,7 @@ func run(pass *analyzer.Pass) error {
 		pass.Report(analyzer.Finding{
 			Severity:   pass.Detector.Severity,
 			TraceID:    openOp.TraceID.String(),
-			SpanIDs:    ids,
+			SpanIDs:    audit.HexIDs(ids),
 			Service:    k.caller,
 			Dependency: k.origin,
 			Summary: fmt.Sprintf("%s's breaker for %s opened after %s although %d of %s before it had succeeded after retries (%d failed); it then refused %s",

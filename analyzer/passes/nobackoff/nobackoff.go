@@ -1,13 +1,14 @@
 package nobackoff
 
 import (
-	"fmt"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/stormwatch/stormwatch/analyzer"
 	"github.com/stormwatch/stormwatch/analyzer/passes/internal/audit"
 	"github.com/stormwatch/stormwatch/internal/words"
+	"github.com/stormwatch/stormwatch/spans"
 )
 
 // Detector is the no-backoff detector.
@@ -30,10 +31,15 @@ type Settings struct {
 	MinPause time.Duration `policy:"minPause" doc:"a retry whose pause is under it came back without waiting (the client's own turnaround)" min:"0s"`
 }
 
-// layer is one retrying layer of the trace: the operations of one owner toward one dependency.
+// layer is one retrying layer of the trace: the operations of one owner toward one dependency,
+// chained through next from first to last, and what the first look at their pauses found.
 type layer struct {
 	owner, dependency string
-	ops               []*analyzer.Operation
+	first, last       int32 // indexes into the pass's operations
+	// retries counts the measured pauses, below those under minPause in the evidence's unit
+	// (tenths of a millisecond), longest is the longest one.
+	retries, below int
+	longest        int64
 }
 
 // run judges each layer's pauses together, not one by one: a zero-delay default shows as pauses
@@ -42,28 +48,41 @@ type layer struct {
 // reported when it retried at least twice, its typical pause (the median) is under minPause, and
 // none is as long as a backoff's cap would be (spreadFactor x minPause): a few near-zero draws of
 // full jitter beside its long ones are not reported, nor is any layer that waited in earnest.
+//
+// During an incident every trace may draw a finding, so the first walk only counts: a layer whose
+// pauses cannot have a median under minPause (fewer than half of them under it) or has a long one
+// is dropped before anything is built, and only a reported layer's pauses, span ids and texts are
+// made, each once and at its size.
 func run(pass *analyzer.Pass) error {
 	minPause := int64(analyzer.SettingsOf[Settings](pass).MinPause)
+	threshold := audit.Ms(minPause)
 	p := audit.Policy(pass.RunSettings)
 	classes := audit.ClassesIn(p, pass.Trace)
 	var buf [4]layer
 	layers := buf[:0]
+	// next chains each layer's operations (-1 ends a chain), kept on the stack for most traces.
+	var nextBuf [64]int32
+	var next []int32
 	// A few layers a trace, found by a scan; past 16 (a trace retrying toward as many
 	// dependencies) by a map, so that finding an operation's layer costs no scan of them all.
 	type key struct{ owner, dependency string }
 	var byKey map[key]int
-	for _, op := range pass.Operations {
+	for i, op := range pass.Operations {
 		cls := classes.Of(op)
 		if audit.NoRetries(cls) {
 			continue // the policy allows no retry here: unbounded-retries says so, not how to pace one
 		}
-		measured := 0
-		for i := range op.Attempts {
-			if a := &op.Attempts[i]; audit.IsRetry(a) && a.BackoffNanos >= 0 {
-				measured++
+		retries, below, longest := 0, 0, int64(0)
+		for j := range op.Attempts {
+			if a := &op.Attempts[j]; audit.IsRetry(a) && a.BackoffNanos >= 0 {
+				retries++
+				longest = max(longest, a.BackoffNanos)
+				if audit.Ms(a.BackoffNanos) < threshold {
+					below++
+				}
 			}
 		}
-		if measured == 0 {
+		if retries == 0 {
 			continue // no pause measured: no evidence either way
 		}
 		k := -1
@@ -79,8 +98,16 @@ func run(pass *analyzer.Pass) error {
 				}
 			}
 		}
+		if next == nil {
+			next = nextBuf[:0]
+			if len(pass.Operations) > len(nextBuf) {
+				next = make([]int32, 0, len(pass.Operations))
+			}
+		}
+		next = next[:i+1]
+		next[i] = -1
 		if k < 0 {
-			layers = append(layers, layer{owner: op.Owner, dependency: op.Dependency})
+			layers = append(layers, layer{owner: op.Owner, dependency: op.Dependency, first: int32(i), last: int32(i)})
 			k = len(layers) - 1
 			if byKey != nil {
 				byKey[key{op.Owner, op.Dependency}] = k
@@ -90,49 +117,71 @@ func run(pass *analyzer.Pass) error {
 					byKey[key{layers[j].owner, layers[j].dependency}] = j
 				}
 			}
+		} else {
+			next[layers[k].last] = int32(i)
+			layers[k].last = int32(i)
 		}
-		layers[k].ops = append(layers[k].ops, op)
+		l := &layers[k]
+		l.retries += retries
+		l.below += below
+		l.longest = max(l.longest, longest)
 	}
-	for _, l := range layers {
-		var pauses []float64
-		var ids []string
-		immediate := 0
-		longest := int64(0)
-		for _, op := range l.ops {
-			for i := range op.Attempts {
-				a := &op.Attempts[i]
+	for k := range layers {
+		l := &layers[k]
+		// The median is under minPause only if the lower middle pause is: at least half of them,
+		// rounded up, are.
+		if l.retries < 2 || l.longest >= spreadFactor*minPause || l.below < (l.retries+1)/2 {
+			continue
+		}
+		var pauseBuf [32]float64
+		var idBuf [16]spans.SpanID
+		pauses, ids := pauseBuf[:0], idBuf[:0]
+		for i := l.first; i >= 0; i = next[i] {
+			op := pass.Operations[i]
+			for j := range op.Attempts {
+				a := &op.Attempts[j]
 				if !audit.IsRetry(a) || a.BackoffNanos < 0 {
 					continue // a pause not measured is no evidence either way
 				}
 				pauses = append(pauses, audit.Ms(a.BackoffNanos))
-				longest = max(longest, a.BackoffNanos)
 				if a.BackoffNanos < minPause {
-					immediate++
-					ids = append(ids, a.SpanID.String())
+					ids = append(ids, a.SpanID)
 				}
 			}
 		}
-		if len(pauses) < 2 || longest >= spreadFactor*minPause {
-			continue
-		}
 		typical := median(pauses)
-		if typical >= audit.Ms(minPause) {
+		if typical >= threshold {
 			continue
 		}
-		op := l.ops[0]
+		op := pass.Operations[l.first]
+		// The summary and the action are cut from one string.
+		var textBuf [320]byte
+		b := append(textBuf[:0], l.owner...)
+		b = append(b, " retried "...)
+		b = append(b, op.Name...)
+		b = append(b, ' ')
+		b = append(b, words.Plural(len(pauses), "time", "times")...)
+		b = append(b, " with no pause (typical pause "...)
+		b = strconv.AppendFloat(b, typical, 'f', 1, 64)
+		b = append(b, " ms, none over "...)
+		b = strconv.AppendFloat(b, audit.Ms(l.longest), 'f', 1, 64)
+		b = append(b, " ms: the client's own turnaround, not a wait)"...)
+		cut := len(b)
+		b = append(b, "wait between attempts: "...)
+		b = append(b, audit.BackoffAdvice(classes.Of(op))...)
+		text := string(b)
 		pass.Report(analyzer.Finding{
 			Severity:   pass.Detector.Severity,
-			SpanIDs:    ids,
+			SpanIDs:    audit.HexIDs(ids),
 			Service:    l.owner,
 			Dependency: l.dependency,
-			Summary: fmt.Sprintf("%s retried %s %s with no pause (typical pause %.1f ms, none over %.1f ms: the client's own turnaround, not a wait)",
-				l.owner, op.Name, words.Plural(len(pauses), "time", "times"), typical, audit.Ms(longest)),
-			Action: "wait between attempts: " + audit.BackoffAdvice(classes.Of(op)),
+			Summary:    text[:cut],
+			Action:     text[cut:],
 			Evidence: analyzer.Evidence{
 				"retries":           analyzer.Int(len(pauses)),
-				"immediate_retries": analyzer.Int(immediate),
-				"pauses_ms":         analyzer.Floats(pauses),
-				"threshold_ms":      analyzer.Float(audit.Ms(minPause)),
+				"immediate_retries": analyzer.Int(len(ids)),
+				"pauses_ms":         analyzer.Floats(slices.Clone(pauses)),
+				"threshold_ms":      analyzer.Float(threshold),
 			},
 		})
 	}
@@ -145,7 +194,9 @@ const spreadFactor = 4
 
 // median of a small list of pauses (sorted in a copy: the evidence keeps their order).
 func median(pauses []float64) float64 {
-	p := slices.Sorted(slices.Values(pauses))
+	var buf [32]float64
+	p := append(buf[:0], pauses...)
+	slices.Sort(p)
 	n := len(p)
 	if n%2 == 1 {
 		return p[n/2]

@@ -8,6 +8,7 @@ import (
 	"github.com/stormwatch/stormwatch/analyzer"
 	"github.com/stormwatch/stormwatch/analyzer/passes/internal/audit"
 	"github.com/stormwatch/stormwatch/analyzer/policy"
+	"github.com/stormwatch/stormwatch/spans"
 )
 
 // Detector is the policy-violation detector.
@@ -100,13 +101,17 @@ func terminalMatches(want, got string) bool {
 }
 
 func retryIDs(op *analyzer.Operation) []string {
-	var ids []string
+	var buf [16]spans.SpanID
+	ids := buf[:0]
 	for i := range op.Attempts {
 		if audit.IsRetry(&op.Attempts[i]) {
-			ids = append(ids, op.Attempts[i].SpanID.String())
+			ids = append(ids, op.Attempts[i].SpanID)
 		}
 	}
-	return ids
+	if len(ids) == 0 {
+		return nil
+	}
+	return audit.HexIDs(ids)
 }
 
 // checkBackoff compares each retry's pause with what the class's backoff allows. Full and

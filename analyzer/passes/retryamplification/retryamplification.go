@@ -3,12 +3,10 @@ package retryamplification
 import (
 	"cmp"
 	"encoding/binary"
-	"fmt"
 	"math"
 	"math/bits"
 	"slices"
 	"strconv"
-	"strings"
 
 	"github.com/stormwatch/stormwatch/analyzer"
 	"github.com/stormwatch/stormwatch/analyzer/passes/internal/audit"
@@ -82,7 +80,6 @@ func run(pass *analyzer.Pass) error {
 			ids = audit.HexIDs(calls)
 		}
 		unlisted := retrying - len(layers)
-		parts := make([]string, len(layers))
 		ev := make([]analyzer.Evidence, len(layers))
 		// The summary names each owner with tries read from its callee's spans once: a hole is
 		// its owner's total on the chain, the same at each of its layers (a recursive service's
@@ -90,7 +87,6 @@ func run(pass *analyzer.Pass) error {
 		// repeating the total at each.
 		var said []saidOwner
 		for i, l := range layers {
-			parts[i] = l.Service + " x" + strconv.Itoa(l.Attempts)
 			ev[i] = analyzer.Evidence{"service": analyzer.Text(l.Service), "attempts": analyzer.Int(l.Attempts)}
 			if inferred != nil && inferred[k][i].inferred > 0 {
 				h := inferred[k][i]
@@ -103,25 +99,6 @@ func run(pass *analyzer.Pass) error {
 				}
 			}
 		}
-		if unlisted > 0 {
-			parts = slices.Insert(parts, maxLayers/2, strconv.Itoa(unlisted)+" more")
-		}
-		hole := ""
-		if len(said) > 0 {
-			named := make([]string, len(said))
-			for i, o := range said {
-				who := o.service
-				if o.layers > 1 {
-					who += ", " + strconv.Itoa(o.layers) + " layers:"
-				}
-				named[i] = fmt.Sprintf("%s %d of %d (%s's)", who, o.inferred, o.tries, o.callee)
-			}
-			hole = "; tries with no span of their own were counted from the callee's SERVER spans: " + strings.Join(named, ", ")
-		}
-		dep := c.Dependency
-		if c.Service != "" && c.Service != dep {
-			dep = c.Service + " (" + c.Dependency + ")"
-		}
 		evidence := analyzer.Evidence{
 			"factor":     analyzer.Int(c.LeafCalls),
 			"leaf_calls": analyzer.Int(c.LeafCalls),
@@ -133,15 +110,75 @@ func run(pass *analyzer.Pass) error {
 		if ms, ok := addedLatency(pass.Trace, c.Leaves[0]); ok {
 			evidence["added_latency_ms"] = analyzer.Float(ms)
 		}
+		// The summary and the action are written into one buffer and cut from one string: a
+		// storm draws this finding on every trace.
+		var textBuf [512]byte
+		b := strconv.AppendInt(textBuf[:0], int64(retrying), 10)
+		b = append(b, " layers retried ("...)
+		// Each layer as "service xN", ", " between, and the count of those not listed in the
+		// middle (after the top half).
+		for i := range len(layers) + 1 {
+			if unlisted > 0 && i == maxLayers/2 {
+				if i > 0 {
+					b = append(b, ", "...)
+				}
+				b = strconv.AppendInt(b, int64(unlisted), 10)
+				b = append(b, " more"...)
+			}
+			if i == len(layers) {
+				break
+			}
+			if i > 0 {
+				b = append(b, ", "...)
+			}
+			b = append(b, layers[i].Service...)
+			b = append(b, " x"...)
+			b = strconv.AppendInt(b, int64(layers[i].Attempts), 10)
+		}
+		b = append(b, "): "...)
+		b = strconv.AppendInt(b, int64(c.LeafCalls), 10)
+		b = append(b, " calls to "...)
+		if c.Service != "" && c.Service != c.Dependency {
+			b = append(b, c.Service...)
+			b = append(b, " ("...)
+			b = append(b, c.Dependency...)
+			b = append(b, ')')
+		} else {
+			b = append(b, c.Dependency...)
+		}
+		b = append(b, " for 1 request"...)
+		if len(said) > 0 {
+			b = append(b, "; tries with no span of their own were counted from the callee's SERVER spans: "...)
+			for i, o := range said {
+				if i > 0 {
+					b = append(b, ", "...)
+				}
+				b = append(b, o.service...)
+				if o.layers > 1 {
+					b = append(b, ", "...)
+					b = strconv.AppendInt(b, int64(o.layers), 10)
+					b = append(b, " layers:"...)
+				}
+				b = append(b, ' ')
+				b = strconv.AppendInt(b, int64(o.inferred), 10)
+				b = append(b, " of "...)
+				b = strconv.AppendInt(b, int64(o.tries), 10)
+				b = append(b, " ("...)
+				b = append(b, o.callee...)
+				b = append(b, "'s)"...)
+			}
+		}
+		cut := len(b)
+		b = appendOwnerAdvice(b, &classes, c, layers)
+		text := string(b)
 		pass.Report(analyzer.Finding{
 			Severity:   sev,
 			SpanIDs:    ids,
 			Service:    layers[0].Service,
 			Dependency: c.Dependency,
-			Summary: fmt.Sprintf("%d layers retried (%s): %d calls to %s for 1 request%s",
-				retrying, strings.Join(parts, ", "), c.LeafCalls, dep, hole),
-			Action:   ownerAdvice(&classes, c, layers),
-			Evidence: evidence,
+			Summary:    text[:cut],
+			Action:     text[cut:],
+			Evidence:   evidence,
 		})
 	}
 	return nil
@@ -452,16 +489,20 @@ type opAt struct {
 	withCallee      int32
 }
 
-// ownerAdvice names the layer that should own the retries: the policy's owner for the leaf
+// appendOwnerAdvice names the layer that should own the retries: the policy's owner for the leaf
 // operations' class when the file names one, else the layer nearest the dependency.
-func ownerAdvice(classes *audit.Classes, c analyzer.LeafChain, layers []analyzer.Layer) string {
+func appendOwnerAdvice(b []byte, classes *audit.Classes, c analyzer.LeafChain, layers []analyzer.Layer) []byte {
 	if len(c.Leaves) > 0 {
 		cls := classes.Of(c.Leaves[0])
 		if audit.FromFile(cls.Owner) {
-			return fmt.Sprintf("let %s own the retries, as the policy says (owner at %s), and make the other layers fail fast",
-				cls.Owner.Value, cls.Owner.Pos.FileLine())
+			b = append(b, "let "...)
+			b = append(b, cls.Owner.Value...)
+			b = append(b, " own the retries, as the policy says (owner at "...)
+			b = append(b, cls.Owner.Pos.FileLine()...)
+			return append(b, "), and make the other layers fail fast"...)
 		}
 	}
-	return fmt.Sprintf("let one layer own retries (%s is nearest the dependency) and make the others fail fast, or share one retry budget across the layers",
-		layers[len(layers)-1].Service)
+	b = append(b, "let one layer own retries ("...)
+	b = append(b, layers[len(layers)-1].Service...)
+	return append(b, " is nearest the dependency) and make the others fail fast, or share one retry budget across the layers"...)
 }

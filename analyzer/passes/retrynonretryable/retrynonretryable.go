@@ -6,6 +6,7 @@ import (
 	"github.com/stormwatch/stormwatch/analyzer"
 	"github.com/stormwatch/stormwatch/analyzer/passes/internal/audit"
 	"github.com/stormwatch/stormwatch/analyzer/policy"
+	"github.com/stormwatch/stormwatch/spans"
 )
 
 // Detector is the retry-non-retryable detector.
@@ -52,14 +53,15 @@ func run(pass *analyzer.Pass) error {
 			if !bad {
 				continue
 			}
-			retries := 0
-			ids := audit.IDs(a.SpanID)
+			// The attempt and the retries after it, rendered only if there is one.
+			var idBuf [16]spans.SpanID
+			ids := append(idBuf[:0], a.SpanID)
 			for j := i + 1; j < len(op.Attempts); j++ {
 				if audit.IsRetry(&op.Attempts[j]) {
-					retries++
-					ids = append(ids, op.Attempts[j].SpanID.String())
+					ids = append(ids, op.Attempts[j].SpanID)
 				}
 			}
+			retries := len(ids) - 1
 			if retries == 0 {
 				continue
 			}
@@ -71,7 +73,7 @@ func run(pass *analyzer.Pass) error {
 			cite := audit.Cite(ev, "retryable", cls.Retryable, fmt.Sprint(cls.Retryable.Value.Tokens()))
 			pass.Report(analyzer.Finding{
 				Severity:   pass.Detector.Severity,
-				SpanIDs:    ids,
+				SpanIDs:    audit.HexIDs(ids),
 				Service:    op.Owner,
 				Dependency: op.Dependency,
 				Summary: fmt.Sprintf("%s retried %s after %s: %d more attempts that could not succeed%s",

@@ -72,13 +72,17 @@ func counts(a *analyzer.Attempt) bool {
 }
 
 func tryIDs(op *analyzer.Operation) []string {
-	var ids []string
+	var buf [16]spans.SpanID
+	ids := buf[:0]
 	for i := range op.Attempts {
 		if counts(&op.Attempts[i]) {
-			ids = append(ids, op.Attempts[i].SpanID.String())
+			ids = append(ids, op.Attempts[i].SpanID)
 		}
 	}
-	return ids
+	if len(ids) == 0 {
+		return nil
+	}
+	return audit.HexIDs(ids)
 }
 
 // hasStopReason looks at the operation and at its spans: the analyzer fills StopReason from the

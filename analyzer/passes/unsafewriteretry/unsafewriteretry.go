@@ -53,10 +53,11 @@ func run(pass *analyzer.Pass) error {
 		if hasKey(t, op) {
 			continue
 		}
-		ids := make([]string, 0, sends)
+		var idBuf [16]spans.SpanID
+		ids := idBuf[:0]
 		for i := range op.Attempts {
 			if k := op.Attempts[i].Kind; k != analyzer.AttemptKindResend && k != analyzer.KindFallback {
-				ids = append(ids, op.Attempts[i].SpanID.String())
+				ids = append(ids, op.Attempts[i].SpanID)
 			}
 		}
 		shown := method
@@ -72,7 +73,7 @@ func run(pass *analyzer.Pass) error {
 		cite := audit.Cite(ev, "idempotent", cls.Idempotent, "false")
 		pass.Report(analyzer.Finding{
 			Severity:   pass.Detector.Severity,
-			SpanIDs:    ids,
+			SpanIDs:    audit.HexIDs(ids),
 			Service:    op.Owner,
 			Dependency: op.Dependency,
 			Summary: fmt.Sprintf("%s sent %s %s without an idempotency key: a lost response after the server acted becomes a duplicate%s",
