@@ -787,21 +787,26 @@ func (u *unpacker) attrList() []Attr {
 		// last use left, and without zeroing the element first (with the garbage collector
 		// marking, a zeroing store of a struct with pointers goes through the bulk write barrier).
 		var key string
-		if off := u.Off; off < len(u.S) && u.S[off] != 0 {
-			u.Off = off + 1
-			if k := int(u.S[off]) - 1; k < len(packKeys) {
-				key = packKeys[k]
-			} else {
-				u.Fail("attribute key %d of %d well-known", k, len(packKeys))
-			}
-		} else if u.Byte() == 0 && u.Err == nil {
-			key = u.Str()
-		}
 		var tag byte
-		if off := u.Off; off < len(u.S) {
-			tag, u.Off = u.S[off], off+1
+		if off, s := u.Off, u.S; off+1 < len(s) && s[off] != 0 && int(s[off]) <= len(packKeys) {
+			// Nearly every attribute: a well-known key's byte and the tag, read with one check.
+			key, tag, u.Off = packKeys[s[off]-1], s[off+1], off+2
 		} else {
-			tag = u.Byte() // fails: truncated
+			if off < len(s) && s[off] != 0 {
+				u.Off = off + 1
+				if k := int(s[off]) - 1; k < len(packKeys) {
+					key = packKeys[k]
+				} else {
+					u.Fail("attribute key %d of %d well-known", k, len(packKeys))
+				}
+			} else if u.Byte() == 0 && u.Err == nil {
+				key = u.Str()
+			}
+			if off := u.Off; off < len(u.S) {
+				tag, u.Off = u.S[off], off+1
+			} else {
+				tag = u.Byte() // fails: truncated
+			}
 		}
 		typ := ValueType(tag & tagType)
 		if tag&tagType == tagTypeEsc {

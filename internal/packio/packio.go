@@ -70,6 +70,22 @@ func (r *Reader) Fixed(n int) string {
 
 // UV reads an unsigned varint.
 func (r *Reader) UV() uint64 {
+	if off := r.Off; off >= 0 && len(r.S)-off >= binary.MaxVarintLen64 {
+		// Ten bytes or more to read: a number of nine bytes or fewer cannot run past them, so
+		// the loop tests nothing but the end of the number (every span's times are read here),
+		// and the shifts, masked, need no test for 64 bits or more. A tenth byte is left to the
+		// checked loop below, which refuses a number beyond 64 bits.
+		b := r.S[off : off+binary.MaxVarintLen64]
+		var v uint64
+		for i, shift := 0, uint(0); i < binary.MaxVarintLen64-1; i, shift = i+1, shift+7 {
+			c := b[i]
+			if c < 0x80 {
+				r.Off = off + i + 1
+				return v | uint64(c)<<(shift&63)
+			}
+			v |= uint64(c&0x7f) << (shift & 63)
+		}
+	}
 	var v uint64
 	for shift := uint(0); ; shift += 7 {
 		if r.Off >= len(r.S) || shift > 63 {

@@ -1,6 +1,7 @@
 package packio_test
 
 import (
+	"encoding/binary"
 	"errors"
 	"math"
 	"testing"
@@ -51,6 +52,31 @@ func TestRoundTrip(t *testing.T) {
 	}
 	if got := r.Str(); len(got) != 75 || r.Err != nil || r.Off != end {
 		t.Fatalf("long string: %d bytes, err %v, at %d, want %d", len(got), r.Err, r.Off, end)
+	}
+}
+
+// TestUVEveryLength: a varint of each length from one byte to ten reads back the same, with more
+// than ten bytes after it or none, and one beyond 64 bits is refused either way.
+func TestUVEveryLength(t *testing.T) {
+	for _, tail := range []int{0, 16} {
+		for n := 1; n <= binary.MaxVarintLen64; n++ {
+			want := uint64(1)<<(7*(n-1)) | 5 // the smallest n-byte numbers, and a few bits below
+			if n == binary.MaxVarintLen64 {
+				want = math.MaxUint64
+			}
+			b := binary.AppendUvarint(nil, want)
+			if len(b) != n {
+				t.Fatalf("%d is %d bytes, want %d", want, len(b), n)
+			}
+			r := packio.Reader{S: string(append(b, make([]byte, tail)...)), Corrupt: errBad}
+			if got := r.UV(); got != want || r.Off != n || r.Err != nil {
+				t.Errorf("%d bytes, %d after: UV = %d at %d (err %v), want %d at %d", n, tail, got, r.Off, r.Err, want, n)
+			}
+		}
+		r := packio.Reader{S: "\xff\xff\xff\xff\xff\xff\xff\xff\xff\x02" + string(make([]byte, tail)), Corrupt: errBad}
+		if r.UV(); !errors.Is(r.Err, errBad) {
+			t.Errorf("%d after: a varint beyond 64 bits read without an error", tail)
+		}
 	}
 }
 
