@@ -45,6 +45,7 @@ type Dep struct {
 type Scratch struct {
 	m      marks
 	rootOf []int32
+	reqs   []Request // the requests while they are measured, copied out by result
 	deps   []reqDep
 	many   map[depKey]int32
 }
@@ -98,7 +99,7 @@ func (sc *Scratch) measure(t *analyzer.Trace, ops []*analyzer.Operation, skew in
 	if n == 0 {
 		return nil
 	}
-	reqs := make([]Request, 0, n)
+	reqs := sc.reqs[:0]
 	rootOf := resize(sc.rootOf, t.Len())
 	sc.rootOf = rootOf
 	for i := range rootOf {
@@ -210,7 +211,8 @@ func (sc *Scratch) measure(t *analyzer.Trace, ops []*analyzer.Operation, skew in
 		}
 		return strings.Compare(a.Dependency, b.Dependency)
 	})
-	all := make([]Dep, len(sc.deps))
+	out, all := result(len(reqs), len(sc.deps))
+	copy(out, reqs)
 	for i := range sc.deps {
 		all[i] = sc.deps[i].Dep
 	}
@@ -219,11 +221,45 @@ func (sc *Scratch) measure(t *analyzer.Trace, ops []*analyzer.Operation, skew in
 		for j < len(sc.deps) && sc.deps[j].req == sc.deps[i].req {
 			j++
 		}
-		reqs[sc.deps[i].req].Deps = all[i:j:j]
+		out[sc.deps[i].req].Deps = all[i:j:j]
 		i = j
 	}
-	clear(sc.deps) // no names of this trace kept
+	clear(reqs) // no names of this trace kept
+	sc.reqs = reqs[:0]
+	clear(sc.deps)
 	sc.deps = sc.deps[:0]
 	clear(sc.many)
-	return reqs
+	return out
+}
+
+// result makes what measure returns: n requests and the m dependencies they share out. Most
+// traces are one request calling a few dependencies: those get both in one allocation, which
+// costs no more memory than two (the sizes round to the same classes), and the two are kept
+// and dropped together anyway, with the trace's result.
+func result(n, m int) ([]Request, []Dep) {
+	if n == 1 {
+		switch {
+		case m == 0:
+			return make([]Request, 1), nil
+		case m == 1:
+			b := new(struct {
+				r [1]Request
+				d [1]Dep
+			})
+			return b.r[:], b.d[:]
+		case m == 2:
+			b := new(struct {
+				r [1]Request
+				d [2]Dep
+			})
+			return b.r[:], b.d[:]
+		case m <= 4:
+			b := new(struct {
+				r [1]Request
+				d [4]Dep
+			})
+			return b.r[:], b.d[:m:m]
+		}
+	}
+	return make([]Request, n), make([]Dep, m)
 }
