@@ -10,3 +10,11 @@ func MeasureWalked(t *analyzer.Trace, ops []*analyzer.Operation, skew int64) []R
 }
 
 var RetriedNothing = retriedNothing
+
+// Held is the most elements any of sc's arrays can hold without growing: what it keeps between
+// traces.
+func (sc *Scratch) Held() int {
+	m := &sc.m
+	return max(cap(sc.rootOf), cap(sc.reqs), cap(sc.deps), len(sc.many), cap(m.ownPart), cap(m.part),
+		cap(m.ownOp), cap(m.op), cap(m.ownCopy), cap(m.copied), cap(m.pauses), cap(m.kids), cap(m.segs))
+}

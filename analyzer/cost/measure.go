@@ -50,6 +50,18 @@ type Scratch struct {
 	many   map[depKey]int32
 }
 
+// Trim drops what sc grew past max elements for one large trace (its arrays are by span, by
+// request and by dependency), so that a Scratch kept from trace to trace holds what its usual
+// traces need, not what the largest one ever measured did.
+func (sc *Scratch) Trim(max int) {
+	m := &sc.m
+	if cap(sc.rootOf) > max || cap(sc.reqs) > max || cap(sc.deps) > max || len(sc.many) > max ||
+		cap(m.ownPart) > max || cap(m.part) > max || cap(m.ownOp) > max || cap(m.op) > max ||
+		cap(m.ownCopy) > max || cap(m.copied) > max || cap(m.pauses) > max || cap(m.kids) > max || cap(m.segs) > max {
+		*sc = Scratch{}
+	}
+}
+
 // reqDep is a dependency of request req, while the trace is measured.
 type reqDep struct {
 	req int32

@@ -167,6 +167,7 @@ func (sc *scratch) reset() {
 	if cap(sc.state) > maxScratch {
 		sc.state = nil
 	}
+	sc.costs.Trim(maxScratch)
 	if cap(sc.path) > maxScratch {
 		sc.path = nil
 	}
