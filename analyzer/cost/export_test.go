@@ -15,6 +15,6 @@ var RetriedNothing = retriedNothing
 // traces.
 func (sc *Scratch) Held() int {
 	m := &sc.m
-	return max(cap(sc.rootOf), cap(sc.reqs), cap(sc.deps), len(sc.many), cap(m.ownPart), cap(m.part),
+	return max(cap(sc.rootOf), cap(sc.reqs), cap(sc.deps), cap(m.ownPart), cap(m.part),
 		cap(m.ownOp), cap(m.op), cap(m.ownCopy), cap(m.copied), cap(m.pauses), cap(m.kids), cap(m.segs))
 }

@@ -55,7 +55,8 @@ type Scratch struct {
 // traces need, not what the largest one ever measured did.
 func (sc *Scratch) Trim(max int) {
 	m := &sc.m
-	if cap(sc.rootOf) > max || cap(sc.reqs) > max || cap(sc.deps) > max || len(sc.many) > max ||
+	// many is not looked at: measure empties it, and it never holds more than deps did.
+	if cap(sc.rootOf) > max || cap(sc.reqs) > max || cap(sc.deps) > max ||
 		cap(m.ownPart) > max || cap(m.part) > max || cap(m.ownOp) > max || cap(m.op) > max ||
 		cap(m.ownCopy) > max || cap(m.copied) > max || cap(m.pauses) > max || cap(m.kids) > max || cap(m.segs) > max {
 		*sc = Scratch{}

@@ -18,7 +18,7 @@ func TestTrimDropsWhatOneWideTraceGrew(t *testing.T) {
 	const usual = 4096
 	wide := newBuilder(1)
 	root := wide.span(-1, spans.KindServer, "edge", "GET /all", 0, 5000)
-	for i := range 1500 { // 3,001 spans, each call retried once: the paths are walked, not skipped
+	for i := range 1500 { // 6,001 spans (a call is a CLIENT and a SERVER span), each call retried once: the paths are walked, not skipped
 		url := fmt.Sprintf("http://api:8080/item/%d", i)
 		wide.call(root, "edge", "api", url, 503, float64(i), float64(i)+1)
 		wide.call(root, "edge", "api", url, 200, float64(i)+2, float64(i)+3)

@@ -128,7 +128,13 @@ func TestScratchDropsWhatAHugeTraceGrew(t *testing.T) {
 	if len(sc.bridge) == 0 && len(sc.attached) == 0 {
 		t.Fatal("no orphan was attached: the trace does not test the buffers that attaching grows")
 	}
+	if reflect.ValueOf(sc.costs).IsZero() {
+		t.Fatal("the costs were not measured in the scratch: the trace does not test that their arrays go")
+	}
 	sc.reset()
+	if !reflect.ValueOf(sc.costs).IsZero() {
+		t.Error("scratch.costs keeps the arrays the huge trace grew after reset")
+	}
 	v := reflect.ValueOf(sc).Elem()
 	for k := range v.NumField() {
 		f := v.Field(k)
