@@ -251,7 +251,7 @@ func (w *Writer) jsonDocPart(dst, body []byte) ([]byte, error) {
 
 func putLength(rec []byte) error {
 	n := len(rec) - 4
-	if n > math.MaxUint32 {
+	if uint64(n) > math.MaxUint32 {
 		return fmt.Errorf("record request: %d bytes do not fit the 4-byte length prefix", n)
 	}
 	binary.BigEndian.PutUint32(rec, uint32(n))

@@ -68,7 +68,7 @@ func limitLiveMemory(maxSpans int) *memoryGuard {
 
 // liveMemoryLimit is limitLiveMemory's limit for --max-spans maxSpans.
 func liveMemoryLimit(maxSpans int) int64 {
-	if maxSpans <= 0 || maxSpans > (math.MaxInt64-liveHeldBesidesSpans)/liveMemoryPerSpan {
+	if maxSpans <= 0 || int64(maxSpans) > (math.MaxInt64-liveHeldBesidesSpans)/liveMemoryPerSpan {
 		return math.MaxInt64
 	}
 	return liveHeldBesidesSpans + int64(maxSpans)*liveMemoryPerSpan
