@@ -26,7 +26,7 @@ func evidenceCases() []struct {
 		{"none", analyzer.Value{}, nil},
 		{"int", analyzer.Int(27), 27},
 		{"int negative", analyzer.Int(-3), -3},
-		{"int max", analyzer.Int(math.MaxInt64), math.MaxInt64},
+		{"int max", analyzer.Int(math.MaxInt), math.MaxInt},
 		{"float", analyzer.Float(0.125), 0.125},
 		{"float integral", analyzer.Float(5), 5.0},
 		{"float tiny", analyzer.Float(1e-7), 1e-7},

@@ -1,6 +1,7 @@
 package analyzer_test
 
 import (
+	"math"
 	"reflect"
 	"strings"
 	"testing"
@@ -40,7 +41,7 @@ func TestSettingFieldsDescribeTheTags(t *testing.T) {
 		{0, -time.Millisecond, "must be between 0s and 1m"},
 		{0, time.Minute, ""},
 		{1, 0, "must be at least 1"},
-		{1, 1 << 40, ""},
+		{1, math.MaxInt, ""},
 		{2, 1.5, "must be a ratio between 0 and 1"},
 		{2, 0.0, ""},
 	}

@@ -186,7 +186,7 @@ func runArm(b *testing.B, env []string, n int64) armRun {
 		b.Fatalf("%s: read %q spans of %d written\n%s", env, m, g.Spans(), stderr.String())
 	}
 	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
-		r.rss = ru.Maxrss * 1024
+		r.rss = int64(ru.Maxrss) * 1024
 		r.cpu = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 	}
 	return r

@@ -90,7 +90,7 @@ func TestEvidenceMatchesJSON(t *testing.T) {
 		t.Error("no fixture evidence")
 	}
 	for name, x := range map[string]analyzer.Value{
-		"none": {}, "true": analyzer.Bool(true), "int": analyzer.Int(3), "int min": analyzer.Int(math.MinInt64),
+		"none": {}, "true": analyzer.Bool(true), "int": analyzer.Int(3), "int min": analyzer.Int(math.MinInt),
 		"float integral": analyzer.Float(5.0), "float negative zero": analyzer.Float(math.Copysign(0, -1)),
 		"float fraction": analyzer.Float(0.1), "float tiny": analyzer.Float(1e-7), "float 2^63": analyzer.Float(math.Exp2(63)),
 		"float 1e21": analyzer.Float(1e21), "float big integral": analyzer.Float(1e20), "float -2^63": analyzer.Float(-math.Exp2(63)),
