@@ -8,7 +8,6 @@ import (
 	"github.com/stormwatch/stormwatch/analyzer"
 	"github.com/stormwatch/stormwatch/analyzer/passes/internal/audit"
 	"github.com/stormwatch/stormwatch/analyzer/policy"
-	"github.com/stormwatch/stormwatch/spans"
 )
 
 // Detector is the policy-violation detector.
@@ -39,7 +38,7 @@ func run(pass *analyzer.Pass) error {
 				// Making it the owner would not help: the class allows one attempt, whoever makes it.
 				action = "remove the retry loop from " + op.Owner + ": the class allows one attempt (maxAttempts 1)"
 			}
-			v.report("owner", cls.Owner.Pos, cls.Owner.Value, op.Owner, retryIDs(op),
+			v.report("owner", cls.Owner.Pos, cls.Owner.Value, op.Owner, audit.AttemptIDs(op, audit.IsRetry),
 				fmt.Sprintf("%s retried %s (%d tries) but the policy makes %s the only owner of its retries", op.Owner, op.Name, op.Tries(), cls.Owner.Value),
 				action)
 		}
@@ -98,20 +97,6 @@ func terminalMatches(want, got string) bool {
 		return strings.HasPrefix(got, "fallback")
 	}
 	return want == got
-}
-
-func retryIDs(op *analyzer.Operation) []string {
-	var buf [16]spans.SpanID
-	ids := buf[:0]
-	for i := range op.Attempts {
-		if audit.IsRetry(&op.Attempts[i]) {
-			ids = append(ids, op.Attempts[i].SpanID)
-		}
-	}
-	if len(ids) == 0 {
-		return nil
-	}
-	return audit.HexIDs(ids)
 }
 
 // checkBackoff compares each retry's pause with what the class's backoff allows. Full and

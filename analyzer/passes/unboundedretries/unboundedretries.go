@@ -35,7 +35,7 @@ func run(pass *analyzer.Pass) error {
 		cls := classes.Of(op)
 		limit := cls.MaxAttempts.Value
 		if tries > limit {
-			ids := tryIDs(op)
+			ids := audit.AttemptIDs(op, counts)
 			ev := analyzer.Evidence{"attempts": analyzer.Int(tries), "limit": analyzer.Int(limit)}
 			cite := audit.Cite(ev, "maxAttempts", cls.MaxAttempts, strconv.Itoa(limit))
 			pass.Report(analyzer.Finding{
@@ -55,7 +55,7 @@ func run(pass *analyzer.Pass) error {
 		}
 		pass.Report(analyzer.Finding{
 			Severity:   analyzer.SeverityInfo,
-			SpanIDs:    tryIDs(op),
+			SpanIDs:    audit.AttemptIDs(op, counts),
 			Service:    op.Owner,
 			Dependency: op.Dependency,
 			Summary:    fmt.Sprintf("%s gave up %s after %s without a stop reason: nothing in the trace says what bounded the loop", op.Owner, op.Name, words.Plural(tries, "try", "tries")),
@@ -69,20 +69,6 @@ func run(pass *analyzer.Pass) error {
 // counts says whether an attempt is a try of the loop: not a resend, a hedge or a fallback.
 func counts(a *analyzer.Attempt) bool {
 	return a.Kind != analyzer.AttemptKindResend && a.Kind != analyzer.KindHedge && a.Kind != analyzer.KindFallback
-}
-
-func tryIDs(op *analyzer.Operation) []string {
-	var buf [16]spans.SpanID
-	ids := buf[:0]
-	for i := range op.Attempts {
-		if counts(&op.Attempts[i]) {
-			ids = append(ids, op.Attempts[i].SpanID)
-		}
-	}
-	if len(ids) == 0 {
-		return nil
-	}
-	return audit.HexIDs(ids)
 }
 
 // hasStopReason looks at the operation and at its spans: the analyzer fills StopReason from the

@@ -19,6 +19,12 @@ var Detector = &analyzer.Detector{
 	Run:      run,
 }
 
+// sent says whether an attempt sent the write again: not a resend after a redirect or 401, nor a
+// fallback to another operation.
+func sent(a *analyzer.Attempt) bool {
+	return a.Kind != analyzer.AttemptKindResend && a.Kind != analyzer.KindFallback
+}
+
 func run(pass *analyzer.Pass) error {
 	t := pass.Trace
 	if t == nil {
@@ -28,7 +34,7 @@ func run(pass *analyzer.Pass) error {
 	for _, op := range pass.Operations {
 		sends := 0
 		for i := range op.Attempts {
-			if k := op.Attempts[i].Kind; k != analyzer.AttemptKindResend && k != analyzer.KindFallback {
+			if sent(&op.Attempts[i]) {
 				sends++
 			}
 		}
@@ -53,13 +59,6 @@ func run(pass *analyzer.Pass) error {
 		if hasKey(t, op) {
 			continue
 		}
-		var idBuf [16]spans.SpanID
-		ids := idBuf[:0]
-		for i := range op.Attempts {
-			if k := op.Attempts[i].Kind; k != analyzer.AttemptKindResend && k != analyzer.KindFallback {
-				ids = append(ids, op.Attempts[i].SpanID)
-			}
-		}
 		shown := method
 		if shown == "" {
 			shown = "write"
@@ -73,7 +72,7 @@ func run(pass *analyzer.Pass) error {
 		cite := audit.Cite(ev, "idempotent", cls.Idempotent, "false")
 		pass.Report(analyzer.Finding{
 			Severity:   pass.Detector.Severity,
-			SpanIDs:    audit.HexIDs(ids),
+			SpanIDs:    audit.AttemptIDs(op, sent),
 			Service:    op.Owner,
 			Dependency: op.Dependency,
 			Summary: fmt.Sprintf("%s sent %s %s without an idempotency key: a lost response after the server acted becomes a duplicate%s",

@@ -285,6 +285,22 @@ func HexIDs(ids []spans.SpanID) []string {
 	return out
 }
 
+// AttemptIDs renders the span ids of op's attempts that keep accepts, in order, as HexIDs does;
+// nil when none is kept.
+func AttemptIDs(op *analyzer.Operation, keep func(*analyzer.Attempt) bool) []string {
+	var buf [16]spans.SpanID
+	ids := buf[:0]
+	for i := range op.Attempts {
+		if keep(&op.Attempts[i]) {
+			ids = append(ids, op.Attempts[i].SpanID)
+		}
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	return HexIDs(ids)
+}
+
 // Ms renders nanoseconds as milliseconds for evidence, rounded to 0.1 ms.
 func Ms(ns int64) float64 { return float64(ns/100_000) / 10 }
 
