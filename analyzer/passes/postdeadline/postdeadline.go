@@ -6,7 +6,6 @@ import (
 	"math"
 	"slices"
 	"sort"
-	"sync"
 	"time"
 
 	"github.com/stormwatch/stormwatch/analyzer"
@@ -41,80 +40,23 @@ func run(pass *analyzer.Pass) error {
 	if !explicit && !gaveUp {
 		return nil
 	}
-	sc := scratches.Get().(*scratch)
-	defer sc.put(t.Len())
-	sc.counted = sized(sc.counted, t.Len())
-	clear(sc.counted)
-	off := clockOffsets(t, sc)
+	counted := make([]bool, t.Len())
+	off := clockOffsets(t)
 	start := func(j int) int64 { return t.Start(j) + off[j] }
 	end := func(j int) int64 { return t.End(j) + off[j] }
 
 	// Explicit deadlines first: they are the operation's own word.
 	if explicit {
-		deadlines(pass, sc, start, end, skew)
+		deadlines(pass, counted, start, end, skew)
 	}
 
 	// Then callers that gave up: outer ones first, so work nested under several give-ups is
 	// counted once, against the first caller that stopped waiting.
 	if gaveUp {
-		givenUp(pass, sc, start, end, off, skew)
+		givenUp(pass, counted, start, end, off, skew)
 	}
 	return nil
 }
-
-// scratch is the memory a run works in, taken from scratches and given back: a trace with a
-// deadline or a caller that gave up would otherwise allocate a dozen arrays its size, and in
-// traffic whose every operation carries a deadline (resilience.deadline) that is every trace.
-type scratch struct {
-	counted          []bool  // the calls already reported
-	off              []int64 // clockOffsets
-	head, next       []int32 // deadlines: the seqs rooted at each span
-	pre, depth, near []int32 // givenUp: see there
-	ops              []*analyzer.Operation
-	dzones           []deadlineZone
-	dclaims          []deadlineClaim
-	gzones           []giveUpZone
-	gclaims          []giveUpClaim
-	frames           []frame
-	late             []int
-}
-
-var scratches = sync.Pool{New: func() any { return new(scratch) }}
-
-// maxKept is the largest trace, in spans, whose scratch goes back to the pool: one huge trace
-// does not leave arrays its size behind for the small ones that follow.
-const maxKept = 4096
-
-// put gives sc back to the pool after a trace of n spans, holding none of the engine's
-// operations.
-func (sc *scratch) put(n int) {
-	if n > maxKept || len(sc.ops) > maxKept {
-		return
-	}
-	clear(sc.ops)
-	sc.ops = sc.ops[:0]
-	scratches.Put(sc)
-}
-
-// sized is s with length n, its memory reused when it is large enough; its elements are
-// whatever they were (the caller sets or clears them).
-func sized[T any](s []T, n int) []T { return slices.Grow(s[:0], n)[:n] }
-
-type deadlineZone struct {
-	seq   int32 // the operation's calls numbered in order
-	late  int64 // a call that starts after it is late: the deadline and the skew allowed
-	first int64 // the earliest late of this zone and those above it (since base)
-	inOrd bool  // the zones since base are in seq order
-}
-
-type deadlineClaim struct{ seq, call, pre int32 }
-
-type giveUpZone struct {
-	caller int32
-	first  int64 // the earliest give-up point of this zone's caller and those above it
-}
-
-type giveUpClaim struct{ caller, call int32 }
 
 // deadlines reports the calls started after their operation's deadline: each call of an operation
 // with a deadline, and each call under one short of CONSUMER spans, late and not yet counted,
@@ -127,19 +69,22 @@ type giveUpClaim struct{ caller, call int32 }
 // first one a call is late for is a binary search of their earliest deadlines; otherwise a scan of
 // them. Nested operations with deadlines, each walking everything under its calls, would otherwise
 // cost a deep trace the square.
-func deadlines(pass *analyzer.Pass, sc *scratch, start, end func(int) int64, skew int64) {
+func deadlines(pass *analyzer.Pass, counted []bool, start, end func(int) int64, skew int64) {
 	t := pass.Trace
-	type zone = deadlineZone
+	type zone struct {
+		seq   int32 // the operation's calls numbered in order
+		late  int64 // a call that starts after it is late: the deadline and the skew allowed
+		first int64 // the earliest late of this zone and those above it (since base)
+		inOrd bool  // the zones since base are in seq order
+	}
 	var (
-		counted = sc.counted
-		ops     = sc.ops[:0] // of each seq
-		head    = sized(sc.head, t.Len())
-		next    = sc.next[:0] // the next seq rooted at the same span, -1 for none
-		zones   = sc.dzones[:0]
-		claims  = sc.dclaims[:0]
-		n       int32
+		ops    []*analyzer.Operation // of each seq
+		head   = make([]int32, t.Len())
+		next   []int32 // the next seq rooted at the same span, -1 for none
+		zones  []zone
+		claims []struct{ seq, call, pre int32 }
+		n      int32
 	)
-	defer func() { sc.ops, sc.head, sc.next, sc.dzones, sc.dclaims = ops, head, next, zones, claims }()
 	for i := range head {
 		head[i] = -1
 	}
@@ -159,7 +104,7 @@ func deadlines(pass *analyzer.Pass, sc *scratch, start, end func(int) int64, ske
 		}
 	}
 	lateAt := func(seq int32) int64 { return ops[seq].DeadlineUnixNano + skew }
-	walkTree(t, sc, func(j int, base int32) (int32, int32) {
+	walkTree(t, func(j int, base int32) (int32, int32) {
 		pre := n
 		n++
 		if isAsync(t, j) {
@@ -190,7 +135,7 @@ func deadlines(pass *analyzer.Pass, sc *scratch, start, end func(int) int64, ske
 		}
 		if best >= 0 && !counted[j] {
 			counted[j] = true
-			claims = append(claims, deadlineClaim{best, int32(j), pre})
+			claims = append(claims, struct{ seq, call, pre int32 }{best, int32(j), pre})
 		}
 		opened := int32(0)
 		for seq := head[j]; seq >= 0; seq = next[seq] {
@@ -205,14 +150,13 @@ func deadlines(pass *analyzer.Pass, sc *scratch, start, end func(int) int64, ske
 		}
 		return opened, base
 	}, func(opened int32) { zones = zones[:len(zones)-int(opened)] })
-	slices.SortFunc(claims, func(a, b deadlineClaim) int {
+	slices.SortFunc(claims, func(a, b struct{ seq, call, pre int32 }) int {
 		if c := cmp.Compare(a.seq, b.seq); c != 0 {
 			return c
 		}
 		return cmp.Compare(a.pre, b.pre)
 	})
-	late := sc.late[:0]
-	defer func() { sc.late = late }()
+	var late []int
 	for i := 0; i < len(claims); {
 		op := ops[claims[i].seq]
 		late = late[:0]
@@ -228,9 +172,9 @@ func deadlines(pass *analyzer.Pass, sc *scratch, start, end func(int) int64, ske
 // that span j's calls may be claimed by (zones the caller keeps on a stack; a CONSUMER span moves
 // it past those above it) and returns how many zones j opened and the first zone for its subtree;
 // leave closes j's zones once its subtree is visited.
-func walkTree(t *analyzer.Trace, sc *scratch, enter func(j int, base int32) (opened, subBase int32), leave func(opened int32)) {
-	frames := sc.frames[:0]
-	defer func() { sc.frames = frames }()
+func walkTree(t *analyzer.Trace, enter func(j int, base int32) (opened, subBase int32), leave func(opened int32)) {
+	type frame struct{ span, child, opened, base int32 }
+	var frames []frame
 	push := func(j int, base int32) {
 		opened, sub := enter(j, base)
 		frames = append(frames, frame{span: int32(j), opened: opened, base: sub})
@@ -250,9 +194,6 @@ func walkTree(t *analyzer.Trace, sc *scratch, enter func(j int, base int32) (ope
 	}
 }
 
-// frame is a span walkTree is in: its next child to visit, and what enter returned for it.
-type frame struct{ span, child, opened, base int32 }
-
 // givenUp reports the calls started after a caller gave up: each late call (not yet counted)
 // against the outermost caller above it that had given up when it started, each caller's in one
 // finding, the callers in pre-order. A caller's calls are those under the SERVER spans that
@@ -264,24 +205,22 @@ type frame struct{ span, child, opened, base int32 }
 // first, with the earliest point any of them gave up by then: a call finds its caller by a binary
 // search of those, not by a walk down from each caller. A cascade of n timeouts, each callee working
 // on and calling again, would otherwise walk its n levels once per caller.
-func givenUp(pass *analyzer.Pass, sc *scratch, start, end func(int) int64, off []int64, skew int64) {
+func givenUp(pass *analyzer.Pass, counted []bool, start, end func(int) int64, off []int64, skew int64) {
 	t := pass.Trace
-	type zone = giveUpZone
-	type claim = giveUpClaim
+	type zone struct {
+		caller int32
+		first  int64 // the earliest give-up point of this zone's caller and those above it
+	}
+	type claim struct{ caller, call int32 }
 	var (
-		counted = sc.counted
-		zones   = sc.gzones[:0]
-		claims  = sc.gclaims[:0]
-		pre     = sized(sc.pre, t.Len())   // each span's place in pre-order
-		depth   = sized(sc.depth, t.Len()) // SERVER spans at or above each span
-		near    = sized(sc.near, t.Len())  // the nearest SERVER span at or above each span, -1 for none
-		n       int32
+		zones  []zone
+		claims []claim
+		pre    = make([]int32, t.Len()) // each span's place in pre-order
+		depth  = make([]int32, t.Len()) // SERVER spans at or above each span
+		near   = make([]int32, t.Len()) // the nearest SERVER span at or above each span, -1 for none
+		n      int32
 	)
-	defer func() { sc.gzones, sc.gclaims, sc.pre, sc.depth, sc.near = zones, claims, pre, depth, near }()
-	clear(pre) // the walk sets every span it reaches; one it never reached reads 0, as in a fresh array
-	clear(depth)
-	clear(near)
-	walkTree(t, sc, func(j int, base int32) (int32, int32) {
+	walkTree(t, func(j int, base int32) (int32, int32) {
 		pre[j] = n
 		n++
 		p := t.Parent(j)
@@ -334,8 +273,7 @@ func givenUp(pass *analyzer.Pass, sc *scratch, start, end func(int) int64, off [
 	}, func(opened int32) { zones = zones[:len(zones)-int(opened)] })
 	// Each caller's late calls in pre-order, the callers in pre-order.
 	slices.SortStableFunc(claims, func(a, b claim) int { return cmp.Compare(pre[a.caller], pre[b.caller]) })
-	late := sc.late[:0]
-	defer func() { sc.late = late }()
+	var late []int
 	for i := 0; i < len(claims); {
 		c := int(claims[i].caller)
 		late = late[:0]
@@ -354,10 +292,8 @@ func givenUp(pass *analyzer.Pass, sc *scratch, start, end func(int) int64, off [
 // later, since past that the request waited - and every span below it moves with it, its own
 // callees aligned again in turn. The callee's duration
 // is kept, so a callee that worked on after its caller ended still shows it.
-func clockOffsets(t *analyzer.Trace, sc *scratch) []int64 {
-	off := sized(sc.off, t.Len())
-	clear(off) // the roots keep theirs: the walks below set only the spans under them
-	sc.off = off
+func clockOffsets(t *analyzer.Trace) []int64 {
+	off := make([]int64, t.Len())
 	for _, r := range t.Roots() {
 		// Pre-order: a span's parent is aligned before it.
 		t.Walk(int(r), func(j int) bool {
